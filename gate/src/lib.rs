@@ -1,0 +1,1 @@
+//! The gate: latency statistics, rules, baselines, the verdict and its exporters.

@@ -1,0 +1,192 @@
+//! The placement report: the typed, versioned answer to "where did the model run".
+
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier of a serialized [`PlacementReport`].
+pub const PLACEMENT_SCHEMA: &str = "npugate.placement/1";
+
+/// Where one run's model executed: per EP nodes/FLOPs/time, partitions, boundaries and fallbacks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlacementReport {
+    /// Always [`PLACEMENT_SCHEMA`].
+    pub schema: String,
+    /// sha256 of the model the report describes.
+    pub model_sha256: String,
+    /// The EP the model is meant to run on (`QNNExecutionProvider`; `CPUExecutionProvider` for CPU runs).
+    pub preferred_ep: String,
+    /// Set when the placement is a prediction, e.g. `predicted: HTP backend validation not run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<String>,
+    /// How many profiled runs the times are computed from.
+    pub runs_profiled: usize,
+    /// Whole-model totals.
+    pub totals: Totals,
+    /// One entry per EP that ran at least one node, largest FLOP share first.
+    pub per_ep: Vec<EpShare>,
+    /// Share of FLOPs on `preferred_ep`, in percent (the number the `npu_flops_pct` gate rule reads).
+    pub preferred_flops_pct: f64,
+    /// Share of nodes on `preferred_ep`, in percent.
+    pub preferred_nodes_pct: f64,
+    /// Share of measured kernel time on `preferred_ep`, in percent (`None` without a profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_time_pct: Option<f64>,
+    /// Fused partitions of compiling EPs (one per fused node).
+    pub partitions: Vec<Partition>,
+    /// CPU↔accelerator switches in execution order.
+    pub boundaries: Boundaries,
+    /// Every node not on `preferred_ep`, most expensive first (expected I/O quantization included, marked).
+    pub fallback: Vec<FallbackNode>,
+    /// Every original node with its placement and cost.
+    pub nodes: Vec<NodePlacement>,
+    /// Named warnings: `FLOPs unknown for <op>`, nodes that could not be joined, truncated profiles, …
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Whole-model totals.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Totals {
+    /// Original nodes in the assignment.
+    pub nodes: usize,
+    /// FLOPs of the nodes whose FLOPs are known (FLOPs = 2 × multiply-accumulates).
+    pub flops: u64,
+    /// Nodes whose FLOPs could not be computed.
+    pub flops_unknown_nodes: usize,
+    /// Median over profiled runs of the summed kernel time (µs), when profiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_us_per_run: Option<f64>,
+}
+
+/// One execution provider's share of the model.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EpShare {
+    /// EP name.
+    pub ep: String,
+    /// Original nodes assigned to it.
+    pub nodes: usize,
+    /// Percent of all nodes.
+    pub nodes_pct: f64,
+    /// FLOPs of its nodes.
+    pub flops: u64,
+    /// Percent of all known FLOPs.
+    pub flops_pct: f64,
+    /// Median kernel time per run (µs), when profiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_us_per_run: Option<f64>,
+    /// Percent of measured kernel time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_pct: Option<f64>,
+}
+
+/// A fused partition of a compiling EP (one Node event per run in the profile).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Partition {
+    /// EP name.
+    pub ep: String,
+    /// Fused node name from the profile (`QNNExecutionProvider_QNNExecutionProvider_<hash>_<id>_<n>`).
+    pub fused_name: String,
+    /// Original nodes inside it, in graph order where known.
+    pub nodes: Vec<String>,
+    /// FLOPs of those nodes.
+    pub flops: u64,
+    /// Kernel time of the fused node per run (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeStats>,
+    /// Per-op accelerator timings from QNN's profiling CSV, when available.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_ops: Vec<BackendOpTime>,
+}
+
+/// A time distribution over profiled runs, in microseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TimeStats {
+    /// Median (µs).
+    pub median_us: f64,
+    /// 95th percentile (µs).
+    pub p95_us: f64,
+    /// Number of samples.
+    pub samples: usize,
+}
+
+/// One QNN op's time from QNN's own profiling.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackendOpTime {
+    /// QNN node/op name (`Event Identifier`).
+    pub name: String,
+    /// Median value per execute.
+    pub value: f64,
+    /// Unit as QNN reported it (`US`, `CYCLES`).
+    pub unit: String,
+}
+
+/// CPU↔accelerator switches.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Boundaries {
+    /// Number of EP switches in each profiled run, in run order.
+    pub per_run: Vec<usize>,
+    /// The switches of the first profiled run, in execution order.
+    pub transitions: Vec<Transition>,
+}
+
+/// One switch from one EP to another between consecutive kernels.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Transition {
+    /// EP before the switch.
+    pub from_ep: String,
+    /// EP after the switch.
+    pub to_ep: String,
+    /// Kernel (profile event name without `_kernel_time`) before the switch.
+    pub after: String,
+    /// Kernel after the switch.
+    pub before: String,
+}
+
+/// A node that did not run on the preferred EP.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FallbackNode {
+    /// Original node name.
+    pub name: String,
+    /// Operator type.
+    pub op_type: String,
+    /// EP it ran on.
+    pub ep: String,
+    /// Input shapes (from the reference pass), as `[1,3,224,224]` strings per input.
+    pub input_shapes: Vec<String>,
+    /// FLOPs, `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    /// Percent of the model's known FLOPs.
+    pub flops_pct: f64,
+    /// Median kernel time per run (µs), when profiled and attributable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_us_per_run: Option<f64>,
+    /// True for graph-input QuantizeLinear / output DequantizeLinear put on CPU by
+    /// `offload_graph_io_quantization`: by design, not a regression.
+    pub expected: bool,
+    /// The EP's own rejection reason from the log (`Validation FAILED … REASON : …`), when found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A one-line remedy where one is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// One original node: where it ran and what it costs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NodePlacement {
+    /// Original node name.
+    pub name: String,
+    /// Operator type.
+    pub op_type: String,
+    /// Operator domain.
+    pub domain: String,
+    /// EP it was assigned to.
+    pub ep: String,
+    /// Input shapes from the reference pass.
+    pub input_shapes: Vec<String>,
+    /// Output shapes from the reference pass.
+    pub output_shapes: Vec<String>,
+    /// FLOPs, `None` when unknown (see `warnings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+}

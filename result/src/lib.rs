@@ -1,0 +1,411 @@
+//! The `RunResult`: what one harness invocation measured, written as `result.json` in its output
+//! directory and read by every host stage (placement, gate, sweep, evidence).
+//!
+//! The schema is versioned by [`RUN_RESULT_SCHEMA`]; a reader refuses any other value with an error
+//! that names the file and the version it found.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier written into every `result.json`; bumped on any incompatible change.
+pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1";
+
+/// File names inside a harness output directory.
+pub mod files {
+    /// The run result itself.
+    pub const RESULT: &str = "result.json";
+    /// ORT profile of the profiled pass (same EP configuration as the timed runs).
+    pub const PROFILE: &str = "profile.json";
+    /// ORT profile of the reference pass (CPU EP, graph optimizations disabled).
+    pub const REFERENCE_PROFILE: &str = "reference_profile.json";
+    /// Everything ONNX Runtime logged (VERBOSE), one line per message.
+    pub const ORT_LOG: &str = "ort.log";
+    /// QNN's own per-op profiling CSV, when QNN profiling was on.
+    pub const QNN_PROFILE: &str = "qnn_profile.csv";
+}
+
+/// Everything one harness invocation measured and the context needed to judge it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    /// Always [`RUN_RESULT_SCHEMA`].
+    pub schema: String,
+    /// `complete` only when every requested step finished; otherwise what was measured is kept
+    /// and `error` says what stopped the run.
+    pub status: RunStatus,
+    /// Why the run is incomplete (absent when complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The harness binary that wrote this result.
+    pub tool: ToolInfo,
+    /// The model file and its graph inputs/outputs.
+    pub model: ModelInfo,
+    /// The ONNX Runtime library set that ran the model.
+    pub runtime: RuntimeIdentity,
+    /// Execution provider request: what was asked for, how it was registered, with which options.
+    pub execution: ExecutionConfig,
+    /// Run-count and input settings.
+    pub settings: RunSettings,
+    /// The concrete inputs fed to the model.
+    pub inputs: Vec<InputDescription>,
+    /// Wall-clock measurements.
+    pub timings: Timings,
+    /// HdrHistogram summary of the timed runs (nanoseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<HistogramSummary>,
+    /// Node→EP assignment from `Session_GetEpGraphAssignmentInfo` (ORT ≥ 1.24).
+    pub assignment: Assignment,
+    /// Health of an accelerator backend as read from the log (QNN); absent for CPU runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendHealth>,
+    /// Output files in the result directory, relative to it.
+    pub artifacts: Artifacts,
+    /// The machine the harness ran on.
+    pub fingerprint: SystemFingerprint,
+    /// Non-fatal observations, each a full sentence.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Whether every requested step of a run finished.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// All steps finished; the result may be judged.
+    Complete,
+    /// A step failed; fields hold what was measured before it.
+    Incomplete,
+}
+
+/// Name and version of the program that wrote a result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolInfo {
+    /// Program name, e.g. `npugate-harness`.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Target triple it was built for.
+    pub target: String,
+}
+
+/// Identity and interface of the model file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModelInfo {
+    /// Path as given to the harness.
+    pub path: String,
+    /// sha256 of the file, lowercase hex.
+    pub sha256: String,
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Graph inputs as declared by the model (dynamic dims as `null` with their symbolic name).
+    pub inputs: Vec<TensorSignature>,
+    /// Graph outputs as declared by the model.
+    pub outputs: Vec<TensorSignature>,
+}
+
+/// A graph input or output as the model declares it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TensorSignature {
+    /// Tensor name.
+    pub name: String,
+    /// ONNX element type in lowercase (`float32`, `uint8`, …), or the non-tensor kind.
+    pub element_type: String,
+    /// Dimensions; `None` for a dynamic dimension.
+    pub shape: Vec<Option<i64>>,
+    /// Symbolic names of the dimensions (empty string when fixed or unnamed).
+    pub dim_names: Vec<String>,
+}
+
+/// The native libraries that executed the model.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RuntimeIdentity {
+    /// Name of the runtime (library set) when launched through `npugate`, else `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `OrtGetApiBase()->GetVersionString()`.
+    pub ort_version: String,
+    /// `GetBuildInfoString()`.
+    pub ort_build_info: String,
+    /// Every library loaded on purpose: ORT core, EP plugin, QNN backend libraries.
+    pub libraries: Vec<LibraryIdentity>,
+}
+
+/// One native library and its content hash.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LibraryIdentity {
+    /// What the library is for: `ort`, `ep_plugin`, `qnn_backend`, `qnn_other`.
+    pub role: String,
+    /// Path as loaded.
+    pub path: String,
+    /// sha256 of the file, lowercase hex.
+    pub sha256: String,
+    /// File size in bytes.
+    pub bytes: u64,
+}
+
+/// How the execution provider was requested and attached.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionConfig {
+    /// EP requested on the command line (`cpu`, `qnn`).
+    pub requested_ep: String,
+    /// The ORT name of the EP the model should run on (`CPUExecutionProvider`, `QNNExecutionProvider`).
+    pub preferred_ep: String,
+    /// How the EP was attached: `cpu`, `builtin` (compiled into libonnxruntime) or `plugin` (EP library).
+    pub attach: String,
+    /// EP options passed (without the `<EP>.` prefix).
+    pub ep_options: BTreeMap<String, String>,
+    /// Session configuration entries set.
+    pub session_config: BTreeMap<String, String>,
+    /// Graph optimization level of the timed session (`disable`, `basic`, `extended`, `all`).
+    pub optimization_level: String,
+    /// Intra-op threads (0 = ORT default).
+    pub intra_op_threads: usize,
+}
+
+/// Run counts and input generation settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunSettings {
+    /// Warmup runs (discarded).
+    pub warmup: u32,
+    /// Timed runs.
+    pub runs: u32,
+    /// Profiled runs in the separate profiling session (0 = no ORT profile).
+    pub profile_runs: u32,
+    /// Whether the reference pass (CPU EP, optimizations off) was requested.
+    pub reference_pass: bool,
+    /// Seed of the random input generator.
+    pub seed: u64,
+}
+
+/// One concrete input fed to the model.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InputDescription {
+    /// Input name.
+    pub name: String,
+    /// ONNX element type in lowercase.
+    pub element_type: String,
+    /// Concrete shape used.
+    pub shape: Vec<i64>,
+    /// `random` (seeded) or `npy:<path>`.
+    pub source: String,
+    /// sha256 of the raw little-endian tensor bytes, so runs on different devices can prove equal inputs.
+    pub sha256: String,
+}
+
+/// Wall-clock measurements in nanoseconds (monotonic clock).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Timings {
+    /// Loading the ORT library and creating the environment.
+    pub ort_init_ns: u64,
+    /// Registering the EP plugin library (0 when none).
+    pub ep_register_ns: u64,
+    /// Creating the timed session (includes EP graph compilation).
+    pub session_create_ns: u64,
+    /// The first inference after session creation (cold).
+    pub first_inference_ns: u64,
+    /// Every timed run, in run order. Exactly `settings.runs` entries when complete.
+    pub latencies_ns: Vec<u64>,
+    /// Wall time of the whole timed loop (for per-run overhead).
+    pub loop_wall_ns: u64,
+    /// Wall time of the profiled pass (session creation + profiled runs), 0 when skipped.
+    pub profiled_pass_ns: u64,
+    /// Wall time of the reference pass, 0 when skipped.
+    pub reference_pass_ns: u64,
+}
+
+/// HdrHistogram summary of the timed runs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistogramSummary {
+    /// Number of recorded runs.
+    pub count: u64,
+    /// Smallest latency (ns).
+    pub min_ns: u64,
+    /// Largest latency (ns).
+    pub max_ns: u64,
+    /// Mean latency (ns).
+    pub mean_ns: f64,
+    /// Standard deviation (ns).
+    pub stdev_ns: f64,
+    /// Percentiles by HdrHistogram's `value_at_quantile` (ns): keys `p50`, `p90`, `p95`, `p99`, `p999`.
+    pub percentiles_ns: BTreeMap<String, u64>,
+    /// Significant figures the histogram kept.
+    pub significant_figures: u8,
+}
+
+/// Node→EP assignment as ONNX Runtime reports it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Assignment {
+    /// Where the assignment came from: `Session_GetEpGraphAssignmentInfo`, or `unavailable`.
+    pub source: String,
+    /// Why it is unavailable, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// One entry per EP subgraph, in ORT's order.
+    pub subgraphs: Vec<AssignedSubgraph>,
+}
+
+/// One subgraph assigned to one EP.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AssignedSubgraph {
+    /// EP name, e.g. `QNNExecutionProvider`.
+    pub ep: String,
+    /// Original (pre-fusion) nodes in it.
+    pub nodes: Vec<AssignedNode>,
+}
+
+/// A node as listed in an assigned subgraph.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AssignedNode {
+    /// Node name.
+    pub name: String,
+    /// Operator type.
+    pub op_type: String,
+    /// Operator domain (empty for the default ONNX domain).
+    pub domain: String,
+}
+
+/// What the log says about the accelerator backend.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackendHealth {
+    /// True when the backend started and claimed at least one node.
+    pub started: bool,
+    /// The log lines that decided it (e.g. `QNN SetupBackend failed …`).
+    pub evidence: Vec<String>,
+    /// One-line reason when it did not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Files written next to `result.json` (paths relative to the result directory).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Artifacts {
+    /// ORT profile of the profiled pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// ORT profile of the reference pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_profile: Option<String>,
+    /// The captured ORT log.
+    pub ort_log: String,
+    /// QNN profiling CSV.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_profile: Option<String>,
+    /// Saved model outputs (for cross-device comparison), when requested.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<String>,
+}
+
+/// The machine a run happened on. Absent sources are listed in `absent`, never fatal.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SystemFingerprint {
+    /// Host name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// CPU brand string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    /// Logical CPU count.
+    pub logical_cores: usize,
+    /// Physical core count, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_cores: Option<usize>,
+    /// Total memory in bytes.
+    pub memory_bytes: u64,
+    /// OS name (`Android`, `Debian GNU/Linux`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_name: Option<String>,
+    /// OS version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_version: Option<String>,
+    /// Kernel version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// CPU architecture (`x86_64`, `aarch64`).
+    pub arch: String,
+    /// Android system properties that identify the device (`ro.soc.model`, …), when `getprop` exists.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub android_properties: BTreeMap<String, String>,
+    /// `/sys/devices/soc0/*` values on Linux boards.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub soc: BTreeMap<String, String>,
+    /// Sources that could not be read, each with the reason.
+    #[serde(default)]
+    pub absent: Vec<String>,
+}
+
+/// Errors reading a `result.json`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON for this schema.
+    #[error("{path} is not a valid npugate result: {source}")]
+    Json {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: serde_json::Error,
+    },
+    /// The schema field names another version.
+    #[error("{path} has schema {found:?}; this npugate reads {expected:?}")]
+    Schema {
+        /// File path.
+        path: String,
+        /// Schema found.
+        found: String,
+        /// Schema expected.
+        expected: &'static str,
+    },
+}
+
+impl RunResult {
+    /// Reads and validates `result.json` from a result directory or a direct file path.
+    pub fn read(path: &Path) -> Result<RunResult, ReadError> {
+        let file = if path.is_dir() { path.join(files::RESULT) } else { path.to_path_buf() };
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(&file).map_err(|source| ReadError::Io { path: shown.clone(), source })?;
+        let probe: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| ReadError::Json { path: shown.clone(), source })?;
+        let found = probe.get("schema").and_then(|s| s.as_str()).unwrap_or("<missing>");
+        if found != RUN_RESULT_SCHEMA {
+            return Err(ReadError::Schema { path: shown, found: found.to_string(), expected: RUN_RESULT_SCHEMA });
+        }
+        serde_json::from_value(probe).map_err(|source| ReadError::Json { path: shown, source })
+    }
+
+    /// Writes `result.json` into `dir` atomically (temporary file, then rename).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let tmp = dir.join(format!("{}.tmp", files::RESULT));
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, json)?;
+        std::fs::rename(&tmp, dir.join(files::RESULT))
+    }
+
+    /// Total number of nodes across the assignment's subgraphs.
+    pub fn assigned_node_count(&self) -> usize {
+        self.assignment.subgraphs.iter().map(|s| s.nodes.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_other_schema_naming_file() {
+        let dir = std::env::temp_dir().join(format!("npugate-result-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(files::RESULT), r#"{"schema":"npugate.run-result/99"}"#).unwrap();
+        let err = RunResult::read(&dir).unwrap_err().to_string();
+        assert!(err.contains("result.json"), "{err}");
+        assert!(err.contains("run-result/99"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
