@@ -189,4 +189,12 @@ pub struct NodePlacement {
     /// FLOPs, `None` when unknown (see `warnings`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flops: Option<u64>,
+    /// EP the profile shows it ran on (its partition's or same-named kernel's provider); `None`
+    /// when no profile event can be tied to it (fused or renamed by later optimizations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_ep: Option<String>,
+    /// Median kernel time per run (µs) of the same-named kernel(s); `None` inside partitions or when
+    /// not attributable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_us_per_run: Option<f64>,
 }

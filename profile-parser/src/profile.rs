@@ -1,0 +1,492 @@
+//! Streaming reader of ONNX Runtime profile files (Chrome-trace JSON) into typed, per-run data.
+//!
+//! Accepted variants: a bare JSON array of events or `{"traceEvents": [...]}`; numeric `args` as
+//! strings (ORT) or numbers; `node_index` or the pre-1.14 `graph_index`; pre-1.20 `_fence_before` /
+//! `_fence_after` events (skipped); events in any order.
+//!
+//! Memory: events are deserialized one at a time through a [`SeqAccess`] visitor; per kernel
+//! execution only a 16-byte record (node id, start, duration) is kept, and node metadata once per
+//! distinct node. ORT records at most 1,000,000 events, so the working set is bounded (≤ 16 MB of
+//! records) whatever the size of the event text.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+/// ORT's default cap on recorded profile events (`Profiler::global_max_num_events_`).
+pub const ORT_MAX_EVENTS: usize = 1_000_000;
+
+/// Suffix ORT appends to a node's name in its Node event.
+const KERNEL_TIME_SUFFIX: &str = "_kernel_time";
+
+/// A tensor's element type and dimensions, as ORT prints it in `input_type_shape`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TensorShape {
+    /// Element type (`float`, `uint8`, `int64`, …).
+    pub dtype: String,
+    /// Dimensions (empty for a scalar).
+    pub dims: Vec<i64>,
+}
+
+impl TensorShape {
+    /// Number of elements (1 for a scalar); negative (unknown) dimensions count as 0.
+    pub fn elements(&self) -> u64 {
+        self.dims.iter().map(|&d| u64::try_from(d).unwrap_or(0)).product()
+    }
+}
+
+impl fmt::Display for TensorShape {
+    /// Formats the dimensions as `[1,3,224,224]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dims: Vec<String> = self.dims.iter().map(i64::to_string).collect();
+        write!(f, "[{}]", dims.join(","))
+    }
+}
+
+/// One `model_run` window: the span of one `Run()` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunWindow {
+    /// Start (µs from profiling start).
+    pub ts_us: u64,
+    /// Duration (µs).
+    pub dur_us: u64,
+}
+
+/// A node (kernel) as the profile shows it: one per distinct event name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfiledNode {
+    /// Node name (event name without `_kernel_time`); post-optimization for optimized sessions.
+    pub name: String,
+    /// `args.op_name`: op type, or the metadef name for a fused partition node.
+    pub op_type: String,
+    /// `args.provider`: the EP that ran it.
+    pub provider: String,
+    /// `args.node_index` (or `graph_index` in old builds).
+    pub node_index: Option<u64>,
+    /// Input shapes of its first execution.
+    pub input_shapes: Vec<TensorShape>,
+    /// Output shapes of its first execution.
+    pub output_shapes: Vec<TensorShape>,
+}
+
+/// One kernel execution inside a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Execution {
+    /// Index into [`Profile::nodes`].
+    pub node: usize,
+    /// Start (µs from profiling start).
+    pub ts_us: u64,
+    /// Duration (µs).
+    pub dur_us: u64,
+}
+
+/// A parsed profile: runs, the nodes seen, and each run's kernel executions in execution order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profile {
+    /// `model_run` windows sorted by start.
+    pub runs: Vec<RunWindow>,
+    /// Every distinct node, in order of first appearance in the file.
+    pub nodes: Vec<ProfiledNode>,
+    /// Per run (same order as `runs`), the kernel executions sorted by start time.
+    pub executions: Vec<Vec<Execution>>,
+    /// Total events in the file.
+    pub event_count: usize,
+    /// Named, non-fatal observations (skipped events, the event cap, events outside runs).
+    pub warnings: Vec<String>,
+}
+
+impl Profile {
+    /// Index of the node with this name.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// A node's summed kernel time in each run (µs), in run order; 0 where it did not run.
+    pub fn node_time_per_run(&self, node: usize) -> Vec<f64> {
+        self.executions
+            .iter()
+            .map(|run| run.iter().filter(|e| e.node == node).map(|e| e.dur_us as f64).sum())
+            .collect()
+    }
+
+    /// The providers of one run's kernels in execution order.
+    pub fn provider_sequence(&self, run: usize) -> Vec<&str> {
+        self.executions
+            .get(run)
+            .map(|execs| execs.iter().map(|e| self.nodes[e.node].provider.as_str()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Why a profile could not be parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The file ends in the middle of the JSON (ORT killed before `EndProfiling`, or a partial copy).
+    #[error("is truncated at line {line}, column {column}: re-run the profiled pass or copy the whole file")]
+    Truncated {
+        /// Line where input ended.
+        line: usize,
+        /// Column where input ended.
+        column: usize,
+    },
+    /// The JSON is malformed or not an ORT profile.
+    #[error("is not an ORT profile: {0}")]
+    Json(serde_json::Error),
+    /// Reading failed.
+    #[error("cannot be read: {0}")]
+    Io(std::io::Error),
+}
+
+impl From<serde_json::Error> for ProfileError {
+    fn from(err: serde_json::Error) -> Self {
+        if err.is_eof() {
+            ProfileError::Truncated { line: err.line(), column: err.column() }
+        } else if err.is_io() {
+            ProfileError::Io(std::io::Error::other(err))
+        } else {
+            ProfileError::Json(err)
+        }
+    }
+}
+
+/// Parses a profile from a reader, streaming (wrap files in a `BufReader`).
+pub fn parse_profile<R: Read>(reader: R) -> Result<Profile, ProfileError> {
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut builder = ProfileBuilder::default();
+    de.deserialize_any(TopLevel { builder: &mut builder })?;
+    de.end()?;
+    Ok(builder.finish())
+}
+
+/// Parses a profile held in memory.
+pub fn parse_profile_slice(bytes: &[u8]) -> Result<Profile, ProfileError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut builder = ProfileBuilder::default();
+    de.deserialize_any(TopLevel { builder: &mut builder })?;
+    de.end()?;
+    Ok(builder.finish())
+}
+
+/// A number ORT may write as a JSON string (`"602112"`) or a plain number.
+#[derive(Debug, Clone, Copy)]
+struct LooseU64(Option<u64>);
+
+impl<'de> Deserialize<'de> for LooseU64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = LooseU64;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number or a numeric string")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LooseU64, E> {
+                Ok(LooseU64(Some(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LooseU64, E> {
+                Ok(LooseU64(u64::try_from(v).ok()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<LooseU64, E> {
+                Ok(LooseU64((v.is_finite() && v >= 0.0).then_some(v as u64)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LooseU64, E> {
+                Ok(LooseU64(v.trim().parse().ok()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One `{"float":[1,3,224,224]}` entry of `input_type_shape`.
+impl<'de> Deserialize<'de> for TensorShape {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TensorShape;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a one-entry object like {"float":[1,3,224,224]}"#)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TensorShape, A::Error> {
+                let Some((dtype, dims)) = map.next_entry::<String, Vec<i64>>()? else {
+                    return Err(de::Error::custom("empty type/shape object"));
+                };
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(TensorShape { dtype, dims })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The `args` of an event; unknown keys (memory stats, thread stats) are skipped unparsed.
+#[derive(Debug, Default, Deserialize)]
+struct RawArgs {
+    provider: Option<String>,
+    op_name: Option<String>,
+    node_index: Option<LooseU64>,
+    graph_index: Option<LooseU64>,
+    input_type_shape: Option<Vec<TensorShape>>,
+    output_type_shape: Option<Vec<TensorShape>>,
+}
+
+/// One trace event with every field optional, so a missing field is a counted warning, not an abort.
+#[derive(Debug, Deserialize)]
+struct RawEvent {
+    cat: Option<String>,
+    name: Option<String>,
+    ts: Option<LooseU64>,
+    dur: Option<LooseU64>,
+    #[serde(default)]
+    args: Option<RawArgs>,
+}
+
+/// Accumulates events; turns them into a [`Profile`] once all are seen (events may be unsorted).
+#[derive(Default)]
+struct ProfileBuilder {
+    runs: Vec<RunWindow>,
+    nodes: Vec<ProfiledNode>,
+    node_ids: HashMap<String, usize>,
+    records: Vec<Record>,
+    event_count: usize,
+    fence_events: usize,
+    incomplete_events: usize,
+    first_incomplete: Option<usize>,
+    no_provider_events: usize,
+}
+
+/// The compact per-execution record kept while streaming.
+#[derive(Clone, Copy)]
+struct Record {
+    node: u32,
+    dur_us: u32,
+    ts_us: u64,
+}
+
+impl ProfileBuilder {
+    fn add(&mut self, event: RawEvent) {
+        let index = self.event_count;
+        self.event_count += 1;
+        let (Some(cat), Some(name), Some(LooseU64(Some(ts))), Some(LooseU64(Some(dur)))) =
+            (event.cat, event.name, event.ts, event.dur)
+        else {
+            self.incomplete_events += 1;
+            self.first_incomplete.get_or_insert(index);
+            return;
+        };
+        match cat.as_str() {
+            "Session" if name == "model_run" => self.runs.push(RunWindow { ts_us: ts, dur_us: dur }),
+            "Node" => self.add_node_event(name, ts, dur, event.args.unwrap_or_default()),
+            _ => {}
+        }
+    }
+
+    fn add_node_event(&mut self, name: String, ts: u64, dur: u64, args: RawArgs) {
+        if name.ends_with("_fence_before") || name.ends_with("_fence_after") {
+            self.fence_events += 1;
+            return;
+        }
+        let node = match self.node_ids.get(&name) {
+            Some(&id) => id,
+            None => {
+                let provider = args.provider.unwrap_or_else(|| {
+                    self.no_provider_events += 1;
+                    "<unknown>".to_string()
+                });
+                let short = name.strip_suffix(KERNEL_TIME_SUFFIX).unwrap_or(&name).to_string();
+                let id = self.nodes.len();
+                self.nodes.push(ProfiledNode {
+                    op_type: args.op_name.unwrap_or_default(),
+                    provider,
+                    node_index: args.node_index.or(args.graph_index).and_then(|n| n.0),
+                    input_shapes: args.input_type_shape.unwrap_or_default(),
+                    output_shapes: args.output_type_shape.unwrap_or_default(),
+                    name: short,
+                });
+                self.node_ids.insert(name, id);
+                id
+            }
+        };
+        // Node ids are < 2^32 (ORT caps events at 1e6) and one kernel never runs for 71 minutes.
+        self.records.push(Record {
+            node: u32::try_from(node).unwrap_or(u32::MAX),
+            dur_us: u32::try_from(dur).unwrap_or(u32::MAX),
+            ts_us: ts,
+        });
+    }
+
+    fn finish(mut self) -> Profile {
+        let mut warnings = Vec::new();
+        if self.incomplete_events > 0 {
+            warnings.push(format!(
+                "skipped {} event(s) missing cat/name/ts/dur (first is event #{})",
+                self.incomplete_events,
+                self.first_incomplete.unwrap_or(0)
+            ));
+        }
+        if self.fence_events > 0 {
+            warnings.push(format!("ignored {} _fence_before/_fence_after event(s) (ORT < 1.20)", self.fence_events));
+        }
+        if self.no_provider_events > 0 {
+            warnings.push(format!("{} node(s) have no args.provider; shown as <unknown>", self.no_provider_events));
+        }
+        if self.event_count >= ORT_MAX_EVENTS {
+            warnings.push(format!(
+                "profile holds {} events, ORT's cap is {ORT_MAX_EVENTS}: later events were dropped, use fewer --profile-runs",
+                self.event_count
+            ));
+        }
+        if self.runs.is_empty() {
+            warnings.push("profile has no model_run events: 0 runs profiled".to_string());
+        }
+        self.runs.sort_by_key(|r| (r.ts_us, r.dur_us));
+        let mut executions: Vec<Vec<Execution>> = vec![Vec::new(); self.runs.len()];
+        let mut outside = 0usize;
+        for rec in &self.records {
+            match run_containing(&self.runs, rec.ts_us) {
+                Some(run) => executions[run].push(Execution {
+                    node: rec.node as usize,
+                    ts_us: rec.ts_us,
+                    dur_us: u64::from(rec.dur_us),
+                }),
+                None => outside += 1,
+            }
+        }
+        if outside > 0 {
+            warnings.push(format!("{outside} kernel event(s) lie outside every model_run window and were not counted"));
+        }
+        for run in &mut executions {
+            run.sort_by_key(|e| e.ts_us);
+        }
+        Profile { runs: self.runs, nodes: self.nodes, executions, event_count: self.event_count, warnings }
+    }
+}
+
+/// The run whose `[ts, ts+dur]` contains `ts` (runs sorted by start, non-overlapping).
+fn run_containing(runs: &[RunWindow], ts: u64) -> Option<usize> {
+    let after = runs.partition_point(|r| r.ts_us <= ts);
+    let candidate = after.checked_sub(1)?;
+    let run = runs[candidate];
+    (ts <= run.ts_us.saturating_add(run.dur_us)).then_some(candidate)
+}
+
+/// Visits the top level: an array of events, or an object with a `traceEvents` array.
+struct TopLevel<'b> {
+    builder: &'b mut ProfileBuilder,
+}
+
+impl<'de> Visitor<'de> for TopLevel<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(r#"an array of trace events or an object {"traceEvents": [...]}"#)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        EventSeq { builder: self.builder }.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut found = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "traceEvents" {
+                map.next_value_seed(EventSeq { builder: &mut *self.builder })?;
+                found = true;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(de::Error::custom("object has no traceEvents array"))
+        }
+    }
+}
+
+/// Streams the event array into the builder, one event at a time.
+struct EventSeq<'b> {
+    builder: &'b mut ProfileBuilder,
+}
+
+impl<'de> DeserializeSeed<'de> for EventSeq<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventSeq<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of trace events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(event) = seq.next_element::<RawEvent>()? {
+            self.builder.add(event);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_RUNS: &str = r#"[
+{"cat":"Node","name":"b_kernel_time","ts":30,"dur":5,"args":{"provider":"CPUExecutionProvider","op_name":"Relu","node_index":"1"}},
+{"cat":"Node","name":"a_kernel_time","ts":12,"dur":4,"args":{"provider":"QNNExecutionProvider","op_name":"Q","input_type_shape":[{"float":[1,3]}]}},
+{"cat":"Session","name":"model_run","ts":10,"dur":30,"args":{}},
+{"cat":"Node","name":"a_kernel_time","ts":52,"dur":6,"args":{"provider":"QNNExecutionProvider","op_name":"Q"}},
+{"cat":"Node","name":"b_fence_before","ts":58,"dur":0,"args":{}},
+{"cat":"Session","name":"model_run","ts":50,"dur":30,"args":{}}
+]"#;
+
+    #[test]
+    fn assigns_unsorted_events_to_runs_and_orders_them() {
+        let p = parse_profile(TWO_RUNS.as_bytes()).unwrap();
+        assert_eq!(p.runs.len(), 2);
+        assert_eq!(p.provider_sequence(0), ["QNNExecutionProvider", "CPUExecutionProvider"]);
+        assert_eq!(p.provider_sequence(1), ["QNNExecutionProvider"]);
+        let a = p.find("a").unwrap();
+        assert_eq!(p.node_time_per_run(a), [4.0, 6.0]);
+        assert_eq!(p.nodes[a].input_shapes[0].to_string(), "[1,3]");
+        assert_eq!(p.nodes[p.find("b").unwrap()].node_index, Some(1));
+        assert!(p.warnings.iter().any(|w| w.contains("_fence_before")), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn accepts_trace_events_wrapper_and_numeric_args() {
+        let text = r#"{"displayTimeUnit":"us","traceEvents":[
+            {"cat":"Session","name":"model_run","ts":"0","dur":"100"},
+            {"cat":"Node","name":"x_kernel_time","ts":1,"dur":2,"args":{"provider":"CPUExecutionProvider","op_name":"Add","graph_index":7}}]}"#;
+        let p = parse_profile(text.as_bytes()).unwrap();
+        assert_eq!(p.runs.len(), 1);
+        assert_eq!(p.nodes[0].node_index, Some(7));
+        assert_eq!(p.executions[0].len(), 1);
+    }
+
+    #[test]
+    fn truncated_and_wrong_type_are_distinct_errors() {
+        let cut = &TWO_RUNS[..TWO_RUNS.len() / 2];
+        assert!(matches!(parse_profile(cut.as_bytes()), Err(ProfileError::Truncated { .. })));
+        let err = parse_profile(&b"42"[..]).unwrap_err().to_string();
+        assert!(err.contains("array of trace events"), "{err}");
+        let err = parse_profile(&br#"{"other":[]}"#[..]).unwrap_err().to_string();
+        assert!(err.contains("traceEvents"), "{err}");
+    }
+
+    #[test]
+    fn missing_fields_and_no_runs_are_warnings() {
+        let text = r#"[{"cat":"Node","ts":1,"dur":2},{"cat":"Node","name":"y_kernel_time","ts":1,"dur":2,"args":{"provider":"CPUExecutionProvider"}}]"#;
+        let p = parse_profile(text.as_bytes()).unwrap();
+        let all = p.warnings.join("\n");
+        assert!(all.contains("skipped 1 event(s) missing"), "{all}");
+        assert!(all.contains("no model_run"), "{all}");
+        assert!(all.contains("outside every model_run"), "{all}");
+    }
+}

@@ -1,0 +1,127 @@
+//! [`analyze_result_dir`]: a harness output directory in, a [`PlacementReport`] out.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use npugate_result::{files, ReadError, RunResult, RunStatus};
+
+use crate::ort_log::{parse_rejections, RejectionReasons};
+use crate::placement::{build_report, GraphIo, PlacementInputs};
+use crate::profile::{parse_profile, Profile, ProfileError};
+use crate::qnn_csv::{parse_qnn_csv, QnnCsvError, QnnProfile};
+use crate::report::PlacementReport;
+
+/// Read buffer for profiles: large enough that syscalls do not dominate.
+const READ_BUFFER_BYTES: usize = 1 << 20;
+
+/// Why a result directory could not be analyzed. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    /// `result.json` is missing, unreadable or of another schema.
+    #[error(transparent)]
+    Result(#[from] ReadError),
+    /// A profile is truncated, malformed or unreadable.
+    #[error("{path} {source}")]
+    Profile {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: ProfileError,
+    },
+    /// The QNN profiling CSV is malformed.
+    #[error("{path}: {source}")]
+    QnnCsv {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: QnnCsvError,
+    },
+    /// A file exists but cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The result has no node→EP assignment to judge placement against.
+    #[error("{path} has no EP assignment ({detail}): re-run with an ORT ≥ 1.24 harness that records it")]
+    NoAssignment {
+        /// File path.
+        path: String,
+        /// `assignment.error` or the source.
+        detail: String,
+    },
+}
+
+/// Reads a profile file, streaming.
+pub fn read_profile(path: &Path) -> Result<Profile, AnalyzeError> {
+    let shown = path.display().to_string();
+    let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
+    parse_profile(BufReader::with_capacity(READ_BUFFER_BYTES, file))
+        .map_err(|source| AnalyzeError::Profile { path: shown, source })
+}
+
+/// Reads the `Validation FAILED` reasons of a verbose ORT log.
+pub fn read_rejections(path: &Path) -> Result<RejectionReasons, AnalyzeError> {
+    let io_error = |source| AnalyzeError::Io { path: path.display().to_string(), source };
+    parse_rejections(BufReader::new(File::open(path).map_err(io_error)?)).map_err(io_error)
+}
+
+/// Reads a QNN profiling CSV.
+pub fn read_qnn_csv(path: &Path) -> Result<QnnProfile, AnalyzeError> {
+    let shown = path.display().to_string();
+    let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
+    parse_qnn_csv(BufReader::new(file)).map_err(|source| AnalyzeError::QnnCsv { path: shown, source })
+}
+
+/// Analyzes a harness output directory: `result.json` plus whichever of `profile.json`,
+/// `reference_profile.json`, `ort.log` and `qnn_profile.csv` are present.
+pub fn analyze_result_dir(dir: &Path) -> Result<PlacementReport, AnalyzeError> {
+    let result = RunResult::read(dir)?;
+    if result.assignment.subgraphs.is_empty() {
+        return Err(AnalyzeError::NoAssignment {
+            path: dir.join(files::RESULT).display().to_string(),
+            detail: result.assignment.error.clone().unwrap_or_else(|| format!("source {:?}", result.assignment.source)),
+        });
+    }
+    let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
+    let profile = present(files::PROFILE).map(|p| read_profile(&p)).transpose()?;
+    let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
+    let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
+    let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
+    let graph_io = GraphIo {
+        inputs: result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect(),
+        outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
+    };
+    let predicted = saver_prediction(&result);
+    let mut report = build_report(&PlacementInputs {
+        model_sha256: &result.model.sha256,
+        preferred_ep: &result.execution.preferred_ep,
+        assignment: &result.assignment,
+        profile: profile.as_ref(),
+        reference: reference.as_ref(),
+        rejections: rejections.as_ref(),
+        qnn: qnn.as_ref(),
+        graph_io: &graph_io,
+        predicted: predicted.as_deref(),
+    });
+    if result.status == RunStatus::Incomplete {
+        report.warnings.push(format!(
+            "result.json is incomplete ({}): the placement may miss what was not measured",
+            result.error.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    if profile.is_none() && result.settings.profile_runs > 0 {
+        report.warnings.push(format!("{} is missing although profile runs were requested", files::PROFILE));
+    }
+    Ok(report)
+}
+
+/// With the QNN Saver backend the graph is recorded, not executed: placement is a prediction.
+fn saver_prediction(result: &RunResult) -> Option<String> {
+    let options = &result.execution.ep_options;
+    let saver = options.contains_key("qnn_saver_path") || options.get("backend_type").is_some_and(|b| b == "saver");
+    saver.then(|| "predicted: QNN Saver backend records the graph, HTP backend execution not run".to_string())
+}
