@@ -1,0 +1,62 @@
+//! GitHub Actions workflow commands: one `::error` per failing or unjudged rule, `::warning` per
+//! warning, and a `::notice` when everything passed.
+
+use super::Exporter;
+use crate::verdict::{CheckStatus, Verdict};
+
+/// GitHub Actions annotations.
+#[derive(Debug, Clone, Copy)]
+pub struct GithubExporter;
+
+/// Escapes a command's message (`%`, CR, LF), as the Actions runner expects.
+fn escape_data(text: &str) -> String {
+    text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+/// Escapes a command property value (`title=`): the data escapes plus `:` and `,`.
+fn escape_property(text: &str) -> String {
+    escape_data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+fn command(kind: &str, title: &str, message: &str) -> String {
+    format!("::{kind} title={}::{}\n", escape_property(title), escape_data(message))
+}
+
+impl Exporter for GithubExporter {
+    fn render(&self, v: &Verdict) -> String {
+        let mut out = String::new();
+        for check in &v.checks {
+            match check.status {
+                CheckStatus::Fail => out.push_str(&command("error", &format!("npugate {}", check.rule), &check.message)),
+                CheckStatus::Unjudged => {
+                    out.push_str(&command("error", &format!("npugate {} (not judged)", check.rule), &check.message))
+                }
+                CheckStatus::Pass => {}
+            }
+        }
+        for error in &v.errors {
+            out.push_str(&command("error", "npugate", error));
+        }
+        for warning in &v.warnings {
+            out.push_str(&command("warning", "npugate", warning));
+        }
+        if out.is_empty() || v.outcome == crate::verdict::Outcome::Pass {
+            let summary = format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
+            out.push_str(&command("notice", "npugate", &summary));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_as_the_runner_expects() {
+        assert_eq!(
+            command("error", "npugate a:b,c", "50% off\nnext"),
+            "::error title=npugate a%3Ab%2Cc::50%25 off%0Anext\n"
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! Markdown for `$GITHUB_STEP_SUMMARY` or a pull-request comment (GitHub-flavoured tables).
+
+use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
+use crate::verdict::{CheckStatus, Outcome, Verdict};
+
+/// Markdown report.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkdownExporter;
+
+/// Escapes a table cell: pipes, newlines.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', "<br>")
+}
+
+/// A GitHub-flavoured table.
+fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+    let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len()));
+    for row in rows {
+        let cells: Vec<String> = row.as_ref().iter().map(|c| cell(c)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+impl Exporter for MarkdownExporter {
+    fn render(&self, v: &Verdict) -> String {
+        let icon = match v.outcome {
+            Outcome::Pass => "✅",
+            Outcome::Fail => "❌",
+            Outcome::Error => "⚠️",
+        };
+        let mut out = format!("## {icon} npugate gate: {}\n\n{}\n\n", v.outcome.label(), cell(&v.subject.summary()));
+        let rows: Vec<[String; 5]> = v
+            .checks
+            .iter()
+            .map(|c| {
+                let status = match c.status {
+                    CheckStatus::Pass => "✅ pass",
+                    CheckStatus::Fail => "❌ fail",
+                    CheckStatus::Unjudged => "⚠️ not judged",
+                };
+                [status.to_string(), format!("`{}`", c.rule), measured_text(c), limit_text(c), c.message.clone()]
+            })
+            .collect();
+        out.push_str(&table(&["status", "rule", "measured", "limit", "detail"], &rows));
+        for error in &v.errors {
+            out.push_str(&format!("\n> **Error:** {}\n", cell(error)));
+        }
+        if !v.warnings.is_empty() {
+            out.push('\n');
+            for warning in &v.warnings {
+                out.push_str(&format!("- ⚠️ {}\n", cell(warning)));
+            }
+        }
+        if let Some(s) = &v.latency {
+            let (names, values): (Vec<&str>, Vec<String>) = latency_rows(s).into_iter().unzip();
+            out.push_str(&format!("\n### Latency\n\n{}", table(&names, &[values])));
+            for line in shape_lines(s) {
+                out.push_str(&format!("\n- {}", cell(&line)));
+            }
+            out.push('\n');
+        }
+        if let Some(report) = &v.placement {
+            out.push_str(&format!("\n### Placement (preferred EP `{}`)\n\n", report.preferred_ep));
+            out.push_str(&table(&EP_HEADER, &ep_rows(report)));
+            if !report.fallback.is_empty() {
+                out.push_str(&format!(
+                    "\n<details><summary>{} node(s) off {}</summary>\n\n",
+                    report.fallback.len(),
+                    report.preferred_ep
+                ));
+                out.push_str(&table(&FALLBACK_HEADER, &fallback_rows(report, &v.rules)));
+                out.push_str("\n</details>\n");
+            }
+        }
+        if let Some(b) = &v.baseline {
+            out.push_str(&format!("\n### Baseline `{}`\n\n", cell(&b.source)));
+            if let Some(r) = &b.median_ratio {
+                out.push_str(&format!("- median ratio {:.3}× (95% CI {:.3}–{:.3}×)\n", r.ratio, r.ci.lower, r.ci.upper));
+            }
+            for d in &b.fingerprint_differences {
+                out.push_str(&format!("- fingerprint: {}\n", cell(d)));
+            }
+            for node in &b.moved_off_preferred {
+                out.push_str(&format!("- {}\n", cell(&node.describe())));
+            }
+        }
+        out
+    }
+}

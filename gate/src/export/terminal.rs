@@ -1,0 +1,207 @@
+//! Aligned text for a terminal, coloured only when asked (the caller decides: TTY and no `NO_COLOR`).
+//! Also renders a placement report alone, for `npugate placement`.
+
+use profile_parser::report::PlacementReport;
+
+use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
+use crate::rules::Rules;
+use crate::units::fmt_ms_from_us;
+use crate::verdict::{CheckStatus, Outcome, Verdict};
+
+/// Terminal report.
+#[derive(Debug, Clone, Copy)]
+pub struct TerminalExporter {
+    /// Emit ANSI colours.
+    pub color: bool,
+}
+
+const RED: &str = "31";
+const GREEN: &str = "32";
+const YELLOW: &str = "33";
+const BOLD: &str = "1";
+const DIM: &str = "2";
+
+/// Wraps text in an ANSI style when colour is on.
+fn paint(color: bool, style: &str, text: &str) -> String {
+    if color {
+        format!("\x1b[{style}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// Printed width of a cell: characters outside ANSI escape sequences.
+fn visible_width(cell: &str) -> usize {
+    let mut width = 0;
+    let mut in_escape = false;
+    for ch in cell.chars() {
+        match (in_escape, ch) {
+            (false, '\x1b') => in_escape = true,
+            (false, _) => width += 1,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+        }
+    }
+    width
+}
+
+/// Left-aligned columns (right-aligned where `numeric`), two spaces apart, indented by two.
+fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool; N], color: bool) -> String {
+    let mut widths = header.map(visible_width);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(visible_width(cell));
+        }
+    }
+    let line = |cells: [&str; N]| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(widths.iter().zip(numeric))
+            .map(|(cell, (&w, right))| {
+                let pad = " ".repeat(w - visible_width(cell));
+                if right {
+                    format!("{pad}{cell}")
+                } else {
+                    format!("{cell}{pad}")
+                }
+            })
+            .collect();
+        format!("  {}\n", parts.join("  ").trim_end())
+    };
+    let mut out = paint(color, DIM, line(header).trim_end()) + "\n";
+    for row in rows {
+        out.push_str(&line(std::array::from_fn(|i| row[i].as_str())));
+    }
+    out
+}
+
+/// The placement report as text: per-EP table, partitions, boundaries and the fallback list with hints.
+pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> String {
+    let mut out = format!(
+        "{} preferred EP {}: {:.1}% of FLOPs, {:.1}% of nodes{}\n",
+        paint(color, BOLD, "Placement"),
+        report.preferred_ep,
+        report.preferred_flops_pct,
+        report.preferred_nodes_pct,
+        report.preferred_time_pct.map(|t| format!(", {t:.1}% of kernel time")).unwrap_or_default()
+    );
+    if let Some(predicted) = &report.predicted {
+        out.push_str(&format!("  {}\n", paint(color, YELLOW, &format!("predicted: {predicted}"))));
+    }
+    out.push_str(&table(EP_HEADER, &ep_rows(report), [false, true, true, true, true, true, true], color));
+    out.push_str(&format!("\n{} ({})\n", paint(color, BOLD, "Partitions"), report.partitions.len()));
+    for (i, p) in report.partitions.iter().enumerate() {
+        let time = p.time.as_ref().map(|t| format!(", {}/run", fmt_ms_from_us(t.median_us))).unwrap_or_default();
+        let span = match (p.nodes.first(), p.nodes.last()) {
+            (Some(first), Some(last)) if p.nodes.len() > 1 => format!(": {first} … {last}"),
+            (Some(only), _) => format!(": {only}"),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "  #{} {} — {} nodes, {:.3} GFLOPs{time}{span}\n",
+            i + 1,
+            p.ep,
+            p.nodes.len(),
+            p.flops as f64 / 1e9
+        ));
+    }
+    let b = &report.boundaries;
+    let per_run = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
+    out.push_str(&format!("\n{} {per_run} EP switch(es) per run\n", paint(color, BOLD, "Boundaries")));
+    for t in &b.transitions {
+        out.push_str(&format!("  {} → {} between {} and {}\n", t.from_ep, t.to_ep, t.after, t.before));
+    }
+    let expected = report.fallback.iter().filter(|f| f.expected).count();
+    out.push_str(&format!(
+        "\n{} {} node(s) off {}, {expected} expected by design\n",
+        paint(color, BOLD, "Fallback"),
+        report.fallback.len(),
+        report.preferred_ep
+    ));
+    if !report.fallback.is_empty() {
+        let rows: Vec<[String; 6]> = fallback_rows(report, rules)
+            .into_iter()
+            .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), r[5].clone()])
+            .collect();
+        let header = [0, 1, 2, 3, 4, 5].map(|i| FALLBACK_HEADER[i]);
+        out.push_str(&table(header, &rows, [false, false, false, true, true, false], color));
+        for f in report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()) {
+            out.push_str(&format!("  {}:\n", f.name));
+            if let Some(reason) = &f.reason {
+                out.push_str(&format!("    reason: {reason}\n"));
+            }
+            if let Some(hint) = &f.hint {
+                out.push_str(&format!("    {}\n", paint(color, YELLOW, &format!("hint: {hint}"))));
+            }
+        }
+    }
+    for warning in &report.warnings {
+        out.push_str(&format!("  {}\n", paint(color, YELLOW, &format!("warning: {warning}"))));
+    }
+    out
+}
+
+impl Exporter for TerminalExporter {
+    fn render(&self, v: &Verdict) -> String {
+        let c = self.color;
+        let outcome_style = match v.outcome {
+            Outcome::Pass => GREEN,
+            Outcome::Fail => RED,
+            Outcome::Error => YELLOW,
+        };
+        let mut out = format!(
+            "{} {} — {}\n\n",
+            paint(c, BOLD, "npugate gate:"),
+            paint(c, &format!("{BOLD};{outcome_style}"), v.outcome.label()),
+            v.subject.summary()
+        );
+        if let Some(s) = &v.latency {
+            out.push_str(&format!("{}\n", paint(c, BOLD, "Latency")));
+            let rows: Vec<[String; 2]> = latency_rows(s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
+            out.push_str(&table(["estimate", "value"], &rows, [false, true], c));
+            for line in shape_lines(s) {
+                out.push_str(&format!("  {line}\n"));
+            }
+            out.push('\n');
+        }
+        if let Some(report) = &v.placement {
+            out.push_str(&placement_text(report, &v.rules, c));
+            out.push('\n');
+        }
+        if let Some(b) = &v.baseline {
+            out.push_str(&format!("{} {}", paint(c, BOLD, "Baseline"), b.source));
+            if let Some(r) = &b.median_ratio {
+                out.push_str(&format!(
+                    ": median {:.3}× (95% CI {:.3}–{:.3}×)",
+                    r.ratio, r.ci.lower, r.ci.upper
+                ));
+            }
+            if b.forced {
+                out.push_str(&format!(" — {}", paint(c, YELLOW, "forced across different fingerprints")));
+            }
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!("{}\n", paint(c, BOLD, "Rules")));
+        let rows: Vec<[String; 5]> = v
+            .checks
+            .iter()
+            .map(|ch| {
+                let style = match ch.status {
+                    CheckStatus::Pass => GREEN,
+                    CheckStatus::Fail => RED,
+                    CheckStatus::Unjudged => YELLOW,
+                };
+                let label = paint(c, style, ch.status.label());
+                [label, ch.rule.to_string(), measured_text(ch), limit_text(ch), ch.message.clone()]
+            })
+            .collect();
+        out.push_str(&table(["status", "rule", "measured", "limit", "detail"], &rows, [false, false, true, true, false], c));
+        for error in &v.errors {
+            out.push_str(&format!("{}\n", paint(c, RED, &format!("error: {error}"))));
+        }
+        for warning in &v.warnings {
+            out.push_str(&format!("{}\n", paint(c, YELLOW, &format!("warning: {warning}"))));
+        }
+        out
+    }
+}

@@ -1,0 +1,493 @@
+//! Turns a run, its placement report, the rules and an optional baseline into a [`Verdict`].
+
+use npugate_result::{RunResult, RunStatus};
+use profile_parser::report::{FallbackNode, PlacementReport};
+
+use crate::baseline::Baseline;
+use crate::fingerprint::Fingerprint;
+use crate::rules::{RuleName, Rules};
+use crate::stats::{self, LatencyStats};
+use crate::units::{fmt_limit, fmt_ms, fmt_pct};
+use crate::verdict::{
+    BaselineComparison, Check, CheckStatus, Culprit, Outcome, Subject, Verdict, VERDICT_SCHEMA,
+};
+
+/// How many blamed nodes a check message names before "and N more".
+const NAMED_NODES: usize = 3;
+/// A first inference this many times the median is reported as a slow cold start.
+const SLOW_FIRST_RUN_FACTOR: f64 = 2.0;
+
+/// A baseline to compare against, and whether a fingerprint mismatch is overridden.
+#[derive(Debug, Clone, Copy)]
+pub struct Comparison<'a> {
+    /// The saved baseline.
+    pub baseline: &'a Baseline,
+    /// Compare even when the fingerprints differ (`--force`).
+    pub force: bool,
+}
+
+/// Judges a run. Never fails: whatever cannot be judged becomes an `unjudged` check or an entry in
+/// `errors`, and the outcome says so.
+pub fn judge(
+    run: &RunResult,
+    placement: Option<&PlacementReport>,
+    rules: &Rules,
+    comparison: Option<Comparison<'_>>,
+) -> Verdict {
+    let latencies = &run.timings.latencies_ns;
+    let latency = LatencyStats::from_ns(latencies);
+    let mut errors = Vec::new();
+    if run.status == RunStatus::Incomplete {
+        errors.push(format!(
+            "the run is incomplete: {}",
+            run.error.as_deref().unwrap_or("the harness did not say why")
+        ));
+    }
+    let mut checks = latency_checks(latency.as_ref(), rules);
+    let view = placement.map(|report| PlacementView::new(report, rules));
+    checks.extend(placement_checks(view.as_ref(), rules));
+    let baseline = comparison.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
+    let outcome = if checks.iter().any(|c| c.status == CheckStatus::Fail) {
+        Outcome::Fail
+    } else if !errors.is_empty() || checks.iter().any(|c| c.status == CheckStatus::Unjudged) {
+        Outcome::Error
+    } else {
+        Outcome::Pass
+    };
+    Verdict {
+        schema: VERDICT_SCHEMA.to_string(),
+        outcome,
+        subject: Subject::of(run),
+        rules: rules.clone(),
+        checks,
+        warnings: warnings(run, latency.as_ref(), placement),
+        latency,
+        latencies_ns: latencies.clone(),
+        first_inference_ns: run.timings.first_inference_ns,
+        placement: placement.cloned(),
+        baseline,
+        errors,
+    }
+}
+
+/// The rule's limit when it is configured and enabled.
+fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> {
+    value.filter(|_| rules.enabled(rule))
+}
+
+fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64, unit: &str, message: String) -> Check {
+    Check {
+        rule,
+        status,
+        measured,
+        limit: Some(limit),
+        unit: unit.to_string(),
+        message,
+        nodes: Vec::new(),
+        clusters: None,
+    }
+}
+
+fn unjudged(rule: RuleName, limit: f64, unit: &str, message: String) -> Check {
+    check(rule, CheckStatus::Unjudged, None, limit, unit, message)
+}
+
+fn pass_or_fail(ok: bool) -> CheckStatus {
+    if ok {
+        CheckStatus::Pass
+    } else {
+        CheckStatus::Fail
+    }
+}
+
+/// `68% of runs at 8.10 ms, 32% at 24.6 ms` for a bimodal series.
+pub fn cluster_sentence(stats: &LatencyStats) -> Option<String> {
+    stats.bimodal_split().map(|s| {
+        format!(
+            "bimodal: {:.0}% of runs at {}, {:.0}% at {}",
+            s.fast.share_pct,
+            fmt_ms(s.fast.median_ns),
+            s.slow.share_pct,
+            fmt_ms(s.slow.median_ns)
+        )
+    })
+}
+
+fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
+    let ms_rules = [
+        (RuleName::MedianMs, rules.median_ms, 50u8),
+        (RuleName::P95Ms, rules.p95_ms, 95),
+        (RuleName::P99Ms, rules.p99_ms, 99),
+    ];
+    let mut out = Vec::new();
+    if let Some(min) = limit(rules, RuleName::MinRuns, rules.min_runs) {
+        let n = latency.map_or(0, |s| s.n);
+        let message = if n >= min {
+            format!("{n} runs >= {min}")
+        } else {
+            format!("min_runs: {n} runs < {min}; rerun with --runs {min}")
+        };
+        out.push(check(RuleName::MinRuns, pass_or_fail(n >= min), Some(n as f64), min as f64, "runs", message));
+    }
+    if let Some(max) = limit(rules, RuleName::CvPct, rules.cv_pct) {
+        out.push(match latency {
+            None => unjudged(RuleName::CvPct, max, "%", "cv_pct: the run has no timed runs".into()),
+            Some(s) => with_clusters(cv_check(s, max), s),
+        });
+    }
+    for (rule, value, percentile) in ms_rules {
+        let Some(max) = limit(rules, rule, value) else { continue };
+        out.push(match latency {
+            None => unjudged(rule, max, "ms", format!("{rule}: the run has no timed runs")),
+            Some(s) => with_clusters(percentile_check(s, rule, percentile, max), s),
+        });
+    }
+    out
+}
+
+/// Attaches the clusters of a bimodal series to a failing latency check and names them.
+fn with_clusters(mut check: Check, stats: &LatencyStats) -> Check {
+    if check.status == CheckStatus::Fail {
+        if let (Some(split), Some(sentence)) = (stats.bimodal_split(), cluster_sentence(stats)) {
+            check.message = format!("{}; {sentence}", check.message);
+            check.clusters = Some(split.clone());
+        }
+    }
+    check
+}
+
+fn too_few_runs(rule: RuleName, n: usize, needed: usize, limit: f64, unit: &str, what: &str) -> Check {
+    let message = format!("{rule}: {what} needs at least {needed} runs, this run has {n}; rerun with --runs {needed}");
+    check(rule, CheckStatus::Fail, None, limit, unit, message)
+}
+
+fn cv_check(s: &LatencyStats, max: f64) -> Check {
+    if s.n < stats::MIN_RUNS_FOR_CV {
+        return too_few_runs(RuleName::CvPct, s.n, stats::MIN_RUNS_FOR_CV, max, "%", "a CV limit");
+    }
+    let ok = s.cv_pct <= max;
+    let op = if ok { "<=" } else { ">" };
+    let message = format!(
+        "cv_pct {} {op} {}% (stdev {}, mean {}, N={})",
+        fmt_pct(s.cv_pct),
+        fmt_limit(max),
+        fmt_ms(s.stdev_ns),
+        fmt_ms(s.mean_ns),
+        s.n
+    );
+    check(RuleName::CvPct, pass_or_fail(ok), Some(s.cv_pct), max, "%", message)
+}
+
+fn percentile_check(s: &LatencyStats, rule: RuleName, percentile: u8, max_ms: f64) -> Check {
+    let needed = if percentile == 50 { 1 } else { stats::min_runs_for_percentile(f64::from(percentile)) };
+    if s.n < needed {
+        return too_few_runs(rule, s.n, needed, max_ms, "ms", &format!("a p{percentile} limit"));
+    }
+    let value_ns = s.percentile_ns(percentile).unwrap_or(s.max_ns);
+    let value_ms = value_ns / 1e6;
+    let ok = value_ms <= max_ms;
+    let op = if ok { "<=" } else { ">" };
+    let name = if percentile == 50 { "median".to_string() } else { format!("p{percentile}") };
+    let ci = if percentile == 50 {
+        format!(" (95% CI {}–{})", fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper))
+    } else {
+        String::new()
+    };
+    let message = format!("{rule}: {name} {}{ci} {op} {} ms (N={})", fmt_ms(value_ns), fmt_limit(max_ms), s.n);
+    check(rule, pass_or_fail(ok), Some(value_ms), max_ms, "ms", message)
+}
+
+/// A placement report with the fallback nodes split into blamed ones and excused ones
+/// (`expected: true` or allow-listed).
+struct PlacementView<'a> {
+    report: &'a PlacementReport,
+    blamed: Vec<&'a FallbackNode>,
+    excused: Vec<&'a FallbackNode>,
+}
+
+impl<'a> PlacementView<'a> {
+    fn new(report: &'a PlacementReport, rules: &Rules) -> PlacementView<'a> {
+        let (excused, blamed) =
+            report.fallback.iter().partition(|n| n.expected || rules.allows(&n.name, &n.op_type));
+        PlacementView { report, blamed, excused }
+    }
+
+    fn excused_note(&self) -> String {
+        match self.excused.len() {
+            0 => String::new(),
+            n => format!(" (counting {n} expected or allow-listed node(s) as on {})", self.report.preferred_ep),
+        }
+    }
+
+    /// Share of FLOPs on the preferred EP, excused nodes counted as on it.
+    fn flops_pct(&self) -> f64 {
+        (self.report.preferred_flops_pct + self.excused.iter().map(|n| n.flops_pct).sum::<f64>()).min(100.0)
+    }
+
+    /// Share of nodes on the preferred EP, excused nodes counted as on it.
+    fn nodes_pct(&self) -> f64 {
+        let total = self.report.totals.nodes.max(1) as f64;
+        (self.report.preferred_nodes_pct + self.excused.len() as f64 / total * 100.0).min(100.0)
+    }
+
+    /// Share of kernel time on the preferred EP, excused nodes counted as on it; `None` without a profile.
+    fn time_pct(&self) -> Option<f64> {
+        let preferred = self.report.preferred_time_pct?;
+        let total = self.report.totals.time_us_per_run.filter(|t| *t > 0.0);
+        let excused: f64 = self.excused.iter().filter_map(|n| n.time_us_per_run).sum();
+        Some((preferred + total.map_or(0.0, |t| excused / t * 100.0)).min(100.0))
+    }
+
+    /// Blamed nodes ordered by a cost, most expensive first.
+    fn blamed_by(&self, cost: impl Fn(&FallbackNode) -> f64) -> Vec<Culprit> {
+        let mut nodes = self.blamed.clone();
+        nodes.sort_by(|a, b| cost(b).total_cmp(&cost(a)));
+        nodes.into_iter().map(Culprit::from_fallback).collect()
+    }
+}
+
+/// `: A node … runs on CPU; B node …; and 4 more` naming the first few culprits.
+fn name_nodes(nodes: &[Culprit]) -> String {
+    if nodes.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = nodes.iter().take(NAMED_NODES).map(Culprit::describe).collect();
+    let more = nodes.len().saturating_sub(NAMED_NODES);
+    let tail = if more > 0 { format!("; and {more} more") } else { String::new() };
+    format!(": {}{tail}", named.join("; "))
+}
+
+fn share_check(rule: RuleName, measured: f64, min: f64, culprits: Vec<Culprit>, note: &str) -> Check {
+    let ok = measured >= min;
+    let op = if ok { ">=" } else { "<" };
+    let nodes = if ok { Vec::new() } else { culprits };
+    let message = format!("{rule} {} {op} {}%{note}{}", fmt_pct(measured), fmt_limit(min), name_nodes(&nodes));
+    Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured), min, "%", message) }
+}
+
+fn count_check(rule: RuleName, measured: usize, max: usize, unit: &str, detail: String, nodes: Vec<Culprit>) -> Check {
+    let ok = measured <= max;
+    let op = if ok { "<=" } else { ">" };
+    let nodes = if ok { Vec::new() } else { nodes };
+    let message = format!("{rule}: {measured} {unit} {op} {max}{detail}{}", name_nodes(&nodes));
+    Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured as f64), max as f64, unit, message) }
+}
+
+fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Check> {
+    let shares = [
+        (RuleName::NpuFlopsPct, rules.npu_flops_pct),
+        (RuleName::NpuNodesPct, rules.npu_nodes_pct),
+        (RuleName::NpuTimePct, rules.npu_time_pct),
+    ];
+    let counts = [
+        (RuleName::MaxFallbackNodes, rules.max_fallback_nodes, "nodes"),
+        (RuleName::MaxPartitions, rules.max_partitions, "partitions"),
+        (RuleName::MaxBoundaries, rules.max_boundaries, "switches"),
+    ];
+    let missing = |rule: RuleName| {
+        format!("{rule}: no placement report for this run (it needs the ORT profile; run with --profile-runs >= 1)")
+    };
+    let mut out = Vec::new();
+    for (rule, value) in shares {
+        let Some(min) = limit(rules, rule, value) else { continue };
+        let Some(v) = view else {
+            out.push(unjudged(rule, min, "%", missing(rule)));
+            continue;
+        };
+        let note = v.excused_note();
+        out.push(match rule {
+            RuleName::NpuFlopsPct => share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note),
+            RuleName::NpuNodesPct => share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note),
+            _ => match v.time_pct() {
+                Some(pct) => share_check(rule, pct, min, v.blamed_by(|n| n.time_us_per_run.unwrap_or(0.0)), &note),
+                None => unjudged(rule, min, "%", format!("{rule}: the placement report has no kernel times (no profiled runs)")),
+            },
+        });
+    }
+    for (rule, value, unit) in counts {
+        let Some(max) = limit(rules, rule, value) else { continue };
+        let Some(v) = view else {
+            out.push(unjudged(rule, max as f64, unit, missing(rule)));
+            continue;
+        };
+        out.push(match rule {
+            RuleName::MaxFallbackNodes => {
+                let detail = format!(" off {}{}", v.report.preferred_ep, v.excused_note());
+                count_check(rule, v.blamed.len(), max, unit, detail, v.blamed_by(|n| n.flops_pct))
+            }
+            RuleName::MaxPartitions => {
+                let sizes: Vec<String> = v.report.partitions.iter().map(|p| p.nodes.len().to_string()).collect();
+                let detail = if sizes.is_empty() { String::new() } else { format!(" (nodes per partition: {})", sizes.join(", ")) };
+                count_check(rule, v.report.partitions.len(), max, unit, detail, Vec::new())
+            }
+            _ => {
+                let b = &v.report.boundaries;
+                let measured = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
+                let detail = b
+                    .transitions
+                    .first()
+                    .map(|t| format!(" per run (first: {} → {} after {})", t.from_ep, t.to_ep, t.after))
+                    .unwrap_or_default();
+                count_check(rule, measured, max, unit, detail, Vec::new())
+            }
+        });
+    }
+    out
+}
+
+fn compare(
+    run: &RunResult,
+    view: Option<&PlacementView<'_>>,
+    rules: &Rules,
+    comparison: Comparison<'_>,
+    checks: &mut Vec<Check>,
+    errors: &mut Vec<String>,
+) -> BaselineComparison {
+    let baseline = comparison.baseline;
+    let differences = Fingerprint::of(run).differences(&baseline.fingerprint);
+    let refused = !differences.is_empty() && !comparison.force;
+    let mut result = BaselineComparison {
+        source: baseline.source.clone(),
+        fingerprint: baseline.fingerprint.clone(),
+        fingerprint_differences: differences.clone(),
+        forced: comparison.force && !differences.is_empty(),
+        median_ratio: None,
+        moved_off_preferred: Vec::new(),
+    };
+    let median_limit = limit(rules, RuleName::BaselineMedianPct, rules.baseline_median_pct);
+    let placement_on = rules.baseline_placement && rules.enabled(RuleName::BaselinePlacement);
+    if refused {
+        errors.push(format!(
+            "refusing to compare with baseline {}: {}; compare like with like, or pass --force",
+            baseline.source,
+            differences.join("; ")
+        ));
+        let why = "not compared: the fingerprints differ (see errors)".to_string();
+        if let Some(pct) = median_limit {
+            checks.push(unjudged(RuleName::BaselineMedianPct, pct, "%", format!("baseline_median_pct: {why}")));
+        }
+        if placement_on {
+            checks.push(unjudged(RuleName::BaselinePlacement, 0.0, "nodes", format!("baseline_placement: {why}")));
+        }
+        return result;
+    }
+    if let Some(pct) = median_limit {
+        result.median_ratio = stats::median_ratio(&run.timings.latencies_ns, &baseline.latencies_ns);
+        checks.push(match &result.median_ratio {
+            None => unjudged(RuleName::BaselineMedianPct, pct, "%", "baseline_median_pct: no latencies to compare".into()),
+            Some(r) => median_ratio_check(r, pct),
+        });
+    }
+    if placement_on {
+        checks.push(match (view, &baseline.placement) {
+            (Some(v), Some(before)) => {
+                result.moved_off_preferred = moved_nodes(v, before, rules);
+                placement_diff_check(&result.moved_off_preferred, &before.preferred_ep)
+            }
+            (None, _) => unjudged(RuleName::BaselinePlacement, 0.0, "nodes", "baseline_placement: this run has no placement report".into()),
+            (_, None) => unjudged(
+                RuleName::BaselinePlacement,
+                0.0,
+                "nodes",
+                "baseline_placement: the baseline has no placement (save it from a profiled run)".into(),
+            ),
+        });
+    }
+    result
+}
+
+/// Fails only when the whole interval of the median ratio lies above 1 + limit, so noise cannot flip it.
+fn median_ratio_check(r: &stats::MedianRatio, pct: f64) -> Check {
+    let max_ratio = 1.0 + pct / 100.0;
+    let ok = r.ci.lower <= max_ratio;
+    let verdict = if !ok {
+        format!("> {max_ratio:.2}× even at the interval's lower bound")
+    } else if r.ci.upper > max_ratio {
+        format!("interval reaches above {max_ratio:.2}× but its lower bound does not: within noise")
+    } else {
+        format!("<= {max_ratio:.2}×")
+    };
+    let message = format!(
+        "baseline_median_pct: median is {:.3}× the baseline ({:.0}% CI {:.3}–{:.3}×), {verdict}",
+        r.ratio,
+        r.ci.level * 100.0,
+        r.ci.lower,
+        r.ci.upper
+    );
+    Check {
+        measured: Some((r.ratio - 1.0) * 100.0),
+        ..check(RuleName::BaselineMedianPct, pass_or_fail(ok), None, pct, "%", message)
+    }
+}
+
+/// Nodes on the baseline's preferred EP that now run elsewhere, unless excused.
+fn moved_nodes(view: &PlacementView<'_>, before: &crate::baseline::BaselinePlacement, rules: &Rules) -> Vec<Culprit> {
+    view.report
+        .nodes
+        .iter()
+        .filter(|n| n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
+        .filter(|n| !rules.allows(&n.name, &n.op_type))
+        .filter(|n| !view.excused.iter().any(|e| e.name == n.name))
+        .map(|n| {
+            let fallback = view.report.fallback.iter().find(|f| f.name == n.name);
+            Culprit {
+                baseline_ep: Some(before.preferred_ep.clone()),
+                ..fallback.map(Culprit::from_fallback).unwrap_or_else(|| Culprit {
+                    name: n.name.clone(),
+                    op_type: n.op_type.clone(),
+                    ep: n.ep.clone(),
+                    baseline_ep: None,
+                    flops_pct: None,
+                    time_us_per_run: None,
+                    reason: None,
+                    hint: None,
+                })
+            }
+        })
+        .collect()
+}
+
+fn placement_diff_check(moved: &[Culprit], preferred: &str) -> Check {
+    let ok = moved.is_empty();
+    let message = if ok {
+        format!("baseline_placement: no node moved off {preferred}")
+    } else {
+        format!("baseline_placement: {} node(s) moved off {preferred}{}", moved.len(), name_nodes(moved))
+    };
+    Check {
+        nodes: moved.to_vec(),
+        ..check(RuleName::BaselinePlacement, pass_or_fail(ok), Some(moved.len() as f64), 0.0, "nodes", message)
+    }
+}
+
+fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&PlacementReport>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s) = latency {
+        if let Some(d) = s.drift.as_ref().filter(|d| d.is_notable()) {
+            out.push(format!(
+                "latency drifted {:+.1}% within the run (first third median {}, last third {}): thermal throttling or background load",
+                d.change_pct,
+                fmt_ms(d.first_third_median_ns),
+                fmt_ms(d.last_third_median_ns)
+            ));
+        }
+        let first = run.timings.first_inference_ns as f64;
+        if s.median_ns > 0.0 && first >= SLOW_FIRST_RUN_FACTOR * s.median_ns {
+            out.push(format!(
+                "the first inference took {} ({:.1}× the median): cold start, excluded from the statistics",
+                fmt_ms(first),
+                first / s.median_ns
+            ));
+        }
+        if let Some(sentence) = cluster_sentence(s) {
+            out.push(format!("latency is {sentence} (typical of partial CPU fallback or clock switching)"));
+        }
+    }
+    if let Some(p) = placement {
+        if let Some(predicted) = &p.predicted {
+            out.push(format!("placement is a prediction: {predicted}"));
+        }
+    }
+    out.extend(run.warnings.iter().cloned());
+    out
+}

@@ -1,0 +1,264 @@
+//! Gate rules: read from a TOML file (`--gate gate.toml`), overridden from the command line
+//! (`--rule cv_pct=5`), with the defaults `cv_pct <= 8`, `npu_flops_pct >= 98`,
+//! `baseline_median_pct = 10` and `baseline_placement = true`.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The limits a run is judged against. Absent optional limits are not checked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rules {
+    /// Fewest timed runs accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_runs: Option<usize>,
+    /// Highest coefficient of variation of the latencies, percent (needs 20 runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cv_pct: Option<f64>,
+    /// Highest median latency, milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_ms: Option<f64>,
+    /// Highest 95th percentile latency, milliseconds (needs 20 runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p95_ms: Option<f64>,
+    /// Highest 99th percentile latency, milliseconds (needs 100 runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    /// Lowest share of FLOPs on the preferred EP, percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub npu_flops_pct: Option<f64>,
+    /// Lowest share of nodes on the preferred EP, percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub npu_nodes_pct: Option<f64>,
+    /// Lowest share of measured kernel time on the preferred EP, percent (needs a profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub npu_time_pct: Option<f64>,
+    /// Most nodes allowed off the preferred EP (expected and allow-listed ones not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_fallback_nodes: Option<usize>,
+    /// Most fused partitions of compiling EPs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_partitions: Option<usize>,
+    /// Most EP switches in one profiled run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_boundaries: Option<usize>,
+    /// Node names that may run off the preferred EP without failing any rule.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_nodes: Vec<String>,
+    /// Operator types that may run off the preferred EP without failing any rule.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_op_types: Vec<String>,
+    /// Against a baseline: the median may grow by at most this many percent, judged on the bootstrap
+    /// interval of the median ratio (fails only when the whole interval is above the limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_median_pct: Option<f64>,
+    /// Against a baseline: no node that ran on the preferred EP may run elsewhere now.
+    pub baseline_placement: bool,
+    /// Rules switched off, by name (e.g. `disable = ["cv_pct"]` for a median-only gate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disable: Vec<RuleName>,
+}
+
+impl Default for Rules {
+    /// The seed defaults: CV ≤ 8%, ≥ 98% of FLOPs on the NPU, median ≤ baseline × 1.10, no node moved.
+    fn default() -> Self {
+        Rules {
+            min_runs: None,
+            cv_pct: Some(8.0),
+            median_ms: None,
+            p95_ms: None,
+            p99_ms: None,
+            npu_flops_pct: Some(98.0),
+            npu_nodes_pct: None,
+            npu_time_pct: None,
+            max_fallback_nodes: None,
+            max_partitions: None,
+            max_boundaries: None,
+            allow_nodes: Vec::new(),
+            allow_op_types: Vec::new(),
+            baseline_median_pct: Some(10.0),
+            baseline_placement: true,
+            disable: Vec::new(),
+        }
+    }
+}
+
+/// Every rule by the name used in TOML, on the command line and in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleName {
+    /// [`Rules::min_runs`].
+    MinRuns,
+    /// [`Rules::cv_pct`].
+    CvPct,
+    /// [`Rules::median_ms`].
+    MedianMs,
+    /// [`Rules::p95_ms`].
+    P95Ms,
+    /// [`Rules::p99_ms`].
+    P99Ms,
+    /// [`Rules::npu_flops_pct`].
+    NpuFlopsPct,
+    /// [`Rules::npu_nodes_pct`].
+    NpuNodesPct,
+    /// [`Rules::npu_time_pct`].
+    NpuTimePct,
+    /// [`Rules::max_fallback_nodes`].
+    MaxFallbackNodes,
+    /// [`Rules::max_partitions`].
+    MaxPartitions,
+    /// [`Rules::max_boundaries`].
+    MaxBoundaries,
+    /// [`Rules::baseline_median_pct`].
+    BaselineMedianPct,
+    /// [`Rules::baseline_placement`].
+    BaselinePlacement,
+}
+
+impl RuleName {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleName::MinRuns => "min_runs",
+            RuleName::CvPct => "cv_pct",
+            RuleName::MedianMs => "median_ms",
+            RuleName::P95Ms => "p95_ms",
+            RuleName::P99Ms => "p99_ms",
+            RuleName::NpuFlopsPct => "npu_flops_pct",
+            RuleName::NpuNodesPct => "npu_nodes_pct",
+            RuleName::NpuTimePct => "npu_time_pct",
+            RuleName::MaxFallbackNodes => "max_fallback_nodes",
+            RuleName::MaxPartitions => "max_partitions",
+            RuleName::MaxBoundaries => "max_boundaries",
+            RuleName::BaselineMedianPct => "baseline_median_pct",
+            RuleName::BaselinePlacement => "baseline_placement",
+        }
+    }
+}
+
+impl fmt::Display for RuleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Errors loading rules.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// The gate file could not be read.
+    #[error("cannot read gate file {path}: {source}")]
+    Io {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The gate file is not valid TOML for the rules (unknown key, wrong type, …).
+    #[error("gate file {path}: {message}")]
+    File {
+        /// File path.
+        path: String,
+        /// The TOML parser's message (names the key and line).
+        message: String,
+    },
+    /// A command-line override is malformed or names an unknown rule.
+    #[error("--rule {arg}: {message}")]
+    Override {
+        /// The override as given.
+        arg: String,
+        /// What is wrong and how to write it.
+        message: String,
+    },
+}
+
+impl Rules {
+    /// Defaults, then the TOML file (if any), then each `key=value` override in order.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Rules, RulesError> {
+        let mut table = match file {
+            None => toml::Table::new(),
+            Some(path) => {
+                let shown = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|source| RulesError::Io { path: shown.clone(), source })?;
+                // Parse into `Rules` first so that errors carry the line and name the key.
+                toml::from_str::<Rules>(&text)
+                    .map_err(|e| RulesError::File { path: shown.clone(), message: one_line(&e.to_string()) })?;
+                toml::from_str::<toml::Table>(&text)
+                    .map_err(|e| RulesError::File { path: shown, message: one_line(&e.to_string()) })?
+            }
+        };
+        for arg in overrides {
+            let (key, value) = parse_override(arg)?;
+            table.insert(key, value);
+        }
+        Rules::deserialize(toml::Value::Table(table)).map_err(|e| RulesError::Override {
+            arg: overrides.join(" --rule "),
+            message: one_line(&e.to_string()),
+        })
+    }
+
+    /// True when the rule is switched on (not in `disable`).
+    pub fn enabled(&self, rule: RuleName) -> bool {
+        !self.disable.contains(&rule)
+    }
+
+    /// True when a node may run off the preferred EP by the allow-lists.
+    pub fn allows(&self, node_name: &str, op_type: &str) -> bool {
+        self.allow_nodes.iter().any(|n| n == node_name) || self.allow_op_types.iter().any(|t| t == op_type)
+    }
+}
+
+/// Parses one `key=value` override; the value is TOML (`5`, `true`, `["Softmax"]`) or a bare string.
+fn parse_override(arg: &str) -> Result<(String, toml::Value), RulesError> {
+    let fail = |message: String| RulesError::Override { arg: arg.to_string(), message };
+    let (key, raw) = arg
+        .split_once('=')
+        .ok_or_else(|| fail("expected RULE=VALUE, e.g. --rule cv_pct=5".to_string()))?;
+    let key = key.trim().to_string();
+    let raw = raw.trim();
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut single = toml::Table::new();
+    single.insert(key.clone(), value.clone());
+    Rules::deserialize(toml::Value::Table(single)).map_err(|e| fail(one_line(&e.to_string())))?;
+    Ok((key, value))
+}
+
+/// Collapses a multi-line parser message (toml prints a source excerpt) into one line.
+fn one_line(message: &str) -> String {
+    message.split('\n').map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|')).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_seed_rules() {
+        let rules = Rules::load(None, &[]).unwrap();
+        assert_eq!(rules, Rules::default());
+        assert_eq!(rules.cv_pct, Some(8.0));
+        assert_eq!(rules.npu_flops_pct, Some(98.0));
+    }
+
+    #[test]
+    fn override_parses_numbers_lists_and_rule_names() {
+        let rules = Rules::load(
+            None,
+            &["cv_pct=5".into(), "allow_op_types=[\"Softmax\"]".into(), "disable=[\"npu_flops_pct\"]".into()],
+        )
+        .unwrap();
+        assert_eq!(rules.cv_pct, Some(5.0));
+        assert_eq!(rules.allow_op_types, vec!["Softmax"]);
+        assert!(!rules.enabled(RuleName::NpuFlopsPct));
+    }
+
+    #[test]
+    fn unknown_override_is_named() {
+        let err = Rules::load(None, &["cv_pc=5".into()]).unwrap_err().to_string();
+        assert!(err.contains("cv_pc"), "{err}");
+    }
+}

@@ -1,0 +1,250 @@
+//! The verdict: every rule's outcome with the numbers and nodes behind it, serialized as
+//! `npugate.verdict/1` and rendered by the exporters.
+
+use npugate_result::RunResult;
+use profile_parser::report::{FallbackNode, PlacementReport};
+use serde::{Deserialize, Serialize};
+
+use crate::fingerprint::Fingerprint;
+use crate::rules::{RuleName, Rules};
+use crate::stats::{ClusterSplit, LatencyStats, MedianRatio};
+use crate::units::{fmt_ms_from_us, fmt_pct};
+
+/// Schema identifier of a serialized [`Verdict`].
+pub const VERDICT_SCHEMA: &str = "npugate.verdict/1";
+
+/// Exit code when every rule passed.
+pub const EXIT_PASS: u8 = 0;
+/// Exit code when at least one rule failed.
+pub const EXIT_FAIL: u8 = 1;
+/// Exit code when the run could not be judged.
+pub const EXIT_ERROR: u8 = 2;
+
+/// The judgement of one run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verdict {
+    /// Always [`VERDICT_SCHEMA`].
+    pub schema: String,
+    /// `fail` if any check failed, else `error` if anything could not be judged, else `pass`.
+    pub outcome: Outcome,
+    /// What was judged.
+    pub subject: Subject,
+    /// The rules as applied (defaults, file and overrides merged).
+    pub rules: Rules,
+    /// One entry per enabled rule, in a fixed order.
+    pub checks: Vec<Check>,
+    /// Latency statistics (absent when the run has no timed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+    /// The timed runs in run order (ns), for plots.
+    pub latencies_ns: Vec<u64>,
+    /// The first (cold) inference after session creation (ns).
+    pub first_inference_ns: u64,
+    /// The placement report the placement rules read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementReport>,
+    /// The comparison against a baseline, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineComparison>,
+    /// Why (part of) the run could not be judged, one sentence each.
+    pub errors: Vec<String>,
+    /// Observations that do not fail the gate (drift, slow first run, the harness's warnings).
+    pub warnings: Vec<String>,
+}
+
+/// Overall result.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every check passed.
+    Pass,
+    /// At least one check failed.
+    Fail,
+    /// Nothing failed, but something could not be judged.
+    Error,
+}
+
+impl Outcome {
+    /// Upper-case label for reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Error => "ERROR",
+        }
+    }
+
+    /// The process exit code: 0 pass, 1 fail, 2 error.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Pass => EXIT_PASS,
+            Outcome::Fail => EXIT_FAIL,
+            Outcome::Error => EXIT_ERROR,
+        }
+    }
+}
+
+/// The run that was judged.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Subject {
+    /// Model path as the harness was given it.
+    pub model: String,
+    /// Identity of device, runtime and model.
+    pub fingerprint: Fingerprint,
+    /// `complete` or `incomplete` as the harness wrote it.
+    pub run_status: String,
+}
+
+impl Subject {
+    /// The subject of a run.
+    pub fn of(run: &RunResult) -> Subject {
+        Subject {
+            model: run.model.path.clone(),
+            fingerprint: Fingerprint::of(run),
+            run_status: format!("{:?}", run.status).to_lowercase(),
+        }
+    }
+
+    /// One line: model file name, EP, device and SoC.
+    pub fn summary(&self) -> String {
+        let file = self.model.rsplit(['/', '\\']).next().unwrap_or(&self.model);
+        let fp = &self.fingerprint;
+        format!("{file} on {} ({}, {}), ORT {}", fp.preferred_ep, fp.device, fp.soc, fp.ort_version)
+    }
+}
+
+/// One rule's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    /// The rule.
+    pub rule: RuleName,
+    /// Pass, fail or unjudged.
+    pub status: CheckStatus,
+    /// The measured value in `unit` (absent when it could not be measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<f64>,
+    /// The configured limit in `unit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// Unit of `measured` and `limit`: `%`, `ms`, `runs`, `nodes`, `partitions`, `switches`, `×`.
+    pub unit: String,
+    /// One sentence: what, how much, and which node or cluster.
+    pub message: String,
+    /// The nodes that made the check fail, worst first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<Culprit>,
+    /// The two latency clusters, when the series is bimodal and the rule reads latencies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<ClusterSplit>,
+}
+
+/// Status of one check.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    /// Within the limit.
+    Pass,
+    /// Beyond the limit, or too few runs to hold the limit.
+    Fail,
+    /// The data the rule reads is missing (no placement report, no profile, refused baseline).
+    Unjudged,
+}
+
+impl CheckStatus {
+    /// Upper-case label for reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckStatus::Pass => "PASS",
+            CheckStatus::Fail => "FAIL",
+            CheckStatus::Unjudged => "UNJUDGED",
+        }
+    }
+}
+
+/// A node blamed by a check.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Culprit {
+    /// Node name.
+    pub name: String,
+    /// Operator type.
+    pub op_type: String,
+    /// EP it ran on.
+    pub ep: String,
+    /// EP it ran on in the baseline (placement diff only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_ep: Option<String>,
+    /// Percent of the model's known FLOPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops_pct: Option<f64>,
+    /// Median kernel time per run (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_us_per_run: Option<f64>,
+    /// The EP's rejection reason, when logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A remedy, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Culprit {
+    /// A culprit from a fallback node of the placement report.
+    pub fn from_fallback(node: &FallbackNode) -> Culprit {
+        Culprit {
+            name: node.name.clone(),
+            op_type: node.op_type.clone(),
+            ep: node.ep.clone(),
+            baseline_ep: None,
+            flops_pct: Some(node.flops_pct),
+            time_us_per_run: node.time_us_per_run,
+            reason: node.reason.clone(),
+            hint: node.hint.clone(),
+        }
+    }
+
+    /// `LayerNormalization node /model.10/m.0/norm (12.3% of FLOPs, 1.8 ms/run) runs on CPUExecutionProvider`.
+    pub fn describe(&self) -> String {
+        let mut costs = Vec::new();
+        if let Some(pct) = self.flops_pct {
+            costs.push(format!("{} of FLOPs", fmt_pct(pct)));
+        }
+        if let Some(us) = self.time_us_per_run {
+            costs.push(format!("{}/run", fmt_ms_from_us(us)));
+        }
+        let costs = if costs.is_empty() { String::new() } else { format!(" ({})", costs.join(", ")) };
+        match &self.baseline_ep {
+            Some(before) => format!("{} node {}{costs} moved from {before} to {}", self.op_type, self.name, self.ep),
+            None => format!("{} node {}{costs} runs on {}", self.op_type, self.name, self.ep),
+        }
+    }
+}
+
+/// The comparison against a baseline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BaselineComparison {
+    /// Where the baseline came from.
+    pub source: String,
+    /// The baseline's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// How this run's fingerprint differs (empty when comparable).
+    pub fingerprint_differences: Vec<String>,
+    /// True when the comparison was forced across different fingerprints.
+    pub forced: bool,
+    /// Median of this run / median of the baseline, with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ratio: Option<MedianRatio>,
+    /// Nodes on the preferred EP in the baseline and elsewhere now (not excused).
+    pub moved_off_preferred: Vec<Culprit>,
+}
+
+impl Verdict {
+    /// The process exit code of this verdict.
+    pub fn exit_code(&self) -> u8 {
+        self.outcome.exit_code()
+    }
+
+    /// The checks that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.status == CheckStatus::Fail)
+    }
+}

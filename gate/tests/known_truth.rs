@@ -1,0 +1,120 @@
+//! The statistics and latency rules against series whose truth is known by construction — and the
+//! seed's point: a median-only gate passes a bimodal (partial-fallback) series that a CV gate fails.
+
+mod common;
+
+use common::{detector_nodes, mixture, normal_series, placement, run, QNN};
+use gate::rules::RuleName;
+use gate::stats::LatencyStats;
+use gate::verdict::{CheckStatus, Outcome};
+use gate::{judge, Rules};
+
+fn check_status(verdict: &gate::Verdict, rule: RuleName) -> CheckStatus {
+    verdict.checks.iter().find(|c| c.rule == rule).unwrap_or_else(|| panic!("no {rule} check")).status
+}
+
+#[test]
+fn unimodal_series_with_cv_3pct_passes() {
+    let series = normal_series(300, 8.0, 3.0, 7);
+    let stats = LatencyStats::from_ns(&series).unwrap();
+    assert!((2.6..3.4).contains(&stats.cv_pct), "CV {}", stats.cv_pct);
+    assert!((stats.median_ns / 1e6 - 8.0).abs() < 0.1, "median {}", stats.median_ns);
+    assert!(stats.median_ci.lower < stats.median_ns && stats.median_ns < stats.median_ci.upper);
+    assert!(stats.median_ci.lower / 1e6 > 7.85 && stats.median_ci.upper / 1e6 < 8.15, "{:?}", stats.median_ci);
+    // p95 of N(8, 0.24) is 8 + 1.645·0.24 = 8.39 ms.
+    assert!((stats.p95_ns / 1e6 - 8.39).abs() < 0.08, "p95 {}", stats.p95_ns);
+    let modality = stats.modality.as_ref().unwrap();
+    assert!(!modality.bimodal, "{modality:?}");
+    assert!(modality.coefficient < 0.5, "{modality:?}");
+    assert!(stats.drift.as_ref().unwrap().change_pct.abs() < 2.0);
+
+    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    assert_eq!(check_status(&verdict, RuleName::CvPct), CheckStatus::Pass);
+    assert_eq!(verdict.outcome, Outcome::Pass, "{:#?}", verdict.checks);
+    assert_eq!(verdict.exit_code(), 0);
+}
+
+#[test]
+fn mixture_70_30_fails_cv_and_is_reported_bimodal() {
+    let series = mixture(200, 8.0, 24.0, 0.3, 11);
+    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let stats = verdict.latency.as_ref().unwrap();
+    let split = stats.bimodal_split().expect("the 70/30 mixture must be called bimodal");
+    assert_eq!((split.fast.runs, split.slow.runs), (140, 60));
+    assert!((split.fast.share_pct - 70.0).abs() < 1e-9 && (split.slow.share_pct - 30.0).abs() < 1e-9);
+    assert!((split.fast.median_ns / 1e6 - 8.0).abs() < 0.1, "{split:?}");
+    assert!((split.slow.median_ns / 1e6 - 24.0).abs() < 0.3, "{split:?}");
+    assert!(split.gap_ns / 1e6 > 10.0);
+
+    let cv = verdict.checks.iter().find(|c| c.rule == RuleName::CvPct).unwrap();
+    assert_eq!(cv.status, CheckStatus::Fail, "{}", cv.message);
+    assert!(cv.measured.unwrap() > 50.0, "{}", cv.message);
+    assert!(cv.message.contains("70% of runs at 8."), "{}", cv.message);
+    assert!(cv.message.contains("30% at 24."), "{}", cv.message);
+    assert!(cv.clusters.is_some());
+    assert_eq!(verdict.outcome, Outcome::Fail);
+    assert_eq!(verdict.exit_code(), 1);
+}
+
+#[test]
+fn mixture_with_10_runs_fails_for_too_few_runs() {
+    let series = mixture(10, 8.0, 24.0, 0.3, 11);
+    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let cv = verdict.checks.iter().find(|c| c.rule == RuleName::CvPct).unwrap();
+    assert_eq!(cv.status, CheckStatus::Fail);
+    assert!(cv.message.contains("needs at least 20 runs, this run has 10"), "{}", cv.message);
+    assert!(cv.message.contains("--runs 20"), "{}", cv.message);
+}
+
+#[test]
+fn p99_rule_needs_100_runs_and_p95_needs_20() {
+    let rules = Rules::load(None, &["p99_ms=30".into(), "p95_ms=30".into()]).unwrap();
+    let verdict = judge(&run(normal_series(50, 8.0, 3.0, 3)), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    let p99 = verdict.checks.iter().find(|c| c.rule == RuleName::P99Ms).unwrap();
+    assert_eq!(p99.status, CheckStatus::Fail);
+    assert!(p99.message.contains("needs at least 100 runs, this run has 50"), "{}", p99.message);
+    assert_eq!(check_status(&verdict, RuleName::P95Ms), CheckStatus::Pass);
+
+    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 3)), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    assert_eq!(check_status(&verdict, RuleName::P99Ms), CheckStatus::Pass);
+}
+
+#[test]
+fn median_only_gate_passes_the_bimodal_mixture() {
+    // The seed's point: 30% of runs at three times the latency, and a median gate sees nothing.
+    let series = mixture(200, 8.0, 24.0, 0.3, 11);
+    let rules = Rules::load(None, &["median_ms=10".into(), "disable=[\"cv_pct\"]".into()]).unwrap();
+    let verdict = judge(&run(series.clone()), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    assert_eq!(check_status(&verdict, RuleName::MedianMs), CheckStatus::Pass);
+    assert_eq!(verdict.outcome, Outcome::Pass, "{:#?}", verdict.checks);
+    // … while the default gate on the same series fails.
+    let default = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    assert_eq!(default.outcome, Outcome::Fail);
+}
+
+#[test]
+fn drift_between_thirds_is_warned() {
+    // 8 ms rising linearly to 9.6 ms: the last third's median is ~14% above the first third's.
+    let series: Vec<u64> = (0..90).map(|i| 8_000_000 + i * 18_000).collect();
+    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let drift = verdict.latency.as_ref().unwrap().drift.as_ref().unwrap();
+    assert!((12.0..16.0).contains(&drift.change_pct), "{drift:?}");
+    assert!(verdict.warnings.iter().any(|w| w.contains("drifted +")), "{:?}", verdict.warnings);
+}
+
+#[test]
+fn min_runs_rule() {
+    let rules = Rules::load(None, &["min_runs=50".into()]).unwrap();
+    let verdict = judge(&run(normal_series(30, 8.0, 3.0, 5)), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    let check = verdict.checks.iter().find(|c| c.rule == RuleName::MinRuns).unwrap();
+    assert_eq!(check.status, CheckStatus::Fail);
+    assert!(check.message.contains("30 runs < 50"), "{}", check.message);
+}
+
+#[test]
+fn empty_run_cannot_be_judged() {
+    let verdict = judge(&run(vec![]), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    assert_eq!(check_status(&verdict, RuleName::CvPct), CheckStatus::Unjudged);
+    assert_eq!(verdict.outcome, Outcome::Error);
+    assert_eq!(verdict.exit_code(), 2);
+}
