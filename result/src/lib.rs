@@ -334,6 +334,31 @@ pub struct SystemFingerprint {
     pub absent: Vec<String>,
 }
 
+/// Content hashing shared by every stage (models, libraries, bundles).
+pub mod digest {
+    use std::io::Read;
+    use std::path::Path;
+
+    use sha2::{Digest, Sha256};
+
+    /// sha256 (lowercase hex) and size of a file, read in 1 MiB chunks.
+    pub fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
+        let mut file = std::fs::File::open(path)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut bytes = 0u64;
+        loop {
+            let n = file.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+            bytes += n as u64;
+        }
+        Ok((format!("{:x}", hasher.finalize()), bytes))
+    }
+}
+
 /// Errors reading a `result.json`.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {

@@ -1,0 +1,235 @@
+//! Creating sessions with the requested execution provider, and reading ORT's node→EP assignment.
+
+use std::ffi::{c_char, CStr};
+use std::path::{Path, PathBuf};
+use std::ptr;
+
+use anyhow::{anyhow, bail, Context, Result};
+use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
+use ort::environment::Environment;
+use ort::ep::ArbitrarilyConfigurableExecutionProvider;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::Session;
+use ort::AsPointer;
+
+use crate::cli::{EpKind, OptimizationLevel};
+
+/// Session config key that makes ORT record the node→EP assignment (ORT ≥ 1.24).
+pub const RECORD_ASSIGNMENT_KEY: &str = "session.record_ep_graph_assignment_info";
+
+/// How the execution provider reaches ONNX Runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attach {
+    /// The CPU EP (always present).
+    Cpu,
+    /// An EP compiled into libonnxruntime, appended by name.
+    Builtin,
+    /// An EP plugin library registered with the environment and appended by device.
+    Plugin,
+}
+
+impl Attach {
+    /// Name recorded in the result.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attach::Cpu => "cpu",
+            Attach::Builtin => "builtin",
+            Attach::Plugin => "plugin",
+        }
+    }
+}
+
+/// Everything needed to create identically configured sessions (timed, profiled).
+#[derive(Debug, Clone)]
+pub struct SessionPlan {
+    /// The model file.
+    pub model: PathBuf,
+    /// Requested EP.
+    pub ep: EpKind,
+    /// How the EP is attached.
+    pub attach: Attach,
+    /// EP options (without prefix).
+    pub ep_options: Vec<(String, String)>,
+    /// Session configuration entries.
+    pub session_config: Vec<(String, String)>,
+    /// Graph optimization level.
+    pub optimization: OptimizationLevel,
+    /// Intra-op threads (0 = default).
+    pub intra_threads: usize,
+}
+
+/// Registers an EP plugin library when one is given and decides how the EP attaches.
+pub fn register_ep(env: &Environment, ep: EpKind, library: Option<&Path>) -> Result<Attach> {
+    match (ep, library) {
+        (EpKind::Cpu, None) => Ok(Attach::Cpu),
+        (EpKind::Cpu, Some(path)) => bail!("--ep-library {} was given with --ep cpu; pass --ep qnn to use the plugin", path.display()),
+        (EpKind::Qnn, None) => Ok(Attach::Builtin),
+        (EpKind::Qnn, Some(path)) => {
+            if !path.is_file() {
+                bail!("EP plugin library {} does not exist; pass --ep-library with libonnxruntime_providers_qnn.so", path.display());
+            }
+            env.register_ep_library(ep.ort_name(), path)
+                .map_err(|e| anyhow!("cannot register EP plugin library {}: {e}", path.display()))?;
+            Ok(Attach::Plugin)
+        }
+    }
+}
+
+impl SessionPlan {
+    /// Creates a session from this plan; `profile_prefix` turns ORT profiling on. `log_id` tags the
+    /// session's log lines (`timed`, `profiled`) so log readers can tell the sessions apart.
+    pub fn create(&self, env: &Environment, log_id: &str, profile_prefix: Option<&Path>) -> Result<Session> {
+        let mut builder = self.builder(env, log_id, self.optimization)?;
+        if let Some(prefix) = profile_prefix {
+            builder = builder.with_profiling(prefix).map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
+        }
+        builder = self.attach_ep(env, builder)?;
+        commit(builder, &self.model)
+    }
+
+    /// Creates the reference session (log id `reference`): CPU EP only, graph optimizations off,
+    /// profiling on, so every original node appears in the profile with its shapes.
+    pub fn create_reference(&self, env: &Environment, profile_prefix: &Path) -> Result<Session> {
+        let builder = self
+            .builder(env, "reference", OptimizationLevel::Disable)?
+            .with_profiling(profile_prefix)
+            .map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
+        let builder = with_cpu_device(env, builder)?;
+        commit(builder, &self.model)
+    }
+
+    fn builder(&self, env: &Environment, log_id: &str, optimization: OptimizationLevel) -> Result<SessionBuilder> {
+        let mut builder = Session::builder(env).map_err(|e| anyhow!("cannot create session options: {e}"))?;
+        builder = builder
+            .with_log_id(log_id)
+            .map_err(|e| anyhow!("cannot set the session log id: {e}"))?
+            .with_optimization_level(optimization_level(optimization))
+            .map_err(|e| anyhow!("cannot set the optimization level: {e}"))?;
+        if self.intra_threads > 0 {
+            builder = builder.with_intra_threads(self.intra_threads).map_err(|e| anyhow!("cannot set intra-op threads: {e}"))?;
+        }
+        builder = builder.with_config_entry(RECORD_ASSIGNMENT_KEY, "1").map_err(|e| anyhow!("{RECORD_ASSIGNMENT_KEY}: {e}"))?;
+        for (key, value) in &self.session_config {
+            builder = builder
+                .with_config_entry(key, value)
+                .map_err(|e| anyhow!("ONNX Runtime rejected --session-config {key}={value}: {e}"))?;
+        }
+        Ok(builder)
+    }
+
+    fn attach_ep(&self, env: &Environment, builder: SessionBuilder) -> Result<SessionBuilder> {
+        match self.attach {
+            Attach::Cpu => with_cpu_device(env, builder),
+            Attach::Builtin => {
+                let mut qnn = ort::ep::QNN::default();
+                for (key, value) in &self.ep_options {
+                    qnn = qnn.with_arbitrary_config(key, value);
+                }
+                // Without error_on_failure a failed registration is silent and the model runs on CPU.
+                builder
+                    .with_execution_providers([qnn.build().error_on_failure()])
+                    .map_err(|e| anyhow!("cannot attach the built-in {}: {e}", self.ep.ort_name()))
+            }
+            Attach::Plugin => {
+                let name = self.ep.ort_name();
+                let devices: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|ep| ep == name)).collect();
+                if devices.is_empty() {
+                    bail!(
+                        "the {name} plugin registered no device on this machine; on a host without a Snapdragon \
+                         set ORT_QNN_ENABLE_CPU_BACKEND=1 and pass --ep-option backend_type=... or backend_path=..."
+                    );
+                }
+                let options: Vec<(String, String)> =
+                    self.ep_options.iter().map(|(k, v)| (format!("{name}.{k}"), v.clone())).collect();
+                builder
+                    .with_devices(devices, Some(&options))
+                    .map_err(|e| anyhow!("cannot attach the {name} plugin devices: {e}"))
+            }
+        }
+    }
+}
+
+/// Appends the CPU EP device explicitly. Once a plugin EP is registered, ORT's default device
+/// policy may otherwise place the session on the plugin.
+fn with_cpu_device(env: &Environment, builder: SessionBuilder) -> Result<SessionBuilder> {
+    let cpu: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|ep| ep == "CPUExecutionProvider")).collect();
+    if cpu.is_empty() {
+        return Ok(builder);
+    }
+    builder.with_devices(cpu, None).map_err(|e| anyhow!("cannot attach the CPU EP device: {e}"))
+}
+
+fn commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> {
+    builder.commit_from_file(model).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()))
+}
+
+fn optimization_level(level: OptimizationLevel) -> GraphOptimizationLevel {
+    match level {
+        OptimizationLevel::Disable => GraphOptimizationLevel::Disable,
+        OptimizationLevel::Basic => GraphOptimizationLevel::Level1,
+        OptimizationLevel::Extended => GraphOptimizationLevel::Level2,
+        OptimizationLevel::All => GraphOptimizationLevel::All,
+    }
+}
+
+/// Reads `Session_GetEpGraphAssignmentInfo`; on failure returns an `unavailable` assignment that
+/// says why instead of failing the run.
+pub fn assignment(session: &Session) -> Assignment {
+    match read_assignment(session) {
+        Ok(subgraphs) => Assignment { source: "Session_GetEpGraphAssignmentInfo".into(), error: None, subgraphs },
+        Err(e) => Assignment { source: "unavailable".into(), error: Some(format!("{e:#}")), subgraphs: Vec::new() },
+    }
+}
+
+fn read_assignment(session: &Session) -> Result<Vec<AssignedSubgraph>> {
+    let api = ort::api();
+    let mut subgraphs: *const *const ort::sys::OrtEpAssignedSubgraph = ptr::null();
+    let mut count = 0usize;
+    // SAFETY: the session pointer is valid for the borrow; ORT owns the returned arrays, which live
+    // as long as the session.
+    unsafe {
+        check((api.Session_GetEpGraphAssignmentInfo)(session.ptr(), &mut subgraphs, &mut count))?;
+        let mut out = Vec::with_capacity(count);
+        for i in 0..count {
+            let subgraph = *subgraphs.add(i);
+            let mut ep: *const c_char = ptr::null();
+            check((api.EpAssignedSubgraph_GetEpName)(subgraph, &mut ep))?;
+            let mut nodes: *const *const ort::sys::OrtEpAssignedNode = ptr::null();
+            let mut node_count = 0usize;
+            check((api.EpAssignedSubgraph_GetNodes)(subgraph, &mut nodes, &mut node_count))?;
+            let mut assigned = Vec::with_capacity(node_count);
+            for j in 0..node_count {
+                let node = *nodes.add(j);
+                let (mut name, mut op, mut domain) = (ptr::null(), ptr::null(), ptr::null());
+                check((api.EpAssignedNode_GetName)(node, &mut name))?;
+                check((api.EpAssignedNode_GetOperatorType)(node, &mut op))?;
+                check((api.EpAssignedNode_GetDomain)(node, &mut domain))?;
+                assigned.push(AssignedNode { name: text(name), op_type: text(op), domain: text(domain) });
+            }
+            out.push(AssignedSubgraph { ep: text(ep), nodes: assigned });
+        }
+        Ok(out)
+    }
+}
+
+/// Converts an ORT status into a result, releasing it.
+///
+/// # Safety
+/// `status` must be a status returned by an ORT API call (or null).
+unsafe fn check(status: ort::sys::OrtStatusPtr) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("{e}")).context("Session_GetEpGraphAssignmentInfo")
+}
+
+/// Copies a C string owned by ORT; null becomes empty.
+///
+/// # Safety
+/// `p` must be null or a valid NUL-terminated string.
+unsafe fn text(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
