@@ -1,1 +1,80 @@
-//! Shared helpers for the end-to-end tests.
+//! Shared helpers for the end-to-end tests: where the built binaries, the ONNX Runtime library,
+//! the test models and the tool cache are. Everything is created by `scripts/setup`; a missing
+//! piece panics with the command that creates it (a test must never silently pass without it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The npugate cache (`$NPUGATE_CACHE`, default `~/.cache/npugate`).
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("NPUGATE_CACHE") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/npugate"),
+    }
+}
+
+/// The cargo target directory the test binary was built in (`target/<profile>`).
+pub fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test-binary>
+    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+}
+
+/// Path of a workspace binary built alongside the tests (`npugate`, `npugate-harness`).
+pub fn bin(name: &str) -> PathBuf {
+    let path = target_profile_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the workspace binaries first (`cargo build --workspace --bins` with the same profile, as scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// The x86_64 ONNX Runtime 1.31.1 library of the `ort-1.31.1-linux-x86_64` runtime.
+pub fn ort_lib() -> PathBuf {
+    runtime_file("ort-1.31.1-linux-x86_64", "libonnxruntime.so.1.31.1")
+}
+
+/// A file of a fetched runtime.
+pub fn runtime_file(runtime: &str, file: &str) -> PathBuf {
+    let path = cache_dir().join("runtimes").join(runtime).join(file);
+    assert!(path.is_file(), "{} is missing: run `scripts/setup` (npugate runtime fetch {runtime})", path.display());
+    path
+}
+
+/// A test model written by `scripts/make-test-models`.
+pub fn model(name: &str) -> PathBuf {
+    let path = cache_dir().join("models").join(name);
+    assert!(path.is_file(), "{} is missing: run `scripts/make-test-models` (or `scripts/setup`)", path.display());
+    path
+}
+
+/// The Python of the project's venv (numpy, onnx, onnxruntime).
+pub fn python() -> PathBuf {
+    let path = cache_dir().join("venv/bin/python");
+    assert!(path.is_file(), "{} is missing: run `scripts/setup`", path.display());
+    path
+}
+
+/// Runs a command to completion, capturing output.
+pub fn run(command: &mut Command) -> Output {
+    command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
+}
+
+/// Stdout and stderr of an output, for assertion messages.
+pub fn describe(output: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Runs the harness on `model` with the x86_64 runtime into `out`, with extra arguments.
+pub fn harness(model: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut command = Command::new(bin("npugate-harness"));
+    command.arg("--ort-lib").arg(ort_lib()).arg("--model").arg(model).arg("--out").arg(out).args(extra);
+    run(&mut command)
+}
