@@ -87,45 +87,51 @@ pub fn node_flops(op_type: &str, inputs: &[TensorShape], outputs: &[TensorShape]
     match op_type {
         op if KNOWN_ZERO_OPS.contains(&op) => Ok(0),
         op if ELEMENTWISE_OPS.contains(&op) => out_elems(),
-        op if VARIADIC_OPS.contains(&op) => Ok(out_elems()? * (inputs.len().max(2) as u64 - 1)),
+        op if VARIADIC_OPS.contains(&op) => Ok(out_elems()?.saturating_mul(inputs.len().max(2) as u64 - 1)),
         op if POOL_REDUCE_OPS.contains(&op) => in_elems(),
         "Conv" | "NhwcConv" | "ConvInteger" => conv_macs(op_type, inputs, outputs, 1).map(double),
-        "FusedConv" | "NhwcFusedConv" => Ok(2 * conv_macs(op_type, inputs, outputs, 1)? + out_elems()?),
+        "FusedConv" | "NhwcFusedConv" => Ok(double(conv_macs(op_type, inputs, outputs, 1)?).saturating_add(out_elems()?)),
         "QLinearConv" => conv_macs(op_type, inputs, outputs, 3).map(double),
         "ConvTranspose" => {
             let weight = operand(op_type, inputs, 1, "weight shape")?;
-            Ok(2 * in_elems()? * product(&weight.dims[1..]))
+            Ok(double(in_elems()?.saturating_mul(product(&weight.dims[1..]))))
         }
         "MatMul" | "FusedMatMul" | "MatMulInteger" | "DynamicQuantizeMatMul" | "MatMulNBits" | "Gemm"
         | "MatMulIntegerToFloat" => matmul_macs(op_type, inputs, outputs, 0).map(double),
-        "FusedGemm" => Ok(2 * matmul_macs(op_type, inputs, outputs, 0)? + out_elems()?),
+        "FusedGemm" => Ok(double(matmul_macs(op_type, inputs, outputs, 0)?).saturating_add(out_elems()?)),
         "QLinearMatMul" | "QGemm" => matmul_macs(op_type, inputs, outputs, 0).map(double),
         "Einsum" => einsum_macs(op_type, inputs, outputs).map(double),
         "Attention" => attention_macs(op_type, inputs).map(double),
         "MultiHeadAttention" => mha_macs(op_type, inputs, outputs).map(double),
         "GroupQueryAttention" => gqa_macs(op_type, inputs, outputs).map(double),
         "LSTM" | "GRU" | "RNN" => recurrent_macs(op_type, inputs).map(double),
-        "Softmax" | "LogSoftmax" | "QLinearSoftmax" => Ok(3 * out_elems()?),
+        "Softmax" | "LogSoftmax" | "QLinearSoftmax" => per_element(3, out_elems()?),
         "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" | "GroupNorm" => {
-            Ok(5 * out_elems()?)
+            per_element(5, out_elems()?)
         }
-        "SkipLayerNormalization" => Ok(6 * out_elems()?),
+        "SkipLayerNormalization" => per_element(6, out_elems()?),
         "SimplifiedLayerNormalization" | "SkipSimplifiedLayerNormalization" | "RMSNormalization" => {
-            Ok(4 * out_elems()?)
+            per_element(4, out_elems()?)
         }
-        "BatchNormalization" => Ok(2 * out_elems()?),
+        "BatchNormalization" => per_element(2, out_elems()?),
         "Resize" | "Upsample" => out_elems(),
         "Det" => det_flops(op_type, inputs),
         other => Err(FlopsError::UnknownOp(other.to_string())),
     }
 }
 
+/// FLOPs from MACs; saturating, like every product here, so absurd shapes cannot overflow.
 fn double(macs: u64) -> u64 {
-    2 * macs
+    macs.saturating_mul(2)
 }
 
-fn product(dims: &[i64]) -> u64 {
-    dims.iter().map(|&d| u64::try_from(d).unwrap_or(0)).product()
+fn per_element(flops: u64, elements: u64) -> Result<u64, FlopsError> {
+    Ok(elements.saturating_mul(flops))
+}
+
+/// Product of dimensions; negative (unknown) dimensions count as 0.
+pub(crate) fn product(dims: &[i64]) -> u64 {
+    dims.iter().map(|&d| u64::try_from(d).unwrap_or(0)).fold(1, u64::saturating_mul)
 }
 
 fn operand<'a>(
@@ -151,7 +157,7 @@ fn conv_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape], weight_a
     if weight.dims.len() < 3 {
         return Err(missing(op, "weight of rank ≥ 3"));
     }
-    Ok(first_elements(op, outputs, "output shape")? * product(&weight.dims[1..]))
+    Ok(first_elements(op, outputs, "output shape")?.saturating_mul(product(&weight.dims[1..])))
 }
 
 /// MatMul-like MACs: output elements × K, K being A's dimension that is not the output's row count.
@@ -171,7 +177,7 @@ fn matmul_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape], a_at: 
             }
         }
     };
-    Ok(out.elements() * u64::try_from(k).unwrap_or(0))
+    Ok(out.elements().saturating_mul(product(&[k])))
 }
 
 /// Einsum MACs = output elements × contraction size (see the module doc for the batch assumption).
@@ -188,9 +194,8 @@ fn einsum_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Res
                 .take_while(|((x, y), z)| x == y && y == z)
                 .count();
             let batch = product(&out.dims[..batch_rank]).max(1);
-            let k_squared = (a.elements() * b.elements()) / (out.elements().max(1) * batch);
-            let k = (k_squared as f64).sqrt().round() as u64;
-            Ok(out.elements() * k.max(1))
+            let k_squared = (a.elements() as f64 * b.elements() as f64) / (out.elements().max(1) as f64 * batch as f64);
+            Ok(out.elements().saturating_mul((k_squared.sqrt().round() as u64).max(1)))
         }
         _ => Err(missing(op, "one or two operand shapes")),
     }
@@ -203,7 +208,7 @@ fn attention_macs(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
     let (&[b, s, hidden_in], &[_, qkv]) = (input.as_slice(), weight.as_slice()) else {
         return Err(missing(op, "input [B,S,H] and weight [H,3H]"));
     };
-    Ok(product(&[b, s, hidden_in, qkv]) + 2 * product(&[b, s, s, (qkv / 3).max(1)]))
+    Ok(product(&[b, s, hidden_in, qkv]).saturating_add(double(product(&[b, s, s, (qkv / 3).max(1)]))))
 }
 
 /// `MultiHeadAttention`: Q·Kᵀ + A·V from query `[B,S,D]` and key/value `[B,L,D]` or `[B,N,L,H]`.
@@ -218,7 +223,7 @@ fn mha_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result
         Some(&[_, _, l, _]) => l,
         _ => s,
     };
-    Ok(product(&[b, s, kv_len]) * (product(&[d]) + product(&[dv])))
+    Ok(product(&[b, s, kv_len]).saturating_mul(product(&[d]).saturating_add(product(&[dv]))))
 }
 
 /// `GroupQueryAttention`: Q·Kᵀ + A·V, attention length from `present_key` `[B,N_kv,L,H]`.
@@ -232,7 +237,7 @@ fn gqa_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result
         Some(&[_, _, l, _]) => l,
         _ => s,
     };
-    Ok(2 * product(&[b, s, kv_len, dq]))
+    Ok(double(product(&[b, s, kv_len, dq])))
 }
 
 /// LSTM/GRU/RNN: X `[S,B,I]`, W `[dirs, gates·H, I]`, R `[dirs, gates·H, H]`.
@@ -244,7 +249,7 @@ fn recurrent_macs(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
     else {
         return Err(missing(op, "X [S,B,I], W and R of rank 3"));
     };
-    Ok(product(&[dirs, seq, batch]) * (product(&[gates_w, in_w]) + product(&[gates_r, hidden])))
+    Ok(product(&[dirs, seq, batch]).saturating_mul(product(&[gates_w, in_w]).saturating_add(product(&[gates_r, hidden]))))
 }
 
 /// Det of `[…, n, n]`: ⅔·n³ per matrix (LU factorisation).
@@ -253,8 +258,8 @@ fn det_flops(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
     let [batch @ .., n, _] = x.as_slice() else {
         return Err(missing(op, "input [..., n, n]"));
     };
-    let n = u64::try_from(*n).unwrap_or(0);
-    Ok(product(batch) * (2 * n * n * n).div_ceil(3))
+    let cube = product(&[*n, *n, *n]);
+    Ok(product(batch).saturating_mul(double(cube).div_ceil(3)))
 }
 
 #[cfg(test)]

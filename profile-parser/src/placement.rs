@@ -76,7 +76,7 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         check_profile_model(profile, inputs.graph_io, &mut warnings);
         warnings.extend(profile.warnings.iter().map(|w| format!("profile: {w}")));
     }
-    let total_flops: u64 = nodes.iter().filter_map(|n| n.flops).sum();
+    let total_flops = flops_sum(nodes.iter());
     let per_ep = ep_shares(&nodes, inputs.profile, total_flops);
     let preferred = per_ep.iter().find(|s| s.ep == inputs.preferred_ep);
     let fallback = fallback_list(&nodes, inputs, total_flops);
@@ -127,6 +127,11 @@ impl Node<'_> {
 
 fn shape_strings(shapes: Option<&[TensorShape]>) -> Vec<String> {
     shapes.unwrap_or_default().iter().map(TensorShape::to_string).collect()
+}
+
+/// Sum of the known FLOPs, saturating (absurd shapes in a damaged profile must not overflow).
+fn flops_sum<'n, 'a: 'n>(nodes: impl Iterator<Item = &'n Node<'a>>) -> u64 {
+    nodes.filter_map(|n| n.flops).fold(0, u64::saturating_add)
 }
 
 fn percent(part: f64, whole: f64) -> f64 {
@@ -222,7 +227,7 @@ impl MatchedPartition {
             ep: self.ep.clone(),
             fused_name: self.fused_name.clone(),
             nodes: inside.iter().map(|n| n.name.to_string()).collect(),
-            flops: inside.iter().filter_map(|n| n.flops).sum(),
+            flops: flops_sum(inside.iter()),
             time: profile.and_then(|p| time_stats(&p.node_time_per_run(self.fused_node))),
             backend_ops: Vec::new(),
         }
@@ -398,7 +403,7 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
         .into_iter()
         .map(|ep| {
             let on_ep: Vec<&Node<'_>> = nodes.iter().filter(|n| n.ep == ep).collect();
-            let flops: u64 = on_ep.iter().filter_map(|n| n.flops).sum();
+            let flops = flops_sum(on_ep.iter().copied());
             let ep_time = profile.map(|p| per_run_time(p, |k| k.provider == ep));
             EpShare {
                 ep: ep.to_string(),

@@ -32,9 +32,9 @@ pub struct TensorShape {
 }
 
 impl TensorShape {
-    /// Number of elements (1 for a scalar); negative (unknown) dimensions count as 0.
+    /// Number of elements (1 for a scalar, saturating); negative (unknown) dimensions count as 0.
     pub fn elements(&self) -> u64 {
-        self.dims.iter().map(|&d| u64::try_from(d).unwrap_or(0)).product()
+        crate::flops::product(&self.dims)
     }
 }
 
