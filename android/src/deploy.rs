@@ -1,0 +1,171 @@
+//! Content-addressed deploy: every file lives once on the device as `<work>/blobs/<sha256>`, and
+//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are symlinks to it. A blob
+//! whose sha256 the device already reports (`sha256sum` on the device) is not pushed again.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::adb::quote::{command_line, quote};
+use crate::adb::{Adb, AdbError};
+
+/// One host file and where it appears on the device.
+#[derive(Debug, Clone)]
+pub struct DeployFile {
+    /// Path on the host.
+    pub local: PathBuf,
+    /// Path on the device, relative to the work dir (`models/smallcnn.onnx`).
+    pub remote: String,
+    /// sha256 of the content, lowercase hex.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Whether the device needs it executable (the harness).
+    pub executable: bool,
+}
+
+impl DeployFile {
+    /// Describes `local` for deployment as `remote`, hashing it.
+    pub fn hashed(local: &Path, remote: String, executable: bool) -> anyhow::Result<DeployFile> {
+        let (sha256, bytes) = sha256_file(local)?;
+        Ok(DeployFile { local: local.to_path_buf(), remote, sha256, bytes, executable })
+    }
+}
+
+/// One deployed file in the report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeployedFile {
+    /// Path on the device, relative to the work dir.
+    pub remote: String,
+    /// sha256 of the content.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// True when its bytes crossed the cable in this deploy; false when the device had them.
+    pub pushed: bool,
+}
+
+/// What a deploy moved and what it could skip.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DeployReport {
+    /// Absolute work dir on the device.
+    pub work_dir: String,
+    /// Every file, in deploy order.
+    pub files: Vec<DeployedFile>,
+    /// Files whose content was pushed.
+    pub files_pushed: usize,
+    /// Files whose content was already on the device.
+    pub files_skipped: usize,
+    /// Bytes pushed.
+    pub bytes_pushed: u64,
+    /// Bytes not pushed because the device already had them.
+    pub bytes_skipped: u64,
+    /// Wall time of the whole deploy (hash check, pushes, links), seconds.
+    pub seconds: f64,
+}
+
+/// Makes `files` available under `work_dir` on the device, pushing only blobs it lacks;
+/// `on_pushed(bytes)` is called after each push (for a progress bar).
+pub fn deploy(
+    adb: &Adb,
+    serial: &str,
+    work_dir: &str,
+    files: &[DeployFile],
+    total_bytes: impl FnOnce(u64),
+    mut on_pushed: impl FnMut(u64),
+) -> Result<DeployReport, AdbError> {
+    let start = Instant::now();
+    let blobs = format!("{work_dir}/blobs");
+    let wanted: BTreeSet<&str> = files.iter().map(|f| f.sha256.as_str()).collect();
+    let present = blobs_present(adb, serial, &blobs, &wanted)?;
+    let mut to_push: Vec<&DeployFile> = Vec::new();
+    for file in files {
+        if !present.contains(&file.sha256) && !to_push.iter().any(|p| p.sha256 == file.sha256) {
+            to_push.push(file);
+        }
+    }
+    total_bytes(to_push.iter().map(|f| f.bytes).sum());
+    for file in &to_push {
+        let timeout = Duration::from_secs(60 + file.bytes / 2_000_000);
+        adb.push(serial, &file.local, &format!("{blobs}/{}", file.sha256), timeout)?;
+        on_pushed(file.bytes);
+    }
+    link(adb, serial, work_dir, files)?;
+    let mut report = DeployReport { work_dir: work_dir.to_string(), ..Default::default() };
+    for file in files {
+        let pushed = to_push.iter().any(|p| std::ptr::eq(*p, file));
+        if pushed {
+            report.files_pushed += 1;
+            report.bytes_pushed += file.bytes;
+        } else {
+            report.files_skipped += 1;
+            report.bytes_skipped += file.bytes;
+        }
+        report.files.push(DeployedFile { remote: file.remote.clone(), sha256: file.sha256.clone(), bytes: file.bytes, pushed });
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The wanted blobs whose content on the device really hashes to their name (a partial push
+/// from an interrupted run does not count). A device without `sha256sum` has none.
+fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) -> Result<BTreeSet<String>, AdbError> {
+    let script = format!(
+        "mkdir -p {dir} && cd {dir} && {{ sha256sum {names} 2>/dev/null; true; }}",
+        dir = quote(blobs),
+        names = command_line(wanted.iter().copied()),
+    );
+    let timeout = Duration::from_secs(120);
+    let out = adb.shell_ok(serial, &script, timeout, "hash files on the device")?;
+    Ok(out
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let (hash, name) = (words.next()?, words.next()?.trim_start_matches('*'));
+            (hash == name && wanted.contains(hash)).then(|| hash.to_string())
+        })
+        .collect())
+}
+
+/// Creates the named symlinks to the blobs (and makes executables executable), in one shell call.
+fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile]) -> Result<(), AdbError> {
+    let mut steps = Vec::new();
+    let dirs: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| f.remote.rsplit_once('/').map(|(dir, _)| format!("{work_dir}/{dir}")))
+        .collect();
+    if !dirs.is_empty() {
+        steps.push(format!("mkdir -p {}", command_line(&dirs)));
+    }
+    for file in files {
+        let blob = format!("{work_dir}/blobs/{}", file.sha256);
+        if file.executable {
+            steps.push(format!("chmod 755 {}", quote(&blob)));
+        }
+        steps.push(format!("ln -sfn {} {}", quote(&blob), quote(&format!("{work_dir}/{}", file.remote))));
+    }
+    adb.shell_ok(serial, &steps.join(" && "), Duration::from_secs(60), "link deployed files")?;
+    Ok(())
+}
+
+/// sha256 (lowercase hex) and size of a host file.
+pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
+    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = file.read(&mut buffer).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        bytes += n as u64;
+    }
+    let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((hex, bytes))
+}

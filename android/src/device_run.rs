@@ -1,0 +1,305 @@
+//! One run on one device: probe, cool down, deploy, start the harness with the NPU's environment,
+//! pull the result directory back and record how it went (`device_run.json`, `device_state.json`).
+//! Judging the pulled result is the caller's (host-side) business.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::adb::quote::{assignment, command_line, quote};
+use crate::adb::Adb;
+use crate::deploy::{self, DeployFile, DeployReport};
+use crate::device_state::{self, Cooldown, DeviceStateRecord, DEVICE_STATE_FILE};
+use crate::devices::{self, DeviceInfo};
+use crate::runtime::RuntimeManifest;
+
+/// Schema of `device_run.json`.
+pub const DEVICE_RUN_SCHEMA: &str = "npugate.device-run/1";
+/// File name of the transport record next to the pulled result.
+pub const DEVICE_RUN_FILE: &str = "device_run.json";
+/// Default work dir on the device.
+pub const DEFAULT_WORK_DIR: &str = "/data/local/tmp/npugate";
+/// The DSP library dirs QNN's Skel search needs after the work dir (`;`-separated, QAIRT docs).
+const DSP_LIBRARY_DIRS: &str = "/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/lib/rfsa/adsp;/dsp";
+/// Harness output files kept next to the pulled result.
+const STDOUT_FILE: &str = "harness.stdout";
+const STDERR_FILE: &str = "harness.stderr";
+
+/// Device-side absolute paths the harness is started with.
+#[derive(Debug, Clone)]
+pub struct TargetPaths {
+    /// The harness executable.
+    pub harness: String,
+    /// The runtime's directory (ORT, EP plugin, QNN libraries).
+    pub runtime_dir: String,
+    /// The ORT core library.
+    pub ort_library: String,
+    /// The EP plugin library, when the runtime has one.
+    pub ep_library: Option<String>,
+    /// The model.
+    pub model: String,
+    /// The output directory the harness writes.
+    pub out_dir: String,
+}
+
+/// Builds the harness arguments (after the executable) from the device-side paths.
+pub type HarnessArgs = dyn Fn(&TargetPaths) -> Vec<String> + Sync;
+
+/// Everything that is the same for every device of a rack run.
+pub struct RunPlan<'a> {
+    /// The runtime to deploy.
+    pub runtime: &'a RuntimeManifest,
+    /// The model on the host.
+    pub model: &'a Path,
+    /// Explicit harness binary (`--harness`); else looked up by the device's target triple.
+    pub harness: Option<&'a Path>,
+    /// Work dir on the device.
+    pub work_dir: &'a str,
+    /// Harness arguments.
+    pub harness_args: &'a HarnessArgs,
+    /// `--cooldown-until` target (°C) and its bound.
+    pub cooldown: Option<(f64, Duration)>,
+    /// Limit for the harness run itself.
+    pub run_timeout: Duration,
+}
+
+/// Progress callbacks of one device run (the rack turns them into a progress line).
+pub trait Progress {
+    /// A new step started (`deploy`, `run`, …).
+    fn step(&self, what: &str);
+    /// `total` bytes are about to be pushed.
+    fn push_total(&self, total: u64);
+    /// `bytes` more were pushed.
+    fn pushed(&self, bytes: u64);
+}
+
+/// How the harness process ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HarnessExit {
+    /// The exact command line given to `adb shell`.
+    pub command: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Its stdout, saved next to the result.
+    pub stdout_file: String,
+    /// Its stderr, saved next to the result.
+    pub stderr_file: String,
+}
+
+/// `device_run.json`: how one run reached the device and came back.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceRunRecord {
+    /// Always [`DEVICE_RUN_SCHEMA`].
+    pub schema: String,
+    /// The device as probed before the run.
+    pub device: DeviceInfo,
+    /// Runtime name.
+    pub runtime: String,
+    /// Model file name.
+    pub model: String,
+    /// What the deploy pushed and skipped.
+    pub deploy: DeployReport,
+    /// The harness process.
+    pub harness: HarnessExit,
+    /// Wall time of pulling the result directory, seconds.
+    pub pull_seconds: f64,
+    /// Non-fatal observations, each a sentence.
+    pub warnings: Vec<String>,
+}
+
+/// Runs the plan on `serial`, leaving the pulled result plus `device_run.json` and
+/// `device_state.json` in `result_dir` (replaced if it exists).
+pub fn run_on_device(
+    adb: &Adb,
+    serial: &str,
+    plan: &RunPlan,
+    result_dir: &Path,
+    progress: &dyn Progress,
+) -> anyhow::Result<DeviceRunRecord> {
+    progress.step("probe");
+    let device = devices::probe(adb, serial)?;
+    let mut warnings = Vec::new();
+    let files = files_for(plan, &device, &mut warnings)?;
+
+    let cooldown = match plan.cooldown {
+        Some((target_c, limit)) => {
+            progress.step(&format!("cooldown to {target_c}°C"));
+            let on_wait = |t: f64| progress.step(&format!("cooldown: {t:.1}°C > {target_c}°C"));
+            Some(device_state::cool_down(adb, serial, target_c, limit, Duration::from_secs(5), on_wait)?)
+        }
+        None => None,
+    };
+    if let Some(Cooldown { outcome, waited_s, .. }) = &cooldown {
+        if outcome == "timed_out" {
+            warnings.push(format!("cooldown gave up after {waited_s:.0} s; the run started warm"));
+        }
+    }
+
+    progress.step("deploy");
+    let deploy = deploy::deploy(adb, serial, plan.work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))?;
+
+    let before = device_state::read(adb, serial)?;
+    progress.step("run");
+    let run_id = format!("run-{}-{}", std::process::id(), unique_suffix());
+    let paths = target_paths(plan, &run_id);
+    let command = harness_command(plan, &paths);
+    let started = Instant::now();
+    let out = adb.shell(serial, &command, plan.run_timeout, "run the harness")?;
+    let seconds = started.elapsed().as_secs_f64();
+    let after = device_state::read(adb, serial).ok();
+
+    progress.step("pull");
+    let pulled = Instant::now();
+    pull_result(adb, serial, &paths.out_dir, result_dir).with_context(|| {
+        format!("harness exited {}: {}", out.exit_code, out.stderr.lines().last().unwrap_or("(no stderr)"))
+    })?;
+    let pull_seconds = pulled.elapsed().as_secs_f64();
+    let _ = adb.shell(serial, &format!("rm -rf {}", quote(&paths.out_dir)), Duration::from_secs(60), "clean up");
+
+    std::fs::write(result_dir.join(STDOUT_FILE), &out.stdout)?;
+    std::fs::write(result_dir.join(STDERR_FILE), &out.stderr)?;
+    let state = DeviceStateRecord::new(serial, cooldown, before, after);
+    write_json(&result_dir.join(DEVICE_STATE_FILE), &state)?;
+    let record = DeviceRunRecord {
+        schema: DEVICE_RUN_SCHEMA.into(),
+        device,
+        runtime: plan.runtime.name.clone(),
+        model: file_name(plan.model),
+        deploy,
+        harness: HarnessExit {
+            command,
+            exit_code: out.exit_code,
+            seconds,
+            stdout_file: STDOUT_FILE.into(),
+            stderr_file: STDERR_FILE.into(),
+        },
+        pull_seconds,
+        warnings,
+    };
+    write_json(&result_dir.join(DEVICE_RUN_FILE), &record)?;
+    Ok(record)
+}
+
+/// The files this device needs: its harness, the model and the runtime's libraries, keeping
+/// only the Stub/Skel of the device's Hexagon arch.
+fn files_for(plan: &RunPlan, device: &DeviceInfo, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
+    let serial = &device.serial;
+    let target = device.target.as_deref().ok_or_else(|| {
+        anyhow::anyhow!("device {serial}: unknown ABI {:?}; no harness target for it", device.abi.as_deref().unwrap_or("?"))
+    })?;
+    anyhow::ensure!(
+        plan.runtime.target == target,
+        "device {serial} runs {target}, but runtime {} is built for {}",
+        plan.runtime.name,
+        plan.runtime.target
+    );
+    let harness = match plan.harness {
+        Some(path) => path.to_path_buf(),
+        None => harness_for(target)?,
+    };
+    let mut files = vec![
+        DeployFile::hashed(&harness, "bin/npugate-harness".into(), true)?,
+        DeployFile::hashed(plan.model, format!("models/{}", file_name(plan.model)), false)?,
+    ];
+    let mut skipped_archs = std::collections::BTreeSet::new();
+    for lib in &plan.runtime.files {
+        if let Some(arch) = &lib.hexagon_arch {
+            if device.hexagon_arch.as_ref() != Some(arch) {
+                skipped_archs.insert(arch.clone());
+                continue;
+            }
+        }
+        files.push(DeployFile {
+            local: plan.runtime.dir().join(&lib.name),
+            remote: format!("runtimes/{}/{}", plan.runtime.name, lib.name),
+            sha256: lib.sha256.clone(),
+            bytes: lib.bytes,
+            executable: false,
+        });
+    }
+    if device.hexagon_arch.is_none() && !skipped_archs.is_empty() {
+        warnings.push(format!(
+            "device {serial}: SoC not identified, so no Hexagon Stub/Skel was pushed (runtime has {})",
+            skipped_archs.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(files)
+}
+
+fn target_paths(plan: &RunPlan, run_id: &str) -> TargetPaths {
+    let work = plan.work_dir;
+    let runtime_dir = format!("{work}/runtimes/{}", plan.runtime.name);
+    TargetPaths {
+        harness: format!("{work}/bin/npugate-harness"),
+        ort_library: format!("{runtime_dir}/{}", plan.runtime.ort_library),
+        ep_library: plan.runtime.ep.as_ref().map(|ep| format!("{runtime_dir}/{}", ep.library)),
+        model: format!("{work}/models/{}", file_name(plan.model)),
+        out_dir: format!("{work}/results/{run_id}"),
+        runtime_dir,
+    }
+}
+
+/// The `adb shell` command line: make the output dir, set `LD_LIBRARY_PATH` and the
+/// `;`-separated `ADSP_LIBRARY_PATH`, start the harness. Every word is quoted.
+fn harness_command(plan: &RunPlan, paths: &TargetPaths) -> String {
+    let adsp = format!("{};{DSP_LIBRARY_DIRS}", paths.runtime_dir);
+    let mut words = vec![paths.harness.clone()];
+    words.extend((plan.harness_args)(paths));
+    format!(
+        "mkdir -p {out} && cd {out} && {ld} {adsp} {cmd}",
+        out = quote(&paths.out_dir),
+        ld = assignment("LD_LIBRARY_PATH", &paths.runtime_dir),
+        adsp = assignment("ADSP_LIBRARY_PATH", &adsp),
+        cmd = command_line(&words),
+    )
+}
+
+/// Pulls the device's result dir into `result_dir` (via a sibling temp dir, then a rename).
+fn pull_result(adb: &Adb, serial: &str, remote_dir: &str, result_dir: &Path) -> anyhow::Result<()> {
+    let parent = result_dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let staging = tempfile::Builder::new().prefix(".pull-").tempdir_in(parent)?;
+    adb.pull(serial, remote_dir, staging.path(), Duration::from_secs(600))?;
+    let leaf = remote_dir.rsplit('/').next().unwrap_or(remote_dir);
+    let pulled: PathBuf = staging.path().join(leaf);
+    anyhow::ensure!(pulled.is_dir(), "device {serial}: pull of {remote_dir} brought no directory back");
+    if result_dir.exists() {
+        std::fs::remove_dir_all(result_dir)?;
+    }
+    std::fs::rename(&pulled, result_dir)?;
+    Ok(())
+}
+
+/// The harness for a target triple: next to this `npugate` for the host's own target, else in
+/// the cargo layout `<target dir>/<triple>/release/`.
+fn harness_for(target: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let host = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let candidates = [
+        (target == host).then(|| dir.join("npugate-harness")),
+        dir.parent().map(|p| p.join(target).join("release").join("npugate-harness")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .ok_or_else(|| anyhow::anyhow!("no npugate-harness built for {target} (build it, or pass --harness PATH)"))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{nanos:x}")
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(value)?).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}

@@ -1,0 +1,262 @@
+//! Thermal and clock state of a device before and after a run: thermal zones, CPU frequencies and
+//! governors, battery temperature (each where present), the `--cooldown-until` wait, and drift
+//! flags. Written host-side as `device_state.json` next to the pulled result.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::adb::{Adb, AdbError};
+
+/// Schema of `device_state.json`.
+pub const DEVICE_STATE_SCHEMA: &str = "npugate.device-state/1";
+/// File name of the record next to the pulled result.
+pub const DEVICE_STATE_FILE: &str = "device_state.json";
+/// A run whose hottest sensor rose by at least this much is flagged.
+const TEMPERATURE_DRIFT_C: f64 = 5.0;
+
+/// One reading of the device's thermal and clock state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DeviceState {
+    /// Thermal zones that could be read.
+    pub thermal_zones: Vec<ThermalZone>,
+    /// CPUs with a cpufreq directory.
+    pub cpus: Vec<CpuClock>,
+    /// Battery temperature (°C), when the device has a battery sensor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub battery_c: Option<f64>,
+}
+
+/// One `/sys/class/thermal/thermal_zone*`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThermalZone {
+    /// Zone directory name (`thermal_zone3`).
+    pub zone: String,
+    /// Its `type` (`cpu-0-0-usr`, `x86_pkg_temp`, …).
+    pub kind: String,
+    /// Temperature in °C.
+    pub celsius: f64,
+}
+
+/// One CPU's cpufreq state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CpuClock {
+    /// CPU name (`cpu4`).
+    pub cpu: String,
+    /// `scaling_cur_freq` in kHz.
+    pub cur_khz: Option<u64>,
+    /// `scaling_max_freq` in kHz (lowered by thermal throttling).
+    pub max_khz: Option<u64>,
+    /// `scaling_governor`.
+    pub governor: String,
+}
+
+/// What `--cooldown-until` did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cooldown {
+    /// Target temperature (°C) of the hottest sensor.
+    pub target_c: f64,
+    /// Seconds waited.
+    pub waited_s: f64,
+    /// Hottest temperature at the end of the wait, when any sensor exists.
+    pub final_c: Option<f64>,
+    /// `reached`, `timed_out` (ran anyway) or `no_sensor`.
+    pub outcome: String,
+}
+
+/// `device_state.json`: the device's state around one run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceStateRecord {
+    /// Always [`DEVICE_STATE_SCHEMA`].
+    pub schema: String,
+    /// Device serial.
+    pub serial: String,
+    /// The cooldown wait, when requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<Cooldown>,
+    /// State right before the harness started.
+    pub before: DeviceState,
+    /// State right after it ended (absent when the device could not be read).
+    pub after: Option<DeviceState>,
+    /// One sentence per drift found between `before` and `after`; empty = steady.
+    pub drift: Vec<String>,
+}
+
+/// Device-side script printing `thermal ZONE MILLI TYPE`, `cpu NAME CUR MAX GOV`, `battery TENTHS`.
+const STATE_SCRIPT: &str = r#"for z in /sys/class/thermal/thermal_zone*; do
+  t=$(cat "$z/temp" 2>/dev/null) && [ -n "$t" ] && echo "thermal ${z##*/} $t $(cat "$z/type" 2>/dev/null)"
+done
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+  f=$c/cpufreq; [ -d "$f" ] || continue
+  echo "cpu ${c##*/} $(cat $f/scaling_cur_freq 2>/dev/null || echo -) $(cat $f/scaling_max_freq 2>/dev/null || echo -) $(cat $f/scaling_governor 2>/dev/null)"
+done
+b=$(cat /sys/class/power_supply/battery/temp 2>/dev/null) && [ -n "$b" ] && echo "battery $b"
+true
+"#;
+
+/// Reads the device's state (one `adb shell`).
+pub fn read(adb: &Adb, serial: &str) -> Result<DeviceState, AdbError> {
+    let out = adb.shell_ok(serial, STATE_SCRIPT, Duration::from_secs(30), "read device state")?;
+    Ok(parse_state(&out))
+}
+
+/// Waits until the hottest sensor is at or below `target_c`, polling every `poll`, for at most
+/// `limit`; runs anyway after that (the record says so).
+pub fn cool_down(
+    adb: &Adb,
+    serial: &str,
+    target_c: f64,
+    limit: Duration,
+    poll: Duration,
+    mut on_wait: impl FnMut(f64),
+) -> Result<Cooldown, AdbError> {
+    let start = Instant::now();
+    loop {
+        let hottest = read(adb, serial)?.hottest_c();
+        let outcome = match hottest {
+            None => Some("no_sensor"),
+            Some(t) if t <= target_c => Some("reached"),
+            Some(_) if start.elapsed() + poll > limit => Some("timed_out"),
+            Some(t) => {
+                on_wait(t);
+                None
+            }
+        };
+        if let Some(outcome) = outcome {
+            let waited_s = start.elapsed().as_secs_f64();
+            return Ok(Cooldown { target_c, waited_s, final_c: hottest, outcome: outcome.into() });
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// Parses a temperature such as `40C`, `40`, `38.5c` into °C.
+pub fn parse_celsius(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches(['C', 'c']).trim();
+    match number.parse::<f64>() {
+        Ok(c) if (-40.0..=150.0).contains(&c) => Ok(c),
+        _ => Err(format!("{text:?} is not a temperature like 40C")),
+    }
+}
+
+impl DeviceState {
+    /// The hottest plausible reading across thermal zones and battery.
+    pub fn hottest_c(&self) -> Option<f64> {
+        self.thermal_zones.iter().map(|z| z.celsius).chain(self.battery_c).reduce(f64::max)
+    }
+}
+
+impl DeviceStateRecord {
+    /// A record for `serial` with its drift computed from `before`/`after`.
+    pub fn new(serial: &str, cooldown: Option<Cooldown>, before: DeviceState, after: Option<DeviceState>) -> Self {
+        let drift = after.as_ref().map(|a| drift(&before, a)).unwrap_or_default();
+        DeviceStateRecord { schema: DEVICE_STATE_SCHEMA.into(), serial: serial.into(), cooldown, before, after, drift }
+    }
+}
+
+/// Sentences describing how `after` drifted from `before` (temperature rise, throttled or
+/// re-governed CPUs).
+fn drift(before: &DeviceState, after: &DeviceState) -> Vec<String> {
+    let mut found = Vec::new();
+    if let (Some(b), Some(a)) = (before.hottest_c(), after.hottest_c()) {
+        if a - b >= TEMPERATURE_DRIFT_C {
+            found.push(format!("hottest sensor rose from {b:.1}°C to {a:.1}°C during the run"));
+        }
+    }
+    for cpu in &before.cpus {
+        let Some(later) = after.cpus.iter().find(|c| c.cpu == cpu.cpu) else { continue };
+        if let (Some(b), Some(a)) = (cpu.max_khz, later.max_khz) {
+            if a < b {
+                found.push(format!("{} max clock dropped from {b} kHz to {a} kHz (throttled)", cpu.cpu));
+            }
+        }
+        if cpu.governor != later.governor {
+            found.push(format!("{} governor changed from {} to {}", cpu.cpu, cpu.governor, later.governor));
+        }
+    }
+    found
+}
+
+fn parse_state(text: &str) -> DeviceState {
+    let mut state = DeviceState::default();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("thermal") => {
+                let (Some(zone), Some(raw)) = (words.next(), words.next()) else { continue };
+                let Some(celsius) = raw.parse::<f64>().ok().map(sysfs_celsius).filter(|c| plausible(*c)) else {
+                    continue;
+                };
+                let kind = words.collect::<Vec<_>>().join(" ");
+                state.thermal_zones.push(ThermalZone { zone: zone.into(), kind, celsius });
+            }
+            Some("cpu") => {
+                let (Some(cpu), Some(cur), Some(max)) = (words.next(), words.next(), words.next()) else { continue };
+                let governor = words.collect::<Vec<_>>().join(" ");
+                state.cpus.push(CpuClock { cpu: cpu.into(), cur_khz: cur.parse().ok(), max_khz: max.parse().ok(), governor });
+            }
+            Some("battery") => {
+                state.battery_c = words.next().and_then(|t| t.parse::<f64>().ok()).map(|t| t / 10.0).filter(|c| plausible(*c));
+            }
+            _ => {}
+        }
+    }
+    state
+}
+
+/// Thermal zones report millidegrees; a few drivers report whole degrees.
+fn sysfs_celsius(raw: f64) -> f64 {
+    if raw.abs() >= 1000.0 { raw / 1000.0 } else { raw }
+}
+
+/// Readings outside −40…150 °C are sensor placeholders, not temperatures.
+fn plausible(celsius: f64) -> bool {
+    (-40.0..=150.0).contains(&celsius)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PHONE: &str = "thermal thermal_zone0 41200 cpu-0-0-usr\nthermal thermal_zone1 -273000 bogus\n\
+                         thermal thermal_zone2 39 skin therm\ncpu cpu0 1200000 2016000 schedutil\n\
+                         cpu cpu7 - 3302400 schedutil\nbattery 312\n";
+
+    #[test]
+    fn parses_zones_clocks_and_battery_skipping_placeholders() {
+        let s = parse_state(PHONE);
+        assert_eq!(s.thermal_zones.len(), 2);
+        assert_eq!(s.thermal_zones[1].kind, "skin therm");
+        assert_eq!(s.thermal_zones[1].celsius, 39.0);
+        assert_eq!(s.cpus[1].cur_khz, None);
+        assert_eq!(s.cpus[1].max_khz, Some(3302400));
+        assert_eq!(s.battery_c, Some(31.2));
+        assert_eq!(s.hottest_c(), Some(41.2));
+    }
+
+    #[test]
+    fn flags_heat_and_throttling_but_not_a_steady_device() {
+        let before = parse_state(PHONE);
+        assert!(drift(&before, &before).is_empty());
+        let hot = PHONE.replace("41200", "52000").replace("3302400", "2400000");
+        let found = drift(&before, &parse_state(&hot));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("41.2°C to 52.0°C"));
+        assert!(found[1].contains("cpu7") && found[1].contains("throttled"));
+    }
+
+    #[test]
+    fn a_device_without_sensors_has_an_empty_state() {
+        let s = parse_state("");
+        assert_eq!(s, DeviceState::default());
+        assert_eq!(s.hottest_c(), None);
+    }
+
+    #[test]
+    fn celsius_option_accepts_suffix_and_rejects_nonsense() {
+        assert_eq!(parse_celsius("40C"), Ok(40.0));
+        assert_eq!(parse_celsius("38.5c"), Ok(38.5));
+        assert!(parse_celsius("hot").unwrap_err().contains("hot"));
+        assert!(parse_celsius("400").is_err());
+    }
+}

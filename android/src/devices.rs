@@ -1,0 +1,245 @@
+//! Which devices there are and what they are: serial, state, model, SoC, Hexagon arch, Android
+//! release, ABI, fingerprint — from `getprop` on Android, from `uname`/`/etc/os-release`/sysfs on a
+//! Linux board. Also the `--device`/`--adb`/`--adb-server` options shared by every device command.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::adb::{Adb, AdbError};
+use crate::hexagon::{self, SocClues};
+
+/// Schema of `npugate devices --json`.
+pub const DEVICE_LIST_SCHEMA: &str = "npugate.devices/1";
+
+/// The device-selection and adb-connection options every device command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceOptions {
+    /// Device serial (repeatable), or `all` for every online device. Default: `ANDROID_SERIAL`,
+    /// else the only online device.
+    #[arg(long = "device", value_name = "SERIAL")]
+    pub devices: Vec<String>,
+    /// The adb binary (default: `adb` from PATH).
+    #[arg(long, value_name = "PATH")]
+    pub adb: Option<PathBuf>,
+    /// A remote adb server `host:port` (default: adb's own, which honours `ADB_SERVER_SOCKET`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub adb_server: Option<String>,
+}
+
+impl DeviceOptions {
+    /// The adb client these options describe.
+    pub fn adb(&self) -> anyhow::Result<Adb> {
+        Adb::new(self.adb.clone(), self.adb_server.as_deref())
+    }
+
+    /// The serials to work on: `--device` values (`all` = every online device), else
+    /// `ANDROID_SERIAL`, else the single online device. Unknown or offline serials are an error.
+    pub fn select(&self, adb: &Adb) -> anyhow::Result<Vec<String>> {
+        let known = adb.list_devices()?;
+        let online: Vec<&str> = known.iter().filter(|d| d.state == "device").map(|d| d.serial.as_str()).collect();
+        let requested: Vec<String> = if !self.devices.is_empty() {
+            self.devices.clone()
+        } else if let Some(serial) = std::env::var("ANDROID_SERIAL").ok().filter(|s| !s.is_empty()) {
+            vec![serial]
+        } else {
+            match online.as_slice() {
+                [one] => vec![one.to_string()],
+                [] => anyhow::bail!("no device online (adb devices lists none in state `device`)"),
+                many => anyhow::bail!("{} devices online ({}); choose with --device SERIAL or --device all", many.len(), many.join(", ")),
+            }
+        };
+        let mut chosen: Vec<String> = Vec::new();
+        for serial in requested {
+            if serial == "all" {
+                anyhow::ensure!(!online.is_empty(), "--device all: no device online");
+                chosen.extend(online.iter().map(|s| s.to_string()));
+                continue;
+            }
+            match known.iter().find(|d| d.serial == serial) {
+                Some(d) if d.state == "device" => chosen.push(serial),
+                Some(d) => anyhow::bail!("device {serial} is {} (not usable)", d.state),
+                None => anyhow::bail!("device {serial} not found (adb knows: {})", serials_or_none(&known)),
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        chosen.retain(|s| seen.insert(s.clone()));
+        Ok(chosen)
+    }
+}
+
+fn serials_or_none(known: &[crate::adb::DeviceEntry]) -> String {
+    if known.is_empty() {
+        return "none".into();
+    }
+    known.iter().map(|d| format!("{} ({})", d.serial, d.state)).collect::<Vec<_>>().join(", ")
+}
+
+/// `npugate devices --json`: every device the adb server knows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceList {
+    /// Always [`DEVICE_LIST_SCHEMA`].
+    pub schema: String,
+    /// One entry per device, in adb's order.
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// One device as identified over adb.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DeviceInfo {
+    /// adb serial.
+    pub serial: String,
+    /// adb state (`device`, `offline`, `unauthorized`, …).
+    pub state: String,
+    /// `android` when `getprop` answered, else `linux`; absent when the device was not probed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// Product model (`ro.product.model`) or the device-tree model of a board.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// SoC model, normalized when known (`SM8650`), else the raw `ro.soc.model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soc: Option<String>,
+    /// Hexagon HTP arch of the SoC (`v75`), when the SoC is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hexagon_arch: Option<String>,
+    /// Android release (`ro.build.version.release`), or the Linux distribution's pretty name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+    /// ABI (`ro.product.cpu.abi`, e.g. `arm64-v8a`) or the kernel machine (`uname -m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abi: Option<String>,
+    /// Rust target triple the harness for this device is built for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Build fingerprint (`ro.build.fingerprint`) or the kernel release on a Linux board.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Every raw value read (property or file → value), for the record.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub raw: BTreeMap<String, String>,
+    /// Why probing failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_error: Option<String>,
+}
+
+/// Device-side script printing `key=value` lines; every source is optional.
+const PROBE_SCRIPT: &str = r#"p() { printf '%s=%s\n' "$1" "$2"; }
+if command -v getprop >/dev/null 2>&1; then
+  for k in ro.product.model ro.product.manufacturer ro.soc.manufacturer ro.soc.model ro.board.platform \
+           ro.build.version.release ro.build.version.sdk ro.product.cpu.abi ro.build.fingerprint; do
+    p "$k" "$(getprop "$k")"
+  done
+fi
+p soc0.soc_id "$(cat /sys/devices/soc0/soc_id 2>/dev/null)"
+p uname.m "$(uname -m 2>/dev/null)"
+p uname.r "$(uname -r 2>/dev/null)"
+p os_release.pretty_name "$( (. /etc/os-release && echo "$PRETTY_NAME") 2>/dev/null)"
+p device_tree.model "$(tr -d '\000' </proc/device-tree/model 2>/dev/null)"
+"#;
+
+/// Reads everything [`DeviceInfo`] holds from one online device (one `adb shell`).
+pub fn probe(adb: &Adb, serial: &str) -> Result<DeviceInfo, AdbError> {
+    let stdout = adb.shell_ok(serial, PROBE_SCRIPT, Duration::from_secs(30), "probe device")?;
+    Ok(describe(serial, "device", parse_key_values(&stdout)))
+}
+
+/// Lists every device the server knows; online ones are probed, a failed probe is recorded.
+pub fn list(adb: &Adb) -> anyhow::Result<DeviceList> {
+    let mut devices = Vec::new();
+    for entry in adb.list_devices()? {
+        let info = if entry.state == "device" {
+            probe(adb, &entry.serial).unwrap_or_else(|e| DeviceInfo {
+                serial: entry.serial.clone(),
+                state: entry.state.clone(),
+                probe_error: Some(e.to_string()),
+                ..Default::default()
+            })
+        } else {
+            DeviceInfo { serial: entry.serial, state: entry.state, ..Default::default() }
+        };
+        devices.push(info);
+    }
+    Ok(DeviceList { schema: DEVICE_LIST_SCHEMA.into(), devices })
+}
+
+fn parse_key_values(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
+}
+
+/// Builds the typed description from the raw `key=value` pairs of [`PROBE_SCRIPT`].
+fn describe(serial: &str, state: &str, raw: BTreeMap<String, String>) -> DeviceInfo {
+    let get = |k: &str| raw.get(k).cloned();
+    let android = raw.keys().any(|k| k.starts_with("ro."));
+    let clues = SocClues {
+        soc_model: raw.get("ro.soc.model").map(String::as_str),
+        board_platform: raw.get("ro.board.platform").map(String::as_str),
+        soc_id: raw.get("soc0.soc_id").map(String::as_str),
+    };
+    let identified = hexagon::identify(&clues);
+    let abi = if android { get("ro.product.cpu.abi") } else { get("uname.m") };
+    DeviceInfo {
+        serial: serial.into(),
+        state: state.into(),
+        os: Some(if android { "android" } else { "linux" }.into()),
+        model: get("ro.product.model").or_else(|| get("device_tree.model")),
+        soc: identified.map(|(model, _)| model.to_string()).or_else(|| get("ro.soc.model")),
+        hexagon_arch: identified.map(|(_, arch)| arch.to_string()),
+        release: if android { get("ro.build.version.release") } else { get("os_release.pretty_name") },
+        target: abi.as_deref().and_then(|abi| target_triple(abi, android)).map(str::to_string),
+        abi,
+        fingerprint: if android { get("ro.build.fingerprint") } else { get("uname.r") },
+        raw,
+        probe_error: None,
+    }
+}
+
+/// The Rust target triple of a harness that runs on this ABI.
+fn target_triple(abi: &str, android: bool) -> Option<&'static str> {
+    Some(match (abi, android) {
+        ("arm64-v8a", true) => "aarch64-linux-android",
+        ("x86_64", true) => "x86_64-linux-android",
+        ("aarch64" | "arm64", false) => "aarch64-unknown-linux-gnu",
+        ("x86_64", false) => "x86_64-unknown-linux-gnu",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn android_phone_is_described_from_getprop() {
+        let out = "ro.product.model=SM-S928B\nro.soc.model=SM8650\nro.board.platform=pineapple\n\
+                   ro.build.version.release=14\nro.product.cpu.abi=arm64-v8a\n\
+                   ro.build.fingerprint=samsung/e3q/e3q:14/UP1A/1:user/release-keys\nsoc0.soc_id=557\n\
+                   uname.m=aarch64\nuname.r=6.1.25\nos_release.pretty_name=\n";
+        let info = describe("R5CX", "device", parse_key_values(out));
+        assert_eq!(info.os.as_deref(), Some("android"));
+        assert_eq!(info.model.as_deref(), Some("SM-S928B"));
+        assert_eq!((info.soc.as_deref(), info.hexagon_arch.as_deref()), (Some("SM8650"), Some("v75")));
+        assert_eq!(info.abi.as_deref(), Some("arm64-v8a"));
+        assert_eq!(info.target.as_deref(), Some("aarch64-linux-android"));
+        assert_eq!(info.release.as_deref(), Some("14"));
+        assert!(info.fingerprint.unwrap().starts_with("samsung/"));
+    }
+
+    #[test]
+    fn linux_board_without_getprop_uses_uname_and_sysfs() {
+        let out = "soc0.soc_id=519\nuname.m=aarch64\nuname.r=6.6.0-qcom\n\
+                   os_release.pretty_name=Debian GNU/Linux 13 (trixie)\ndevice_tree.model=Qualcomm RB5=x\n";
+        let info = describe("board", "device", parse_key_values(out));
+        assert_eq!(info.os.as_deref(), Some("linux"));
+        assert_eq!(info.model.as_deref(), Some("Qualcomm RB5=x"));
+        assert_eq!(info.hexagon_arch.as_deref(), Some("v73"));
+        assert_eq!(info.target.as_deref(), Some("aarch64-unknown-linux-gnu"));
+        assert_eq!(info.fingerprint.as_deref(), Some("6.6.0-qcom"));
+    }
+}
