@@ -1,0 +1,202 @@
+//! Every exporter on a failing verdict (bimodal latencies, a CPU fallback, a moved node) and a
+//! passing one: JSON round-trips, GitHub commands are escaped, JUnit validates against the XSD with
+//! xmllint, and the HTML report renders in headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{detector_nodes, mixture, move_to_cpu, normal_series, placement, run, NORM, QNN};
+use gate::export::{write_all, Format};
+use gate::{judge, Baseline, Comparison, Rules, Verdict};
+
+fn failing_verdict() -> Verdict {
+    let baseline_run = run(normal_series(200, 8.0, 3.0, 31));
+    let baseline = Baseline::from_run(&baseline_run, Some(&placement(QNN, &detector_nodes())), "results/main").unwrap();
+    let mut nodes = detector_nodes();
+    move_to_cpu(&mut nodes, NORM, 1800.0);
+    let rules = Rules::load(None, &["p99_ms=20".into(), "max_partitions=1".into()]).unwrap();
+    judge(
+        &run(mixture(300, 8.1, 24.6, 0.32, 41)),
+        Some(&placement(QNN, &nodes)),
+        &rules,
+        Some(Comparison { baseline: &baseline, force: false }),
+    )
+}
+
+fn passing_verdict() -> Verdict {
+    judge(&run(normal_series(200, 8.0, 3.0, 5)), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None)
+}
+
+fn render(format: Format, verdict: &Verdict) -> String {
+    format.exporter(false).render(verdict)
+}
+
+#[test]
+fn json_round_trips_and_is_versioned() {
+    let verdict = failing_verdict();
+    let json = render(Format::Json, &verdict);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["schema"], "npugate.verdict/1");
+    assert_eq!(value["outcome"], "fail");
+    let back: Verdict = serde_json::from_str(&json).unwrap();
+    // Floats may differ in the last bit after a text round trip; everything a reader acts on is equal.
+    assert_eq!(back.outcome, verdict.outcome);
+    assert_eq!(back.checks.iter().map(|c| (&c.rule, c.status, &c.message)).collect::<Vec<_>>(),
+        verdict.checks.iter().map(|c| (&c.rule, c.status, &c.message)).collect::<Vec<_>>());
+    assert_eq!(back.latencies_ns, verdict.latencies_ns);
+    let fallback = |v: &Verdict| v.placement.as_ref().unwrap().fallback.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+    assert_eq!(fallback(&back), fallback(&verdict));
+}
+
+#[test]
+fn github_annotations_one_error_per_failing_rule() {
+    let verdict = failing_verdict();
+    let text = render(Format::Github, &verdict);
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("::error ")).collect();
+    assert_eq!(errors.len(), verdict.failures().count(), "{text}");
+    assert!(errors.iter().any(|l| l.starts_with("::error title=npugate npu_flops_pct::npu_flops_pct 87.7%25 < 98%25")), "{text}");
+    assert!(text.lines().all(|l| l.starts_with("::")), "one command per line: {text}");
+    let pass = render(Format::Github, &passing_verdict());
+    assert!(pass.lines().any(|l| l.starts_with("::notice title=npugate::PASS: all 2 rules passed")), "{pass}");
+    assert!(!pass.contains("::error"), "{pass}");
+}
+
+fn xmllint() -> Option<PathBuf> {
+    let found = Command::new("xmllint").arg("--version").output().is_ok();
+    if !found {
+        panic!("xmllint is not installed: run scripts/setup-gate-tools (Debian package libxml2-utils)");
+    }
+    Some(PathBuf::from("xmllint"))
+}
+
+fn validate_junit(xml: &str, dir: &Path, name: &str) -> std::process::Output {
+    let file = dir.join(name);
+    std::fs::write(&file, xml).unwrap();
+    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/junit.xsd");
+    Command::new(xmllint().unwrap()).arg("--noout").arg("--schema").arg(xsd).arg(&file).output().unwrap()
+}
+
+#[test]
+fn junit_validates_against_the_xsd() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = failing_verdict();
+    let xml = render(Format::Junit, &failing);
+    let out = validate_junit(&xml, dir.path(), "fail.xml");
+    assert!(out.status.success(), "{}\n{xml}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(xml.matches("<testcase ").count(), failing.checks.len());
+    assert_eq!(xml.matches("<failure ").count(), failing.failures().count());
+    assert!(xml.contains("name=\"npu_flops_pct\""));
+
+    let out = validate_junit(&render(Format::Junit, &passing_verdict()), dir.path(), "pass.xml");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The validator is real: a test case without its required name is rejected.
+    let broken = xml.replacen("name=\"npu_flops_pct\"", "", 1);
+    assert!(!validate_junit(&broken, dir.path(), "broken.xml").status.success());
+}
+
+#[test]
+fn markdown_has_the_rule_table_and_clusters() {
+    let md = render(Format::Markdown, &failing_verdict());
+    assert!(md.starts_with("## ❌ npugate gate: FAIL"), "{md}");
+    assert!(md.contains("| status | rule | measured | limit | detail |"), "{md}");
+    assert!(md.contains("68% of runs at 8."), "{md}");
+    assert!(md.contains("<details><summary>3 node(s) off QNNExecutionProvider</summary>"), "{md}");
+}
+
+#[test]
+fn terminal_colours_only_when_asked() {
+    let verdict = failing_verdict();
+    let plain = render(Format::Terminal, &verdict);
+    assert!(!plain.contains('\x1b'));
+    assert!(plain.contains("FAIL"), "{plain}");
+    let coloured = Format::Terminal.exporter(true).render(&verdict);
+    assert!(coloured.contains("\x1b[31mFAIL\x1b[0m"));
+    let placement = gate::export::placement_text(verdict.placement.as_ref().unwrap(), &verdict.rules, false);
+    assert!(placement.contains("Partitions (2)") && placement.contains("hint: export with opset 17"), "{placement}");
+}
+
+#[test]
+fn write_all_puts_several_formats_into_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("reports");
+    let written = write_all(&passing_verdict(), &[Format::Json, Format::Junit, Format::Html], Some(&out)).unwrap();
+    assert_eq!(written.len(), 3);
+    assert!(out.join("verdict.json").is_file() && out.join("verdict.junit.xml").is_file() && out.join("verdict.html").is_file());
+    let single = dir.path().join("v.md");
+    write_all(&passing_verdict(), &[Format::Markdown], Some(&single)).unwrap();
+    assert!(std::fs::read_to_string(single).unwrap().contains("PASS"));
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|bin| Command::new(bin).arg("--version").output().is_ok_and(|o| o.status.success()))
+}
+
+/// Renders HTML to a PNG in headless Chromium; the PNG is kept under the test target dir to look at.
+fn screenshot(html: &str, name: &str) -> Option<Vec<u8>> {
+    let Some(browser) = chromium() else {
+        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; the HTML report was NOT rendered. Run scripts/setup-gate-tools. !!!!!!!!\n");
+        return None;
+    };
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gate-html");
+    std::fs::create_dir_all(&keep).unwrap();
+    let page = keep.join(format!("{name}.html"));
+    let png = keep.join(format!("{name}.png"));
+    std::fs::write(&page, html).unwrap();
+    let _ = std::fs::remove_file(&png);
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1400,2400")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(png.is_file(), "chromium wrote no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("HTML report rendered to {}", png.display());
+    Some(std::fs::read(png).unwrap())
+}
+
+#[test]
+fn html_is_self_contained_and_renders_in_chromium() {
+    let verdict = failing_verdict();
+    let html = render(Format::Html, &verdict);
+    assert!(!html.contains("http://") || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count());
+    assert!(!html.contains("https://") && !html.contains("<script") && !html.contains("<link"));
+    assert!(html.matches("<svg").count() >= 4, "histogram, run chart, EP bars, graph strip");
+    let Some(png) = screenshot(&html, "failing") else { return };
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // A blank 1400×2400 page compresses to a few kB; charts, tables and text make it far larger.
+    assert!(png.len() > 60_000, "screenshot is only {} bytes", png.len());
+    screenshot(&render(Format::Html, &passing_verdict()), "passing");
+}
+
+#[test]
+fn unknown_toml_key_names_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gate.toml");
+    std::fs::write(&file, "cv_pct = 5\nnpu_flop_pct = 98\n").unwrap();
+    let err = Rules::load(Some(&file), &[]).unwrap_err().to_string();
+    assert!(err.contains("npu_flop_pct") && err.contains("gate.toml"), "{err}");
+    assert!(!err.contains('\n'), "one line: {err}");
+
+    std::fs::write(&file, "cv_pct = 5\nmedian_ms = 12.5\nallow_op_types = [\"Softmax\"]\n").unwrap();
+    let rules = Rules::load(Some(&file), &["cv_pct=6".into()]).unwrap();
+    assert_eq!((rules.cv_pct, rules.median_ms), (Some(6.0), Some(12.5)), "overrides win over the file");
+    assert_eq!(rules.npu_flops_pct, Some(98.0), "defaults stay");
+}

@@ -1,0 +1,102 @@
+//! Placement rules: a CPU fallback fails `npu_*` rules and is named; expected I/O quantization and
+//! allow-listed nodes or op types never fail a rule; a CPU-EP run passes at 100%.
+
+mod common;
+
+use common::{detector_nodes, move_to_cpu, normal_series, placement, run, CPU, NORM, QNN};
+use gate::rules::RuleName;
+use gate::verdict::{Check, CheckStatus, Outcome};
+use gate::{judge, Rules, Verdict};
+
+fn find(verdict: &Verdict, rule: RuleName) -> &Check {
+    verdict.checks.iter().find(|c| c.rule == rule).unwrap_or_else(|| panic!("no {rule} check"))
+}
+
+fn fallback_run() -> (npugate_result::RunResult, profile_parser::report::PlacementReport) {
+    let mut nodes = detector_nodes();
+    move_to_cpu(&mut nodes, NORM, 1800.0);
+    (run(normal_series(100, 8.0, 3.0, 1)), placement(QNN, &nodes))
+}
+
+#[test]
+fn cpu_fallback_fails_npu_flops_and_names_the_node() {
+    let (run, report) = fallback_run();
+    let verdict = judge(&run, Some(&report), &Rules::default(), None);
+    let check = find(&verdict, RuleName::NpuFlopsPct);
+    assert_eq!(check.status, CheckStatus::Fail);
+    assert!(
+        check.message.contains(
+            "LayerNormalization node /model.10/m.0/norm (12.3% of FLOPs, 1.80 ms/run) runs on CPUExecutionProvider"
+        ),
+        "{}",
+        check.message
+    );
+    assert!(check.message.starts_with("npu_flops_pct 87.7% < 98%"), "{}", check.message);
+    assert_eq!(check.nodes.len(), 1, "expected I/O quantize nodes are not blamed");
+    assert_eq!(check.nodes[0].reason.as_deref(), Some("Validation FAILED for node /model.10/m.0/norm: unsupported axis"));
+    assert_eq!(verdict.outcome, Outcome::Fail);
+}
+
+#[test]
+fn allow_listed_node_or_op_type_does_not_fail() {
+    let (run, report) = fallback_run();
+    for allow in ["allow_nodes=[\"/model.10/m.0/norm\"]", "allow_op_types=[\"LayerNormalization\"]"] {
+        let rules = Rules::load(None, &[allow.into(), "max_fallback_nodes=0".into(), "npu_time_pct=100".into()]).unwrap();
+        let verdict = judge(&run, Some(&report), &rules, None);
+        for rule in [RuleName::NpuFlopsPct, RuleName::MaxFallbackNodes, RuleName::NpuTimePct] {
+            let check = find(&verdict, rule);
+            assert_eq!(check.status, CheckStatus::Pass, "{allow}: {}", check.message);
+        }
+        assert_eq!(verdict.outcome, Outcome::Pass, "{allow}");
+    }
+}
+
+#[test]
+fn expected_io_quantize_nodes_never_fail() {
+    let report = placement(QNN, &detector_nodes());
+    assert_eq!(report.fallback.len(), 2);
+    assert!(report.preferred_flops_pct < 100.0 && report.preferred_nodes_pct < 100.0);
+    let rules = Rules::load(
+        None,
+        &["npu_flops_pct=100".into(), "npu_nodes_pct=100".into(), "npu_time_pct=100".into(), "max_fallback_nodes=0".into()],
+    )
+    .unwrap();
+    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), Some(&report), &rules, None);
+    for check in &verdict.checks {
+        assert_eq!(check.status, CheckStatus::Pass, "{}", check.message);
+    }
+}
+
+#[test]
+fn cpu_ep_run_passes_at_100pct() {
+    let mut nodes = detector_nodes();
+    for n in &mut nodes {
+        n.ep = CPU.into();
+        n.expected = false;
+    }
+    let report = placement(CPU, &nodes);
+    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), Some(&report), &Rules::default(), None);
+    let check = find(&verdict, RuleName::NpuFlopsPct);
+    assert_eq!(check.status, CheckStatus::Pass);
+    assert_eq!(check.measured, Some(100.0));
+}
+
+#[test]
+fn partitions_and_boundaries_are_counted() {
+    let (run, report) = fallback_run();
+    let rules = Rules::load(None, &["max_partitions=1".into(), "max_boundaries=2".into()]).unwrap();
+    let verdict = judge(&run, Some(&report), &rules, None);
+    let partitions = find(&verdict, RuleName::MaxPartitions);
+    assert_eq!((partitions.status, partitions.measured), (CheckStatus::Fail, Some(2.0)), "{}", partitions.message);
+    let boundaries = find(&verdict, RuleName::MaxBoundaries);
+    assert_eq!((boundaries.status, boundaries.measured), (CheckStatus::Fail, Some(4.0)), "{}", boundaries.message);
+}
+
+#[test]
+fn missing_placement_report_is_unjudged_not_passed() {
+    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), None, &Rules::default(), None);
+    let check = find(&verdict, RuleName::NpuFlopsPct);
+    assert_eq!(check.status, CheckStatus::Unjudged);
+    assert!(check.message.contains("no placement report"), "{}", check.message);
+    assert_eq!(verdict.exit_code(), 2);
+}
