@@ -285,7 +285,7 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
         (RuleName::MaxBoundaries, rules.max_boundaries, "switches"),
     ];
     let missing = |rule: RuleName| {
-        format!("{rule}: no placement report for this run (it needs the ORT profile; run with --profile-runs >= 1)")
+        format!("{rule}: no placement report for this run (it needs the EP assignment and the ORT profile)")
     };
     let mut out = Vec::new();
     for (rule, value) in shares {

@@ -214,12 +214,17 @@ fn histogram(stats: &LatencyStats, latencies_ns: &[u64]) -> String {
     }
     plot.vline(stats.median_ns / 1e6, "#212529", &format!("median {}", ms_number(stats.median_ns / 1e6)));
     if let Some(split) = stats.bimodal_split() {
-        for (cluster, color) in [(&split.fast, PREFERRED_COLOR), (&split.slow, CPU_COLOR)] {
-            let x = plot.px(cluster.median_ns / 1e6).clamp(plot.left + 40.0, plot.width - plot.right - 40.0);
+        // Legend in the top-right corner: one swatch per cluster.
+        let right = plot.width - plot.right;
+        for (row, (cluster, color)) in [(&split.fast, PREFERRED_COLOR), (&split.slow, CPU_COLOR)].into_iter().enumerate() {
+            let y = plot.top + 6.0 + 16.0 * row as f64;
             let _ = write!(
                 plot.svg,
-                r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="{color}" font-weight="700">{:.0}% at {} ms</text>"##,
-                plot.top + 14.0,
+                r##"<rect x="{:.1}" y="{:.1}" width="10" height="10" fill="{color}"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-weight="600">{:.0}% of runs at {} ms</text>"##,
+                right - 10.0,
+                y - 9.0,
+                right - 14.0,
+                y,
                 cluster.share_pct,
                 ms_number(cluster.median_ns / 1e6)
             );
@@ -316,7 +321,7 @@ fn ep_bars(report: &PlacementReport) -> String {
 fn graph_strip(report: &PlacementReport, rules: &crate::rules::Rules) -> String {
     let others = other_eps(report);
     let n = report.nodes.len().max(1) as f64;
-    let (left, strip_w, strip_y, strip_h) = (10.0, WIDE - 20.0, 58.0, 34.0);
+    let (left, strip_w, strip_y, strip_h) = (10.0, WIDE - 20.0, 70.0, 34.0);
     let x_of = |i: usize| left + strip_w * i as f64 / n;
     let index_of = |name: &str| report.nodes.iter().position(|node| node.name == name);
     let mut svg = String::new();
@@ -336,7 +341,7 @@ fn graph_strip(report: &PlacementReport, rules: &crate::rules::Rules) -> String 
         let positions: Vec<usize> = p.nodes.iter().filter_map(|name| index_of(name)).collect();
         let (Some(&first), Some(&last)) = (positions.iter().min(), positions.iter().max()) else { continue };
         let (x0, x1) = (x_of(first), x_of(last + 1));
-        let level = 40.0 - (p_index % 2) as f64 * 16.0;
+        let level = 52.0 - (p_index % 2) as f64 * 16.0;
         let _ = write!(
             svg,
             r##"<path d="M{x0:.1} {:.1} V{level:.1} H{x1:.1} V{:.1}" fill="none" stroke="#343a40" stroke-width="1.5"/><text x="{:.1}" y="{:.1}">partition #{} · {} nodes</text>"##,
@@ -397,7 +402,7 @@ fn graph_strip(report: &PlacementReport, rules: &crate::rules::Rules) -> String 
         report.partitions.len(),
         blamed.len()
     );
-    let height = label_y + 50.0;
+    let height = label_y + 44.0;
     format!(r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDE}" height="{height}" viewBox="0 0 {WIDE} {height}" role="img" aria-label="partitions and boundaries along the graph">{svg}</svg>"##)
 }
 

@@ -152,9 +152,13 @@ fn measured_text(check: &Check) -> String {
     check.measured.map_or_else(|| "—".to_string(), |v| with_unit(v, &check.unit))
 }
 
-/// The limit of a check with its unit.
+/// The limit of a check as configured (`8%`, `20 ms`, `1 partitions`).
 fn limit_text(check: &Check) -> String {
-    check.limit.map_or_else(|| "—".to_string(), |v| with_unit(v, &check.unit))
+    check.limit.map_or_else(|| "—".to_string(), |v| match check.unit.as_str() {
+        "%" => format!("{}%", fmt_limit(v)),
+        "ms" => format!("{} ms", fmt_limit(v)),
+        unit => format!("{} {unit}", fmt_limit(v)),
+    })
 }
 
 fn with_unit(value: f64, unit: &str) -> String {
