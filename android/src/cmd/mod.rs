@@ -1,0 +1,7 @@
+//! One module per subcommand; each exposes clap arguments and `run(args) -> anyhow::Result<u8>`.
+
+pub mod baseline;
+pub mod devices;
+pub mod gate;
+pub mod run;
+pub mod runtime;

@@ -1,0 +1,70 @@
+//! From a result directory to a verdict: placement analysis, rules, optional baseline, judge; the
+//! verdict JSON and HTML report are written next to the result.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use gate::export::{write_all, Format};
+use gate::{Baseline, Comparison, Rules, Verdict};
+use npugate_result::RunResult;
+
+/// File names the host writes into a result directory.
+pub mod files {
+    /// The verdict (`npugate.verdict/1`).
+    pub const VERDICT: &str = "verdict.json";
+    /// The self-contained HTML report.
+    pub const REPORT_HTML: &str = "report.html";
+}
+
+/// Gate options shared by every command that judges a run.
+#[derive(Debug, Clone, Args)]
+pub struct GateOptions {
+    /// Gate rules file (TOML); defaults: cv_pct <= 8, npu_flops_pct >= 98.
+    #[arg(long = "gate", value_name = "FILE")]
+    pub rules_file: Option<PathBuf>,
+    /// Override one rule, `name=value` (repeatable), e.g. `--rule median_ms=12`.
+    #[arg(long = "rule", value_name = "NAME=VALUE")]
+    pub rule_overrides: Vec<String>,
+    /// Baseline to compare against (from `npugate baseline save`).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Compare against a baseline even when the fingerprints differ.
+    #[arg(long)]
+    pub force: bool,
+    /// Output format (repeatable): terminal, json, markdown, github, junit, html.
+    #[arg(long = "format", value_name = "FORMAT", default_value = "terminal")]
+    pub formats: Vec<Format>,
+    /// Write the formats to this file (one format) or directory (several) instead of stdout.
+    #[arg(long = "report", value_name = "PATH")]
+    pub report: Option<PathBuf>,
+}
+
+/// Analyzes and judges the result in `dir`. A placement that cannot be computed leaves the
+/// placement rules unjudged (exit 2) and says why.
+pub fn judge_dir(dir: &Path, options: &GateOptions) -> Result<Verdict> {
+    let run = RunResult::read(dir)?;
+    let rules = Rules::load(options.rules_file.as_deref(), &options.rule_overrides)?;
+    let baseline = options.baseline.as_deref().map(Baseline::read).transpose()?;
+    let placement = profile_parser::analyze_result_dir(dir);
+    let mut verdict = gate::judge(
+        &run,
+        placement.as_ref().ok(),
+        &rules,
+        baseline.as_ref().map(|baseline| Comparison { baseline, force: options.force }),
+    );
+    if let Err(error) = &placement {
+        verdict.errors.push(format!("placement could not be computed: {error}"));
+        verdict.outcome = gate::Outcome::Error;
+    }
+    let json = serde_json::to_vec_pretty(&verdict)?;
+    std::fs::write(dir.join(files::VERDICT), json).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
+    write_all(&verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
+    Ok(verdict)
+}
+
+/// Prints or writes the verdict in the requested formats; returns its exit code.
+pub fn emit(verdict: &Verdict, options: &GateOptions) -> Result<u8> {
+    write_all(verdict, &options.formats, options.report.as_deref())?;
+    Ok(verdict.outcome.exit_code())
+}

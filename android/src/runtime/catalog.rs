@@ -1,0 +1,89 @@
+//! The pinned catalog of runtimes that `npugate runtime fetch` can build from PyPI wheels.
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use super::manifest::EpLibrary;
+
+/// The catalog, embedded at build time.
+const CATALOG_TOML: &str = include_str!("catalog.toml");
+
+/// All pinned runtimes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Catalog {
+    /// The runtimes, in catalog order.
+    pub runtime: Vec<CatalogEntry>,
+}
+
+/// One pinned runtime: what it is and which wheel members make it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogEntry {
+    /// Runtime name.
+    pub name: String,
+    /// One line for `npugate runtime list`.
+    pub description: String,
+    /// Target triple.
+    pub target: String,
+    /// ONNX Runtime version.
+    pub ort_version: String,
+    /// File name of the ONNX Runtime library.
+    pub ort_library: String,
+    /// The accelerator EP, when any.
+    #[serde(default)]
+    pub ep: Option<EpLibrary>,
+    /// Wheels to unpack, in order.
+    pub wheel: Vec<WheelPin>,
+}
+
+/// A wheel pinned by version, platform and content hash.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WheelPin {
+    /// PyPI package name.
+    pub package: String,
+    /// Exact version.
+    pub version: String,
+    /// Wheel platform tag.
+    pub platform: String,
+    /// Expected wheel file name.
+    pub file: String,
+    /// Expected sha256 of the wheel.
+    pub sha256: String,
+    /// Members to unpack: exact paths or `dir/*.so` patterns (one `*` within the last segment).
+    pub members: Vec<String>,
+}
+
+/// Parses the embedded catalog.
+pub fn catalog() -> Result<Catalog> {
+    toml::from_str(CATALOG_TOML).context("the embedded runtime catalog is invalid")
+}
+
+/// The catalog entry named `name`, or an error listing the known names.
+pub fn find(name: &str) -> Result<CatalogEntry> {
+    let catalog = catalog()?;
+    let names: Vec<&str> = catalog.runtime.iter().map(|r| r.name.as_str()).collect();
+    match catalog.runtime.iter().find(|r| r.name == name) {
+        Some(entry) => Ok(entry.clone()),
+        None => bail!("unknown runtime {name:?}; known runtimes: {}", names.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_catalog_parses_and_pins_every_wheel() {
+        let catalog = catalog().unwrap();
+        assert!(catalog.runtime.len() >= 3);
+        for entry in &catalog.runtime {
+            for wheel in &entry.wheel {
+                assert_eq!(wheel.sha256.len(), 64, "{} {}", entry.name, wheel.package);
+                assert!(wheel.file.ends_with(".whl"));
+            }
+        }
+        assert!(find("nope").unwrap_err().to_string().contains("ort-1.31.1-linux-x86_64"));
+    }
+}

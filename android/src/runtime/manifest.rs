@@ -1,0 +1,193 @@
+//! The runtime manifest (`runtime.json`): a named, flat set of native libraries with their hashes.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use npugate_result::digest::sha256_file;
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier of `runtime.json`.
+pub const RUNTIME_SCHEMA: &str = "npugate.runtime/1";
+/// File name of the manifest inside a runtime directory.
+pub const MANIFEST_FILE: &str = "runtime.json";
+
+/// A named set of native libraries that runs models: ONNX Runtime, optionally an EP, QNN libraries.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RuntimeManifest {
+    /// Always [`RUNTIME_SCHEMA`].
+    pub schema: String,
+    /// Runtime name, e.g. `qnn-2.7.0-ort-1.31.1-linux-aarch64`.
+    pub name: String,
+    /// Target triple the libraries are built for.
+    pub target: String,
+    /// ONNX Runtime version.
+    pub ort_version: String,
+    /// File name of the ONNX Runtime library.
+    pub ort_library: String,
+    /// The accelerator EP, when the runtime has one.
+    pub ep: Option<EpLibrary>,
+    /// Where the libraries came from (`pypi:onnxruntime==1.31.1`, `aar:<file>`, `qairt:<dir>`).
+    pub sources: Vec<String>,
+    /// Every file of the runtime.
+    pub files: Vec<RuntimeFile>,
+    /// Directory holding the files (not serialized; set on load).
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+/// How a runtime's accelerator EP reaches ONNX Runtime.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EpLibrary {
+    /// ORT name of the EP, e.g. `QNNExecutionProvider`.
+    pub name: String,
+    /// `plugin` (a library registered at run time) or `builtin` (compiled into libonnxruntime).
+    pub attach: String,
+    /// File name of the plugin library (`plugin` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+}
+
+/// One library of a runtime.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RuntimeFile {
+    /// File name inside the runtime directory.
+    pub name: String,
+    /// sha256, lowercase hex.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// `ort`, `ep_plugin`, `qnn_backend`, `qnn_stub`, `qnn_skel` or `qnn_other`.
+    pub role: String,
+    /// Hexagon architecture of a Stub/Skel (`v75`), else `None`.
+    pub hexagon_arch: Option<String>,
+}
+
+impl RuntimeManifest {
+    /// Loads a runtime by directory path or by name from the cache.
+    pub fn load(name_or_dir: &str) -> Result<RuntimeManifest> {
+        let as_path = Path::new(name_or_dir);
+        let dir = if as_path.join(MANIFEST_FILE).is_file() {
+            as_path.to_path_buf()
+        } else {
+            crate::paths::runtimes_dir().join(name_or_dir)
+        };
+        let file = dir.join(MANIFEST_FILE);
+        if !file.is_file() {
+            bail!(
+                "runtime {name_or_dir:?} is not fetched ({} is missing); run `npugate runtime fetch {name_or_dir}` \
+                 or `npugate runtime list` for the known runtimes",
+                file.display()
+            );
+        }
+        let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        let mut manifest: RuntimeManifest =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a valid runtime manifest", file.display()))?;
+        if manifest.schema != RUNTIME_SCHEMA {
+            bail!("{} has schema {:?}; this npugate reads {RUNTIME_SCHEMA:?}", file.display(), manifest.schema);
+        }
+        manifest.dir = dir;
+        Ok(manifest)
+    }
+
+    /// Describes the files already in `dir` and writes `runtime.json` there.
+    pub fn write_for_dir(
+        dir: &Path,
+        name: &str,
+        target: &str,
+        ort_version: &str,
+        ort_library: &str,
+        ep: Option<EpLibrary>,
+        sources: Vec<String>,
+    ) -> Result<RuntimeManifest> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().is_file())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|file| file != MANIFEST_FILE)
+            .collect();
+        names.sort();
+        if !names.iter().any(|n| n == ort_library) {
+            bail!("runtime {name}: {ort_library} is not among the unpacked files in {}", dir.display());
+        }
+        let files = names
+            .into_iter()
+            .map(|file| {
+                let (sha256, bytes) = sha256_file(&dir.join(&file)).with_context(|| format!("cannot hash {file}"))?;
+                let (role, hexagon_arch) = role_of(&file);
+                Ok(RuntimeFile { name: file, sha256, bytes, role: role.into(), hexagon_arch })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let manifest = RuntimeManifest {
+            schema: RUNTIME_SCHEMA.into(),
+            name: name.into(),
+            target: target.into(),
+            ort_version: ort_version.into(),
+            ort_library: ort_library.into(),
+            ep,
+            sources,
+            files,
+            dir: dir.to_path_buf(),
+        };
+        let json = serde_json::to_vec_pretty(&manifest)?;
+        std::fs::write(dir.join(MANIFEST_FILE), json).with_context(|| format!("cannot write {}", dir.join(MANIFEST_FILE).display()))?;
+        Ok(manifest)
+    }
+
+    /// Path of the ONNX Runtime library.
+    pub fn ort_library_path(&self) -> PathBuf {
+        self.dir.join(&self.ort_library)
+    }
+
+    /// Path of the EP plugin library, when the runtime's EP is a plugin.
+    pub fn ep_library_path(&self) -> Option<PathBuf> {
+        self.ep.as_ref().and_then(|ep| ep.library.as_ref()).map(|lib| self.dir.join(lib))
+    }
+
+    /// Re-hashes every file; returns the names of files that are missing or changed.
+    pub fn verify(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter(|f| !matches!(sha256_file(&self.dir.join(&f.name)), Ok((sha, _)) if sha == f.sha256))
+            .map(|f| f.name.clone())
+            .collect()
+    }
+}
+
+/// The role of a runtime file from its name, and the Hexagon architecture of a Stub/Skel.
+pub fn role_of(file: &str) -> (&'static str, Option<String>) {
+    let hexagon = |suffix: &str| {
+        file.strip_prefix("libQnnHtpV")
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .filter(|digits| !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
+            .map(|digits| format!("v{digits}"))
+    };
+    if let Some(arch) = hexagon("Stub.so") {
+        return ("qnn_stub", Some(arch));
+    }
+    if let Some(arch) = hexagon("Skel.so") {
+        return ("qnn_skel", Some(arch));
+    }
+    let role = match file {
+        f if f.starts_with("libonnxruntime_providers_qnn") => "ep_plugin",
+        f if f.starts_with("libonnxruntime.so") => "ort",
+        "libQnnHtp.so" | "libQnnCpu.so" | "libQnnGpu.so" | "libQnnSaver.so" | "libQnnDsp.so" => "qnn_backend",
+        _ => "qnn_other",
+    };
+    (role, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_follow_qnn_library_names() {
+        assert_eq!(role_of("libQnnHtpV75Skel.so"), ("qnn_skel", Some("v75".into())));
+        assert_eq!(role_of("libQnnHtpV81Stub.so"), ("qnn_stub", Some("v81".into())));
+        assert_eq!(role_of("libQnnHtp.so"), ("qnn_backend", None));
+        assert_eq!(role_of("libQnnHtpPrepare.so"), ("qnn_other", None));
+        assert_eq!(role_of("libonnxruntime.so.1.31.1"), ("ort", None));
+        assert_eq!(role_of("libonnxruntime_providers_qnn.so"), ("ep_plugin", None));
+    }
+}
