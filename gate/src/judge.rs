@@ -145,13 +145,26 @@ fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
     out
 }
 
-/// Attaches the clusters of a bimodal series to a failing latency check and names them.
+/// `3 outlier run(s) (2%) near 1.65 ms` when a small, cleanly separated slow cluster exists but is
+/// too small to call the series bimodal.
+fn outlier_sentence(stats: &LatencyStats) -> Option<String> {
+    let m = stats.modality.as_ref().filter(|m| !m.bimodal)?;
+    let slow = &m.split.slow;
+    (m.split.ashman_d > stats::MIN_ASHMAN_D && slow.share_pct < stats::MIN_CLUSTER_SHARE_PCT).then(|| {
+        format!("{} outlier run(s) ({:.0}%) near {}", slow.runs, slow.share_pct, fmt_ms(slow.median_ns))
+    })
+}
+
+/// Explains a failing latency check: the two clusters of a bimodal series, or its outliers.
 fn with_clusters(mut check: Check, stats: &LatencyStats) -> Check {
-    if check.status == CheckStatus::Fail {
-        if let (Some(split), Some(sentence)) = (stats.bimodal_split(), cluster_sentence(stats)) {
-            check.message = format!("{}; {sentence}", check.message);
-            check.clusters = Some(split.clone());
-        }
+    if check.status != CheckStatus::Fail {
+        return check;
+    }
+    if let (Some(split), Some(sentence)) = (stats.bimodal_split(), cluster_sentence(stats)) {
+        check.message = format!("{}; {sentence}", check.message);
+        check.clusters = Some(split.clone());
+    } else if let Some(sentence) = outlier_sentence(stats) {
+        check.message = format!("{}; {sentence}", check.message);
     }
     check
 }

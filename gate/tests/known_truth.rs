@@ -118,3 +118,16 @@ fn empty_run_cannot_be_judged() {
     assert_eq!(verdict.outcome, Outcome::Error);
     assert_eq!(verdict.exit_code(), 2);
 }
+
+#[test]
+fn a_few_slow_outliers_are_named_but_not_called_bimodal() {
+    let mut series = normal_series(200, 8.0, 2.0, 9);
+    for i in [20, 90, 150] {
+        series[i] = 40_000_000;
+    }
+    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    assert!(verdict.latency.as_ref().unwrap().bimodal_split().is_none());
+    let cv = verdict.checks.iter().find(|c| c.rule == RuleName::CvPct).unwrap();
+    assert_eq!(cv.status, CheckStatus::Fail);
+    assert!(cv.message.contains("3 outlier run(s) (2%) near 40.0 ms"), "{}", cv.message);
+}

@@ -37,7 +37,7 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0 0 10px}
 table{border-collapse:collapse;width:100%} th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e9ecef;vertical-align:top}
 th{font-size:12px;color:#495057;background:#f8f9fa} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .muted{color:#868e96}.charts{display:flex;flex-wrap:wrap;gap:12px} figure{margin:0} figcaption{font-size:12px;color:#495057}
-ul{margin:6px 0;padding-left:20px} .err{color:#c92a2a}.warn{color:#e67700}
+ul{margin:6px 0;padding-left:20px} figure+h2{margin-top:16px} .err{color:#c92a2a}.warn{color:#e67700}
 svg text{font:11px system-ui,sans-serif;fill:#343a40}
 ";
 

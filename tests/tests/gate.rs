@@ -1,0 +1,108 @@
+//! End to end: the real harness measures a real model with the real ONNX Runtime, then `npugate gate`
+//! and `npugate baseline save` judge the result directory; exit codes 0 pass, 1 fail, 2 error.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use npugate_e2e::{bin, describe, harness, model, run};
+
+/// Measures smallcnn on the CPU EP into `dir` with `runs` timed runs.
+fn measure(dir: &Path, runs: u32) {
+    let out = harness(&model("smallcnn.onnx"), dir, &["--runs", &runs.to_string()]);
+    assert!(out.status.success(), "harness failed: {}", describe(&out));
+}
+
+fn npugate(args: &[&str]) -> Output {
+    run(Command::new(bin("npugate")).args(args))
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("temporary paths are UTF-8")
+}
+
+/// The CV of a sub-millisecond CPU run on a shared machine is whatever the machine makes it, so the
+/// passing cases switch the CV rule off; the failing cases set limits no real run can meet.
+const NO_CV: &str = "disable=[\"cv_pct\"]";
+
+#[test]
+fn gate_passes_fails_and_reports_on_a_real_run() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("result");
+    measure(&dir, 60);
+
+    let pass = npugate(&["gate", text(&dir), "--rule", NO_CV]);
+    assert_eq!(pass.status.code(), Some(0), "{}", describe(&pass));
+    assert!(String::from_utf8_lossy(&pass.stdout).contains("npu_flops_pct 100.0% >= 98%"), "{}", describe(&pass));
+
+    let fail = npugate(&["gate", text(&dir), "--rule", "median_ms=0.000001", "--format", "github"]);
+    assert_eq!(fail.status.code(), Some(1), "{}", describe(&fail));
+    assert!(String::from_utf8_lossy(&fail.stdout).contains("::error title=npugate median_ms::"), "{}", describe(&fail));
+
+    let reports = work.path().join("reports");
+    let all = npugate(&[
+        "gate", text(&dir), "--rule", NO_CV, "--format", "json", "--format", "junit", "--format", "html", "--report",
+        text(&reports),
+    ]);
+    assert_eq!(all.status.code(), Some(0), "{}", describe(&all));
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["schema"], "npugate.verdict/1");
+    assert_eq!(verdict["outcome"], "pass");
+    assert_eq!(verdict["latency"]["n"], 60);
+    assert_eq!(verdict["placement"]["preferred_ep"], "CPUExecutionProvider");
+    assert!(std::fs::read_to_string(reports.join("verdict.junit.xml")).unwrap().contains("<testcase "));
+    assert!(std::fs::read_to_string(reports.join("verdict.html")).unwrap().contains("<svg"));
+}
+
+#[test]
+fn cv_rule_on_too_few_runs_fails_with_the_count_needed() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("result");
+    measure(&dir, 10);
+    let out = npugate(&["gate", text(&dir)]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("needs at least 20 runs, this run has 10"), "{}", describe(&out));
+}
+
+#[test]
+fn baseline_save_compare_and_fingerprint_guard() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("result");
+    measure(&dir, 40);
+    let baseline = work.path().join("baseline.json");
+    let save = npugate(&["baseline", "save", text(&dir), "--out", text(&baseline)]);
+    assert_eq!(save.status.code(), Some(0), "{}", describe(&save));
+
+    let same = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&baseline)]);
+    assert_eq!(same.status.code(), Some(0), "{}", describe(&same));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("no node moved off CPUExecutionProvider"), "{}", describe(&same));
+
+    // The same run against a baseline of another model: refused (2) unless forced.
+    let mut other: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
+    other["fingerprint"]["model_sha256"] = "0".repeat(64).into();
+    let other_path = work.path().join("other.json");
+    std::fs::write(&other_path, other.to_string()).unwrap();
+    let refused = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&other_path)]);
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let stdout = String::from_utf8_lossy(&refused.stdout);
+    assert!(stdout.contains("model sha256") && stdout.contains("--force"), "{}", describe(&refused));
+    let forced = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&other_path), "--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_file() {
+    let work = tempfile::tempdir().unwrap();
+    let missing = npugate(&["gate", text(&work.path().join("nothing-here"))]);
+    assert_eq!(missing.status.code(), Some(2), "{}", describe(&missing));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nothing-here"), "{}", describe(&missing));
+
+    let dir = work.path().join("result");
+    measure(&dir, 20);
+    let gate_file = work.path().join("gate.toml");
+    std::fs::write(&gate_file, "cv_pct = 8\nnpu_flop_pct = 98\n").unwrap();
+    let unknown = npugate(&["gate", text(&dir), "--gate", text(&gate_file)]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", describe(&unknown));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(stderr.contains("npu_flop_pct") && stderr.contains("gate.toml"), "{}", describe(&unknown));
+}
