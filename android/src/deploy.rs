@@ -1,5 +1,5 @@
 //! Content-addressed deploy: every file lives once on the device as `<work>/blobs/<sha256>`, and
-//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are symlinks to it. A blob
+//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are relative symlinks to it. A blob
 //! whose sha256 the device already reports (`sha256sum` on the device) is not pushed again.
 
 use std::collections::BTreeSet;
@@ -142,11 +142,13 @@ fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile]) -> Result
         steps.push(format!("mkdir -p {}", command_line(&dirs)));
     }
     for file in files {
-        let blob = format!("{work_dir}/blobs/{}", file.sha256);
         if file.executable {
-            steps.push(format!("chmod 755 {}", quote(&blob)));
+            steps.push(format!("chmod 755 {}", quote(&format!("{work_dir}/blobs/{}", file.sha256))));
         }
-        steps.push(format!("ln -sfn {} {}", quote(&blob), quote(&format!("{work_dir}/{}", file.remote))));
+        // Relative link: the work dir stays valid wherever it is mounted or copied.
+        let up = "../".repeat(file.remote.matches('/').count());
+        let target = format!("{up}blobs/{}", file.sha256);
+        steps.push(format!("ln -sfn {} {}", quote(&target), quote(&format!("{work_dir}/{}", file.remote))));
     }
     adb.shell_ok(serial, &steps.join(" && "), Duration::from_secs(60), "link deployed files")?;
     Ok(())

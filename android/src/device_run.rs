@@ -13,6 +13,7 @@ use crate::adb::Adb;
 use crate::deploy::{self, DeployFile, DeployReport};
 use crate::device_state::{self, Cooldown, DeviceStateRecord, DEVICE_STATE_FILE};
 use crate::devices::{self, DeviceInfo};
+use crate::invocation::TargetPaths;
 use crate::runtime::RuntimeManifest;
 
 /// Schema of `device_run.json`.
@@ -27,25 +28,8 @@ const DSP_LIBRARY_DIRS: &str = "/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/l
 const STDOUT_FILE: &str = "harness.stdout";
 const STDERR_FILE: &str = "harness.stderr";
 
-/// Device-side absolute paths the harness is started with.
-#[derive(Debug, Clone)]
-pub struct TargetPaths {
-    /// The harness executable.
-    pub harness: String,
-    /// The runtime's directory (ORT, EP plugin, QNN libraries).
-    pub runtime_dir: String,
-    /// The ORT core library.
-    pub ort_library: String,
-    /// The EP plugin library, when the runtime has one.
-    pub ep_library: Option<String>,
-    /// The model.
-    pub model: String,
-    /// The output directory the harness writes.
-    pub out_dir: String,
-}
-
 /// Builds the harness arguments (after the executable) from the device-side paths.
-pub type HarnessArgs = dyn Fn(&TargetPaths) -> Vec<String> + Sync;
+pub type HarnessArgs<'a> = dyn Fn(&TargetPaths) -> Vec<String> + Sync + 'a;
 
 /// Everything that is the same for every device of a rack run.
 pub struct RunPlan<'a> {
@@ -53,12 +37,14 @@ pub struct RunPlan<'a> {
     pub runtime: &'a RuntimeManifest,
     /// The model on the host.
     pub model: &'a Path,
+    /// `--input` data files on the host, in the order the harness arguments name them.
+    pub inputs: &'a [PathBuf],
     /// Explicit harness binary (`--harness`); else looked up by the device's target triple.
     pub harness: Option<&'a Path>,
     /// Work dir on the device.
     pub work_dir: &'a str,
     /// Harness arguments.
-    pub harness_args: &'a HarnessArgs,
+    pub harness_args: &'a HarnessArgs<'a>,
     /// `--cooldown-until` target (°C) and its bound.
     pub cooldown: Option<(f64, Duration)>,
     /// Limit for the harness run itself.
@@ -144,9 +130,8 @@ pub fn run_on_device(
 
     let before = device_state::read(adb, serial)?;
     progress.step("run");
-    let run_id = format!("run-{}-{}", std::process::id(), unique_suffix());
-    let paths = target_paths(plan, &run_id);
-    let command = harness_command(plan, &paths);
+    let layout = Layout::new(plan, &format!("run-{}-{}", std::process::id(), unique_suffix()));
+    let command = harness_command(plan, &layout);
     let started = Instant::now();
     let out = adb.shell(serial, &command, plan.run_timeout, "run the harness")?;
     let seconds = started.elapsed().as_secs_f64();
@@ -154,11 +139,11 @@ pub fn run_on_device(
 
     progress.step("pull");
     let pulled = Instant::now();
-    pull_result(adb, serial, &paths.out_dir, result_dir).with_context(|| {
+    pull_result(adb, serial, &layout.paths.out, result_dir).with_context(|| {
         format!("harness exited {}: {}", out.exit_code, out.stderr.lines().last().unwrap_or("(no stderr)"))
     })?;
     let pull_seconds = pulled.elapsed().as_secs_f64();
-    let _ = adb.shell(serial, &format!("rm -rf {}", quote(&paths.out_dir)), Duration::from_secs(60), "clean up");
+    let _ = adb.shell(serial, &format!("rm -rf {}", quote(&layout.paths.out)), Duration::from_secs(60), "clean up");
 
     std::fs::write(result_dir.join(STDOUT_FILE), &out.stdout)?;
     std::fs::write(result_dir.join(STDERR_FILE), &out.stderr)?;
@@ -202,9 +187,12 @@ fn files_for(plan: &RunPlan, device: &DeviceInfo, warnings: &mut Vec<String>) ->
         None => harness_for(target)?,
     };
     let mut files = vec![
-        DeployFile::hashed(&harness, "bin/npugate-harness".into(), true)?,
-        DeployFile::hashed(plan.model, format!("models/{}", file_name(plan.model)), false)?,
+        DeployFile::hashed(&harness, HARNESS.into(), true)?,
+        DeployFile::hashed(plan.model, model_path(plan.model), false)?,
     ];
+    for (index, input) in plan.inputs.iter().enumerate() {
+        files.push(DeployFile::hashed(input, input_path(index, input), false)?);
+    }
     let mut skipped_archs = std::collections::BTreeSet::new();
     for lib in &plan.runtime.files {
         if let Some(arch) = &lib.hexagon_arch {
@@ -214,7 +202,7 @@ fn files_for(plan: &RunPlan, device: &DeviceInfo, warnings: &mut Vec<String>) ->
             }
         }
         files.push(DeployFile {
-            local: plan.runtime.dir().join(&lib.name),
+            local: plan.runtime.dir.join(&lib.name),
             remote: format!("runtimes/{}/{}", plan.runtime.name, lib.name),
             sha256: lib.sha256.clone(),
             bytes: lib.bytes,
@@ -230,29 +218,50 @@ fn files_for(plan: &RunPlan, device: &DeviceInfo, warnings: &mut Vec<String>) ->
     Ok(files)
 }
 
-fn target_paths(plan: &RunPlan, run_id: &str) -> TargetPaths {
-    let work = plan.work_dir;
-    let runtime_dir = format!("{work}/runtimes/{}", plan.runtime.name);
-    TargetPaths {
-        harness: format!("{work}/bin/npugate-harness"),
-        ort_library: format!("{runtime_dir}/{}", plan.runtime.ort_library),
-        ep_library: plan.runtime.ep.as_ref().map(|ep| format!("{runtime_dir}/{}", ep.library)),
-        model: format!("{work}/models/{}", file_name(plan.model)),
-        out_dir: format!("{work}/results/{run_id}"),
-        runtime_dir,
+/// Where the harness, the model and the inputs appear below the work dir.
+const HARNESS: &str = "bin/npugate-harness";
+
+fn model_path(model: &Path) -> String {
+    format!("models/{}", file_name(model))
+}
+
+fn input_path(index: usize, input: &Path) -> String {
+    format!("inputs/{index}/{}", file_name(input))
+}
+
+/// The device-side paths of one run.
+struct Layout {
+    harness: String,
+    runtime_dir: String,
+    paths: TargetPaths,
+}
+
+impl Layout {
+    fn new(plan: &RunPlan, run_id: &str) -> Layout {
+        let work = plan.work_dir;
+        let runtime_dir = format!("{work}/runtimes/{}", plan.runtime.name);
+        let ep_library = plan.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref());
+        let paths = TargetPaths {
+            ort_lib: format!("{runtime_dir}/{}", plan.runtime.ort_library),
+            ep_library: ep_library.map(|lib| format!("{runtime_dir}/{lib}")),
+            model: format!("{work}/{}", model_path(plan.model)),
+            out: format!("{work}/results/{run_id}"),
+            input_files: plan.inputs.iter().enumerate().map(|(i, p)| format!("{work}/{}", input_path(i, p))).collect(),
+        };
+        Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, paths }
     }
 }
 
 /// The `adb shell` command line: make the output dir, set `LD_LIBRARY_PATH` and the
 /// `;`-separated `ADSP_LIBRARY_PATH`, start the harness. Every word is quoted.
-fn harness_command(plan: &RunPlan, paths: &TargetPaths) -> String {
-    let adsp = format!("{};{DSP_LIBRARY_DIRS}", paths.runtime_dir);
-    let mut words = vec![paths.harness.clone()];
-    words.extend((plan.harness_args)(paths));
+fn harness_command(plan: &RunPlan, layout: &Layout) -> String {
+    let adsp = format!("{};{DSP_LIBRARY_DIRS}", layout.runtime_dir);
+    let mut words = vec![layout.harness.clone()];
+    words.extend((plan.harness_args)(&layout.paths));
     format!(
         "mkdir -p {out} && cd {out} && {ld} {adsp} {cmd}",
-        out = quote(&paths.out_dir),
-        ld = assignment("LD_LIBRARY_PATH", &paths.runtime_dir),
+        out = quote(&layout.paths.out),
+        ld = assignment("LD_LIBRARY_PATH", &layout.runtime_dir),
         adsp = assignment("ADSP_LIBRARY_PATH", &adsp),
         cmd = command_line(&words),
     )

@@ -20,9 +20,6 @@ pub struct DeviceRunOptions {
     /// Work dir on the device (blobs, runtimes, models, results live below it).
     #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
     pub work_dir: String,
-    /// The harness binary to push (default: the one built for the device's target triple).
-    #[arg(long, value_name = "PATH")]
-    pub harness: Option<PathBuf>,
     /// Retries of a device whose transport failed (device gone, timeout); gate failures never retry.
     #[arg(long, default_value_t = 0)]
     pub retries: u32,
@@ -44,38 +41,56 @@ impl DeviceRunOptions {
     }
 }
 
-/// Runs `model` with `runtime` on every chosen device; each device's pulled result (plus
-/// `device_run.json`, `device_state.json`) lands in `out/<serial>/` as soon as it is done and is
-/// judged there by `judge`. Prints one line per device; returns the rack's exit code.
+impl DeviceRunOptions {
+    /// The plan every chosen device runs: these options plus what `npugate run` resolved.
+    pub fn plan<'a>(
+        &'a self,
+        runtime: &'a RuntimeManifest,
+        model: &'a Path,
+        inputs: &'a [PathBuf],
+        harness: Option<&'a Path>,
+        harness_args: &'a HarnessArgs<'a>,
+    ) -> RunPlan<'a> {
+        RunPlan {
+            runtime,
+            model,
+            inputs,
+            harness,
+            work_dir: self.work_dir.trim_end_matches('/'),
+            harness_args,
+            cooldown: self.cooldown_until.map(|c| (c, Duration::from_secs(self.cooldown_timeout))),
+            run_timeout: Duration::from_secs(self.run_timeout),
+        }
+    }
+}
+
+/// Runs `plan` on every chosen device; each device's pulled result (plus `device_run.json`,
+/// `device_state.json`) lands in `out/<serial>/` as soon as it is done and is judged there by
+/// `judge`. Prints one line per device; returns the rack's exit code.
 pub fn run_on_devices(
     options: &DeviceRunOptions,
-    runtime: &RuntimeManifest,
-    model: &Path,
+    plan: &RunPlan,
     out: &Path,
-    harness_args: &HarnessArgs,
     judge: &(dyn Fn(&Path) -> anyhow::Result<u8> + Sync),
 ) -> anyhow::Result<u8> {
-    anyhow::ensure!(model.is_file(), "model {} not found", model.display());
+    anyhow::ensure!(plan.model.is_file(), "model {} not found", plan.model.display());
     let adb = options.devices.adb()?;
     let serials = options.devices.select(&adb)?;
     let dirs = result_dir_names(&serials);
-    let plan = RunPlan {
-        runtime,
-        model,
-        harness: options.harness.as_deref(),
-        work_dir: options.work_dir.trim_end_matches('/'),
-        harness_args,
-        cooldown: options.cooldown_until.map(|c| (c, Duration::from_secs(options.cooldown_timeout))),
-        run_timeout: Duration::from_secs(options.run_timeout),
-    };
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
+    // Judging prints reports: one device at a time, so they do not interleave.
+    let judging = std::sync::Mutex::new(());
     let report = rack::run_rack(&serials, options.retries, |serial, progress| {
         let index = serials.iter().position(|s| s == serial).expect("serial comes from the list");
         let result_dir = out.join(&dirs[index]);
-        device_run::run_on_device(&adb, serial, &plan, &result_dir, progress)?;
+        let record = device_run::run_on_device(&adb, serial, plan, &result_dir, progress)?;
         progress.step("judge");
-        let code = judge(&result_dir)?;
-        Ok((result_dir, code))
+        let code = {
+            let _turn = judging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            judge(&result_dir)?
+        };
+        let harness_ok = record.harness.exit_code == 0;
+        Ok((result_dir, if harness_ok { code } else { crate::EXIT_ERROR }))
     });
     std::fs::write(out.join(RACK_FILE), serde_json::to_vec_pretty(&report)?)?;
     for device in &report.devices {

@@ -78,3 +78,4 @@ pub fn harness(model: &Path, out: &Path, extra: &[&str]) -> Output {
     command.arg("--ort-lib").arg(ort_lib()).arg("--model").arg(model).arg("--out").arg(out).args(extra);
     run(&mut command)
 }
+pub mod devices;

@@ -1,0 +1,78 @@
+//! The adb test rig from the tests' side: `scripts/adb-rig` starts one real adbd per simulated
+//! device inside a private network namespace; every command that must see those devices (adb,
+//! `npugate`) runs in that namespace through [`Rig::command`]. Dropping the rig stops every
+//! process in the namespace (adbds, adb servers, leftover harness runs).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A running rack of simulated devices.
+pub struct Rig {
+    state: tempfile::TempDir,
+}
+
+/// `scripts/adb-rig` of this checkout.
+fn rig_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/adb-rig")
+}
+
+impl Rig {
+    /// Starts one adbd per port (outside 5555–5585) and connects the rig's adb server to each.
+    pub fn up(ports: &[u16]) -> Rig {
+        let state = tempfile::Builder::new().prefix("npugate-rig-").tempdir().expect("temp dir");
+        let rig = Rig { state };
+        let output = crate::run(Command::new(rig_script()).arg("up").arg(rig.state.path()).args(ports.iter().map(u16::to_string)));
+        assert!(output.status.success(), "adb-rig up failed (see scripts/adb-rig install):\n{}", crate::describe(&output));
+        rig
+    }
+
+    /// The adb serial of the simulated device on `port`.
+    pub fn serial(port: u16) -> String {
+        format!("127.0.0.1:{port}")
+    }
+
+    /// A command that runs `program` inside the rig's network namespace.
+    pub fn command(&self, program: impl AsRef<Path>) -> Command {
+        let mut command = Command::new(rig_script());
+        command.arg("exec").arg(self.state.path()).arg(program.as_ref());
+        command
+    }
+
+    /// Kills the adbd of the device on `port`: the device vanishes as if unplugged.
+    pub fn kill(&self, port: u16) {
+        let output = crate::run(Command::new(rig_script()).arg("kill").arg(self.state.path()).arg(port.to_string()));
+        assert!(output.status.success(), "adb-rig kill failed:\n{}", crate::describe(&output));
+    }
+
+    /// The device's `/data` as seen from the host.
+    pub fn device_data(&self, port: u16) -> PathBuf {
+        self.state.path().join(format!("dev-{port}/data"))
+    }
+
+    /// Waits until a process whose command line contains `needle` runs on the device on `port`
+    /// (its root is that device's chroot); false after `limit`.
+    pub fn wait_for_process(&self, port: u16, needle: &str, limit: Duration) -> bool {
+        let device_root = self.state.path().join(format!("dev-{port}/root"));
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            let found = std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|entry| {
+                let dir = entry.path();
+                let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+                String::from_utf8_lossy(&cmdline).contains(needle)
+                    && std::fs::read_link(dir.join("root")).is_ok_and(|root| root == device_root)
+            });
+            if found {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = Command::new(rig_script()).arg("down").arg(self.state.path()).output();
+    }
+}

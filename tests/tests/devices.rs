@@ -1,0 +1,190 @@
+//! Devices over adb, end to end: the real `adb` client against real AOSP adbds (scripts/adb-rig),
+//! the real harness and ONNX Runtime on the simulated devices, results pulled and judged on the host.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use npugate_e2e::devices::Rig;
+use npugate_e2e::{bin, describe, model, run};
+use serde_json::Value;
+
+const RUNTIME: &str = "ort-1.31.1-linux-x86_64";
+
+fn npugate(rig: &Rig, args: &[&str]) -> Output {
+    run(rig.command(bin("npugate")).args(args))
+}
+
+/// `npugate run` on devices with the x86_64 runtime; `extra` picks devices and options. Timing
+/// noise of a shared CI machine is not under test here, so the CV rule is relaxed.
+fn run_on_devices(rig: &Rig, model: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run", "--model", model.to_str().unwrap(), "--runtime", RUNTIME, "--out", out.to_str().unwrap()];
+    args.extend_from_slice(&["--rule", "cv_pct=100000"]);
+    args.extend_from_slice(extra);
+    npugate(rig, &args)
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+fn result_dir(out: &Path, port: u16) -> PathBuf {
+    out.join(format!("127.0.0.1_{port}"))
+}
+
+fn assert_complete_result(dir: &Path) {
+    let result = npugate_result::RunResult::read(dir).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(result.status, npugate_result::RunStatus::Complete, "{}", dir.display());
+    assert_eq!(json(&dir.join("device_state.json"))["schema"], "npugate.device-state/1");
+    assert_eq!(json(&dir.join("device_run.json"))["schema"], "npugate.device-run/1");
+}
+
+#[test]
+fn devices_lists_rig_devices_as_linux_boards_and_honours_the_adb_server() {
+    let rig = Rig::up(&[6101, 6102, 6103]);
+    // Move 6103 to a second adb server (port 5038), the way a device farm shares phones.
+    let adb = |args: &[&str]| run(rig.command("adb").args(args));
+    assert!(adb(&["disconnect", &Rig::serial(6103)]).status.success());
+    let moved = adb(&["-P", "5038", "connect", &Rig::serial(6103)]);
+    assert!(String::from_utf8_lossy(&moved.stdout).contains("connected"), "{}", describe(&moved));
+
+    let listed = npugate(&rig, &["devices", "--json"]);
+    assert!(listed.status.success(), "{}", describe(&listed));
+    let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(list["schema"], "npugate.devices/1");
+    let serials: Vec<&str> = list["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap()).collect();
+    assert_eq!(serials, [Rig::serial(6101), Rig::serial(6102)]);
+    for device in list["devices"].as_array().unwrap() {
+        assert_eq!((device["state"].as_str(), device["os"].as_str()), (Some("device"), Some("linux")));
+        assert_eq!(device["abi"].as_str(), Some(std::env::consts::ARCH));
+        assert_eq!(device["target"].as_str(), Some("x86_64-unknown-linux-gnu"));
+        assert!(device["release"].as_str().is_some_and(|r| !r.is_empty()), "{device}");
+    }
+
+    let remote = npugate(&rig, &["devices", "--json", "--adb-server", "127.0.0.1:5038"]);
+    let remote: Value = serde_json::from_slice(&remote.stdout).unwrap();
+    assert_eq!(remote["devices"][0]["serial"], Rig::serial(6103));
+    assert_eq!(remote["devices"].as_array().unwrap().len(), 1);
+    let by_env = run(rig.command(bin("npugate")).arg("devices").env("ADB_SERVER_SOCKET", "tcp:127.0.0.1:5038"));
+    assert!(String::from_utf8_lossy(&by_env.stdout).contains("127.0.0.1:6103"), "{}", describe(&by_env));
+
+    let table = npugate(&rig, &["devices"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("SERIAL") && text.contains("127.0.0.1:6102  device"), "{text}");
+
+    let unknown = npugate(&rig, &["devices", "--device", "no-such-serial"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", describe(&unknown));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("device no-such-serial not found"), "{}", describe(&unknown));
+}
+
+#[test]
+fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
+    let rig = Rig::up(&[6101]);
+    let out = tempfile::tempdir().unwrap();
+    let serial = Rig::serial(6101);
+    let first = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("first"), &["--device", &serial]);
+    assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
+    let dir = result_dir(&out.path().join("first"), 6101);
+    assert_complete_result(&dir);
+    let record = json(&dir.join("device_run.json"));
+    assert_eq!(record["deploy"]["files_pushed"], 3, "{record}");
+    assert!(record["deploy"]["bytes_pushed"].as_u64().unwrap() > 1_000_000, "{record}");
+    assert_eq!(record["harness"]["exit_code"], 0);
+    let command = record["harness"]["command"].as_str().unwrap();
+    assert!(command.contains(&format!("ADSP_LIBRARY_PATH='/data/local/tmp/npugate/runtimes/{RUNTIME};/vendor/lib/rfsa/adsp;")), "{command}");
+    let on_device = rig.device_data(6101).join("local/tmp/npugate");
+    assert!(on_device.join("models/smallcnn.onnx").exists(), "model not deployed under the default work dir");
+    assert!(std::fs::read_dir(on_device.join("results")).unwrap().next().is_none(), "device result dir not cleaned up");
+
+    assert!(String::from_utf8_lossy(&first.stdout).contains("npu_flops_pct"), "no gate verdict: {}", describe(&first));
+
+    // Same files again: nothing crosses the cable. This time a rule fails: exit 1, never retried.
+    let strict = ["--device", serial.as_str(), "--rule", "median_ms=0.000001", "--retries", "2"];
+    let second = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("second"), &strict);
+    assert_eq!(second.status.code(), Some(1), "{}", describe(&second));
+    let record = json(&result_dir(&out.path().join("second"), 6101).join("device_run.json"));
+    assert_eq!((record["deploy"]["bytes_pushed"].as_u64(), record["deploy"]["files_skipped"].as_u64()), (Some(0), Some(3)), "{record}");
+    let summary = json(&out.path().join("second/rack.json"));
+    assert_eq!((summary["devices"][0]["attempts"].as_u64(), summary["exit_code"].as_u64()), (Some(1), Some(1)), "{summary}");
+}
+
+#[test]
+fn a_rack_of_three_finishes_with_three_results() {
+    let rig = Rig::up(&[6101, 6102, 6103]);
+    let out = tempfile::tempdir().unwrap();
+    let rack = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", "all"]);
+    assert_eq!(rack.status.code(), Some(0), "{}", describe(&rack));
+    for port in [6101, 6102, 6103] {
+        assert_complete_result(&result_dir(out.path(), port));
+    }
+    let summary = json(&out.path().join("rack.json"));
+    assert_eq!((summary["schema"].as_str(), summary["exit_code"].as_u64()), (Some("npugate.rack/1"), Some(0)));
+    assert_eq!(summary["devices"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_device_dying_mid_run_is_an_infrastructure_failure_and_the_others_complete() {
+    let rig = Rig::up(&[6101, 6102, 6103]);
+    let out = tempfile::tempdir().unwrap();
+    let victim = 6102;
+    let rack = std::thread::scope(|scope| {
+        let killer = scope.spawn(|| {
+            let seen = rig.wait_for_process(victim, "npugate-harness", Duration::from_secs(60));
+            if seen {
+                rig.kill(victim);
+            }
+            seen
+        });
+        // Enough timed runs that the harness is still running when its adbd is killed.
+        let rack = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", "all", "--runs", "4000", "--retries", "1"]);
+        assert!(killer.join().unwrap(), "the harness never started on device {victim}");
+        rack
+    });
+    assert_eq!(rack.status.code(), Some(2), "{}", describe(&rack));
+    let summary = json(&out.path().join("rack.json"));
+    let devices = summary["devices"].as_array().unwrap();
+    let dead = devices.iter().find(|d| d["serial"] == Rig::serial(victim)).unwrap();
+    assert_eq!(dead["exit_code"], 2, "{dead}");
+    assert!(dead["infrastructure_error"].as_str().unwrap().contains("127.0.0.1:6102"), "{dead}");
+    assert_eq!(dead["attempts"], 2, "a transport failure is retried once with --retries 1: {dead}");
+    for port in [6101, 6103] {
+        assert_complete_result(&result_dir(out.path(), port));
+    }
+    let stdout = String::from_utf8_lossy(&rack.stdout);
+    assert!(stdout.contains("127.0.0.1:6102\tinfrastructure failure"), "{stdout}");
+}
+
+#[test]
+fn hostile_model_names_run_as_plain_file_names() {
+    let rig = Rig::up(&[6101]);
+    let models = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    for (index, name) in ["a b;rm -rf $(x).onnx", "c';touch pwned;$(touch pwned2)`touch pwned3`\".onnx"].iter().enumerate() {
+        let hostile = models.path().join(name);
+        std::fs::copy(model("smallcnn.onnx"), &hostile).unwrap();
+        let dest = out.path().join(index.to_string());
+        let outcome = run_on_devices(&rig, &hostile, &dest, &["--device", &Rig::serial(6101)]);
+        assert_eq!(outcome.status.code(), Some(0), "{name}: {}", describe(&outcome));
+        let result = npugate_result::RunResult::read(&result_dir(&dest, 6101)).unwrap();
+        assert!(result.model.path.ends_with(&format!("/models/{name}")), "{}", result.model.path);
+        assert!(rig.device_data(6101).join("local/tmp/npugate/models").join(name).exists());
+    }
+    let mut created = Vec::new();
+    for root in [rig.device_data(6101), out.path().to_path_buf()] {
+        find_named(&root, &["pwned", "pwned2", "pwned3", "x"], &mut created);
+    }
+    assert!(created.is_empty(), "an injected command ran: {created:?}");
+}
+
+fn find_named(dir: &Path, names: &[&str], found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if names.iter().any(|n| entry.file_name() == *n) {
+            found.push(path.clone());
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            find_named(&path, names, found);
+        }
+    }
+}
