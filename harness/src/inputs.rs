@@ -151,7 +151,10 @@ fn from_npy(name: &str, ty: TensorElementType, declared: &[i64], requested: Opti
     let bytes = std::fs::read(path).with_context(|| format!("cannot read --input file {} for input {name:?}", path.display()))?;
     let npy = npyz::NpyFile::new(bytes.as_slice())
         .with_context(|| format!("{} is not a valid .npy file (input {name:?})", path.display()))?;
-    let found = npy.header().dtype().descr();
+    let found = match npy.header().dtype() {
+        npyz::DType::Plain(type_str) => type_str.to_string(),
+        other => other.descr(),
+    };
     let expected = npy_descr(ty).with_context(|| format!("input {name:?} has element type {ty:?}, which .npy input does not support"))?;
     if found != expected {
         bail!(

@@ -79,3 +79,30 @@ pub fn harness(model: &Path, out: &Path, extra: &[&str]) -> Output {
     run(&mut command)
 }
 pub mod devices;
+
+/// ONNX Runtime 1.20.1 (x86_64), older than the harness accepts: downloaded once with pip by
+/// package name (sha256-pinned) into `<cache>/test-runtimes/`, for the version-check test.
+pub fn old_ort_lib() -> PathBuf {
+    const WHEEL: &str = "onnxruntime-1.20.1-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl";
+    const SHA256: &str = "5eec64c0269dcdb8d9a9a53dc4d64f87b9e0c19801d9321246a53b7eb5a7d1bc";
+    let dir = cache_dir().join("test-runtimes/ort-1.20.1-linux-x86_64");
+    let lib = dir.join("libonnxruntime.so.1.20.1");
+    if lib.is_file() {
+        return lib;
+    }
+    std::fs::create_dir_all(&dir).expect("create test runtime dir");
+    let download = run(Command::new("python3")
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--platform", "manylinux_2_27_x86_64"])
+        .args(["--python-version", "3.11", "--implementation", "cp", "--dest"])
+        .arg(&dir)
+        .arg("onnxruntime==1.20.1"));
+    assert!(download.status.success(), "pip download onnxruntime==1.20.1: {}", describe(&download));
+    let wheel = dir.join(WHEEL);
+    let script = "import hashlib, sys, zipfile\n\
+        data = open(sys.argv[1], 'rb').read()\n\
+        assert hashlib.sha256(data).hexdigest() == sys.argv[2], 'sha256 mismatch'\n\
+        open(sys.argv[3], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('onnxruntime/capi/libonnxruntime.so.1.20.1'))";
+    let unpack = run(Command::new("python3").args(["-c", script]).arg(&wheel).arg(SHA256).arg(&lib));
+    assert!(unpack.status.success(), "unpack {}: {}", wheel.display(), describe(&unpack));
+    lib
+}
