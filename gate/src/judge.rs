@@ -477,8 +477,13 @@ fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&
     let mut out = Vec::new();
     if let Some(s) = latency {
         if let Some(d) = s.drift.as_ref().filter(|d| d.is_notable()) {
+            let cause = if d.change_pct > 0.0 {
+                "slower towards the end: thermal throttling or background load"
+            } else {
+                "faster towards the end: too little warm-up, or background load that stopped"
+            };
             out.push(format!(
-                "latency drifted {:+.1}% within the run (first third median {}, last third {}): thermal throttling or background load",
+                "latency drifted {:+.1}% within the run (first third median {}, last third {}), {cause}",
                 d.change_pct,
                 fmt_ms(d.first_third_median_ns),
                 fmt_ms(d.last_third_median_ns)

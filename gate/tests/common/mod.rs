@@ -91,7 +91,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
             }
         })
         .collect();
-    per_ep.sort_by(|a, b| b.flops.cmp(&a.flops));
+    per_ep.sort_by_key(|e| std::cmp::Reverse(e.flops));
     let share = |ep: &str| per_ep.iter().find(|e| e.ep == ep).cloned();
     let preferred_share = share(preferred);
     let mut partitions: Vec<Partition> = Vec::new();
