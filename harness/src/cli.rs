@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+use crate::qnn::QnnArgs;
+
 /// Run an ONNX model N times on the chosen execution provider and write `result.json`.
 #[derive(Debug, Parser)]
 #[command(name = "npugate-harness", version, about, long_about = None)]
@@ -78,6 +80,20 @@ pub struct Args {
     /// Name of the runtime (library set), recorded in the result.
     #[arg(long, value_name = "NAME")]
     pub runtime_name: Option<String>,
+
+    /// Refuse CPU fallback: sets `session.disable_cpu_ep_fallback=1`, so a node the EP does not
+    /// take (or a backend that did not start) fails session creation instead of running on CPU.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// EP context cache directory: the first run compiles the graph and writes a context model
+    /// there (timed as cold creation), every run then times loading it (warm creation).
+    #[arg(long, value_name = "DIR")]
+    pub context_cache: Option<PathBuf>,
+
+    /// QNN execution provider options.
+    #[command(flatten)]
+    pub qnn: QnnArgs,
 }
 
 /// Execution providers the harness can attach.

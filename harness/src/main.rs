@@ -14,18 +14,23 @@ use npugate_result::{
     RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
 };
 use ort::environment::Environment;
+use ort::memory::DeviceType;
 
+mod backend;
 mod cli;
+mod context_cache;
 mod fingerprint;
 mod inputs;
 mod measure;
 mod ort_env;
+mod qnn;
 mod session;
 
-use cli::Args;
+use cli::{Args, EpKind};
 use inputs::PreparedInput;
 use measure::BoundSession;
-use session::SessionPlan;
+use qnn::QnnBackend;
+use session::{Attach, SessionPlan};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -40,12 +45,18 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<()> {
     let model_bytes = check_model_file(&args.model)?;
+    check_ep_flags(args)?;
+    let ep_options = match args.ep {
+        EpKind::Cpu => args.ep_options.clone(),
+        EpKind::Qnn => args.qnn.provider_options(&args.ep_options)?,
+    };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
     let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
+    let log = out.join(files::ORT_LOG);
     let mut timings = Timings::default();
 
     let start = Instant::now();
-    let env = ort_env::create_environment(&args.ort_lib, &out.join(files::ORT_LOG))?;
+    let env = ort_env::create_environment(&args.ort_lib, &log)?;
     timings.ort_init_ns = elapsed_ns(start);
     let ort_version = ort_env::ort_version(&args.ort_lib)?;
 
@@ -53,21 +64,45 @@ fn run(args: &Args) -> Result<()> {
     let attach = session::register_ep(&env, args.ep, args.ep_library.as_deref())?;
     timings.ep_register_ns = elapsed_ns(start);
 
+    let mut session_config = args.session_config.clone();
+    if args.strict {
+        session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
+    }
+    let preferred_device = (args.ep == EpKind::Qnn).then(|| backend_hardware(&args.qnn.backend()));
     let plan = SessionPlan {
         model: args.model.clone(),
+        source_model: args.model.clone(),
         ep: args.ep,
         attach,
-        ep_options: args.ep_options.clone(),
-        session_config: args.session_config.clone(),
+        preferred_device,
+        ep_options,
+        profiling_ep_options: args.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
+        session_config,
         optimization: args.optimization,
         intra_threads: args.intra_threads,
     };
+    let ep_device = match attach {
+        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, args.ep.ort_name(), preferred_device)?)),
+        Attach::Cpu | Attach::Builtin => None,
+    };
+    let (model_sha256, _) = sha256_file(&args.model).with_context(|| format!("cannot hash {}", args.model.display()))?;
+    let plan = match &args.context_cache {
+        Some(dir) => with_context_cache(args, &env, plan, dir, &model_sha256, &ort_version, &mut timings)?,
+        None => plan,
+    };
+
+    let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let timed = plan.create(&env, "timed", None)?;
+    let timed = plan.create(&env, "timed", None).map_err(|e| explain_with_backend(e, args, &log, log_start))?;
     timings.session_create_ns = elapsed_ns(start);
+    if args.context_cache.is_some() {
+        timings.context_warm_create_ns = Some(timings.session_create_ns);
+    }
+    let assignment = session::assignment(&timed);
+    let backend = (args.ep == EpKind::Qnn)
+        .then(|| backend::assess(&backend::log_since(&log, log_start), &assignment, args.ep.ort_name(), adsp_problem().as_deref()));
 
     let prepared = inputs::prepare(timed.inputs(), &args.shapes, &args.input_files, args.seed)?;
-    let (model_sha256, _) = sha256_file(&args.model).with_context(|| format!("cannot hash {}", args.model.display()))?;
     let model = ModelInfo {
         path: args.model.display().to_string(),
         sha256: model_sha256,
@@ -75,7 +110,6 @@ fn run(args: &Args) -> Result<()> {
         inputs: timed.inputs().iter().map(inputs::signature).collect(),
         outputs: timed.outputs().iter().map(inputs::signature).collect(),
     };
-    let assignment = session::assignment(&timed);
     let bound = BoundSession::new(timed, &prepared)?;
     let (measurement, measured) = bound.measure(args.warmup, args.runs);
     drop(bound);
@@ -107,10 +141,13 @@ fn run(args: &Args) -> Result<()> {
             requested_ep: args.ep.cli_name().into(),
             preferred_ep: args.ep.ort_name().into(),
             attach: attach.name().into(),
-            ep_options: args.ep_options.iter().cloned().collect(),
-            session_config: args.session_config.iter().cloned().collect(),
+            ep_options: plan.ep_options.iter().cloned().collect(),
+            session_config: plan.session_config.iter().cloned().collect(),
             optimization_level: args.optimization.cli_name().into(),
             intra_op_threads: args.intra_threads,
+            profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
+            ep_device,
+            context_model: args.context_cache.as_ref().map(|_| plan.model.display().to_string()),
         },
         settings: RunSettings {
             warmup: args.warmup,
@@ -123,14 +160,19 @@ fn run(args: &Args) -> Result<()> {
         histogram: histogram(&timings.latencies_ns),
         timings,
         assignment,
-        backend: None,
+        backend,
         artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
         fingerprint: fingerprint::collect(),
         warnings: Vec::new(),
     };
 
-    // Everything after the timed loop may fail without losing what was measured.
+    // Everything after the timed loop may fail without losing what was measured. A dead backend
+    // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured.and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
+    let finished = match &result.backend {
+        Some(health) if !health.started => Err(anyhow!(backend::failure_message(health, &result.assignment, args.ep.ort_name()))),
+        _ => finished,
+    };
     if let Err(error) = &finished {
         result.status = RunStatus::Incomplete;
         result.error = Some(format!("{error:#}"));
@@ -148,13 +190,21 @@ fn finish(
     out: &Path,
     result: &mut RunResult,
 ) -> Result<()> {
-    result.runtime.libraries = library_identities(args)?;
+    result.runtime.libraries = library_identities(args, &plan.ep_options)?;
     if args.profile_runs > 0 {
+        let qnn_csv = out.join(files::QNN_PROFILE);
+        // QNN appends to its CSV: start from an empty file so only this pass is in it.
+        if qnn_csv.exists() {
+            std::fs::remove_file(&qnn_csv).with_context(|| format!("cannot remove the old {}", qnn_csv.display()))?;
+        }
         let start = Instant::now();
         let session = plan.create(env, "profiled", Some(&out.join("profile")))?;
         profile(session, prepared, args.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         result.artifacts.profile = Some(files::PROFILE.into());
+        if !plan.profiling_ep_options.is_empty() && qnn_csv.is_file() {
+            result.artifacts.qnn_profile = Some(files::QNN_PROFILE.into());
+        }
     }
     if !args.no_reference_pass {
         let start = Instant::now();
@@ -190,17 +240,22 @@ fn check_model_file(model: &Path) -> Result<u64> {
     Ok(meta.len())
 }
 
-/// sha256 of every library loaded on purpose: ORT, the EP plugin, the QNN backend.
-fn library_identities(args: &Args) -> Result<Vec<LibraryIdentity>> {
+/// sha256 of every library loaded on purpose: ORT, the EP plugin, the QNN backend (and Saver).
+fn library_identities(args: &Args, ep_options: &[(String, String)]) -> Result<Vec<LibraryIdentity>> {
     let mut libraries: Vec<(&str, PathBuf)> = vec![("ort", args.ort_lib.clone())];
     if let Some(plugin) = &args.ep_library {
         libraries.push(("ep_plugin", plugin.clone()));
     }
-    if let Some((_, backend)) = args.ep_options.iter().find(|(k, _)| k == "backend_path") {
-        let path = PathBuf::from(backend);
-        let resolved = match (&args.ep_library, path.is_absolute()) {
-            (Some(plugin), false) => plugin.with_file_name(&path),
-            _ => path,
+    for (key, value) in ep_options {
+        let file = match key.as_str() {
+            "backend_path" | "qnn_saver_path" => PathBuf::from(value),
+            "backend_type" => PathBuf::from(qnn_backend_file(value)),
+            _ => continue,
+        };
+        // Relative names are what the QNN EP resolves next to itself (the plugin's directory).
+        let resolved = match (&args.ep_library, file.is_absolute()) {
+            (Some(plugin), false) => plugin.with_file_name(&file),
+            _ => file,
         };
         if resolved.is_file() {
             libraries.push(("qnn_backend", resolved));
@@ -213,6 +268,100 @@ fn library_identities(args: &Args) -> Result<Vec<LibraryIdentity>> {
             Ok(LibraryIdentity { role: role.into(), path: path.display().to_string(), sha256, bytes })
         })
         .collect()
+}
+
+/// The library a QNN `backend_type` loads (`htp` → `libQnnHtp.so`).
+fn qnn_backend_file(backend_type: &str) -> String {
+    let mut name = backend_type.to_string();
+    if let Some(first) = name.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    format!("libQnn{name}.so")
+}
+
+/// The hardware a QNN backend runs on, to pick the plugin device when several are offered.
+fn backend_hardware(backend: &QnnBackend) -> DeviceType {
+    let name = match backend {
+        QnnBackend::Type(t) => t.to_string(),
+        QnnBackend::Path(p) => p.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default(),
+    };
+    if name.contains("htp") || name.contains("dsp") {
+        DeviceType::NPU
+    } else if name.contains("gpu") {
+        DeviceType::GPU
+    } else {
+        DeviceType::CPU
+    }
+}
+
+/// Rejects flags that do not apply to the chosen EP or contradict each other (one line, the fix).
+fn check_ep_flags(args: &Args) -> Result<()> {
+    if args.ep == EpKind::Cpu {
+        if let Some(flag) = args.qnn.given_flags().first() {
+            bail!("{flag} applies to --ep qnn only; drop it or pass --ep qnn");
+        }
+        for (flag, given) in [("--strict", args.strict), ("--context-cache", args.context_cache.is_some())] {
+            if given {
+                bail!("{flag} applies to --ep qnn only (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn");
+            }
+        }
+    }
+    if args.qnn.profiling() && args.profile_runs == 0 {
+        bail!("--qnn-profiling runs in the profiled pass only, but --profile-runs is 0; pass --profile-runs 1 or more");
+    }
+    Ok(())
+}
+
+/// Compiles the graph into the context cache unless it is there (timed as cold creation) and
+/// returns the plan whose timed and profiled sessions load the cached context model.
+fn with_context_cache(
+    args: &Args,
+    env: &Environment,
+    plan: SessionPlan,
+    dir: &Path,
+    model_sha256: &str,
+    ort_version: &str,
+    timings: &mut Timings,
+) -> Result<SessionPlan> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create --context-cache directory {}", dir.display()))?;
+    let context_model = context_cache::context_model_path(dir, &args.model, model_sha256, &plan.ep_options, ort_version);
+    if !context_model.is_file() {
+        let log = args.out.join(files::ORT_LOG);
+        let log_start = backend::log_position(&log);
+        let start = Instant::now();
+        let compiling = plan.with_session_config(&context_cache::write_config(&context_model));
+        let session = compiling.create(env, "compile", None).map_err(|e| {
+            let e = e.context(
+                "--context-cache: cold session creation (compile, then write the context binary) failed; only the QNN HTP \
+                 and GPU backends make context binaries",
+            );
+            explain_with_backend(e, args, &log, log_start)
+        })?;
+        drop(session);
+        timings.context_cold_create_ns = Some(elapsed_ns(start));
+        context_cache::check_written(&context_model).map_err(|e| explain_with_backend(e, args, &log, log_start))?;
+    }
+    Ok(SessionPlan { model: context_model, ..plan })
+}
+
+/// Puts "QNN backend did not start: <reason>" in front of an error when the log written since
+/// `log_start` shows a dead QNN backend (e.g. `--strict` refusing the all-CPU session).
+fn explain_with_backend(error: anyhow::Error, args: &Args, log: &Path, log_start: u64) -> anyhow::Error {
+    if args.ep != EpKind::Qnn {
+        return error;
+    }
+    match backend::failure_in_log(&backend::log_since(log, log_start), adsp_problem().as_deref()) {
+        Some(reason) => error.context(format!("QNN backend did not start: {reason}")),
+        None => error,
+    }
+}
+
+/// On Android, what is wrong with `ADSP_LIBRARY_PATH` (if anything); elsewhere nothing.
+fn adsp_problem() -> Option<String> {
+    if !cfg!(target_os = "android") {
+        return None;
+    }
+    std::env::var("ADSP_LIBRARY_PATH").ok().and_then(|value| backend::adsp_library_path_problem(&value))
 }
 
 /// HdrHistogram summary (3 significant figures) of the timed runs.

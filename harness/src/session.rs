@@ -6,8 +6,10 @@ use std::ptr;
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
+use ort::device::Device;
 use ort::environment::Environment;
 use ort::ep::ArbitrarilyConfigurableExecutionProvider;
+use ort::memory::DeviceType;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use ort::AsPointer;
@@ -42,14 +44,20 @@ impl Attach {
 /// Everything needed to create identically configured sessions (timed, profiled).
 #[derive(Debug, Clone)]
 pub struct SessionPlan {
-    /// The model file.
+    /// The model the timed and profiled sessions load (an EP context model with `--context-cache`).
     pub model: PathBuf,
+    /// The model as given; the reference pass always runs it (the CPU EP cannot run EPContext nodes).
+    pub source_model: PathBuf,
     /// Requested EP.
     pub ep: EpKind,
     /// How the EP is attached.
     pub attach: Attach,
-    /// EP options (without prefix).
+    /// The hardware a plugin EP device should sit on, when there is a choice (NPU for HTP).
+    pub preferred_device: Option<DeviceType>,
+    /// EP options (without prefix) of every EP session.
     pub ep_options: Vec<(String, String)>,
+    /// EP options added to the profiled session only (QNN profiling).
+    pub profiling_ep_options: Vec<(String, String)>,
     /// Session configuration entries.
     pub session_config: Vec<(String, String)>,
     /// Graph optimization level.
@@ -76,15 +84,25 @@ pub fn register_ep(env: &Environment, ep: EpKind, library: Option<&Path>) -> Res
 }
 
 impl SessionPlan {
-    /// Creates a session from this plan; `profile_prefix` turns ORT profiling on. `log_id` tags the
-    /// session's log lines (`timed`, `profiled`) so log readers can tell the sessions apart.
+    /// Creates a session from this plan; `profile_prefix` turns ORT profiling on and adds the
+    /// profiling EP options. `log_id` tags the session's log lines (`timed`, `profiled`, `compile`)
+    /// so log readers can tell the sessions apart.
     pub fn create(&self, env: &Environment, log_id: &str, profile_prefix: Option<&Path>) -> Result<Session> {
         let mut builder = self.builder(env, log_id, self.optimization)?;
+        let mut options = self.ep_options.clone();
         if let Some(prefix) = profile_prefix {
             builder = builder.with_profiling(prefix).map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
+            options.extend(self.profiling_ep_options.iter().cloned());
         }
-        builder = self.attach_ep(env, builder)?;
+        builder = self.attach_ep(env, builder, &options)?;
         commit(builder, &self.model)
+    }
+
+    /// The same plan with extra session configuration entries (e.g. `ep.context_enable`).
+    pub fn with_session_config(&self, extra: &[(String, String)]) -> SessionPlan {
+        let mut plan = self.clone();
+        plan.session_config.extend(extra.iter().cloned());
+        plan
     }
 
     /// Creates the reference session (log id `reference`): CPU EP only, graph optimizations off,
@@ -95,7 +113,7 @@ impl SessionPlan {
             .with_profiling(profile_prefix)
             .map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
         let builder = with_cpu_device(env, builder)?;
-        commit(builder, &self.model)
+        commit(builder, &self.source_model)
     }
 
     fn builder(&self, env: &Environment, log_id: &str, optimization: OptimizationLevel) -> Result<SessionBuilder> {
@@ -117,12 +135,12 @@ impl SessionPlan {
         Ok(builder)
     }
 
-    fn attach_ep(&self, env: &Environment, builder: SessionBuilder) -> Result<SessionBuilder> {
+    fn attach_ep(&self, env: &Environment, builder: SessionBuilder, options: &[(String, String)]) -> Result<SessionBuilder> {
         match self.attach {
             Attach::Cpu => with_cpu_device(env, builder),
             Attach::Builtin => {
                 let mut qnn = ort::ep::QNN::default();
-                for (key, value) in &self.ep_options {
+                for (key, value) in options {
                     qnn = qnn.with_arbitrary_config(key, value);
                 }
                 // Without error_on_failure a failed registration is silent and the model runs on CPU.
@@ -132,21 +150,40 @@ impl SessionPlan {
             }
             Attach::Plugin => {
                 let name = self.ep.ort_name();
-                let devices: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|ep| ep == name)).collect();
-                if devices.is_empty() {
-                    bail!(
-                        "the {name} plugin registered no device on this machine; on a host without a Snapdragon \
-                         set ORT_QNN_ENABLE_CPU_BACKEND=1 and pass --ep-option backend_type=... or backend_path=..."
-                    );
-                }
-                let options: Vec<(String, String)> =
-                    self.ep_options.iter().map(|(k, v)| (format!("{name}.{k}"), v.clone())).collect();
+                let device = plugin_device(env, name, self.preferred_device)?;
+                let prefixed: Vec<(String, String)> = options.iter().map(|(k, v)| (format!("{name}.{k}"), v.clone())).collect();
                 builder
-                    .with_devices(devices, Some(&options))
-                    .map_err(|e| anyhow!("cannot attach the {name} plugin devices: {e}"))
+                    .with_devices([device], Some(&prefixed))
+                    .map_err(|e| anyhow!("cannot attach the {name} plugin device: {e}"))
             }
         }
     }
+}
+
+/// Chooses the one device of a plugin EP to append: the one on `preferred` hardware when the EP
+/// offers several (NPU for HTP, GPU for the GPU backend), else its first. ORT on Android (and on
+/// hosts with `ORT_QNN_ENABLE_CPU_BACKEND=1`) discovers only a CPU hardware device, so the QNN
+/// device sits on it and the backend comes from `backend_type`/`backend_path`, never from the device.
+pub fn plugin_device<'e>(env: &'e Environment, name: &str, preferred: Option<DeviceType>) -> Result<Device<'e>> {
+    let devices: Vec<Device<'e>> = env.devices().filter(|d| d.ep().is_ok_and(|ep| ep == name)).collect();
+    let index = devices.iter().position(|d| Some(d.hardware_device().ty()) == preferred).unwrap_or(0);
+    devices.into_iter().nth(index).ok_or_else(|| {
+        anyhow!(
+            "the {name} plugin registered no device on this machine; on a host without a Snapdragon set \
+             ORT_QNN_ENABLE_CPU_BACKEND=1 (the QNN EP then offers a CPU-type device) and choose the backend with --qnn-backend"
+        )
+    })
+}
+
+/// `QNNExecutionProvider on NPU (Qualcomm)`: what a plugin device is, for the result.
+pub fn describe_device(device: &Device<'_>) -> String {
+    let hardware = device.hardware_device();
+    format!(
+        "{} on {:?} ({})",
+        device.ep().unwrap_or("?"),
+        hardware.ty(),
+        hardware.vendor().unwrap_or("unknown vendor")
+    )
 }
 
 /// Appends the CPU EP device explicitly. Once a plugin EP is registered, ORT's default device

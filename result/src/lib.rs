@@ -161,6 +161,15 @@ pub struct ExecutionConfig {
     pub optimization_level: String,
     /// Intra-op threads (0 = ORT default).
     pub intra_op_threads: usize,
+    /// EP options added to the profiled pass only (QNN profiling), never to the timed session.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiled_pass_ep_options: BTreeMap<String, String>,
+    /// The EP device a plugin EP was appended on, e.g. `QNNExecutionProvider on CPU (ARM)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ep_device: Option<String>,
+    /// The EP context model (`…_ctx.onnx`) the timed session loaded, when `--context-cache` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_model: Option<String>,
 }
 
 /// Run counts and input generation settings.
@@ -212,6 +221,14 @@ pub struct Timings {
     pub profiled_pass_ns: u64,
     /// Wall time of the reference pass, 0 when skipped.
     pub reference_pass_ns: u64,
+    /// Cold session creation with an EP context cache: compiling the graph and writing the
+    /// context binary (`None` without `--context-cache` or when the cache already existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_cold_create_ns: Option<u64>,
+    /// Warm session creation from the EP context binary (`None` without `--context-cache`); the
+    /// timed session is this one, so it equals `session_create_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_warm_create_ns: Option<u64>,
 }
 
 /// HdrHistogram summary of the timed runs.

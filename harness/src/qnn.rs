@@ -1,0 +1,256 @@
+//! QNN execution provider options under the names Snapdragon teams know, turned into the
+//! provider-option list both attach paths (built-in and plugin) pass to ONNX Runtime.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::builder::BoolishValueParser;
+use clap::{Args, ValueEnum};
+
+/// Provider option keys that have their own flag; `--ep-option` must not set them a second way.
+const DEDICATED_KEYS: &[(&str, &str)] = &[
+    ("backend_type", "--qnn-backend"),
+    ("backend_path", "--qnn-backend"),
+    ("htp_performance_mode", "--htp-performance-mode"),
+    ("profiling_level", "--qnn-profiling"),
+    ("profiling_file_path", "--qnn-profiling (the CSV always goes to the result directory)"),
+    ("htp_graph_finalization_optimization_mode", "--htp-graph-finalization-optimization-mode"),
+    ("vtcm_mb", "--vtcm-mb"),
+    ("soc_model", "--soc-model"),
+    ("htp_arch", "--htp-arch"),
+    ("enable_htp_fp16_precision", "--enable-htp-fp16-precision"),
+    ("offload_graph_io_quantization", "--offload-graph-io-quantization"),
+];
+
+/// QNN options (apply to `--ep qnn` only). Unset options keep the defaults documented per flag.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "QNN execution provider")]
+pub struct QnnArgs {
+    /// QNN backend: `htp` (Hexagon NPU), `gpu` (Adreno), `cpu`, `saver` (records QNN API calls,
+    /// needs no hardware) or the path of a backend library (`libQnnHtp.so`…) [default: htp].
+    #[arg(long, value_name = "htp|gpu|cpu|saver|PATH", value_parser = parse_backend)]
+    pub qnn_backend: Option<QnnBackend>,
+
+    /// HTP performance mode [default: burst].
+    #[arg(long, value_enum)]
+    pub htp_performance_mode: Option<HtpPerformanceMode>,
+
+    /// QNN's own per-op profiling, written to `qnn_profile.csv` by the profiled pass only (never
+    /// by the timed session: detailed profiling adds per-op overhead) [default: off].
+    #[arg(long, value_enum)]
+    pub qnn_profiling: Option<QnnProfiling>,
+
+    /// HTP graph finalization optimization mode (0 = QNN default, 3 = longest prepare, best graph).
+    #[arg(long, value_name = "0-3", value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub htp_graph_finalization_optimization_mode: Option<u8>,
+
+    /// VTCM size in MB to request (0 = backend default).
+    #[arg(long, value_name = "MB")]
+    pub vtcm_mb: Option<u32>,
+
+    /// QNN SoC model id (e.g. 57 = SM8650); used for offline preparation, ignored on a real target.
+    #[arg(long, value_name = "ID")]
+    pub soc_model: Option<u32>,
+
+    /// Hexagon architecture (68, 69, 73, 75, 79, 81; 0 = none); ignored on a real target.
+    #[arg(long, value_name = "ARCH", value_parser = ["0", "68", "69", "73", "75", "79", "81"])]
+    pub htp_arch: Option<String>,
+
+    /// Run float graphs in fp16 on HTP. Always passed explicitly because its default differs
+    /// between builds (in-tree QNN EP: on, plugin 2.x: off) [default: 1].
+    #[arg(long, value_name = "0|1", value_parser = BoolishValueParser::new())]
+    pub enable_htp_fp16_precision: Option<bool>,
+
+    /// Run graph-input quantization / output dequantization on QNN instead of the CPU EP
+    /// [default: the EP's, 1 since ORT 1.21; forced to 0 by ORT under --strict].
+    #[arg(long, value_name = "0|1", value_parser = BoolishValueParser::new())]
+    pub offload_graph_io_quantization: Option<bool>,
+}
+
+/// Where the QNN backend library comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QnnBackend {
+    /// A backend by type (`backend_type`), loaded from the EP's own directory.
+    Type(&'static str),
+    /// A backend library by path (`backend_path`).
+    Path(PathBuf),
+}
+
+/// The backend types the QNN EP knows (`backend_type`).
+const BACKEND_TYPES: &[&str] = &["htp", "gpu", "cpu", "saver"];
+
+fn parse_backend(text: &str) -> Result<QnnBackend, String> {
+    if let Some(known) = BACKEND_TYPES.iter().find(|t| **t == text) {
+        return Ok(QnnBackend::Type(known));
+    }
+    if text.contains('/') || text.ends_with(".so") || text.ends_with(".dll") {
+        return Ok(QnnBackend::Path(PathBuf::from(text)));
+    }
+    Err(format!("expected htp, gpu, cpu, saver or the path of a QNN backend library (libQnnHtp.so), got {text:?}"))
+}
+
+/// HTP performance modes (`htp_performance_mode`), spelled as the QNN EP spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HtpPerformanceMode {
+    /// Highest clocks, RPC polling on (the usual benchmark setting).
+    #[value(name = "burst")]
+    Burst,
+    /// Balanced performance and power.
+    #[value(name = "balanced")]
+    Balanced,
+    /// The backend's default voting.
+    #[value(name = "default")]
+    Default,
+    /// High performance without burst.
+    #[value(name = "high_performance")]
+    HighPerformance,
+    /// Power saver, high end.
+    #[value(name = "high_power_saver")]
+    HighPowerSaver,
+    /// Balanced, low end.
+    #[value(name = "low_balanced")]
+    LowBalanced,
+    /// Power saver, low end.
+    #[value(name = "low_power_saver")]
+    LowPowerSaver,
+    /// Power saver.
+    #[value(name = "power_saver")]
+    PowerSaver,
+    /// Lowest clocks.
+    #[value(name = "extreme_power_saver")]
+    ExtremePowerSaver,
+    /// High performance that holds under thermal limits.
+    #[value(name = "sustained_high_performance")]
+    SustainedHighPerformance,
+}
+
+/// QNN profiling levels (`profiling_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QnnProfiling {
+    /// No QNN profiling.
+    Off,
+    /// Per-execute totals.
+    Basic,
+    /// Per-op timings (adds per-op overhead).
+    Detailed,
+    /// Per-op trace for QNN's viewer tools (QAIRT ≥ 2.39).
+    Optrace,
+}
+
+/// The clap spelling of a value-enum variant (which is also the QNN EP's spelling).
+fn spelling<T: ValueEnum>(value: T) -> String {
+    value.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+}
+
+impl QnnArgs {
+    /// The flags that were given, by name (to reject them with `--ep cpu`).
+    pub fn given_flags(&self) -> Vec<&'static str> {
+        [
+            (self.qnn_backend.is_some(), "--qnn-backend"),
+            (self.htp_performance_mode.is_some(), "--htp-performance-mode"),
+            (self.qnn_profiling.is_some(), "--qnn-profiling"),
+            (self.htp_graph_finalization_optimization_mode.is_some(), "--htp-graph-finalization-optimization-mode"),
+            (self.vtcm_mb.is_some(), "--vtcm-mb"),
+            (self.soc_model.is_some(), "--soc-model"),
+            (self.htp_arch.is_some(), "--htp-arch"),
+            (self.enable_htp_fp16_precision.is_some(), "--enable-htp-fp16-precision"),
+            (self.offload_graph_io_quantization.is_some(), "--offload-graph-io-quantization"),
+        ]
+        .into_iter()
+        .filter_map(|(given, name)| given.then_some(name))
+        .collect()
+    }
+
+    /// The backend, defaulting to HTP.
+    pub fn backend(&self) -> QnnBackend {
+        self.qnn_backend.clone().unwrap_or(QnnBackend::Type("htp"))
+    }
+
+    /// True when QNN profiling was requested.
+    pub fn profiling(&self) -> bool {
+        self.qnn_profiling.is_some_and(|p| p != QnnProfiling::Off)
+    }
+
+    /// Provider options of the timed session: the dedicated flags (with their defaults) followed
+    /// by the user's `--ep-option`s, which must not repeat a dedicated key.
+    pub fn provider_options(&self, extra: &[(String, String)]) -> Result<Vec<(String, String)>> {
+        for (key, _) in extra {
+            if let Some((_, flag)) = DEDICATED_KEYS.iter().find(|(k, _)| k == key) {
+                bail!("--ep-option {key}=… sets a QNN option that has its own flag: use {flag}");
+            }
+        }
+        let bool_text = |b: bool| if b { "1" } else { "0" }.to_string();
+        let mut options = vec![match self.backend() {
+            QnnBackend::Type(t) => ("backend_type".to_string(), t.to_string()),
+            QnnBackend::Path(p) => ("backend_path".to_string(), p.display().to_string()),
+        }];
+        let mode = self.htp_performance_mode.unwrap_or(HtpPerformanceMode::Burst);
+        options.push(("htp_performance_mode".into(), spelling(mode)));
+        options.push(("enable_htp_fp16_precision".into(), bool_text(self.enable_htp_fp16_precision.unwrap_or(true))));
+        let optional = [
+            ("htp_graph_finalization_optimization_mode", self.htp_graph_finalization_optimization_mode.map(|v| v.to_string())),
+            ("vtcm_mb", self.vtcm_mb.map(|v| v.to_string())),
+            ("soc_model", self.soc_model.map(|v| v.to_string())),
+            ("htp_arch", self.htp_arch.clone()),
+            ("offload_graph_io_quantization", self.offload_graph_io_quantization.map(bool_text)),
+        ];
+        options.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v))));
+        options.extend(extra.iter().cloned());
+        Ok(options)
+    }
+
+    /// Options added to the profiled pass only: QNN profiling into `csv`.
+    pub fn profiling_options(&self, csv: &Path) -> Vec<(String, String)> {
+        match self.qnn_profiling {
+            Some(level) if level != QnnProfiling::Off => vec![
+                ("profiling_level".into(), spelling(level)),
+                ("profiling_file_path".into(), csv.display().to_string()),
+            ],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &QnnArgs) -> Vec<(String, String)> {
+        args.provider_options(&[]).unwrap()
+    }
+
+    #[test]
+    fn defaults_are_htp_burst_fp16_explicit() {
+        let o = options(&QnnArgs::default());
+        assert_eq!(o[0], ("backend_type".into(), "htp".into()));
+        assert!(o.contains(&("htp_performance_mode".into(), "burst".into())));
+        assert!(o.contains(&("enable_htp_fp16_precision".into(), "1".into())));
+        assert_eq!(o.len(), 3, "{o:?}");
+    }
+
+    #[test]
+    fn backend_path_and_all_performance_modes_spell_like_qnn() {
+        assert_eq!(parse_backend("/data/local/tmp/libQnnHtp.so").unwrap(), QnnBackend::Path("/data/local/tmp/libQnnHtp.so".into()));
+        assert_eq!(parse_backend("saver").unwrap(), QnnBackend::Type("saver"));
+        assert!(parse_backend("npu").unwrap_err().contains("htp, gpu, cpu, saver"));
+        let modes: Vec<String> = HtpPerformanceMode::value_variants().iter().map(|m| spelling(*m)).collect();
+        assert_eq!(modes.len(), 10);
+        assert!(modes.contains(&"sustained_high_performance".to_string()));
+    }
+
+    #[test]
+    fn dedicated_keys_cannot_come_through_ep_option() {
+        let err = QnnArgs::default().provider_options(&[("backend_path".into(), "x.so".into())]).unwrap_err();
+        assert!(err.to_string().contains("use --qnn-backend"), "{err}");
+        let o = QnnArgs::default().provider_options(&[("skip_backend_op_validation".into(), "1".into())]).unwrap();
+        assert_eq!(o.last().unwrap().0, "skip_backend_op_validation");
+    }
+
+    #[test]
+    fn profiling_options_only_when_on() {
+        let csv = Path::new("/out/qnn_profile.csv");
+        assert!(QnnArgs::default().profiling_options(csv).is_empty());
+        let args = QnnArgs { qnn_profiling: Some(QnnProfiling::Optrace), ..QnnArgs::default() };
+        assert_eq!(args.profiling_options(csv)[0], ("profiling_level".into(), "optrace".into()));
+    }
+}
