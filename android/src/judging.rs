@@ -55,7 +55,10 @@ pub fn judge_dir(dir: &Path, options: &GateOptions) -> Result<Verdict> {
     );
     if let Err(error) = &placement {
         verdict.errors.push(format!("placement could not be computed: {error}"));
-        verdict.outcome = gate::Outcome::Error;
+        // A rule that already failed keeps the verdict at `fail` (exit 1); otherwise it is unjudged.
+        if verdict.outcome == gate::Outcome::Pass {
+            verdict.outcome = gate::Outcome::Error;
+        }
     }
     let json = serde_json::to_vec_pretty(&verdict)?;
     std::fs::write(dir.join(files::VERDICT), json).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;

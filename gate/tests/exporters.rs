@@ -66,7 +66,7 @@ fn github_annotations_one_error_per_failing_rule() {
 fn xmllint() -> Option<PathBuf> {
     let found = Command::new("xmllint").arg("--version").output().is_ok();
     if !found {
-        panic!("xmllint is not installed: run scripts/setup-gate-tools (Debian package libxml2-utils)");
+        panic!("xmllint is not installed: run scripts/setup (Debian package libxml2-utils)");
     }
     Some(PathBuf::from("xmllint"))
 }
@@ -139,7 +139,7 @@ fn chromium() -> Option<&'static str> {
 /// Renders HTML to a PNG in headless Chromium; the PNG is kept under the test target dir to look at.
 fn screenshot(html: &str, name: &str) -> Option<Vec<u8>> {
     let Some(browser) = chromium() else {
-        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; the HTML report was NOT rendered. Run scripts/setup-gate-tools. !!!!!!!!\n");
+        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; the HTML report was NOT rendered. Run scripts/setup. !!!!!!!!\n");
         return None;
     };
     let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gate-html");

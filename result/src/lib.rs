@@ -380,7 +380,7 @@ pub mod digest {
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         /// File path.
         path: String,
@@ -388,7 +388,7 @@ pub enum ReadError {
         source: std::io::Error,
     },
     /// The file is not valid JSON for this schema.
-    #[error("{path} is not a valid npugate result: {source}")]
+    #[error("{path} is not a valid npugate result")]
     Json {
         /// File path.
         path: String,
@@ -410,7 +410,8 @@ pub enum ReadError {
 impl RunResult {
     /// Reads and validates `result.json` from a result directory or a direct file path.
     pub fn read(path: &Path) -> Result<RunResult, ReadError> {
-        let file = if path.is_dir() { path.join(files::RESULT) } else { path.to_path_buf() };
+        let names_a_file = path.extension().is_some_and(|e| e == "json") && !path.is_dir();
+        let file = if names_a_file { path.to_path_buf() } else { path.join(files::RESULT) };
         let shown = file.display().to_string();
         let text = std::fs::read_to_string(&file).map_err(|source| ReadError::Io { path: shown.clone(), source })?;
         let probe: serde_json::Value =
