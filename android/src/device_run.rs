@@ -285,7 +285,7 @@ fn pull_result(adb: &Adb, serial: &str, remote_dir: &str, result_dir: &Path) -> 
 
 /// The harness for a target triple: next to this `npugate` for the host's own target, else in
 /// the cargo layout `<target dir>/<triple>/release/`.
-fn harness_for(target: &str) -> anyhow::Result<PathBuf> {
+pub fn harness_for(target: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     let host = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);

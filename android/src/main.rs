@@ -55,6 +55,9 @@ enum Command {
     /// Save a result directory as a baseline for later comparisons.
     #[command(subcommand)]
     Baseline(cmd::baseline::BaselineCommand),
+    /// Predict without a device which nodes the QNN EP would claim on HTP (aarch64 harness under qemu,
+    /// QNN plugin, Saver backend); exit 0 all claimed, 1 some node falls back, 2 could not judge.
+    Preflight(cmd::preflight::PreflightArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Devices(a) => cmd::devices::run(a),
         Command::Gate(a) => cmd::gate::run(a),
         Command::Baseline(c) => cmd::baseline::run(c),
+        Command::Preflight(a) => cmd::preflight::run(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

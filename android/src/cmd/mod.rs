@@ -4,5 +4,6 @@ pub mod baseline;
 pub mod devices;
 pub mod gate;
 pub mod model;
+pub mod preflight;
 pub mod run;
 pub mod runtime;
