@@ -3,12 +3,10 @@
 //! whose sha256 the device already reports (`sha256sum` on the device) is not pushed again.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::adb::quote::{command_line, quote};
 use crate::adb::{Adb, AdbError};
@@ -31,7 +29,8 @@ pub struct DeployFile {
 impl DeployFile {
     /// Describes `local` for deployment as `remote`, hashing it.
     pub fn hashed(local: &Path, remote: String, executable: bool) -> anyhow::Result<DeployFile> {
-        let (sha256, bytes) = sha256_file(local)?;
+        let (sha256, bytes) = npugate_result::digest::sha256_file(local)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", local.display()))?;
         Ok(DeployFile { local: local.to_path_buf(), remote, sha256, bytes, executable })
     }
 }
@@ -105,7 +104,12 @@ pub fn deploy(
             report.files_skipped += 1;
             report.bytes_skipped += file.bytes;
         }
-        report.files.push(DeployedFile { remote: file.remote.clone(), sha256: file.sha256.clone(), bytes: file.bytes, pushed });
+        report.files.push(DeployedFile {
+            remote: file.remote.clone(),
+            sha256: file.sha256.clone(),
+            bytes: file.bytes,
+            pushed,
+        });
     }
     report.seconds = start.elapsed().as_secs_f64();
     Ok(report)
@@ -134,10 +138,8 @@ fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) 
 /// Creates the named symlinks to the blobs (and makes executables executable), in one shell call.
 fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile]) -> Result<(), AdbError> {
     let mut steps = Vec::new();
-    let dirs: BTreeSet<String> = files
-        .iter()
-        .filter_map(|f| f.remote.rsplit_once('/').map(|(dir, _)| format!("{work_dir}/{dir}")))
-        .collect();
+    let dirs: BTreeSet<String> =
+        files.iter().filter_map(|f| f.remote.rsplit_once('/').map(|(dir, _)| format!("{work_dir}/{dir}"))).collect();
     if !dirs.is_empty() {
         steps.push(format!("mkdir -p {}", command_line(&dirs)));
     }
@@ -152,22 +154,4 @@ fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile]) -> Result
     }
     adb.shell_ok(serial, &steps.join(" && "), Duration::from_secs(60), "link deployed files")?;
     Ok(())
-}
-
-/// sha256 (lowercase hex) and size of a host file.
-pub fn sha256_file(path: &Path) -> anyhow::Result<(String, u64)> {
-    let mut file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut bytes = 0u64;
-    loop {
-        let n = file.read(&mut buffer).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-        bytes += n as u64;
-    }
-    let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((hex, bytes))
 }

@@ -126,7 +126,8 @@ pub fn run_on_device(
     }
 
     progress.step("deploy");
-    let deploy = deploy::deploy(adb, serial, plan.work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))?;
+    let deploy =
+        deploy::deploy(adb, serial, plan.work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))?;
 
     let before = device_state::read(adb, serial)?;
     progress.step("run");
@@ -174,7 +175,10 @@ pub fn run_on_device(
 fn files_for(plan: &RunPlan, device: &DeviceInfo, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
     let serial = &device.serial;
     let target = device.target.as_deref().ok_or_else(|| {
-        anyhow::anyhow!("device {serial}: unknown ABI {:?}; no harness target for it", device.abi.as_deref().unwrap_or("?"))
+        anyhow::anyhow!(
+            "device {serial}: unknown ABI {:?}; no harness target for it",
+            device.abi.as_deref().unwrap_or("?")
+        )
     })?;
     anyhow::ensure!(
         plan.runtime.target == target,
@@ -310,5 +314,124 @@ fn unique_suffix() -> String {
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
-    std::fs::write(path, serde_json::to_vec_pretty(value)?).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    std::fs::write(path, serde_json::to_vec_pretty(value)?)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::manifest::{EpLibrary, RuntimeFile};
+
+    fn runtime(dir: &Path) -> RuntimeManifest {
+        let file = |name: &str, role: &str, arch: Option<&str>| RuntimeFile {
+            name: name.into(),
+            sha256: format!("{:0>64}", name.len()),
+            bytes: 1,
+            role: role.into(),
+            hexagon_arch: arch.map(str::to_string),
+        };
+        RuntimeManifest {
+            schema: "npugate.runtime/1".into(),
+            name: "qnn-test".into(),
+            target: "aarch64-linux-android".into(),
+            ort_version: "1.31.1".into(),
+            ort_library: "libonnxruntime.so".into(),
+            ep: Some(EpLibrary {
+                name: "QNNExecutionProvider".into(),
+                attach: "plugin".into(),
+                library: Some("libqnn_ep.so".into()),
+            }),
+            sources: vec![],
+            files: vec![
+                file("libonnxruntime.so", "ort", None),
+                file("libQnnHtp.so", "qnn_backend", None),
+                file("libQnnHtpV73Stub.so", "qnn_stub", Some("v73")),
+                file("libQnnHtpV75Stub.so", "qnn_stub", Some("v75")),
+                file("libQnnHtpV73Skel.so", "qnn_skel", Some("v73")),
+                file("libQnnHtpV75Skel.so", "qnn_skel", Some("v75")),
+            ],
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn plan<'a>(runtime: &'a RuntimeManifest, model: &'a Path, harness: &'a Path, work: &'a str) -> RunPlan<'a> {
+        static MODEL_ONLY: fn(&TargetPaths) -> Vec<String> = |paths| vec!["--model".into(), paths.model.clone()];
+        RunPlan {
+            runtime,
+            model,
+            inputs: &[],
+            harness: Some(harness),
+            work_dir: work,
+            harness_args: &MODEL_ONLY,
+            cooldown: None,
+            run_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn only_the_devices_hexagon_arch_stub_and_skel_are_deployed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, harness) = (dir.path().join("m.onnx"), dir.path().join("h"));
+        std::fs::write(&model, "model").unwrap();
+        std::fs::write(&harness, "harness").unwrap();
+        let runtime = runtime(dir.path());
+        let plan = plan(&runtime, &model, &harness, "/data/local/tmp/npugate");
+        let device = DeviceInfo {
+            serial: "R5CX".into(),
+            target: Some("aarch64-linux-android".into()),
+            hexagon_arch: Some("v75".into()),
+            ..Default::default()
+        };
+        let mut warnings = Vec::new();
+        let files = files_for(&plan, &device, &mut warnings).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.remote.as_str()).collect();
+        assert!(
+            names.contains(&"runtimes/qnn-test/libQnnHtpV75Skel.so")
+                && names.contains(&"runtimes/qnn-test/libQnnHtpV75Stub.so")
+        );
+        assert!(!names.iter().any(|n| n.contains("V73")), "{names:?}");
+        assert_eq!(names.len(), 6, "{names:?}");
+        assert!(warnings.is_empty());
+
+        let unknown = DeviceInfo { hexagon_arch: None, ..device.clone() };
+        let files = files_for(&plan, &unknown, &mut warnings).unwrap();
+        assert!(!files.iter().any(|f| f.remote.contains("Skel")));
+        assert!(warnings[0].contains("v73, v75"), "{warnings:?}");
+
+        let linux = DeviceInfo { target: Some("x86_64-unknown-linux-gnu".into()), ..device };
+        let err = files_for(&plan, &linux, &mut warnings).unwrap_err().to_string();
+        assert!(err.contains("R5CX") && err.contains("qnn-test"), "{err}");
+    }
+
+    #[test]
+    fn the_harness_gets_the_npu_environment_and_hostile_names_stay_one_argument() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join("bin")).unwrap();
+        let fake = work.join("bin/npugate-harness");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nprintf '%s\\n' \"$LD_LIBRARY_PATH\" \"$ADSP_LIBRARY_PATH\" \"$#\" \"$@\" > seen\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let model = dir.path().join("a b;rm -rf $(x).onnx");
+        let runtime = runtime(dir.path());
+        let work = work.to_str().unwrap();
+        let plan = plan(&runtime, &model, &fake, work);
+        let layout = Layout::new(&plan, "run-1");
+        let status =
+            std::process::Command::new("/bin/sh").arg("-c").arg(harness_command(&plan, &layout)).status().unwrap();
+        assert!(status.success());
+        let seen = std::fs::read_to_string(Path::new(&layout.paths.out).join("seen")).unwrap();
+        let lines: Vec<&str> = seen.lines().collect();
+        let runtime_dir = format!("{work}/runtimes/qnn-test");
+        assert_eq!(lines[0], runtime_dir);
+        assert_eq!(
+            lines[1],
+            format!("{runtime_dir};/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/lib/rfsa/adsp;/dsp")
+        );
+        assert_eq!(lines[2..], ["2", "--model", &format!("{work}/models/a b;rm -rf $(x).onnx")]);
+    }
 }

@@ -193,10 +193,16 @@ fn parse_state(text: &str) -> DeviceState {
             Some("cpu") => {
                 let (Some(cpu), Some(cur), Some(max)) = (words.next(), words.next(), words.next()) else { continue };
                 let governor = words.collect::<Vec<_>>().join(" ");
-                state.cpus.push(CpuClock { cpu: cpu.into(), cur_khz: cur.parse().ok(), max_khz: max.parse().ok(), governor });
+                state.cpus.push(CpuClock {
+                    cpu: cpu.into(),
+                    cur_khz: cur.parse().ok(),
+                    max_khz: max.parse().ok(),
+                    governor,
+                });
             }
             Some("battery") => {
-                state.battery_c = words.next().and_then(|t| t.parse::<f64>().ok()).map(|t| t / 10.0).filter(|c| plausible(*c));
+                state.battery_c =
+                    words.next().and_then(|t| t.parse::<f64>().ok()).map(|t| t / 10.0).filter(|c| plausible(*c));
             }
             _ => {}
         }
@@ -206,7 +212,11 @@ fn parse_state(text: &str) -> DeviceState {
 
 /// Thermal zones report millidegrees; a few drivers report whole degrees.
 fn sysfs_celsius(raw: f64) -> f64 {
-    if raw.abs() >= 1000.0 { raw / 1000.0 } else { raw }
+    if raw.abs() >= 1000.0 {
+        raw / 1000.0
+    } else {
+        raw
+    }
 }
 
 /// Readings outside −40…150 °C are sensor placeholders, not temperatures.

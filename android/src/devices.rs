@@ -48,7 +48,11 @@ impl DeviceOptions {
             match online.as_slice() {
                 [one] => vec![one.to_string()],
                 [] => anyhow::bail!("no device online (adb devices lists none in state `device`)"),
-                many => anyhow::bail!("{} devices online ({}); choose with --device SERIAL or --device all", many.len(), many.join(", ")),
+                many => anyhow::bail!(
+                    "{} devices online ({}); choose with --device SERIAL or --device all",
+                    many.len(),
+                    many.join(", ")
+                ),
             }
         };
         let mut chosen: Vec<String> = Vec::new();

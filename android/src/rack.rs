@@ -31,6 +31,9 @@ pub struct DeviceOutcome {
     pub infrastructure_error: Option<String>,
     /// Attempts made (1 + retries used).
     pub attempts: u32,
+    /// The transport errors that were retried, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried_errors: Vec<String>,
     /// Wall time for this device, seconds.
     pub seconds: f64,
 }
@@ -60,7 +63,8 @@ pub fn run_rack(
     let start = Instant::now();
     let multi = MultiProgress::with_draw_target(draw_target());
     let overall = multi.add(ProgressBar::new(serials.len() as u64));
-    overall.set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
+    overall
+        .set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
     let width = serials.iter().map(String::len).max().unwrap_or(0);
     let devices = std::thread::scope(|scope| {
         let handles: Vec<_> = serials
@@ -91,6 +95,7 @@ fn run_with_retries(
 ) -> DeviceOutcome {
     let start = Instant::now();
     let mut attempts = 0;
+    let mut retried_errors = Vec::new();
     loop {
         attempts += 1;
         let result = attempt(serial, line);
@@ -103,11 +108,13 @@ fn run_with_retries(
                     result_dir: Some(dir),
                     infrastructure_error: None,
                     attempts,
+                    retried_errors,
                     seconds,
                 }
             }
             Err(error) if is_transient(&error) && attempts <= retries => {
                 line.step(&format!("retry {attempts}/{retries} after: {error:#}"));
+                retried_errors.push(format!("{error:#}"));
                 std::thread::sleep(Duration::from_secs(1));
             }
             Err(error) => {
@@ -117,6 +124,7 @@ fn run_with_retries(
                     result_dir: None,
                     infrastructure_error: Some(format!("{error:#}")),
                     attempts,
+                    retried_errors,
                     seconds,
                 }
             }
@@ -209,6 +217,7 @@ mod tests {
         });
         assert_eq!(report.devices[0].attempts, 2);
         assert_eq!(report.devices[0].exit_code, 0);
+        assert!(report.devices[0].retried_errors[0].contains("device flaky"), "{:?}", report.devices[0]);
         assert_eq!(report.devices[1].attempts, 1);
         assert_eq!(report.exit_code, 1);
     }

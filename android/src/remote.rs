@@ -113,10 +113,8 @@ fn result_dir_names(serials: &[String]) -> Vec<String> {
     serials
         .iter()
         .map(|serial| {
-            let mut base: String = serial
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
-                .collect();
+            let mut base: String =
+                serial.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
             if base.is_empty() || base.chars().all(|c| c == '.') {
                 base = format!("device{base}");
             }

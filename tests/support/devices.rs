@@ -22,8 +22,14 @@ impl Rig {
     pub fn up(ports: &[u16]) -> Rig {
         let state = tempfile::Builder::new().prefix("npugate-rig-").tempdir().expect("temp dir");
         let rig = Rig { state };
-        let output = crate::run(Command::new(rig_script()).arg("up").arg(rig.state.path()).args(ports.iter().map(u16::to_string)));
-        assert!(output.status.success(), "adb-rig up failed (see scripts/adb-rig install):\n{}", crate::describe(&output));
+        let output = crate::run(
+            Command::new(rig_script()).arg("up").arg(rig.state.path()).args(ports.iter().map(u16::to_string)),
+        );
+        assert!(
+            output.status.success(),
+            "adb-rig up failed (see scripts/adb-rig install):\n{}",
+            crate::describe(&output)
+        );
         rig
     }
 

@@ -18,7 +18,8 @@ fn npugate(rig: &Rig, args: &[&str]) -> Output {
 /// `npugate run` on devices with the x86_64 runtime; `extra` picks devices and options. Timing
 /// noise of a shared CI machine is not under test here, so the CV rule is relaxed.
 fn run_on_devices(rig: &Rig, model: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["run", "--model", model.to_str().unwrap(), "--runtime", RUNTIME, "--out", out.to_str().unwrap()];
+    let mut args =
+        vec!["run", "--model", model.to_str().unwrap(), "--runtime", RUNTIME, "--out", out.to_str().unwrap()];
     args.extend_from_slice(&["--rule", "cv_pct=100000"]);
     args.extend_from_slice(extra);
     npugate(rig, &args)
@@ -53,7 +54,8 @@ fn devices_lists_rig_devices_as_linux_boards_and_honours_the_adb_server() {
     assert!(listed.status.success(), "{}", describe(&listed));
     let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(list["schema"], "npugate.devices/1");
-    let serials: Vec<&str> = list["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap()).collect();
+    let serials: Vec<&str> =
+        list["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap()).collect();
     assert_eq!(serials, [Rig::serial(6101), Rig::serial(6102)]);
     for device in list["devices"].as_array().unwrap() {
         assert_eq!((device["state"].as_str(), device["os"].as_str()), (Some("device"), Some("linux")));
@@ -75,7 +77,11 @@ fn devices_lists_rig_devices_as_linux_boards_and_honours_the_adb_server() {
 
     let unknown = npugate(&rig, &["devices", "--device", "no-such-serial"]);
     assert_eq!(unknown.status.code(), Some(2), "{}", describe(&unknown));
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("device no-such-serial not found"), "{}", describe(&unknown));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("device no-such-serial not found"),
+        "{}",
+        describe(&unknown)
+    );
 }
 
 #[test]
@@ -92,7 +98,11 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     assert!(record["deploy"]["bytes_pushed"].as_u64().unwrap() > 1_000_000, "{record}");
     assert_eq!(record["harness"]["exit_code"], 0);
     let command = record["harness"]["command"].as_str().unwrap();
-    assert!(command.contains(&format!("ADSP_LIBRARY_PATH='/data/local/tmp/npugate/runtimes/{RUNTIME};/vendor/lib/rfsa/adsp;")), "{command}");
+    assert!(
+        command
+            .contains(&format!("ADSP_LIBRARY_PATH='/data/local/tmp/npugate/runtimes/{RUNTIME};/vendor/lib/rfsa/adsp;")),
+        "{command}"
+    );
     let on_device = rig.device_data(6101).join("local/tmp/npugate");
     assert!(on_device.join("models/smallcnn.onnx").exists(), "model not deployed under the default work dir");
     assert!(std::fs::read_dir(on_device.join("results")).unwrap().next().is_none(), "device result dir not cleaned up");
@@ -104,9 +114,17 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     let second = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("second"), &strict);
     assert_eq!(second.status.code(), Some(1), "{}", describe(&second));
     let record = json(&result_dir(&out.path().join("second"), 6101).join("device_run.json"));
-    assert_eq!((record["deploy"]["bytes_pushed"].as_u64(), record["deploy"]["files_skipped"].as_u64()), (Some(0), Some(3)), "{record}");
+    assert_eq!(
+        (record["deploy"]["bytes_pushed"].as_u64(), record["deploy"]["files_skipped"].as_u64()),
+        (Some(0), Some(3)),
+        "{record}"
+    );
     let summary = json(&out.path().join("second/rack.json"));
-    assert_eq!((summary["devices"][0]["attempts"].as_u64(), summary["exit_code"].as_u64()), (Some(1), Some(1)), "{summary}");
+    assert_eq!(
+        (summary["devices"][0]["attempts"].as_u64(), summary["exit_code"].as_u64()),
+        (Some(1), Some(1)),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -137,7 +155,12 @@ fn a_device_dying_mid_run_is_an_infrastructure_failure_and_the_others_complete()
             seen
         });
         // Enough timed runs that the harness is still running when its adbd is killed.
-        let rack = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", "all", "--runs", "4000", "--retries", "1"]);
+        let rack = run_on_devices(
+            &rig,
+            &model("smallcnn.onnx"),
+            out.path(),
+            &["--device", "all", "--runs", "4000", "--retries", "1"],
+        );
         assert!(killer.join().unwrap(), "the harness never started on device {victim}");
         rack
     });
@@ -148,6 +171,7 @@ fn a_device_dying_mid_run_is_an_infrastructure_failure_and_the_others_complete()
     assert_eq!(dead["exit_code"], 2, "{dead}");
     assert!(dead["infrastructure_error"].as_str().unwrap().contains("127.0.0.1:6102"), "{dead}");
     assert_eq!(dead["attempts"], 2, "a transport failure is retried once with --retries 1: {dead}");
+    assert!(dead["retried_errors"][0].as_str().unwrap().contains("not reachable"), "{dead}");
     for port in [6101, 6103] {
         assert_complete_result(&result_dir(out.path(), port));
     }
@@ -160,7 +184,9 @@ fn hostile_model_names_run_as_plain_file_names() {
     let rig = Rig::up(&[6101]);
     let models = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    for (index, name) in ["a b;rm -rf $(x).onnx", "c';touch pwned;$(touch pwned2)`touch pwned3`\".onnx"].iter().enumerate() {
+    for (index, name) in
+        ["a b;rm -rf $(x).onnx", "c';touch pwned;$(touch pwned2)`touch pwned3`\".onnx"].iter().enumerate()
+    {
         let hostile = models.path().join(name);
         std::fs::copy(model("smallcnn.onnx"), &hostile).unwrap();
         let dest = out.path().join(index.to_string());

@@ -207,9 +207,8 @@ impl Adb {
             command.arg("-L").arg(socket);
         }
         command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command
-            .spawn()
-            .map_err(|source| AdbError::Spawn { binary: self.binary.display().to_string(), source })?;
+        let mut child =
+            command.spawn().map_err(|source| AdbError::Spawn { binary: self.binary.display().to_string(), source })?;
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
         let status = match child.wait_timeout(timeout) {
@@ -271,13 +270,7 @@ fn parse_devices(text: &str) -> Vec<DeviceEntry> {
 
 /// The first non-empty line of what a process printed, for one-line error messages.
 fn one_line(stderr: &str, stdout: &str) -> String {
-    stderr
-        .lines()
-        .chain(stdout.lines())
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("(no output)")
-        .to_string()
+    stderr.lines().chain(stdout.lines()).map(str::trim).find(|l| !l.is_empty()).unwrap_or("(no output)").to_string()
 }
 
 #[cfg(test)]
