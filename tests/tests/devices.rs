@@ -15,14 +15,18 @@ fn npugate(rig: &Rig, args: &[&str]) -> Output {
     run(rig.command(bin("npugate")).args(args))
 }
 
-/// `npugate run` on devices with the x86_64 runtime; `extra` picks devices and options. Timing
+/// Arguments of `npugate run` with the x86_64 runtime; `extra` picks devices and options. Timing
 /// noise of a shared CI machine is not under test here, so the CV rule is relaxed.
+fn run_args(model: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["run", "--runtime", RUNTIME, "--rule", "cv_pct=100000"].map(String::from).to_vec();
+    args.extend(["--model".into(), model.display().to_string(), "--out".into(), out.display().to_string()]);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// `npugate run` inside the rig (see [`run_args`]).
 fn run_on_devices(rig: &Rig, model: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut args =
-        vec!["run", "--model", model.to_str().unwrap(), "--runtime", RUNTIME, "--out", out.to_str().unwrap()];
-    args.extend_from_slice(&["--rule", "cv_pct=100000"]);
-    args.extend_from_slice(extra);
-    npugate(rig, &args)
+    run(rig.command(bin("npugate")).args(run_args(model, out, extra)))
 }
 
 fn json(path: &Path) -> Value {
@@ -89,10 +93,15 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     let rig = Rig::up(&[6101]);
     let out = tempfile::tempdir().unwrap();
     let serial = Rig::serial(6101);
-    let first = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("first"), &["--device", &serial]);
+    // The device comes from ANDROID_SERIAL; the rig has no thermal sensors, which the cooldown records.
+    let first = run(rig
+        .command(bin("npugate"))
+        .args(run_args(&model("smallcnn.onnx"), &out.path().join("first"), &["--cooldown-until", "40C"]))
+        .env("ANDROID_SERIAL", &serial));
     assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
     let dir = result_dir(&out.path().join("first"), 6101);
     assert_complete_result(&dir);
+    assert_eq!(json(&dir.join("device_state.json"))["cooldown"]["outcome"], "no_sensor");
     let record = json(&dir.join("device_run.json"));
     assert_eq!(record["deploy"]["files_pushed"], 3, "{record}");
     assert!(record["deploy"]["bytes_pushed"].as_u64().unwrap() > 1_000_000, "{record}");
