@@ -352,12 +352,12 @@ fn witness_placement<'a>(
 
 /// Warns when no kernel of the first run consumes a tensor shaped like a graph input.
 fn check_profile_model(profile: &Profile, io: &GraphIo, warnings: &mut Vec<String>) {
-    let Some(first_run) = profile.executions.first() else { return };
+    let first_run = profile.run(0);
     if io.inputs.is_empty() || first_run.is_empty() {
         return;
     }
     let consumes_input = first_run.iter().any(|e| {
-        profile.nodes[e.node].input_shapes.iter().any(|s| io.inputs.iter().any(|i| dims_match(i, &s.dims)))
+        profile.node_of(e).input_shapes.iter().any(|s| io.inputs.iter().any(|i| dims_match(i, &s.dims)))
     });
     if !consumes_input {
         warnings.push(
@@ -381,9 +381,8 @@ fn total_time_per_run(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -
 /// Summed kernel time per run of the kernels `keep` selects.
 fn per_run_time(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -> Vec<f64> {
     profile
-        .executions
-        .iter()
-        .map(|run| run.iter().filter(|e| keep(&profile.nodes[e.node])).map(|e| e.dur_us as f64).sum())
+        .run_executions()
+        .map(|run| run.iter().filter(|e| keep(profile.node_of(e))).map(|e| f64::from(e.dur_us)).sum())
         .collect()
 }
 
@@ -424,7 +423,7 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
 fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, total_flops: u64) -> Vec<FallbackNode> {
     let reference_order: Vec<&ProfiledNode> = inputs
         .reference
-        .and_then(|r| r.executions.first().map(|run| run.iter().map(|e| &r.nodes[e.node]).collect()))
+        .map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect())
         .unwrap_or_default();
     let mut list: Vec<FallbackNode> = nodes
         .iter()
@@ -484,7 +483,7 @@ fn boundaries(profile: &Profile) -> Boundaries {
     let switches = |run: &[crate::profile::Execution]| -> Vec<Transition> {
         run.windows(2)
             .filter_map(|pair| {
-                let (a, b) = (&profile.nodes[pair[0].node], &profile.nodes[pair[1].node]);
+                let (a, b) = (profile.node_of(&pair[0]), profile.node_of(&pair[1]));
                 (a.provider != b.provider).then(|| Transition {
                     from_ep: a.provider.clone(),
                     to_ep: b.provider.clone(),
@@ -495,8 +494,8 @@ fn boundaries(profile: &Profile) -> Boundaries {
             .collect()
     };
     Boundaries {
-        per_run: profile.executions.iter().map(|run| switches(run).len()).collect(),
-        transitions: profile.executions.first().map(|run| switches(run)).unwrap_or_default(),
+        per_run: profile.run_executions().map(|run| switches(run).len()).collect(),
+        transitions: switches(profile.run(0)),
     }
 }
 

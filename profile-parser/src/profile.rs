@@ -4,17 +4,21 @@
 //! strings (ORT) or numbers; `node_index` or the pre-1.14 `graph_index`; pre-1.20 `_fence_before` /
 //! `_fence_after` events (skipped); events in any order.
 //!
-//! Memory: events are deserialized one at a time through a [`SeqAccess`] visitor; per kernel
-//! execution only a 16-byte record (node id, start, duration) is kept, and node metadata once per
-//! distinct node. ORT records at most 1,000,000 events, so the working set is bounded (≤ 16 MB of
-//! records) whatever the size of the event text.
+//! Memory: events arrive one at a time from [`crate::event_stream`]; per kernel execution only a
+//! 16-byte record (node id, start, duration) is kept, and node metadata (shapes) once per distinct
+//! node. ORT records at most 1,000,000 events, so the working set is bounded (≤ ~40 MB with the
+//! per-run lists) however large the event text is.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::event_stream::{for_each_event, StreamError};
 
 /// ORT's default cap on recorded profile events (`Profiler::global_max_num_events_`).
 pub const ORT_MAX_EVENTS: usize = 1_000_000;
@@ -72,15 +76,15 @@ pub struct ProfiledNode {
     pub output_shapes: Vec<TensorShape>,
 }
 
-/// One kernel execution inside a run.
+/// One kernel execution inside a run (16 bytes: one is kept per kernel event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Execution {
     /// Index into [`Profile::nodes`].
-    pub node: usize,
+    pub node: u32,
+    /// Duration (µs), saturated at ~71 minutes.
+    pub dur_us: u32,
     /// Start (µs from profiling start).
     pub ts_us: u64,
-    /// Duration (µs).
-    pub dur_us: u64,
 }
 
 /// A parsed profile: runs, the nodes seen, and each run's kernel executions in execution order.
@@ -90,8 +94,10 @@ pub struct Profile {
     pub runs: Vec<RunWindow>,
     /// Every distinct node, in order of first appearance in the file.
     pub nodes: Vec<ProfiledNode>,
-    /// Per run (same order as `runs`), the kernel executions sorted by start time.
-    pub executions: Vec<Vec<Execution>>,
+    /// Kernel executions inside runs, sorted by start time.
+    executions: Vec<Execution>,
+    /// Per run (same order as `runs`), its slice of `executions`.
+    run_ranges: Vec<std::ops::Range<usize>>,
     /// Total events in the file.
     pub event_count: usize,
     /// Named, non-fatal observations (skipped events, the event cap, events outside runs).
@@ -104,20 +110,31 @@ impl Profile {
         self.nodes.iter().position(|n| n.name == name)
     }
 
+    /// One run's kernel executions in execution order (empty for an unknown run).
+    pub fn run(&self, run: usize) -> &[Execution] {
+        self.run_ranges.get(run).map_or(&[], |range| &self.executions[range.clone()])
+    }
+
+    /// Every run's kernel executions, in run order.
+    pub fn run_executions(&self) -> impl Iterator<Item = &[Execution]> {
+        self.run_ranges.iter().map(|range| &self.executions[range.clone()])
+    }
+
+    /// The node an execution ran.
+    pub fn node_of(&self, execution: &Execution) -> &ProfiledNode {
+        &self.nodes[execution.node as usize]
+    }
+
     /// A node's summed kernel time in each run (µs), in run order; 0 where it did not run.
     pub fn node_time_per_run(&self, node: usize) -> Vec<f64> {
-        self.executions
-            .iter()
-            .map(|run| run.iter().filter(|e| e.node == node).map(|e| e.dur_us as f64).sum())
+        self.run_executions()
+            .map(|run| run.iter().filter(|e| e.node as usize == node).map(|e| f64::from(e.dur_us)).sum())
             .collect()
     }
 
     /// The providers of one run's kernels in execution order.
     pub fn provider_sequence(&self, run: usize) -> Vec<&str> {
-        self.executions
-            .get(run)
-            .map(|execs| execs.iter().map(|e| self.nodes[e.node].provider.as_str()).collect())
-            .unwrap_or_default()
+        self.run(run).iter().map(|e| self.node_of(e).provider.as_str()).collect()
     }
 }
 
@@ -133,40 +150,44 @@ pub enum ProfileError {
         column: usize,
     },
     /// The JSON is malformed or not an ORT profile.
-    #[error("is not an ORT profile: {0}")]
-    Json(serde_json::Error),
+    #[error("is not an ORT profile: {message} at line {line}, column {column}")]
+    Malformed {
+        /// Line of the problem.
+        line: usize,
+        /// Column of the problem.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// Reading failed.
     #[error("cannot be read: {0}")]
     Io(std::io::Error),
 }
 
-impl From<serde_json::Error> for ProfileError {
-    fn from(err: serde_json::Error) -> Self {
-        if err.is_eof() {
-            ProfileError::Truncated { line: err.line(), column: err.column() }
-        } else if err.is_io() {
-            ProfileError::Io(std::io::Error::other(err))
-        } else {
-            ProfileError::Json(err)
+impl From<StreamError> for ProfileError {
+    fn from(err: StreamError) -> Self {
+        match err {
+            StreamError::Truncated(at) => ProfileError::Truncated { line: at.line, column: at.column },
+            StreamError::Malformed(at, message) => ProfileError::Malformed { line: at.line, column: at.column, message },
+            StreamError::Io(e) => ProfileError::Io(e),
         }
     }
 }
 
-/// Parses a profile from a reader, streaming (wrap files in a `BufReader`).
+/// Parses a profile from a reader (a file, a slice), streaming: memory does not grow with the text.
 pub fn parse_profile<R: Read>(reader: R) -> Result<Profile, ProfileError> {
-    let mut de = serde_json::Deserializer::from_reader(reader);
     let mut builder = ProfileBuilder::default();
-    de.deserialize_any(TopLevel { builder: &mut builder })?;
-    de.end()?;
-    Ok(builder.finish())
-}
-
-/// Parses a profile held in memory.
-pub fn parse_profile_slice(bytes: &[u8]) -> Result<Profile, ProfileError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let mut builder = ProfileBuilder::default();
-    de.deserialize_any(TopLevel { builder: &mut builder })?;
-    de.end()?;
+    for_each_event(reader, |bytes: &[u8]| {
+        let mut events = serde_json::Deserializer::from_slice(bytes).into_iter::<RawEvent<'_>>();
+        match events.next() {
+            Some(Ok(event)) => {
+                builder.add(event);
+                Ok(events.byte_offset())
+            }
+            Some(Err(err)) => Err(err),
+            None => Ok(bytes.len()),
+        }
+    })?;
     Ok(builder.finish())
 }
 
@@ -220,26 +241,34 @@ impl<'de> Deserialize<'de> for TensorShape {
     }
 }
 
-/// The `args` of an event; unknown keys (memory stats, thread stats) are skipped unparsed.
+/// The `args` of an event; unknown keys (memory stats, thread stats) are skipped unparsed, shapes
+/// are kept raw and parsed only for a node's first event.
 #[derive(Debug, Default, Deserialize)]
-struct RawArgs {
-    provider: Option<String>,
-    op_name: Option<String>,
+struct RawArgs<'a> {
+    #[serde(borrow)]
+    provider: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    op_name: Option<Cow<'a, str>>,
     node_index: Option<LooseU64>,
     graph_index: Option<LooseU64>,
-    input_type_shape: Option<Vec<TensorShape>>,
-    output_type_shape: Option<Vec<TensorShape>>,
+    #[serde(borrow)]
+    input_type_shape: Option<&'a RawValue>,
+    #[serde(borrow)]
+    output_type_shape: Option<&'a RawValue>,
 }
 
 /// One trace event with every field optional, so a missing field is a counted warning, not an abort.
+/// `args` (the bulk of the text) is kept raw and parsed only for a node's first event.
 #[derive(Debug, Deserialize)]
-struct RawEvent {
-    cat: Option<String>,
-    name: Option<String>,
+struct RawEvent<'a> {
+    #[serde(borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
     ts: Option<LooseU64>,
     dur: Option<LooseU64>,
-    #[serde(default)]
-    args: Option<RawArgs>,
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
 }
 
 /// Accumulates events; turns them into a [`Profile`] once all are seen (events may be unsorted).
@@ -248,24 +277,18 @@ struct ProfileBuilder {
     runs: Vec<RunWindow>,
     nodes: Vec<ProfiledNode>,
     node_ids: HashMap<String, usize>,
-    records: Vec<Record>,
+    records: Vec<Execution>,
     event_count: usize,
     fence_events: usize,
     incomplete_events: usize,
     first_incomplete: Option<usize>,
     no_provider_events: usize,
-}
-
-/// The compact per-execution record kept while streaming.
-#[derive(Clone, Copy)]
-struct Record {
-    node: u32,
-    dur_us: u32,
-    ts_us: u64,
+    unreadable_shapes: usize,
+    unreadable_args: usize,
 }
 
 impl ProfileBuilder {
-    fn add(&mut self, event: RawEvent) {
+    fn add(&mut self, event: RawEvent<'_>) {
         let index = self.event_count;
         self.event_count += 1;
         let (Some(cat), Some(name), Some(LooseU64(Some(ts))), Some(LooseU64(Some(dur)))) =
@@ -275,41 +298,59 @@ impl ProfileBuilder {
             self.first_incomplete.get_or_insert(index);
             return;
         };
-        match cat.as_str() {
+        match cat.as_ref() {
             "Session" if name == "model_run" => self.runs.push(RunWindow { ts_us: ts, dur_us: dur }),
-            "Node" => self.add_node_event(name, ts, dur, event.args.unwrap_or_default()),
+            "Node" => self.add_node_event(&name, ts, dur, event.args),
             _ => {}
         }
     }
 
-    fn add_node_event(&mut self, name: String, ts: u64, dur: u64, args: RawArgs) {
+    fn shapes(&mut self, raw: Option<&RawValue>) -> Vec<TensorShape> {
+        raw.map_or_else(Vec::new, |raw| {
+            serde_json::from_str(raw.get()).unwrap_or_else(|_| {
+                self.unreadable_shapes += 1;
+                Vec::new()
+            })
+        })
+    }
+
+    fn add_node_event(&mut self, name: &str, ts: u64, dur: u64, raw_args: Option<&RawValue>) {
         if name.ends_with("_fence_before") || name.ends_with("_fence_after") {
             self.fence_events += 1;
             return;
         }
-        let node = match self.node_ids.get(&name) {
+        let node = match self.node_ids.get(name) {
             Some(&id) => id,
             None => {
-                let provider = args.provider.unwrap_or_else(|| {
-                    self.no_provider_events += 1;
-                    "<unknown>".to_string()
+                let args: RawArgs<'_> = raw_args.map_or_else(RawArgs::default, |raw| {
+                    serde_json::from_str(raw.get()).unwrap_or_else(|_| {
+                        self.unreadable_args += 1;
+                        RawArgs::default()
+                    })
                 });
-                let short = name.strip_suffix(KERNEL_TIME_SUFFIX).unwrap_or(&name).to_string();
+                let provider = args.provider.map_or_else(
+                    || {
+                        self.no_provider_events += 1;
+                        "<unknown>".to_string()
+                    },
+                    Cow::into_owned,
+                );
                 let id = self.nodes.len();
-                self.nodes.push(ProfiledNode {
-                    op_type: args.op_name.unwrap_or_default(),
+                let node = ProfiledNode {
+                    name: name.strip_suffix(KERNEL_TIME_SUFFIX).unwrap_or(name).to_string(),
+                    op_type: args.op_name.map(Cow::into_owned).unwrap_or_default(),
                     provider,
                     node_index: args.node_index.or(args.graph_index).and_then(|n| n.0),
-                    input_shapes: args.input_type_shape.unwrap_or_default(),
-                    output_shapes: args.output_type_shape.unwrap_or_default(),
-                    name: short,
-                });
-                self.node_ids.insert(name, id);
+                    input_shapes: self.shapes(args.input_type_shape),
+                    output_shapes: self.shapes(args.output_type_shape),
+                };
+                self.nodes.push(node);
+                self.node_ids.insert(name.to_string(), id);
                 id
             }
         };
         // Node ids are < 2^32 (ORT caps events at 1e6) and one kernel never runs for 71 minutes.
-        self.records.push(Record {
+        self.records.push(Execution {
             node: u32::try_from(node).unwrap_or(u32::MAX),
             dur_us: u32::try_from(dur).unwrap_or(u32::MAX),
             ts_us: ts,
@@ -328,6 +369,12 @@ impl ProfileBuilder {
         if self.fence_events > 0 {
             warnings.push(format!("ignored {} _fence_before/_fence_after event(s) (ORT < 1.20)", self.fence_events));
         }
+        if self.unreadable_args > 0 {
+            warnings.push(format!("{} node(s) have args that are not an object of ORT's keys: op/provider/shapes unknown", self.unreadable_args));
+        }
+        if self.unreadable_shapes > 0 {
+            warnings.push(format!("{} shape list(s) are not [{{\"type\":[dims]}}, …]: shapes unknown there", self.unreadable_shapes));
+        }
         if self.no_provider_events > 0 {
             warnings.push(format!("{} node(s) have no args.provider; shown as <unknown>", self.no_provider_events));
         }
@@ -341,96 +388,41 @@ impl ProfileBuilder {
             warnings.push("profile has no model_run events: 0 runs profiled".to_string());
         }
         self.runs.sort_by_key(|r| (r.ts_us, r.dur_us));
-        let mut executions: Vec<Vec<Execution>> = vec![Vec::new(); self.runs.len()];
-        let mut outside = 0usize;
-        for rec in &self.records {
-            match run_containing(&self.runs, rec.ts_us) {
-                Some(run) => executions[run].push(Execution {
-                    node: rec.node as usize,
-                    ts_us: rec.ts_us,
-                    dur_us: u64::from(rec.dur_us),
-                }),
-                None => outside += 1,
-            }
-        }
+        let (executions, run_ranges, outside) = split_into_runs(self.records, &self.runs);
         if outside > 0 {
             warnings.push(format!("{outside} kernel event(s) lie outside every model_run window and were not counted"));
         }
-        for run in &mut executions {
-            run.sort_by_key(|e| e.ts_us);
+        Profile { runs: self.runs, nodes: self.nodes, executions, run_ranges, event_count: self.event_count, warnings }
+    }
+}
+
+/// Sorts executions by start and keeps those inside a run (`[ts, ts+dur]` contains their start),
+/// in place; returns them, each run's range, and how many were outside every run.
+fn split_into_runs(
+    mut executions: Vec<Execution>,
+    runs: &[RunWindow],
+) -> (Vec<Execution>, Vec<std::ops::Range<usize>>, usize) {
+    executions.sort_by_key(|e| e.ts_us);
+    let mut ranges = vec![0..0; runs.len()];
+    let (mut kept, mut run) = (0, 0);
+    for read in 0..executions.len() {
+        let e = executions[read];
+        while run < runs.len() && e.ts_us > runs[run].ts_us.saturating_add(runs[run].dur_us) {
+            run += 1;
         }
-        Profile { runs: self.runs, nodes: self.nodes, executions, event_count: self.event_count, warnings }
-    }
-}
-
-/// The run whose `[ts, ts+dur]` contains `ts` (runs sorted by start, non-overlapping).
-fn run_containing(runs: &[RunWindow], ts: u64) -> Option<usize> {
-    let after = runs.partition_point(|r| r.ts_us <= ts);
-    let candidate = after.checked_sub(1)?;
-    let run = runs[candidate];
-    (ts <= run.ts_us.saturating_add(run.dur_us)).then_some(candidate)
-}
-
-/// Visits the top level: an array of events, or an object with a `traceEvents` array.
-struct TopLevel<'b> {
-    builder: &'b mut ProfileBuilder,
-}
-
-impl<'de> Visitor<'de> for TopLevel<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(r#"an array of trace events or an object {"traceEvents": [...]}"#)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        EventSeq { builder: self.builder }.visit_seq(seq)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut found = false;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "traceEvents" {
-                map.next_value_seed(EventSeq { builder: &mut *self.builder })?;
-                found = true;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+        if run < runs.len() && e.ts_us >= runs[run].ts_us {
+            if ranges[run].is_empty() {
+                ranges[run] = kept..kept;
             }
-        }
-        if found {
-            Ok(())
-        } else {
-            Err(de::Error::custom("object has no traceEvents array"))
+            executions[kept] = e;
+            kept += 1;
+            ranges[run].end = kept;
         }
     }
-}
-
-/// Streams the event array into the builder, one event at a time.
-struct EventSeq<'b> {
-    builder: &'b mut ProfileBuilder,
-}
-
-impl<'de> DeserializeSeed<'de> for EventSeq<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventSeq<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(event) = seq.next_element::<RawEvent>()? {
-            self.builder.add(event);
-        }
-        Ok(())
-    }
+    let outside = executions.len() - kept;
+    executions.truncate(kept);
+    executions.shrink_to_fit();
+    (executions, ranges, outside)
 }
 
 #[cfg(test)]
@@ -453,6 +445,7 @@ mod tests {
         assert_eq!(p.provider_sequence(0), ["QNNExecutionProvider", "CPUExecutionProvider"]);
         assert_eq!(p.provider_sequence(1), ["QNNExecutionProvider"]);
         let a = p.find("a").unwrap();
+        assert_eq!(p.run(0).len(), 2);
         assert_eq!(p.node_time_per_run(a), [4.0, 6.0]);
         assert_eq!(p.nodes[a].input_shapes[0].to_string(), "[1,3]");
         assert_eq!(p.nodes[p.find("b").unwrap()].node_index, Some(1));
@@ -467,7 +460,7 @@ mod tests {
         let p = parse_profile(text.as_bytes()).unwrap();
         assert_eq!(p.runs.len(), 1);
         assert_eq!(p.nodes[0].node_index, Some(7));
-        assert_eq!(p.executions[0].len(), 1);
+        assert_eq!(p.run(0).len(), 1);
     }
 
     #[test]

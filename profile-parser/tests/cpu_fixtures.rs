@@ -40,7 +40,7 @@ fn every_shared_fixture_parses_with_its_runs() {
     ] {
         let p: Profile = common::profile(file);
         assert_eq!(p.runs.len(), runs, "{file}");
-        assert!(p.executions.iter().all(|run| run.len() == kernels_per_run), "{file}");
+        assert!(p.run_executions().all(|run| run.len() == kernels_per_run), "{file}");
         assert!(p.warnings.is_empty(), "{file}: {:?}", p.warnings);
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use profile_parser::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
-use profile_parser::profile::parse_profile_slice;
+use profile_parser::profile::parse_profile;
 use profile_parser::{analyze_result_dir, AnalyzeError};
 
 fn copy_fixture(relative: &str, dir: &Path, name: &str) {
@@ -113,7 +113,7 @@ fn real_profile_bytes() -> Vec<u8> {
 
 /// Parses and, when that succeeds, builds a report using it as profile and as reference: no panic.
 fn parse_and_report(bytes: &[u8]) {
-    if let Ok(profile) = parse_profile_slice(bytes) {
+    if let Ok(profile) = parse_profile(bytes) {
         let assignment = common::assignment("ort-1.31.1-python/mixed.assignment.json");
         build_report(&PlacementInputs {
             model_sha256: "",
