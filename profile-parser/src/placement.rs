@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use npugate_result::Assignment;
 
-use crate::flops::{node_flops, FlopsError};
+use crate::flops::{node_flops, FlopsError, KNOWN_ZERO_OPS};
 use crate::hints::fallback_hint;
 use crate::ort_log::RejectionReasons;
 use crate::profile::{Profile, ProfiledNode, TensorShape};
@@ -142,7 +142,10 @@ fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// Assigned nodes joined with their reference shapes, FLOPs computed; join failures become warnings.
+/// Assigned nodes joined with their reference shapes by name, FLOPs computed; join failures become
+/// warnings. For an EP with a preferred layout the assignment is taken after the layout
+/// transformation, which renames nodes `<name>_token_<n>` and inserts `Transpose` nodes: a name is
+/// also tried without that suffix, and an inserted node of a known-zero op counts 0 FLOPs.
 fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) -> Vec<Node<'a>> {
     let reference: HashMap<&str, &ProfiledNode> =
         inputs.reference.map(|r| r.nodes.iter().map(|n| (n.name.as_str(), n)).collect()).unwrap_or_default();
@@ -151,7 +154,10 @@ fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) 
     let mut nodes = Vec::new();
     for subgraph in &inputs.assignment.subgraphs {
         for assigned in &subgraph.nodes {
-            let found = reference.get(assigned.name.as_str()).copied();
+            let found = reference
+                .get(assigned.name.as_str())
+                .or_else(|| reference.get(strip_token_suffix(&assigned.name)))
+                .copied();
             let flops = match found {
                 Some(r) => match node_flops(&assigned.op_type, &r.input_shapes, &r.output_shapes) {
                     Ok(f) => Some(f),
@@ -166,7 +172,7 @@ fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) 
                 },
                 None => {
                     unjoined.push(assigned.name.as_str());
-                    None
+                    KNOWN_ZERO_OPS.contains(&assigned.op_type.as_str()).then_some(0)
                 }
             };
             nodes.push(Node {
@@ -189,7 +195,7 @@ fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) 
         Some(_) if !unjoined.is_empty() => {
             let share = unjoined.len() * 2 > nodes.len().max(1);
             warnings.push(format!(
-                "{} of {} assigned node(s) are not in the reference profile (FLOPs unknown){}: {}",
+                "{} of {} assigned node(s) are not in the reference profile (shapes unknown; FLOPs unknown unless the op counts 0){}: {}",
                 unjoined.len(),
                 nodes.len(),
                 if share { "; is the reference profile from another model?" } else { "" },

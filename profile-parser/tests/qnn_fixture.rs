@@ -141,3 +141,32 @@ fn qnn_csv_ops_attach_to_the_partition_holding_their_node() {
     assert_eq!(r.partitions[1].backend_ops.len(), 1);
     assert!(r.warnings.iter().any(|w| w.contains("no reference profile")), "{:?}", r.warnings);
 }
+
+/// A real harness result directory of a QNN Saver run (aarch64 under qemu): the assignment is the
+/// real `Session_GetEpGraphAssignmentInfo` answer, taken after the layout transformation.
+#[test]
+fn real_qnn_result_directory_agrees_node_for_node() {
+    let r = profile_parser::analyze_result_dir(&common::fixture("harness-qnn-saver-mixed")).unwrap();
+    assert_eq!(r.preferred_ep, QNN);
+    assert_eq!(r.runs_profiled, 2);
+    assert!(r.predicted.as_deref().unwrap().contains("Saver"), "{:?}", r.predicted);
+    assert_eq!(r.partitions.len(), 2);
+    assert_eq!(r.partitions[0].nodes.len(), 17, "layout-transformed QNN subgraph incl. 2 inserted Transposes");
+    assert_eq!(r.partitions[1].nodes, ["mul_after_det"]);
+    // Every node is witnessed by the profile (its partition's or its own kernel event) on the
+    // EP the assignment names.
+    for node in &r.nodes {
+        assert_eq!(node.profile_ep.as_deref(), Some(node.ep.as_str()), "{node:?}");
+    }
+    assert_eq!(r.boundaries.per_run, [2, 2]);
+    let det = &r.fallback[0];
+    assert_eq!((r.fallback.len(), det.name.as_str()), (1, "det"));
+    assert!(det.reason.as_deref().unwrap().starts_with("Operators of type `Det` are not supported by QNN EP"));
+    // `_token_<n>` names join the reference pass; inserted Transposes count 0 without shapes.
+    assert_eq!(r.totals.flops_unknown_nodes, 0, "{:?}", r.warnings);
+    let conv1 = r.nodes.iter().find(|n| n.name == "conv1_token_1").unwrap();
+    assert_eq!(conv1.flops, Some(2 * 64 * 64 * 16 * 27));
+    assert!(r.warnings.iter().any(|w| w.contains("2 of 19 assigned node(s) are not in the reference profile")), "{:?}", r.warnings);
+    let shares: f64 = r.per_ep.iter().map(|e| e.flops_pct).sum();
+    assert!((shares - 100.0).abs() < 1e-9);
+}
