@@ -5,6 +5,7 @@ use profile_parser::report::{FallbackNode, PlacementReport};
 
 use crate::baseline::Baseline;
 use crate::fingerprint::Fingerprint;
+use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
 use crate::rules::{RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_pct};
@@ -47,13 +48,7 @@ pub fn judge(
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
     let baseline = comparison.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
-    let outcome = if checks.iter().any(|c| c.status == CheckStatus::Fail) {
-        Outcome::Fail
-    } else if !errors.is_empty() || checks.iter().any(|c| c.status == CheckStatus::Unjudged) {
-        Outcome::Error
-    } else {
-        Outcome::Pass
-    };
+    let outcome = outcome_of(&checks, &errors);
     Verdict {
         schema: VERDICT_SCHEMA.to_string(),
         outcome,
@@ -66,8 +61,60 @@ pub fn judge(
         first_inference_ns: run.timings.first_inference_ns,
         placement: placement.cloned(),
         baseline,
+        outputs: None,
         errors,
     }
+}
+
+/// `fail` if any check failed, else `error` if anything could not be judged, else `pass`.
+fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
+    if checks.iter().any(|c| c.status == CheckStatus::Fail) {
+        Outcome::Fail
+    } else if !errors.is_empty() || checks.iter().any(|c| c.status == CheckStatus::Unjudged) {
+        Outcome::Error
+    } else {
+        Outcome::Pass
+    }
+}
+
+/// Adds the output-consistency checks (`min_cosine`, `min_sqnr_db`, `max_abs_err`) of the verdict's
+/// rules to a verdict, judged on `report` (the run's outputs against the reference), keeps the
+/// report in the verdict and updates the outcome. Each check reads the worst output.
+pub fn judge_outputs(verdict: &mut Verdict, report: Option<&OutputsReport>) {
+    let rules = &verdict.rules;
+    type Metric = fn(&OutputMetrics) -> f64;
+    let specs: [(RuleName, Option<f64>, Metric, bool, &str, usize); 3] = [
+        (RuleName::MinCosine, rules.min_cosine, |m| m.cosine, true, "cosine", 6),
+        (RuleName::MinSqnrDb, rules.min_sqnr_db, |m| m.sqnr_db, true, "dB", 1),
+        (RuleName::MaxAbsErr, rules.max_abs_err, |m| m.max_abs_err, false, "abs", 6),
+    ];
+    let mut added = Vec::new();
+    for (rule, value, metric, higher_is_better, unit, digits) in specs {
+        let Some(bound) = limit(rules, rule, value) else { continue };
+        let worst_output = report.and_then(|r| worst(&r.outputs, metric, higher_is_better));
+        added.push(match worst_output {
+            None => unjudged(rule, bound, unit, format!("{rule}: no output comparison for this run; run with --check-outputs")),
+            Some((name, measured)) => {
+                let ok = if higher_is_better { measured >= bound } else { measured <= bound };
+                let op = match (higher_is_better, ok) {
+                    (true, true) => ">=",
+                    (true, false) => "<",
+                    (false, true) => "<=",
+                    (false, false) => ">",
+                };
+                let count = report.map_or(0, |r| r.outputs.len());
+                let message = format!(
+                    "{rule}: output {name} {} {op} {} (worst of {count} output(s) against the reference)",
+                    fmt_metric(measured, digits),
+                    fmt_limit(bound)
+                );
+                check(rule, pass_or_fail(ok), measured.is_finite().then_some(measured), bound, unit, message)
+            }
+        });
+    }
+    verdict.checks.extend(added);
+    verdict.outputs = report.cloned();
+    verdict.outcome = outcome_of(&verdict.checks, &verdict.errors);
 }
 
 /// The rule's limit when it is configured and enabled.

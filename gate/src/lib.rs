@@ -6,12 +6,13 @@ pub mod baseline;
 pub mod export;
 pub mod fingerprint;
 pub mod judge;
+pub mod outputs;
 pub mod rules;
 pub mod stats;
 pub mod units;
 pub mod verdict;
 
 pub use baseline::Baseline;
-pub use judge::{judge, Comparison};
+pub use judge::{judge, judge_outputs, Comparison};
 pub use rules::{RuleName, Rules};
 pub use verdict::{Outcome, Verdict};

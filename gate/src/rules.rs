@@ -56,6 +56,15 @@ pub struct Rules {
     pub baseline_median_pct: Option<f64>,
     /// Against a baseline: no node that ran on the preferred EP may run elsewhere now.
     pub baseline_placement: bool,
+    /// Lowest cosine similarity of every output to its reference (needs `--check-outputs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cosine: Option<f64>,
+    /// Lowest SQNR of every output against its reference, dB (needs `--check-outputs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_sqnr_db: Option<f64>,
+    /// Largest absolute error of any output element against its reference (needs `--check-outputs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_abs_err: Option<f64>,
     /// Rules switched off, by name (e.g. `disable = ["cv_pct"]` for a median-only gate).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disable: Vec<RuleName>,
@@ -80,6 +89,9 @@ impl Default for Rules {
             allow_op_types: Vec::new(),
             baseline_median_pct: Some(10.0),
             baseline_placement: true,
+            min_cosine: None,
+            min_sqnr_db: None,
+            max_abs_err: None,
             disable: Vec::new(),
         }
     }
@@ -115,6 +127,12 @@ pub enum RuleName {
     BaselineMedianPct,
     /// [`Rules::baseline_placement`].
     BaselinePlacement,
+    /// [`Rules::min_cosine`].
+    MinCosine,
+    /// [`Rules::min_sqnr_db`].
+    MinSqnrDb,
+    /// [`Rules::max_abs_err`].
+    MaxAbsErr,
 }
 
 impl RuleName {
@@ -134,6 +152,9 @@ impl RuleName {
             RuleName::MaxBoundaries => "max_boundaries",
             RuleName::BaselineMedianPct => "baseline_median_pct",
             RuleName::BaselinePlacement => "baseline_placement",
+            RuleName::MinCosine => "min_cosine",
+            RuleName::MinSqnrDb => "min_sqnr_db",
+            RuleName::MaxAbsErr => "max_abs_err",
         }
     }
 }

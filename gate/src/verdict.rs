@@ -6,6 +6,7 @@ use profile_parser::report::{FallbackNode, PlacementReport};
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
+use crate::outputs::OutputsReport;
 use crate::rules::{RuleName, Rules};
 use crate::stats::{ClusterSplit, LatencyStats, MedianRatio};
 use crate::units::{fmt_ms_from_us, fmt_pct};
@@ -46,6 +47,9 @@ pub struct Verdict {
     /// The comparison against a baseline, when one was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineComparison>,
+    /// The run's outputs against the reference outputs (`--check-outputs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<OutputsReport>,
     /// Why (part of) the run could not be judged, one sentence each.
     pub errors: Vec<String>,
     /// Observations that do not fail the gate (drift, slow first run, the harness's warnings).

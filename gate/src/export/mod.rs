@@ -8,12 +8,13 @@ use std::str::FromStr;
 
 use profile_parser::report::PlacementReport;
 
+use crate::outputs::fmt_metric;
 use crate::stats::LatencyStats;
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct};
 use crate::verdict::{Check, Verdict};
 
 mod github;
-mod html;
+pub mod html;
 mod json;
 mod junit;
 mod markdown;
@@ -157,6 +158,7 @@ fn limit_text(check: &Check) -> String {
     check.limit.map_or_else(|| "—".to_string(), |v| match check.unit.as_str() {
         "%" => format!("{}%", fmt_limit(v)),
         "ms" => format!("{} ms", fmt_limit(v)),
+        "cosine" | "abs" => fmt_limit(v),
         unit => format!("{} {unit}", fmt_limit(v)),
     })
 }
@@ -165,6 +167,8 @@ fn with_unit(value: f64, unit: &str) -> String {
     match unit {
         "%" => fmt_pct(value),
         "ms" => fmt_ms(value * 1e6),
+        "dB" => format!("{} dB", fmt_metric(value, 1)),
+        "cosine" | "abs" => fmt_metric(value, 6),
         _ => format!("{} {unit}", fmt_limit(value)),
     }
 }
@@ -272,7 +276,7 @@ fn fallback_rows(report: &PlacementReport, rules: &crate::rules::Rules) -> Vec<[
 }
 
 /// Escapes text for XML and HTML content and attribute values; drops characters XML 1.0 forbids.
-fn xml_escape(text: &str) -> String {
+pub fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

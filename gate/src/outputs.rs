@@ -1,0 +1,290 @@
+//! Output consistency: how far a run's model outputs are from a reference computed on the same
+//! inputs (`npugate.outputs/1`). Metrics are computed in f64; no I/O here.
+
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier of a serialized [`OutputsReport`].
+pub const OUTPUTS_SCHEMA: &str = "npugate.outputs/1";
+
+/// A run's outputs compared with the reference outputs, one entry per model output.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputsReport {
+    /// Always [`OUTPUTS_SCHEMA`].
+    pub schema: String,
+    /// Where the reference outputs came from.
+    pub reference: ReferenceSource,
+    /// One comparison per model output, in the model's output order.
+    pub outputs: Vec<OutputComparison>,
+}
+
+/// The run that produced the reference outputs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReferenceSource {
+    /// Reference model path as given (the float model of a QDQ model, or the model itself).
+    pub model: String,
+    /// sha256 of the reference model.
+    pub model_sha256: String,
+    /// Execution provider of the reference run (`CPUExecutionProvider`).
+    pub ep: String,
+    /// The reference run's result directory, relative to the compared result directory.
+    pub result_dir: String,
+}
+
+/// One output compared with its reference.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputComparison {
+    /// Output name.
+    pub name: String,
+    /// Concrete shape of the output.
+    pub shape: Vec<u64>,
+    /// The distance metrics.
+    pub metrics: OutputMetrics,
+}
+
+/// Distances between an output and its reference. Non-finite values are written as the strings
+/// `"inf"`, `"-inf"` and `"nan"` (JSON has no such numbers); identical outputs have infinite SQNR.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct OutputMetrics {
+    /// Number of elements compared.
+    pub elements: usize,
+    /// Largest |reference − output|.
+    #[serde(with = "non_finite")]
+    pub max_abs_err: f64,
+    /// Mean |reference − output|.
+    #[serde(with = "non_finite")]
+    pub mean_abs_err: f64,
+    /// Cosine similarity of the flattened tensors (1 when both are all zeros).
+    #[serde(with = "non_finite")]
+    pub cosine: f64,
+    /// Signal-to-quantization-noise ratio, 10·log10(Σref² / Σ(ref−out)²), in dB; infinite when equal.
+    #[serde(with = "non_finite")]
+    pub sqnr_db: f64,
+    /// Percent of rows whose argmax along the last axis agrees, for class scores (last dim > 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top1_agreement_pct: Option<f64>,
+}
+
+/// Why two tensors cannot be compared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompareError {
+    /// The element counts or shapes differ.
+    #[error("shape {output:?} differs from the reference shape {reference:?}")]
+    Shape {
+        /// The run's output shape.
+        output: Vec<u64>,
+        /// The reference output shape.
+        reference: Vec<u64>,
+    },
+}
+
+impl OutputMetrics {
+    /// Compares `output` with `reference`, both flattened in C order with the common `shape`.
+    pub fn compare(reference: &[f64], output: &[f64], shape: &[u64]) -> OutputMetrics {
+        let mut max_abs = 0.0f64;
+        let (mut sum_abs, mut dot, mut ref_sq, mut out_sq, mut noise_sq) = (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for (&r, &o) in reference.iter().zip(output) {
+            let diff = r - o;
+            // NaN must not vanish in `max`: it makes the error NaN so every rule on it fails.
+            max_abs = if diff.is_nan() || max_abs.is_nan() { f64::NAN } else { max_abs.max(diff.abs()) };
+            sum_abs += diff.abs();
+            dot += r * o;
+            ref_sq += r * r;
+            out_sq += o * o;
+            noise_sq += diff * diff;
+        }
+        let n = reference.len().min(output.len());
+        let cosine = match (ref_sq == 0.0, out_sq == 0.0) {
+            (true, true) => 1.0,
+            (true, false) | (false, true) => 0.0,
+            (false, false) => dot / (ref_sq.sqrt() * out_sq.sqrt()),
+        };
+        OutputMetrics {
+            elements: n,
+            max_abs_err: max_abs,
+            mean_abs_err: if n == 0 { 0.0 } else { sum_abs / n as f64 },
+            cosine,
+            sqnr_db: sqnr_db(ref_sq, noise_sq),
+            top1_agreement_pct: top1_agreement_pct(reference, output, shape),
+        }
+    }
+}
+
+/// Compares two tensors after checking that their shapes agree.
+pub fn compare_tensors(
+    name: &str,
+    reference: (&[u64], &[f64]),
+    output: (&[u64], &[f64]),
+) -> Result<OutputComparison, CompareError> {
+    if reference.0 != output.0 || reference.1.len() != output.1.len() {
+        return Err(CompareError::Shape { output: output.0.to_vec(), reference: reference.0.to_vec() });
+    }
+    Ok(OutputComparison {
+        name: name.to_string(),
+        shape: output.0.to_vec(),
+        metrics: OutputMetrics::compare(reference.1, output.1, output.0),
+    })
+}
+
+/// 10·log10(signal / noise): infinite for zero noise, NaN when either sum is NaN.
+fn sqnr_db(signal: f64, noise: f64) -> f64 {
+    if noise == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (signal / noise).log10()
+    }
+}
+
+/// Share of rows (all axes but the last) whose first argmax along the last axis agrees; `None`
+/// when the last dimension is 1 or absent (not a class score).
+fn top1_agreement_pct(reference: &[f64], output: &[f64], shape: &[u64]) -> Option<f64> {
+    let classes = usize::try_from(*shape.last()?).ok().filter(|&c| c > 1)?;
+    let rows: Vec<bool> = reference
+        .chunks_exact(classes)
+        .zip(output.chunks_exact(classes))
+        .map(|(r, o)| argmax(r) == argmax(o))
+        .collect();
+    (!rows.is_empty()).then(|| rows.iter().filter(|&&agree| agree).count() as f64 / rows.len() as f64 * 100.0)
+}
+
+/// Index of the first largest value (numpy's `argmax`: the first NaN wins).
+fn argmax(row: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if row[best].is_nan() {
+            break;
+        }
+        if v.is_nan() || v > row[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// The worst value of one metric across the outputs, with the output's name.
+pub fn worst<'a>(
+    outputs: &'a [OutputComparison],
+    metric: impl Fn(&OutputMetrics) -> f64,
+    higher_is_better: bool,
+) -> Option<(&'a str, f64)> {
+    let badness = |v: f64| if v.is_nan() { f64::INFINITY } else if higher_is_better { -v } else { v };
+    outputs
+        .iter()
+        .map(|o| (o.name.as_str(), metric(&o.metrics)))
+        .max_by(|a, b| badness(a.1).total_cmp(&badness(b.1)))
+}
+
+/// A metric value for reports: `∞` for infinite SQNR, `NaN`, else `digits` decimals.
+pub fn fmt_metric(value: f64, digits: usize) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "∞" } else { "-∞" }.into()
+    } else {
+        format!("{value:.digits$}")
+    }
+}
+
+/// Serde for f64 that keeps infinities and NaN (as `"inf"`, `"-inf"`, `"nan"`).
+mod non_finite {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        match *value {
+            v if v.is_nan() => serializer.serialize_str("nan"),
+            v if v == f64::INFINITY => serializer.serialize_str("inf"),
+            v if v == f64::NEG_INFINITY => serializer.serialize_str("-inf"),
+            v => serializer.serialize_f64(v),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrWord {
+        Number(f64),
+        Word(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        match NumberOrWord::deserialize(deserializer)? {
+            NumberOrWord::Number(v) => Ok(v),
+            NumberOrWord::Word(w) => match w.as_str() {
+                "nan" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                other => Err(serde::de::Error::custom(format!("expected a number, \"inf\", \"-inf\" or \"nan\", found {other:?}"))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic standard normal samples (Box–Muller on a fixed-seed generator).
+    fn normal(n: usize, seed: u64) -> Vec<f64> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..n)
+            .map(|_| {
+                let (u1, u2) = (1.0 - rng.f64(), rng.f64());
+                (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn identical_outputs_have_cosine_one_and_infinite_sqnr() {
+        let reference = normal(1000, 1);
+        let m = OutputMetrics::compare(&reference, &reference, &[10, 100]);
+        assert_eq!(m.cosine, 1.0);
+        assert_eq!(m.sqnr_db, f64::INFINITY);
+        assert_eq!((m.max_abs_err, m.mean_abs_err), (0.0, 0.0));
+        assert_eq!(m.top1_agreement_pct, Some(100.0));
+    }
+
+    #[test]
+    fn noise_of_a_known_snr_gives_that_sqnr() {
+        let reference = normal(100_000, 2);
+        let noise = normal(100_000, 3);
+        let signal_power = reference.iter().map(|r| r * r).sum::<f64>() / reference.len() as f64;
+        let noise_power = noise.iter().map(|e| e * e).sum::<f64>() / noise.len() as f64;
+        for snr_db in [10.0, 20.0, 35.0, 60.0] {
+            // Scale the noise so that signal power / noise power is exactly 10^(snr/10).
+            let scale = (signal_power / noise_power / 10f64.powf(snr_db / 10.0)).sqrt();
+            let output: Vec<f64> = reference.iter().zip(&noise).map(|(r, e)| r + scale * e).collect();
+            let m = OutputMetrics::compare(&reference, &output, &[100_000]);
+            assert!((m.sqnr_db - snr_db).abs() < 0.5, "injected {snr_db} dB, measured {} dB", m.sqnr_db);
+            assert!(m.cosine < 1.0 && m.cosine > 0.9, "{}", m.cosine);
+        }
+    }
+
+    #[test]
+    fn top1_counts_rows_whose_argmax_agrees() {
+        let reference = [0.1, 0.9, 0.0, /* row 2 */ 0.5, 0.2, 0.3];
+        let output = [0.2, 0.7, 0.1, /* row 2 */ 0.1, 0.8, 0.1];
+        let m = OutputMetrics::compare(&reference, &output, &[2, 3]);
+        assert_eq!(m.top1_agreement_pct, Some(50.0));
+        assert_eq!(OutputMetrics::compare(&reference, &output, &[6, 1]).top1_agreement_pct, None);
+        assert!((m.max_abs_err - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nan_in_the_output_poisons_the_metrics() {
+        let m = OutputMetrics::compare(&[1.0, 2.0], &[1.0, f64::NAN], &[2]);
+        assert!(m.max_abs_err.is_nan() && m.cosine.is_nan() && m.sqnr_db.is_nan());
+    }
+
+    #[test]
+    fn non_finite_values_survive_json() {
+        let m = OutputMetrics::compare(&[1.0, 2.0], &[1.0, 2.0], &[2]);
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"sqnr_db\":\"inf\""), "{json}");
+        assert_eq!(serde_json::from_str::<OutputMetrics>(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn shapes_must_agree() {
+        let err = compare_tensors("y", (&[1, 3], &[0.0; 3]), (&[3, 1], &[0.0; 3])).unwrap_err();
+        assert!(err.to_string().contains("[3, 1]"), "{err}");
+    }
+}
