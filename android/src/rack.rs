@@ -38,6 +38,19 @@ pub struct DeviceOutcome {
     pub seconds: f64,
 }
 
+impl DeviceOutcome {
+    /// One phrase for people: `pass`, `gate failed`, `could not judge (exit 2)` or the
+    /// infrastructure failure.
+    pub fn summary(&self) -> String {
+        match (&self.infrastructure_error, self.exit_code) {
+            (Some(error), _) => format!("infrastructure failure: {error}"),
+            (None, 0) => "pass".into(),
+            (None, 1) => "gate failed".into(),
+            (None, code) => format!("could not judge (exit {code})"),
+        }
+    }
+}
+
 /// `rack.json`: every device's outcome and the overall exit code.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RackReport {
@@ -133,7 +146,7 @@ fn run_with_retries(
 }
 
 /// True when the error chain holds a transport failure of adb (device gone, timeout).
-fn is_transient(error: &anyhow::Error) -> bool {
+pub fn is_transient(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| cause.downcast_ref::<AdbError>().is_some_and(AdbError::is_transient))
 }
 
@@ -168,13 +181,7 @@ impl DeviceLine {
     }
 
     fn finish(&self, outcome: &DeviceOutcome) {
-        let verdict = match (outcome.exit_code, &outcome.infrastructure_error) {
-            (_, Some(error)) => format!("infrastructure failure: {error}"),
-            (0, None) => "passed".into(),
-            (1, None) => "gate failed".into(),
-            (code, None) => format!("could not judge (exit {code})"),
-        };
-        self.bar.finish_with_message(verdict);
+        self.bar.finish_with_message(outcome.summary());
     }
 }
 

@@ -94,21 +94,15 @@ pub fn run_on_devices(
     });
     std::fs::write(out.join(RACK_FILE), serde_json::to_vec_pretty(&report)?)?;
     for device in &report.devices {
-        let status = match (&device.infrastructure_error, device.exit_code) {
-            (Some(error), _) => format!("infrastructure failure: {error}"),
-            (None, 0) => "pass".into(),
-            (None, 1) => "gate failed".into(),
-            (None, code) => format!("could not judge (exit {code})"),
-        };
         let dir = device.result_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "-".into());
-        println!("{}\t{status}\t{dir}", device.serial);
+        println!("{}\t{}\t{dir}", device.serial, device.summary());
     }
     Ok(report.exit_code)
 }
 
 /// A host directory name per serial: characters outside `[A-Za-z0-9._-]` become `_`, and names
 /// that would collide (or be `.`/`..`) get a numeric suffix.
-fn result_dir_names(serials: &[String]) -> Vec<String> {
+pub fn result_dir_names(serials: &[String]) -> Vec<String> {
     let mut used = BTreeSet::new();
     serials
         .iter()

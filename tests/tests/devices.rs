@@ -134,6 +134,16 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
         (Some(1), Some(1)),
         "{summary}"
     );
+
+    // A blob damaged on the device (an interrupted push) fails its sha256 check and is pushed again.
+    let model_blob = std::fs::read_link(on_device.join("models/smallcnn.onnx")).unwrap();
+    std::fs::write(on_device.join("models").join(model_blob), b"truncated").unwrap();
+    let third = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("third"), &["--device", &serial]);
+    assert_eq!(third.status.code(), Some(0), "{}", describe(&third));
+    let record = json(&result_dir(&out.path().join("third"), 6101).join("device_run.json"));
+    let files = record["deploy"]["files"].as_array().unwrap();
+    let pushed: Vec<&str> = files.iter().filter(|f| f["pushed"] == true).map(|f| f["remote"].as_str().unwrap()).collect();
+    assert_eq!(pushed, ["models/smallcnn.onnx"], "{record}");
 }
 
 #[test]
