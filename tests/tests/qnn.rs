@@ -148,3 +148,96 @@ fn the_aarch64_harness_runs_a_model_on_cpu_under_qemu() {
     assert_eq!(result.timings.latencies_ns.len(), 3);
     assert!(result.assignment.subgraphs.iter().all(|s| s.ep == "CPUExecutionProvider"));
 }
+
+/// Writes `members` (name → content) into a zip at `path` with the venv's Python `zipfile`.
+fn zip_with(path: &Path, members: &[(&str, &str)]) {
+    let script = "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1], 'w')\nfor m in sys.argv[2:]:\n    n, c = m.split('=', 1)\n    z.writestr(n, c)\nz.close()\n";
+    let output = run(Command::new(npugate_e2e::python())
+        .args(["-c", script])
+        .arg(path)
+        .args(members.iter().map(|(n, c)| format!("{n}={c}"))));
+    assert!(output.status.success(), "{}", describe(&output));
+}
+
+fn npugate_in(cache: &Path, args: &[&str]) -> std::process::Output {
+    run(Command::new(bin("npugate")).env("NPUGATE_CACHE", cache).args(args))
+}
+
+fn manifest(cache: &Path, name: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(cache.join("runtimes").join(name).join("runtime.json")).unwrap()).unwrap()
+}
+
+fn file_names(manifest: &serde_json::Value) -> Vec<String> {
+    manifest["files"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libraries() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    // Qualcomm's plugin AAR layout: Java classes, headers, native libraries per ABI.
+    let aar = dir.path().join("onnxruntime-android-qnn-2.6.0.aar");
+    zip_with(&aar, &[
+        ("AndroidManifest.xml", "<manifest/>"),
+        ("classes.jar", "jar"),
+        ("headers/onnxruntime_c_api.h", "h"),
+        ("jni/arm64-v8a/libonnxruntime.so", "ort-arm64"),
+        ("jni/arm64-v8a/libonnxruntime4j_jni.so", "jni"),
+        ("jni/arm64-v8a/libonnxruntime_providers_qnn.so", "plugin"),
+        ("jni/arm64-v8a/libQnnHtp.so", "htp-from-aar"),
+        ("jni/armeabi-v7a/libonnxruntime.so", "ort-arm32"),
+    ]);
+    let output = npugate_in(&cache, &["runtime", "import-aar", aar.to_str().unwrap(), "--name", "aar-rt", "--ort-version", "1.31.1"]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let aar_rt = manifest(&cache, "aar-rt");
+    assert_eq!(aar_rt["target"], "aarch64-linux-android");
+    assert_eq!(aar_rt["ep"]["attach"], "plugin");
+    assert_eq!(file_names(&aar_rt), ["libQnnHtp.so", "libonnxruntime.so", "libonnxruntime_providers_qnn.so"]);
+    let ort = std::fs::read_to_string(cache.join("runtimes/aar-rt/libonnxruntime.so")).unwrap();
+    assert_eq!(ort, "ort-arm64", "the arm64-v8a library, not another ABI's");
+
+    // Microsoft's AAR: QNN EP built into libonnxruntime.so, no plugin.
+    let microsoft = dir.path().join("onnxruntime-android-qnn-1.29.0.aar");
+    zip_with(&microsoft, &[("jni/arm64-v8a/libonnxruntime.so", "ort"), ("jni/arm64-v8a/libonnxruntime4j_jni.so", "jni")]);
+    let output = npugate_in(&cache, &["runtime", "import-aar", microsoft.to_str().unwrap(), "--name", "ms-rt"]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(manifest(&cache, "ms-rt")["ep"]["attach"], "builtin");
+
+    // A QAIRT SDK folder: Android host libraries, one unsigned Skel folder per Hexagon arch.
+    let sdk = dir.path().join("qairt/2.42.0.251225");
+    let write = |rel: &str, content: &str| {
+        let path = sdk.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    };
+    for (rel, content) in [
+        ("lib/aarch64-android/libQnnHtp.so", "htp-from-sdk"),
+        ("lib/aarch64-android/libQnnSystem.so", "system"),
+        ("lib/aarch64-android/libQnnHtpPrepare.so", "prepare"),
+        ("lib/aarch64-android/libQnnHtpV75Stub.so", "stub75"),
+        ("lib/aarch64-android/libQnnHtpV73Stub.so", "stub73"),
+        ("lib/hexagon-v75/unsigned/libQnnHtpV75Skel.so", "skel75"),
+        ("lib/hexagon-v73/unsigned/libQnnHtpV73Skel.so", "skel73"),
+        ("lib/x86_64-linux-clang/libQnnHtp.so", "x86"),
+    ] {
+        write(rel, content);
+    }
+    let sdk_arg = sdk.to_str().unwrap();
+    let output = npugate_in(&cache, &["runtime", "import-qairt", sdk_arg, "--name", "v75-rt", "--base", "aar-rt", "--arch", "v75"]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let v75 = manifest(&cache, "v75-rt");
+    let names = file_names(&v75);
+    for wanted in ["libQnnHtpV75Stub.so", "libQnnHtpV75Skel.so", "libQnnSystem.so", "libQnnHtpPrepare.so", "libonnxruntime_providers_qnn.so"] {
+        assert!(names.iter().any(|n| n == wanted), "{wanted} missing from {names:?}");
+    }
+    assert!(!names.iter().any(|n| n.contains("V73")), "{names:?}");
+    let skel = v75["files"].as_array().unwrap().iter().find(|f| f["name"] == "libQnnHtpV75Skel.so").unwrap();
+    assert_eq!((skel["role"].as_str(), skel["hexagon_arch"].as_str()), (Some("qnn_skel"), Some("v75")));
+    let htp = std::fs::read_to_string(cache.join("runtimes/v75-rt/libQnnHtp.so")).unwrap();
+    assert_eq!(htp, "htp-from-sdk", "the SDK's Android library replaces the base's");
+
+    let output = npugate_in(&cache, &["runtime", "import-qairt", sdk_arg, "--name", "v79-rt", "--base", "aar-rt", "--arch", "v79"]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no Skel for v79"), "{}", describe(&output));
+    assert!(!cache.join("runtimes/v79-rt").exists());
+}

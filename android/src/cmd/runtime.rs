@@ -1,5 +1,7 @@
 //! `npugate runtime`: fetch, list and show runtimes.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use clap::Subcommand;
 
@@ -24,6 +26,31 @@ pub enum RuntimeCommand {
         /// Runtime name or directory.
         name: String,
     },
+    /// Import an Android AAR (onnxruntime-android-qnn, Qualcomm's or Microsoft's): jni/arm64-v8a/*.so.
+    ImportAar {
+        /// The .aar file.
+        path: PathBuf,
+        /// Name of the new runtime.
+        #[arg(long)]
+        name: String,
+        /// ONNX Runtime version of its libonnxruntime.so (recorded in the manifest).
+        #[arg(long, default_value = "unknown")]
+        ort_version: String,
+    },
+    /// Add a QAIRT SDK's Android QNN libraries and the Skels of the given Hexagon archs to a runtime.
+    ImportQairt {
+        /// The QAIRT SDK root (holds lib/aarch64-android and lib/hexagon-vNN/unsigned).
+        dir: PathBuf,
+        /// Name of the new runtime.
+        #[arg(long)]
+        name: String,
+        /// The runtime with ONNX Runtime and the QNN EP to add the SDK to (e.g. from import-aar).
+        #[arg(long)]
+        base: String,
+        /// Hexagon architecture of a target device (repeatable): v68, v69, v73, v75, v79, v81.
+        #[arg(long = "arch", required = true)]
+        arches: Vec<String>,
+    },
 }
 
 /// Runs a runtime subcommand.
@@ -47,6 +74,12 @@ pub fn run(command: RuntimeCommand) -> Result<u8> {
         RuntimeCommand::Show { name } => {
             println!("{}", serde_json::to_string_pretty(&RuntimeManifest::load(&name)?)?);
         }
+        RuntimeCommand::ImportAar { path, name, ort_version } => imported(runtime::aar::import(&path, &name, &ort_version)?),
+        RuntimeCommand::ImportQairt { dir, name, base, arches } => imported(runtime::qairt::import(&dir, &name, &base, &arches)?),
     }
     Ok(crate::EXIT_PASS)
+}
+
+fn imported(manifest: RuntimeManifest) {
+    println!("{}: imported {} files into {}", manifest.name, manifest.files.len(), manifest.dir.display());
 }

