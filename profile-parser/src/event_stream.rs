@@ -279,7 +279,7 @@ mod tests {
     #[test]
     fn events_across_chunk_edges_are_reparsed_whole() {
         let event = format!(r#"{{"pad":"{}"}}"#, "x".repeat(CHUNK_BYTES / 3));
-        let text = format!("[{}]", vec![event.as_str(); 7].join(",\n"));
+        let text = format!("[{}]", [event.as_str(); 7].join(",\n"));
         assert_eq!(events(&text).unwrap().len(), 7);
     }
 

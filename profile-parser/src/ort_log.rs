@@ -3,8 +3,8 @@
 //! A block is a header line followed by one line per node and one `REASON` line:
 //! ```text
 //! … LogNodeSupport: Validation FAILED for 1 nodes in OrtNodeUnit (Det) :
-//! 	Operator type: Det Node name: det Node index: 15
-//! 	REASON : Operators of type `Det` are not supported by QNN EP.…
+//! <TAB>Operator type: Det Node name: det Node index: 15
+//! <TAB>REASON : Operators of type `Det` are not supported by QNN EP.…
 //! ```
 //! The header's prefix differs between loggers (`[V:onnxruntime:, file:line Func]`, `[ort Verbose] …`),
 //! so lines are matched by their content only. GetCapability runs several times (before and after

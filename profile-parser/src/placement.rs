@@ -240,6 +240,11 @@ impl MatchedPartition {
     }
 }
 
+/// A compiling EP's fused partition node: named `<provider>_<metadef name>_<n>`.
+fn is_fused_partition(node: &ProfiledNode) -> bool {
+    node.name.strip_prefix(node.provider.as_str()).is_some_and(|rest| rest.starts_with('_'))
+}
+
 /// The trailing `_<n>` of a fused node name: ORT's `fused_node_unique_id`.
 fn fused_id(name: &str) -> u64 {
     name.rsplit('_').next().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
@@ -255,7 +260,7 @@ fn fused_id(name: &str) -> u64 {
 fn match_partitions(assignment: &Assignment, profile: &Profile, warnings: &mut Vec<String>) -> Vec<MatchedPartition> {
     let mut fused_by_ep: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, node) in profile.nodes.iter().enumerate() {
-        if node.name.starts_with(&format!("{}_", node.provider)) {
+        if is_fused_partition(node) {
             fused_by_ep.entry(node.provider.as_str()).or_default().push(index);
         }
     }
@@ -301,9 +306,11 @@ fn strip_token_suffix(name: &str) -> &str {
 /// Records where the profile shows each node ran, and per-node time where a kernel carries its name.
 ///
 /// Nodes inside a matched partition ran where the partition's fused event ran. Other nodes are
-/// found by kernel name, exactly or after dropping a `_token_<n>` suffix (layout transformation);
-/// kernels renamed or fused by later optimizations (`r12_nchwc`, `FusedConv` under another node's
-/// name) cannot be attributed, so those nodes keep `profile_ep`/time `None`.
+/// found by kernel name, exactly or after dropping a `_token_<n>` suffix (layout transformation).
+/// Kernels renamed or fused by later optimizations (`r12_nchwc`, `FusedConv` under another node's
+/// name) cannot be tied to a node: such a node still ran as an individual kernel, so when every
+/// individual (non-partition) kernel of the profile ran on one EP, that EP is where it ran; its own
+/// time stays `None`.
 fn witness_placement<'a>(
     nodes: &mut [Node<'a>],
     partitions: &[MatchedPartition],
@@ -321,6 +328,8 @@ fn witness_placement<'a>(
             nodes[index].profile_ep = Some(profile.nodes[partition.fused_node].provider.as_str());
         }
     }
+    let mut individual_eps = profile.nodes.iter().filter(|k| !is_fused_partition(k)).map(|k| k.provider.as_str());
+    let only_individual_ep = individual_eps.next().filter(|first| individual_eps.all(|ep| ep == *first));
     let mut unattributed = 0;
     for (index, node) in nodes.iter_mut().enumerate() {
         if in_partition[index] {
@@ -328,6 +337,7 @@ fn witness_placement<'a>(
         }
         let Some(kernels) = kernels_by_name.get(node.name) else {
             unattributed += 1;
+            node.profile_ep = only_individual_ep;
             continue;
         };
         let mut per_run = vec![0.0; profile.runs.len()];
@@ -511,7 +521,7 @@ fn attach_backend_ops(partitions: &mut [Partition], qnn: &QnnProfile, warnings: 
     let qnn_partitions: Vec<usize> = (0..partitions.len()).filter(|&i| partitions[i].ep.starts_with("QNN")).collect();
     let mut unplaced = Vec::new();
     for op in &qnn.ops {
-        let by_name = qnn_partitions.iter().copied().find(|&i| partitions[i].nodes.iter().any(|n| *n == op.name));
+        let by_name = qnn_partitions.iter().copied().find(|&i| partitions[i].nodes.contains(&op.name));
         match by_name.or(match qnn_partitions.as_slice() {
             [only] => Some(*only),
             _ => None,
