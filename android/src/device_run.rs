@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::adb::quote::{assignment, command_line, quote};
-use crate::adb::Adb;
+use crate::adb::{Adb, AdbError};
 use crate::deploy::{self, DeployFile, DeployReport};
 use crate::device_state::{self, Cooldown, DeviceStateRecord, DEVICE_STATE_FILE};
 use crate::devices::{self, DeviceInfo};
@@ -134,7 +134,14 @@ pub fn run_on_device(
     let layout = Layout::new(plan, &format!("run-{}-{}", std::process::id(), unique_suffix()));
     let command = harness_command(plan, &layout);
     let started = Instant::now();
-    let out = adb.shell(serial, &command, plan.run_timeout, "run the harness")?;
+    let out = adb.shell(serial, &command, plan.run_timeout, "run the harness").inspect_err(|error| {
+        if matches!(error, AdbError::Timeout { .. }) {
+            // Killing the local adb does not stop the harness on the device; its command line
+            // holds the run's unique output dir.
+            let stop = format!("pkill -f {}", quote(&layout.paths.out));
+            let _ = adb.shell(serial, &stop, Duration::from_secs(10), "stop the harness");
+        }
+    })?;
     let seconds = started.elapsed().as_secs_f64();
     let after = device_state::read(adb, serial).ok();
 
