@@ -211,13 +211,19 @@ fn attention_macs(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
     Ok(product(&[b, s, hidden_in, qkv]).saturating_add(double(product(&[b, s, s, (qkv / 3).max(1)]))))
 }
 
-/// `MultiHeadAttention`: Q·Kᵀ + A·V from query `[B,S,D]` and key/value `[B,L,D]` or `[B,N,L,H]`.
-fn mha_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result<u64, FlopsError> {
+/// Batch, sequence, query width and output width of an attention node with query `[B,S,D]`.
+fn attention_dims(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result<[i64; 4], FlopsError> {
     let query = &operand(op, inputs, 0, "query shape")?.dims;
     let out = &operand(op, outputs, 0, "output shape")?.dims;
-    let (&[b, s, d], Some(&dv)) = (query.as_slice(), out.last()) else {
-        return Err(missing(op, "query [B,S,D]"));
-    };
+    match (query.as_slice(), out.last()) {
+        (&[b, s, d], Some(&width)) => Ok([b, s, d, width]),
+        _ => Err(missing(op, "query [B,S,D]")),
+    }
+}
+
+/// `MultiHeadAttention`: Q·Kᵀ + A·V from query `[B,S,D]` and key/value `[B,L,D]` or `[B,N,L,H]`.
+fn mha_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result<u64, FlopsError> {
+    let [b, s, d, dv] = attention_dims(op, inputs, outputs)?;
     let kv_len = match inputs.get(1).map(|k| k.dims.as_slice()) {
         Some(&[_, l, _]) => l,
         Some(&[_, _, l, _]) => l,
@@ -228,11 +234,7 @@ fn mha_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result
 
 /// `GroupQueryAttention`: Q·Kᵀ + A·V, attention length from `present_key` `[B,N_kv,L,H]`.
 fn gqa_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result<u64, FlopsError> {
-    let query = &operand(op, inputs, 0, "query shape")?.dims;
-    let out = &operand(op, outputs, 0, "output shape")?.dims;
-    let (&[b, s, _], Some(&dq)) = (query.as_slice(), out.last()) else {
-        return Err(missing(op, "query [B,S,D]"));
-    };
+    let [b, s, _, dq] = attention_dims(op, inputs, outputs)?;
     let kv_len = match outputs.get(1).map(|k| k.dims.as_slice()) {
         Some(&[_, _, l, _]) => l,
         _ => s,
