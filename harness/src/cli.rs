@@ -91,6 +91,11 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub context_cache: Option<PathBuf>,
 
+    /// After the timed runs, run once more and save every output as `outputs/<name>.npy` (listed in
+    /// `artifacts.outputs`) for comparison with a reference; the timed loop is unchanged.
+    #[arg(long)]
+    pub check_outputs: bool,
+
     /// QNN execution provider options.
     #[command(flatten)]
     pub qnn: QnnArgs,

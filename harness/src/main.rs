@@ -23,6 +23,7 @@ mod fingerprint;
 mod inputs;
 mod measure;
 mod ort_env;
+mod outputs;
 mod qnn;
 mod session;
 
@@ -110,8 +111,13 @@ fn run(args: &Args) -> Result<()> {
         inputs: timed.inputs().iter().map(inputs::signature).collect(),
         outputs: timed.outputs().iter().map(inputs::signature).collect(),
     };
-    let bound = BoundSession::new(timed, &prepared)?;
+    let mut bound = BoundSession::new(timed, &prepared)?;
     let (measurement, measured) = bound.measure(args.warmup, args.runs);
+    // After the timed loop, never inside it: one extra run whose outputs are saved.
+    let saved_outputs = match (&measured, args.check_outputs) {
+        (Ok(()), true) => outputs::save(&mut bound, &out),
+        _ => Ok(Vec::new()),
+    };
     drop(bound);
     timings.first_inference_ns = measurement.first_inference_ns;
     timings.loop_wall_ns = measurement.loop_wall_ns;
@@ -161,14 +167,20 @@ fn run(args: &Args) -> Result<()> {
         timings,
         assignment,
         backend,
-        artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
+        artifacts: Artifacts {
+            ort_log: files::ORT_LOG.into(),
+            outputs: saved_outputs.as_ref().cloned().unwrap_or_default(),
+            ..Artifacts::default()
+        },
         fingerprint: fingerprint::collect(),
         warnings: Vec::new(),
     };
 
     // Everything after the timed loop may fail without losing what was measured. A dead backend
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
-    let finished = measured.and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
+    let finished = measured
+        .and_then(|()| saved_outputs.map(drop))
+        .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
     let finished = match &result.backend {
         Some(health) if !health.started => Err(anyhow!(backend::failure_message(health, &result.assignment, args.ep.ort_name()))),
         _ => finished,

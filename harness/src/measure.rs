@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::{anyhow, Result};
 use ort::logging::LogLevel;
 use ort::memory::MemoryInfo;
-use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session};
+use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session, SessionOutputs};
 use ort::AsPointer;
 
 use crate::inputs::PreparedInput;
@@ -64,6 +64,11 @@ impl BoundSession {
         };
         // SAFETY: `status` was just returned by ORT.
         unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("inference failed: {e}"))
+    }
+
+    /// One more inference through the binding, outside any timing, returning the outputs.
+    pub fn run_with_outputs(&mut self) -> Result<SessionOutputs<'_>> {
+        self.session.run_binding_with_options(&self.binding, &self.run_options).map_err(|e| anyhow!("inference failed: {e}"))
     }
 
     /// Runs the first inference, `warmup` discarded runs, then `runs` timed runs. On a failing run
