@@ -173,6 +173,26 @@ pub fn worst<'a>(
         .max_by(|a, b| badness(a.1).total_cmp(&badness(b.1)))
 }
 
+/// How far (dB) a device's SQNR must lie below the median of the other devices to be the outlier.
+pub const OUTLIER_GAP_DB: f64 = 3.0;
+
+/// The outlier among devices, given each device's worst SQNR (dB): the device with the lowest SQNR
+/// when it lies at least [`OUTLIER_GAP_DB`] below the median of the others (NaN counts as lowest,
+/// infinity as highest). `None` for fewer than two devices or no clear outlier.
+pub fn outlier(sqnr_db: &[f64]) -> Option<usize> {
+    if sqnr_db.len() < 2 {
+        return None;
+    }
+    let key = |v: f64| if v.is_nan() { f64::NEG_INFINITY } else { v };
+    let (worst, &lowest) = sqnr_db.iter().enumerate().min_by(|a, b| key(*a.1).total_cmp(&key(*b.1)))?;
+    let mut others: Vec<f64> = sqnr_db.iter().enumerate().filter(|(i, _)| *i != worst).map(|(_, &v)| key(v)).collect();
+    others.sort_by(f64::total_cmp);
+    let mid = others.len() / 2;
+    let median = if others.len() % 2 == 1 { others[mid] } else { (others[mid - 1] + others[mid]) / 2.0 };
+    let gap = median - key(lowest);
+    (gap >= OUTLIER_GAP_DB).then_some(worst)
+}
+
 /// A metric value for reports: `∞` for infinite SQNR, `NaN`, else `digits` decimals.
 pub fn fmt_metric(value: f64, digits: usize) -> String {
     if value.is_nan() {
@@ -280,6 +300,16 @@ mod tests {
         let json = serde_json::to_string(&m).unwrap();
         assert!(json.contains("\"sqnr_db\":\"inf\""), "{json}");
         assert_eq!(serde_json::from_str::<OutputMetrics>(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn outlier_is_the_device_clearly_below_the_others() {
+        assert_eq!(outlier(&[41.0, 40.2, 31.5, 40.9]), Some(2));
+        assert_eq!(outlier(&[41.0, 40.2, 39.5]), None, "1.1 dB below the others is noise");
+        assert_eq!(outlier(&[f64::INFINITY, 35.0]), Some(1));
+        assert_eq!(outlier(&[f64::INFINITY, f64::INFINITY]), None);
+        assert_eq!(outlier(&[30.0, f64::NAN]), Some(1));
+        assert_eq!(outlier(&[30.0]), None);
     }
 
     #[test]

@@ -8,12 +8,12 @@ use crate::verdict::{CheckStatus, Outcome, Verdict};
 pub struct MarkdownExporter;
 
 /// Escapes a table cell: pipes, newlines.
-fn cell(text: &str) -> String {
+pub(super) fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', "<br>")
 }
 
 /// A GitHub-flavoured table.
-fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+pub(super) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
     let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len()));
     for row in rows {
         let cells: Vec<String> = row.as_ref().iter().map(|c| cell(c)).collect();

@@ -13,6 +13,7 @@ use crate::stats::LatencyStats;
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct};
 use crate::verdict::{Check, Verdict};
 
+mod consistency;
 mod github;
 pub mod html;
 mod json;
@@ -20,6 +21,7 @@ mod junit;
 mod markdown;
 mod terminal;
 
+pub use consistency::{consistency_markdown, consistency_text, DeviceOutputs};
 pub use github::GithubExporter;
 pub use html::HtmlExporter;
 pub use json::JsonExporter;

@@ -15,14 +15,14 @@ pub struct TerminalExporter {
     pub color: bool,
 }
 
-const RED: &str = "31";
+pub(super) const RED: &str = "31";
 const GREEN: &str = "32";
 const YELLOW: &str = "33";
-const BOLD: &str = "1";
+pub(super) const BOLD: &str = "1";
 const DIM: &str = "2";
 
 /// Wraps text in an ANSI style when colour is on.
-fn paint(color: bool, style: &str, text: &str) -> String {
+pub(super) fn paint(color: bool, style: &str, text: &str) -> String {
     if color {
         format!("\x1b[{style}m{text}\x1b[0m")
     } else {
@@ -46,7 +46,7 @@ fn visible_width(cell: &str) -> usize {
 }
 
 /// Left-aligned columns (right-aligned where `numeric`), two spaces apart, indented by two.
-fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool; N], color: bool) -> String {
+pub(super) fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool; N], color: bool) -> String {
     let mut widths = header.map(visible_width);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -1,0 +1,136 @@
+//! The cross-device output table: the same model on every device side by side, each output's
+//! distance from the reference, the outlier device highlighted (terminal and Markdown).
+
+use crate::outputs::{fmt_metric, outlier, worst, OutputsReport};
+
+use super::{markdown, terminal};
+
+/// One device's outputs compared with the reference.
+#[derive(Debug, Clone)]
+pub struct DeviceOutputs {
+    /// Device label (product model, or CPU model off Android).
+    pub device: String,
+    /// SoC label.
+    pub soc: String,
+    /// Its comparison with the reference.
+    pub report: OutputsReport,
+}
+
+const HEADER: [&str; 9] = ["device", "SoC", "output", "cosine", "SQNR dB", "max abs err", "mean abs err", "top-1", ""];
+const NUMERIC: [bool; 9] = [false, false, false, true, true, true, true, true, false];
+const OUTLIER_MARK: &str = "◀ outlier";
+
+/// Index of the outlier device by each device's worst SQNR.
+fn outlier_device(devices: &[DeviceOutputs]) -> Option<usize> {
+    let worst_sqnr: Vec<f64> =
+        devices.iter().map(|d| worst(&d.report.outputs, |m| m.sqnr_db, true).map_or(f64::NAN, |(_, v)| v)).collect();
+    outlier(&worst_sqnr)
+}
+
+/// One row per device and output; the outlier device's rows carry the mark.
+fn rows(devices: &[DeviceOutputs], outlier: Option<usize>) -> Vec<[String; 9]> {
+    let mut out = Vec::new();
+    for (index, device) in devices.iter().enumerate() {
+        for output in &device.report.outputs {
+            let m = &output.metrics;
+            out.push([
+                device.device.clone(),
+                device.soc.clone(),
+                output.name.clone(),
+                fmt_metric(m.cosine, 6),
+                fmt_metric(m.sqnr_db, 1),
+                format!("{:.3e}", m.max_abs_err),
+                format!("{:.3e}", m.mean_abs_err),
+                m.top1_agreement_pct.map_or_else(|| "—".into(), |p| format!("{p:.1}%")),
+                if outlier == Some(index) { OUTLIER_MARK.into() } else { String::new() },
+            ]);
+        }
+    }
+    out
+}
+
+/// A one-line summary of the outlier (or that there is none).
+fn outlier_line(devices: &[DeviceOutputs], outlier: Option<usize>) -> String {
+    match outlier {
+        Some(i) => format!(
+            "outlier: {} ({}) drifts furthest from the reference: worst SQNR at least {} dB below the other devices' median",
+            devices[i].device,
+            devices[i].soc,
+            crate::outputs::OUTLIER_GAP_DB
+        ),
+        None => "no outlier device".into(),
+    }
+}
+
+/// The table as aligned terminal text; the outlier's rows in red when `color`.
+pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> String {
+    let outlier = outlier_device(devices);
+    let mut rows = rows(devices, outlier);
+    for row in rows.iter_mut().filter(|r| r[8] == OUTLIER_MARK) {
+        for cell in row.iter_mut() {
+            *cell = terminal::paint(color, terminal::RED, cell);
+        }
+    }
+    format!(
+        "{} {model} against the reference\n{}  {}\n",
+        terminal::paint(color, terminal::BOLD, "Output consistency"),
+        terminal::table(HEADER, &rows, NUMERIC, color),
+        outlier_line(devices, outlier)
+    )
+}
+
+/// The table as GitHub-flavoured Markdown; the outlier's rows in bold.
+pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
+    let outlier = outlier_device(devices);
+    let mut rows = rows(devices, outlier);
+    for row in rows.iter_mut().filter(|r| r[8] == OUTLIER_MARK) {
+        for cell in row.iter_mut().filter(|c| !c.is_empty()) {
+            *cell = format!("**{cell}**");
+        }
+    }
+    format!(
+        "## Output consistency: `{}` against the reference\n\n{}\n{}\n",
+        markdown::cell(model),
+        markdown::table(&HEADER, &rows),
+        outlier_line(devices, outlier)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outputs::{compare_tensors, ReferenceSource, OUTPUTS_SCHEMA};
+
+    fn device(name: &str, error: f64) -> DeviceOutputs {
+        let reference: Vec<f64> = (0..20).map(|i| (i as f64).cos()).collect();
+        let output: Vec<f64> = reference.iter().map(|r| r + error).collect();
+        DeviceOutputs {
+            device: name.into(),
+            soc: format!("{name}-soc"),
+            report: OutputsReport {
+                schema: OUTPUTS_SCHEMA.into(),
+                reference: ReferenceSource { model: "m.onnx".into(), model_sha256: String::new(), ep: "CPU".into(), result_dir: "r".into() },
+                outputs: vec![compare_tensors("probs", (&[2, 10], &reference), (&[2, 10], &output)).unwrap()],
+            },
+        }
+    }
+
+    #[test]
+    fn the_outlier_device_is_marked_in_both_formats() {
+        let devices = [device("a", 1e-3), device("b", 1.2e-3), device("c", 3e-2)];
+        let text = consistency_text("m.onnx", &devices, false);
+        let marked: Vec<&str> = text.lines().filter(|l| l.contains(OUTLIER_MARK)).collect();
+        assert_eq!(marked.len(), 1, "{text}");
+        assert!(marked[0].trim_start().starts_with("c "), "{text}");
+        assert!(text.contains("outlier: c (c-soc)"), "{text}");
+        let md = consistency_markdown("m.onnx", &devices);
+        assert!(md.contains("| **c** | **c-soc** | **probs** |"), "{md}");
+        assert!(!md.contains("**a**"), "{md}");
+    }
+
+    #[test]
+    fn close_devices_have_no_outlier() {
+        let devices = [device("a", 1e-3), device("b", 1.1e-3)];
+        assert!(consistency_text("m.onnx", &devices, false).contains("no outlier device"));
+    }
+}
