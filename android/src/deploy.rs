@@ -93,7 +93,7 @@ pub fn deploy(
         adb.push(serial, &file.local, &format!("{blobs}/{}", file.sha256), timeout)?;
         on_pushed(file.bytes);
     }
-    link(adb, serial, work_dir, files)?;
+    link(adb, serial, work_dir, files, &to_push)?;
     let mut report = DeployReport { work_dir: work_dir.to_string(), ..Default::default() };
     for file in files {
         let pushed = to_push.iter().any(|p| std::ptr::eq(*p, file));
@@ -115,29 +115,55 @@ pub fn deploy(
     Ok(report)
 }
 
+/// The `stat -c` format that identifies one version of a blob file: size, mtime, inode.
+const BLOB_STAT: &str = "%s.%Y.%i";
+
+/// Device-side check of the blobs named in `$@`: prints `present <sha256>` for each blob whose
+/// content hashes to its name. Like git's index, a verified blob's `stat` (size, mtime, inode) is
+/// remembered in `<sha256>.ok`, so unchanged blobs are not re-hashed on every run; any change to
+/// the file (an interrupted or damaged push) changes its stat and it is hashed again.
+const CHECK_BLOBS: &str = r#"for h in "$@"; do
+  [ -f "$h" ] || continue
+  s=$(stat -c "$BLOB_STAT" "$h" 2>/dev/null)
+  if [ -n "$s" ] && [ "$(cat "$h.ok" 2>/dev/null)" = "$s" ]; then echo "present $h"; continue; fi
+  [ "$(sha256sum "$h" 2>/dev/null | cut -d' ' -f1)" = "$h" ] || continue
+  [ -n "$s" ] && echo "$s" > "$h.ok"
+  echo "present $h"
+done"#;
+
 /// The wanted blobs whose content on the device really hashes to their name (a partial push
 /// from an interrupted run does not count). A device without `sha256sum` has none.
 fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) -> Result<BTreeSet<String>, AdbError> {
     let script = format!(
-        "mkdir -p {dir} && cd {dir} && {{ sha256sum {names} 2>/dev/null; true; }}",
+        "mkdir -p {dir} && cd {dir} && BLOB_STAT={stat} && set -- {names} && {CHECK_BLOBS}",
         dir = quote(blobs),
+        stat = quote(BLOB_STAT),
         names = command_line(wanted.iter().copied()),
     );
     let timeout = Duration::from_secs(120);
-    let out = adb.shell_ok(serial, &script, timeout, "hash files on the device")?;
+    let out = adb.shell_ok(serial, &script, timeout, "check blobs on the device")?;
     Ok(out
         .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let (hash, name) = (words.next()?, words.next()?.trim_start_matches('*'));
-            (hash == name && wanted.contains(hash)).then(|| hash.to_string())
-        })
+        .filter_map(|line| line.strip_prefix("present "))
+        .filter(|hash| wanted.contains(hash))
+        .map(str::to_string)
         .collect())
 }
 
-/// Creates the named symlinks to the blobs (and makes executables executable), in one shell call.
-fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile]) -> Result<(), AdbError> {
+/// Creates the named symlinks to the blobs (and makes executables executable) and records the
+/// stat of the blobs just pushed, in one shell call.
+fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile], pushed: &[&DeployFile]) -> Result<(), AdbError> {
     let mut steps = Vec::new();
+    // A blob that just arrived in full is verified: remember its stat (see CHECK_BLOBS).
+    for file in pushed {
+        let blob = format!("{work_dir}/blobs/{}", file.sha256);
+        steps.push(format!(
+            "{{ stat -c {} {} > {} || true; }}",
+            quote(BLOB_STAT),
+            quote(&blob),
+            quote(&format!("{blob}.ok"))
+        ));
+    }
     let dirs: BTreeSet<String> =
         files.iter().filter_map(|f| f.remote.rsplit_once('/').map(|(dir, _)| format!("{work_dir}/{dir}"))).collect();
     if !dirs.is_empty() {
