@@ -61,7 +61,7 @@ impl<F: FnMut(&[u8]) -> Result<usize, serde_json::Error>> EventParser for F {}
 
 /// Feeds every event of the profile to `parse`, in file order.
 pub fn for_each_event<R: Read>(reader: R, mut parse: impl EventParser) -> Result<(), StreamError> {
-    let mut input = Input { reader, buf: Vec::with_capacity(2 * CHUNK_BYTES), pos: 0, eof: false, line: 0, line_start: 0, base: 0 };
+    let mut input = Input { reader, buf: Vec::new(), pos: 0, eof: false, line: 0, line_start: 0, base: 0 };
     let mut state = State::BeforeArray;
     loop {
         while input.pos < input.buf.len() && matches!(input.buf[input.pos], b' ' | b'\t' | b'\r' | b'\n') {
@@ -148,16 +148,7 @@ impl<R: Read> Input<R> {
         self.buf.drain(..self.pos);
         self.base += self.pos;
         self.pos = 0;
-        let old = self.buf.len();
-        self.buf.resize(old + CHUNK_BYTES, 0);
-        let read = loop {
-            match self.reader.read(&mut self.buf[old..]) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                other => break other,
-            }
-        };
-        let n = read.map_err(StreamError::Io)?;
-        self.buf.truncate(old + n);
+        let n = (&mut self.reader).take(CHUNK_BYTES as u64).read_to_end(&mut self.buf).map_err(StreamError::Io)?;
         self.eof = n == 0;
         Ok(())
     }
