@@ -1,6 +1,7 @@
 //! Content-addressed deploy: every file lives once on the device as `<work>/blobs/<sha256>`, and
-//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are relative symlinks to it. A blob
-//! whose sha256 the device already reports (`sha256sum` on the device) is not pushed again.
+//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are relative symlinks to
+//! it. A blob whose content the device hashes to its name (`sha256sum` on the device; the result is
+//! remembered per file stat) is not pushed again.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
