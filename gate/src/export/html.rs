@@ -16,17 +16,18 @@ use crate::verdict::{CheckStatus, Outcome, Verdict};
 pub struct HtmlExporter;
 
 /// Colour of the preferred EP (and of the fast cluster).
-const PREFERRED_COLOR: &str = "#1c7ed6";
+pub const PREFERRED_COLOR: &str = "#1c7ed6";
 /// Colour of the CPU EP off the preferred EP (and of the slow cluster).
-const CPU_COLOR: &str = "#f76707";
+pub const CPU_COLOR: &str = "#f76707";
 /// Colours of any further EPs.
-const OTHER_COLORS: [&str; 4] = ["#7048e8", "#0ca678", "#e64980", "#868e96"];
+pub const OTHER_COLORS: [&str; 4] = ["#7048e8", "#0ca678", "#e64980", "#868e96"];
 /// Chart width for full-width pictures.
-const WIDE: f64 = 1180.0;
+pub const WIDE: f64 = 1180.0;
 /// Chart width for side-by-side pictures.
-const HALF: f64 = 575.0;
+pub const HALF: f64 = 575.0;
 
-const STYLE: &str = "
+/// The page style every npugate HTML report shares (sections, tables, pills, badges).
+pub const STYLE: &str = "
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#212529;margin:0;background:#f1f3f5}
 main{max-width:1220px;margin:0 auto;padding:20px}
 section{background:#fff;border:1px solid #dee2e6;border-radius:8px;padding:14px 18px;margin:14px 0}
@@ -78,34 +79,47 @@ fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
 }
 
 /// A plot area with linear scales, drawing into an SVG string.
-struct Plot {
-    width: f64,
-    height: f64,
-    left: f64,
-    right: f64,
-    top: f64,
-    bottom: f64,
-    x: (f64, f64),
-    y: (f64, f64),
-    svg: String,
+pub struct Plot {
+    /// Width in pixels.
+    pub width: f64,
+    /// Height in pixels.
+    pub height: f64,
+    /// Left margin (y tick labels).
+    pub left: f64,
+    /// Right margin.
+    pub right: f64,
+    /// Top margin.
+    pub top: f64,
+    /// Bottom margin (x tick labels).
+    pub bottom: f64,
+    /// Data range on x.
+    pub x: (f64, f64),
+    /// Data range on y.
+    pub y: (f64, f64),
+    /// The SVG elements drawn so far.
+    pub svg: String,
 }
 
 impl Plot {
-    fn new(width: f64, height: f64, x: (f64, f64), y: (f64, f64)) -> Plot {
+    /// An empty plot of `width`×`height` pixels showing the data ranges `x` and `y`.
+    pub fn new(width: f64, height: f64, x: (f64, f64), y: (f64, f64)) -> Plot {
         let x = if x.1 > x.0 { x } else { (x.0 - 1.0, x.0 + 1.0) };
         let y = if y.1 > y.0 { y } else { (y.0 - 1.0, y.0 + 1.0) };
         Plot { width, height, left: 56.0, right: 14.0, top: 22.0, bottom: 40.0, x, y, svg: String::new() }
     }
 
-    fn px(&self, x: f64) -> f64 {
+    /// Pixel x of a data x.
+    pub fn px(&self, x: f64) -> f64 {
         self.left + (x - self.x.0) / (self.x.1 - self.x.0) * (self.width - self.left - self.right)
     }
 
-    fn py(&self, y: f64) -> f64 {
+    /// Pixel y of a data y.
+    pub fn py(&self, y: f64) -> f64 {
         self.height - self.bottom - (y - self.y.0) / (self.y.1 - self.y.0) * (self.height - self.top - self.bottom)
     }
 
-    fn axes(&mut self, x_label: &str, y_label: &str, x_fmt: impl Fn(f64) -> String, y_fmt: impl Fn(f64) -> String) {
+    /// Both axes with round ticks, grid lines and labels.
+    pub fn axes(&mut self, x_label: &str, y_label: &str, x_fmt: impl Fn(f64) -> String, y_fmt: impl Fn(f64) -> String) {
         let (x0, x1, y0, y1) = (self.left, self.width - self.right, self.top, self.height - self.bottom);
         for t in nice_ticks(self.y.0, self.y.1, 5) {
             let y = self.py(t);
@@ -139,7 +153,7 @@ impl Plot {
     }
 
     /// A vertical marker line with a label at the top.
-    fn vline(&mut self, x: f64, color: &str, label: &str) {
+    pub fn vline(&mut self, x: f64, color: &str, label: &str) {
         let px = self.px(x);
         let _ = write!(
             self.svg,
@@ -153,7 +167,7 @@ impl Plot {
     }
 
     /// A horizontal marker line from `x0` to `x1` with a label at its left end.
-    fn hline(&mut self, x0: f64, x1: f64, y: f64, color: &str, label: &str) {
+    pub fn hline(&mut self, x0: f64, x1: f64, y: f64, color: &str, label: &str) {
         let (a, b, py) = (self.px(x0), self.px(x1), self.py(y));
         let _ = write!(
             self.svg,
@@ -164,7 +178,8 @@ impl Plot {
         );
     }
 
-    fn finish(self, title: &str) -> String {
+    /// The complete `<svg>` element; `title` is its accessible label.
+    pub fn finish(self, title: &str) -> String {
         format!(
             r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{t}">{}</svg>"##,
             self.svg,
@@ -407,7 +422,7 @@ fn graph_strip(report: &PlacementReport, rules: &crate::rules::Rules) -> String 
 }
 
 /// An HTML table; cells are escaped, columns in `numeric` right-aligned.
-fn html_table<R: AsRef<[String]>>(header: &[&str], rows: &[R], numeric: &[usize]) -> String {
+pub fn html_table<R: AsRef<[String]>>(header: &[&str], rows: &[R], numeric: &[usize]) -> String {
     let mut out = String::from("<table><tr>");
     for h in header {
         let _ = write!(out, "<th>{}</th>", xml_escape(h));
@@ -482,7 +497,7 @@ fn placement_section(v: &Verdict, report: &PlacementReport) -> String {
         xml_escape(&report.preferred_ep)
     );
     if let Some(predicted) = &report.predicted {
-        let _ = write!(out, "<p class=\"warn\">Predicted: {}</p>", xml_escape(predicted));
+        let _ = write!(out, "<p class=\"warn\">{}</p>", xml_escape(predicted));
     }
     out.push_str(&html_table(&EP_HEADER, &ep_rows(report), &[1, 2, 3, 4, 5, 6]));
     let _ = write!(

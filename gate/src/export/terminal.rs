@@ -86,7 +86,7 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         report.preferred_time_pct.map(|t| format!(", {t:.1}% of kernel time")).unwrap_or_default()
     );
     if let Some(predicted) = &report.predicted {
-        out.push_str(&format!("  {}\n", paint(color, YELLOW, &format!("predicted: {predicted}"))));
+        out.push_str(&format!("  {}\n", paint(color, YELLOW, predicted)));
     }
     out.push_str(&table(EP_HEADER, &ep_rows(report), [false, true, true, true, true, true, true], color));
     out.push_str(&format!("\n{} ({})\n", paint(color, BOLD, "Partitions"), report.partitions.len()));
