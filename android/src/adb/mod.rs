@@ -21,7 +21,7 @@ pub struct Adb {
 #[derive(Debug, thiserror::Error)]
 pub enum AdbError {
     /// The adb binary could not be started at all.
-    #[error("cannot start adb ({binary}): {source}")]
+    #[error("cannot start adb ({binary})")]
     Spawn {
         /// The binary tried.
         binary: String,
