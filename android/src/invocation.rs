@@ -41,6 +41,10 @@ pub struct HarnessSettings {
     /// Intra-op threads (0 = ONNX Runtime's default).
     #[arg(long, default_value_t = 0)]
     pub intra_threads: usize,
+    /// Save the outputs of one extra run after the timed runs and compare them with an fp32 CPU
+    /// reference computed on this machine (`outputs.json`, rules min_cosine, min_sqnr_db, max_abs_err).
+    #[arg(long)]
+    pub check_outputs: bool,
 }
 
 /// Execution providers, as the harness names them.
@@ -83,6 +87,9 @@ impl HarnessSettings {
         args.extend(["--ep".into(), self.ep.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()]);
         if self.no_reference_pass {
             args.push("--no-reference-pass".into());
+        }
+        if self.check_outputs {
+            args.push("--check-outputs".into());
         }
         if let Some(library) = &paths.ep_library {
             args.extend(["--ep-library".into(), library.clone()]);

@@ -53,6 +53,7 @@ pub fn judge_dir(dir: &Path, options: &GateOptions) -> Result<Verdict> {
         &rules,
         baseline.as_ref().map(|baseline| Comparison { baseline, force: options.force }),
     );
+    crate::output_check::judge_in(dir, &mut verdict);
     if let Err(error) = &placement {
         verdict.errors.push(format!("placement could not be computed: {error}"));
         // A rule that already failed keeps the verdict at `fail` (exit 1); otherwise it is unjudged.

@@ -14,6 +14,7 @@ mod devices;
 mod hexagon;
 mod invocation;
 mod judging;
+mod output_check;
 mod paths;
 mod rack;
 mod remote;
@@ -60,6 +61,9 @@ enum Command {
     /// Predict without a device which nodes the QNN EP would claim on HTP (aarch64 harness under qemu,
     /// QNN plugin, Saver backend); exit 0 all claimed, 1 some node falls back, 2 could not judge.
     Preflight(cmd::preflight::PreflightArgs),
+    /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
+    #[command(subcommand)]
+    Outputs(cmd::outputs::OutputsCommand),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Gate(a) => cmd::gate::run(a),
         Command::Baseline(c) => cmd::baseline::run(c),
         Command::Preflight(a) => cmd::preflight::run(a),
+        Command::Outputs(c) => cmd::outputs::run(c),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -103,8 +103,9 @@ pub fn judge_outputs(verdict: &mut Verdict, report: Option<&OutputsReport>) {
                     (false, false) => ">",
                 };
                 let count = report.map_or(0, |r| r.outputs.len());
+                let suffix = if unit == "dB" { " dB" } else { "" };
                 let message = format!(
-                    "{rule}: output {name} {} {op} {} (worst of {count} output(s) against the reference)",
+                    "{rule}: output {name} {}{suffix} {op} {}{suffix} (worst of {count} output(s) against the reference)",
                     fmt_metric(measured, digits),
                     fmt_limit(bound)
                 );

@@ -4,6 +4,7 @@ pub mod baseline;
 pub mod devices;
 pub mod gate;
 pub mod model;
+pub mod outputs;
 pub mod placement;
 pub mod preflight;
 pub mod run;

@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::invocation::{HarnessSettings, TargetPaths};
 use crate::judging::{self, GateOptions};
+use crate::output_check::{self, OutputCheckOptions, REFERENCE_DIR};
 use crate::runtime::RuntimeManifest;
 
 /// The runtime `--local` uses when none is given.
@@ -41,6 +42,9 @@ pub struct RunArgs {
     /// Measurement settings.
     #[command(flatten)]
     pub settings: HarnessSettings,
+    /// Output check settings that stay on the host (`--reference-model`).
+    #[command(flatten)]
+    pub outputs: OutputCheckOptions,
     /// Gate settings.
     #[command(flatten)]
     pub gate: GateOptions,
@@ -82,14 +86,17 @@ pub fn run(mut args: RunArgs) -> Result<u8> {
     if !status.success() && !has_result {
         bail!("the harness failed ({status}) before measuring anything; see its message above");
     }
+    let outputs_ok = !args.settings.check_outputs
+        || output_check::check_local(&args.outputs, &args.model, &harness, &args.settings, &out);
+    let harness_ok = status.success() && outputs_ok;
     if args.no_gate {
         eprintln!("npugate: result in {}", out.display());
-        return Ok(if status.success() { crate::EXIT_PASS } else { crate::EXIT_ERROR });
+        return Ok(if harness_ok { crate::EXIT_PASS } else { crate::EXIT_ERROR });
     }
     let verdict = judging::judge_dir(&out, &args.gate)?;
     let code = judging::emit(&verdict, &args.gate)?;
     eprintln!("npugate: result, verdict and report in {}", out.display());
-    Ok(if status.success() { code } else { crate::EXIT_ERROR })
+    Ok(if harness_ok { code } else { crate::EXIT_ERROR })
 }
 
 /// `npugate run --device …`: the same harness settings and gate, on each device over adb; results
@@ -99,15 +106,31 @@ fn on_devices(args: &RunArgs) -> Result<u8> {
     let runtime = RuntimeManifest::load(runtime_name)?;
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "devices"));
     let harness_args = |paths: &TargetPaths| args.settings.harness_args(paths, Some(&runtime.name));
-    let judge = |dir: &Path| -> Result<u8> {
-        if args.no_gate {
-            return Ok(crate::EXIT_PASS);
+    let reference = match args.settings.check_outputs {
+        true => {
+            let host_harness = sibling_binary("npugate-harness")?;
+            Some(output_check::reference_for(&args.outputs, &args.model, &host_harness, &args.settings, &out.join(REFERENCE_DIR))?)
         }
-        judging::emit(&judging::judge_dir(dir, &args.gate)?, &args.gate)
+        false => None,
+    };
+    let judge = |dir: &Path| -> Result<u8> {
+        let outputs_ok = reference.as_ref().map_or(true, |r| r.compare_reporting(dir));
+        let code = match args.no_gate {
+            true => crate::EXIT_PASS,
+            false => judging::emit(&judging::judge_dir(dir, &args.gate)?, &args.gate)?,
+        };
+        Ok(if outputs_ok { code } else { crate::EXIT_ERROR })
     };
     let inputs = args.settings.input_files();
     let plan = args.devices.plan(&runtime, &args.model, &inputs, args.harness.as_deref(), &harness_args);
-    crate::remote::run_on_devices(&args.devices, &plan, &out, &judge)
+    let code = crate::remote::run_on_devices(&args.devices, &plan, &out, &judge)?;
+    if reference.is_some() {
+        match crate::cmd::outputs::table(&[out.clone()], crate::cmd::outputs::TableFormat::Terminal, false) {
+            Ok(table) => print!("{table}"),
+            Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
+        }
+    }
+    Ok(code)
 }
 
 /// A binary installed next to the running `npugate`.
