@@ -4,9 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use serde::Deserialize;
 
-/// Measurement settings passed through to `npugate-harness` (same names, same defaults).
-#[derive(Debug, Clone, Args)]
+/// Measurement settings passed through to `npugate-harness` (same names, same defaults). Also read
+/// from TOML (a sweep plan's `[settings]`), with the field names as keys and the same defaults.
+#[derive(Debug, Clone, Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HarnessSettings {
     /// Timed runs (≥ 20 for the CV rule to be judged).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
@@ -48,7 +51,8 @@ pub struct HarnessSettings {
 }
 
 /// Execution providers, as the harness names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Ep {
     /// ONNX Runtime's CPU EP.
     Cpu,
@@ -69,6 +73,15 @@ pub struct TargetPaths {
     pub out: String,
     /// `--input` files, in the order of `HarnessSettings::inputs`, as target paths.
     pub input_files: Vec<String>,
+}
+
+impl Default for HarnessSettings {
+    /// The command line's defaults (one source of truth: the clap attributes above).
+    fn default() -> Self {
+        use clap::FromArgMatches;
+        let matches = HarnessSettings::augment_args(clap::Command::new("defaults")).get_matches_from(["defaults"]);
+        HarnessSettings::from_arg_matches(&matches).expect("the defaults of HarnessSettings parse")
+    }
 }
 
 impl HarnessSettings {

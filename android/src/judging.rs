@@ -43,16 +43,16 @@ pub struct GateOptions {
 /// Analyzes and judges the result in `dir`. A placement that cannot be computed leaves the
 /// placement rules unjudged (exit 2) and says why.
 pub fn judge_dir(dir: &Path, options: &GateOptions) -> Result<Verdict> {
-    let run = RunResult::read(dir)?;
     let rules = Rules::load(options.rules_file.as_deref(), &options.rule_overrides)?;
     let baseline = options.baseline.as_deref().map(Baseline::read).transpose()?;
+    judge_dir_with(dir, &rules, baseline.as_ref().map(|baseline| Comparison { baseline, force: options.force }))
+}
+
+/// [`judge_dir`] with rules (and a baseline comparison) already loaded, e.g. from a sweep plan.
+pub fn judge_dir_with(dir: &Path, rules: &Rules, comparison: Option<Comparison>) -> Result<Verdict> {
+    let run = RunResult::read(dir)?;
     let placement = profile_parser::analyze_result_dir(dir);
-    let mut verdict = gate::judge(
-        &run,
-        placement.as_ref().ok(),
-        &rules,
-        baseline.as_ref().map(|baseline| Comparison { baseline, force: options.force }),
-    );
+    let mut verdict = gate::judge(&run, placement.as_ref().ok(), rules, comparison);
     crate::output_check::judge_in(dir, &mut verdict);
     if let Err(error) = &placement {
         verdict.errors.push(format!("placement could not be computed: {error}"));

@@ -12,14 +12,17 @@ mod device_run;
 mod device_state;
 mod devices;
 mod hexagon;
+mod history;
 mod invocation;
 mod judging;
+mod matrix;
 mod output_check;
 mod paths;
 mod rack;
 mod remote;
 mod runtime;
 mod samples;
+mod sweep;
 
 /// Exit code when every rule passed.
 pub const EXIT_PASS: u8 = 0;
@@ -64,6 +67,10 @@ enum Command {
     /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
     #[command(subcommand)]
     Outputs(cmd::outputs::OutputsCommand),
+    /// Run (or resume) a sweep plan: devices × runtimes × models; results, matrix report, history.
+    Sweep(cmd::sweep::SweepArgs),
+    /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
+    History(cmd::history::HistoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +85,8 @@ fn main() -> ExitCode {
         Command::Baseline(c) => cmd::baseline::run(c),
         Command::Preflight(a) => cmd::preflight::run(a),
         Command::Outputs(c) => cmd::outputs::run(c),
+        Command::Sweep(a) => cmd::sweep::run(a),
+        Command::History(a) => cmd::history::run(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -80,6 +80,7 @@ pub fn harness(model: &Path, out: &Path, extra: &[&str]) -> Output {
 }
 pub mod devices;
 pub mod qnn;
+pub mod sweeps;
 
 /// ONNX Runtime 1.20.1 (x86_64), older than the harness accepts: downloaded once with pip by
 /// package name (sha256-pinned) into `<cache>/test-runtimes/`, for the version-check test.

@@ -3,9 +3,11 @@
 pub mod baseline;
 pub mod devices;
 pub mod gate;
+pub mod history;
 pub mod model;
 pub mod outputs;
 pub mod placement;
 pub mod preflight;
 pub mod run;
 pub mod runtime;
+pub mod sweep;

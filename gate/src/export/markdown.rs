@@ -13,7 +13,7 @@ pub(super) fn cell(text: &str) -> String {
 }
 
 /// A GitHub-flavoured table.
-pub(super) fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+pub fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
     let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len()));
     for row in rows {
         let cells: Vec<String> = row.as_ref().iter().map(|c| cell(c)).collect();

@@ -18,7 +18,7 @@ mod github;
 pub mod html;
 mod json;
 mod junit;
-mod markdown;
+pub mod markdown;
 mod terminal;
 
 pub use consistency::{consistency_markdown, consistency_text, DeviceOutputs};

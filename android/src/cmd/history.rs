@@ -1,0 +1,114 @@
+//! `npugate history`: how a model did on a SoC (device, runtime) over the last nights, and what
+//! changed since the night before — as terminal sparklines, `npugate.history/1` JSON, or an HTML
+//! page with inline-SVG trend charts.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use crate::history::trend::{self, sparkline, HistoryReport};
+use crate::history::{self, chart, HistoryFilter, HistoryStore};
+
+/// Arguments of `npugate history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// History store (default: <cache>/history.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+    /// Only this model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only this SoC (device class), e.g. SM8650.
+    #[arg(long)]
+    pub soc: Option<String>,
+    /// Only this device (serial).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Only this runtime.
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// The last N nights that have a matching sweep.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nights: u32,
+    /// Only nights up to this one (YYYY-MM-DD).
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = crate::sweep::parse_night)]
+    pub until: Option<String>,
+    /// Only series whose last night changed (latency beyond the tolerance, gate outcome, fallback count).
+    #[arg(long)]
+    pub changed: bool,
+    /// A latency change counts when the median ratio's 95% interval lies entirely beyond ±this many
+    /// percent (default: the gate's baseline_median_pct, 10; 0 = the interval alone decides).
+    #[arg(long, value_name = "PCT")]
+    pub tolerance_pct: Option<f64>,
+    /// Print `npugate.history/1` JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write an HTML page with a trend chart per SoC and model.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// Runs `npugate history`.
+pub fn run(args: HistoryArgs) -> Result<u8> {
+    let path = args.history.clone().unwrap_or_else(history::default_path);
+    if !path.is_file() {
+        bail!("no history at {}; run `npugate sweep` first, or pass --history PATH", path.display());
+    }
+    let store = HistoryStore::open(&path)?;
+    let filter = HistoryFilter {
+        model: args.model.clone(),
+        soc: args.soc.clone(),
+        device: args.device.clone(),
+        runtime: args.runtime.clone(),
+        nights: args.nights as usize,
+        until: args.until.clone(),
+    };
+    let tolerance = args.tolerance_pct.unwrap_or_else(trend::default_tolerance_pct);
+    let mut report = trend::build(&filter, store.cells(&filter)?, tolerance);
+    if args.changed {
+        report.series.retain(|s| s.change.as_ref().is_some_and(|c| c.is_notable()));
+    }
+    if let Some(html) = &args.html {
+        std::fs::write(html, chart::history_page(&report)).with_context(|| format!("cannot write {}", html.display()))?;
+        eprintln!("npugate history: trend chart in {}", html.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", terminal(&report));
+    }
+    Ok(crate::EXIT_PASS)
+}
+
+/// One block per model and SoC, one line per device and runtime with its sparkline.
+fn terminal(report: &HistoryReport) -> String {
+    if report.series.is_empty() {
+        return "no matching sweeps in the history\n".into();
+    }
+    let mut out = format!("{} night(s): {}\n", report.nights.len(), report.nights.join(" "));
+    let device_width = report.series.iter().map(|s| s.device.len()).max().unwrap_or(0);
+    let runtime_width = report.series.iter().map(|s| s.runtime.len()).max().unwrap_or(0);
+    for ((soc, model), members) in chart::by_class_and_model(&report.series) {
+        out.push_str(&format!("\n{model} on SoC {soc}\n"));
+        for s in members {
+            let by_night: Vec<Option<f64>> =
+                report.nights.iter().map(|night| s.points.iter().find(|p| &p.night == night).and_then(|p| p.median_ns)).collect();
+            let last = s.points.last();
+            let latest = last
+                .map(|p| {
+                    let median = p.median_ns.map(gate::units::fmt_ms).unwrap_or_else(|| "–".into());
+                    format!("{median} ({})", p.outcome)
+                })
+                .unwrap_or_default();
+            let change = s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into());
+            out.push_str(&format!(
+                "  {:device_width$}  {:runtime_width$}  {}  {latest}  {change}\n",
+                s.device,
+                s.runtime,
+                sparkline(&by_night)
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,81 @@
+//! `npugate sweep --plan sweep.toml`: run (or resume) a matrix of devices × runtimes × models,
+//! record it in the history, and write the matrix report. Exit 0 every cell passed, 1 a gate rule
+//! failed somewhere, 2 a cell or device could not be judged (or the plan is wrong).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::history::{self, HistoryFilter, HistoryReport, HistoryStore};
+use crate::matrix::Matrix;
+use crate::remote::DeviceRunOptions;
+use crate::sweep::{self, SweepOptions, SweepPlan, SweepSummary};
+
+/// Nights of history the matrix report's trends show.
+const TREND_NIGHTS: usize = 30;
+
+/// Arguments of `npugate sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The sweep plan (TOML): devices, runtimes, models with their rules, settings.
+    #[arg(long, value_name = "FILE")]
+    pub plan: PathBuf,
+    /// Sweep directory; running again with the same one resumes (default: npugate-sweeps/<name>/<night>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The night this sweep belongs to (default: today, UTC).
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = sweep::parse_night)]
+    pub night: Option<String>,
+    /// History store (SQLite) to record the sweep in (default: <cache>/history.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+    /// The harness binary (default: the one built for each device's target).
+    #[arg(long, value_name = "PATH")]
+    pub harness: Option<PathBuf>,
+    /// adb, work dir, retries, cooldown and timeouts (`--device` only when the plan has no [[device]]).
+    #[command(flatten)]
+    pub devices: DeviceRunOptions,
+}
+
+/// Runs `npugate sweep`.
+pub fn run(args: SweepArgs) -> Result<u8> {
+    let plan = SweepPlan::load(&args.plan)?;
+    let night = args.night.clone().unwrap_or_else(sweep::today);
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
+    let options = SweepOptions { out: &out, night: args.night.as_deref(), devices: &args.devices, harness: args.harness.as_deref() };
+    let summary = sweep::run_sweep(&plan, &options)?;
+    let history_path = args.history.clone().unwrap_or_else(history::default_path);
+    let (trends, history_ok) = match record_and_trend(&summary, &out, &history_path) {
+        Ok(trends) => (Some(trends), true),
+        Err(error) => {
+            eprintln!("npugate sweep: error: the history was not updated: {error:#}");
+            (None, false)
+        }
+    };
+    let written = Matrix::build(&summary, &out, trends)?.write(&out)?;
+    let finished = summary.finished().count();
+    eprintln!(
+        "npugate sweep: {finished}/{} cells finished; sweep {} (night {}) in {}; matrix report {}; history {}",
+        summary.cells.len(),
+        summary.name,
+        summary.night,
+        out.display(),
+        written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        history_path.display()
+    );
+    let code = summary.exit_code.unwrap_or(crate::EXIT_ERROR);
+    Ok(if history_ok { code } else { crate::EXIT_ERROR })
+}
+
+/// Records the sweep, then reads the trends of its cells up to its night.
+fn record_and_trend(summary: &SweepSummary, out: &Path, history_path: &Path) -> Result<HistoryReport> {
+    let mut store = HistoryStore::open(history_path)?;
+    store.record(summary, out)?;
+    let filter = HistoryFilter { nights: TREND_NIGHTS, until: Some(summary.night.clone()), ..Default::default() };
+    let in_sweep = |model: &str, device: &str, runtime: &str| {
+        summary.finished().any(|r| r.key.model == model && r.key.device == device && r.key.runtime == runtime)
+    };
+    let cells = store.cells(&filter)?.into_iter().filter(|c| in_sweep(&c.model, &c.device, &c.runtime)).collect();
+    Ok(history::trend::build(&filter, cells, history::trend::default_tolerance_pct()))
+}

@@ -1,0 +1,236 @@
+//! The history store: every sweep's finished cells in an embedded SQLite file (no server), with the
+//! raw latencies of each cell so later comparisons use the gate's statistics.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
+
+/// Schema version of the SQLite file (`PRAGMA user_version`).
+const STORE_VERSION: i64 = 1;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS sweeps (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  night TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  sweep_dir TEXT NOT NULL,
+  UNIQUE (name, night)
+);
+CREATE TABLE IF NOT EXISTS cells (
+  sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  device TEXT NOT NULL,
+  serial TEXT NOT NULL,
+  soc TEXT NOT NULL,
+  device_model TEXT,
+  runtime TEXT NOT NULL,
+  ort_version TEXT NOT NULL,
+  model TEXT NOT NULL,
+  model_sha256 TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  median_ns REAL,
+  cv_pct REAL,
+  npu_flops_pct REAL,
+  fallback_nodes INTEGER,
+  latencies_ns TEXT NOT NULL,
+  result_dir TEXT NOT NULL,
+  PRIMARY KEY (sweep_id, device, runtime, model)
+);
+CREATE INDEX IF NOT EXISTS cells_by_model ON cells (model, soc);
+";
+
+/// The default store: `<cache>/history.sqlite`.
+pub fn default_path() -> PathBuf {
+    crate::paths::cache_dir().join("history.sqlite")
+}
+
+/// An open history store.
+pub struct HistoryStore {
+    connection: Connection,
+    path: PathBuf,
+}
+
+/// Which cells a query wants; `None` matches everything.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HistoryFilter {
+    /// Model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// SoC (device class), case-insensitive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soc: Option<String>,
+    /// Device serial or device directory name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Runtime name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// Only the last this many nights that have a matching sweep.
+    pub nights: usize,
+    /// Only nights up to and including this one (`YYYY-MM-DD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+}
+
+/// One finished cell of one night, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCell {
+    /// Sweep name.
+    pub sweep: String,
+    /// Night of the sweep.
+    pub night: String,
+    /// When that sweep started.
+    pub started_at: String,
+    /// Device directory name.
+    pub device: String,
+    /// adb serial.
+    pub serial: String,
+    /// Device class (SoC).
+    pub soc: String,
+    /// Runtime name.
+    pub runtime: String,
+    /// Model name.
+    pub model: String,
+    /// `pass`, `fail` or `error`.
+    pub outcome: String,
+    /// Median latency (ns).
+    pub median_ns: Option<f64>,
+    /// CV (%).
+    pub cv_pct: Option<f64>,
+    /// Share of FLOPs on the preferred EP (%).
+    pub npu_flops_pct: Option<f64>,
+    /// Unexpected fallback nodes.
+    pub fallback_nodes: Option<i64>,
+    /// Every timed run (ns).
+    pub latencies_ns: Vec<u64>,
+}
+
+impl HistoryStore {
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open(path: &Path) -> Result<HistoryStore> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let connection = Connection::open(path).with_context(|| format!("cannot open history {}", path.display()))?;
+        let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", path.display());
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(fail)?;
+        if version > STORE_VERSION {
+            anyhow::bail!("history {} has schema version {version}; this npugate reads version {STORE_VERSION}", path.display());
+        }
+        connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(fail)?;
+        connection.execute_batch(CREATE).map_err(fail)?;
+        connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
+        Ok(HistoryStore { connection, path: path.to_path_buf() })
+    }
+
+    /// Records a sweep's finished cells with their latencies (read from each cell's verdict). A sweep
+    /// of the same name and night is replaced, so recording a resumed sweep again is idempotent.
+    pub fn record(&mut self, summary: &SweepSummary, sweep_dir: &Path) -> Result<usize> {
+        let mut rows: Vec<(FinishedCell, String)> = Vec::new();
+        for cell in finished_cells(sweep_dir)? {
+            let latencies = serde_json::to_string(&CellRecord::read_verdict(&cell.dir)?.latencies_ns)?;
+            rows.push((cell, latencies));
+        }
+        let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
+        let tx = self.connection.transaction().map_err(fail)?;
+        tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night]).map_err(fail)?;
+        let sweep_dir_text = std::fs::canonicalize(sweep_dir).unwrap_or_else(|_| sweep_dir.to_path_buf()).display().to_string();
+        tx.execute(
+            "INSERT INTO sweeps (name, night, started_at, sweep_dir) VALUES (?1, ?2, ?3, ?4)",
+            params![summary.name, summary.night, summary.started_at, sweep_dir_text],
+        )
+        .map_err(fail)?;
+        let sweep_id = tx.last_insert_rowid();
+        for (FinishedCell { record, dir }, latencies) in &rows {
+            tx.execute(
+                "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_sha256,
+                   outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                params![
+                    sweep_id,
+                    record.key.device,
+                    record.device.serial,
+                    record.device.soc,
+                    record.device.model,
+                    record.key.runtime,
+                    record.ort_version,
+                    record.key.model,
+                    record.model_sha256,
+                    record.outcome.label().to_lowercase(),
+                    record.median_ns,
+                    record.cv_pct,
+                    record.npu_flops_pct,
+                    record.fallback_nodes.map(|n| n as i64),
+                    latencies,
+                    dir.display().to_string(),
+                ],
+            )
+            .map_err(fail)?;
+        }
+        tx.commit().map_err(fail)?;
+        Ok(rows.len())
+    }
+
+    /// The matching cells of the last `filter.nights` nights that have any, oldest night first.
+    pub fn cells(&self, filter: &HistoryFilter) -> Result<Vec<StoredCell>> {
+        let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
+        let conditions = "(?1 IS NULL OR c.model = ?1) AND (?2 IS NULL OR c.soc = ?2 COLLATE NOCASE)
+              AND (?3 IS NULL OR c.serial = ?3 OR c.device = ?3) AND (?4 IS NULL OR c.runtime = ?4)
+              AND (?5 IS NULL OR s.night <= ?5)";
+        let args = params![filter.model, filter.soc, filter.device, filter.runtime, filter.until];
+        let oldest: Option<String> = self
+            .connection
+            .query_row(
+                &format!(
+                    "SELECT MIN(night) FROM (SELECT DISTINCT s.night AS night FROM cells c JOIN sweeps s ON s.id = c.sweep_id
+                     WHERE {conditions} ORDER BY s.night DESC LIMIT {})",
+                    filter.nights.max(1)
+                ),
+                args,
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(fail)?
+            .flatten();
+        let Some(oldest) = oldest else { return Ok(Vec::new()) };
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT s.name, s.night, s.started_at, c.device, c.serial, c.soc, c.runtime, c.model, c.outcome,
+                        c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns
+                 FROM cells c JOIN sweeps s ON s.id = c.sweep_id
+                 WHERE {conditions} AND s.night >= ?6
+                 ORDER BY s.night, s.started_at, c.model, c.soc, c.device, c.runtime"
+            ))
+            .map_err(fail)?;
+        let rows = statement
+            .query_map(params![filter.model, filter.soc, filter.device, filter.runtime, filter.until, oldest], |row| {
+                let latencies: String = row.get(13)?;
+                let latencies_ns = serde_json::from_str(&latencies).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Text, Box::new(e))
+                })?;
+                Ok(StoredCell {
+                    sweep: row.get(0)?,
+                    night: row.get(1)?,
+                    started_at: row.get(2)?,
+                    device: row.get(3)?,
+                    serial: row.get(4)?,
+                    soc: row.get(5)?,
+                    runtime: row.get(6)?,
+                    model: row.get(7)?,
+                    outcome: row.get(8)?,
+                    median_ns: row.get(9)?,
+                    cv_pct: row.get(10)?,
+                    npu_flops_pct: row.get(11)?,
+                    fallback_nodes: row.get(12)?,
+                    latencies_ns,
+                })
+            })
+            .map_err(fail)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(fail)
+    }
+}

@@ -1,0 +1,255 @@
+//! The sweep plan (`sweep.toml`): devices (serials or SoC classes), runtimes, models with their
+//! gate rules, and the harness settings of every cell. Loading resolves paths against the plan's
+//! folder and checks everything that needs no device; each error is one line naming the plan file
+//! and the field.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use gate::Rules;
+use serde::{Deserialize, Serialize};
+
+use crate::invocation::HarnessSettings;
+use crate::runtime::RuntimeManifest;
+
+/// `sweep.toml` as written (before paths are resolved and runtimes loaded).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    /// Sweep name (default: the plan file's stem); history keys sweeps by name and night.
+    name: Option<String>,
+    /// Harness settings of every cell (`runs`, `warmup`, `profile_runs`, `ep`, …).
+    #[serde(default)]
+    settings: HarnessSettings,
+    /// Devices; empty means `--device` on the command line chooses.
+    #[serde(default)]
+    device: Vec<DeviceSpec>,
+    /// Runtime names (or runtime directories): the firmware/SDK axis.
+    runtimes: Vec<String>,
+    /// Models with their rules.
+    model: Vec<ModelEntry>,
+}
+
+/// One `[[device]]`: a serial, or a class of devices by SoC.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    /// An adb serial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// Every connected device whose SoC (as `npugate devices` reports it) matches, e.g. `SM8650`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soc: Option<String>,
+}
+
+/// One `[[model]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelEntry {
+    /// Name in the layout and reports (default: the file stem).
+    name: Option<String>,
+    /// The ONNX file, relative to the plan.
+    path: PathBuf,
+    /// A gate.toml for this model, relative to the plan.
+    gate: Option<PathBuf>,
+    /// Inline gate rules (the keys of gate.toml).
+    rules: Option<Rules>,
+    /// `--shape` values for this model's dynamic inputs.
+    #[serde(default)]
+    shapes: Vec<String>,
+    /// `--input name=file.npy` values for this model, files relative to the plan.
+    #[serde(default)]
+    inputs: Vec<String>,
+}
+
+/// A loaded, checked plan.
+#[derive(Debug)]
+pub struct SweepPlan {
+    /// The plan file.
+    pub file: PathBuf,
+    /// Sweep name.
+    pub name: String,
+    /// Device selectors in plan order (empty: the command line's `--device`).
+    pub devices: Vec<DeviceSpec>,
+    /// Runtimes in plan order.
+    pub runtimes: Vec<RuntimeManifest>,
+    /// Models in plan order.
+    pub models: Vec<PlannedModel>,
+}
+
+/// A model of the plan with everything its cells need.
+#[derive(Debug)]
+pub struct PlannedModel {
+    /// Name (unique within the plan, safe as a directory name).
+    pub name: String,
+    /// The ONNX file.
+    pub path: PathBuf,
+    /// Gate rules (defaults, then the model's gate file or inline rules).
+    pub rules: Rules,
+    /// Harness settings: the plan's, plus this model's shapes and inputs.
+    pub settings: HarnessSettings,
+}
+
+impl SweepPlan {
+    /// Reads and checks the plan.
+    pub fn load(file: &Path) -> Result<SweepPlan> {
+        let shown = file.display();
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read sweep plan {shown}"))?;
+        let raw: PlanFile = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{shown}{}", toml_error(&text, &e)))?;
+        let base = file.parent().unwrap_or(Path::new("."));
+        let field_error = |field: String, message: String| anyhow::anyhow!("{shown}: {field}: {message}");
+
+        if raw.settings.runs == 0 {
+            return Err(field_error("settings.runs".into(), "must be at least 1".into()));
+        }
+        let mut settings = raw.settings;
+        settings.inputs = resolve_inputs(base, &settings.inputs);
+        for (index, spec) in raw.device.iter().enumerate() {
+            if spec.serial.is_some() == spec.soc.is_some() {
+                return Err(field_error(format!("device[{index}]"), "give exactly one of serial = \"…\" or soc = \"…\"".into()));
+            }
+        }
+        if raw.runtimes.is_empty() {
+            return Err(field_error("runtimes".into(), "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"]".into()));
+        }
+        let mut runtimes: Vec<RuntimeManifest> = Vec::new();
+        for (index, name) in raw.runtimes.iter().enumerate() {
+            let manifest = RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
+            if runtimes.iter().any(|r| r.name == manifest.name) {
+                return Err(field_error(format!("runtimes[{index}]"), format!("runtime {} is listed twice", manifest.name)));
+            }
+            runtimes.push(manifest);
+        }
+        if raw.model.is_empty() {
+            return Err(field_error("model".into(), "add at least one [[model]] with path = \"….onnx\"".into()));
+        }
+        let mut models = Vec::new();
+        let mut names = BTreeSet::new();
+        for (index, entry) in raw.model.into_iter().enumerate() {
+            let field = |key: &str| format!("model[{index}].{key}");
+            let path = base.join(&entry.path);
+            if !path.is_file() {
+                return Err(field_error(field("path"), format!("model file {} not found", path.display())));
+            }
+            let name = match entry.name {
+                Some(name) => name,
+                None => path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            };
+            if name.is_empty() || name.starts_with('.') || !name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+                return Err(field_error(field("name"), format!("{name:?} must be letters, digits, `.`, `_` or `-` (it names a directory)")));
+            }
+            if !names.insert(name.clone()) {
+                return Err(field_error(field("name"), format!("two models are named {name:?}; give one another name = \"…\"")));
+            }
+            let rules = match (entry.gate, entry.rules) {
+                (Some(_), Some(_)) => return Err(field_error(field("gate"), "give either gate = \"gate.toml\" or rules = { … }, not both".into())),
+                (Some(gate), None) => Rules::load(Some(&base.join(gate)), &[]).map_err(|e| field_error(field("gate"), e.to_string()))?,
+                (None, Some(rules)) => rules,
+                (None, None) => Rules::default(),
+            };
+            let mut model_settings = settings.clone();
+            model_settings.shapes.extend(entry.shapes);
+            model_settings.inputs.extend(resolve_inputs(base, &entry.inputs));
+            for input in model_settings.input_files() {
+                if !input.is_file() {
+                    return Err(field_error(field("inputs"), format!("input file {} not found", input.display())));
+                }
+            }
+            models.push(PlannedModel { name, path, rules, settings: model_settings });
+        }
+        let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
+        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, models })
+    }
+
+    /// `plan-file: field: message` for errors found after loading (device selection).
+    pub fn error(&self, field: &str, message: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!("{}: {field}: {message}", self.file.display())
+    }
+}
+
+/// `name=file.npy` specs with relative files resolved against the plan's folder.
+fn resolve_inputs(base: &Path, specs: &[String]) -> Vec<String> {
+    specs
+        .iter()
+        .map(|spec| match spec.split_once('=') {
+            Some((name, file)) => format!("{name}={}", base.join(file).display()),
+            None => spec.clone(),
+        })
+        .collect()
+}
+
+/// ` line N: message` from a TOML error (one line; toml's own text carries a source excerpt).
+fn toml_error(text: &str, error: &toml::de::Error) -> String {
+    let line = error.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let message = error.message().replace('\n', " ");
+    match line {
+        Some(line) => format!(" line {line}: {message}"),
+        None => format!(": {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_in(dir: &Path, text: &str) -> Result<SweepPlan> {
+        let file = dir.join("sweep.toml");
+        std::fs::write(&file, text).unwrap();
+        SweepPlan::load(&file)
+    }
+
+    fn runtime_dir(dir: &Path) -> String {
+        let runtime = dir.join("rt");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
+        RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![])
+            .unwrap();
+        runtime.display().to_string()
+    }
+
+    #[test]
+    fn a_plan_resolves_models_rules_and_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = runtime_dir(dir.path());
+        std::fs::write(dir.path().join("a.onnx"), "m").unwrap();
+        std::fs::write(dir.path().join("gate.toml"), "cv_pct = 3\n").unwrap();
+        let plan = plan_in(
+            dir.path(),
+            &format!(
+                "name = \"nightly\"\nruntimes = [{runtime:?}]\n[settings]\nruns = 20\nprofile_runs = 2\n\
+                 [[device]]\nsoc = \"SM8650\"\n[[model]]\npath = \"a.onnx\"\ngate = \"gate.toml\"\n\
+                 [[model]]\nname = \"a2\"\npath = \"a.onnx\"\nrules = {{ median_ms = 5 }}\nshapes = [\"x=1x3\"]\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(plan.name, "nightly");
+        assert_eq!(plan.runtimes[0].name, "rt-test");
+        assert_eq!((plan.models[0].name.as_str(), plan.models[0].rules.cv_pct), ("a", Some(3.0)));
+        assert_eq!(plan.models[1].rules.median_ms, Some(5.0));
+        assert_eq!(plan.models[1].rules.cv_pct, Some(8.0), "inline rules keep the defaults");
+        assert_eq!((plan.models[1].settings.runs, plan.models[1].settings.warmup), (20, 3));
+        assert_eq!(plan.models[1].settings.shapes, ["x=1x3"]);
+        assert_eq!(plan.devices[0].soc.as_deref(), Some("SM8650"));
+    }
+
+    #[test]
+    fn plan_errors_are_one_line_and_name_the_field_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = runtime_dir(dir.path());
+        std::fs::write(dir.path().join("a.onnx"), "m").unwrap();
+        let cases = [
+            (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 3: unknown field `runz`"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model file"),
+            ("runtimes = [\"ort-0.0.0-nowhere\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes[0]: runtime \"ort-0.0.0-nowhere\""),
+            (format!("runtimes = [{runtime:?}]\n[[device]]\n[[model]]\npath = \"a.onnx\"\n"), "device[0]: give exactly one"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"), "unknown field `cv_pc`"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n[[model]]\npath = \"a.onnx\"\n"), "model[1].name: two models"),
+        ];
+        for (text, expected) in cases {
+            let error = format!("{:#}", plan_in(dir.path(), &text).unwrap_err());
+            assert!(error.contains("sweep.toml") && error.contains(expected), "{error}");
+            assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+}
