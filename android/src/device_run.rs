@@ -157,6 +157,7 @@ pub fn run_on_device(
     std::fs::write(result_dir.join(STDERR_FILE), &out.stderr)?;
     let state = DeviceStateRecord::new(serial, cooldown, before, after);
     write_json(&result_dir.join(DEVICE_STATE_FILE), &state)?;
+    warnings.extend(state.drift.iter().map(|drift| format!("unsteady device: {drift}")));
     let record = DeviceRunRecord {
         schema: DEVICE_RUN_SCHEMA.into(),
         device,

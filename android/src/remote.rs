@@ -87,6 +87,9 @@ pub fn run_on_devices(
         progress.step("judge");
         let code = {
             let _turn = judging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            for warning in &record.warnings {
+                eprintln!("npugate: {serial}: warning: {warning}");
+            }
             judge(&result_dir)?
         };
         let harness_ok = record.harness.exit_code == 0;
