@@ -24,13 +24,13 @@ mod inputs;
 mod measure;
 mod ort_env;
 mod outputs;
-mod qnn;
 mod session;
 
-use cli::{Args, EpKind};
+use cli::Args;
+use harness_settings::qnn::QnnBackend;
+use harness_settings::EpKind;
 use inputs::PreparedInput;
 use measure::BoundSession;
-use qnn::QnnBackend;
 use session::{Attach, SessionPlan};
 
 fn main() -> ExitCode {
@@ -47,9 +47,10 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<()> {
     let model_bytes = check_model_file(&args.model)?;
     check_ep_flags(args)?;
-    let ep_options = match args.ep {
-        EpKind::Cpu => args.ep_options.clone(),
-        EpKind::Qnn => args.qnn.provider_options(&args.ep_options)?,
+    let given_ep_options = args.settings.ep_option_pairs().map_err(anyhow::Error::msg)?;
+    let ep_options = match args.settings.ep {
+        EpKind::Cpu => given_ep_options,
+        EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
     };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
     let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
@@ -62,32 +63,32 @@ fn run(args: &Args) -> Result<()> {
     let ort_version = ort_env::ort_version(&args.ort_lib)?;
 
     let start = Instant::now();
-    let attach = session::register_ep(&env, args.ep, args.ep_library.as_deref())?;
+    let attach = session::register_ep(&env, args.settings.ep, args.ep_library.as_deref())?;
     timings.ep_register_ns = elapsed_ns(start);
 
-    let mut session_config = args.session_config.clone();
-    if args.strict {
+    let mut session_config = args.settings.session_config_pairs().map_err(anyhow::Error::msg)?;
+    if args.settings.strict {
         session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
     }
-    let preferred_device = (args.ep == EpKind::Qnn).then(|| backend_hardware(&args.qnn.backend()));
+    let preferred_device = (args.settings.ep == EpKind::Qnn).then(|| backend_hardware(&args.settings.qnn.backend()));
     let plan = SessionPlan {
         model: args.model.clone(),
         source_model: args.model.clone(),
-        ep: args.ep,
+        ep: args.settings.ep,
         attach,
         preferred_device,
         ep_options,
-        profiling_ep_options: args.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
+        profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
         session_config,
-        optimization: args.optimization,
-        intra_threads: args.intra_threads,
+        optimization: args.settings.optimization,
+        intra_threads: args.settings.intra_threads,
     };
     let ep_device = match attach {
-        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, args.ep.ort_name(), preferred_device)?)),
+        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, args.settings.ep.ort_name(), preferred_device)?)),
         Attach::Cpu | Attach::Builtin => None,
     };
     let (model_sha256, _) = sha256_file(&args.model).with_context(|| format!("cannot hash {}", args.model.display()))?;
-    let plan = match &args.context_cache {
+    let plan = match &args.settings.context_cache {
         Some(dir) => with_context_cache(args, &env, plan, dir, &model_sha256, &ort_version, &mut timings)?,
         None => plan,
     };
@@ -96,14 +97,19 @@ fn run(args: &Args) -> Result<()> {
     let start = Instant::now();
     let timed = plan.create(&env, "timed", None).map_err(|e| explain_with_backend(e, args, &log, log_start))?;
     timings.session_create_ns = elapsed_ns(start);
-    if args.context_cache.is_some() {
+    if args.settings.context_cache.is_some() {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
     }
     let assignment = session::assignment(&timed);
-    let backend = (args.ep == EpKind::Qnn)
-        .then(|| backend::assess(&backend::log_since(&log, log_start), &assignment, args.ep.ort_name(), adsp_problem().as_deref()));
+    let backend = (args.settings.ep == EpKind::Qnn)
+        .then(|| backend::assess(&backend::log_since(&log, log_start), &assignment, args.settings.ep.ort_name(), adsp_problem().as_deref()));
 
-    let prepared = inputs::prepare(timed.inputs(), &args.shapes, &args.input_files, args.seed)?;
+    let prepared = inputs::prepare(
+        timed.inputs(),
+        &args.settings.shape_pairs().map_err(anyhow::Error::msg)?,
+        &args.settings.input_pairs().map_err(anyhow::Error::msg)?,
+        args.settings.seed,
+    )?;
     let model = ModelInfo {
         path: args.model.display().to_string(),
         sha256: model_sha256,
@@ -112,9 +118,9 @@ fn run(args: &Args) -> Result<()> {
         outputs: timed.outputs().iter().map(inputs::signature).collect(),
     };
     let mut bound = BoundSession::new(timed, &prepared)?;
-    let (measurement, measured) = bound.measure(args.warmup, args.runs);
+    let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
     // After the timed loop, never inside it: one extra run whose outputs are saved.
-    let saved_outputs = match (&measured, args.check_outputs) {
+    let saved_outputs = match (&measured, args.settings.check_outputs) {
         (Ok(()), true) => outputs::save(&mut bound, &out),
         _ => Ok(Vec::new()),
     };
@@ -144,23 +150,23 @@ fn run(args: &Args) -> Result<()> {
             libraries: Vec::new(),
         },
         execution: ExecutionConfig {
-            requested_ep: args.ep.cli_name().into(),
-            preferred_ep: args.ep.ort_name().into(),
+            requested_ep: args.settings.ep.cli_name().into(),
+            preferred_ep: args.settings.ep.ort_name().into(),
             attach: attach.name().into(),
             ep_options: plan.ep_options.iter().cloned().collect(),
             session_config: plan.session_config.iter().cloned().collect(),
-            optimization_level: args.optimization.cli_name().into(),
-            intra_op_threads: args.intra_threads,
+            optimization_level: args.settings.optimization.cli_name().into(),
+            intra_op_threads: args.settings.intra_threads,
             profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
             ep_device,
-            context_model: args.context_cache.as_ref().map(|_| plan.model.display().to_string()),
+            context_model: args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string()),
         },
         settings: RunSettings {
-            warmup: args.warmup,
-            runs: args.runs,
-            profile_runs: args.profile_runs,
-            reference_pass: !args.no_reference_pass,
-            seed: args.seed,
+            warmup: args.settings.warmup,
+            runs: args.settings.runs,
+            profile_runs: args.settings.profile_runs,
+            reference_pass: !args.settings.no_reference_pass,
+            seed: args.settings.seed,
         },
         inputs: prepared.iter().map(|p| p.description.clone()).collect(),
         histogram: histogram(&timings.latencies_ns),
@@ -182,7 +188,7 @@ fn run(args: &Args) -> Result<()> {
         .and_then(|()| saved_outputs.map(drop))
         .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
     let finished = match &result.backend {
-        Some(health) if !health.started => Err(anyhow!(backend::failure_message(health, &result.assignment, args.ep.ort_name()))),
+        Some(health) if !health.started => Err(anyhow!(backend::failure_message(health, &result.assignment, args.settings.ep.ort_name()))),
         _ => finished,
     };
     if let Err(error) = &finished {
@@ -203,7 +209,7 @@ fn finish(
     result: &mut RunResult,
 ) -> Result<()> {
     result.runtime.libraries = library_identities(args, &plan.ep_options)?;
-    if args.profile_runs > 0 {
+    if args.settings.profile_runs > 0 {
         let qnn_csv = out.join(files::QNN_PROFILE);
         // QNN appends to its CSV: start from an empty file so only this pass is in it.
         if qnn_csv.exists() {
@@ -211,14 +217,14 @@ fn finish(
         }
         let start = Instant::now();
         let session = plan.create(env, "profiled", Some(&out.join("profile")))?;
-        profile(session, prepared, args.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
+        profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         result.artifacts.profile = Some(files::PROFILE.into());
         if !plan.profiling_ep_options.is_empty() && qnn_csv.is_file() {
             result.artifacts.qnn_profile = Some(files::QNN_PROFILE.into());
         }
     }
-    if !args.no_reference_pass {
+    if !args.settings.no_reference_pass {
         let start = Instant::now();
         let session = plan.create_reference(env, &out.join("reference"))?;
         profile(session, prepared, 1, &out.join(files::REFERENCE_PROFILE)).context("reference pass")?;
@@ -308,17 +314,17 @@ fn backend_hardware(backend: &QnnBackend) -> DeviceType {
 
 /// Rejects flags that do not apply to the chosen EP or contradict each other (one line, the fix).
 fn check_ep_flags(args: &Args) -> Result<()> {
-    if args.ep == EpKind::Cpu {
-        if let Some(flag) = args.qnn.given_flags().first() {
+    if args.settings.ep == EpKind::Cpu {
+        if let Some(flag) = args.settings.qnn.given_flags().first() {
             bail!("{flag} applies to --ep qnn only; drop it or pass --ep qnn");
         }
-        for (flag, given) in [("--strict", args.strict), ("--context-cache", args.context_cache.is_some())] {
+        for (flag, given) in [("--strict", args.settings.strict), ("--context-cache", args.settings.context_cache.is_some())] {
             if given {
                 bail!("{flag} applies to --ep qnn only (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn");
             }
         }
     }
-    if args.qnn.profiling() && args.profile_runs == 0 {
+    if args.settings.qnn.profiling() && args.settings.profile_runs == 0 {
         bail!("--qnn-profiling runs in the profiled pass only, but --profile-runs is 0; pass --profile-runs 1 or more");
     }
     Ok(())
@@ -359,7 +365,7 @@ fn with_context_cache(
 /// Puts "QNN backend did not start: <reason>" in front of an error when the log written since
 /// `log_start` shows a dead QNN backend (e.g. `--strict` refusing the all-CPU session).
 fn explain_with_backend(error: anyhow::Error, args: &Args, log: &Path, log_start: u64) -> anyhow::Error {
-    if args.ep != EpKind::Qnn {
+    if args.settings.ep != EpKind::Qnn {
         return error;
     }
     match backend::failure_in_log(&backend::log_since(log, log_start), adsp_problem().as_deref()) {

@@ -14,7 +14,7 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use ort::AsPointer;
 
-use crate::cli::{EpKind, OptimizationLevel};
+use harness_settings::{EpKind, OptimizationLevel};
 
 /// Session config key that makes ORT record the node→EP assignment (ORT ≥ 1.24).
 pub const RECORD_ASSIGNMENT_KEY: &str = "session.record_ep_graph_assignment_info";

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
 use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
+use serde::Deserialize;
 
 /// Provider option keys that have their own flag; `--ep-option` must not set them a second way.
 const DEDICATED_KEYS: &[(&str, &str)] = &[
@@ -23,8 +23,10 @@ const DEDICATED_KEYS: &[(&str, &str)] = &[
 ];
 
 /// QNN options (apply to `--ep qnn` only). Unset options keep the defaults documented per flag.
-#[derive(Debug, Clone, Default, Args)]
+/// In TOML (a sweep plan) they form a `qnn` table with the field names as keys.
+#[derive(Debug, Clone, Default, PartialEq, Args, Deserialize)]
 #[command(next_help_heading = "QNN execution provider")]
+#[serde(default, deny_unknown_fields)]
 pub struct QnnArgs {
     /// QNN backend: `htp` (Hexagon NPU), `gpu` (Adreno), `cpu`, `saver` (records QNN API calls,
     /// needs no hardware) or the path of a backend library (`libQnnHtp.so`…) [default: htp].
@@ -79,6 +81,23 @@ pub enum QnnBackend {
 /// The backend types the QNN EP knows (`backend_type`).
 const BACKEND_TYPES: &[&str] = &["htp", "gpu", "cpu", "saver"];
 
+impl<'de> Deserialize<'de> for QnnBackend {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<QnnBackend, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse_backend(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl QnnBackend {
+    /// The command-line spelling (`htp`, or the library path).
+    pub fn spelling(&self) -> String {
+        match self {
+            QnnBackend::Type(name) => name.to_string(),
+            QnnBackend::Path(path) => path.display().to_string(),
+        }
+    }
+}
+
 fn parse_backend(text: &str) -> Result<QnnBackend, String> {
     if let Some(known) = BACKEND_TYPES.iter().find(|t| **t == text) {
         return Ok(QnnBackend::Type(known));
@@ -90,7 +109,8 @@ fn parse_backend(text: &str) -> Result<QnnBackend, String> {
 }
 
 /// HTP performance modes (`htp_performance_mode`), spelled as the QNN EP spells them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HtpPerformanceMode {
     /// Highest clocks, RPC polling on (the usual benchmark setting).
     #[value(name = "burst")]
@@ -125,7 +145,8 @@ pub enum HtpPerformanceMode {
 }
 
 /// QNN profiling levels (`profiling_level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum QnnProfiling {
     /// No QNN profiling.
     Off,
@@ -138,7 +159,7 @@ pub enum QnnProfiling {
 }
 
 /// The clap spelling of a value-enum variant (which is also the QNN EP's spelling).
-fn spelling<T: ValueEnum>(value: T) -> String {
+pub fn spelling<T: ValueEnum>(value: T) -> String {
     value.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
 }
 
@@ -173,10 +194,10 @@ impl QnnArgs {
 
     /// Provider options of the timed session: the dedicated flags (with their defaults) followed
     /// by the user's `--ep-option`s, which must not repeat a dedicated key.
-    pub fn provider_options(&self, extra: &[(String, String)]) -> Result<Vec<(String, String)>> {
+    pub fn provider_options(&self, extra: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
         for (key, _) in extra {
             if let Some((_, flag)) = DEDICATED_KEYS.iter().find(|(k, _)| k == key) {
-                bail!("--ep-option {key}=… sets a QNN option that has its own flag: use {flag}");
+                return Err(format!("--ep-option {key}=… sets a QNN option that has its own flag: use {flag}"));
             }
         }
         let bool_text = |b: bool| if b { "1" } else { "0" }.to_string();
@@ -197,6 +218,23 @@ impl QnnArgs {
         options.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v))));
         options.extend(extra.iter().cloned());
         Ok(options)
+    }
+
+    /// The flags that reproduce these options on a harness command line.
+    pub fn to_flags(&self) -> Vec<String> {
+        let bool_text = |b: bool| if b { "1" } else { "0" }.to_string();
+        let flags = [
+            ("--qnn-backend", self.qnn_backend.as_ref().map(QnnBackend::spelling)),
+            ("--htp-performance-mode", self.htp_performance_mode.map(spelling)),
+            ("--qnn-profiling", self.qnn_profiling.map(spelling)),
+            ("--htp-graph-finalization-optimization-mode", self.htp_graph_finalization_optimization_mode.map(|v| v.to_string())),
+            ("--vtcm-mb", self.vtcm_mb.map(|v| v.to_string())),
+            ("--soc-model", self.soc_model.map(|v| v.to_string())),
+            ("--htp-arch", self.htp_arch.clone()),
+            ("--enable-htp-fp16-precision", self.enable_htp_fp16_precision.map(bool_text)),
+            ("--offload-graph-io-quantization", self.offload_graph_io_quantization.map(bool_text)),
+        ];
+        flags.into_iter().filter_map(|(flag, value)| value.map(|v| [flag.to_string(), v])).flatten().collect()
     }
 
     /// Options added to the profiled pass only: QNN profiling into `csv`.
@@ -241,7 +279,7 @@ mod tests {
     #[test]
     fn dedicated_keys_cannot_come_through_ep_option() {
         let err = QnnArgs::default().provider_options(&[("backend_path".into(), "x.so".into())]).unwrap_err();
-        assert!(err.to_string().contains("use --qnn-backend"), "{err}");
+        assert!(err.contains("use --qnn-backend"), "{err}");
         let o = QnnArgs::default().provider_options(&[("skip_backend_op_validation".into(), "1".into())]).unwrap();
         assert_eq!(o.last().unwrap().0, "skip_backend_op_validation");
     }
