@@ -92,8 +92,6 @@ fn terminal(report: &HistoryReport) -> String {
     for ((soc, model), members) in chart::by_class_and_model(&report.series) {
         out.push_str(&format!("\n{model} on SoC {soc}\n"));
         for s in members {
-            let by_night: Vec<Option<f64>> =
-                report.nights.iter().map(|night| s.points.iter().find(|p| &p.night == night).and_then(|p| p.median_ns)).collect();
             let last = s.points.last();
             let latest = last
                 .map(|p| {
@@ -106,7 +104,7 @@ fn terminal(report: &HistoryReport) -> String {
                 "  {:device_width$}  {:runtime_width$}  {}  {latest}  {change}\n",
                 s.device,
                 s.runtime,
-                sparkline(&by_night)
+                sparkline(&s.medians_by_night(&report.nights))
             ));
         }
     }

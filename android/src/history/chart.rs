@@ -32,11 +32,12 @@ pub fn trend_chart(nights: &[String], series: &[&Series], title: &str) -> String
         |x| {
             let index = x.round();
             let near = (x - index).abs() < 1e-6 && index >= 0.0;
-            near.then(|| nights.get(index as usize)).flatten().filter(|_| index as usize % label_every == 0).cloned().unwrap_or_default()
+            near.then(|| nights.get(index as usize)).flatten().filter(|_| (index as usize).is_multiple_of(label_every)).cloned().unwrap_or_default()
         },
         ms_number,
     );
-    let runtimes = distinct(series.iter().map(|s| s.runtime.as_str()));
+    let mut runtimes = distinct(series.iter().map(|s| s.runtime.as_str()));
+    runtimes.sort(); // the matrix report colours runtimes in the same (sorted) order
     let devices = distinct(series.iter().map(|s| s.device.as_str()));
     for (index, s) in series.iter().enumerate() {
         // Colour by runtime, dash pattern by device: the same runtime reads alike on every device.
@@ -104,7 +105,7 @@ pub fn by_class_and_model(series: &[Series]) -> Vec<((String, String), Vec<&Seri
 }
 
 /// Rows of the series table: device, runtime, nights, latest median, CV, outcome, change.
-pub fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
+fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
     series
         .iter()
         .map(|s| {
@@ -123,21 +124,28 @@ pub fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
 }
 
 /// Header of [`series_rows`].
-pub const SERIES_HEADER: [&str; 7] = ["device", "runtime", "nights", "median (ms)", "CV (%)", "gate", "since the night before"];
+const SERIES_HEADER: [&str; 7] = ["device", "runtime", "nights", "median (ms)", "CV (%)", "gate", "since the night before"];
 
-/// `npugate history --html`: one section per device class and model with its trend chart and table.
-pub fn history_page(report: &HistoryReport) -> String {
-    let mut body = String::new();
+/// Per device class and model: a heading, the trend chart and the table of its series; each group
+/// wrapped in `wrap` (`section` for a page of its own, `div` inside another section).
+pub fn trend_groups(report: &HistoryReport, wrap: &str) -> String {
+    let mut out = String::new();
     for ((soc, model), members) in by_class_and_model(&report.series) {
         let _ = write!(
-            body,
-            "<section><h2>{} on SoC {}</h2><figure>{}<figcaption>Median latency per night, colour: runtime, dash pattern: device; red ring: the gate did not pass that night</figcaption></figure>{}</section>",
+            out,
+            "<{wrap}><h2>{} on SoC {}</h2><figure>{}<figcaption>Median latency per night, colour: runtime, dash pattern: device; red ring: the gate did not pass that night</figcaption></figure>{}</{wrap}>",
             xml_escape(&model),
             xml_escape(&soc),
-            trend_chart(&report.nights, &members, &format!("{model} on {soc}")),
+            trend_chart(&report.nights, &members, &format!("{model} on {soc} over the nights")),
             html_table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4])
         );
     }
+    out
+}
+
+/// `npugate history --html`: one section per device class and model with its trend chart and table.
+pub fn history_page(report: &HistoryReport) -> String {
+    let mut body = trend_groups(report, "section");
     if report.series.is_empty() {
         body.push_str("<section><p class=\"muted\">No sweep in the history matches.</p></section>");
     }

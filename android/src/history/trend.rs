@@ -45,6 +45,13 @@ pub struct Series {
     pub change: Option<Change>,
 }
 
+impl Series {
+    /// The median of each of `nights` (`None` where the series has no point), for sparklines.
+    pub fn medians_by_night(&self, nights: &[String]) -> Vec<Option<f64>> {
+        nights.iter().map(|night| self.points.iter().find(|p| &p.night == night).and_then(|p| p.median_ns)).collect()
+    }
+}
+
 /// One night of a series.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {

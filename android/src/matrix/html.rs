@@ -7,8 +7,8 @@ use gate::export::xml_escape;
 use gate::units::ms_number;
 use gate::Outcome;
 
-use super::{cell_columns, Matrix, CELL_HEADER};
-use crate::history::chart::{by_class_and_model, series_color, series_rows, trend_chart, SERIES_HEADER};
+use super::{cell_row, Matrix, CELL_HEADER};
+use crate::history::chart::{series_color, trend_groups};
 use crate::sweep::summary::CellState;
 use crate::sweep::CellRecord;
 
@@ -56,14 +56,7 @@ fn model_section(m: &Matrix, model: &str) -> String {
     if cells.is_empty() {
         return format!("<section><h2>{}</h2><p class=\"muted\">No cell of this model finished.</p></section>", xml_escape(model));
     }
-    let rows: Vec<Vec<String>> = cells
-        .iter()
-        .map(|record| {
-            let mut row = vec![format!("{} ({})", record.key.device, record.device.soc), record.key.runtime.clone()];
-            row.extend(cell_columns(record));
-            row
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = cells.iter().map(|record| cell_row(record)).collect();
     let links: String = cells
         .iter()
         .map(|r| {
@@ -74,13 +67,16 @@ fn model_section(m: &Matrix, model: &str) -> String {
     format!(
         "<section><h2>{}</h2><figure>{}<figcaption>Median latency per cell with its 95% interval; colour: runtime; red outline: the gate did not pass</figcaption></figure>{}<p class=\"muted\">Cell reports: {links}</p></section>",
         xml_escape(model),
-        median_bars(&m.summary.runtimes, &cells, model),
+        median_bars(&cells, model),
         html_table(&CELL_HEADER, &rows, &[3, 4, 5, 6])
     )
 }
 
 /// Bars of the median per cell (grouped by device), whiskers for the interval.
-fn median_bars(runtimes: &[String], cells: &[&CellRecord], model: &str) -> String {
+fn median_bars(cells: &[&CellRecord], model: &str) -> String {
+    let mut runtimes: Vec<&str> = cells.iter().map(|r| r.key.runtime.as_str()).collect();
+    runtimes.sort(); // the same colour per runtime as the trend charts
+    runtimes.dedup();
     let top = cells.iter().filter_map(|r| r.median_ci.as_ref().map(|ci| ci.upper).or(r.median_ns)).fold(0.0, f64::max) / 1e6;
     let mut plot = Plot::new(WIDE, 300.0, (-0.5, cells.len() as f64 - 0.5), (0.0, (top * 1.15).max(1e-3)));
     plot.bottom = 56.0;
@@ -149,24 +145,13 @@ fn trend_section(m: &Matrix) -> String {
     let Some(trends) = &m.trends else {
         return "<section><h2>Trend against previous nights</h2><p class=\"muted\">No history (see the sweep's log).</p></section>".into();
     };
-    let mut out = format!(
-        "<section><h2>Trend against previous nights</h2><p class=\"muted\">{} night(s) up to {}; changes judged on the 95% interval of the median ratio (tolerance {}%)</p>",
+    format!(
+        "<section><h2>Trend against previous nights</h2><p class=\"muted\">{} night(s) up to {}; changes judged on the 95% interval of the median ratio (tolerance {}%)</p>{}</section>",
         trends.nights.len(),
         xml_escape(&m.summary.night),
-        trends.tolerance_pct
-    );
-    for ((soc, model), members) in by_class_and_model(&trends.series) {
-        let _ = write!(
-            out,
-            "<h2>{} · SoC {}</h2><figure>{}</figure>{}",
-            xml_escape(&model),
-            xml_escape(&soc),
-            trend_chart(&trends.nights, &members, &format!("{model} on {soc} over the nights")),
-            html_table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4])
-        );
-    }
-    out.push_str("</section>");
-    out
+        trends.tolerance_pct,
+        trend_groups(trends, "div")
+    )
 }
 
 fn unfinished_section(m: &Matrix) -> String {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use gate::export::markdown::table;
 
-use super::{cell_columns, Matrix, CELL_HEADER};
+use super::{cell_row, Matrix, CELL_HEADER};
 use crate::history::trend::sparkline;
 use crate::sweep::summary::CellState;
 
@@ -23,15 +23,7 @@ pub fn render(m: &Matrix) -> String {
     );
     for model in &s.models {
         let _ = writeln!(out, "## {model}\n");
-        let rows: Vec<Vec<String>> = m
-            .model_cells(model)
-            .into_iter()
-            .map(|record| {
-                let mut row = vec![format!("{} ({})", record.key.device, record.device.soc), record.key.runtime.clone()];
-                row.extend(cell_columns(record));
-                row
-            })
-            .collect();
+        let rows: Vec<Vec<String>> = m.model_cells(model).into_iter().map(cell_row).collect();
         out.push_str(&table(&CELL_HEADER, &rows));
         out.push('\n');
     }
@@ -48,17 +40,12 @@ pub fn render(m: &Matrix) -> String {
             .series
             .iter()
             .map(|series| {
-                let by_night: Vec<Option<f64>> = trends
-                    .nights
-                    .iter()
-                    .map(|night| series.points.iter().find(|p| &p.night == night).and_then(|p| p.median_ns))
-                    .collect();
                 vec![
                     series.soc.clone(),
                     series.model.clone(),
                     series.device.clone(),
                     series.runtime.clone(),
-                    sparkline(&by_night),
+                    sparkline(&series.medians_by_night(&trends.nights)),
                     series.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into()),
                 ]
             })

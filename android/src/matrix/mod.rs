@@ -131,15 +131,17 @@ impl<'a> Matrix<'a> {
     }
 }
 
-/// Cells of a record as table text: verdict, median [CI], CV, NPU FLOPs, fallback, failed rules.
-fn cell_columns(record: &CellRecord) -> [String; 6] {
+/// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback, failed rules.
+fn cell_row(record: &CellRecord) -> Vec<String> {
     let ms = |ns: f64| gate::units::ms_number(ns / 1e6);
     let median = match (&record.median_ns, &record.median_ci) {
         (Some(m), Some(ci)) => format!("{} [{}–{}]", ms(*m), ms(ci.lower), ms(ci.upper)),
         (Some(m), None) => ms(*m),
         _ => "–".into(),
     };
-    [
+    vec![
+        format!("{} ({})", record.key.device, record.device.soc),
+        record.key.runtime.clone(),
         record.outcome.label().to_string(),
         median,
         record.cv_pct.map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
