@@ -153,6 +153,13 @@ fn a_killed_sweep_resumes_without_redoing_finished_cells_and_the_history_spans_t
     assert_eq!(sparklines, 4, "a three-night sparkline per device and runtime:\n{text}");
     let page = std::fs::read_to_string(page).unwrap();
     assert!(page.contains("<svg") && page.contains("<polyline"), "trend chart");
+    // Running a finished night again skips every cell and records it once more: still one point per night.
+    let again = run(&mut sweep_command(&rig, &plan, &night1, &history, "2026-01-01"));
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    assert_eq!(String::from_utf8_lossy(&again.stderr).matches(": skipped (finished").count(), 8);
+    let after: Value = serde_json::from_slice(&query(&["--model", "smallcnn", "--json"]).stdout).unwrap();
+    assert!(after["series"].as_array().unwrap().iter().all(|s| s["points"].as_array().unwrap().len() == 3), "{after}");
+
     let none = query(&["--soc", "SM8650"]);
     assert_eq!(String::from_utf8_lossy(&none.stdout), "no matching sweeps in the history\n");
 }
