@@ -175,6 +175,10 @@ fn plan_errors_are_one_line_name_the_field_and_the_file_and_exit_2() {
         (text.replace("warmup = 2", "warmpu = 2"), "line 6: unknown field `warmpu`"),
         (text.replace("smallcnn.onnx", "nosuch.onnx"), "model[0].path: model file"),
         (text.replace(RUNTIMES[1], "ort-9.9.9-linux-x86_64"), "runtimes[1]: runtime \"ort-9.9.9-linux-x86_64\" is not fetched"),
+        (
+            text.replace(RUNTIMES[1], "ort-1.31.1-linux-aarch64"),
+            "runtimes[1]: runtime ort-1.31.1-linux-aarch64 is built for aarch64-unknown-linux-gnu, but device 127.0.0.1:6151 runs x86_64-unknown-linux-gnu",
+        ),
         (text.replace(&serial_entry, "[[device]]\nsoc = \"SM8650\""), "device[0].soc: no connected device has SoC \"SM8650\" (connected: 127.0.0.1:6151 (SoC unknown))"),
         (text.replace(&serial_entry, "[[device]]\nserial = \"127.0.0.1:6999\""), "device[0].serial: device 127.0.0.1:6999 not found"),
     ];
