@@ -3,4 +3,4 @@
 //! `HarnessSettings::harness_args` turns them plus target-side paths into the argument list, so the
 //! local and device paths launch the harness identically.
 
-pub use harness_settings::{EpKind as Ep, HarnessSettings, TargetPaths};
+pub use harness_settings::{HarnessSettings, TargetPaths};

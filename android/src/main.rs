@@ -11,6 +11,7 @@ mod deploy;
 mod device_run;
 mod device_state;
 mod devices;
+mod evidence;
 mod hexagon;
 mod history;
 mod invocation;
@@ -67,6 +68,10 @@ enum Command {
     /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
     #[command(subcommand)]
     Outputs(cmd::outputs::OutputsCommand),
+    /// Write a new ed25519 key for signing evidence bundles (KEY, and KEY.pub for `npugate verify`).
+    Keygen(cmd::keygen::KeygenArgs),
+    /// Check an evidence bundle offline: signature and every file's sha256; exit 0 valid, 1 tampered, 2 unusable.
+    Verify(cmd::verify::VerifyArgs),
     /// Run (or resume) a sweep plan: devices × runtimes × models; results, matrix report, history.
     Sweep(cmd::sweep::SweepArgs),
     /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
@@ -85,6 +90,8 @@ fn main() -> ExitCode {
         Command::Baseline(c) => cmd::baseline::run(c),
         Command::Preflight(a) => cmd::preflight::run(a),
         Command::Outputs(c) => cmd::outputs::run(c),
+        Command::Keygen(a) => cmd::keygen::run(a),
+        Command::Verify(a) => cmd::verify::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
         Command::History(a) => cmd::history::run(a),
     };

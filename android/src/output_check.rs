@@ -10,7 +10,7 @@ use gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceS
 use gate::Verdict;
 use npugate_result::RunResult;
 
-use crate::invocation::{Ep, HarnessSettings, TargetPaths};
+use crate::invocation::{HarnessSettings, TargetPaths};
 use crate::runtime::RuntimeManifest;
 
 /// The comparison written into a result directory.
@@ -46,16 +46,18 @@ pub fn run_reference(
     if !model.is_file() {
         bail!("reference model {} not found; pass --reference-model with the float .onnx model", model.display());
     }
+    // Only what decides the inputs carries over; EP, QNN and session options stay at the defaults.
     let reference = HarnessSettings {
         runs: 1,
         warmup: 0,
         profile_runs: 0,
         no_reference_pass: true,
-        ep: Ep::Cpu,
-        ep_options: Vec::new(),
-        session_config: Vec::new(),
         check_outputs: true,
-        ..settings.clone()
+        seed: settings.seed,
+        shapes: settings.shapes.clone(),
+        inputs: settings.inputs.clone(),
+        intra_threads: settings.intra_threads,
+        ..HarnessSettings::default()
     };
     let paths = TargetPaths {
         ort_lib: runtime.ort_library_path().display().to_string(),

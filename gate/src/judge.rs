@@ -81,15 +81,23 @@ fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
 /// rules to a verdict, judged on `report` (the run's outputs against the reference), keeps the
 /// report in the verdict and updates the outcome. Each check reads the worst output.
 pub fn judge_outputs(verdict: &mut Verdict, report: Option<&OutputsReport>) {
+    /// One output rule: its limit, the metric it reads, which way is better, unit and decimals shown.
+    struct OutputRule {
+        rule: RuleName,
+        value: Option<f64>,
+        metric: fn(&OutputMetrics) -> f64,
+        higher_is_better: bool,
+        unit: &'static str,
+        digits: usize,
+    }
     let rules = &verdict.rules;
-    type Metric = fn(&OutputMetrics) -> f64;
-    let specs: [(RuleName, Option<f64>, Metric, bool, &str, usize); 3] = [
-        (RuleName::MinCosine, rules.min_cosine, |m| m.cosine, true, "cosine", 6),
-        (RuleName::MinSqnrDb, rules.min_sqnr_db, |m| m.sqnr_db, true, "dB", 1),
-        (RuleName::MaxAbsErr, rules.max_abs_err, |m| m.max_abs_err, false, "abs", 6),
+    let specs = [
+        OutputRule { rule: RuleName::MinCosine, value: rules.min_cosine, metric: |m| m.cosine, higher_is_better: true, unit: "cosine", digits: 6 },
+        OutputRule { rule: RuleName::MinSqnrDb, value: rules.min_sqnr_db, metric: |m| m.sqnr_db, higher_is_better: true, unit: "dB", digits: 1 },
+        OutputRule { rule: RuleName::MaxAbsErr, value: rules.max_abs_err, metric: |m| m.max_abs_err, higher_is_better: false, unit: "abs", digits: 6 },
     ];
     let mut added = Vec::new();
-    for (rule, value, metric, higher_is_better, unit, digits) in specs {
+    for OutputRule { rule, value, metric, higher_is_better, unit, digits } in specs {
         let Some(bound) = limit(rules, rule, value) else { continue };
         let worst_output = report.and_then(|r| worst(&r.outputs, metric, higher_is_better));
         added.push(match worst_output {

@@ -96,7 +96,8 @@ impl OutputMetrics {
         let cosine = match (ref_sq == 0.0, out_sq == 0.0) {
             (true, true) => 1.0,
             (true, false) | (false, true) => 0.0,
-            (false, false) => dot / (ref_sq.sqrt() * out_sq.sqrt()),
+            // Rounding can take |cos| a hair past 1 (e.g. identical vectors): clamp (NaN stays NaN).
+            (false, false) => (dot / (ref_sq.sqrt() * out_sq.sqrt())).clamp(-1.0, 1.0),
         };
         OutputMetrics {
             elements: n,
@@ -161,11 +162,11 @@ fn argmax(row: &[f64]) -> usize {
 }
 
 /// The worst value of one metric across the outputs, with the output's name.
-pub fn worst<'a>(
-    outputs: &'a [OutputComparison],
+pub fn worst(
+    outputs: &[OutputComparison],
     metric: impl Fn(&OutputMetrics) -> f64,
     higher_is_better: bool,
-) -> Option<(&'a str, f64)> {
+) -> Option<(&str, f64)> {
     let badness = |v: f64| if v.is_nan() { f64::INFINITY } else if higher_is_better { -v } else { v };
     outputs
         .iter()

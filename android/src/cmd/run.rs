@@ -6,7 +6,9 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use ed25519_dalek::SigningKey;
 
+use crate::evidence::{self, Bundle, EvidenceOptions};
 use crate::invocation::{HarnessSettings, TargetPaths};
 use crate::judging::{self, GateOptions};
 use crate::output_check::{self, OutputCheckOptions, REFERENCE_DIR};
@@ -48,6 +50,9 @@ pub struct RunArgs {
     /// Gate settings.
     #[command(flatten)]
     pub gate: GateOptions,
+    /// Evidence bundle (`--evidence OUT`, `--signing-key FILE`).
+    #[command(flatten)]
+    pub evidence: EvidenceOptions,
     /// Devices over adb (`--device SERIAL|all`, `--adb`, `--adb-server`, `--work-dir`, `--retries`, …).
     #[command(flatten)]
     pub devices: crate::remote::DeviceRunOptions,
@@ -58,8 +63,9 @@ pub fn run(mut args: RunArgs) -> Result<u8> {
     if args.json {
         args.gate.formats = vec![gate::export::Format::Json];
     }
+    let signing_key = args.evidence.key()?;
     if !args.local && args.devices.wanted() {
-        return on_devices(&args);
+        return on_devices(&args, signing_key.as_ref());
     }
     if !args.local {
         bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)");
@@ -89,19 +95,30 @@ pub fn run(mut args: RunArgs) -> Result<u8> {
     let outputs_ok = !args.settings.check_outputs
         || output_check::check_local(&args.outputs, &args.model, &harness, &args.settings, &out);
     let harness_ok = status.success() && outputs_ok;
-    if args.no_gate {
+    let code = if args.no_gate {
         eprintln!("npugate: result in {}", out.display());
-        return Ok(if harness_ok { crate::EXIT_PASS } else { crate::EXIT_ERROR });
+        crate::EXIT_PASS
+    } else {
+        let verdict = judging::judge_dir(&out, &args.gate)?;
+        let code = judging::emit(&verdict, &args.gate)?;
+        eprintln!("npugate: result, verdict and report in {}", out.display());
+        code
+    };
+    if let Some(key) = &signing_key {
+        write_evidence(&args, key, Bundle::new().run("local", &out).subject(
+            &args.model,
+            args.outputs.reference_model.as_deref(),
+            &harness,
+            &runtime,
+            &args.settings,
+        ))?;
     }
-    let verdict = judging::judge_dir(&out, &args.gate)?;
-    let code = judging::emit(&verdict, &args.gate)?;
-    eprintln!("npugate: result, verdict and report in {}", out.display());
     Ok(if harness_ok { code } else { crate::EXIT_ERROR })
 }
 
 /// `npugate run --device …`: the same harness settings and gate, on each device over adb; results
 /// in `<out>/<serial>/`.
-fn on_devices(args: &RunArgs) -> Result<u8> {
+fn on_devices(args: &RunArgs, signing_key: Option<&SigningKey>) -> Result<u8> {
     let runtime_name = args.runtime.as_deref().context("--device needs --runtime NAME (a runtime built for the device)")?;
     let runtime = RuntimeManifest::load(runtime_name)?;
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "devices"));
@@ -114,7 +131,10 @@ fn on_devices(args: &RunArgs) -> Result<u8> {
         false => None,
     };
     let judge = |dir: &Path| -> Result<u8> {
-        let outputs_ok = reference.as_ref().map_or(true, |r| r.compare_reporting(dir));
+        let outputs_ok = match &reference {
+            Some(reference) => reference.compare_reporting(dir),
+            None => true,
+        };
         let code = match args.no_gate {
             true => crate::EXIT_PASS,
             false => judging::emit(&judging::judge_dir(dir, &args.gate)?, &args.gate)?,
@@ -125,12 +145,38 @@ fn on_devices(args: &RunArgs) -> Result<u8> {
     let plan = args.devices.plan(&runtime, &args.model, &inputs, args.harness.as_deref(), &harness_args);
     let code = crate::remote::run_on_devices(&args.devices, &plan, &out, &judge)?;
     if reference.is_some() {
-        match crate::cmd::outputs::table(&[out.clone()], crate::cmd::outputs::TableFormat::Terminal, false) {
+        match crate::cmd::outputs::table(std::slice::from_ref(&out), crate::cmd::outputs::TableFormat::Terminal, false) {
             Ok(table) => print!("{table}"),
             Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
         }
     }
+    if let Some(key) = signing_key {
+        let harness = match &args.harness {
+            Some(path) => path.clone(),
+            None => crate::device_run::harness_for(&runtime.target)?,
+        };
+        let mut bundle = evidence::runs_below(Bundle::new(), &out)?.subject(
+            &args.model,
+            args.outputs.reference_model.as_deref(),
+            &harness,
+            &runtime,
+            &args.settings,
+        );
+        if reference.is_some() {
+            let host = RuntimeManifest::load(HOST_RUNTIME)?;
+            bundle = bundle.runtime(&host).file("harness", "harness/host/npugate-harness", &sibling_binary("npugate-harness")?);
+        }
+        write_evidence(args, key, bundle)?;
+    }
     Ok(code)
+}
+
+/// Writes and signs the `--evidence` bundle.
+fn write_evidence(args: &RunArgs, key: &SigningKey, bundle: Bundle) -> Result<()> {
+    let Some(out) = &args.evidence.evidence else { return Ok(()) };
+    let manifest = bundle.write(out, key)?;
+    eprintln!("npugate: evidence bundle of {} files signed in {}", manifest.files.len(), out.display());
+    Ok(())
 }
 
 /// A binary installed next to the running `npugate`.

@@ -1,0 +1,301 @@
+//! Evidence bundles: a directory with copies of everything a verdict rests on — the model, the
+//! harness binary, every runtime library, the input files, each result directory (result.json,
+//! profiles, log, saved outputs, verdict, reports) — plus `manifest.json` (sha256 of every file,
+//! device fingerprints, tool versions, verdicts) signed with ed25519 in `signature.json`.
+//! `npugate verify` checks it offline. Bundles are reproducible: the same inputs give the same bytes.
+//!
+//! Callers (`run`, `sweep`) describe a bundle with [`Bundle`]: result dirs plus extra files.
+
+mod keys;
+mod manifest;
+mod verify;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use ed25519_dalek::{Signer, SigningKey};
+use npugate_result::digest::sha256_file;
+use npugate_result::RunResult;
+use sha2::{Digest, Sha256};
+
+pub use keys::{generate, private_pem, public_pem, read_public_key, EvidenceOptions};
+pub use manifest::{Manifest, MANIFEST_FILE, SIGNATURE_FILE};
+pub use verify::verify;
+
+use crate::invocation::HarnessSettings;
+use crate::runtime::manifest::MANIFEST_FILE as RUNTIME_MANIFEST;
+use crate::runtime::RuntimeManifest;
+use manifest::{
+    canonical_json, FileEntry, RunEvidence, RuntimeVersion, SignatureFile, ToolVersion, VerdictSummary, EVIDENCE_SCHEMA,
+    SIGNATURE_SCHEMA,
+};
+
+/// What goes into a bundle: result directories (copied whole) and single files.
+#[derive(Debug, Clone, Default)]
+pub struct Bundle {
+    runs: BTreeMap<String, PathBuf>,
+    files: BTreeMap<String, (String, PathBuf)>,
+}
+
+impl Bundle {
+    /// An empty bundle description.
+    pub fn new() -> Bundle {
+        Bundle::default()
+    }
+
+    /// Adds a result directory as `runs/<label>/` (every file below it, symlinks followed).
+    pub fn run(mut self, label: &str, dir: &Path) -> Bundle {
+        self.runs.insert(safe_name(label), dir.to_path_buf());
+        self
+    }
+
+    /// Adds one file as `bundle_path` with a role (see the manifest's `FileEntry::role`).
+    pub fn file(mut self, role: &str, bundle_path: &str, source: &Path) -> Bundle {
+        self.files.insert(bundle_path.to_string(), (role.to_string(), source.to_path_buf()));
+        self
+    }
+
+    /// Adds what a run of `model` rests on: the model (and the reference model of an output check),
+    /// the harness binary, the runtime (`runtime.json` and every library) and the `--input` files.
+    pub fn subject(
+        self,
+        model: &Path,
+        reference_model: Option<&Path>,
+        harness: &Path,
+        runtime: &RuntimeManifest,
+        settings: &HarnessSettings,
+    ) -> Bundle {
+        let mut bundle = self
+            .file("model", &format!("model/{}", file_name(model)), model)
+            .file("harness", &format!("harness/{}", file_name(harness)), harness)
+            .runtime(runtime);
+        if let Some(reference) = reference_model {
+            bundle = bundle.file("reference_model", &format!("reference-model/{}", file_name(reference)), reference);
+        }
+        for spec in &settings.inputs {
+            if let Some((name, path)) = spec.split_once('=') {
+                bundle = bundle.file("input", &format!("inputs/{}.npy", safe_name(name)), Path::new(path));
+            }
+        }
+        bundle
+    }
+
+    /// Adds a runtime as `runtime/<name>/`: its `runtime.json` and every library.
+    pub fn runtime(self, runtime: &RuntimeManifest) -> Bundle {
+        let manifest = runtime.dir.join(RUNTIME_MANIFEST);
+        let mut bundle = self.file("runtime", &format!("runtime/{}/{RUNTIME_MANIFEST}", runtime.name), &manifest);
+        for library in &runtime.files {
+            bundle = bundle.file("runtime", &format!("runtime/{}/{}", runtime.name, library.name), &runtime.dir.join(&library.name));
+        }
+        bundle
+    }
+
+    /// Writes the bundle to `out` (replacing a previous bundle there; any other non-empty
+    /// directory is refused), signs its manifest with `key` and returns the manifest.
+    pub fn write(&self, out: &Path, key: &SigningKey) -> Result<Manifest> {
+        prepare(out)?;
+        let mut entries = Vec::new();
+        for (bundle_path, (role, source)) in &self.files {
+            entries.push(copy_into(out, bundle_path, role, source)?);
+        }
+        let mut runs = Vec::new();
+        for (label, dir) in &self.runs {
+            let prefix = format!("runs/{label}");
+            for (relative, source) in files_below(dir)? {
+                let role = role_of(&relative);
+                entries.push(copy_into(out, &format!("{prefix}/{relative}"), role, &source)?);
+            }
+            runs.push(run_evidence(label, &prefix, dir)?);
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let manifest = Manifest {
+            schema: EVIDENCE_SCHEMA.into(),
+            tool: ToolVersion { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
+            files: entries,
+            runs,
+        };
+        let bytes = canonical_json(&manifest)?;
+        let signature = SignatureFile {
+            schema: SIGNATURE_SCHEMA.into(),
+            algorithm: "ed25519".into(),
+            manifest: MANIFEST_FILE.into(),
+            manifest_sha256: format!("{:x}", Sha256::digest(&bytes)),
+            public_key: hex::encode(key.verifying_key().as_bytes()),
+            signature: hex::encode(key.sign(&bytes).to_bytes()),
+        };
+        write_file(&out.join(MANIFEST_FILE), &bytes)?;
+        write_file(&out.join(SIGNATURE_FILE), &canonical_json(&signature)?)?;
+        Ok(manifest)
+    }
+}
+
+/// Every result directory directly below `dir` (a `run --device` output dir: one per device, plus
+/// the output-check reference), labelled by its directory name, with `rack.json` when present.
+pub fn runs_below(mut bundle: Bundle, dir: &Path) -> Result<Bundle> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.join(npugate_result::files::RESULT).is_file() {
+            found.push(path);
+        }
+    }
+    found.sort();
+    for path in found {
+        bundle = bundle.run(&file_name(&path), &path);
+    }
+    let rack = dir.join(crate::rack::RACK_FILE);
+    if rack.is_file() {
+        bundle = bundle.file("device", crate::rack::RACK_FILE, &rack);
+    }
+    Ok(bundle)
+}
+
+/// `out` made an empty directory: a previous bundle there is replaced, anything else refused.
+fn prepare(out: &Path) -> Result<()> {
+    if out.exists() {
+        let mut entries = std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?;
+        if entries.next().is_some() {
+            if !out.join(MANIFEST_FILE).is_file() {
+                bail!("{} is not empty and holds no evidence bundle; choose another --evidence directory", out.display());
+            }
+            std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
+        }
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+}
+
+/// Copies `source` to `out/bundle_path` and describes the copy.
+fn copy_into(out: &Path, bundle_path: &str, role: &str, source: &Path) -> Result<FileEntry> {
+    let destination = out.join(bundle_path);
+    if let Some(parent) = destination.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::copy(source, &destination)
+        .with_context(|| format!("cannot copy {} into the evidence bundle", source.display()))?;
+    let (sha256, bytes) = sha256_file(&destination).with_context(|| format!("cannot hash {}", destination.display()))?;
+    Ok(FileEntry { path: bundle_path.to_string(), role: role.to_string(), sha256, bytes })
+}
+
+/// Every regular file below `dir` (symlinks followed) as (`/`-separated relative path, path), sorted.
+fn files_below(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut pending = vec![(String::new(), dir.to_path_buf())];
+    while let Some((prefix, current)) = pending.pop() {
+        for entry in std::fs::read_dir(&current).with_context(|| format!("cannot read {}", current.display()))? {
+            let path = entry?.path();
+            let relative = format!("{prefix}{}", file_name(&path));
+            let meta = std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            if meta.is_dir() {
+                pending.push((format!("{relative}/"), path));
+            } else if meta.is_file() {
+                out.push((relative, path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The role of a file inside a result directory, by its name.
+fn role_of(relative: &str) -> &'static str {
+    let name = relative.rsplit('/').next().unwrap_or(relative);
+    match name {
+        npugate_result::files::RESULT => "result",
+        "verdict.json" | "report.html" | "outputs.json" => "report",
+        "device_run.json" | "device_state.json" => "device",
+        _ if name.ends_with(".npy") => "outputs",
+        _ if name.ends_with(".log") => "log",
+        _ if name.contains("profile") => "profile",
+        _ => "other",
+    }
+}
+
+/// A run's entry in the manifest, from its `result.json` and (when judged) `verdict.json`.
+fn run_evidence(label: &str, bundle_dir: &str, dir: &Path) -> Result<RunEvidence> {
+    let run = RunResult::read(dir)?;
+    let verdict_file = dir.join(crate::judging::files::VERDICT);
+    let verdict = if verdict_file.is_file() {
+        let text = std::fs::read_to_string(&verdict_file).with_context(|| format!("cannot read {}", verdict_file.display()))?;
+        let verdict: gate::Verdict =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a valid verdict", verdict_file.display()))?;
+        Some(VerdictSummary {
+            outcome: verdict.outcome.label().to_lowercase(),
+            failed: verdict.failures().map(|c| c.rule.to_string()).collect(),
+        })
+    } else {
+        None
+    };
+    Ok(RunEvidence {
+        label: label.to_string(),
+        dir: bundle_dir.to_string(),
+        status: format!("{:?}", run.status).to_lowercase(),
+        harness: run.tool,
+        runtime: RuntimeVersion { name: run.runtime.name, ort_version: run.runtime.ort_version },
+        model_sha256: run.model.sha256,
+        fingerprint: run.fingerprint,
+        verdict,
+    })
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into())
+}
+
+/// A path component: characters outside `[A-Za-z0-9._-]` become `_`; never empty, `.` or `..`.
+fn safe_name(text: &str) -> String {
+    let name: String = text.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    if name.is_empty() || name.chars().all(|c| c == '.') {
+        format!("_{name}")
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real harness result directory kept as a profile-parser fixture.
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../profile-parser/tests/fixtures/harness-qnn-saver-mixed")
+    }
+
+    /// Every file below `dir` with its bytes.
+    fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        files_below(dir).unwrap().into_iter().map(|(relative, path)| (relative, std::fs::read(path).unwrap())).collect()
+    }
+
+    #[test]
+    fn the_same_inputs_give_byte_identical_bundles_that_verify() {
+        let work = tempfile::tempdir().unwrap();
+        let key = SigningKey::from_bytes(&[7u8; 32]);
+        let model = fixture().join(npugate_result::files::RESULT);
+        let bundle = Bundle::new().run("device one", &fixture()).file("model", "model/m.onnx", &model);
+        let (first, second) = (work.path().join("a"), work.path().join("nested/b"));
+        let manifest = bundle.write(&first, &key).unwrap();
+        bundle.write(&second, &key).unwrap();
+        assert_eq!(contents(&first), contents(&second));
+        assert!(manifest.files.iter().any(|f| f.path == "runs/device_one/result.json" && f.role == "result"));
+        assert_eq!(manifest.runs[0].fingerprint.arch, RunResult::read(&fixture()).unwrap().fingerprint.arch);
+        assert_eq!(verify(&first, &key.verifying_key()).unwrap(), Vec::new());
+        // Writing again over a bundle replaces it; over anything else is refused.
+        bundle.write(&first, &key).unwrap();
+        let err = bundle.write(&fixture(), &key).unwrap_err().to_string();
+        assert!(err.contains("holds no evidence bundle"), "{err}");
+    }
+
+    #[test]
+    fn roles_and_names() {
+        assert_eq!(role_of("outputs/probs.npy"), "outputs");
+        assert_eq!(role_of("output-reference/result.json"), "result");
+        assert_eq!(role_of("reference_profile.json"), "profile");
+        assert_eq!(role_of("ort.log"), "log");
+        assert_eq!(safe_name("../x y"), ".._x_y");
+        assert_eq!(safe_name(".."), "_..");
+    }
+}

@@ -1,0 +1,141 @@
+//! End to end: `npugate keygen`, `npugate run --local --evidence` on a real run, and `npugate
+//! verify`: a bundle verifies; one changed byte in any file, the manifest or the signature fails
+//! verification naming that file (exit 1); unusable input is exit 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use npugate_e2e::{bin, describe, model, run};
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("temporary paths are UTF-8")
+}
+
+fn npugate(args: &[&str]) -> Output {
+    run(Command::new(bin("npugate")).args(args))
+}
+
+/// A key pair in `dir`: (private key, public key).
+fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
+    let key = dir.join("signing.key");
+    let out = npugate(&["keygen", "--out", text(&key)]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let public = dir.join("signing.key.pub");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), std::fs::read_to_string(&public).unwrap(), "keygen prints the public key");
+    (key, public)
+}
+
+/// Flips one bit of one byte in the middle of `file`.
+fn flip_a_byte(file: &Path) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(file, bytes).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_bundle_verifies_and_any_changed_byte_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(work.path());
+    let bundle = work.path().join("bundle");
+    let result = work.path().join("result");
+    let qdq = model("smallcnn_qdq.onnx");
+    let float = model("smallcnn.onnx");
+    let out = npugate(&[
+        "run", "--local", "--model", text(&qdq), "--out", text(&result), "--runs", "5", "--rule", "disable=[\"cv_pct\"]",
+        "--check-outputs", "--reference-model", text(&float), "--evidence", text(&bundle), "--signing-key", text(&key),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["schema"], "npugate.evidence/1");
+    let files: Vec<(String, String)> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap().to_string(), f["role"].as_str().unwrap().to_string()))
+        .collect();
+    for role in ["model", "reference_model", "harness", "runtime", "result", "profile", "log", "outputs", "report"] {
+        assert!(files.iter().any(|(_, r)| r == role), "no {role} file in {files:?}");
+    }
+    assert!(files.windows(2).all(|w| w[0].0 < w[1].0), "files are in path order");
+    assert_eq!(manifest["runs"][0]["label"], "local");
+    assert_eq!(manifest["runs"][0]["verdict"]["outcome"], "pass");
+    assert!(manifest["runs"][0]["fingerprint"]["arch"].is_string());
+
+    let valid = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
+    assert_eq!(valid.status.code(), Some(0), "{}", describe(&valid));
+
+    let mut targets: Vec<String> = files.iter().map(|(path, _)| path.clone()).collect();
+    targets.extend(["manifest.json".to_string(), "signature.json".to_string()]);
+    for target in &targets {
+        let copy = work.path().join("tampered");
+        if copy.exists() {
+            std::fs::remove_dir_all(&copy).unwrap();
+        }
+        copy_dir(&bundle, &copy);
+        flip_a_byte(&copy.join(target));
+        let checked = npugate(&["verify", text(&copy), "--pubkey", text(&public)]);
+        assert_eq!(checked.status.code(), Some(1), "{target}: {}", describe(&checked));
+        let stdout = String::from_utf8_lossy(&checked.stdout);
+        assert!(stdout.contains(&format!("TAMPERED  {target}: ")), "{target} not named: {}", describe(&checked));
+    }
+
+    // Another signer's key, a file added after signing, and unusable input.
+    let other = work.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (_, other_public) = keygen(&other);
+    let wrong_key = npugate(&["verify", text(&bundle), "--pubkey", text(&other_public)]);
+    assert_eq!(wrong_key.status.code(), Some(1), "{}", describe(&wrong_key));
+    assert!(String::from_utf8_lossy(&wrong_key.stdout).contains("signature.json: does not verify with the given public key"));
+    std::fs::write(bundle.join("runs/local/extra.txt"), "added").unwrap();
+    let added = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
+    assert_eq!(added.status.code(), Some(1), "{}", describe(&added));
+    assert!(String::from_utf8_lossy(&added.stdout).contains("runs/local/extra.txt: is not in the manifest"));
+    let no_bundle = npugate(&["verify", text(&work.path().join("missing")), "--pubkey", text(&public)]);
+    assert_eq!(no_bundle.status.code(), Some(2), "{}", describe(&no_bundle));
+    let bad_key = npugate(&["verify", text(&bundle), "--pubkey", text(&qdq)]);
+    assert_eq!(bad_key.status.code(), Some(2), "{}", describe(&bad_key));
+    assert!(String::from_utf8_lossy(&bad_key.stderr).contains("is not an ed25519 public key"), "{}", describe(&bad_key));
+}
+
+#[test]
+fn evidence_without_a_key_is_refused_before_running() {
+    let work = tempfile::tempdir().unwrap();
+    let result = work.path().join("result");
+    let mut command = Command::new(bin("npugate"));
+    command.env_remove("NPUGATE_SIGNING_KEY").args(["run", "--local", "--model", text(&model("smallcnn.onnx"))]);
+    command.args(["--out", text(&result), "--evidence", text(&work.path().join("bundle"))]);
+    let out = run(&mut command);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--evidence needs a signing key"), "{}", describe(&out));
+    assert!(!result.exists(), "nothing ran");
+}
+
+#[test]
+fn the_signing_key_can_come_from_the_environment() {
+    let work = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(work.path());
+    let bundle = work.path().join("bundle");
+    let mut command = Command::new(bin("npugate"));
+    command.env("NPUGATE_SIGNING_KEY", std::fs::read_to_string(&key).unwrap());
+    command.args(["run", "--local", "--no-gate", "--runs", "3", "--model", text(&model("smallcnn.onnx"))]);
+    command.args(["--out", text(&work.path().join("result")), "--evidence", text(&bundle)]);
+    let out = run(&mut command);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let valid = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
+    assert_eq!(valid.status.code(), Some(0), "{}", describe(&valid));
+}
