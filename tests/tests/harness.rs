@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use npugate_e2e::{bin, describe, harness, model, ort_lib, python, run};
+use npugate_e2e::{bin, describe, harness, model, python, run};
 use npugate_result::{files, RunResult, RunStatus};
 
 /// Node names of the model's graph, read with the `onnx` Python package.
