@@ -130,46 +130,13 @@ fn write_all_puts_several_formats_into_a_directory() {
     assert!(std::fs::read_to_string(single).unwrap().contains("PASS"));
 }
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|bin| Command::new(bin).arg("--version").output().is_ok_and(|o| o.status.success()))
-}
-
-/// Renders HTML to a PNG in headless Chromium; the PNG is kept under the test target dir to look at.
+/// Writes `html` under the test target dir and renders it in headless Chromium (kept to look at).
 fn screenshot(html: &str, name: &str) -> Option<Vec<u8>> {
-    let Some(browser) = chromium() else {
-        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; the HTML report was NOT rendered. Run scripts/setup. !!!!!!!!\n");
-        return None;
-    };
     let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gate-html");
     std::fs::create_dir_all(&keep).unwrap();
     let page = keep.join(format!("{name}.html"));
-    let png = keep.join(format!("{name}.png"));
     std::fs::write(&page, html).unwrap();
-    let _ = std::fs::remove_file(&png);
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1400,2400")
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(png.is_file(), "chromium wrote no screenshot: {}", String::from_utf8_lossy(&out.stderr));
-    eprintln!("HTML report rendered to {}", png.display());
-    Some(std::fs::read(png).unwrap())
+    npugate_e2e::screenshot(&page, &keep, name)
 }
 
 #[test]

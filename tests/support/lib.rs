@@ -78,6 +78,34 @@ pub fn harness(model: &Path, out: &Path, extra: &[&str]) -> Output {
     command.arg("--ort-lib").arg(ort_lib()).arg("--model").arg(model).arg("--out").arg(out).args(extra);
     run(&mut command)
 }
+/// Renders `page` (an HTML file) in headless Chromium to `<keep>/<name>.png` and returns the PNG
+/// bytes. Without Chromium it returns `None` with a loud message, except under CI (`CI` set),
+/// where a missing browser fails the test: `scripts/setup` installs it.
+pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|bin| Command::new(bin).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let Some(browser) = browser else {
+        assert!(std::env::var_os("CI").is_none(), "chromium is not installed (scripts/setup installs it); {} cannot be rendered", page.display());
+        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; {} was NOT rendered. Run scripts/setup. !!!!!!!!\n", page.display());
+        return None;
+    };
+    std::fs::create_dir_all(keep).expect("screenshot directory");
+    let png = keep.join(format!("{name}.png"));
+    let _ = std::fs::remove_file(&png);
+    let profile = tempfile::tempdir().expect("chromium profile directory");
+    let out = run(Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
+        .args(["--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1400,2400")
+        .arg(format!("file://{}", page.display())));
+    assert!(png.is_file(), "chromium wrote no screenshot of {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
+    eprintln!("{} rendered to {}", page.display(), png.display());
+    Some(std::fs::read(png).expect("read the screenshot"))
+}
+
 pub mod devices;
 pub mod qnn;
 pub mod sweeps;

@@ -2,7 +2,6 @@
 //! headless-Chromium screenshot of an HTML report (kept so a person can look at it).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The two real x86_64 ONNX Runtimes a host sweep compares (the "firmware axis" of the rig).
 pub const RUNTIMES: [&str; 2] = ["ort-1.31.1-linux-x86_64", "ort-1.24.4-linux-x86_64"];
@@ -43,30 +42,3 @@ fn children(dir: &Path) -> Vec<PathBuf> {
     entries.map(|e| e.path()).filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.')).collect()
 }
 
-/// Renders `page` in headless Chromium to `<keep>/<name>.png` (1400×2000) and returns the PNG;
-/// `None` (loudly) when Chromium is not installed.
-pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
-    let browser = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|bin| Command::new(bin).arg("--version").output().is_ok_and(|o| o.status.success()));
-    let Some(browser) = browser else {
-        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; {} was NOT rendered. Run scripts/setup. !!!!!!!!\n", page.display());
-        return None;
-    };
-    std::fs::create_dir_all(keep).unwrap();
-    let png = keep.join(format!("{name}.png"));
-    let _ = std::fs::remove_file(&png);
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
-        .args(["--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1400,2000")
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(png.is_file(), "chromium wrote no screenshot of {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
-    eprintln!("{} rendered to {}", page.display(), png.display());
-    Some(std::fs::read(png).unwrap())
-}

@@ -9,8 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use npugate_e2e::devices::Rig;
-use npugate_e2e::sweeps::{finished_cells, screenshot, write_plan, RUNTIMES};
-use npugate_e2e::{bin, describe, run};
+use npugate_e2e::sweeps::{finished_cells, write_plan, RUNTIMES};
+use npugate_e2e::{bin, describe, run, screenshot};
 use serde_json::Value;
 
 const MODELS: [&str; 2] = ["smallcnn", "mixed"];
