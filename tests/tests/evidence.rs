@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use npugate_e2e::devices::Rig;
 use npugate_e2e::{bin, describe, model, run};
 
 fn text(path: &Path) -> &str {
@@ -136,6 +137,43 @@ fn the_signing_key_can_come_from_the_environment() {
     command.args(["--out", text(&work.path().join("result")), "--evidence", text(&bundle)]);
     let out = run(&mut command);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let valid = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
+    assert_eq!(valid.status.code(), Some(0), "{}", describe(&valid));
+}
+
+#[test]
+fn a_sweep_bundle_holds_every_finished_cell_and_verifies() {
+    let rig = Rig::up(&[6161]);
+    let work = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(work.path());
+    let plan = work.path().join("sweep.toml");
+    let serial = Rig::serial(6161);
+    let smallcnn = model("smallcnn.onnx");
+    let text_plan = format!(
+        "name = \"evidence\"\nruntimes = [\"ort-1.31.1-linux-x86_64\"]\n\n[settings]\nruns = 20\nprofile_runs = 1\n\n\
+         [[device]]\nserial = {serial:?}\n\n[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n",
+        text(&smallcnn)
+    );
+    std::fs::write(&plan, text_plan).unwrap();
+    let (sweep_dir, bundle) = (work.path().join("sweep"), work.path().join("bundle"));
+    let mut command = rig.command(bin("npugate"));
+    command.args(["sweep", "--plan", text(&plan), "--out", text(&sweep_dir), "--night", "2026-01-01"]);
+    command.args(["--history", text(&work.path().join("history.sqlite"))]);
+    command.args(["--evidence", text(&bundle), "--signing-key", text(&key)]);
+    let out = run(&mut command);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    let runs = manifest["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{manifest}");
+    let cell = format!("runs/{}/ort-1.31.1-linux-x86_64/smallcnn", serial.replace(':', "_"));
+    assert_eq!(runs[0]["dir"], cell.as_str());
+    assert_eq!(runs[0]["verdict"]["outcome"], "pass");
+    let paths: Vec<&str> = manifest["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    for expected in ["plan/sweep.toml", "sweep.json", "model/smallcnn/smallcnn.onnx", &format!("{cell}/result.json")] {
+        assert!(paths.contains(&expected), "{expected} missing from {paths:?}");
+    }
+    assert!(paths.iter().any(|p| p.starts_with("harness/x86_64-unknown-linux-gnu/")), "{paths:?}");
     let valid = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
     assert_eq!(valid.status.code(), Some(0), "{}", describe(&valid));
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::Args;
 
+use crate::evidence::EvidenceOptions;
 use crate::history::{self, HistoryFilter, HistoryReport, HistoryStore};
 use crate::matrix::Matrix;
 use crate::remote::DeviceRunOptions;
@@ -36,11 +37,15 @@ pub struct SweepArgs {
     /// adb, work dir, retries, cooldown and timeouts (`--device` only when the plan has no [[device]]).
     #[command(flatten)]
     pub devices: DeviceRunOptions,
+    /// Evidence bundle of the finished cells (`--evidence OUT`, `--signing-key FILE`).
+    #[command(flatten)]
+    pub evidence: EvidenceOptions,
 }
 
 /// Runs `npugate sweep`.
 pub fn run(args: SweepArgs) -> Result<u8> {
     let plan = SweepPlan::load(&args.plan)?;
+    let signing_key = args.evidence.key()?;
     let night = args.night.clone().unwrap_or_else(sweep::today);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
     let options = SweepOptions { out: &out, night: args.night.as_deref(), devices: &args.devices, harness: args.harness.as_deref() };
@@ -64,6 +69,10 @@ pub fn run(args: SweepArgs) -> Result<u8> {
         written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
         history_path.display()
     );
+    if let (Some(key), Some(bundle_dir)) = (&signing_key, &args.evidence.evidence) {
+        let manifest = crate::evidence::for_sweep(&plan, &out, args.harness.as_deref(), &written)?.write(bundle_dir, key)?;
+        eprintln!("npugate sweep: evidence bundle of {} files signed in {}", manifest.files.len(), bundle_dir.display());
+    }
     let code = summary.exit_code.unwrap_or(crate::EXIT_ERROR);
     Ok(if history_ok { code } else { crate::EXIT_ERROR })
 }

@@ -41,8 +41,8 @@ pub struct ToolVersion {
 pub struct FileEntry {
     /// Path inside the bundle, `/`-separated.
     pub path: String,
-    /// What it is: `model`, `reference_model`, `harness`, `runtime`, `input`, `result`, `profile`,
-    /// `log`, `outputs`, `report`, `device` or `other`.
+    /// What it is: `model`, `reference_model`, `harness`, `runtime`, `input`, `plan`, `result`,
+    /// `profile`, `log`, `outputs`, `report`, `device` or `other`.
     pub role: String,
     /// sha256, lowercase hex.
     pub sha256: String,

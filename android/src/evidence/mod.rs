@@ -8,6 +8,7 @@
 
 mod keys;
 mod manifest;
+mod sweep;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use sha2::{Digest, Sha256};
 
 pub use keys::{generate, private_pem, public_pem, read_public_key, EvidenceOptions};
 pub use manifest::{Manifest, MANIFEST_FILE, SIGNATURE_FILE};
+pub use sweep::for_sweep;
 pub use verify::verify;
 
 use crate::invocation::HarnessSettings;
@@ -36,6 +38,8 @@ use manifest::{
 pub struct Bundle {
     runs: BTreeMap<String, PathBuf>,
     files: BTreeMap<String, (String, PathBuf)>,
+    /// Bundle paths given two different sources (refused when writing).
+    conflicts: Vec<String>,
 }
 
 impl Bundle {
@@ -44,15 +48,21 @@ impl Bundle {
         Bundle::default()
     }
 
-    /// Adds a result directory as `runs/<label>/` (every file below it, symlinks followed).
+    /// Adds a result directory as `runs/<label>/` (every file below it, symlinks followed); a
+    /// label may have `/`-separated parts (`device/runtime/model`).
     pub fn run(mut self, label: &str, dir: &Path) -> Bundle {
-        self.runs.insert(safe_name(label), dir.to_path_buf());
+        let label: Vec<String> = label.split('/').map(safe_name).collect();
+        self.runs.insert(label.join("/"), dir.to_path_buf());
         self
     }
 
-    /// Adds one file as `bundle_path` with a role (see the manifest's `FileEntry::role`).
+    /// Adds one file as `bundle_path` with a role (see the manifest's `FileEntry::role`). The same
+    /// path from another source is a conflict that [`Bundle::write`] refuses.
     pub fn file(mut self, role: &str, bundle_path: &str, source: &Path) -> Bundle {
-        self.files.insert(bundle_path.to_string(), (role.to_string(), source.to_path_buf()));
+        let previous = self.files.insert(bundle_path.to_string(), (role.to_string(), source.to_path_buf()));
+        if previous.is_some_and(|(_, earlier)| earlier != source) {
+            self.conflicts.push(bundle_path.to_string());
+        }
         self
     }
 
@@ -73,12 +83,17 @@ impl Bundle {
         if let Some(reference) = reference_model {
             bundle = bundle.file("reference_model", &format!("reference-model/{}", file_name(reference)), reference);
         }
+        bundle.inputs("inputs", settings)
+    }
+
+    /// Adds the `--input` files of `settings` as `<prefix>/<input name>.npy`.
+    pub fn inputs(mut self, prefix: &str, settings: &HarnessSettings) -> Bundle {
         for spec in &settings.inputs {
             if let Some((name, path)) = spec.split_once('=') {
-                bundle = bundle.file("input", &format!("inputs/{}.npy", safe_name(name)), Path::new(path));
+                self = self.file("input", &format!("{prefix}/{}.npy", safe_name(name)), Path::new(path));
             }
         }
-        bundle
+        self
     }
 
     /// Adds a runtime as `runtime/<name>/`: its `runtime.json` and every library.
@@ -94,6 +109,10 @@ impl Bundle {
     /// Writes the bundle to `out` (replacing a previous bundle there; any other non-empty
     /// directory is refused), signs its manifest with `key` and returns the manifest.
     pub fn write(&self, out: &Path, key: &SigningKey) -> Result<Manifest> {
+        if let Some(path) = self.conflicts.first() {
+            let (_, source) = &self.files[path];
+            bail!("two different files would be {path} in the evidence bundle (one is {}); give them distinct names", source.display());
+        }
         prepare(out)?;
         let mut entries = Vec::new();
         for (bundle_path, (role, source)) in &self.files {
@@ -297,5 +316,16 @@ mod tests {
         assert_eq!(role_of("ort.log"), "log");
         assert_eq!(safe_name("../x y"), ".._x_y");
         assert_eq!(safe_name(".."), "_..");
+        let bundle = Bundle::new().run("dev 1/ort-1.31/../m", Path::new("x"));
+        assert_eq!(bundle.runs.keys().collect::<Vec<_>>(), ["dev_1/ort-1.31/_../m"]);
+    }
+
+    #[test]
+    fn one_bundle_path_from_two_sources_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let bundle = Bundle::new().file("model", "model/m.onnx", Path::new("a/m.onnx")).file("model", "model/m.onnx", Path::new("b/m.onnx"));
+        let err = bundle.write(&work.path().join("out"), &SigningKey::from_bytes(&[1; 32])).unwrap_err().to_string();
+        assert!(err.contains("model/m.onnx"), "{err}");
+        assert!(!work.path().join("out").exists(), "nothing written");
     }
 }

@@ -1,0 +1,40 @@
+//! The bundle of a finished sweep: every finished cell's result dir as `runs/<device>/<runtime>/<model>/`,
+//! each planned model, runtime and harness binary, the models' `--input` files, the plan, `sweep.json`
+//! and the matrix reports.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::{file_name, Bundle};
+use crate::sweep::{finished_cells, SweepPlan};
+
+/// Describes the bundle of the sweep in `sweep_dir` run from `plan`; `harness` is the explicit
+/// harness binary (else the one built for each runtime's target), `reports` the matrix report files.
+pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, reports: &[PathBuf]) -> Result<Bundle> {
+    let mut bundle = Bundle::new().file("plan", &format!("plan/{}", file_name(&plan.file)), &plan.file);
+    for cell in finished_cells(sweep_dir)? {
+        let key = &cell.record.key;
+        bundle = bundle.run(&format!("{}/{}/{}", key.device, key.runtime, key.model), &cell.dir);
+    }
+    for model in &plan.models {
+        bundle = bundle
+            .file("model", &format!("model/{}/{}", model.name, file_name(&model.path)), &model.path)
+            .inputs(&format!("inputs/{}", model.name), &model.settings);
+    }
+    for runtime in &plan.runtimes {
+        let binary = match harness {
+            Some(path) => path.to_path_buf(),
+            None => crate::device_run::harness_for(&runtime.target)?,
+        };
+        bundle = bundle.runtime(runtime).file("harness", &format!("harness/{}/{}", runtime.target, file_name(&binary)), &binary);
+    }
+    let summary = sweep_dir.join(crate::sweep::summary::SWEEP_FILE);
+    bundle = bundle.file("report", crate::sweep::summary::SWEEP_FILE, &summary);
+    for report in reports {
+        if let Ok(relative) = report.strip_prefix(sweep_dir) {
+            bundle = bundle.file("report", &relative.to_string_lossy().replace('\\', "/"), report);
+        }
+    }
+    Ok(bundle)
+}
