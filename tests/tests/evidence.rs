@@ -177,3 +177,36 @@ fn a_sweep_bundle_holds_every_finished_cell_and_verifies() {
     let valid = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
     assert_eq!(valid.status.code(), Some(0), "{}", describe(&valid));
 }
+
+#[test]
+fn run_on_two_devices_checks_outputs_prints_the_table_and_bundles_both_devices() {
+    let rig = Rig::up(&[6163, 6164]);
+    let work = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(work.path());
+    let (out_dir, bundle) = (work.path().join("out"), work.path().join("bundle"));
+    let (qdq, float) = (model("smallcnn_qdq.onnx"), model("smallcnn.onnx"));
+    let mut command = rig.command(bin("npugate"));
+    command.args(["run", "--runtime", "ort-1.31.1-linux-x86_64", "--runs", "20", "--rule", "cv_pct=100000"]);
+    command.args(["--model", text(&qdq), "--out", text(&out_dir), "--device", "all"]);
+    command.args(["--check-outputs", "--reference-model", text(&float), "--rule", "min_sqnr_db=20"]);
+    command.args(["--evidence", text(&bundle), "--signing-key", text(&key)]);
+    let out = run(&mut command);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Output consistency") && stdout.contains("no outlier device"), "{}", describe(&out));
+    for port in [6163, 6164] {
+        let dir = out_dir.join(Rig::serial(port).replace(':', "_"));
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
+        assert_eq!(report["reference"]["result_dir"], "../output-reference");
+        assert!(report["outputs"][0]["metrics"]["sqnr_db"].as_f64().is_some_and(|db| db > 20.0), "{report}");
+    }
+
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    let labels: Vec<&str> = manifest["runs"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["127.0.0.1_6163", "127.0.0.1_6164", "output-reference"]);
+    let paths: Vec<&str> = manifest["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"rack.json") && paths.contains(&"harness/host/npugate-harness"), "{paths:?}");
+    let valid = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
+    assert_eq!(valid.status.code(), Some(0), "{}", describe(&valid));
+}
