@@ -109,9 +109,14 @@ impl Subject {
         }
     }
 
+    /// The model's file name (the path without its directories).
+    pub fn model_file(&self) -> &str {
+        self.model.rsplit(['/', '\\']).next().unwrap_or(&self.model)
+    }
+
     /// One line: model file name, EP, device and SoC.
     pub fn summary(&self) -> String {
-        let file = self.model.rsplit(['/', '\\']).next().unwrap_or(&self.model);
+        let file = self.model_file();
         let fp = &self.fingerprint;
         format!("{file} on {} ({}, {}), ORT {}", fp.preferred_ep, fp.device, fp.soc, fp.ort_version)
     }

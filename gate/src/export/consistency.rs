@@ -2,6 +2,7 @@
 //! distance from the reference, the outlier device highlighted (terminal and Markdown).
 
 use crate::outputs::{fmt_metric, outlier, worst, OutputsReport};
+use crate::verdict::Verdict;
 
 use super::{markdown, terminal};
 
@@ -49,9 +50,11 @@ fn rows(devices: &[DeviceOutputs], outlier: Option<usize>) -> Vec<[String; 9]> {
     out
 }
 
-/// A one-line summary of the outlier (or that there is none).
-fn outlier_line(devices: &[DeviceOutputs], outlier: Option<usize>) -> String {
-    match outlier {
+/// `prefix` + a one-line summary of the outlier (or that there is none) + newline; empty for a
+/// single device.
+fn outlier_line(prefix: &str, devices: &[DeviceOutputs], outlier: Option<usize>) -> String {
+    let line = match outlier {
+        None if devices.len() < 2 => return String::new(),
         Some(i) => format!(
             "outlier: {} ({}) drifts furthest from the reference: worst SQNR at least {} dB below the other devices' median",
             devices[i].device,
@@ -59,7 +62,8 @@ fn outlier_line(devices: &[DeviceOutputs], outlier: Option<usize>) -> String {
             crate::outputs::OUTLIER_GAP_DB
         ),
         None => "no outlier device".into(),
-    }
+    };
+    format!("{prefix}{line}\n")
 }
 
 /// The table as aligned terminal text; the outlier's rows in red when `color`.
@@ -72,15 +76,27 @@ pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> 
         }
     }
     format!(
-        "{} {model} against the reference\n{}  {}\n",
+        "{} {model} against the reference\n{}{}",
         terminal::paint(color, terminal::BOLD, "Output consistency"),
         terminal::table(HEADER, &rows, NUMERIC, color),
-        outlier_line(devices, outlier)
+        outlier_line("  ", devices, outlier)
     )
 }
 
 /// The table as GitHub-flavoured Markdown; the outlier's rows in bold.
 pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
+    markdown_section("##", model, devices)
+}
+
+/// The run's own outputs against the reference, as one device of the table (for the verdict reports).
+pub(super) fn verdict_outputs(v: &Verdict) -> Option<(String, Vec<DeviceOutputs>)> {
+    let report = v.outputs.clone()?;
+    let fp = &v.subject.fingerprint;
+    Some((v.subject.model_file().to_string(), vec![DeviceOutputs { device: fp.device.clone(), soc: fp.soc.clone(), report }]))
+}
+
+/// The Markdown table under a heading of the given level (`##`, `###`).
+pub(super) fn markdown_section(heading: &str, model: &str, devices: &[DeviceOutputs]) -> String {
     let outlier = outlier_device(devices);
     let mut rows = rows(devices, outlier);
     for row in rows.iter_mut().filter(|r| r[8] == OUTLIER_MARK) {
@@ -89,10 +105,10 @@ pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
         }
     }
     format!(
-        "## Output consistency: `{}` against the reference\n\n{}\n{}\n",
+        "{heading} Output consistency: `{}` against the reference\n\n{}{}",
         markdown::cell(model),
         markdown::table(&HEADER, &rows),
-        outlier_line(devices, outlier)
+        outlier_line("\n", devices, outlier)
     )
 }
 

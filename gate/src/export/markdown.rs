@@ -73,6 +73,10 @@ impl Exporter for MarkdownExporter {
                 out.push_str("\n</details>\n");
             }
         }
+        if let Some((model, devices)) = super::consistency::verdict_outputs(v) {
+            out.push('\n');
+            out.push_str(&super::consistency::markdown_section("###", &model, &devices));
+        }
         if let Some(b) = &v.baseline {
             out.push_str(&format!("\n### Baseline `{}`\n\n", cell(&b.source)));
             if let Some(r) = &b.median_ratio {

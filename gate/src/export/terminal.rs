@@ -168,6 +168,10 @@ impl Exporter for TerminalExporter {
             out.push_str(&placement_text(report, &v.rules, c));
             out.push('\n');
         }
+        if let Some((model, devices)) = super::consistency::verdict_outputs(v) {
+            out.push_str(&super::consistency_text(&model, &devices, c));
+            out.push('\n');
+        }
         if let Some(b) = &v.baseline {
             out.push_str(&format!("{} {}", paint(c, BOLD, "Baseline"), b.source));
             if let Some(r) = &b.median_ratio {
