@@ -106,8 +106,10 @@ fn a_bundle_verifies_and_any_changed_byte_is_named() {
     let added = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
     assert_eq!(added.status.code(), Some(1), "{}", describe(&added));
     assert!(String::from_utf8_lossy(&added.stdout).contains("runs/local/extra.txt: is not in the manifest"));
-    let no_bundle = npugate(&["verify", text(&work.path().join("missing")), "--pubkey", text(&public)]);
-    assert_eq!(no_bundle.status.code(), Some(2), "{}", describe(&no_bundle));
+    for not_a_bundle in [work.path().join("missing"), result.clone()] {
+        let refused = npugate(&["verify", text(&not_a_bundle), "--pubkey", text(&public)]);
+        assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    }
     let bad_key = npugate(&["verify", text(&bundle), "--pubkey", text(&qdq)]);
     assert_eq!(bad_key.status.code(), Some(2), "{}", describe(&bad_key));
     assert!(String::from_utf8_lossy(&bad_key.stderr).contains("is not an ed25519 public key"), "{}", describe(&bad_key));

@@ -30,11 +30,14 @@ fn problem(file: &str, message: impl Into<String>) -> Problem {
     Problem { file: file.to_string(), message: message.into() }
 }
 
-/// Verifies the bundle in `dir` against `key`; an empty list means valid. Only an unreadable
-/// bundle directory is an error (the caller's exit 2); everything inside it is a [`Problem`].
+/// Verifies the bundle in `dir` against `key`; an empty list means valid. Only a directory that is
+/// no bundle at all is an error (the caller's exit 2); everything wrong inside a bundle is a [`Problem`].
 pub fn verify(dir: &Path, key: &VerifyingKey) -> anyhow::Result<Vec<Problem>> {
     if !dir.is_dir() {
         anyhow::bail!("{} is not a directory; pass the directory `--evidence` wrote", dir.display());
+    }
+    if !dir.join(MANIFEST_FILE).exists() && !dir.join(SIGNATURE_FILE).exists() {
+        anyhow::bail!("{} holds no evidence bundle (no {MANIFEST_FILE}); pass the directory `--evidence` wrote", dir.display());
     }
     let mut problems = Vec::new();
     let manifest_bytes = std::fs::read(dir.join(MANIFEST_FILE));
