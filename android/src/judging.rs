@@ -72,3 +72,19 @@ pub fn emit(verdict: &Verdict, options: &GateOptions) -> Result<u8> {
     write_all(verdict, &options.formats, options.report.as_deref())?;
     Ok(verdict.outcome.exit_code())
 }
+
+/// For one device of a rack: writes `--report` into the device's result directory `dir` (under the
+/// report's file name, so devices do not overwrite each other) and returns the exit code with the
+/// text still to print (empty when `--report` took the formats), so judging can run in parallel
+/// and only printing waits its turn.
+pub fn emit_for_device(verdict: &Verdict, options: &GateOptions, dir: &Path) -> Result<(u8, String)> {
+    let text = match &options.report {
+        Some(report) => {
+            let name = report.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("verdict"));
+            write_all(verdict, &options.formats, Some(&dir.join(name)))?;
+            String::new()
+        }
+        None => gate::export::render_for_stdout(verdict, &options.formats),
+    };
+    Ok((verdict.outcome.exit_code(), text))
+}

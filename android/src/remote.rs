@@ -66,32 +66,34 @@ impl DeviceRunOptions {
 
 /// Runs `plan` on every chosen device; each device's pulled result (plus `device_run.json`,
 /// `device_state.json`) lands in `out/<serial>/` as soon as it is done and is judged there by
-/// `judge`. Prints one line per device; returns the rack's exit code.
+/// `judge`, which returns the exit code and the report to print. Devices judge in parallel; their
+/// reports are printed one at a time. Prints one line per device; returns the rack's exit code.
 pub fn run_on_devices(
     options: &DeviceRunOptions,
     plan: &RunPlan,
     out: &Path,
-    judge: &(dyn Fn(&Path) -> anyhow::Result<u8> + Sync),
+    judge: &(dyn Fn(&Path) -> anyhow::Result<(u8, String)> + Sync),
 ) -> anyhow::Result<u8> {
     anyhow::ensure!(plan.model.is_file(), "model {} not found", plan.model.display());
     let adb = options.devices.adb()?;
     let serials = options.devices.select(&adb)?;
     let dirs = result_dir_names(&serials);
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
-    // Judging prints reports: one device at a time, so they do not interleave.
-    let judging = std::sync::Mutex::new(());
+    // Reports are printed one device at a time, so they do not interleave.
+    let printing = std::sync::Mutex::new(());
     let report = rack::run_rack(&serials, options.retries, |serial, progress| {
         let index = serials.iter().position(|s| s == serial).expect("serial comes from the list");
         let result_dir = out.join(&dirs[index]);
         let record = device_run::run_on_device(&adb, serial, plan, &result_dir, progress)?;
         progress.step("judge");
-        let code = {
-            let _turn = judging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (code, verdict_report) = judge(&result_dir)?;
+        {
+            let _turn = printing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             for warning in &record.warnings {
                 eprintln!("npugate: {serial}: warning: {warning}");
             }
-            judge(&result_dir)?
-        };
+            print!("{verdict_report}");
+        }
         let harness_ok = record.harness.exit_code == 0;
         Ok((result_dir, if harness_ok { code } else { crate::EXIT_ERROR }))
     });

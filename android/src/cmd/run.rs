@@ -130,16 +130,16 @@ fn on_devices(args: &RunArgs, signing_key: Option<&SigningKey>) -> Result<u8> {
         }
         false => None,
     };
-    let judge = |dir: &Path| -> Result<u8> {
+    let judge = |dir: &Path| -> Result<(u8, String)> {
         let outputs_ok = match &reference {
             Some(reference) => reference.compare_reporting(dir),
             None => true,
         };
-        let code = match args.no_gate {
-            true => crate::EXIT_PASS,
-            false => judging::emit(&judging::judge_dir(dir, &args.gate)?, &args.gate)?,
+        let (code, text) = match args.no_gate {
+            true => (crate::EXIT_PASS, String::new()),
+            false => judging::emit_for_device(&judging::judge_dir(dir, &args.gate)?, &args.gate, dir)?,
         };
-        Ok(if outputs_ok { code } else { crate::EXIT_ERROR })
+        Ok((if outputs_ok { code } else { crate::EXIT_ERROR }, text))
     };
     let inputs = args.settings.input_files();
     let plan = args.devices.plan(&runtime, &args.model, &inputs, args.harness.as_deref(), &harness_args);

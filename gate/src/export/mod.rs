@@ -121,19 +121,23 @@ pub struct ExportError {
     pub source: std::io::Error,
 }
 
+/// Every requested format rendered as one text for standard output, the terminal format coloured
+/// when stdout is a TTY and `NO_COLOR` is unset.
+pub fn render_for_stdout(verdict: &Verdict, formats: &[Format]) -> String {
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    formats.iter().map(|format| format.exporter(color).render(verdict)).collect()
+}
+
 /// Writes every requested format. Without `out` all go to standard output (the terminal format
 /// coloured when stdout is a TTY and `NO_COLOR` is unset). With `out` and one format, `out` is the
 /// file; with several, `out` is a directory that receives [`Format::file_name`] for each.
 /// Returns the files written.
 pub fn write_all(verdict: &Verdict, formats: &[Format], out: Option<&Path>) -> Result<Vec<PathBuf>, ExportError> {
     let Some(out) = out else {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        let mut stdout = std::io::stdout().lock();
-        for format in formats {
-            stdout
-                .write_all(format.exporter(color).render(verdict).as_bytes())
-                .map_err(|source| ExportError { path: "<stdout>".into(), source })?;
-        }
+        std::io::stdout()
+            .lock()
+            .write_all(render_for_stdout(verdict, formats).as_bytes())
+            .map_err(|source| ExportError { path: "<stdout>".into(), source })?;
         return Ok(Vec::new());
     };
     let targets: Vec<(Format, PathBuf)> = match formats {
