@@ -59,6 +59,7 @@ pub fn judge(
         latency,
         latencies_ns: latencies.clone(),
         first_inference_ns: run.timings.first_inference_ns,
+        session_create_ns: run.timings.session_create_ns,
         placement: placement.cloned(),
         baseline,
         outputs: None,

@@ -41,6 +41,9 @@ pub struct Verdict {
     pub latencies_ns: Vec<u64>,
     /// The first (cold) inference after session creation (ns).
     pub first_inference_ns: u64,
+    /// Creating the timed session, including EP graph compilation (ns).
+    #[serde(default)]
+    pub session_create_ns: u64,
     /// The placement report the placement rules read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementReport>,

@@ -477,14 +477,13 @@ fn rules_section(v: &Verdict) -> String {
 }
 
 fn latency_section(v: &Verdict, s: &LatencyStats) -> String {
-    let (names, values): (Vec<&str>, Vec<String>) = latency_rows(s).into_iter().unzip();
+    let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
     let shape: String = shape_lines(s).iter().map(|l| format!("<li>{}</li>", xml_escape(l))).collect();
     format!(
-        "<section><h2>Latency</h2>{}<ul>{shape}<li>first (cold) inference: {} ms, not part of the statistics</li></ul>\
+        "<section><h2>Latency</h2>{}<ul>{shape}</ul>\
          <div class=\"charts\"><figure>{}<figcaption>Histogram of the timed runs{}</figcaption></figure>\
          <figure>{}<figcaption>Latency by run index; shaded: first and last third with their medians (drift)</figcaption></figure></div></section>",
         html_table(&names, &[values], &(0..names.len()).collect::<Vec<_>>()),
-        ms_number(v.first_inference_ns as f64 / 1e6),
         histogram(s, &v.latencies_ns),
         if s.bimodal_split().is_some() { "; blue and orange: the two clusters" } else { "" },
         run_chart(s, &v.latencies_ns)

@@ -53,7 +53,7 @@ impl Exporter for MarkdownExporter {
             }
         }
         if let Some(s) = &v.latency {
-            let (names, values): (Vec<&str>, Vec<String>) = latency_rows(s).into_iter().unzip();
+            let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
             out.push_str(&format!("\n### Latency\n\n{}", table(&names, &[values])));
             for line in shape_lines(s) {
                 out.push_str(&format!("\n- {}", cell(&line)));

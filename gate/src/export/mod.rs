@@ -180,7 +180,7 @@ fn with_unit(value: f64, unit: &str) -> String {
 }
 
 /// Named latency estimates in display order, shared by the terminal, Markdown and HTML reports.
-fn latency_rows(s: &LatencyStats) -> Vec<(&'static str, String)> {
+fn latency_rows(v: &Verdict, s: &LatencyStats) -> Vec<(&'static str, String)> {
     vec![
         ("N", s.n.to_string()),
         ("median", fmt_ms(s.median_ns)),
@@ -197,6 +197,8 @@ fn latency_rows(s: &LatencyStats) -> Vec<(&'static str, String)> {
         ("p95", fmt_ms(s.p95_ns)),
         ("p99", fmt_ms(s.p99_ns)),
         ("max", fmt_ms(s.max_ns)),
+        ("session creation", fmt_ms(v.session_create_ns as f64)),
+        ("first inference", format!("{} (cold, not in the statistics)", fmt_ms(v.first_inference_ns as f64))),
     ]
 }
 

@@ -157,7 +157,7 @@ impl Exporter for TerminalExporter {
         );
         if let Some(s) = &v.latency {
             out.push_str(&format!("{}\n", paint(c, BOLD, "Latency")));
-            let rows: Vec<[String; 2]> = latency_rows(s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
+            let rows: Vec<[String; 2]> = latency_rows(v, s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
             out.push_str(&table(["estimate", "value"], &rows, [false, true], c));
             for line in shape_lines(s) {
                 out.push_str(&format!("  {line}\n"));
