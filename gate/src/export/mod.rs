@@ -184,10 +184,7 @@ fn latency_rows(v: &Verdict, s: &LatencyStats) -> Vec<(&'static str, String)> {
     vec![
         ("N", s.n.to_string()),
         ("median", fmt_ms(s.median_ns)),
-        (
-            "median 95% CI",
-            format!("{} – {} ({} resamples)", fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper), s.median_ci.resamples),
-        ),
+        ("median 95% CI (bootstrap)", format!("{} – {}", fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper))),
         ("mean", fmt_ms(s.mean_ns)),
         ("stdev", fmt_ms(s.stdev_ns)),
         ("CV", fmt_pct(s.cv_pct)),
@@ -198,7 +195,7 @@ fn latency_rows(v: &Verdict, s: &LatencyStats) -> Vec<(&'static str, String)> {
         ("p99", fmt_ms(s.p99_ns)),
         ("max", fmt_ms(s.max_ns)),
         ("session creation", fmt_ms(v.session_create_ns as f64)),
-        ("first inference", format!("{} (cold, not in the statistics)", fmt_ms(v.first_inference_ns as f64))),
+        ("first inference (cold)", fmt_ms(v.first_inference_ns as f64)),
     ]
 }
 
