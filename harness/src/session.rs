@@ -16,6 +16,10 @@ use ort::AsPointer;
 
 use harness_settings::{EpKind, OptimizationLevel};
 
+/// Session config key that keeps ORT from prepacking weights (used by the reference pass, whose
+/// profile must show every weight's shape).
+pub const DISABLE_PREPACKING_KEY: &str = "session.disable_prepacking";
+
 /// Session config key that makes ORT record the node→EP assignment (ORT ≥ 1.24).
 pub const RECORD_ASSIGNMENT_KEY: &str = "session.record_ep_graph_assignment_info";
 
@@ -111,7 +115,10 @@ impl SessionPlan {
         let builder = self
             .builder(env, "reference", OptimizationLevel::Disable)?
             .with_profiling(profile_prefix)
-            .map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
+            .map_err(|e| anyhow!("cannot enable profiling: {e}"))?
+            // Prepacked weights vanish from a kernel's input shapes; FLOPs need them.
+            .with_config_entry(DISABLE_PREPACKING_KEY, "1")
+            .map_err(|e| anyhow!("{DISABLE_PREPACKING_KEY}: {e}"))?;
         let builder = with_cpu_device(env, builder)?;
         commit(builder, &self.source_model)
     }
