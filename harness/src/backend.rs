@@ -138,7 +138,8 @@ mod tests {
     }
 
     fn fixture(name: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ort-1.31.1").join(name);
+        // The workspace keeps one copy of the real ORT 1.31.1 fixtures, with their provenance.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profile-parser/tests/fixtures/ort-1.31.1").join(name);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
