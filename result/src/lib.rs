@@ -9,6 +9,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub mod contract;
+
+pub use contract::ReadError;
+
 /// Schema identifier written into every `result.json`; bumped on any incompatible change.
 pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1";
 
@@ -376,35 +380,8 @@ pub mod digest {
     }
 }
 
-/// Errors reading a `result.json`.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// The file could not be read.
-    #[error("cannot read {path}")]
-    Io {
-        /// File path.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// The file is not valid JSON for this schema.
-    #[error("{path} is not a valid npugate result")]
-    Json {
-        /// File path.
-        path: String,
-        /// Cause.
-        source: serde_json::Error,
-    },
-    /// The schema field names another version.
-    #[error("{path} has schema {found:?}; this npugate reads {expected:?}")]
-    Schema {
-        /// File path.
-        path: String,
-        /// Schema found.
-        found: String,
-        /// Schema expected.
-        expected: &'static str,
-    },
+impl contract::Document for RunResult {
+    const SCHEMA: contract::Schema = contract::Schema::new(RUN_RESULT_SCHEMA);
 }
 
 impl RunResult {
@@ -412,23 +389,12 @@ impl RunResult {
     pub fn read(path: &Path) -> Result<RunResult, ReadError> {
         let names_a_file = path.extension().is_some_and(|e| e == "json") && !path.is_dir();
         let file = if names_a_file { path.to_path_buf() } else { path.join(files::RESULT) };
-        let shown = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|source| ReadError::Io { path: shown.clone(), source })?;
-        let probe: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| ReadError::Json { path: shown.clone(), source })?;
-        let found = probe.get("schema").and_then(|s| s.as_str()).unwrap_or("<missing>");
-        if found != RUN_RESULT_SCHEMA {
-            return Err(ReadError::Schema { path: shown, found: found.to_string(), expected: RUN_RESULT_SCHEMA });
-        }
-        serde_json::from_value(probe).map_err(|source| ReadError::Json { path: shown, source })
+        contract::read(&file)
     }
 
-    /// Writes `result.json` into `dir` atomically (temporary file, then rename).
+    /// Writes `result.json` into `dir` atomically.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let tmp = dir.join(format!("{}.tmp", files::RESULT));
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, json)?;
-        std::fs::rename(&tmp, dir.join(files::RESULT))
+        contract::write_json(&dir.join(files::RESULT), self)
     }
 
     /// Total number of nodes across the assignment's subgraphs.
