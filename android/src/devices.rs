@@ -3,7 +3,6 @@
 //! Linux board. Also the `--device`/`--adb`/`--adb-server` options shared by every device command.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -14,64 +13,38 @@ use crate::hexagon::{self, SocClues};
 /// Schema of `npugate devices --json`.
 pub const DEVICE_LIST_SCHEMA: &str = "npugate.devices/1";
 
-/// The device-selection and adb-connection options every device command takes.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DeviceOptions {
-    /// Device serial (repeatable), or `all` for every online device. Default: `ANDROID_SERIAL`,
-    /// else the only online device.
-    #[arg(long = "device", value_name = "SERIAL")]
-    pub devices: Vec<String>,
-    /// The adb binary (default: `adb` from PATH).
-    #[arg(long, value_name = "PATH")]
-    pub adb: Option<PathBuf>,
-    /// A remote adb server `host:port` (default: adb's own, which honours `ADB_SERVER_SOCKET`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub adb_server: Option<String>,
-}
-
-impl DeviceOptions {
-    /// The adb client these options describe.
-    pub fn adb(&self) -> anyhow::Result<Adb> {
-        Adb::new(self.adb.clone(), self.adb_server.as_deref())
-    }
-
-    /// The serials to work on: `--device` values (`all` = every online device), else
-    /// `ANDROID_SERIAL`, else the single online device. Unknown or offline serials are an error.
-    pub fn select(&self, adb: &Adb) -> anyhow::Result<Vec<String>> {
-        let known = adb.list_devices()?;
-        let online: Vec<&str> = known.iter().filter(|d| d.state == "device").map(|d| d.serial.as_str()).collect();
-        let requested: Vec<String> = if !self.devices.is_empty() {
-            self.devices.clone()
-        } else if let Some(serial) = std::env::var("ANDROID_SERIAL").ok().filter(|s| !s.is_empty()) {
-            vec![serial]
-        } else {
-            match online.as_slice() {
-                [one] => vec![one.to_string()],
-                [] => anyhow::bail!("no device online (adb devices lists none in state `device`)"),
-                many => anyhow::bail!(
-                    "{} devices online ({}); choose with --device SERIAL or --device all",
-                    many.len(),
-                    many.join(", ")
-                ),
-            }
-        };
-        let mut chosen: Vec<String> = Vec::new();
-        for serial in requested {
-            if serial == "all" {
-                anyhow::ensure!(!online.is_empty(), "--device all: no device online");
-                chosen.extend(online.iter().map(|s| s.to_string()));
-                continue;
-            }
-            match known.iter().find(|d| d.serial == serial) {
-                Some(d) if d.state == "device" => chosen.push(serial),
-                Some(d) => anyhow::bail!("device {serial} is {} (not usable)", d.state),
-                None => anyhow::bail!("device {serial} not found (adb knows: {})", serials_or_none(&known)),
-            }
+/// The serials to work on: `requested` (`all` = every online device), else `ANDROID_SERIAL`, else
+/// the single online device. Unknown or offline serials are an error naming them.
+pub fn select(adb: &Adb, requested: &[String]) -> anyhow::Result<Vec<String>> {
+    let known = adb.list_devices()?;
+    let online: Vec<&str> = known.iter().filter(|d| d.state == "device").map(|d| d.serial.as_str()).collect();
+    let requested: Vec<String> = if !requested.is_empty() {
+        requested.to_vec()
+    } else if let Some(serial) = std::env::var("ANDROID_SERIAL").ok().filter(|s| !s.is_empty()) {
+        vec![serial]
+    } else {
+        match online.as_slice() {
+            [one] => vec![one.to_string()],
+            [] => anyhow::bail!("no device online (adb devices lists none in state `device`)"),
+            many => anyhow::bail!("{} devices online ({}); choose with --device SERIAL or --device all", many.len(), many.join(", ")),
         }
-        let mut seen = std::collections::HashSet::new();
-        chosen.retain(|s| seen.insert(s.clone()));
-        Ok(chosen)
+    };
+    let mut chosen: Vec<String> = Vec::new();
+    for serial in requested {
+        if serial == "all" {
+            anyhow::ensure!(!online.is_empty(), "--device all: no device online");
+            chosen.extend(online.iter().map(|s| s.to_string()));
+            continue;
+        }
+        match known.iter().find(|d| d.serial == serial) {
+            Some(d) if d.state == "device" => chosen.push(serial),
+            Some(d) => anyhow::bail!("device {serial} is {} (not usable)", d.state),
+            None => anyhow::bail!("device {serial} not found (adb knows: {})", serials_or_none(&known)),
+        }
     }
+    let mut seen = std::collections::HashSet::new();
+    chosen.retain(|s| seen.insert(s.clone()));
+    Ok(chosen)
 }
 
 fn serials_or_none(known: &[crate::adb::DeviceEntry]) -> String {

@@ -1,30 +1,34 @@
-//! `--check-outputs` on the host: the fp32 reference run (host harness, CPU EP, same seed, shapes
-//! and input files), the comparison of a result directory's saved outputs with it (written as
-//! `outputs.json`, `npugate.outputs/1`), and reading that comparison back for the gate.
+//! `--check-outputs` on the host: the fp32 reference run (the host harness, CPU EP, same seed,
+//! shapes and input files) and the comparison of a run's saved outputs with it
+//! (`npugate.outputs/1`). The comparison is computed here and handed on in memory; saving it as
+//! `outputs.json` is the caller's step.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use gate::Verdict;
+use harness_settings::HarnessSettings;
 use npugate_result::RunResult;
 
-use crate::invocation::{HarnessSettings, TargetPaths};
 use crate::runtime::RuntimeManifest;
+use crate::target::host::HostTarget;
+use crate::target::{Cancel, Job, Silent, Target};
 
-/// The comparison written into a result directory.
-pub const OUTPUTS_FILE: &str = "outputs.json";
-/// Where the reference run is written, inside (`--local`) or next to (`--device`) the result dirs.
-pub const REFERENCE_DIR: &str = "output-reference";
+/// The longest the reference run may take.
+const REFERENCE_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// Options of the output check that stay on the host.
-#[derive(Debug, Clone, clap::Args)]
-pub struct OutputCheckOptions {
-    /// Model whose fp32 CPU outputs are the reference, e.g. the float model of a QDQ model
-    /// (default: the model itself). Needs --check-outputs.
-    #[arg(long, value_name = "PATH", requires = "check_outputs")]
-    pub reference_model: Option<PathBuf>,
+/// What the reference run needs: the host harness and runtime, and the float model.
+#[derive(Debug, Clone, Copy)]
+pub struct ReferenceRequest<'a> {
+    /// The harness built for this machine.
+    pub harness: &'a Path,
+    /// The host runtime (CPU EP).
+    pub runtime: &'a RuntimeManifest,
+    /// The model whose fp32 CPU outputs are the reference.
+    pub model: &'a Path,
+    /// The run's settings; only what decides the inputs carries over.
+    pub settings: &'a HarnessSettings,
 }
 
 /// A finished reference run.
@@ -32,92 +36,61 @@ pub struct OutputCheckOptions {
 pub struct Reference {
     /// Its result directory.
     pub dir: PathBuf,
+    /// Its result.
+    pub result: RunResult,
 }
 
-/// Runs the reference: `harness` on this machine with the host runtime, the CPU EP, one run, no
-/// profiling, `--check-outputs`, and the seed, shapes and input files of `settings`.
-pub fn run_reference(
-    harness: &Path,
-    runtime: &RuntimeManifest,
-    model: &Path,
-    settings: &HarnessSettings,
-    dir: &Path,
-) -> Result<Reference> {
-    if !model.is_file() {
-        bail!("reference model {} not found; pass --reference-model with the float .onnx model", model.display());
-    }
-    // Only what decides the inputs carries over; EP, QNN and session options stay at the defaults.
-    let reference = HarnessSettings {
-        runs: 1,
-        warmup: 0,
-        profile_runs: 0,
-        no_reference_pass: true,
-        check_outputs: true,
-        seed: settings.seed,
-        shapes: settings.shapes.clone(),
-        inputs: settings.inputs.clone(),
-        intra_threads: settings.intra_threads,
-        ..HarnessSettings::default()
-    };
-    let paths = TargetPaths {
-        ort_lib: runtime.ort_library_path().display().to_string(),
-        ep_library: None,
-        model: model.display().to_string(),
-        out: dir.display().to_string(),
-        input_files: settings.input_files().iter().map(|p| p.display().to_string()).collect(),
-    };
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
-    }
-    let output = Command::new(harness)
-        .args(reference.harness_args(&paths, Some(&runtime.name)))
-        .output()
-        .with_context(|| format!("cannot start the harness {} for the reference run", harness.display()))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().last().unwrap_or("no message");
-        bail!("the reference run of {} on the CPU EP failed ({}): {last}", model.display(), output.status);
-    }
-    Ok(Reference { dir: dir.to_path_buf() })
-}
-
-/// The reference for a run of `model`: `--reference-model` (or `model`) run by the host `harness`
-/// on the host runtime into `dir`.
-pub fn reference_for(
-    options: &OutputCheckOptions,
-    model: &Path,
-    harness: &Path,
-    settings: &HarnessSettings,
-    dir: &Path,
-) -> Result<Reference> {
-    let runtime = RuntimeManifest::load(crate::cmd::run::HOST_RUNTIME)?;
-    run_reference(harness, &runtime, options.reference_model.as_deref().unwrap_or(model), settings, dir)
-}
-
-/// `--check-outputs` after a local run in `out`: the reference into `out/output-reference`, then the
-/// comparison; prints why either failed and returns false then.
-pub fn check_local(options: &OutputCheckOptions, model: &Path, harness: &Path, settings: &HarnessSettings, out: &Path) -> bool {
-    match reference_for(options, model, harness, settings, &out.join(REFERENCE_DIR)) {
-        Ok(reference) => reference.compare_reporting(out),
-        Err(error) => {
-            eprintln!("npugate: error: --check-outputs: {error:#}");
-            false
+impl ReferenceRequest<'_> {
+    /// Runs the reference into `dir` (replaced): the host harness, CPU EP, one run, no profiling,
+    /// `--check-outputs`, and the seed, shapes, input files and threads of the run.
+    pub fn run(&self, dir: &Path, cancel: &Cancel) -> Result<Reference> {
+        if !self.model.is_file() {
+            bail!("reference model {} not found; pass --reference-model with the float .onnx model", self.model.display());
         }
+        let settings = HarnessSettings {
+            runs: 1,
+            warmup: 0,
+            profile_runs: 0,
+            no_reference_pass: true,
+            check_outputs: true,
+            seed: self.settings.seed,
+            shapes: self.settings.shapes.clone(),
+            inputs: self.settings.inputs.clone(),
+            intra_threads: self.settings.intra_threads,
+            ..HarnessSettings::default()
+        };
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let job = Job {
+            harness: self.harness,
+            runtime: self.runtime,
+            model: self.model,
+            settings: &settings,
+            env: &[],
+            timeout: REFERENCE_TIMEOUT,
+            cancel,
+        };
+        let execution = HostTarget::new().execute(&job, dir, &Silent)?;
+        if !execution.succeeded() {
+            bail!(
+                "the reference run of {} on the CPU EP failed ({}): {}",
+                self.model.display(),
+                execution.status(),
+                execution.last_message()
+            );
+        }
+        Ok(Reference { dir: dir.to_path_buf(), result: RunResult::read(dir)? })
     }
 }
 
 impl Reference {
-    /// [`Reference::compare`], printing why the comparison failed; true when it succeeded.
-    pub fn compare_reporting(&self, dir: &Path) -> bool {
-        self.compare(dir).map_err(|error| eprintln!("npugate: error: --check-outputs: {error:#}")).is_ok()
-    }
-
-    /// Compares the outputs saved in `dir` with the reference outputs and writes `dir/outputs.json`.
-    /// Refuses runs whose inputs differ from the reference's (by sha256), naming the input.
-    pub fn compare(&self, dir: &Path) -> Result<OutputsReport> {
-        let run = RunResult::read(dir)?;
-        let reference = RunResult::read(&self.dir)?;
-        check_same_inputs(&run, dir, &reference, &self.dir)?;
+    /// Compares the outputs `run` saved in `dir` with the reference outputs. Refuses runs whose
+    /// inputs differ from the reference's (by sha256), naming the input.
+    pub fn compare(&self, dir: &Path, run: &RunResult) -> Result<OutputsReport> {
+        let reference = &self.result;
+        check_same_inputs(run, dir, reference, &self.dir)?;
         if run.artifacts.outputs.len() != run.model.outputs.len() {
             bail!(
                 "{} lists {} saved output(s) for {} model output(s); rerun with --check-outputs (the run may have stopped before saving them)",
@@ -132,14 +105,14 @@ impl Reference {
             .iter()
             .zip(&run.artifacts.outputs)
             .map(|(signature, file)| {
-                let reference_file = reference_output(&reference, &self.dir, &signature.name)?;
+                let reference_file = reference_output(reference, &self.dir, &signature.name)?;
                 let (shape, values) = read_npy_f64(&dir.join(file))?;
                 let (reference_shape, reference_values) = read_npy_f64(&reference_file)?;
                 compare_tensors(&signature.name, (&reference_shape, &reference_values), (&shape, &values))
                     .with_context(|| format!("output {:?} cannot be compared with the reference", signature.name))
             })
             .collect::<Result<Vec<OutputComparison>>>()?;
-        let report = OutputsReport {
+        Ok(OutputsReport {
             schema: OUTPUTS_SCHEMA.into(),
             reference: ReferenceSource {
                 model: reference.model.path.clone(),
@@ -148,10 +121,7 @@ impl Reference {
                 result_dir: relative_to(&self.dir, dir),
             },
             outputs,
-        };
-        let file = dir.join(OUTPUTS_FILE);
-        std::fs::write(&file, serde_json::to_vec_pretty(&report)?).with_context(|| format!("cannot write {}", file.display()))?;
-        Ok(report)
+        })
     }
 }
 
@@ -231,30 +201,6 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
         other => bail!("{} holds dtype {other}, which the output check does not read", path.display()),
     };
     Ok((shape, values))
-}
-
-/// The comparison in `dir/outputs.json`, when there is one.
-pub fn read_report(dir: &Path) -> Result<Option<OutputsReport>> {
-    let file = dir.join(OUTPUTS_FILE);
-    if !file.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-    let report: OutputsReport =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a valid {OUTPUTS_SCHEMA} file", file.display()))?;
-    if report.schema != OUTPUTS_SCHEMA {
-        bail!("{} has schema {:?}; this npugate reads {OUTPUTS_SCHEMA:?}", file.display(), report.schema);
-    }
-    Ok(Some(report))
-}
-
-/// Adds the output rules to `verdict`, judged on `dir/outputs.json` (an unreadable file is an error).
-pub fn judge_in(dir: &Path, verdict: &mut Verdict) {
-    let report = read_report(dir).unwrap_or_else(|error| {
-        verdict.errors.push(format!("{error:#}"));
-        None
-    });
-    gate::judge_outputs(verdict, report.as_ref());
 }
 
 #[cfg(test)]

@@ -1,25 +1,26 @@
-//! Several devices in parallel (one run per device at a time), each with its own progress line.
-//! A device that fails or vanishes is an *infrastructure* failure for that device only; transport
-//! failures are retried up to `--retries` times; a judged run (pass or gate failure) never is.
+//! Several targets in parallel (one run per target at a time), each with its own progress line.
+//! A target that fails or vanishes is an *infrastructure* failure for that target only; retryable
+//! failures (transport, a backend that did not start) are retried up to `--retries` times; a judged
+//! run (pass or gate failure) never is. A panic in one target's work is reported for that target
+//! and the others finish; an interrupt stops every target before its next attempt.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use npugate_result::contract::{self, EXIT_ERROR, EXIT_PASS};
 use serde::{Deserialize, Serialize};
 
-use crate::adb::AdbError;
-use crate::device_run::Progress;
+use crate::target::{is_retryable, Cancel, Progress, Target};
 
 /// Schema of `rack.json`, the summary written next to the per-device result dirs.
 pub const RACK_SCHEMA: &str = "npugate.rack/1";
-/// File name of the rack summary.
-pub const RACK_FILE: &str = "rack.json";
 
-/// How one device's run ended.
+/// How one target's work ended.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeviceOutcome {
-    /// Device serial.
+    /// Device serial (or target name).
     pub serial: String,
     /// 0 pass, 1 a gate rule failed, 2 infrastructure failure / could not judge.
     pub exit_code: u8,
@@ -31,10 +32,10 @@ pub struct DeviceOutcome {
     pub infrastructure_error: Option<String>,
     /// Attempts made (1 + retries used).
     pub attempts: u32,
-    /// The transport errors that were retried, in order.
+    /// The retryable errors that were retried, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retried_errors: Vec<String>,
-    /// Wall time for this device, seconds.
+    /// Wall time for this target, seconds.
     pub seconds: f64,
 }
 
@@ -51,108 +52,137 @@ impl DeviceOutcome {
     }
 }
 
-/// `rack.json`: every device's outcome and the overall exit code.
+/// `rack.json`: every target's outcome and the overall exit code.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RackReport {
     /// Always [`RACK_SCHEMA`].
     pub schema: String,
-    /// One entry per device, in the order they were chosen.
+    /// One entry per target, in the order they were given.
     pub devices: Vec<DeviceOutcome>,
-    /// 2 if any device had an infrastructure failure, else 1 if any gate failed, else 0.
+    /// 2 if any target had an infrastructure failure, else 1 if any gate failed, else 0.
     pub exit_code: u8,
     /// Wall time of the whole rack, seconds.
     pub seconds: f64,
 }
 
-/// What one attempt on one device produced: where the result is and its judged exit code.
-pub type Judged = (PathBuf, u8);
+impl contract::Document for RackReport {
+    const SCHEMA: contract::Schema = contract::Schema::new(RACK_SCHEMA);
+}
 
-/// Runs `attempt(serial, progress)` on every device in parallel, retrying transport failures.
-pub fn run_rack(
-    serials: &[String],
-    retries: u32,
-    attempt: impl Fn(&str, &dyn Progress) -> anyhow::Result<Judged> + Sync,
-) -> RackReport {
+/// What a finished attempt on one target tells the rack: where its result is, and its exit code.
+pub trait Attempted {
+    /// The result directory on the host.
+    fn result_dir(&self) -> PathBuf;
+    /// 0 pass, 1 a rule failed, 2 could not be judged.
+    fn exit_code(&self) -> u8;
+}
+
+/// A rack that ran: the summary (`rack.json`) and each target's finished work, in target order.
+#[derive(Debug)]
+pub struct Rack<R> {
+    /// Every target's outcome.
+    pub report: RackReport,
+    /// What each target's last attempt produced (`None` when it failed).
+    pub results: Vec<Option<R>>,
+}
+
+/// How a rack retries and stops.
+#[derive(Debug, Clone)]
+pub struct RackPolicy {
+    /// Extra attempts after a retryable failure.
+    pub retries: u32,
+    /// Pause before a retry.
+    pub retry_pause: Duration,
+    /// Stops every target before its next attempt.
+    pub cancel: Cancel,
+}
+
+/// Runs `attempt(target, progress)` on every target in parallel, retrying retryable failures.
+pub fn run_rack<T: Target + ?Sized, R: Attempted + Send>(
+    targets: &[&T],
+    policy: &RackPolicy,
+    attempt: impl Fn(&T, &dyn Progress) -> anyhow::Result<R> + Sync,
+) -> Rack<R> {
     let start = Instant::now();
     let multi = MultiProgress::with_draw_target(draw_target());
-    let overall = multi.add(ProgressBar::new(serials.len() as u64));
-    overall
-        .set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
-    let width = serials.iter().map(String::len).max().unwrap_or(0);
-    let devices = std::thread::scope(|scope| {
-        let handles: Vec<_> = serials
+    let overall = multi.add(ProgressBar::new(targets.len() as u64));
+    overall.set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
+    let width = targets.iter().map(|t| t.name().len()).max().unwrap_or(0);
+    let outcomes = std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
             .iter()
-            .map(|serial| {
-                let line = DeviceLine::new(&multi, serial, width);
+            .map(|target| {
+                let line = DeviceLine::new(&multi, target.name(), width);
                 let (attempt, overall) = (&attempt, &overall);
                 scope.spawn(move || {
-                    let outcome = run_with_retries(serial, retries, &line, attempt);
+                    let (outcome, finished) = run_with_retries(*target, policy, &line, attempt);
                     line.finish(&outcome);
                     overall.inc(1);
-                    outcome
+                    (outcome, finished)
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("device thread panicked")).collect::<Vec<_>>()
+        handles.into_iter().map(|handle| handle.join().expect("a target's thread catches its panics")).collect::<Vec<_>>()
     });
     overall.finish_and_clear();
-    let exit_code = overall_exit(&devices);
-    RackReport { schema: RACK_SCHEMA.into(), devices, exit_code, seconds: start.elapsed().as_secs_f64() }
+    let (devices, results): (Vec<DeviceOutcome>, Vec<Option<R>>) = outcomes.into_iter().unzip();
+    let exit_code = devices.iter().map(|d| d.exit_code).max().unwrap_or(EXIT_PASS);
+    Rack { report: RackReport { schema: RACK_SCHEMA.into(), devices, exit_code, seconds: start.elapsed().as_secs_f64() }, results }
 }
 
-fn run_with_retries(
-    serial: &str,
-    retries: u32,
+fn run_with_retries<T: Target + ?Sized, R: Attempted>(
+    target: &T,
+    policy: &RackPolicy,
     line: &DeviceLine,
-    attempt: &(dyn Fn(&str, &dyn Progress) -> anyhow::Result<Judged> + Sync),
-) -> DeviceOutcome {
+    attempt: &(dyn Fn(&T, &dyn Progress) -> anyhow::Result<R> + Sync),
+) -> (DeviceOutcome, Option<R>) {
     let start = Instant::now();
-    let mut attempts = 0;
-    let mut retried_errors = Vec::new();
+    let mut outcome = DeviceOutcome {
+        serial: target.name().to_string(),
+        exit_code: EXIT_ERROR,
+        result_dir: None,
+        infrastructure_error: None,
+        attempts: 0,
+        retried_errors: Vec::new(),
+        seconds: 0.0,
+    };
+    let mut finished = None;
     loop {
-        attempts += 1;
-        let result = attempt(serial, line);
-        let seconds = start.elapsed().as_secs_f64();
+        if policy.cancel.is_cancelled() {
+            outcome.infrastructure_error = Some("interrupted".into());
+            break;
+        }
+        outcome.attempts += 1;
+        let result = catch_unwind(AssertUnwindSafe(|| attempt(target, line)))
+            .unwrap_or_else(|panic| Err(anyhow::anyhow!("npugate panicked while working on {}: {}", target.name(), panic_message(&*panic))));
         match result {
-            Ok((dir, exit_code)) => {
-                return DeviceOutcome {
-                    serial: serial.into(),
-                    exit_code,
-                    result_dir: Some(dir),
-                    infrastructure_error: None,
-                    attempts,
-                    retried_errors,
-                    seconds,
-                }
+            Ok(done) => {
+                (outcome.result_dir, outcome.exit_code) = (Some(done.result_dir()), done.exit_code());
+                finished = Some(done);
+                break;
             }
-            Err(error) if is_transient(&error) && attempts <= retries => {
-                line.step(&format!("retry {attempts}/{retries} after: {error:#}"));
-                retried_errors.push(format!("{error:#}"));
-                std::thread::sleep(Duration::from_secs(1));
+            Err(error) if is_retryable(&error) && outcome.attempts <= policy.retries && !policy.cancel.is_cancelled() => {
+                line.step(&format!("retry {}/{} after: {error:#}", outcome.attempts, policy.retries));
+                outcome.retried_errors.push(format!("{error:#}"));
+                std::thread::sleep(policy.retry_pause);
             }
             Err(error) => {
-                return DeviceOutcome {
-                    serial: serial.into(),
-                    exit_code: crate::EXIT_ERROR,
-                    result_dir: None,
-                    infrastructure_error: Some(format!("{error:#}")),
-                    attempts,
-                    retried_errors,
-                    seconds,
-                }
+                outcome.infrastructure_error = Some(format!("{error:#}"));
+                break;
             }
         }
     }
+    outcome.seconds = start.elapsed().as_secs_f64();
+    (outcome, finished)
 }
 
-/// True when the error chain holds a transport failure of adb (device gone, timeout).
-pub fn is_transient(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| cause.downcast_ref::<AdbError>().is_some_and(AdbError::is_transient))
-}
-
-/// 2 if any device had an infrastructure failure, else 1 if any gate failed, else 0.
-fn overall_exit(devices: &[DeviceOutcome]) -> u8 {
-    devices.iter().map(|d| d.exit_code).max().unwrap_or(crate::EXIT_PASS)
+/// The text of a panic payload.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Progress bars only on an interactive terminal.
@@ -201,51 +231,129 @@ impl Progress for DeviceLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use crate::target::mock::{Behaviour, MockTarget};
+    use crate::target::Job;
+    use harness_settings::HarnessSettings;
 
-    fn gone(serial: &str) -> anyhow::Error {
-        anyhow::Error::new(AdbError::DeviceGone {
-            serial: serial.into(),
-            step: "push".into(),
-            state: "offline".into(),
-            message: "error: closed".into(),
-        })
-        .context("deploy")
+    /// A judged run in the tests: a directory and an exit code.
+    struct Judged(PathBuf, u8);
+
+    impl Attempted for Judged {
+        fn result_dir(&self) -> PathBuf {
+            self.0.clone()
+        }
+        fn exit_code(&self) -> u8 {
+            self.1
+        }
+    }
+
+    fn policy(retries: u32) -> RackPolicy {
+        RackPolicy { retries, retry_pause: Duration::ZERO, cancel: Cancel::new() }
+    }
+
+    /// An attempt that runs a job on the mock with a short timeout; a run judges as `exit_code`.
+    fn attempt(exit_code: u8, cancel: &Cancel) -> impl Fn(&MockTarget, &dyn Progress) -> anyhow::Result<Judged> + Sync + '_ {
+        move |target, progress| {
+            let dir = tempfile::tempdir()?;
+            let settings = HarnessSettings::default();
+            let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
+            let job = Job {
+                harness: dir.path(),
+                runtime: &runtime,
+                model: dir.path(),
+                settings: &settings,
+                env: &[],
+                timeout: Duration::from_millis(200),
+                cancel,
+            };
+            target.execute(&job, dir.path(), progress)?;
+            Ok(Judged(PathBuf::from(target.name()), exit_code))
+        }
     }
 
     #[test]
-    fn transport_failures_are_retried_and_gate_failures_are_not() {
-        let calls = AtomicU32::new(0);
-        let serials = vec!["flaky".to_string(), "gate".to_string()];
-        let report = run_rack(&serials, 2, |serial, _| match serial {
-            "flaky" if calls.fetch_add(1, Ordering::SeqCst) == 0 => Err(gone(serial)),
-            "flaky" => Ok((PathBuf::from("flaky"), 0)),
-            _ => Ok((PathBuf::from("gate"), 1)),
-        });
-        assert_eq!(report.devices[0].attempts, 2);
-        assert_eq!(report.devices[0].exit_code, 0);
-        assert!(report.devices[0].retried_errors[0].contains("device flaky"), "{:?}", report.devices[0]);
-        assert_eq!(report.devices[1].attempts, 1);
-        assert_eq!(report.exit_code, 1);
+    fn one_target_failing_one_timing_out_and_one_panicking_leave_the_others_finished() {
+        let cancel = Cancel::new();
+        let targets = [
+            MockTarget::new("ok-1", vec![Behaviour::Measure(vec![1_000; 3])]),
+            MockTarget::new("fails", vec![Behaviour::Fail("runtime targets aarch64".into())]),
+            MockTarget::new("hangs", vec![Behaviour::Hang]),
+            MockTarget::new("panics", vec![Behaviour::Panic("index out of bounds".into())]),
+            MockTarget::new("ok-2", vec![Behaviour::Measure(vec![1_000; 3])]),
+        ];
+        let refs: Vec<&MockTarget> = targets.iter().collect();
+        let report = run_rack(&refs, &policy(0), attempt(0, &cancel)).report;
+        let by_name = |name: &str| report.devices.iter().find(|d| d.serial == name).unwrap();
+        for ok in ["ok-1", "ok-2"] {
+            assert_eq!((by_name(ok).exit_code, by_name(ok).infrastructure_error.as_deref()), (0, None), "{report:?}");
+        }
+        assert!(by_name("fails").infrastructure_error.as_deref().unwrap().contains("runtime targets aarch64"));
+        assert!(by_name("hangs").infrastructure_error.as_deref().unwrap().contains("timed out"), "{report:?}");
+        let panicked = by_name("panics").infrastructure_error.as_deref().unwrap();
+        assert!(panicked.contains("panicked") && panicked.contains("index out of bounds"), "{panicked}");
+        assert_eq!(report.exit_code, EXIT_ERROR);
+        assert_eq!(report.devices.len(), 5);
     }
 
     #[test]
-    fn one_infrastructure_failure_makes_exit_2_and_keeps_the_others() {
-        let serials = vec!["a".to_string(), "dead".to_string(), "c".to_string()];
-        let report = run_rack(&serials, 1, |serial, _| match serial {
-            "dead" => Err(gone(serial)),
-            other => Ok((PathBuf::from(other), 0)),
-        });
-        assert_eq!(report.exit_code, 2);
-        let dead = &report.devices[1];
-        assert_eq!((dead.exit_code, dead.attempts), (2, 2));
-        assert!(dead.infrastructure_error.as_deref().unwrap().contains("not reachable"));
+    fn transport_failures_and_timeouts_are_retried_and_gate_failures_are_not() {
+        let cancel = Cancel::new();
+        let flaky = MockTarget::new("flaky", vec![Behaviour::Transport("closed".into()), Behaviour::Hang, Behaviour::Measure(vec![1; 3])]);
+        let report = run_rack(&[&flaky], &policy(2), attempt(0, &cancel)).report;
+        assert_eq!((report.devices[0].attempts, report.devices[0].exit_code), (3, 0), "{report:?}");
+        assert!(report.devices[0].retried_errors[0].contains("device flaky: closed"), "{report:?}");
+        assert!(report.devices[0].retried_errors[1].contains("timed out"), "{report:?}");
+
+        let failing_gate = MockTarget::new("gate", vec![Behaviour::Measure(vec![1; 3])]);
+        let report = run_rack(&[&failing_gate], &policy(3), attempt(1, &cancel)).report;
+        assert_eq!((failing_gate.calls(), report.devices[0].exit_code, report.exit_code), (1, 1, 1));
+
+        let broken = MockTarget::new("x", vec![Behaviour::Fail("runtime targets aarch64".into())]);
+        let report = run_rack(&[&broken], &policy(3), attempt(0, &cancel)).report;
+        assert_eq!((broken.calls(), report.exit_code), (1, EXIT_ERROR), "final errors are not retried");
+    }
+
+    #[test]
+    fn a_dead_device_is_retried_up_to_the_limit_and_keeps_the_others() {
+        let cancel = Cancel::new();
+        let (a, dead, c) = (
+            MockTarget::new("a", vec![Behaviour::Measure(vec![1; 3])]),
+            MockTarget::new("dead", vec![Behaviour::Transport("not reachable".into())]),
+            MockTarget::new("c", vec![Behaviour::Measure(vec![1; 3])]),
+        );
+        let report = run_rack(&[&a, &dead, &c], &policy(1), attempt(0, &cancel)).report;
+        assert_eq!(report.exit_code, EXIT_ERROR);
+        assert_eq!((report.devices[1].exit_code, report.devices[1].attempts), (EXIT_ERROR, 2));
+        assert!(report.devices[1].infrastructure_error.as_deref().unwrap().contains("not reachable"));
         assert!(report.devices.iter().filter(|d| d.serial != "dead").all(|d| d.result_dir.is_some()));
     }
 
     #[test]
-    fn non_transport_errors_are_not_retried() {
-        let report = run_rack(&["x".to_string()], 3, |_, _| Err(anyhow::anyhow!("runtime targets aarch64")));
-        assert_eq!((report.devices[0].attempts, report.exit_code), (1, 2));
+    fn an_interrupt_stops_a_hanging_target_and_is_not_retried() {
+        let cancel = Cancel::new();
+        let hangs = MockTarget::new("hangs", vec![Behaviour::Hang]);
+        let mut policy = policy(5);
+        policy.cancel = cancel.clone();
+        let stopper = std::thread::spawn({
+            let cancel = cancel.clone();
+            move || {
+                std::thread::sleep(Duration::from_millis(50));
+                cancel.cancel();
+            }
+        });
+        let long = |target: &MockTarget, progress: &dyn Progress| -> anyhow::Result<Judged> {
+            let dir = tempfile::tempdir()?;
+            let settings = HarnessSettings::default();
+            let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
+            let job = Job { harness: dir.path(), runtime: &runtime, model: dir.path(), settings: &settings, env: &[], timeout: Duration::from_secs(60), cancel: &cancel };
+            target.execute(&job, dir.path(), progress)?;
+            Ok(Judged(PathBuf::new(), 0))
+        };
+        let started = Instant::now();
+        let report = run_rack(&[&hangs], &policy, long).report;
+        stopper.join().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!((hangs.calls(), report.exit_code), (1, EXIT_ERROR));
+        assert!(report.devices[0].infrastructure_error.as_deref().unwrap().contains("interrupted"), "{report:?}");
     }
 }

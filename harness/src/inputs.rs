@@ -1,9 +1,10 @@
 //! Model inputs: seeded random data for every ONNX element type, or real data from `.npy` files,
 //! created once before any timed run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use harness_settings::{InputFile, ShapeSpec};
 use npugate_result::{InputDescription, TensorSignature};
 use ort::memory::Allocator;
 use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
@@ -41,12 +42,12 @@ pub fn signature(outlet: &Outlet) -> TensorSignature {
 /// shaped by the model's fixed dimensions and `--shape` overrides.
 pub fn prepare(
     session_inputs: &[Outlet],
-    shapes: &[(String, Vec<i64>)],
-    files: &[(String, PathBuf)],
+    shapes: &[ShapeSpec],
+    files: &[InputFile],
     seed: u64,
 ) -> Result<Vec<PreparedInput>> {
     let known: Vec<&str> = session_inputs.iter().map(|o| o.name()).collect();
-    for name in shapes.iter().map(|(n, _)| n).chain(files.iter().map(|(n, _)| n)) {
+    for name in shapes.iter().map(|s| &s.input).chain(files.iter().map(|f| &f.input)) {
         if !known.contains(&name.as_str()) {
             bail!("the model has no input named {name:?}; its inputs are {known:?}");
         }
@@ -59,8 +60,8 @@ pub fn prepare(
                 bail!("input {:?} is a {:?}, not a tensor; npugate-harness feeds tensors only", outlet.name(), outlet.dtype());
             };
             let name = outlet.name();
-            let requested = shapes.iter().find(|(n, _)| n == name).map(|(_, s)| s.as_slice());
-            let file = files.iter().find(|(n, _)| n == name).map(|(_, p)| p.as_path());
+            let requested = shapes.iter().find(|s| s.input == name).map(|s| s.dims.as_slice());
+            let file = files.iter().find(|f| f.input == name).map(|f| f.path.as_path());
             let symbols: Vec<String> = dimension_symbols.iter().map(|s| s.to_string()).collect();
             match file {
                 Some(path) => from_npy(name, *ty, declared, requested, path),

@@ -17,7 +17,6 @@ use ort::environment::Environment;
 use ort::memory::DeviceType;
 
 mod backend;
-mod cli;
 mod context_cache;
 mod fingerprint;
 mod inputs;
@@ -26,7 +25,7 @@ mod ort_env;
 mod outputs;
 mod session;
 
-use cli::Args;
+use harness_settings::HarnessCommand as Args;
 use harness_settings::qnn::QnnBackend;
 use harness_settings::EpKind;
 use inputs::PreparedInput;
@@ -47,7 +46,7 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<()> {
     let model_bytes = check_model_file(&args.model)?;
     check_ep_flags(args)?;
-    let given_ep_options = args.settings.ep_option_pairs().map_err(anyhow::Error::msg)?;
+    let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
     let ep_options = match args.settings.ep {
         EpKind::Cpu => given_ep_options,
         EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
@@ -66,7 +65,8 @@ fn run(args: &Args) -> Result<()> {
     let attach = session::register_ep(&env, args.settings.ep, args.ep_library.as_deref())?;
     timings.ep_register_ns = elapsed_ns(start);
 
-    let mut session_config = args.settings.session_config_pairs().map_err(anyhow::Error::msg)?;
+    let mut session_config: Vec<(String, String)> =
+        args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
     if args.settings.strict {
         session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
     }
@@ -106,8 +106,8 @@ fn run(args: &Args) -> Result<()> {
 
     let prepared = inputs::prepare(
         timed.inputs(),
-        &args.settings.shape_pairs().map_err(anyhow::Error::msg)?,
-        &args.settings.input_pairs().map_err(anyhow::Error::msg)?,
+        &args.settings.shapes,
+        &args.settings.inputs,
         args.settings.seed,
     )?;
     let model = ModelInfo {

@@ -16,7 +16,8 @@ pub use contract::ReadError;
 /// Schema identifier written into every `result.json`; bumped on any incompatible change.
 pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1";
 
-/// File names inside a harness output directory.
+/// Every file and directory name npugate gives inside a result directory (and next to it), in one
+/// place: the harness's own files first, then what the host adds.
 pub mod files {
     /// The run result itself.
     pub const RESULT: &str = "result.json";
@@ -28,6 +29,32 @@ pub mod files {
     pub const ORT_LOG: &str = "ort.log";
     /// QNN's own per-op profiling CSV, when QNN profiling was on.
     pub const QNN_PROFILE: &str = "qnn_profile.csv";
+    /// Saved model outputs (`outputs/<name>.npy`), with `--check-outputs`.
+    pub const OUTPUTS_DIR: &str = "outputs";
+    /// The verdict (`npugate.verdict/1`), written by the host.
+    pub const VERDICT: &str = "verdict.json";
+    /// The self-contained HTML report, written by the host.
+    pub const REPORT_HTML: &str = "report.html";
+    /// The outputs compared with the fp32 reference (`npugate.outputs/1`).
+    pub const OUTPUTS: &str = "outputs.json";
+    /// A placement report saved on its own (`npugate.placement/1`), e.g. by preflight.
+    pub const PLACEMENT: &str = "placement.json";
+    /// How a run reached a device and came back (`npugate.device-run/1`).
+    pub const DEVICE_RUN: &str = "device_run.json";
+    /// The device's temperatures and clocks around a run (`npugate.device-state/1`).
+    pub const DEVICE_STATE: &str = "device_state.json";
+    /// The harness's standard output, as captured by the host.
+    pub const HARNESS_STDOUT: &str = "harness.stdout";
+    /// The harness's standard error, as captured by the host.
+    pub const HARNESS_STDERR: &str = "harness.stderr";
+    /// A sweep cell's completion marker (`npugate.sweep-cell/1`).
+    pub const CELL: &str = "cell.json";
+    /// The output-check reference run: inside the result dir (local) or next to the device dirs.
+    pub const OUTPUT_REFERENCE_DIR: &str = "output-reference";
+    /// The rack summary next to the per-device result dirs (`npugate.rack/1`).
+    pub const RACK: &str = "rack.json";
+    /// A sweep's summary in the sweep dir (`npugate.sweep/1`).
+    pub const SWEEP: &str = "sweep.json";
 }
 
 /// Everything one harness invocation measured and the context needed to judge it.

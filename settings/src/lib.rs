@@ -1,19 +1,23 @@
 //! What the harness measures and how. `HarnessSettings` is flattened into the harness's command
-//! line (which parses it), into `npugate run` (which passes it through to the harness on any
-//! target) and read from TOML (a sweep plan's `[settings]`): one definition, same names, same
-//! defaults everywhere. `HarnessSettings::harness_args` turns it back into a harness command line.
+//! line ([`HarnessCommand`], which the harness parses and the host builds), into `npugate run` (which
+//! passes it through to the harness on any target) and read from TOML (a sweep plan's
+//! `[settings]`): one definition, same names, same defaults, same validation everywhere.
 
+pub mod command;
 pub mod qnn;
+pub mod values;
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
+pub use command::HarnessCommand;
 pub use qnn::QnnArgs;
+pub use values::{InputFile, KeyValue, ShapeSpec};
 
-/// Measurement settings of one harness run. String-valued options are validated when parsed
-/// from the command line and kept in their `key=value` spelling so they pass through unchanged.
+/// Measurement settings of one harness run. Repeatable options are typed values ([`values`]),
+/// validated when they are constructed.
 #[derive(Debug, Clone, PartialEq, Args, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HarnessSettings {
@@ -38,17 +42,17 @@ pub struct HarnessSettings {
     #[arg(long, value_enum, default_value_t = EpKind::Cpu)]
     pub ep: EpKind,
     /// EP option `key=value` (repeatable), passed to the EP unchanged.
-    #[arg(long = "ep-option", value_name = "KEY=VALUE", value_parser = key_value)]
-    pub ep_options: Vec<String>,
+    #[arg(long = "ep-option", value_name = "KEY=VALUE")]
+    pub ep_options: Vec<KeyValue>,
     /// Session configuration entry `key=value` (repeatable), e.g. `session.disable_cpu_ep_fallback=1`.
-    #[arg(long = "session-config", value_name = "KEY=VALUE", value_parser = key_value)]
-    pub session_config: Vec<String>,
+    #[arg(long = "session-config", value_name = "KEY=VALUE")]
+    pub session_config: Vec<KeyValue>,
     /// Concrete shape for an input with dynamic dimensions, `name=1x3x224x224` (repeatable).
-    #[arg(long = "shape", value_name = "NAME=DIMS", value_parser = shape)]
-    pub shapes: Vec<String>,
+    #[arg(long = "shape", value_name = "NAME=DIMS")]
+    pub shapes: Vec<ShapeSpec>,
     /// Real input data from a `.npy` file, `name=file.npy` (repeatable).
-    #[arg(long = "input", value_name = "NAME=FILE", value_parser = input_file)]
-    pub inputs: Vec<String>,
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    pub inputs: Vec<InputFile>,
     /// Intra-op threads (0 = ONNX Runtime's default).
     #[arg(long, default_value_t = 0)]
     pub intra_threads: usize,
@@ -135,54 +139,19 @@ impl OptimizationLevel {
     }
 }
 
-/// Paths as the harness will see them on its target.
-#[derive(Debug, Clone)]
-pub struct TargetPaths {
-    /// ONNX Runtime library.
-    pub ort_lib: String,
-    /// EP plugin library, when the runtime's EP is a plugin.
-    pub ep_library: Option<String>,
-    /// The model.
-    pub model: String,
-    /// Output directory.
-    pub out: String,
-    /// `--input` files, in the order of `HarnessSettings::inputs`, as target paths.
-    pub input_files: Vec<String>,
-}
-
 impl HarnessSettings {
-    /// The host-side paths of the `--input` files (`name=file.npy` → `file.npy`).
-    pub fn input_files(&self) -> Vec<PathBuf> {
-        self.inputs.iter().filter_map(|spec| spec.split_once('=').map(|(_, path)| PathBuf::from(path))).collect()
+    /// The same settings with every `--input` file replaced by `map(file)` (e.g. its path on a target).
+    pub fn with_input_paths(&self, mut map: impl FnMut(&InputFile) -> PathBuf) -> HarnessSettings {
+        let mut settings = self.clone();
+        for input in &mut settings.inputs {
+            input.path = map(input);
+        }
+        settings
     }
 
-    /// `--ep-option`s as pairs.
-    pub fn ep_option_pairs(&self) -> Result<Vec<(String, String)>, String> {
-        self.ep_options.iter().map(|s| parse_key_value(s)).collect()
-    }
-
-    /// `--session-config` entries as pairs.
-    pub fn session_config_pairs(&self) -> Result<Vec<(String, String)>, String> {
-        self.session_config.iter().map(|s| parse_key_value(s)).collect()
-    }
-
-    /// `--shape`s as input name and dimensions.
-    pub fn shape_pairs(&self) -> Result<Vec<(String, Vec<i64>)>, String> {
-        self.shapes.iter().map(|s| parse_shape(s)).collect()
-    }
-
-    /// `--input`s as input name and file.
-    pub fn input_pairs(&self) -> Result<Vec<(String, PathBuf)>, String> {
-        self.inputs.iter().map(|s| parse_input_file(s)).collect()
-    }
-
-    /// The harness argument list for `paths` (no shell quoting: callers that go through a shell
-    /// quote each argument). Parsing it with the harness's command line gives back `self`, with
-    /// the `--input` files replaced by their target paths.
-    pub fn harness_args(&self, paths: &TargetPaths, runtime_name: Option<&str>) -> Vec<String> {
-        let mut args = vec!["--ort-lib".into(), paths.ort_lib.clone(), "--model".into(), paths.model.clone()];
-        args.extend(["--out".into(), paths.out.clone()]);
-        args.extend(["--runs".into(), self.runs.to_string(), "--warmup".into(), self.warmup.to_string()]);
+    /// The flags that reproduce these settings on a harness command line (see [`HarnessCommand`]).
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut args = vec!["--runs".into(), self.runs.to_string(), "--warmup".into(), self.warmup.to_string()];
         args.extend(["--profile-runs".into(), self.profile_runs.to_string(), "--seed".into(), self.seed.to_string()]);
         args.extend(["--intra-threads".into(), self.intra_threads.to_string()]);
         args.extend(["--ep".into(), self.ep.cli_name().into(), "--optimization".into(), self.optimization.cli_name().into()]);
@@ -195,139 +164,47 @@ impl HarnessSettings {
         if let Some(dir) = &self.context_cache {
             args.extend(["--context-cache".into(), dir.display().to_string()]);
         }
-        if let Some(library) = &paths.ep_library {
-            args.extend(["--ep-library".into(), library.clone()]);
-        }
-        if let Some(name) = runtime_name {
-            args.extend(["--runtime-name".into(), name.to_string()]);
-        }
-        let repeated = [("--ep-option", &self.ep_options), ("--session-config", &self.session_config), ("--shape", &self.shapes)];
+        let repeated = [
+            ("--ep-option", self.ep_options.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            ("--session-config", self.session_config.iter().map(ToString::to_string).collect()),
+            ("--shape", self.shapes.iter().map(ToString::to_string).collect()),
+            ("--input", self.inputs.iter().map(ToString::to_string).collect()),
+        ];
         for (flag, values) in repeated {
             for value in values {
-                args.extend([flag.to_string(), value.clone()]);
+                args.extend([flag.to_string(), value]);
             }
-        }
-        for (spec, target) in self.inputs.iter().zip(&paths.input_files) {
-            let name = spec.split_once('=').map(|(n, _)| n).unwrap_or(spec);
-            args.extend(["--input".into(), format!("{name}={target}")]);
         }
         args.extend(self.qnn.to_flags());
         args
     }
 }
 
-/// Parses `key=value` (the key must be non-empty; the value may contain `=`).
-pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.to_string())),
-        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
-    }
-}
-
-/// Parses `name=1x3x224x224` into a name and positive dimensions.
-pub fn parse_shape(text: &str) -> Result<(String, Vec<i64>), String> {
-    let (name, dims) = parse_key_value(text).map_err(|_| format!("expected NAME=DIMS like x=1x3x224x224, got {text:?}"))?;
-    let dims = dims
-        .split(['x', 'X', ','])
-        .map(|d| match d.trim().parse::<i64>() {
-            Ok(v) if v > 0 => Ok(v),
-            _ => Err(format!("dimension {d:?} in --shape {text:?} is not a positive integer")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((name, dims))
-}
-
-/// Parses `name=path/to/file.npy`.
-pub fn parse_input_file(text: &str) -> Result<(String, PathBuf), String> {
-    let (name, path) = parse_key_value(text).map_err(|_| format!("expected NAME=FILE.npy, got {text:?}"))?;
-    if path.is_empty() {
-        return Err(format!("--input {text:?} names no file"));
-    }
-    Ok((name, PathBuf::from(path)))
-}
-
-/// clap validator keeping a well-formed `key=value` as written.
-fn key_value(text: &str) -> Result<String, String> {
-    parse_key_value(text).map(|_| text.to_string())
-}
-
-/// clap validator keeping a well-formed `name=dims` as written.
-fn shape(text: &str) -> Result<String, String> {
-    parse_shape(text).map(|_| text.to_string())
-}
-
-/// clap validator keeping a well-formed `name=file` as written.
-fn input_file(text: &str) -> Result<String, String> {
-    parse_input_file(text).map(|_| text.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Harness {
-        #[arg(long)]
-        ort_lib: String,
-        #[arg(long)]
-        model: String,
-        #[arg(long)]
-        out: String,
-        #[arg(long)]
-        ep_library: Option<String>,
-        #[arg(long)]
-        runtime_name: Option<String>,
-        #[command(flatten)]
-        settings: HarnessSettings,
-    }
-
-    fn paths(input_files: Vec<String>) -> TargetPaths {
-        TargetPaths {
-            ort_lib: "/t/libonnxruntime.so".into(),
-            ep_library: Some("/t/libqnn.so".into()),
-            model: "/t/m.onnx".into(),
-            out: "/t/out".into(),
-            input_files,
-        }
-    }
-
-    #[test]
-    fn harness_args_round_trip_every_setting() {
-        let given = Harness::parse_from([
-            "h", "--ort-lib", "x", "--model", "y", "--out", "z", "--runs", "7", "--warmup", "1", "--profile-runs", "0",
-            "--no-reference-pass", "--seed", "9", "--ep", "qnn", "--ep-option", "a=b=c", "--session-config", "k=v",
-            "--shape", "x=1x3", "--input", "x=/host/a.npy", "--intra-threads", "2", "--optimization", "basic", "--strict",
-            "--context-cache", "/t/cache", "--check-outputs", "--qnn-backend", "saver", "--htp-performance-mode",
-            "sustained_high_performance", "--qnn-profiling", "detailed", "--vtcm-mb", "8", "--htp-arch", "75",
-            "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1",
-        ]);
-        let argv = given.settings.harness_args(&paths(vec!["/t/a.npy".into()]), Some("rt"));
-        let again = Harness::parse_from(std::iter::once("h".to_string()).chain(argv));
-        let mut expected = given.settings.clone();
-        expected.inputs = vec!["x=/t/a.npy".into()];
-        assert_eq!(again.settings, expected);
-        assert_eq!((again.ep_library.as_deref(), again.runtime_name.as_deref()), (Some("/t/libqnn.so"), Some("rt")));
-        assert_eq!(again.settings.ep_option_pairs().unwrap(), vec![("a".to_string(), "b=c".to_string())]);
-        assert_eq!(given.settings.input_files(), vec![PathBuf::from("/host/a.npy")]);
-    }
 
     #[test]
     fn defaults_match_between_command_line_and_toml() {
         let from_toml: HarnessSettings = toml::from_str("").unwrap();
         assert_eq!(from_toml, HarnessSettings::default());
-        let custom: HarnessSettings =
-            toml::from_str("runs = 20\nep = \"qnn\"\n[qnn]\nqnn_backend = \"saver\"\nhtp_performance_mode = \"balanced\"").unwrap();
+        let custom: HarnessSettings = toml::from_str(
+            "runs = 20\nep = \"qnn\"\nshapes = [\"x=1x3\"]\n[qnn]\nqnn_backend = \"saver\"\nhtp_performance_mode = \"balanced\"",
+        )
+        .unwrap();
         assert_eq!(custom.runs, 20);
+        assert_eq!(custom.shapes, vec!["x=1x3".parse::<ShapeSpec>().unwrap()]);
         assert_eq!(custom.qnn.qnn_backend, Some(qnn::QnnBackend::Type("saver")));
         assert!(toml::from_str::<HarnessSettings>("rns = 3").is_err(), "unknown keys are refused");
+        let bad = toml::from_str::<HarnessSettings>("shapes = [\"x=1x0\"]").unwrap_err().to_string();
+        assert!(bad.contains("not a positive integer"), "{bad}");
     }
 
     #[test]
-    fn malformed_values_are_refused_when_parsed() {
-        assert!(Harness::try_parse_from(["h", "--ort-lib", "x", "--model", "y", "--out", "z", "--ep-option", "novalue"]).is_err());
-        assert!(Harness::try_parse_from(["h", "--ort-lib", "x", "--model", "y", "--out", "z", "--shape", "x=1x0"]).is_err());
-        assert!(Harness::try_parse_from(["h", "--ort-lib", "x", "--model", "y", "--out", "z", "--runs", "0"]).is_err());
-        assert!(parse_shape("x=1x0").unwrap_err().contains("not a positive integer"));
+    fn input_paths_are_mapped_for_a_target() {
+        let settings = HarnessSettings { inputs: vec!["x=/host/a.npy".parse().unwrap()], ..HarnessSettings::default() };
+        let mapped = settings.with_input_paths(|input| PathBuf::from(format!("/device/{}.npy", input.input)));
+        assert_eq!(mapped.inputs[0].to_string(), "x=/device/x.npy");
+        assert_eq!(settings.inputs[0].path, PathBuf::from("/host/a.npy"));
     }
 }

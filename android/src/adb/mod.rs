@@ -3,12 +3,11 @@
 
 pub mod quote;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use wait_timeout::ChildExt;
+use crate::process::Stopped;
 
 /// How the adb client is started: which binary and which adb server it talks to.
 #[derive(Debug, Clone)]
@@ -206,36 +205,15 @@ impl Adb {
         if let Some(socket) = &self.server_socket {
             command.arg("-L").arg(socket);
         }
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child =
-            command.spawn().map_err(|source| AdbError::Spawn { binary: self.binary.display().to_string(), source })?;
-        let stdout = drain(child.stdout.take());
-        let stderr = drain(child.stderr.take());
-        let status = match child.wait_timeout(timeout) {
-            Ok(Some(status)) => status,
-            Ok(None) | Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout });
+        command.args(args);
+        match crate::process::run(command, timeout, &|| false) {
+            Ok(done) => Ok(Finished { stdout: done.stdout, stderr: done.stderr, code: done.code.unwrap_or(-1) }),
+            Err(Stopped::Spawn { source, .. }) => Err(AdbError::Spawn { binary: self.binary.display().to_string(), source }),
+            Err(Stopped::Timeout { .. } | Stopped::Cancelled { .. }) => {
+                Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout })
             }
-        };
-        Ok(Finished {
-            stdout: stdout.join().unwrap_or_default(),
-            stderr: stderr.join().unwrap_or_default(),
-            code: status.code().unwrap_or(-1),
-        })
-    }
-}
-
-/// Reads a child's pipe to the end on its own thread (so neither pipe can fill up and block adb).
-fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
         }
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+    }
 }
 
 /// `host:port` → adb's `-L tcp:host:port` server socket spec.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use gate::units::fmt_ms;
 use gate::Baseline;
 use npugate_result::RunResult;
+use npugate_result::contract::EXIT_PASS;
 
 /// `npugate baseline …`.
 #[derive(Debug, clap::Subcommand)]
@@ -47,5 +48,5 @@ pub fn run(command: BaselineCommand) -> anyhow::Result<u8> {
         baseline.fingerprint.device,
         baseline.fingerprint.soc
     );
-    Ok(0)
+    Ok(EXIT_PASS)
 }

@@ -1,69 +1,58 @@
 //! `npugate devices`: every device the adb server knows, with what it is.
 
-use crate::devices::{self, DeviceInfo, DeviceOptions};
+use npugate_result::contract::EXIT_PASS;
+
+use super::options::DeviceArgs;
+use crate::devices::{self, DeviceInfo};
 
 /// Arguments of `npugate devices`.
 #[derive(Debug, clap::Args)]
 pub struct DevicesArgs {
-    /// adb binary, server and (optionally) which devices to show.
+    /// Devices (`--device` narrows the list), adb binary and adb server.
     #[command(flatten)]
-    pub options: DeviceOptions,
-    /// Print the typed list (`npugate.devices/1`) as JSON instead of a table.
+    pub options: DeviceArgs,
+    /// Print `npugate.devices/1` JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Lists devices; exit 0 when the adb server answered (even with no device), 2 otherwise.
+/// Runs `npugate devices`.
 pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
     let adb = args.options.adb()?;
     let mut list = devices::list(&adb)?;
     if !args.options.devices.is_empty() {
-        let chosen = args.options.select(&adb)?;
+        let chosen = devices::select(&adb, &args.options.devices)?;
         list.devices.retain(|d| chosen.contains(&d.serial));
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&list)?);
     } else {
-        print_table(&list.devices);
+        print!("{}", table(&list.devices));
     }
-    Ok(crate::EXIT_PASS)
+    Ok(EXIT_PASS)
 }
 
-fn print_table(devices: &[DeviceInfo]) {
+/// One row per device, columns aligned by display width.
+fn table(devices: &[DeviceInfo]) -> String {
     if devices.is_empty() {
-        println!("no devices (adb devices lists none)");
-        return;
+        return "no devices (adb devices lists none)\n".into();
     }
-    let rows: Vec<[String; 9]> = devices
-        .iter()
-        .map(|d| {
-            let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            [
-                d.serial.clone(),
-                d.state.clone(),
-                o(&d.model),
-                o(&d.soc),
-                o(&d.hexagon_arch),
-                o(&d.release),
-                o(&d.abi),
-                o(&d.fingerprint),
-                o(&d.probe_error),
-            ]
-        })
-        .collect();
-    let header = ["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::NOTHING).set_header(["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"]);
+    for d in devices {
+        let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        table.add_row([
+            d.serial.clone(),
+            d.state.clone(),
+            o(&d.model),
+            o(&d.soc),
+            o(&d.hexagon_arch),
+            o(&d.release),
+            o(&d.abi),
+            o(&d.fingerprint),
+            o(&d.probe_error),
+        ]);
     }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:w$}")).collect();
-        println!("{}", padded.join("  ").trim_end());
-    };
-    line(header.to_vec());
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect());
-    }
+    let text: Vec<String> = table.to_string().lines().map(|line| line.trim_end().to_string()).collect();
+    text.join("\n") + "\n"
 }

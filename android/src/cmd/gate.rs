@@ -3,20 +3,27 @@
 
 use std::path::PathBuf;
 
-use crate::judging::{emit, judge_dir, GateOptions};
+use npugate_result::RunResult;
+
+use super::options::GateArgs;
+use crate::pipeline::{self, OutputsCheck};
 
 /// Arguments of `npugate gate`.
 #[derive(Debug, clap::Args)]
-pub struct GateArgs {
+pub struct GateCommandArgs {
     /// Harness output directory (the one holding result.json).
     pub result_dir: PathBuf,
     /// Rules, baseline and output formats.
     #[command(flatten)]
-    pub options: GateOptions,
+    pub options: GateArgs,
 }
 
 /// Runs `npugate gate`; returns the verdict's exit code.
-pub fn run(args: GateArgs) -> anyhow::Result<u8> {
-    let verdict = judge_dir(&args.result_dir, &args.options)?;
-    emit(&verdict, &args.options)
+pub fn run(args: GateCommandArgs) -> anyhow::Result<u8> {
+    let spec = args.options.spec()?;
+    let result = RunResult::read(&args.result_dir)?;
+    let verdict = pipeline::judge(&args.result_dir, &result, &OutputsCheck::saved_in(&args.result_dir), &spec);
+    pipeline::save(&verdict, &args.result_dir)?;
+    args.options.sinks().emit(&verdict)?;
+    Ok(verdict.outcome.exit_code())
 }

@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::history::trend::{self, sparkline, HistoryReport};
 use crate::history::{self, chart, HistoryFilter, HistoryStore};
+use npugate_result::contract::EXIT_PASS;
 
 /// Arguments of `npugate history`.
 #[derive(Debug, Args)]
@@ -78,7 +79,7 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
     } else {
         print!("{}", terminal(&report));
     }
-    Ok(crate::EXIT_PASS)
+    Ok(EXIT_PASS)
 }
 
 /// One block per model and SoC, one line per device and runtime with its sparkline.

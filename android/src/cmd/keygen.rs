@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 
 use crate::evidence::{generate, private_pem, public_pem};
+use npugate_result::contract::EXIT_PASS;
 
 /// Arguments of `npugate keygen`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +34,7 @@ pub fn run(args: KeygenArgs) -> Result<u8> {
     std::fs::write(&public_file, &public).with_context(|| format!("cannot write {}", public_file.display()))?;
     eprintln!("npugate: private key in {} (keep it secret), public key in {}", args.out.display(), public_file.display());
     print!("{public}");
-    Ok(crate::EXIT_PASS)
+    Ok(EXIT_PASS)
 }
 
 /// Writes a file only its owner can read (on Unix).

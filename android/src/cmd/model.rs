@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use crate::samples;
+use npugate_result::contract::EXIT_PASS;
 
 /// Sample model subcommands.
 #[derive(Debug, Subcommand)]
@@ -28,5 +29,5 @@ pub fn run(command: ModelCommand) -> Result<u8> {
             }
         }
     }
-    Ok(crate::EXIT_PASS)
+    Ok(EXIT_PASS)
 }

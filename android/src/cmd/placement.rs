@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use npugate_result::contract::EXIT_PASS;
 
 /// Arguments of `npugate placement`.
 #[derive(Debug, Args)]
@@ -30,5 +31,5 @@ pub fn run(args: PlacementArgs) -> Result<u8> {
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
         print!("{}", gate::export::placement_text(&report, &rules, color));
     }
-    Ok(crate::EXIT_PASS)
+    Ok(EXIT_PASS)
 }

@@ -1,21 +1,33 @@
-//! `npugate run`: run the harness on a model (here with `--local`), pull nothing, then analyze
-//! placement and gate. Exit code 0 pass, 1 a rule failed, 2 the run could not be judged.
+//! `npugate run`: run the harness on a model on this machine (`--local`) or on devices over adb
+//! (`--device`), check its outputs, judge it and report. Exit code 0 pass, 1 a rule failed, 2 the
+//! run could not be judged.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ed25519_dalek::SigningKey;
+use gate::export::Format;
+use harness_settings::HarnessSettings;
+use npugate_result::files;
 
-use crate::evidence::{self, Bundle, EvidenceOptions};
-use crate::invocation::{HarnessSettings, TargetPaths};
-use crate::judging::{self, GateOptions};
-use crate::output_check::{self, OutputCheckOptions, REFERENCE_DIR};
+use super::options::{DeviceRunArgs, EvidenceArgs, GateArgs};
+use crate::evidence::{Bundle, VerdictSummary};
+use crate::layout::{default_out_dir, Placed};
+use crate::output_check::ReferenceRequest;
+use crate::pipeline::{GateSpec, OutputsCheck, Sinks};
+use crate::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use crate::runtime::RuntimeManifest;
+use crate::target::adb::AdbTarget;
+use crate::target::host::HostTarget;
+use crate::target::{Cancel, Execution, Job, Silent};
+use crate::{consistency, device_rack, devices, harnesses};
 
 /// The runtime `--local` uses when none is given.
 pub const HOST_RUNTIME: &str = "ort-1.31.1-linux-x86_64";
+/// The longest a local harness run may take.
+const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Arguments of `npugate run`.
 #[derive(Debug, Args)]
@@ -41,171 +53,190 @@ pub struct RunArgs {
     /// Print the verdict as JSON (`npugate.verdict/1`) instead of the terminal report.
     #[arg(long)]
     pub json: bool,
+    /// Model whose fp32 CPU outputs are the reference, e.g. the float model of a QDQ model
+    /// (default: the model itself). Needs --check-outputs.
+    #[arg(long, value_name = "PATH", requires = "check_outputs")]
+    pub reference_model: Option<PathBuf>,
     /// Measurement settings.
     #[command(flatten)]
     pub settings: HarnessSettings,
-    /// Output check settings that stay on the host (`--reference-model`).
-    #[command(flatten)]
-    pub outputs: OutputCheckOptions,
     /// Gate settings.
     #[command(flatten)]
-    pub gate: GateOptions,
+    pub gate: GateArgs,
     /// Evidence bundle (`--evidence OUT`, `--signing-key FILE`).
     #[command(flatten)]
-    pub evidence: EvidenceOptions,
+    pub evidence: EvidenceArgs,
     /// Devices over adb (`--device SERIAL|all`, `--adb`, `--adb-server`, `--work-dir`, `--retries`, …).
     #[command(flatten)]
-    pub devices: crate::remote::DeviceRunOptions,
+    pub devices: DeviceRunArgs,
+}
+
+/// What every target of one `npugate run` shares.
+struct Common {
+    gate: Option<GateSpec>,
+    sinks: Sinks,
+    bundle: Option<(PathBuf, SigningKey)>,
+    cancel: Cancel,
 }
 
 /// Runs `npugate run`.
 pub fn run(mut args: RunArgs) -> Result<u8> {
     if args.json {
-        args.gate.formats = vec![gate::export::Format::Json];
+        args.gate.formats = vec![Format::Json];
     }
-    let signing_key = args.evidence.key()?;
-    if !args.local && args.devices.wanted() {
-        return on_devices(&args, signing_key.as_ref());
+    let common = Common {
+        gate: (!args.no_gate).then(|| args.gate.spec()).transpose()?,
+        sinks: args.gate.sinks(),
+        bundle: args.evidence.bundle()?,
+        cancel: super::options::interrupt_flag(),
+    };
+    if !args.local && args.devices.devices.wanted() {
+        return on_devices(&args, &common);
     }
     if !args.local {
         bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)");
     }
+    local(&args, &common)
+}
+
+/// `--local`: one run on this machine into `--out`.
+fn local(args: &RunArgs, common: &Common) -> Result<u8> {
     let runtime = RuntimeManifest::load(args.runtime.as_deref().unwrap_or(HOST_RUNTIME))?;
     let harness = match &args.harness {
         Some(path) => path.clone(),
-        None => sibling_binary("npugate-harness")?,
+        None => harnesses::host()?,
     };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "local"));
-    prepare_out_dir(&out)?;
-    let paths = TargetPaths {
-        ort_lib: runtime.ort_library_path().display().to_string(),
-        ep_library: runtime.ep_library_path().map(|p| p.display().to_string()),
-        model: args.model.display().to_string(),
-        out: out.display().to_string(),
-        input_files: args.settings.input_files().iter().map(|p| p.display().to_string()).collect(),
-    };
-    let status = Command::new(&harness)
-        .args(args.settings.harness_args(&paths, Some(&runtime.name)))
-        .status()
-        .with_context(|| format!("cannot start the harness {}", harness.display()))?;
-    let has_result = out.join(npugate_result::files::RESULT).is_file();
-    if !status.success() && !has_result {
-        bail!("the harness failed ({status}) before measuring anything; see its message above");
-    }
-    let outputs_ok = !args.settings.check_outputs
-        || output_check::check_local(&args.outputs, &args.model, &harness, &args.settings, &out);
-    let harness_ok = status.success() && outputs_ok;
-    let code = if args.no_gate {
-        eprintln!("npugate: result in {}", out.display());
-        crate::EXIT_PASS
+    let host_runtime;
+    let reference = if args.settings.check_outputs {
+        host_runtime = RuntimeManifest::load(HOST_RUNTIME)?;
+        Some(ReferenceSource::RunInside(reference_request(args, &harness, &host_runtime)))
     } else {
-        let verdict = judging::judge_dir(&out, &args.gate)?;
-        let code = judging::emit(&verdict, &args.gate)?;
-        eprintln!("npugate: result, verdict and report in {}", out.display());
-        code
+        None
     };
-    if let Some(key) = &signing_key {
-        write_evidence(&args, key, Bundle::new().run("local", &out).subject(
-            &args.model,
-            args.outputs.reference_model.as_deref(),
-            &harness,
-            &runtime,
-            &args.settings,
-        ))?;
+    let job = job(args, &harness, &runtime, LOCAL_TIMEOUT, &common.cancel);
+    let report = run_on(&HostTarget::new(), &RunSpec { job, gate: common.gate.as_ref(), reference }, &out, &Silent)?;
+    report_problems(&report.execution, &report.outputs, &report.placed);
+    if let Some(verdict) = &report.verdict {
+        common.sinks.emit(verdict)?;
+        eprintln!("npugate: result, verdict and report in {}", report.placed.dir().display());
+    } else {
+        eprintln!("npugate: result in {}", report.placed.dir().display());
     }
-    Ok(if harness_ok { code } else { crate::EXIT_ERROR })
+    if let Some((bundle_dir, key)) = &common.bundle {
+        let verdict = report.verdict.as_ref().map(VerdictSummary::of);
+        let bundle = Bundle::new()
+            .run("local", report.placed.dir(), &report.result, verdict)
+            .subject(&args.model, args.reference_model.as_deref(), &harness, &runtime, &args.settings);
+        write_evidence(bundle, bundle_dir, key)?;
+    }
+    Ok(report.exit_code)
 }
 
-/// `npugate run --device …`: the same harness settings and gate, on each device over adb; results
-/// in `<out>/<serial>/`.
-fn on_devices(args: &RunArgs, signing_key: Option<&SigningKey>) -> Result<u8> {
+/// `--device …`: the same run on each chosen device; results in `<out>/<serial>/`.
+fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
+    let adb = args.devices.devices.adb()?;
+    let serials = devices::select(&adb, &args.devices.devices.devices)?;
     let runtime_name = args.runtime.as_deref().context("--device needs --runtime NAME (a runtime built for the device)")?;
     let runtime = RuntimeManifest::load(runtime_name)?;
+    let harness = match &args.harness {
+        Some(path) => path.clone(),
+        None => harnesses::for_target(&runtime.target)?,
+    };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "devices"));
-    let harness_args = |paths: &TargetPaths| args.settings.harness_args(paths, Some(&runtime.name));
-    let reference = match args.settings.check_outputs {
-        true => {
-            let host_harness = sibling_binary("npugate-harness")?;
-            Some(output_check::reference_for(&args.outputs, &args.model, &host_harness, &args.settings, &out.join(REFERENCE_DIR))?)
+    let (host_harness, host_runtime) = match args.settings.check_outputs {
+        true => (Some(harnesses::host()?), Some(RuntimeManifest::load(HOST_RUNTIME)?)),
+        false => (None, None),
+    };
+    let reference = match (&host_harness, &host_runtime) {
+        (Some(host_harness), Some(host_runtime)) => {
+            let request = reference_request(args, host_harness, host_runtime);
+            Some(request.run(&out.join(files::OUTPUT_REFERENCE_DIR), &common.cancel)?)
         }
-        false => None,
+        _ => None,
     };
-    let judge = |dir: &Path| -> Result<(u8, String)> {
-        let outputs_ok = match &reference {
-            Some(reference) => reference.compare_reporting(dir),
-            None => true,
-        };
-        let (code, text) = match args.no_gate {
-            true => (crate::EXIT_PASS, String::new()),
-            false => judging::emit_for_device(&judging::judge_dir(dir, &args.gate)?, &args.gate, dir)?,
-        };
-        Ok((if outputs_ok { code } else { crate::EXIT_ERROR }, text))
+    let targets: Vec<AdbTarget> =
+        serials.iter().map(|serial| AdbTarget::new(&adb, serial, &args.devices.work_dir, args.devices.cooldown())).collect();
+    let job = job(args, &harness, &runtime, args.devices.run_timeout(), &common.cancel);
+    let spec = RunSpec { job, gate: common.gate.as_ref(), reference: reference.as_ref().map(ReferenceSource::Ready) };
+    let on_done = |target: &AdbTarget, report: &RunReport| {
+        for warning in &report.execution.warnings {
+            eprintln!("npugate: {}: warning: {warning}", crate::target::Target::name(target));
+        }
+        report_problems(&report.execution, &report.outputs, &report.placed);
+        if let Some(verdict) = &report.verdict {
+            match common.sinks.render_for_device(verdict, report.placed.dir()) {
+                Ok(text) => print!("{text}"),
+                Err(error) => eprintln!("npugate: error: {error:#}"),
+            }
+        }
     };
-    let inputs = args.settings.input_files();
-    let plan = args.devices.plan(&runtime, &args.model, &inputs, args.harness.as_deref(), &harness_args);
-    let code = crate::remote::run_on_devices(&args.devices, &plan, &out, &judge)?;
+    let rack = device_rack::run_on_devices(&targets, &spec, &out, &args.devices.policy(&common.cancel), &on_done)?;
+    for device in &rack.report.devices {
+        let dir = device.result_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "-".into());
+        println!("{}\t{}\t{dir}", device.serial, device.summary());
+    }
+    let finished: Vec<&RunReport> = rack.results.iter().flatten().collect();
     if reference.is_some() {
-        match crate::cmd::outputs::table(std::slice::from_ref(&out), crate::cmd::outputs::TableFormat::Terminal, false) {
+        let compared: Vec<_> = finished
+            .iter()
+            .filter_map(|report| match &report.outputs {
+                OutputsCheck::Compared(outputs) => Some((&report.result, outputs)),
+                _ => None,
+            })
+            .collect();
+        match consistency::table(&compared, consistency::TableFormat::Terminal, false) {
             Ok(table) => print!("{table}"),
             Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
         }
     }
-    if let Some(key) = signing_key {
-        let harness = match &args.harness {
-            Some(path) => path.clone(),
-            None => crate::device_run::harness_for(&runtime.target)?,
-        };
-        let mut bundle = evidence::runs_below(Bundle::new(), &out)?.subject(
-            &args.model,
-            args.outputs.reference_model.as_deref(),
-            &harness,
-            &runtime,
-            &args.settings,
-        );
-        if reference.is_some() {
-            let host = RuntimeManifest::load(HOST_RUNTIME)?;
-            bundle = bundle.runtime(&host).file("harness", "harness/host/npugate-harness", &sibling_binary("npugate-harness")?);
+    if let Some((bundle_dir, key)) = &common.bundle {
+        let mut bundle = Bundle::new();
+        for report in &finished {
+            let label = report.placed.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            bundle = bundle.run(&label, report.placed.dir(), &report.result, report.verdict.as_ref().map(VerdictSummary::of));
         }
-        write_evidence(args, key, bundle)?;
+        bundle = bundle
+            .file("device", files::RACK, &out.join(files::RACK))
+            .subject(&args.model, args.reference_model.as_deref(), &harness, &runtime, &args.settings);
+        if let (Some(reference), Some(host_harness), Some(host_runtime)) = (&reference, &host_harness, &host_runtime) {
+            bundle = bundle
+                .run(files::OUTPUT_REFERENCE_DIR, &reference.dir, &reference.result, None)
+                .runtime(host_runtime)
+                .file("harness", "harness/host/npugate-harness", host_harness);
+        }
+        write_evidence(bundle, bundle_dir, key)?;
     }
-    Ok(code)
+    Ok(rack.report.exit_code)
 }
 
-/// Writes and signs the `--evidence` bundle.
-fn write_evidence(args: &RunArgs, key: &SigningKey, bundle: Bundle) -> Result<()> {
-    let Some(out) = &args.evidence.evidence else { return Ok(()) };
+/// The harness job of this command on one kind of target.
+fn job<'a>(args: &'a RunArgs, harness: &'a Path, runtime: &'a RuntimeManifest, timeout: Duration, cancel: &'a Cancel) -> Job<'a> {
+    Job { harness, runtime, model: &args.model, settings: &args.settings, env: &[], timeout, cancel }
+}
+
+/// The output check's reference run: `--reference-model` (or the model) on the host.
+fn reference_request<'a>(args: &'a RunArgs, harness: &'a Path, runtime: &'a RuntimeManifest) -> ReferenceRequest<'a> {
+    ReferenceRequest { harness, runtime, model: args.reference_model.as_deref().unwrap_or(&args.model), settings: &args.settings }
+}
+
+/// Says what went wrong besides the verdict: a harness that failed after measuring, an output
+/// check that could not be made, a result kept beside a complete one.
+fn report_problems(execution: &Execution, outputs: &OutputsCheck, placed: &Placed) {
+    if !execution.succeeded() {
+        eprintln!("npugate: error: the harness failed ({}) after measuring: {}", execution.status(), execution.last_message());
+    }
+    if let OutputsCheck::Failed(error) = outputs {
+        eprintln!("npugate: error: {error}");
+    }
+    if let Placed::Beside(dir) = placed {
+        eprintln!("npugate: the run is incomplete and was kept in {}; the complete result before it stays in place", dir.display());
+    }
+}
+
+/// Writes and signs an evidence bundle.
+fn write_evidence(bundle: Bundle, out: &Path, key: &SigningKey) -> Result<()> {
     let manifest = bundle.write(out, key)?;
     eprintln!("npugate: evidence bundle of {} files signed in {}", manifest.files.len(), out.display());
     Ok(())
-}
-
-/// A binary installed next to the running `npugate`.
-pub fn sibling_binary(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot locate the npugate executable")?;
-    let path = exe.with_file_name(name);
-    if !path.is_file() {
-        bail!("{} not found next to {}; build it (cargo build --release) or pass --harness", name, exe.display());
-    }
-    Ok(path)
-}
-
-/// `npugate-results/<model stem>/<target>`.
-pub fn default_out_dir(model: &Path, target: &str) -> PathBuf {
-    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    PathBuf::from("npugate-results").join(stem).join(target)
-}
-
-/// Makes `out` an empty directory; a previous npugate result there is replaced, anything else is
-/// refused so no unrelated file is deleted.
-pub fn prepare_out_dir(out: &Path) -> Result<()> {
-    if out.exists() {
-        let has_entries = std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some();
-        if has_entries {
-            if !out.join(npugate_result::files::RESULT).is_file() {
-                bail!("{} is not empty and holds no npugate result; choose another --out", out.display());
-            }
-            std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
-        }
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
 }

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use crate::runtime::{self, catalog, FetchOutcome, RuntimeManifest};
+use npugate_result::contract::EXIT_PASS;
 
 /// Runtime management subcommands.
 #[derive(Debug, Subcommand)]
@@ -77,7 +78,7 @@ pub fn run(command: RuntimeCommand) -> Result<u8> {
         RuntimeCommand::ImportAar { path, name, ort_version } => imported(runtime::aar::import(&path, &name, &ort_version)?),
         RuntimeCommand::ImportQairt { dir, name, base, arches } => imported(runtime::qairt::import(&dir, &name, &base, &arches)?),
     }
-    Ok(crate::EXIT_PASS)
+    Ok(EXIT_PASS)
 }
 
 fn imported(manifest: RuntimeManifest) {

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::Args;
 
-use crate::evidence::EvidenceOptions;
+use npugate_result::contract::EXIT_ERROR;
+
+use super::options::{DeviceRunArgs, EvidenceArgs};
 use crate::history::{self, HistoryFilter, HistoryReport, HistoryStore};
-use crate::matrix::Matrix;
-use crate::remote::DeviceRunOptions;
+use crate::matrix::{self, Matrix};
 use crate::sweep::{self, SweepOptions, SweepPlan, SweepSummary};
 
 /// Nights of history the matrix report's trends show.
@@ -36,20 +37,29 @@ pub struct SweepArgs {
     pub harness: Option<PathBuf>,
     /// adb, work dir, retries, cooldown and timeouts (`--device` only when the plan has no [[device]]).
     #[command(flatten)]
-    pub devices: DeviceRunOptions,
+    pub devices: DeviceRunArgs,
     /// Evidence bundle of the finished cells (`--evidence OUT`, `--signing-key FILE`).
     #[command(flatten)]
-    pub evidence: EvidenceOptions,
+    pub evidence: EvidenceArgs,
 }
 
 /// Runs `npugate sweep`.
 pub fn run(args: SweepArgs) -> Result<u8> {
     let plan = SweepPlan::load(&args.plan)?;
-    let signing_key = args.evidence.key()?;
+    let bundle = args.evidence.bundle()?;
     let night = args.night.clone().unwrap_or_else(sweep::today);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
-    let options = SweepOptions { out: &out, night: args.night.as_deref(), devices: &args.devices, harness: args.harness.as_deref() };
-    let summary = sweep::run_sweep(&plan, &options)?;
+    let adb = args.devices.devices.adb()?;
+    let devices = sweep::resolve_devices(&plan, &adb, &args.devices.devices.devices, &args.devices.work_dir, args.devices.cooldown())?;
+    let policy = args.devices.policy(&super::options::interrupt_flag());
+    let options = SweepOptions {
+        out: &out,
+        night: args.night.as_deref(),
+        harness: args.harness.as_deref(),
+        policy: &policy,
+        run_timeout: args.devices.run_timeout(),
+    };
+    let summary = sweep::run_sweep(&plan, &devices, &options)?;
     let history_path = args.history.clone().unwrap_or_else(history::default_path);
     let (trends, history_ok) = match record_and_trend(&summary, &out, &history_path) {
         Ok(trends) => (Some(trends), true),
@@ -58,7 +68,7 @@ pub fn run(args: SweepArgs) -> Result<u8> {
             (None, false)
         }
     };
-    let written = Matrix::build(&summary, &out, trends)?.write(&out)?;
+    let written = matrix::write(&Matrix::build(&summary, &out, trends)?, &out)?;
     let finished = summary.finished().count();
     eprintln!(
         "npugate sweep: {finished}/{} cells finished; sweep {} (night {}) in {}; matrix report {}; history {}",
@@ -69,12 +79,12 @@ pub fn run(args: SweepArgs) -> Result<u8> {
         written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
         history_path.display()
     );
-    if let (Some(key), Some(bundle_dir)) = (&signing_key, &args.evidence.evidence) {
+    if let Some((bundle_dir, key)) = &bundle {
         let manifest = crate::evidence::for_sweep(&plan, &out, args.harness.as_deref(), &written)?.write(bundle_dir, key)?;
         eprintln!("npugate sweep: evidence bundle of {} files signed in {}", manifest.files.len(), bundle_dir.display());
     }
-    let code = summary.exit_code.unwrap_or(crate::EXIT_ERROR);
-    Ok(if history_ok { code } else { crate::EXIT_ERROR })
+    let code = summary.exit_code.unwrap_or(EXIT_ERROR);
+    Ok(if history_ok { code } else { EXIT_ERROR })
 }
 
 /// Records the sweep, then reads the trends of its cells up to its night.

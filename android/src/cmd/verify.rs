@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::evidence::{read_public_key, verify};
+use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 
 /// Arguments of `npugate verify`.
 #[derive(Debug, clap::Args)]
@@ -24,11 +25,11 @@ pub fn run(args: VerifyArgs) -> Result<u8> {
     let problems = verify(&args.bundle, &key)?;
     if problems.is_empty() {
         println!("valid: {} is signed by {} and every file matches its sha256", args.bundle.display(), args.pubkey.display());
-        return Ok(crate::EXIT_PASS);
+        return Ok(EXIT_PASS);
     }
     for problem in &problems {
         println!("TAMPERED  {problem}");
     }
     println!("invalid: {} problem(s) in {}", problems.len(), args.bundle.display());
-    Ok(crate::EXIT_FAIL)
+    Ok(EXIT_FAIL)
 }

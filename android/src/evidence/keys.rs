@@ -1,7 +1,7 @@
 //! ed25519 signing keys: private keys as PKCS#8 PEM (a file, or the PEM text in
 //! `NPUGATE_SIGNING_KEY`), public keys as SubjectPublicKeyInfo PEM — the formats OpenSSL reads.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
@@ -11,37 +11,20 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 /// Environment variable holding the private key's PEM text, when no key file is given.
 pub const SIGNING_KEY_ENV: &str = "NPUGATE_SIGNING_KEY";
 
-/// Options of commands that write a signed evidence bundle (`run`, `sweep`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct EvidenceOptions {
-    /// Write a signed evidence bundle to this directory (see `npugate verify`).
-    #[arg(long, value_name = "OUT")]
-    pub evidence: Option<PathBuf>,
-    /// ed25519 private key to sign the bundle with (PKCS#8 PEM, from `npugate keygen`); default: the
-    /// PEM text in $NPUGATE_SIGNING_KEY.
-    #[arg(long, value_name = "FILE", requires = "evidence")]
-    pub signing_key: Option<PathBuf>,
-}
-
-impl EvidenceOptions {
-    /// The key to sign with when `--evidence` is given (loaded up front, so a missing key fails
-    /// before anything runs); `None` without `--evidence`.
-    pub fn key(&self) -> Result<Option<SigningKey>> {
-        if self.evidence.is_none() {
-            return Ok(None);
-        }
-        match &self.signing_key {
-            Some(file) => read_signing_key(file).map(Some),
-            None => match std::env::var(SIGNING_KEY_ENV) {
-                Ok(pem) if !pem.trim().is_empty() => SigningKey::from_pkcs8_pem(pem.trim())
-                    .map(Some)
-                    .map_err(|e| anyhow::anyhow!("{SIGNING_KEY_ENV} is not an ed25519 private key in PKCS#8 PEM ({e}); set it to the text of a key from `npugate keygen`")),
-                _ => bail!(
-                    "--evidence needs a signing key: pass --signing-key FILE or set {SIGNING_KEY_ENV} to the key's PEM text \
-                     (create one with `npugate keygen --out KEY`)"
-                ),
-            },
-        }
+/// The signing key of an evidence bundle: from `file` (PKCS#8 PEM), else from the PEM text in
+/// `NPUGATE_SIGNING_KEY`; neither is an error saying how to make one.
+pub fn signing_key(file: Option<&Path>) -> Result<SigningKey> {
+    match file {
+        Some(file) => read_signing_key(file),
+        None => match std::env::var(SIGNING_KEY_ENV) {
+            Ok(pem) if !pem.trim().is_empty() => SigningKey::from_pkcs8_pem(pem.trim()).map_err(|e| {
+                anyhow::anyhow!("{SIGNING_KEY_ENV} is not an ed25519 private key in PKCS#8 PEM ({e}); set it to the text of a key from `npugate keygen`")
+            }),
+            _ => bail!(
+                "--evidence needs a signing key: pass --signing-key FILE or set {SIGNING_KEY_ENV} to the key's PEM text \
+                 (create one with `npugate keygen --out KEY`)"
+            ),
+        },
     }
 }
 

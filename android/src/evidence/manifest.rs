@@ -91,6 +91,16 @@ pub struct VerdictSummary {
     pub failed: Vec<String>,
 }
 
+impl VerdictSummary {
+    /// The summary of a verdict.
+    pub fn of(verdict: &gate::Verdict) -> VerdictSummary {
+        VerdictSummary {
+            outcome: verdict.outcome.label().to_lowercase(),
+            failed: verdict.failures().map(|check| check.rule.to_string()).collect(),
+        }
+    }
+}
+
 /// `signature.json`: the ed25519 signature of the manifest's exact bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

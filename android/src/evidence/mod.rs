@@ -17,26 +17,25 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use ed25519_dalek::{Signer, SigningKey};
 use npugate_result::digest::sha256_file;
-use npugate_result::RunResult;
+use npugate_result::{files, RunResult};
 use sha2::{Digest, Sha256};
 
-pub use keys::{generate, private_pem, public_pem, read_public_key, EvidenceOptions};
-pub use manifest::{Manifest, MANIFEST_FILE, SIGNATURE_FILE};
+pub use keys::{generate, private_pem, public_pem, read_public_key, signing_key};
+pub use manifest::{Manifest, VerdictSummary, MANIFEST_FILE, SIGNATURE_FILE};
 pub use sweep::for_sweep;
 pub use verify::verify;
 
-use crate::invocation::HarnessSettings;
+use harness_settings::HarnessSettings;
 use crate::runtime::manifest::MANIFEST_FILE as RUNTIME_MANIFEST;
 use crate::runtime::RuntimeManifest;
 use manifest::{
-    canonical_json, FileEntry, RunEvidence, RuntimeVersion, SignatureFile, ToolVersion, VerdictSummary, EVIDENCE_SCHEMA,
-    SIGNATURE_SCHEMA,
+    canonical_json, FileEntry, RunEvidence, RuntimeVersion, SignatureFile, ToolVersion, EVIDENCE_SCHEMA, SIGNATURE_SCHEMA,
 };
 
 /// What goes into a bundle: result directories (copied whole) and single files.
 #[derive(Debug, Clone, Default)]
 pub struct Bundle {
-    runs: BTreeMap<String, PathBuf>,
+    runs: BTreeMap<String, (PathBuf, RunEvidence)>,
     files: BTreeMap<String, (String, PathBuf)>,
     /// Bundle paths given two different sources (refused when writing).
     conflicts: Vec<String>,
@@ -48,11 +47,22 @@ impl Bundle {
         Bundle::default()
     }
 
-    /// Adds a result directory as `runs/<label>/` (every file below it, symlinks followed); a
-    /// label may have `/`-separated parts (`device/runtime/model`).
-    pub fn run(mut self, label: &str, dir: &Path) -> Bundle {
-        let label: Vec<String> = label.split('/').map(safe_name).collect();
-        self.runs.insert(label.join("/"), dir.to_path_buf());
+    /// Adds a result directory as `runs/<label>/` (every file below it, symlinks followed) with
+    /// its result and verdict, already in memory; a label may have `/`-separated parts
+    /// (`device/runtime/model`).
+    pub fn run(mut self, label: &str, dir: &Path, result: &RunResult, verdict: Option<VerdictSummary>) -> Bundle {
+        let label = label.split('/').map(safe_name).collect::<Vec<String>>().join("/");
+        let evidence = RunEvidence {
+            label: label.clone(),
+            dir: format!("runs/{label}"),
+            status: format!("{:?}", result.status).to_lowercase(),
+            harness: result.tool.clone(),
+            runtime: RuntimeVersion { name: result.runtime.name.clone(), ort_version: result.runtime.ort_version.clone() },
+            model_sha256: result.model.sha256.clone(),
+            fingerprint: result.fingerprint.clone(),
+            verdict,
+        };
+        self.runs.insert(label, (dir.to_path_buf(), evidence));
         self
     }
 
@@ -88,10 +98,8 @@ impl Bundle {
 
     /// Adds the `--input` files of `settings` as `<prefix>/<input name>.npy`.
     pub fn inputs(mut self, prefix: &str, settings: &HarnessSettings) -> Bundle {
-        for spec in &settings.inputs {
-            if let Some((name, path)) = spec.split_once('=') {
-                self = self.file("input", &format!("{prefix}/{}.npy", safe_name(name)), Path::new(path));
-            }
+        for input in &settings.inputs {
+            self = self.file("input", &format!("{prefix}/{}.npy", safe_name(&input.input)), &input.path);
         }
         self
     }
@@ -119,13 +127,12 @@ impl Bundle {
             entries.push(copy_into(out, bundle_path, role, source)?);
         }
         let mut runs = Vec::new();
-        for (label, dir) in &self.runs {
-            let prefix = format!("runs/{label}");
+        for (label, (dir, evidence)) in &self.runs {
             for (relative, source) in files_below(dir)? {
                 let role = role_of(&relative);
-                entries.push(copy_into(out, &format!("{prefix}/{relative}"), role, &source)?);
+                entries.push(copy_into(out, &format!("runs/{label}/{relative}"), role, &source)?);
             }
-            runs.push(run_evidence(label, &prefix, dir)?);
+            runs.push(evidence.clone());
         }
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         let manifest = Manifest {
@@ -147,27 +154,6 @@ impl Bundle {
         write_file(&out.join(SIGNATURE_FILE), &canonical_json(&signature)?)?;
         Ok(manifest)
     }
-}
-
-/// Every result directory directly below `dir` (a `run --device` output dir: one per device, plus
-/// the output-check reference), labelled by its directory name, with `rack.json` when present.
-pub fn runs_below(mut bundle: Bundle, dir: &Path) -> Result<Bundle> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let path = entry?.path();
-        if path.join(npugate_result::files::RESULT).is_file() {
-            found.push(path);
-        }
-    }
-    found.sort();
-    for path in found {
-        bundle = bundle.run(&file_name(&path), &path);
-    }
-    let rack = dir.join(crate::rack::RACK_FILE);
-    if rack.is_file() {
-        bundle = bundle.file("device", crate::rack::RACK_FILE, &rack);
-    }
-    Ok(bundle)
 }
 
 /// `out` made an empty directory: a previous bundle there is replaced, anything else refused.
@@ -220,41 +206,14 @@ fn files_below(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
 fn role_of(relative: &str) -> &'static str {
     let name = relative.rsplit('/').next().unwrap_or(relative);
     match name {
-        npugate_result::files::RESULT => "result",
-        "verdict.json" | "report.html" | "outputs.json" => "report",
-        "device_run.json" | "device_state.json" => "device",
+        files::RESULT => "result",
+        files::VERDICT | files::REPORT_HTML | files::OUTPUTS => "report",
+        files::DEVICE_RUN | files::DEVICE_STATE | files::RACK => "device",
         _ if name.ends_with(".npy") => "outputs",
         _ if name.ends_with(".log") => "log",
         _ if name.contains("profile") => "profile",
         _ => "other",
     }
-}
-
-/// A run's entry in the manifest, from its `result.json` and (when judged) `verdict.json`.
-fn run_evidence(label: &str, bundle_dir: &str, dir: &Path) -> Result<RunEvidence> {
-    let run = RunResult::read(dir)?;
-    let verdict_file = dir.join(crate::judging::files::VERDICT);
-    let verdict = if verdict_file.is_file() {
-        let text = std::fs::read_to_string(&verdict_file).with_context(|| format!("cannot read {}", verdict_file.display()))?;
-        let verdict: gate::Verdict =
-            serde_json::from_str(&text).with_context(|| format!("{} is not a valid verdict", verdict_file.display()))?;
-        Some(VerdictSummary {
-            outcome: verdict.outcome.label().to_lowercase(),
-            failed: verdict.failures().map(|c| c.rule.to_string()).collect(),
-        })
-    } else {
-        None
-    };
-    Ok(RunEvidence {
-        label: label.to_string(),
-        dir: bundle_dir.to_string(),
-        status: format!("{:?}", run.status).to_lowercase(),
-        harness: run.tool,
-        runtime: RuntimeVersion { name: run.runtime.name, ort_version: run.runtime.ort_version },
-        model_sha256: run.model.sha256,
-        fingerprint: run.fingerprint,
-        verdict,
-    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -294,7 +253,8 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let key = SigningKey::from_bytes(&[7u8; 32]);
         let model = fixture().join(npugate_result::files::RESULT);
-        let bundle = Bundle::new().run("device one", &fixture()).file("model", "model/m.onnx", &model);
+        let result = RunResult::read(&fixture()).unwrap();
+        let bundle = Bundle::new().run("device one", &fixture(), &result, None).file("model", "model/m.onnx", &model);
         let (first, second) = (work.path().join("a"), work.path().join("nested/b"));
         let manifest = bundle.write(&first, &key).unwrap();
         bundle.write(&second, &key).unwrap();
@@ -316,7 +276,8 @@ mod tests {
         assert_eq!(role_of("ort.log"), "log");
         assert_eq!(safe_name("../x y"), ".._x_y");
         assert_eq!(safe_name(".."), "_..");
-        let bundle = Bundle::new().run("dev 1/ort-1.31/../m", Path::new("x"));
+        let result = RunResult::read(&fixture()).unwrap();
+        let bundle = Bundle::new().run("dev 1/ort-1.31/../m", Path::new("x"), &result, None);
         assert_eq!(bundle.runs.keys().collect::<Vec<_>>(), ["dev_1/ort-1.31/_../m"]);
     }
 

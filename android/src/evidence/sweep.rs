@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::{file_name, Bundle};
+use npugate_result::{files, RunResult};
+
+use super::{file_name, Bundle, VerdictSummary};
 use crate::sweep::{finished_cells, SweepPlan};
 
 /// Describes the bundle of the sweep in `sweep_dir` run from `plan`; `harness` is the explicit
@@ -15,7 +17,9 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
     let mut bundle = Bundle::new().file("plan", &format!("plan/{}", file_name(&plan.file)), &plan.file);
     for cell in finished_cells(sweep_dir)? {
         let key = &cell.record.key;
-        bundle = bundle.run(&format!("{}/{}/{}", key.device, key.runtime, key.model), &cell.dir);
+        let result = RunResult::read(&cell.dir)?;
+        let verdict = VerdictSummary { outcome: cell.record.outcome.label().to_lowercase(), failed: cell.record.failed_rules.clone() };
+        bundle = bundle.run(&format!("{}/{}/{}", key.device, key.runtime, key.model), &cell.dir, &result, Some(verdict));
     }
     for model in &plan.models {
         bundle = bundle
@@ -25,12 +29,11 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
     for runtime in &plan.runtimes {
         let binary = match harness {
             Some(path) => path.to_path_buf(),
-            None => crate::device_run::harness_for(&runtime.target)?,
+            None => crate::harnesses::for_target(&runtime.target)?,
         };
         bundle = bundle.runtime(runtime).file("harness", &format!("harness/{}/{}", runtime.target, file_name(&binary)), &binary);
     }
-    let summary = sweep_dir.join(crate::sweep::summary::SWEEP_FILE);
-    bundle = bundle.file("report", crate::sweep::summary::SWEEP_FILE, &summary);
+    bundle = bundle.file("report", files::SWEEP, &sweep_dir.join(files::SWEEP));
     for report in reports {
         if let Ok(relative) = report.strip_prefix(sweep_dir) {
             bundle = bundle.file("report", &relative.to_string_lossy().replace('\\', "/"), report);

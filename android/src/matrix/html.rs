@@ -7,7 +7,7 @@ use gate::export::xml_escape;
 use gate::units::ms_number;
 use gate::Outcome;
 
-use super::{cell_row, Matrix, CELL_HEADER};
+use super::report::{cell_row, Matrix, CELL_HEADER};
 use crate::history::chart::{series_color, trend_groups};
 use crate::sweep::summary::CellState;
 use crate::sweep::CellRecord;
@@ -16,7 +16,7 @@ use crate::sweep::CellRecord;
 pub fn render(m: &Matrix) -> String {
     let s = m.summary;
     let (pass, fail, error, unfinished) = m.counts();
-    let badge = match s.exit_code.unwrap_or(crate::EXIT_ERROR) {
+    let badge = match s.exit_code.unwrap_or(npugate_result::contract::EXIT_ERROR) {
         0 => ("pass", "PASS"),
         1 => ("fail", "FAIL"),
         _ => ("error", "ERROR"),

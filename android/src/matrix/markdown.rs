@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use gate::export::markdown::table;
 
-use super::{cell_row, Matrix, CELL_HEADER};
+use super::report::{cell_row, Matrix, CELL_HEADER};
 use crate::history::trend::sparkline;
 use crate::sweep::summary::CellState;
 

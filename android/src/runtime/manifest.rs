@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use npugate_result::contract;
 use npugate_result::digest::sha256_file;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,10 @@ pub struct RuntimeManifest {
     /// Directory holding the files (not serialized; set on load).
     #[serde(skip)]
     pub dir: PathBuf,
+}
+
+impl contract::Document for RuntimeManifest {
+    const SCHEMA: contract::Schema = contract::Schema::new(RUNTIME_SCHEMA);
 }
 
 /// How a runtime's accelerator EP reaches ONNX Runtime.
@@ -79,12 +84,7 @@ impl RuntimeManifest {
                 file.display()
             );
         }
-        let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let mut manifest: RuntimeManifest =
-            serde_json::from_str(&text).with_context(|| format!("{} is not a valid runtime manifest", file.display()))?;
-        if manifest.schema != RUNTIME_SCHEMA {
-            bail!("{} has schema {:?}; this npugate reads {RUNTIME_SCHEMA:?}", file.display(), manifest.schema);
-        }
+        let mut manifest: RuntimeManifest = contract::read(&file)?;
         manifest.dir = dir;
         Ok(manifest)
     }
@@ -129,8 +129,8 @@ impl RuntimeManifest {
             files,
             dir: dir.to_path_buf(),
         };
-        let json = serde_json::to_vec_pretty(&manifest)?;
-        std::fs::write(dir.join(MANIFEST_FILE), json).with_context(|| format!("cannot write {}", dir.join(MANIFEST_FILE).display()))?;
+        contract::write_json(&dir.join(MANIFEST_FILE), &manifest)
+            .with_context(|| format!("cannot write {}", dir.join(MANIFEST_FILE).display()))?;
         Ok(manifest)
     }
 
@@ -142,6 +142,22 @@ impl RuntimeManifest {
     /// Path of the EP plugin library, when the runtime's EP is a plugin.
     pub fn ep_library_path(&self) -> Option<PathBuf> {
         self.ep.as_ref().and_then(|ep| ep.library.as_ref()).map(|lib| self.dir.join(lib))
+    }
+
+    /// An x86_64 CPU runtime in `dir` whose files need not exist, for tests of the layers above.
+    #[cfg(test)]
+    pub fn for_tests(dir: &Path) -> RuntimeManifest {
+        RuntimeManifest {
+            schema: RUNTIME_SCHEMA.into(),
+            name: "ort-test".into(),
+            target: "x86_64-unknown-linux-gnu".into(),
+            ort_version: "1.31.1".into(),
+            ort_library: "libonnxruntime.so".into(),
+            ep: None,
+            sources: Vec::new(),
+            files: Vec::new(),
+            dir: dir.to_path_buf(),
+        }
     }
 
     /// Re-hashes every file; returns the names of files that are missing or changed.

@@ -9,12 +9,10 @@ use gate::stats::ConfidenceInterval;
 use gate::{Outcome, Verdict};
 use serde::{Deserialize, Serialize};
 
-use crate::judging;
+use npugate_result::{contract, files};
 
 /// Schema of `cell.json`.
 pub const CELL_SCHEMA: &str = "npugate.sweep-cell/1";
-/// File name of a cell's completion marker.
-pub const CELL_FILE: &str = "cell.json";
 
 /// Names a cell; also its path below the sweep dir: `<device>/<runtime>/<model>/`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,6 +91,10 @@ pub struct CellRecord {
     pub seconds: f64,
 }
 
+impl contract::Document for CellRecord {
+    const SCHEMA: contract::Schema = contract::Schema::new(CELL_SCHEMA);
+}
+
 impl CellRecord {
     /// The record of a judged cell.
     pub fn new(key: CellKey, device: CellDevice, verdict: &Verdict, exit_code: u8, seconds: f64) -> CellRecord {
@@ -113,7 +115,7 @@ impl CellRecord {
             cv_pct: latency.map(|l| l.cv_pct),
             npu_flops_pct: placement.map(|p| p.preferred_flops_pct),
             fallback_nodes: placement.map(|p| p.fallback.iter().filter(|node| !node.expected).count()),
-            finished_at: super::now_rfc3339(),
+            finished_at: super::night::now_rfc3339(),
             seconds,
         }
     }
@@ -121,21 +123,20 @@ impl CellRecord {
     /// Marks the cell in `dir` finished: checks that result, verdict and report are there, then
     /// writes `cell.json` atomically (temp file + rename).
     pub fn write_marker(&self, dir: &Path) -> anyhow::Result<()> {
-        for file in [npugate_result::files::RESULT, judging::files::VERDICT, judging::files::REPORT_HTML] {
+        for file in [files::RESULT, files::VERDICT, files::REPORT_HTML] {
             anyhow::ensure!(dir.join(file).is_file(), "cell {}: {file} is missing; not marking it finished", self.key.label());
         }
-        super::write_json_atomically(&dir.join(CELL_FILE), self)
+        contract::write_json(&dir.join(files::CELL), self).with_context(|| format!("cannot write {}", dir.join(files::CELL).display()))
     }
 
     /// The record of a finished cell in `dir`; `None` when the cell has no (readable) marker.
     pub fn read_finished(dir: &Path) -> Option<CellRecord> {
-        let text = std::fs::read_to_string(dir.join(CELL_FILE)).ok()?;
-        serde_json::from_str::<CellRecord>(&text).ok().filter(|record| record.schema == CELL_SCHEMA)
+        contract::read::<CellRecord>(&dir.join(files::CELL)).ok()
     }
 
     /// The verdict next to the marker.
     pub fn read_verdict(dir: &Path) -> anyhow::Result<Verdict> {
-        let file = dir.join(judging::files::VERDICT);
+        let file = dir.join(files::VERDICT);
         let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{} is not a verdict", file.display()))
     }

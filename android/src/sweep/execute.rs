@@ -1,24 +1,27 @@
-//! Running a sweep: resolve the plan's devices, then every device in parallel on the rack, its cells
-//! one after another. Finished cells (with a `cell.json`) are skipped, so a sweep killed at any
-//! point and started again redoes only the cell it was in; `sweep.json` is rewritten after every cell.
+//! Running a sweep: every device in parallel on the rack, its cells one after another. Finished
+//! cells (with a `cell.json`) are skipped, so a sweep killed at any point and started again redoes
+//! only the cell it was in; `sweep.json` is rewritten after every cell.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
 use super::cell::{CellDevice, CellKey, CellRecord};
+use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
-use crate::device_run::{self, Progress};
 use crate::devices::{self, DeviceInfo};
-use crate::invocation::TargetPaths;
-use crate::judging;
-use crate::rack;
-use crate::remote::{result_dir_names, DeviceRunOptions};
+use crate::device_rack::result_dir_names;
+use crate::harnesses;
+use crate::pipeline::GateSpec;
+use crate::rack::{self, Attempted, RackPolicy};
+use crate::run::{run_on, RunSpec};
 use crate::runtime::RuntimeManifest;
+use crate::target::{is_retryable, Job, Progress, Target};
 
 /// How to run a plan.
 pub struct SweepOptions<'a> {
@@ -26,66 +29,92 @@ pub struct SweepOptions<'a> {
     pub out: &'a Path,
     /// The night this sweep belongs to (`YYYY-MM-DD`); default: today (UTC), or the resumed sweep's.
     pub night: Option<&'a str>,
-    /// adb, work dir, retries, cooldown and timeouts.
-    pub devices: &'a DeviceRunOptions,
-    /// Explicit harness binary; else one per device target.
+    /// Explicit harness binary; else the one built for each device's target.
     pub harness: Option<&'a Path>,
+    /// Retries and cancellation.
+    pub policy: &'a RackPolicy,
+    /// Limit for one harness run.
+    pub run_timeout: Duration,
 }
 
-/// A device the plan resolved to.
-struct ResolvedDevice {
-    info: DeviceInfo,
-    dir: String,
-    chosen_by: String,
+/// A device of the sweep: where it runs and what it is.
+pub struct SweepTarget<T> {
+    /// Where its harness runs.
+    pub target: T,
+    /// The device as probed.
+    pub info: DeviceInfo,
+    /// Its directory name in the sweep dir.
+    pub dir: String,
+    /// What chose it (`--device`, `serial`, `soc=SM8650`).
+    pub chosen_by: String,
 }
 
-/// Runs (or resumes) the sweep; returns the final summary (also in `<out>/sweep.json`).
-pub fn run_sweep(plan: &SweepPlan, options: &SweepOptions) -> Result<SweepSummary> {
-    let adb = options.devices.devices.adb()?;
-    let devices = resolve_devices(plan, options.devices, &adb)?;
+/// What one device's cells came to.
+struct DeviceCells {
+    dir: PathBuf,
+    worst: u8,
+}
+
+impl Attempted for DeviceCells {
+    fn result_dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    fn exit_code(&self) -> u8 {
+        self.worst
+    }
+}
+
+/// Runs (or resumes) the sweep on `devices`; returns the final summary (also in `<out>/sweep.json`).
+pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], options: &SweepOptions) -> Result<SweepSummary> {
     let out = options.out;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let summary = Mutex::new(initial_summary(plan, options, &devices)?);
+    let summary = Mutex::new(initial_summary(plan, options, devices)?);
     lock(&summary).write(out)?;
 
-    let serials: Vec<String> = devices.iter().map(|d| d.info.serial.clone()).collect();
-    let report = rack::run_rack(&serials, options.devices.retries, |serial, progress| {
-        let device = devices.iter().find(|d| d.info.serial == serial).expect("serial comes from the list");
-        run_device_cells(plan, options, &adb, device, &summary, progress)
+    let targets: Vec<&T> = devices.iter().map(|d| &d.target).collect();
+    let rack = rack::run_rack(&targets, options.policy, |target, progress| {
+        let device = devices.iter().find(|d| std::ptr::eq(&d.target, target)).context("a target of this sweep")?;
+        run_device_cells(plan, options, device, &summary, progress)
     });
 
     let mut summary = summary.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-    for outcome in report.devices {
+    for outcome in rack.report.devices {
         if let Some(device) = summary.devices.iter_mut().find(|d| d.serial == outcome.serial) {
             device.outcome = Some(outcome);
         }
     }
-    summary.finished_at = Some(super::now_rfc3339());
+    summary.finished_at = Some(now_rfc3339());
     summary.exit_code = Some(summary.overall_exit());
     summary.write(out)?;
     Ok(summary)
 }
 
-/// The plan's `[[device]]` entries (or `--device`) as probed devices, each runtime checked against
-/// each device's target.
-fn resolve_devices(plan: &SweepPlan, options: &DeviceRunOptions, adb: &Adb) -> Result<Vec<ResolvedDevice>> {
+/// The plan's `[[device]]` entries (or the `requested` serials) as devices over `adb`, each
+/// probed and every runtime checked against its target.
+pub fn resolve_devices(
+    plan: &SweepPlan,
+    adb: &Adb,
+    requested: &[String],
+    work_dir: &str,
+    cooldown: Option<(f64, Duration)>,
+) -> Result<Vec<SweepTarget<crate::target::adb::AdbTarget>>> {
     let mut chosen: Vec<(String, String)> = Vec::new();
     if plan.devices.is_empty() {
-        for serial in options.devices.select(adb)? {
+        for serial in devices::select(adb, requested)? {
             chosen.push((serial, "--device".into()));
         }
     } else {
         anyhow::ensure!(
-            options.devices.devices.is_empty(),
+            requested.is_empty(),
             "{} chooses devices ([[device]]); drop --device, or remove the plan's [[device]] entries",
             plan.file.display()
         );
         let listed = devices::list(adb)?;
         for (index, spec) in plan.devices.iter().enumerate() {
             if let Some(serial) = &spec.serial {
-                let mut one = options.devices.clone();
-                one.devices = vec![serial.clone()];
-                let selected = one.select(adb).map_err(|e| plan.error(&format!("device[{index}].serial"), format!("{e:#}")))?;
+                let selected = devices::select(adb, std::slice::from_ref(serial))
+                    .map_err(|e| plan.error(&format!("device[{index}].serial"), format!("{e:#}")))?;
                 chosen.extend(selected.into_iter().map(|s| (s, "serial".into())));
             } else if let Some(soc) = &spec.soc {
                 let matching = matching_soc(&listed.devices, soc);
@@ -122,7 +151,8 @@ fn resolve_devices(plan: &SweepPlan, options: &DeviceRunOptions, adb: &Adb) -> R
                 ));
             }
         }
-        resolved.push(ResolvedDevice { info, dir, chosen_by });
+        let target = crate::target::adb::AdbTarget::new(adb, &serial, work_dir, cooldown);
+        resolved.push(SweepTarget { target, info, dir, chosen_by });
     }
     Ok(resolved)
 }
@@ -138,7 +168,7 @@ fn matching_soc(devices: &[DeviceInfo], soc: &str) -> Vec<String> {
 
 /// The summary to start from: this plan's cells, finished ones read from their markers; the night
 /// and start time of the sweep already in `out` when resuming.
-fn initial_summary(plan: &SweepPlan, options: &SweepOptions, devices: &[ResolvedDevice]) -> Result<SweepSummary> {
+fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[SweepTarget<T>]) -> Result<SweepSummary> {
     let out = options.out;
     let (night, started_at) = match SweepSummary::read(out) {
         Some(previous) => {
@@ -151,7 +181,7 @@ fn initial_summary(plan: &SweepPlan, options: &SweepOptions, devices: &[Resolved
             (previous.night, previous.started_at)
         }
         None if has_entries(out) => bail!("{} is not empty and holds no sweep; choose another --out", out.display()),
-        None => (options.night.map(str::to_string).unwrap_or_else(super::today), super::now_rfc3339()),
+        None => (options.night.map(str::to_string).unwrap_or_else(today), now_rfc3339()),
     };
     let mut cells = Vec::new();
     for device in devices {
@@ -198,19 +228,18 @@ fn lock(summary: &Mutex<SweepSummary>) -> std::sync::MutexGuard<'_, SweepSummary
     summary.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// One device's cells in plan order (runtime-major). A transport failure ends the attempt (the rack
-/// retries the device, and the retry skips what finished); any other failure is recorded for that
-/// cell and the device moves on.
-fn run_device_cells(
+/// One device's cells in plan order (runtime-major). A retryable failure ends the attempt (the
+/// rack retries the device, and the retry skips what finished); any other failure is recorded for
+/// that cell and the device moves on. An interrupt stops before the next cell.
+fn run_device_cells<T: Target>(
     plan: &SweepPlan,
     options: &SweepOptions,
-    adb: &Adb,
-    device: &ResolvedDevice,
+    device: &SweepTarget<T>,
     summary: &Mutex<SweepSummary>,
     progress: &dyn Progress,
-) -> Result<rack::Judged> {
+) -> Result<DeviceCells> {
     let out = options.out;
-    let mut worst = crate::EXIT_PASS;
+    let mut worst = EXIT_PASS;
     for runtime in &plan.runtimes {
         for model in &plan.models {
             let key = CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
@@ -220,35 +249,36 @@ fn run_device_cells(
                 worst = worst.max(record.exit_code);
                 continue;
             }
+            if options.policy.cancel.is_cancelled() {
+                bail!("interrupted before cell {}", key.label());
+            }
             progress.step(&format!("{} {}", runtime.name, model.name));
-            let result = run_cell(options, adb, device, runtime, model, &key, &dir, progress);
+            let result = run_cell(options, device, runtime, model, &key, &dir, progress);
             let mut summary = lock(summary);
-            let entry = summary.cell_mut(&key).expect("every planned cell is in the summary");
+            let entry = summary.cell_mut(&key).context("every planned cell is in the summary")?;
             match result {
                 Ok(record) => {
                     eprintln!("npugate sweep: {}: {}", key.label(), describe(&record));
                     worst = worst.max(record.exit_code);
                     (entry.state, entry.record, entry.error) = (CellState::Finished, Some(record), None);
                 }
-                Err(error) if rack::is_transient(&error) => return Err(error),
+                Err(error) if is_retryable(&error) => return Err(error),
                 Err(error) => {
                     eprintln!("npugate sweep: {}: could not be judged: {error:#}", key.label());
-                    worst = crate::EXIT_ERROR;
+                    worst = EXIT_ERROR;
                     (entry.state, entry.error) = (CellState::Failed, Some(format!("{error:#}")));
                 }
             }
             summary.write(out)?;
         }
     }
-    Ok((out.join(&device.dir), worst))
+    Ok(DeviceCells { dir: out.join(&device.dir), worst })
 }
 
-/// Deploys, runs, pulls and judges one cell, then marks it finished.
-#[allow(clippy::too_many_arguments)] // the cell's coordinates and the rack's callbacks
-fn run_cell(
+/// Runs and judges one cell, then marks it finished.
+fn run_cell<T: Target>(
     options: &SweepOptions,
-    adb: &Adb,
-    device: &ResolvedDevice,
+    device: &SweepTarget<T>,
     runtime: &RuntimeManifest,
     model: &PlannedModel,
     key: &CellKey,
@@ -256,33 +286,32 @@ fn run_cell(
     progress: &dyn Progress,
 ) -> Result<CellRecord> {
     let started = Instant::now();
-    remove_stale_pulls(dir);
-    let harness_args = |paths: &TargetPaths| model.settings.harness_args(paths, Some(&runtime.name));
-    let inputs: Vec<PathBuf> = model.settings.input_files();
-    let run_plan = options.devices.plan(runtime, &model.path, &inputs, options.harness, &harness_args);
-    let run = device_run::run_on_device(adb, &device.info.serial, &run_plan, dir, progress)?;
-    progress.step("judge");
-    let verdict = judging::judge_dir_with(dir, &model.rules, None)?;
-    let exit_code = if run.harness.exit_code == 0 { verdict.outcome.exit_code() } else { crate::EXIT_ERROR };
+    crate::layout::remove_stale_staging(dir);
+    let harness = match options.harness {
+        Some(path) => path.to_path_buf(),
+        None => harnesses::for_target(device.info.target.as_deref().unwrap_or("an unknown target"))?,
+    };
+    let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
+    let job = Job {
+        harness: &harness,
+        runtime,
+        model: &model.path,
+        settings: &model.settings,
+        env: &[],
+        timeout: options.run_timeout,
+        cancel: &options.policy.cancel,
+    };
+    let run = run_on(&device.target, &RunSpec { job, gate: Some(&gate), reference: None }, dir, progress)?;
+    let verdict = run.verdict.as_ref().context("a judged run has a verdict")?;
     let fingerprint_soc = Some(verdict.subject.fingerprint.soc.clone()).filter(|soc| soc != "unknown");
     let cell_device = CellDevice {
         serial: device.info.serial.clone(),
-        soc: run.device.soc.clone().or(fingerprint_soc).unwrap_or_else(|| "unknown".into()),
-        model: run.device.model.clone(),
+        soc: device.info.soc.clone().or(fingerprint_soc).unwrap_or_else(|| "unknown".into()),
+        model: device.info.model.clone(),
     };
-    let record = CellRecord::new(key.clone(), cell_device, &verdict, exit_code, started.elapsed().as_secs_f64());
-    record.write_marker(dir)?;
+    let record = CellRecord::new(key.clone(), cell_device, verdict, run.exit_code, started.elapsed().as_secs_f64());
+    record.write_marker(run.placed.dir())?;
     Ok(record)
-}
-
-/// Pull staging dirs (`.pull-*`) a killed sweep left next to the cell's directory.
-fn remove_stale_pulls(dir: &Path) {
-    let Some(parent) = dir.parent() else { return };
-    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with(".pull-") {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 /// `pass, median 1.23 ms, CV 2.1%, 100% FLOPs on the preferred EP, 12.3 s`.
@@ -307,6 +336,83 @@ fn describe(record: &CellRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::mock::{Behaviour, MockTarget};
+    use crate::target::{Cancel, Execution};
+
+    /// A mock device that "kills the sweep" (sets the interrupt) after `kill_after` runs.
+    struct KilledAfter {
+        mock: MockTarget,
+        kill_after: usize,
+        cancel: Cancel,
+    }
+
+    impl Target for KilledAfter {
+        fn name(&self) -> &str {
+            self.mock.name()
+        }
+
+        fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> Result<Execution> {
+            let execution = self.mock.execute(job, out, progress);
+            if self.mock.calls() >= self.kill_after {
+                self.cancel.cancel();
+            }
+            execution
+        }
+    }
+
+    fn plan(dir: &Path, models: usize) -> SweepPlan {
+        let runtime = dir.join("rt");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
+        RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]).unwrap();
+        let mut text = format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
+        for index in 0..models {
+            std::fs::write(dir.join(format!("m{index}.onnx")), "model").unwrap();
+            text.push_str(&format!("[[model]]\npath = \"m{index}.onnx\"\nrules = {{ cv_pct = 0, npu_flops_pct = 0 }}\n"));
+        }
+        std::fs::write(dir.join("sweep.toml"), text).unwrap();
+        SweepPlan::load(&dir.join("sweep.toml")).unwrap()
+    }
+
+    fn device(target: KilledAfter) -> SweepTarget<KilledAfter> {
+        let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(crate::target::host_triple()), ..Default::default() };
+        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into() }
+    }
+
+    #[test]
+    fn a_sweep_killed_after_two_cells_resumes_without_redoing_them() {
+        let work = tempfile::tempdir().unwrap();
+        let plan = plan(work.path(), 4);
+        let out = work.path().join("sweep");
+        let harness = work.path().join("harness");
+        std::fs::write(&harness, "not run by the mock").unwrap();
+        let run = |kill_after: usize| {
+            let cancel = Cancel::new();
+            let target = KilledAfter { mock: MockTarget::new("rig-1", vec![Behaviour::Measure(vec![1_000_000; 20])]), kill_after, cancel: cancel.clone() };
+            let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel };
+            let options = SweepOptions { out: &out, night: Some("2026-11-23"), harness: Some(&harness), policy: &policy, run_timeout: Duration::from_secs(5) };
+            let devices = [device(target)];
+            let summary = run_sweep(&plan, &devices, &options).unwrap();
+            (summary, devices[0].target.mock.calls())
+        };
+
+        let (killed, calls) = run(2);
+        assert_eq!(calls, 2);
+        assert_eq!(killed.finished().count(), 2, "{killed:?}");
+        assert!(killed.devices[0].outcome.as_ref().unwrap().infrastructure_error.as_deref().unwrap().contains("interrupted"));
+        assert_eq!(killed.exit_code, Some(EXIT_ERROR));
+        // A kill in the middle of the third cell leaves its staging directory behind.
+        let third = CellKey { device: "rig-1".into(), runtime: "rt-test".into(), model: "m2".into() }.dir(&out);
+        let leftover = third.with_file_name(".m2.staging-killed");
+        std::fs::create_dir_all(&leftover).unwrap();
+
+        let (resumed, calls) = run(usize::MAX);
+        assert_eq!(calls, 2, "only the two unfinished cells run again");
+        assert_eq!(resumed.finished().count(), 4);
+        assert_eq!(resumed.exit_code, Some(EXIT_PASS), "{resumed:?}");
+        assert!(!leftover.exists(), "the killed run's staging directory is cleaned up");
+        assert_eq!(resumed.night, "2026-11-23");
+    }
 
     #[test]
     fn soc_classes_match_online_devices_case_insensitively() {

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use crate::invocation::HarnessSettings;
+use harness_settings::{HarnessSettings, InputFile, ShapeSpec};
 use crate::runtime::RuntimeManifest;
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -103,8 +103,7 @@ impl SweepPlan {
         if raw.settings.runs == 0 {
             return Err(field_error("settings.runs".into(), "must be at least 1".into()));
         }
-        let mut settings = raw.settings;
-        settings.inputs = resolve_inputs(base, &settings.inputs);
+        let settings = raw.settings.with_input_paths(|input| base.join(&input.path));
         for (index, spec) in raw.device.iter().enumerate() {
             if spec.serial.is_some() == spec.soc.is_some() {
                 return Err(field_error(format!("device[{index}]"), "give exactly one of serial = \"…\" or soc = \"…\"".into()));
@@ -149,11 +148,18 @@ impl SweepPlan {
                 (None, None) => Rules::default(),
             };
             let mut model_settings = settings.clone();
-            model_settings.shapes.extend(entry.shapes);
-            model_settings.inputs.extend(resolve_inputs(base, &entry.inputs));
-            for input in model_settings.input_files() {
-                if !input.is_file() {
-                    return Err(field_error(field("inputs"), format!("input file {} not found", input.display())));
+            for (at, text) in entry.shapes.iter().enumerate() {
+                let shape: ShapeSpec = text.parse().map_err(|e: String| field_error(field(&format!("shapes[{at}]")), e))?;
+                model_settings.shapes.push(shape);
+            }
+            for (at, text) in entry.inputs.iter().enumerate() {
+                let mut input: InputFile = text.parse().map_err(|e: String| field_error(field(&format!("inputs[{at}]")), e))?;
+                input.path = base.join(&input.path);
+                model_settings.inputs.push(input);
+            }
+            for (at, input) in model_settings.inputs.iter().enumerate() {
+                if !input.path.is_file() {
+                    return Err(field_error(field(&format!("inputs[{at}]")), format!("input file {} not found", input.path.display())));
                 }
             }
             models.push(PlannedModel { name, path, rules, settings: model_settings });
@@ -166,17 +172,6 @@ impl SweepPlan {
     pub fn error(&self, field: &str, message: impl std::fmt::Display) -> anyhow::Error {
         anyhow::anyhow!("{}: {field}: {message}", self.file.display())
     }
-}
-
-/// `name=file.npy` specs with relative files resolved against the plan's folder.
-fn resolve_inputs(base: &Path, specs: &[String]) -> Vec<String> {
-    specs
-        .iter()
-        .map(|spec| match spec.split_once('=') {
-            Some((name, file)) => format!("{name}={}", base.join(file).display()),
-            None => spec.clone(),
-        })
-        .collect()
 }
 
 /// ` line N: message` from a TOML error (one line; toml's own text carries a source excerpt).
@@ -229,7 +224,7 @@ mod tests {
         assert_eq!(plan.models[1].rules.median_ms, Some(5.0));
         assert_eq!(plan.models[1].rules.cv_pct, Some(8.0), "inline rules keep the defaults");
         assert_eq!((plan.models[1].settings.runs, plan.models[1].settings.warmup), (20, 3));
-        assert_eq!(plan.models[1].settings.shapes, ["x=1x3"]);
+        assert_eq!(plan.models[1].settings.shapes, ["x=1x3".parse::<ShapeSpec>().unwrap()]);
         assert_eq!(plan.devices[0].soc.as_deref(), Some("SM8650"));
     }
 
@@ -245,6 +240,9 @@ mod tests {
             (format!("runtimes = [{runtime:?}]\n[[device]]\n[[model]]\npath = \"a.onnx\"\n"), "device[0]: give exactly one"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"), "unknown field `cv_pc`"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n[[model]]\npath = \"a.onnx\"\n"), "model[1].name: two models"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3\", \"y=1x0\"]\n"), "model[0].shapes[1]: dimension \"0\""),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
+            (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 3: dimension \"big\""),
         ];
         for (text, expected) in cases {
             let error = format!("{:#}", plan_in(dir.path(), &text).unwrap_err());

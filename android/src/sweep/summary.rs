@@ -1,17 +1,18 @@
 //! `sweep.json` (`npugate.sweep/1`): every cell of a sweep with its state and numbers, rewritten
 //! atomically whenever a cell ends, so a killed sweep leaves a current summary.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use npugate_result::contract::{self, EXIT_ERROR, EXIT_PASS};
+use npugate_result::files;
 
 use super::cell::{CellKey, CellRecord};
 use crate::rack::DeviceOutcome;
 
 /// Schema of `sweep.json`.
 pub const SWEEP_SCHEMA: &str = "npugate.sweep/1";
-/// File name of the sweep summary.
-pub const SWEEP_FILE: &str = "sweep.json";
 
 /// `sweep.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -91,16 +92,20 @@ pub struct CellEntry {
     pub error: Option<String>,
 }
 
+impl contract::Document for SweepSummary {
+    const SCHEMA: contract::Schema = contract::Schema::new(SWEEP_SCHEMA);
+}
+
 impl SweepSummary {
     /// Reads `sweep.json` from `sweep_dir`, if there is a valid one.
     pub fn read(sweep_dir: &Path) -> Option<SweepSummary> {
-        let text = std::fs::read_to_string(sweep_dir.join(SWEEP_FILE)).ok()?;
-        serde_json::from_str::<SweepSummary>(&text).ok().filter(|s| s.schema == SWEEP_SCHEMA)
+        contract::read::<SweepSummary>(&sweep_dir.join(files::SWEEP)).ok()
     }
 
     /// Writes `sweep.json` into `sweep_dir` atomically.
     pub fn write(&self, sweep_dir: &Path) -> anyhow::Result<()> {
-        super::write_json_atomically(&sweep_dir.join(SWEEP_FILE), self)
+        let file = sweep_dir.join(files::SWEEP);
+        contract::write_json(&file, self).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))
     }
 
     /// The entry of `key`.
@@ -115,8 +120,34 @@ impl SweepSummary {
 
     /// 2 if anything could not be judged, else 1 if any gate failed, else 0.
     pub fn overall_exit(&self) -> u8 {
-        let cells = self.cells.iter().map(|c| c.record.as_ref().map_or(crate::EXIT_ERROR, |record| record.exit_code));
+        let cells = self.cells.iter().map(|c| c.record.as_ref().map_or(EXIT_ERROR, |record| record.exit_code));
         let devices = self.devices.iter().filter_map(|d| d.outcome.as_ref()).map(|o| o.exit_code);
-        cells.chain(devices).max().unwrap_or(crate::EXIT_PASS)
+        cells.chain(devices).max().unwrap_or(EXIT_PASS)
     }
+}
+
+/// A finished cell of a sweep on disk: its record and its result directory.
+#[derive(Debug, Clone)]
+pub struct FinishedCell {
+    /// The numbers and identity of the cell (`cell.json`).
+    pub record: CellRecord,
+    /// The cell's result directory (`result.json`, `verdict.json`, `report.html`, profiles, logs).
+    pub dir: PathBuf,
+}
+
+/// Every finished cell of the sweep in `sweep_dir`, in `sweep.json` order; the completion marker on
+/// disk is the authority (a cell listed as finished without one is left out). For tools that read a
+/// finished sweep, e.g. evidence bundles.
+pub fn finished_cells(sweep_dir: &Path) -> anyhow::Result<Vec<FinishedCell>> {
+    let summary = SweepSummary::read(sweep_dir).ok_or_else(|| {
+        anyhow::anyhow!("{} holds no sweep ({} missing or not {})", sweep_dir.display(), npugate_result::files::SWEEP, SWEEP_SCHEMA)
+    })?;
+    Ok(summary
+        .cells
+        .iter()
+        .filter_map(|entry| {
+            let dir = entry.key.dir(sweep_dir);
+            CellRecord::read_finished(&dir).map(|record| FinishedCell { record, dir })
+        })
+        .collect())
 }

@@ -1,0 +1,80 @@
+//! `npugate run --device …`: the same run on every chosen device in parallel, each device's
+//! result in `<out>/<serial>/` as soon as it is judged, and `rack.json` next to them.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use npugate_result::{contract, files};
+
+use crate::rack::{self, Rack, RackPolicy};
+use crate::run::{run_on, RunReport, RunSpec};
+use crate::target::adb::AdbTarget;
+use crate::target::Target;
+
+/// Runs `spec` on every target; each result lands in `out/<dir>/` and is handed to `on_done`
+/// (one device at a time, so reports do not interleave) as soon as it is judged. Writes
+/// `out/rack.json` and returns the rack.
+pub fn run_on_devices(
+    targets: &[AdbTarget],
+    spec: &RunSpec<'_>,
+    out: &Path,
+    policy: &RackPolicy,
+    on_done: &(dyn Fn(&AdbTarget, &RunReport) + Sync),
+) -> anyhow::Result<Rack<RunReport>> {
+    anyhow::ensure!(spec.job.model.is_file(), "model {} not found", spec.job.model.display());
+    let serials: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
+    let dirs = result_dir_names(&serials);
+    std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
+    let printing = std::sync::Mutex::new(());
+    let refs: Vec<&AdbTarget> = targets.iter().collect();
+    let rack = rack::run_rack(&refs, policy, |target, progress| {
+        let index = targets.iter().position(|t| std::ptr::eq(t, target)).unwrap_or_default();
+        let report = run_on(target, spec, &out.join(&dirs[index]), progress)?;
+        let _turn = printing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        on_done(target, &report);
+        Ok(report)
+    });
+    contract::write_json(&out.join(files::RACK), &rack.report)?;
+    Ok(rack)
+}
+
+/// A host directory name per serial: characters outside `[A-Za-z0-9._-]` become `_`, and names
+/// that would collide (or be `.`/`..`) get a numeric suffix.
+pub fn result_dir_names(serials: &[String]) -> Vec<String> {
+    let mut used = BTreeSet::new();
+    serials
+        .iter()
+        .map(|serial| {
+            let mut base: String =
+                serial.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+            if base.is_empty() || base.chars().all(|c| c == '.') {
+                base = format!("device{base}");
+            }
+            let mut name = base.clone();
+            let mut n = 2;
+            while !used.insert(name.clone()) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_serials_become_distinct_safe_directory_names() {
+        let serials: Vec<String> =
+            ["127.0.0.1:6101", "../../etc", "a b;rm -rf $(x)", "a:b", "a_b", "..", ""].map(String::from).to_vec();
+        let names = result_dir_names(&serials);
+        assert_eq!(names[0], "127.0.0.1_6101");
+        assert_eq!(names[1], ".._.._etc");
+        assert_eq!(names[2], "a_b_rm_-rf___x_");
+        assert_eq!((names[3].as_str(), names[4].as_str()), ("a_b", "a_b-2"));
+        assert_eq!((names[5].as_str(), names[6].as_str()), ("device..", "device"));
+        assert!(names.iter().all(|n| !n.contains('/') && n != "." && n != ".."));
+    }
+}

@@ -1,0 +1,204 @@
+//! Result directories on the host: where a run's result goes by default, and how it gets there.
+//! A run is built in a staging directory next to its destination and moved into place when it
+//! ends, so a run that fails leaves nothing that makes the next one refuse the directory, and a
+//! complete result is only ever replaced by a complete one. Every file name lives in
+//! [`npugate_result::files`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use npugate_result::files;
+
+/// Names npugate itself leaves in a result directory, besides `result.json`: a directory holding
+/// only these (e.g. the `ort.log` of a run that failed before measuring, written by an older
+/// npugate) is npugate's own and may be replaced.
+const OWN_LEFTOVERS: &[&str] = &[
+    files::ORT_LOG,
+    files::HARNESS_STDOUT,
+    files::HARNESS_STDERR,
+    files::PROFILE,
+    files::REFERENCE_PROFILE,
+    files::QNN_PROFILE,
+    files::OUTPUTS_DIR,
+    files::OUTPUT_REFERENCE_DIR,
+    ".qemu-cpuinfo",
+    "result.json.tmp",
+];
+
+/// `npugate-results/<model stem>/<target>`.
+pub fn default_out_dir(model: &Path, target: &str) -> PathBuf {
+    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    PathBuf::from("npugate-results").join(stem).join(target)
+}
+
+/// A result directory under construction next to its destination.
+#[derive(Debug)]
+pub struct Staging {
+    dir: tempfile::TempDir,
+    out: PathBuf,
+}
+
+/// Where a staged result went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    /// Into the destination.
+    Out(PathBuf),
+    /// Beside a complete result it must not replace (`<out>.incomplete`).
+    Beside(PathBuf),
+}
+
+impl Placed {
+    /// The directory the result is in now.
+    pub fn dir(&self) -> &Path {
+        match self {
+            Placed::Out(dir) | Placed::Beside(dir) => dir,
+        }
+    }
+}
+
+impl Staging {
+    /// Checks that `out` may take a result (missing, empty, or npugate's own) and makes an empty
+    /// staging directory next to it.
+    pub fn next_to(out: &Path) -> Result<Staging> {
+        if out.exists() && !replaceable(out)? {
+            bail!("{} is not empty and holds no npugate result; choose another --out", out.display());
+        }
+        let parent = match out.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!(".{}.staging-", leaf(out)))
+            .tempdir_in(&parent)
+            .with_context(|| format!("cannot create a staging directory in {}", parent.display()))?;
+        Ok(Staging { dir, out: out.to_path_buf() })
+    }
+
+    /// The staging directory (empty when made).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The destination.
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+
+    /// Moves the staged result into place: into the destination when it is `complete` or the
+    /// destination holds no complete result; else beside it as `<out>.incomplete`, so nothing
+    /// measured is lost and nothing complete is replaced by less.
+    pub fn commit(self, complete: bool) -> Result<Placed> {
+        let placed = if complete || !holds_complete_result(&self.out) {
+            Placed::Out(self.out.clone())
+        } else {
+            Placed::Beside(self.out.with_file_name(format!("{}.incomplete", leaf(&self.out))))
+        };
+        let destination = placed.dir();
+        if destination.exists() {
+            std::fs::remove_dir_all(destination).with_context(|| format!("cannot replace {}", destination.display()))?;
+        }
+        let staged = self.dir.keep();
+        std::fs::rename(&staged, destination)
+            .with_context(|| format!("cannot move the result from {} to {}", staged.display(), destination.display()))?;
+        Ok(placed)
+    }
+}
+
+/// Removes staging directories of `out` that a killed npugate left next to it (a sweep cell's
+/// directory belongs to one device's worker, so nothing else is staging there).
+pub fn remove_stale_staging(out: &Path) {
+    let (Some(parent), prefix) = (out.parent(), format!(".{}.staging-", leaf(out))) else { return };
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// True when `dir` may be replaced by a new result: empty, an npugate result directory, or only
+/// npugate's own leftovers.
+fn replaceable(dir: &Path) -> Result<bool> {
+    if !dir.is_dir() {
+        return Ok(false);
+    }
+    if dir.join(files::RESULT).is_file() {
+        return Ok(true);
+    }
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if !OWN_LEFTOVERS.contains(&name.as_str()) && !name.starts_with(".tmp-") {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// True when `dir` holds a result whose status is complete.
+fn holds_complete_result(dir: &Path) -> bool {
+    npugate_result::RunResult::read(dir).is_ok_and(|run| run.status == npugate_result::RunStatus::Complete)
+}
+
+fn leaf(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "result".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result_with_status(dir: &Path, status: &str) {
+        let template = crate::target::mock::template_dir();
+        std::fs::create_dir_all(dir).unwrap();
+        let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(template.join(files::RESULT)).unwrap()).unwrap();
+        json["status"] = status.into();
+        std::fs::write(dir.join(files::RESULT), serde_json::to_vec(&json).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_failed_run_leaves_nothing_and_the_next_one_lands() {
+        let work = tempfile::tempdir().unwrap();
+        let out = work.path().join("npugate-results/m/local");
+        let failed = Staging::next_to(&out).unwrap();
+        std::fs::write(failed.path().join(files::ORT_LOG), "log").unwrap();
+        drop(failed);
+        assert!(!out.exists());
+        assert_eq!(std::fs::read_dir(out.parent().unwrap()).unwrap().count(), 0, "the staging dir is gone");
+        let good = Staging::next_to(&out).unwrap();
+        result_with_status(good.path(), "complete");
+        assert_eq!(good.commit(true).unwrap(), Placed::Out(out.clone()));
+        assert!(out.join(files::RESULT).is_file());
+    }
+
+    #[test]
+    fn a_complete_result_is_replaced_only_by_a_complete_one() {
+        let work = tempfile::tempdir().unwrap();
+        let out = work.path().join("local");
+        result_with_status(&out, "complete");
+        let incomplete = Staging::next_to(&out).unwrap();
+        result_with_status(incomplete.path(), "incomplete");
+        let placed = incomplete.commit(false).unwrap();
+        assert_eq!(placed, Placed::Beside(work.path().join("local.incomplete")));
+        assert!(holds_complete_result(&out));
+        let incomplete = Staging::next_to(&out).unwrap();
+        result_with_status(incomplete.path(), "incomplete");
+        incomplete.commit(false).unwrap();
+        let complete = Staging::next_to(&out).unwrap();
+        result_with_status(complete.path(), "complete");
+        assert_eq!(complete.commit(true).unwrap(), Placed::Out(out));
+    }
+
+    #[test]
+    fn only_npugate_directories_are_replaced() {
+        let work = tempfile::tempdir().unwrap();
+        let leftovers = work.path().join("old");
+        std::fs::create_dir_all(&leftovers).unwrap();
+        std::fs::write(leftovers.join(files::ORT_LOG), "log of a run that failed").unwrap();
+        assert!(Staging::next_to(&leftovers).is_ok(), "npugate's own leftovers are recognised");
+        let foreign = work.path().join("photos");
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::fs::write(foreign.join("cat.jpg"), "meow").unwrap();
+        let error = Staging::next_to(&foreign).unwrap_err().to_string();
+        assert!(error.contains("photos") && error.contains("holds no npugate result"), "{error}");
+    }
+}

@@ -1,0 +1,33 @@
+//! `npugate` as a library: the host side of npugate. The command line ([`cmd`]) is a thin layer
+//! over it; nothing below `cmd` knows clap.
+//!
+//! The flow, one way for every command:
+//! [`target`] (where a harness runs) → [`run`] (one run on one target: stage, execute, check the
+//! outputs, judge, place) → [`pipeline`] (result → placement → verdict → sinks), with [`rack`]
+//! running many targets at once (retries, timeouts, cancellation, panics) and [`sweep`] running
+//! plans of them night after night.
+
+pub mod adb;
+pub mod cmd;
+pub mod consistency;
+pub mod deploy;
+pub mod device_rack;
+pub mod device_state;
+pub mod devices;
+pub mod evidence;
+pub mod harnesses;
+pub mod hexagon;
+pub mod history;
+pub mod layout;
+pub mod matrix;
+pub mod output_check;
+pub mod paths;
+pub mod pipeline;
+pub mod preflight;
+pub mod process;
+pub mod rack;
+pub mod run;
+pub mod runtime;
+pub mod samples;
+pub mod sweep;
+pub mod target;

@@ -1,0 +1,191 @@
+//! What the matrix report shows: the sweep's cells, the placement moves between runtimes, the
+//! trends; computed here, rendered by the HTML and Markdown modules.
+
+use std::path::Path;
+
+use profile_parser::report::PlacementReport;
+
+use crate::history::HistoryReport;
+use crate::sweep::{CellRecord, SweepSummary};
+
+/// File name of the HTML matrix report in the sweep dir.
+pub const MATRIX_HTML: &str = "matrix.html";
+/// File name of the Markdown matrix report in the sweep dir.
+pub const MATRIX_MD: &str = "matrix.md";
+
+/// Everything the matrix report shows.
+pub struct Matrix<'a> {
+    /// The sweep.
+    pub summary: &'a SweepSummary,
+    /// Nodes whose EP differs between a runtime and the plan's first runtime on the same device.
+    pub moves: Vec<PlacementMove>,
+    /// The history of this sweep's cells up to its night (absent when it could not be read).
+    pub trends: Option<HistoryReport>,
+}
+
+/// One node that runs on another EP under `runtime` than under `reference_runtime`, same device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementMove {
+    /// Model name.
+    pub model: String,
+    /// Device directory name.
+    pub device: String,
+    /// The plan's first runtime.
+    pub reference_runtime: String,
+    /// The runtime where the node sits elsewhere.
+    pub runtime: String,
+    /// Node name.
+    pub node: String,
+    /// Operator type.
+    pub op_type: String,
+    /// EP under the reference runtime.
+    pub reference_ep: String,
+    /// EP under `runtime`.
+    pub ep: String,
+}
+
+impl PlacementMove {
+    /// `on ort-1.24.4 /model.10/norm (LayerNormalization) moved to CPUExecutionProvider (QNNExecutionProvider on ort-1.31.1)`.
+    pub fn sentence(&self) -> String {
+        format!(
+            "on {} {} ({}) moved to {} ({} on {})",
+            self.runtime, self.node, self.op_type, self.ep, self.reference_ep, self.reference_runtime
+        )
+    }
+}
+
+/// Nodes present in both placements whose EP differs, in the graph order of `other`.
+pub fn placement_differences(reference: &PlacementReport, other: &PlacementReport) -> Vec<(String, String, String, String)> {
+    other
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let before = reference.nodes.iter().find(|n| n.name == node.name)?;
+            (before.ep != node.ep).then(|| (node.name.clone(), node.op_type.clone(), before.ep.clone(), node.ep.clone()))
+        })
+        .collect()
+}
+
+impl<'a> Matrix<'a> {
+    /// Reads the finished cells' placements from their verdicts and diffs every runtime against
+    /// the plan's first on each device.
+    pub fn build(summary: &'a SweepSummary, sweep_dir: &Path, trends: Option<HistoryReport>) -> anyhow::Result<Matrix<'a>> {
+        let placement = |record: &CellRecord| -> anyhow::Result<Option<PlacementReport>> {
+            Ok(CellRecord::read_verdict(&record.key.dir(sweep_dir))?.placement)
+        };
+        let mut moves = Vec::new();
+        let Some(reference_runtime) = summary.runtimes.first() else { return Ok(Matrix { summary, moves, trends }) };
+        for reference in summary.finished().filter(|r| &r.key.runtime == reference_runtime) {
+            let Some(base) = placement(reference)? else { continue };
+            let others = summary.finished().filter(|r| {
+                r.key.device == reference.key.device && r.key.model == reference.key.model && &r.key.runtime != reference_runtime
+            });
+            for other in others {
+                let Some(current) = placement(other)? else { continue };
+                for (node, op_type, reference_ep, ep) in placement_differences(&base, &current) {
+                    moves.push(PlacementMove {
+                        model: other.key.model.clone(),
+                        device: other.key.device.clone(),
+                        reference_runtime: reference_runtime.clone(),
+                        runtime: other.key.runtime.clone(),
+                        node,
+                        op_type,
+                        reference_ep,
+                        ep,
+                    });
+                }
+            }
+        }
+        Ok(Matrix { summary, moves, trends })
+    }
+
+    /// Cells of `model` that finished, in summary order.
+    pub(super) fn model_cells(&self, model: &str) -> Vec<&CellRecord> {
+        self.summary.finished().filter(|r| r.key.model == model).collect()
+    }
+
+    /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished).
+    pub(super) fn counts(&self) -> (usize, usize, usize, usize) {
+        let outcomes: Vec<gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
+        let count = |o: gate::Outcome| outcomes.iter().filter(|&&x| x == o).count();
+        let unfinished = self.summary.cells.len() - outcomes.len();
+        (count(gate::Outcome::Pass), count(gate::Outcome::Fail), count(gate::Outcome::Error), unfinished)
+    }
+}
+
+/// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback, failed rules.
+pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
+    let ms = |ns: f64| gate::units::ms_number(ns / 1e6);
+    let median = match (&record.median_ns, &record.median_ci) {
+        (Some(m), Some(ci)) => format!("{} [{}–{}]", ms(*m), ms(ci.lower), ms(ci.upper)),
+        (Some(m), None) => ms(*m),
+        _ => "–".into(),
+    };
+    vec![
+        format!("{} ({})", record.key.device, record.device.soc),
+        record.key.runtime.clone(),
+        record.outcome.label().to_string(),
+        median,
+        record.cv_pct.map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
+        record.npu_flops_pct.map(|p| format!("{p:.1}")).unwrap_or_else(|| "–".into()),
+        record.fallback_nodes.map(|n| n.to_string()).unwrap_or_else(|| "–".into()),
+        record.failed_rules.join(", "),
+    ]
+}
+
+/// Header of the per-model matrix tables.
+pub(super) const CELL_HEADER: [&str; 8] = ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profile_parser::report::NodePlacement;
+
+    fn placement(eps: &[(&str, &str)]) -> PlacementReport {
+        let mut report: PlacementReport = serde_json::from_value(serde_json::json!({
+            "schema": "npugate.placement/1", "model_sha256": "x", "preferred_ep": "QNNExecutionProvider",
+            "runs_profiled": 0, "totals": {"nodes": 0, "flops": 0, "flops_unknown_nodes": 0}, "per_ep": [],
+            "preferred_flops_pct": 0.0, "preferred_nodes_pct": 0.0, "partitions": [], "boundaries": {"per_run": [], "transitions": []},
+            "fallback": [], "nodes": []
+        }))
+        .unwrap();
+        report.nodes = eps
+            .iter()
+            .map(|(name, ep)| NodePlacement {
+                name: name.to_string(),
+                op_type: "LayerNormalization".into(),
+                domain: String::new(),
+                ep: ep.to_string(),
+                input_shapes: vec![],
+                output_shapes: vec![],
+                flops: None,
+                profile_ep: None,
+                time_us_per_run: None,
+            })
+            .collect();
+        report
+    }
+
+    #[test]
+    fn placement_differences_name_the_nodes_that_moved() {
+        let qnn = "QNNExecutionProvider";
+        let cpu = "CPUExecutionProvider";
+        let old = placement(&[("/model.9/conv", qnn), ("/model.10/norm", qnn), ("/model.11/act", qnn)]);
+        let new = placement(&[("/model.9/conv", qnn), ("/model.10/norm", cpu), ("/model.11/act", qnn), ("/extra", cpu)]);
+        let moved = placement_differences(&old, &new);
+        assert_eq!(moved, [("/model.10/norm".to_string(), "LayerNormalization".to_string(), qnn.to_string(), cpu.to_string())]);
+        let sentence = PlacementMove {
+            model: "m".into(),
+            device: "d".into(),
+            reference_runtime: "qnn-2.41".into(),
+            runtime: "qnn-2.42".into(),
+            node: moved[0].0.clone(),
+            op_type: moved[0].1.clone(),
+            reference_ep: moved[0].2.clone(),
+            ep: moved[0].3.clone(),
+        }
+        .sentence();
+        assert_eq!(sentence, "on qnn-2.42 /model.10/norm (LayerNormalization) moved to CPUExecutionProvider (QNNExecutionProvider on qnn-2.41)");
+        assert!(placement_differences(&old, &old).is_empty());
+    }
+}

@@ -1,0 +1,118 @@
+//! Child processes with a time limit and a cancellation flag: both output streams are drained on
+//! their own threads (so neither pipe can fill up and block the child), the child is killed when
+//! the limit passes or the flag is set, and it never outlives the call.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wait_timeout::ChildExt;
+
+/// How often a waiting call looks at the cancellation flag.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What a finished process left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// Its standard output (lossy UTF-8).
+    pub stdout: String,
+    /// Its standard error (lossy UTF-8).
+    pub stderr: String,
+    /// Its exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+}
+
+/// Why a process did not finish on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum Stopped {
+    /// It could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program tried.
+        program: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// It ran past its time limit and was killed.
+    #[error("{program} ran past its limit of {}s and was stopped", limit.as_secs())]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The limit.
+        limit: Duration,
+    },
+    /// The cancellation flag was set and it was killed.
+    #[error("{program} was stopped: interrupted")]
+    Cancelled {
+        /// The program.
+        program: String,
+    },
+}
+
+/// Runs `command` (stdin closed, both streams captured) until it ends, `limit` passes or
+/// `cancelled()` turns true.
+pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) -> Result<Finished, Stopped> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|source| Stopped::Spawn { program: program.clone(), source })?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let started = Instant::now();
+    let outcome = loop {
+        let left = limit.saturating_sub(started.elapsed());
+        match child.wait_timeout(left.min(POLL)) {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if cancelled() => break Err(Stopped::Cancelled { program: program.clone() }),
+            Ok(None) if left.is_zero() => break Err(Stopped::Timeout { program: program.clone(), limit }),
+            Ok(None) => continue,
+            Err(source) => break Err(Stopped::Spawn { program: program.clone(), source }),
+        }
+    };
+    if outcome.is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let status = outcome?;
+    Ok(Finished {
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+        code: status.code(),
+    })
+}
+
+/// Reads a child's pipe to the end on its own thread.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut command = Command::new("/bin/sh");
+        command.arg("-c").arg(script);
+        command
+    }
+
+    #[test]
+    fn output_and_exit_code_are_collected() {
+        let done = run(sh("echo out; echo err >&2; exit 3"), Duration::from_secs(10), &|| false).unwrap();
+        assert_eq!((done.stdout.as_str(), done.stderr.as_str(), done.code), ("out\n", "err\n", Some(3)));
+    }
+
+    #[test]
+    fn a_process_past_its_limit_or_cancelled_is_stopped() {
+        let started = Instant::now();
+        assert!(matches!(run(sh("sleep 30"), Duration::from_millis(300), &|| false), Err(Stopped::Timeout { .. })));
+        assert!(matches!(run(sh("sleep 30"), Duration::from_secs(30), &|| true), Err(Stopped::Cancelled { .. })));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(matches!(run(Command::new("/no/such/program"), Duration::from_secs(1), &|| false), Err(Stopped::Spawn { .. })));
+    }
+}

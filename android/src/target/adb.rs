@@ -1,0 +1,397 @@
+//! A phone or board over adb: probe, cool down, deploy (content-addressed), start the harness with
+//! the NPU's environment, pull the result directory back, and record how it went
+//! (`device_run.json`, `device_state.json`) next to it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use harness_settings::HarnessCommand;
+use npugate_result::{contract, files};
+use serde::{Deserialize, Serialize};
+
+use super::{Execution, Job, Progress, Retryable, Target};
+use crate::adb::quote::{assignment, command_line, quote};
+use crate::adb::{Adb, AdbError};
+use crate::deploy::{self, DeployFile, DeployReport};
+use crate::device_state::{self, Cooldown, DeviceStateRecord};
+use crate::devices::{self, DeviceInfo};
+
+/// Schema of `device_run.json`.
+pub const DEVICE_RUN_SCHEMA: &str = "npugate.device-run/1";
+/// Default work dir on the device.
+pub const DEFAULT_WORK_DIR: &str = "/data/local/tmp/npugate";
+/// The DSP library dirs QNN's Skel search needs after the work dir (`;`-separated, QAIRT docs).
+const DSP_LIBRARY_DIRS: &str = "/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/lib/rfsa/adsp;/dsp";
+/// Where the harness appears below the work dir.
+const HARNESS: &str = "bin/npugate-harness";
+
+/// How one run reached the device and came back (`device_run.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceRunRecord {
+    /// Always [`DEVICE_RUN_SCHEMA`].
+    pub schema: String,
+    /// The device as probed before the run.
+    pub device: DeviceInfo,
+    /// Runtime name.
+    pub runtime: String,
+    /// Model file name.
+    pub model: String,
+    /// What the deploy pushed and skipped.
+    pub deploy: DeployReport,
+    /// The harness process.
+    pub harness: HarnessExit,
+    /// Wall time of pulling the result directory, seconds.
+    pub pull_seconds: f64,
+    /// Non-fatal observations, each a sentence.
+    pub warnings: Vec<String>,
+}
+
+impl contract::Document for DeviceRunRecord {
+    const SCHEMA: contract::Schema = contract::Schema::new(DEVICE_RUN_SCHEMA);
+}
+
+/// How the harness process ended on the device.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HarnessExit {
+    /// The exact command line given to `adb shell`.
+    pub command: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Its stdout, saved next to the result.
+    pub stdout_file: String,
+    /// Its stderr, saved next to the result.
+    pub stderr_file: String,
+}
+
+/// One device over adb; it is probed at the start of every run (it may have changed or gone).
+#[derive(Debug, Clone)]
+pub struct AdbTarget {
+    adb: Adb,
+    serial: String,
+    work_dir: String,
+    cooldown: Option<(f64, Duration)>,
+}
+
+impl AdbTarget {
+    /// The device `serial` behind `adb`, working below `work_dir`, waiting for `cooldown`
+    /// (target °C, longest wait) before each run.
+    pub fn new(adb: &Adb, serial: &str, work_dir: &str, cooldown: Option<(f64, Duration)>) -> AdbTarget {
+        AdbTarget { adb: adb.clone(), serial: serial.into(), work_dir: work_dir.trim_end_matches('/').to_string(), cooldown }
+    }
+}
+
+impl Target for AdbTarget {
+    fn name(&self) -> &str {
+        &self.serial
+    }
+
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+        let (adb, serial) = (&self.adb, self.serial.as_str());
+        progress.step("probe");
+        let device = devices::probe(adb, serial).map_err(adb_error)?;
+        let mut warnings = Vec::new();
+        let files = files_for(job, &device, &mut warnings)?;
+        let cooldown = match self.cooldown {
+            Some((target_c, limit)) => {
+                progress.step(&format!("cooldown to {target_c}°C"));
+                let on_wait = |t: f64| progress.step(&format!("cooldown: {t:.1}°C > {target_c}°C"));
+                Some(device_state::cool_down(adb, serial, target_c, limit, Duration::from_secs(5), on_wait).map_err(adb_error)?)
+            }
+            None => None,
+        };
+        if let Some(Cooldown { outcome, waited_s, .. }) = &cooldown {
+            if outcome == "timed_out" {
+                warnings.push(format!("cooldown gave up after {waited_s:.0} s; the run started warm"));
+            }
+        }
+        if job.cancel.is_cancelled() {
+            return Err(job.cancel.error());
+        }
+        progress.step("deploy");
+        let deploy = deploy::deploy(adb, serial, &self.work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
+            .map_err(adb_error)?;
+
+        let before = device_state::read(adb, serial).map_err(adb_error)?;
+        progress.step("run");
+        let layout = Layout::new(job, &self.work_dir, &format!("run-{}-{}", std::process::id(), unique_suffix()));
+        let command = harness_command(job, &layout);
+        let started = Instant::now();
+        let shell = adb.shell(serial, &command, job.timeout, "run the harness").inspect_err(|error| {
+            if matches!(error, AdbError::Timeout { .. }) {
+                // Killing the local adb does not stop the harness on the device; its command line
+                // holds the run's unique output dir.
+                let stop = format!("pkill -f {}", quote(&layout.out));
+                let _ = adb.shell(serial, &stop, Duration::from_secs(10), "stop the harness");
+            }
+        });
+        let shell = shell.map_err(adb_error)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let after = device_state::read(adb, serial).ok();
+
+        progress.step("pull");
+        let pulled = Instant::now();
+        pull_into(adb, serial, &layout.out, out).with_context(|| {
+            format!("harness exited {}: {}", shell.exit_code, shell.stderr.lines().last().unwrap_or("(no stderr)"))
+        })?;
+        let pull_seconds = pulled.elapsed().as_secs_f64();
+        let _ = adb.shell(serial, &format!("rm -rf {}", quote(&layout.out)), Duration::from_secs(60), "clean up");
+
+        std::fs::write(out.join(files::HARNESS_STDOUT), &shell.stdout)?;
+        std::fs::write(out.join(files::HARNESS_STDERR), &shell.stderr)?;
+        let state = DeviceStateRecord::new(serial, cooldown, before, after);
+        contract::write_json(&out.join(files::DEVICE_STATE), &state)?;
+        warnings.extend(state.drift.iter().map(|drift| format!("unsteady device: {drift}")));
+        let record = DeviceRunRecord {
+            schema: DEVICE_RUN_SCHEMA.into(),
+            device,
+            runtime: job.runtime.name.clone(),
+            model: file_name(job.model),
+            deploy,
+            harness: HarnessExit {
+                command,
+                exit_code: shell.exit_code,
+                seconds,
+                stdout_file: files::HARNESS_STDOUT.into(),
+                stderr_file: files::HARNESS_STDERR.into(),
+            },
+            pull_seconds,
+            warnings: warnings.clone(),
+        };
+        contract::write_json(&out.join(files::DEVICE_RUN), &record)?;
+        Ok(Execution { exit_code: Some(shell.exit_code), stderr: shell.stderr, seconds, warnings })
+    }
+}
+
+/// An adb failure as the rack sees it: transport failures (device gone, timeout) are retryable.
+fn adb_error(error: AdbError) -> anyhow::Error {
+    if error.is_transient() {
+        Retryable(error.into()).into()
+    } else {
+        error.into()
+    }
+}
+
+/// The files this device needs: its harness, the model, the inputs and the runtime's libraries,
+/// keeping only the Stub/Skel of the device's Hexagon arch.
+fn files_for(job: &Job<'_>, device: &DeviceInfo, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
+    let serial = &device.serial;
+    let target = device.target.as_deref().ok_or_else(|| {
+        anyhow::anyhow!("device {serial}: unknown ABI {:?}; no harness target for it", device.abi.as_deref().unwrap_or("?"))
+    })?;
+    super::check_runtime(&format!("device {serial}"), target, job.runtime)?;
+    let mut files = vec![
+        DeployFile::hashed(job.harness, HARNESS.into(), true)?,
+        DeployFile::hashed(job.model, model_path(job.model), false)?,
+    ];
+    for (index, input) in job.settings.inputs.iter().enumerate() {
+        files.push(DeployFile::hashed(&input.path, input_path(index, &input.path), false)?);
+    }
+    let mut skipped_archs = BTreeSet::new();
+    for lib in &job.runtime.files {
+        if let Some(arch) = &lib.hexagon_arch {
+            if device.hexagon_arch.as_ref() != Some(arch) {
+                skipped_archs.insert(arch.clone());
+                continue;
+            }
+        }
+        files.push(DeployFile {
+            local: job.runtime.dir.join(&lib.name),
+            remote: format!("runtimes/{}/{}", job.runtime.name, lib.name),
+            sha256: lib.sha256.clone(),
+            bytes: lib.bytes,
+            executable: false,
+        });
+    }
+    if device.hexagon_arch.is_none() && !skipped_archs.is_empty() {
+        warnings.push(format!(
+            "device {serial}: SoC not identified, so no Hexagon Stub/Skel was pushed (runtime has {})",
+            skipped_archs.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(files)
+}
+
+fn model_path(model: &Path) -> String {
+    format!("models/{}", file_name(model))
+}
+
+fn input_path(index: usize, input: &Path) -> String {
+    format!("inputs/{index}/{}", file_name(input))
+}
+
+/// The device-side paths of one run.
+struct Layout {
+    harness: String,
+    runtime_dir: String,
+    out: String,
+    command: HarnessCommand,
+}
+
+impl Layout {
+    fn new(job: &Job<'_>, work: &str, run_id: &str) -> Layout {
+        let runtime_dir = format!("{work}/runtimes/{}", job.runtime.name);
+        let ep_library = job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref());
+        let out = format!("{work}/results/{run_id}");
+        let mut index = 0;
+        let settings = job.settings.with_input_paths(|input| {
+            index += 1;
+            PathBuf::from(format!("{work}/{}", input_path(index - 1, &input.path)))
+        });
+        let command = HarnessCommand {
+            ort_lib: format!("{runtime_dir}/{}", job.runtime.ort_library).into(),
+            model: format!("{work}/{}", model_path(job.model)).into(),
+            out: out.clone().into(),
+            ep_library: ep_library.map(|lib| format!("{runtime_dir}/{lib}").into()),
+            runtime_name: Some(job.runtime.name.clone()),
+            settings,
+        };
+        Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command }
+    }
+}
+
+/// The `adb shell` command line: make the output dir, set `LD_LIBRARY_PATH` and the
+/// `;`-separated `ADSP_LIBRARY_PATH`, start the harness. Every word is quoted.
+fn harness_command(job: &Job<'_>, layout: &Layout) -> String {
+    let adsp = format!("{};{DSP_LIBRARY_DIRS}", layout.runtime_dir);
+    let mut words = vec![layout.harness.clone()];
+    words.extend(layout.command.to_argv());
+    let env: Vec<String> = job.env.iter().map(|(name, value)| assignment(name, value)).collect();
+    format!(
+        "mkdir -p {out} && cd {out} && {ld} {adsp} {env}{cmd}",
+        out = quote(&layout.out),
+        ld = assignment("LD_LIBRARY_PATH", &layout.runtime_dir),
+        adsp = assignment("ADSP_LIBRARY_PATH", &adsp),
+        env = env.iter().map(|e| format!("{e} ")).collect::<String>(),
+        cmd = command_line(&words),
+    )
+}
+
+/// Pulls the device's result dir and moves its entries into `out` (an empty directory).
+fn pull_into(adb: &Adb, serial: &str, remote_dir: &str, out: &Path) -> anyhow::Result<()> {
+    adb.pull(serial, remote_dir, out, Duration::from_secs(600)).map_err(adb_error)?;
+    let leaf = remote_dir.rsplit('/').next().unwrap_or(remote_dir);
+    let pulled: PathBuf = out.join(leaf);
+    anyhow::ensure!(pulled.is_dir(), "device {serial}: pull of {remote_dir} brought no directory back");
+    for entry in std::fs::read_dir(&pulled)? {
+        let entry = entry?;
+        std::fs::rename(entry.path(), out.join(entry.file_name()))?;
+    }
+    std::fs::remove_dir(&pulled)?;
+    Ok(())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{nanos:x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::manifest::{EpLibrary, RuntimeFile};
+    use crate::target::Cancel;
+    use harness_settings::HarnessSettings;
+
+    fn runtime(dir: &Path) -> crate::runtime::RuntimeManifest {
+        let file = |name: &str, role: &str, arch: Option<&str>| RuntimeFile {
+            name: name.into(),
+            sha256: format!("{:0>64}", name.len()),
+            bytes: 1,
+            role: role.into(),
+            hexagon_arch: arch.map(str::to_string),
+        };
+        crate::runtime::RuntimeManifest {
+            schema: "npugate.runtime/1".into(),
+            name: "qnn-test".into(),
+            target: "aarch64-linux-android".into(),
+            ort_version: "1.31.1".into(),
+            ort_library: "libonnxruntime.so".into(),
+            ep: Some(EpLibrary { name: "QNNExecutionProvider".into(), attach: "plugin".into(), library: Some("libqnn_ep.so".into()) }),
+            sources: vec![],
+            files: vec![
+                file("libonnxruntime.so", "ort", None),
+                file("libQnnHtp.so", "qnn_backend", None),
+                file("libQnnHtpV73Stub.so", "qnn_stub", Some("v73")),
+                file("libQnnHtpV75Stub.so", "qnn_stub", Some("v75")),
+                file("libQnnHtpV73Skel.so", "qnn_skel", Some("v73")),
+                file("libQnnHtpV75Skel.so", "qnn_skel", Some("v75")),
+            ],
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn job<'a>(runtime: &'a crate::runtime::RuntimeManifest, model: &'a Path, harness: &'a Path, settings: &'a HarnessSettings, cancel: &'a Cancel) -> Job<'a> {
+        Job { harness, runtime, model, settings, env: &[], timeout: Duration::from_secs(1), cancel }
+    }
+
+    #[test]
+    fn only_the_devices_hexagon_arch_stub_and_skel_are_deployed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, harness) = (dir.path().join("m.onnx"), dir.path().join("h"));
+        std::fs::write(&model, "model").unwrap();
+        std::fs::write(&harness, "harness").unwrap();
+        let runtime = runtime(dir.path());
+        let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
+        let job = job(&runtime, &model, &harness, &settings, &cancel);
+        let device = DeviceInfo {
+            serial: "R5CX".into(),
+            target: Some("aarch64-linux-android".into()),
+            hexagon_arch: Some("v75".into()),
+            ..Default::default()
+        };
+        let mut warnings = Vec::new();
+        let files = files_for(&job, &device, &mut warnings).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.remote.as_str()).collect();
+        assert!(
+            names.contains(&"runtimes/qnn-test/libQnnHtpV75Skel.so")
+                && names.contains(&"runtimes/qnn-test/libQnnHtpV75Stub.so")
+        );
+        assert!(!names.iter().any(|n| n.contains("V73")), "{names:?}");
+        assert_eq!(names.len(), 6, "{names:?}");
+        assert!(warnings.is_empty());
+
+        let unknown = DeviceInfo { hexagon_arch: None, ..device.clone() };
+        let files = files_for(&job, &unknown, &mut warnings).unwrap();
+        assert!(!files.iter().any(|f| f.remote.contains("Skel")));
+        assert!(warnings[0].contains("v73, v75"), "{warnings:?}");
+
+        let linux = DeviceInfo { target: Some("x86_64-unknown-linux-gnu".into()), ..device };
+        let err = files_for(&job, &linux, &mut warnings).unwrap_err().to_string();
+        assert!(err.contains("R5CX") && err.contains("qnn-test"), "{err}");
+    }
+
+    #[test]
+    fn the_harness_gets_the_npu_environment_and_hostile_names_stay_one_argument() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join("bin")).unwrap();
+        let fake = work.join("bin/npugate-harness");
+        std::fs::write(&fake, "#!/bin/sh\nprintf '%s\\n' \"$LD_LIBRARY_PATH\" \"$ADSP_LIBRARY_PATH\" \"$#\" \"$@\" > seen\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let model = dir.path().join("a b;rm -rf $(x).onnx");
+        let runtime = runtime(dir.path());
+        let work = work.to_str().unwrap();
+        let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
+        let job = job(&runtime, &model, &fake, &settings, &cancel);
+        let layout = Layout::new(&job, work, "run-1");
+        let status = std::process::Command::new("/bin/sh").arg("-c").arg(harness_command(&job, &layout)).status().unwrap();
+        assert!(status.success());
+        let seen = std::fs::read_to_string(Path::new(&layout.out).join("seen")).unwrap();
+        let lines: Vec<&str> = seen.lines().collect();
+        let runtime_dir = format!("{work}/runtimes/qnn-test");
+        assert_eq!(lines[0], runtime_dir);
+        assert_eq!(lines[1], format!("{runtime_dir};/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/lib/rfsa/adsp;/dsp"));
+        let argv = &lines[3..];
+        assert_eq!(lines[2], argv.len().to_string(), "every argument arrives as one word");
+        let model_at = argv.iter().position(|a| *a == "--model").unwrap();
+        assert_eq!(argv[model_at + 1], format!("{work}/models/a b;rm -rf $(x).onnx"));
+    }
+}

@@ -1,0 +1,105 @@
+//! A scripted target for tests of everything above [`Target`]: racks, retries, timeouts,
+//! cancellation, panics and sweep resume run without processes, devices or root. Each call to
+//! `execute` takes the next [`Behaviour`] of the script (the last one repeats). A successful run
+//! leaves a real harness result directory (the profile-parser's fixture of a real QNN run) with
+//! the latencies the script gives.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use npugate_result::RunResult;
+
+use super::{Deadline, Execution, Job, Progress, Retryable, Target};
+
+/// What one call of [`MockTarget::execute`] does.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// Writes a complete result with these latencies (ns) and exits 0.
+    Measure(Vec<u64>),
+    /// The way to the target fails (device gone): a retryable error.
+    Transport(String),
+    /// A final error (e.g. the runtime does not fit the device).
+    Fail(String),
+    /// Runs until the job's timeout passes (or it is cancelled).
+    Hang,
+    /// Panics with this message.
+    Panic(String),
+}
+
+/// A target that follows a script.
+#[derive(Debug)]
+pub struct MockTarget {
+    name: String,
+    script: Mutex<VecDeque<Behaviour>>,
+    calls: AtomicUsize,
+}
+
+impl MockTarget {
+    /// A target called `name` that behaves as `script` says, call by call.
+    pub fn new(name: &str, script: Vec<Behaviour>) -> MockTarget {
+        MockTarget { name: name.into(), script: Mutex::new(script.into()), calls: AtomicUsize::new(0) }
+    }
+
+    /// How many times `execute` was called.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn next(&self) -> Behaviour {
+        let mut script = self.script.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match script.len() {
+            0 => Behaviour::Fail("the mock's script is empty".into()),
+            1 => script[0].clone(),
+            _ => script.pop_front().unwrap_or(Behaviour::Hang),
+        }
+    }
+}
+
+/// The real harness result directory the mock copies.
+pub fn template_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../profile-parser/tests/fixtures/harness-qnn-saver-mixed")
+}
+
+impl Target for MockTarget {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        progress.step("run");
+        let started = Instant::now();
+        match self.next() {
+            Behaviour::Measure(latencies_ns) => {
+                for entry in std::fs::read_dir(template_dir())? {
+                    let entry = entry?;
+                    std::fs::copy(entry.path(), out.join(entry.file_name()))?;
+                }
+                let mut result = RunResult::read(out)?;
+                result.settings.runs = latencies_ns.len() as u32;
+                result.timings.latencies_ns = latencies_ns;
+                result.histogram = None;
+                result.write(out)?;
+                Ok(Execution { exit_code: Some(0), stderr: String::new(), seconds: started.elapsed().as_secs_f64(), warnings: vec![] })
+            }
+            Behaviour::Transport(message) => Err(Retryable(anyhow::anyhow!("device {}: {message}", self.name)).into()),
+            Behaviour::Fail(message) => Err(anyhow::anyhow!("device {}: {message}", self.name)),
+            Behaviour::Hang => {
+                let deadline = Deadline::after(job.timeout);
+                loop {
+                    if job.cancel.is_cancelled() {
+                        return Err(job.cancel.error());
+                    }
+                    if deadline.passed() {
+                        return Err(deadline.error(&format!("device {}: the harness", self.name)));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            Behaviour::Panic(message) => panic!("{message}"),
+        }
+    }
+}

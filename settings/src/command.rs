@@ -1,0 +1,86 @@
+//! The harness's whole command line as one typed value: where the libraries, model and output are
+//! (as the harness sees them on its target) plus the measurement settings. The harness parses it;
+//! the host builds it for a target and turns it into an argument list with [`HarnessCommand::to_argv`],
+//! so every place a harness runs launches it identically.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::HarnessSettings;
+
+/// Run an ONNX model N times on the chosen execution provider and write `result.json`.
+#[derive(Debug, Clone, PartialEq, Parser)]
+#[command(name = "npugate-harness", version, about, long_about = None)]
+pub struct HarnessCommand {
+    /// ONNX Runtime library to load (`libonnxruntime.so…`); ORT ≥ 1.24 is required.
+    #[arg(long, value_name = "PATH")]
+    pub ort_lib: PathBuf,
+
+    /// The ONNX model to run.
+    #[arg(long, value_name = "PATH")]
+    pub model: PathBuf,
+
+    /// Output directory for result.json, the profiles and the log (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// EP plugin library (e.g. libonnxruntime_providers_qnn.so); without it a QNN EP compiled into
+    /// libonnxruntime is used.
+    #[arg(long, value_name = "PATH")]
+    pub ep_library: Option<PathBuf>,
+
+    /// Name of the runtime (library set), recorded in the result.
+    #[arg(long, value_name = "NAME")]
+    pub runtime_name: Option<String>,
+
+    /// What to measure and how.
+    #[command(flatten)]
+    pub settings: HarnessSettings,
+}
+
+impl HarnessCommand {
+    /// The argument list (after the executable) that parses back into `self`. No shell quoting:
+    /// callers that go through a shell quote each word.
+    pub fn to_argv(&self) -> Vec<String> {
+        let path = |p: &PathBuf| p.display().to_string();
+        let mut args = vec!["--ort-lib".into(), path(&self.ort_lib), "--model".into(), path(&self.model), "--out".into(), path(&self.out)];
+        if let Some(library) = &self.ep_library {
+            args.extend(["--ep-library".into(), path(library)]);
+        }
+        if let Some(name) = &self.runtime_name {
+            args.extend(["--runtime-name".into(), name.clone()]);
+        }
+        args.extend(self.settings.to_flags());
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_round_trips_every_setting() {
+        let given = HarnessCommand::parse_from([
+            "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
+            "--runtime-name", "rt", "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
+            "--ep", "qnn", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
+            "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs",
+            "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
+            "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1",
+        ]);
+        let again = HarnessCommand::parse_from(std::iter::once("h".to_string()).chain(given.to_argv()));
+        assert_eq!(again, given);
+        assert_eq!(again.settings.ep_options[0].value, "b=c");
+        assert_eq!(again.settings.inputs[0].path, PathBuf::from("/t/a.npy"));
+    }
+
+    #[test]
+    fn malformed_values_are_refused_when_parsed() {
+        let base = ["h", "--ort-lib", "x", "--model", "y", "--out", "z"];
+        for extra in [&["--ep-option", "novalue"][..], &["--shape", "x=1x0"], &["--runs", "0"], &["--input", "x="]] {
+            assert!(HarnessCommand::try_parse_from(base.iter().chain(extra)).is_err(), "{extra:?}");
+        }
+    }
+}
