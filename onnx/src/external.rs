@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use crate::graph::{node_label, walk_graphs, GraphPath};
+use crate::graph::{node_label, subgraphs, walk_graphs, GraphPath};
 use crate::model::Model;
 use crate::proto::tensor_proto::DataLocation;
 use crate::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
@@ -29,17 +29,8 @@ pub enum TensorHolder {
     /// A tensor-valued node attribute (`Constant`'s `value`, …), or a tensor inside a sparse or
     /// list attribute.
     Attribute {
-        /// The graph holding the node.
+        /// The graph holding the node (a model-local function's body, too).
         graph: GraphPath,
-        /// The node's name, or `<op_type>#<index>` when it has none.
-        node: String,
-        /// The attribute's name.
-        attribute: String,
-    },
-    /// A tensor-valued attribute of a node in a model-local function.
-    FunctionAttribute {
-        /// The function, `domain:name`.
-        function: String,
         /// The node's name, or `<op_type>#<index>` when it has none.
         node: String,
         /// The attribute's name.
@@ -54,9 +45,6 @@ impl fmt::Display for TensorHolder {
             TensorHolder::SparseInitializer { graph } => write!(f, "sparse initializer in {graph}"),
             TensorHolder::Attribute { graph, node, attribute } => {
                 write!(f, "attribute {attribute:?} of node {node:?} in {graph}")
-            }
-            TensorHolder::FunctionAttribute { function, node, attribute } => {
-                write!(f, "attribute {attribute:?} of node {node:?} in function {function}")
             }
         }
     }
@@ -196,7 +184,8 @@ impl Model {
                     });
                 }
                 Reference::EpContext { graph, node, context, source } => {
-                    let path = std::str::from_utf8(context).map_err(|_| ExternalDataError::NotUtf8 { site: site.clone() })?;
+                    let path =
+                        std::str::from_utf8(context).map_err(|_| ExternalDataError::NotUtf8 { site: site.clone() })?;
                     check_path(path, &site)?;
                     found.ep_contexts.push(EpContextFile { graph, node, path: path.to_string(), source });
                 }
@@ -209,11 +198,16 @@ impl Model {
     /// `location`s and EPContext context paths, checked or not) and returns the new path, or
     /// `None` to keep it. Every new path is checked first; on an error nothing changes. Returns
     /// how many references changed.
-    pub fn rewrite_file_references(&mut self, mut rewrite: impl FnMut(&str) -> Option<String>) -> Result<usize, ExternalDataError> {
+    pub fn rewrite_file_references(
+        &mut self,
+        mut rewrite: impl FnMut(&str) -> Option<String>,
+    ) -> Result<usize, ExternalDataError> {
         let mut renames: HashMap<String, String> = HashMap::new();
         for reference in references(self) {
             let old = match &reference {
-                Reference::Tensor { tensor, .. } => external_entries(tensor).get("location").copied().unwrap_or_default(),
+                Reference::Tensor { tensor, .. } => {
+                    external_entries(tensor).get("location").copied().unwrap_or_default()
+                }
                 Reference::EpContext { context, .. } => match std::str::from_utf8(context) {
                     Ok(path) => path,
                     Err(_) => return Err(ExternalDataError::NotUtf8 { site: reference.site() }),
@@ -240,29 +234,27 @@ impl Model {
     }
 }
 
-/// Every external-data tensor and EPContext-with-file node, in walk order (graphs depth first,
-/// then model-local functions).
+/// Every external-data tensor and EPContext-with-file node, in walk order: the main graph and its
+/// subgraphs depth first, then each model-local function's body and its subgraphs.
 fn references(model: &Model) -> Vec<Reference<'_>> {
     let mut found = Vec::new();
     if let Some(main) = model.proto().graph.as_ref() {
         walk_graphs(main, &GraphPath::default(), &mut |path, graph| graph_references(path, graph, &mut found));
     }
     for function in &model.proto().functions {
-        let name = format!("{}:{}", function.domain(), function.name());
+        let path = GraphPath::function(function.domain(), function.name());
         for (index, node) in function.node.iter().enumerate() {
-            for attribute in &node.attribute {
-                let holder = || TensorHolder::FunctionAttribute {
-                    function: name.clone(),
-                    node: node_label(index, node),
-                    attribute: attribute.name().to_string(),
-                };
-                attribute_references(attribute, &holder, &mut found);
+            node_references(&path, index, node, &mut found);
+            for (attribute, position, subgraph) in subgraphs(node) {
+                let subgraph_path = path.child(index, node, attribute, position);
+                walk_graphs(subgraph, &subgraph_path, &mut |path, graph| graph_references(path, graph, &mut found));
             }
         }
     }
     found
 }
 
+/// A graph's own references: its initializers, sparse initializers and nodes (not its subgraphs).
 fn graph_references<'m>(path: &GraphPath, graph: &'m GraphProto, found: &mut Vec<Reference<'m>>) {
     let external = |tensor: &&'m TensorProto| is_external(tensor);
     for tensor in graph.initializer.iter().filter(external) {
@@ -274,23 +266,32 @@ fn graph_references<'m>(path: &GraphPath, graph: &'m GraphProto, found: &mut Vec
         }
     }
     for (index, node) in graph.node.iter().enumerate() {
-        for attribute in &node.attribute {
-            let holder = || TensorHolder::Attribute {
-                graph: path.clone(),
-                node: node_label(index, node),
-                attribute: attribute.name().to_string(),
-            };
-            attribute_references(attribute, &holder, found);
-        }
-        if let Some((context, source)) = ep_context_file(node) {
-            found.push(Reference::EpContext { graph: path.clone(), node: node_label(index, node), context, source });
-        }
+        node_references(path, index, node, found);
+    }
+}
+
+/// A node's own references: tensors in its attributes and its EPContext file (not its subgraphs).
+fn node_references<'m>(path: &GraphPath, index: usize, node: &'m NodeProto, found: &mut Vec<Reference<'m>>) {
+    for attribute in &node.attribute {
+        let holder = || TensorHolder::Attribute {
+            graph: path.clone(),
+            node: node_label(index, node),
+            attribute: attribute.name().to_string(),
+        };
+        attribute_references(attribute, &holder, found);
+    }
+    if let Some((context, source)) = ep_context_file(node) {
+        found.push(Reference::EpContext { graph: path.clone(), node: node_label(index, node), context, source });
     }
 }
 
 /// The external-data tensors inside one attribute (not inside its subgraphs: those are walked as
 /// graphs).
-fn attribute_references<'m>(attribute: &'m AttributeProto, holder: &dyn Fn() -> TensorHolder, found: &mut Vec<Reference<'m>>) {
+fn attribute_references<'m>(
+    attribute: &'m AttributeProto,
+    holder: &dyn Fn() -> TensorHolder,
+    found: &mut Vec<Reference<'m>>,
+) {
     for tensor in attribute_tensors(attribute).filter(|tensor| is_external(tensor)) {
         found.push(Reference::Tensor { tensor, holder: holder() });
     }
@@ -348,7 +349,8 @@ fn ep_context_file(node: &NodeProto) -> Option<(&[u8], Option<String>)> {
 }
 
 /// Calls `visit` on every file path the model refers to, mutably: each external tensor's
-/// `location` value and each EPContext file's `ep_cache_context`.
+/// `location` value and each EPContext file's `ep_cache_context`, in the graphs and functions
+/// [`references`] walks.
 fn for_each_reference_mut(model: &mut Model, visit: &mut dyn FnMut(&mut String)) {
     let proto = model.proto_mut();
     if let Some(main) = proto.graph.as_mut() {
@@ -368,16 +370,10 @@ fn graph_references_mut(graph: &mut GraphProto, visit: &mut dyn FnMut(&mut Strin
     }
     for node in &mut graph.node {
         node_references_mut(node, visit);
-        for attribute in &mut node.attribute {
-            for subgraph in attribute.g.iter_mut().chain(attribute.graphs.iter_mut()) {
-                graph_references_mut(subgraph, visit);
-            }
-        }
     }
 }
 
-/// A node's own references: tensors in its attributes and, for an EPContext node with a file,
-/// its `ep_cache_context` (not its subgraphs).
+/// A node's references — tensors in its attributes, its EPContext file — and its subgraphs'.
 fn node_references_mut(node: &mut NodeProto, visit: &mut dyn FnMut(&mut String)) {
     let has_context_file = ep_context_file(node).is_some();
     for attribute in &mut node.attribute {
@@ -392,6 +388,9 @@ fn node_references_mut(node: &mut NodeProto, visit: &mut dyn FnMut(&mut String))
                     *bytes = path.into_bytes().into();
                 }
             }
+        }
+        for subgraph in attribute.g.iter_mut().chain(attribute.graphs.iter_mut()) {
+            graph_references_mut(subgraph, visit);
         }
     }
 }

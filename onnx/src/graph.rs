@@ -8,10 +8,14 @@ use crate::model::Model;
 use crate::proto::{AttributeProto, GraphProto, NodeProto};
 use crate::value::{ValueKind, ValueSignature};
 
-/// Where a graph sits: the main graph, or a graph-valued attribute of a node, recursively.
+/// Where a graph sits: the main graph (or a model-local function's body), then graph-valued
+/// attributes of nodes, recursively.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct GraphPath {
-    /// The attributes leading from the main graph to this one; empty for the main graph.
+    /// `None` for the main graph and its subgraphs; `domain:name` of a model-local function for
+    /// its body and their subgraphs.
+    pub function: Option<String>,
+    /// The attributes leading from the root to this graph; empty for the root itself.
     pub steps: Vec<SubgraphStep>,
 }
 
@@ -29,21 +33,36 @@ pub struct SubgraphStep {
 impl GraphPath {
     /// True for the main graph.
     pub fn is_main(&self) -> bool {
-        self.steps.is_empty()
+        self.function.is_none() && self.steps.is_empty()
+    }
+
+    /// The body of model-local function `domain:name`.
+    pub(crate) fn function(domain: &str, name: &str) -> GraphPath {
+        GraphPath { function: Some(format!("{domain}:{name}")), steps: Vec::new() }
     }
 
     /// The path of a subgraph of this graph.
-    pub(crate) fn child(&self, node_index: usize, node: &NodeProto, attribute: &AttributeProto, index: Option<usize>) -> GraphPath {
+    pub(crate) fn child(
+        &self,
+        node_index: usize,
+        node: &NodeProto,
+        attribute: &AttributeProto,
+        index: Option<usize>,
+    ) -> GraphPath {
         let mut steps = self.steps.clone();
         steps.push(SubgraphStep { node: node_label(node_index, node), attribute: attribute.name().to_string(), index });
-        GraphPath { steps }
+        GraphPath { function: self.function.clone(), steps }
     }
 }
 
 impl fmt::Display for GraphPath {
-    /// `main`, `main > loop_0.body`, `main > loop_0.body > if_3.then_branch`, `main > beam.graphs[1]`.
+    /// `main`, `main > loop_0.body`, `main > loop_0.body > if_3.then_branch`, `main > beam.graphs[1]`,
+    /// `function local:MyFn > if_0.then_branch`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("main")?;
+        match &self.function {
+            Some(function) => write!(f, "function {function}")?,
+            None => f.write_str("main")?,
+        }
         for step in &self.steps {
             write!(f, " > {}.{}", step.node, step.attribute)?;
             if let Some(index) = step.index {
@@ -72,10 +91,14 @@ pub(crate) fn subgraphs(node: &NodeProto) -> impl Iterator<Item = (&AttributePro
     })
 }
 
-/// Calls `visit` for the main graph and every subgraph, depth first: a graph, then for each node
+/// Calls `visit` for `graph` and every subgraph in it, depth first: a graph, then for each node
 /// in order its subgraphs (with theirs). Recursion is bounded: decoding refuses nesting deeper
 /// than prost's recursion limit.
-pub(crate) fn walk_graphs<'m>(graph: &'m GraphProto, path: &GraphPath, visit: &mut dyn FnMut(&GraphPath, &'m GraphProto)) {
+pub(crate) fn walk_graphs<'m>(
+    graph: &'m GraphProto,
+    path: &GraphPath,
+    visit: &mut dyn FnMut(&GraphPath, &'m GraphProto),
+) {
     visit(path, graph);
     for (index, node) in graph.node.iter().enumerate() {
         for (attribute, position, subgraph) in subgraphs(node) {
@@ -319,7 +342,11 @@ impl<'m> ModelIndex<'m> {
         self.value_decls(name).iter().rev().map(|decl| &decl.signature).max_by_key(|s| informative(s))
     }
 
-    fn positions<'s>(&'s self, map: &'s HashMap<&'m str, Vec<usize>>, name: &str) -> impl Iterator<Item = &'s NodeInfo<'m>> {
+    fn positions<'s>(
+        &'s self,
+        map: &'s HashMap<&'m str, Vec<usize>>,
+        name: &str,
+    ) -> impl Iterator<Item = &'s NodeInfo<'m>> {
         map.get(name).into_iter().flatten().map(|&position| &self.nodes[position])
     }
 }

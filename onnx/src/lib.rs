@@ -15,6 +15,8 @@
 //! The protobuf types are in [`proto`], generated from the vendored `proto/onnx-ml.proto`
 //! (ONNX 1.23.2); `bytes` fields such as `raw_data` are [`bytes::Bytes`].
 
+#![warn(missing_docs)]
+
 mod external;
 mod graph;
 mod model;

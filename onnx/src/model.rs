@@ -110,7 +110,8 @@ impl Model {
         if size > MAX_PROTOBUF_BYTES {
             return Err(ReadError::TooLarge { path: path.to_path_buf(), bytes: size });
         }
-        let proto = ModelProto::decode(bytes).map_err(|source| ReadError::Decode { path: path.to_path_buf(), source })?;
+        let proto =
+            ModelProto::decode(bytes).map_err(|source| ReadError::Decode { path: path.to_path_buf(), source })?;
         if proto.graph.is_none() {
             return Err(ReadError::NoGraph { path: path.to_path_buf() });
         }
@@ -136,7 +137,8 @@ impl Model {
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), WriteError> {
         let path = path.as_ref();
         let bytes = self.encode(path)?;
-        npugate_result::contract::write_atomic(path, &bytes).map_err(|source| WriteError::Io { path: path.to_path_buf(), source })
+        npugate_result::contract::write_atomic(path, &bytes)
+            .map_err(|source| WriteError::Io { path: path.to_path_buf(), source })
     }
 
     /// The decoded protobuf, for what this crate has no method for (e.g. node attributes).

@@ -40,12 +40,15 @@ impl Model {
         let outputs = output_names(graph);
         let mut seen = HashSet::new();
         let produced = graph.node.iter().flat_map(|node| node.output.iter());
-        produced.filter(|name| !name.is_empty() && !outputs.contains(name.as_str()) && seen.insert(name.as_str())).cloned().collect()
+        produced
+            .filter(|name| !name.is_empty() && !outputs.contains(name.as_str()) && seen.insert(name.as_str()))
+            .cloned()
+            .collect()
     }
 
     /// Makes the named main-graph tensors graph outputs, each with its type and shape when the
-    /// main graph's `value_info` records them (otherwise by name alone, which ONNX Runtime
-    /// accepts and types itself). Names already outputs, or repeated, are skipped. Every name is
+    /// main graph's `value_info` records them; otherwise by name alone, which ONNX Runtime
+    /// accepts and types by its own shape inference (`onnx.checker` does not accept it). Names already outputs, or repeated, are skipped. Every name is
     /// checked first: on an error the model is unchanged. Returns what was added, in order.
     pub fn add_outputs<S: AsRef<str>>(&mut self, names: &[S]) -> Result<Vec<ValueSignature>, OutputError> {
         let mut additions: Vec<ValueInfoProto> = Vec::new();
@@ -69,7 +72,11 @@ impl Model {
                     None => return Err(OutputError::NotProduced { name: name.to_string() }),
                 }
                 let known = main.proto.value_info.iter().find(|info| info.name() == name);
-                additions.push(known.cloned().unwrap_or_else(|| ValueInfoProto { name: Some(name.to_string()), ..Default::default() }));
+                additions.push(
+                    known
+                        .cloned()
+                        .unwrap_or_else(|| ValueInfoProto { name: Some(name.to_string()), ..Default::default() }),
+                );
                 skip.insert(name.to_string());
             }
         }

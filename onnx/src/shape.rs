@@ -187,7 +187,11 @@ fn initializer_names(graph: &GraphProto) -> HashSet<String> {
 fn check(graph: &GraphProto, name: &str, dims: &[i64]) -> Result<ValueSignature, ShapeError> {
     let inputs = || {
         let names: Vec<&str> = real_inputs(graph).map(|input| input.name()).collect();
-        if names.is_empty() { "(none)".to_string() } else { names.join(", ") }
+        if names.is_empty() {
+            "(none)".to_string()
+        } else {
+            names.join(", ")
+        }
     };
     let Some(input) = real_inputs(graph).find(|input| input.name() == name) else {
         return Err(if graph.input.iter().any(|input| input.name() == name) {

@@ -135,7 +135,9 @@ impl ValueSignature {
         let name = info.name().to_string();
         let (kind, element_type, shape) = match info.r#type.as_ref().and_then(|t| t.value.as_ref()) {
             Some(TypeValue::TensorType(tensor)) => (ValueKind::Tensor, tensor.elem_type(), tensor.shape.as_ref()),
-            Some(TypeValue::SparseTensorType(sparse)) => (ValueKind::SparseTensor, sparse.elem_type(), sparse.shape.as_ref()),
+            Some(TypeValue::SparseTensorType(sparse)) => {
+                (ValueKind::SparseTensor, sparse.elem_type(), sparse.shape.as_ref())
+            }
             Some(TypeValue::SequenceType(_)) => (ValueKind::Sequence, 0, None),
             Some(TypeValue::MapType(_)) => (ValueKind::Map, 0, None),
             Some(TypeValue::OptionalType(_)) => (ValueKind::Optional, 0, None),
@@ -175,7 +177,9 @@ impl ValueSignature {
     /// the rank is unknown. `""` for a scalar.
     pub fn shape_pattern(&self) -> String {
         match &self.dims {
-            Some(dims) => dims.iter().map(|d| d.fixed().map_or("N".to_string(), |v| v.to_string())).collect::<Vec<_>>().join("x"),
+            Some(dims) => {
+                dims.iter().map(|d| d.fixed().map_or("N".to_string(), |v| v.to_string())).collect::<Vec<_>>().join("x")
+            }
             None => "N…".to_string(),
         }
     }

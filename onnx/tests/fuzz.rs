@@ -16,8 +16,16 @@ fn exercise(model: &Model) {
     let _ = model.to_bytes();
     let index = model.index();
     for node in index.nodes() {
-        let _ = (node.name(), node.op_type(), node.domain(), index.producer(node.name()), index.consumers(node.name()).count());
-        let _ = index.graph(node.graph).map(|g| (g.path.to_string(), g.inputs(), g.outputs(), g.initializers(), g.value_info()));
+        let _ = (
+            node.name(),
+            node.op_type(),
+            node.domain(),
+            index.producer(node.name()),
+            index.consumers(node.name()).count(),
+        );
+        let _ = index
+            .graph(node.graph)
+            .map(|g| (g.path.to_string(), g.inputs(), g.outputs(), g.initializers(), g.value_info()));
         for output in node.outputs() {
             let _ = index.signature(output);
         }

@@ -17,8 +17,21 @@ fn external_tensors_are_found_everywhere_with_offset_and_length() {
         ("sparse_w", "sparse initializer in main", "sparse.bin", 0, None),
         ("", "attribute \"value\" of node \"const\" in main", "weights.bin", 4096, None),
         ("table", "attribute \"tables\" of node \"list\" in main", "weights.bin", 8192, Some(16)),
-        ("branch_w", "attribute \"value\" of node \"branch_const\" in main > if.then_branch", "sub/branch.bin", 0, None),
+        (
+            "branch_w",
+            "attribute \"value\" of node \"branch_const\" in main > if.then_branch",
+            "sub/branch.bin",
+            0,
+            None,
+        ),
         ("function_w", "attribute \"value\" of node \"Constant#0\" in function local:MyFn", "function.bin", 0, None),
+        (
+            "fn_branch_w",
+            "attribute \"value\" of node \"fn_branch_const\" in function local:MyFn > fn_if.then_branch",
+            "function.bin",
+            64,
+            None,
+        ),
     ];
     let expected: Vec<(String, String, &str, u64, Option<u64>)> =
         expected.iter().map(|&(n, h, l, o, len)| (n.to_string(), h.to_string(), l, o, len)).collect();
@@ -26,7 +39,14 @@ fn external_tensors_are_found_everywhere_with_offset_and_length() {
     assert_eq!(
         references.tensors[4].holder,
         TensorHolder::Attribute {
-            graph: GraphPath { steps: vec![onnx_model::SubgraphStep { node: "if".into(), attribute: "then_branch".into(), index: None }] },
+            graph: GraphPath {
+                function: None,
+                steps: vec![onnx_model::SubgraphStep {
+                    node: "if".into(),
+                    attribute: "then_branch".into(),
+                    index: None
+                }]
+            },
             node: "branch_const".into(),
             attribute: "value".into(),
         }
@@ -34,7 +54,10 @@ fn external_tensors_are_found_everywhere_with_offset_and_length() {
 
     assert_eq!(references.ep_contexts.len(), 1, "embedded and shared contexts name no file");
     let context = &references.ep_contexts[0];
-    assert_eq!((context.node.as_str(), context.path.as_str(), context.source.as_deref()), ("qnn_ctx", "model_qnn.bin", Some("QNN")));
+    assert_eq!(
+        (context.node.as_str(), context.path.as_str(), context.source.as_deref()),
+        ("qnn_ctx", "model_qnn.bin", Some("QNN"))
+    );
     assert!(context.graph.is_main());
 
     let files: Vec<&str> = references.files().into_iter().collect();
@@ -69,7 +92,10 @@ fn a_location_climbing_out_of_the_model_folder_is_refused() {
     let error = with_initializer_location("../x").file_references().unwrap_err();
     assert!(matches!(error, ExternalDataError::OutsideModelFolder { .. }), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains("\"conv.weight\"") && message.contains("\"../x\"") && message.contains("climbs out"), "{message}");
+    assert!(
+        message.contains("\"conv.weight\"") && message.contains("\"../x\"") && message.contains("climbs out"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -116,7 +142,11 @@ fn missing_location_and_bad_numbers_are_refused() {
     let error = model(main).file_references().unwrap_err();
     assert_eq!(
         error,
-        ExternalDataError::BadNumber { site: "tensor \"w\" (initializer in main)".into(), key: "offset".into(), value: "-5".into() }
+        ExternalDataError::BadNumber {
+            site: "tensor \"w\" (initializer in main)".into(),
+            key: "offset".into(),
+            value: "-5".into()
+        }
     );
 }
 
@@ -126,10 +156,13 @@ fn file_references_are_rewritten_everywhere() {
     let changed = model
         .rewrite_file_references(|path| (path != "sparse.bin").then(|| format!("fixed/{}", path.replace('/', "_"))))
         .unwrap();
-    assert_eq!(changed, 6, "3 × weights.bin, sub/branch.bin, function.bin, model_qnn.bin; sparse.bin kept");
+    assert_eq!(changed, 7, "3 × weights.bin, sub/branch.bin, 2 × function.bin, model_qnn.bin; sparse.bin kept");
     let references = model.file_references().unwrap();
     let files: Vec<&str> = references.files().into_iter().collect();
-    assert_eq!(files, ["fixed/function.bin", "fixed/model_qnn.bin", "fixed/sub_branch.bin", "fixed/weights.bin", "sparse.bin"]);
+    assert_eq!(
+        files,
+        ["fixed/function.bin", "fixed/model_qnn.bin", "fixed/sub_branch.bin", "fixed/weights.bin", "sparse.bin"]
+    );
     // Offsets, lengths and everything else stay.
     assert_eq!(references.tensors[3].offset, 8192);
     assert_eq!(references.tensors[3].length, Some(16));
@@ -139,7 +172,9 @@ fn file_references_are_rewritten_everywhere() {
 fn a_rewrite_to_a_bad_path_changes_nothing() {
     let mut model = model_with_files();
     let before = model.clone();
-    let error = model.rewrite_file_references(|path| (path == "model_qnn.bin").then(|| "/abs/ctx.bin".to_string())).unwrap_err();
+    let error = model
+        .rewrite_file_references(|path| (path == "model_qnn.bin").then(|| "/abs/ctx.bin".to_string()))
+        .unwrap_err();
     assert!(error.to_string().contains("qnn_ctx") && error.to_string().contains("/abs/ctx.bin"), "{error}");
     assert_eq!(model, before);
 }

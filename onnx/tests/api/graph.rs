@@ -8,11 +8,8 @@ use crate::support::*;
 fn every_node_of_every_subgraph_in_walk_order() {
     let model = nested_model();
     let index = model.index();
-    let walked: Vec<(String, &str, &str)> = index
-        .nodes()
-        .iter()
-        .map(|n| (index.graph(n.graph).unwrap().path.to_string(), n.name(), n.op_type()))
-        .collect();
+    let walked: Vec<(String, &str, &str)> =
+        index.nodes().iter().map(|n| (index.graph(n.graph).unwrap().path.to_string(), n.name(), n.op_type())).collect();
     let expected = [
         ("main", "pre", "Relu"),
         ("main", "loop", "Loop"),
@@ -73,7 +70,8 @@ fn graphs_list_their_inputs_outputs_initializers_and_value_info() {
     let model = nested_model();
     let index = model.index();
     let main = index.graph(GraphId::MAIN).unwrap();
-    let names = |signatures: Vec<onnx_model::ValueSignature>| signatures.into_iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let names =
+        |signatures: Vec<onnx_model::ValueSignature>| signatures.into_iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(names(main.inputs()), ["x: float32[batch, 8]", "M: float32[]"]);
     assert_eq!(names(main.outputs()), ["y: float32[batch, 8]"]);
     assert_eq!(names(main.initializers()), ["M: float32[]"]);
@@ -86,7 +84,8 @@ fn graphs_list_their_inputs_outputs_initializers_and_value_info() {
 #[test]
 fn an_unnamed_node_holding_a_subgraph_is_named_by_op_and_position() {
     let mut unnamed_if = node("If", "", &["c"], &["o"]);
-    unnamed_if.attribute = vec![graph_attribute("then_branch", graph("t", vec![node("Relu", "r", &["c"], &["o2"])], vec![], vec![]))];
+    unnamed_if.attribute =
+        vec![graph_attribute("then_branch", graph("t", vec![node("Relu", "r", &["c"], &["o2"])], vec![], vec![]))];
     let model = model(graph("m", vec![node("Relu", "first", &["c"], &["d"]), unnamed_if], vec![], vec![]));
     let index = model.index();
     assert_eq!(index.graphs()[1].path.to_string(), "main > If#1.then_branch");

@@ -17,7 +17,8 @@ fn outputs_are_added_with_their_value_info_or_by_name() {
     assert_eq!(added[0].to_string(), "a: float32[batch, 8]");
     assert_eq!(added[1].name, "scan_out");
     assert_eq!(added[1].kind, ValueKind::Untyped);
-    let outputs: Vec<String> = model.proto().graph.as_ref().unwrap().output.iter().map(|o| o.name().to_string()).collect();
+    let outputs: Vec<String> =
+        model.proto().graph.as_ref().unwrap().output.iter().map(|o| o.name().to_string()).collect();
     assert_eq!(outputs, ["y", "a", "scan_out"]);
     // Adding again changes nothing; what was added survives a round trip.
     assert!(model.add_outputs(&["a"]).unwrap().is_empty());

@@ -79,7 +79,10 @@ fn a_file_over_2_gib_is_refused_before_reading_it() {
     let error = Model::read(&path).unwrap_err();
     assert!(matches!(error, ReadError::TooLarge { bytes, .. } if bytes == MAX_PROTOBUF_BYTES + 1), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains("huge.onnx") && message.contains("2 GiB") && message.contains("external data"), "{message}");
+    assert!(
+        message.contains("huge.onnx") && message.contains("2 GiB") && message.contains("external data"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -101,7 +104,9 @@ fn metadata_is_read_set_and_replaced_in_place() {
 
     // A file with a duplicated key: setting keeps the first position and drops the rest.
     let mut proto = model.clone().into_proto();
-    proto.metadata_props.push(onnx_model::proto::StringStringEntryProto { key: Some("author".into()), value: Some("dup".into()) });
+    proto
+        .metadata_props
+        .push(onnx_model::proto::StringStringEntryProto { key: Some("author".into()), value: Some("dup".into()) });
     let mut model = Model::from(proto);
     model.set_metadata("author", "one");
     let entries: Vec<(&str, &str)> = model.metadata_entries().collect();
@@ -109,4 +114,23 @@ fn metadata_is_read_set_and_replaced_in_place() {
 
     let back = Model::from_bytes(model.to_bytes().unwrap()).unwrap();
     assert_eq!(back.metadata("author"), Some("one"));
+}
+
+#[test]
+fn subgraphs_nested_past_the_decoder_limit_are_an_error_not_a_stack_overflow() {
+    let nest = |depth: usize| {
+        let mut inner = graph("leaf", vec![node("Relu", "leaf", &["a"], &["b"])], vec![], vec![]);
+        for level in 0..depth {
+            let mut iff = node("If", &format!("if{level}"), &["c"], &["d"]);
+            iff.attribute = vec![graph_attribute("then_branch", inner)];
+            inner = graph("g", vec![iff], vec![], vec![]);
+        }
+        prost::Message::encode_to_vec(&model_proto(inner))
+    };
+    // Each level is three messages deep (graph, node, attribute); prost stops at 100.
+    let shallow = Model::from_bytes(nest(30)).unwrap();
+    assert_eq!(shallow.index().graphs().len(), 31);
+    let error = Model::from_bytes(nest(40)).unwrap_err();
+    assert!(matches!(error, ReadError::Decode { .. }), "{error:?}");
+    assert!(error.to_string().contains("recursion limit"), "{error}");
 }

@@ -26,7 +26,13 @@ fn signatures_read_named_unknown_and_fixed_dims() {
     assert_eq!(inputs[0].element_type, ElementType::of(DataType::Float));
     assert_eq!(
         inputs[0].dims.as_deref().unwrap(),
-        [Dim::Named("p2o.DynamicDimension.0".into()), Dim::Fixed(3), Dim::Unknown, Dim::Unknown, Dim::Named("?".into())]
+        [
+            Dim::Named("p2o.DynamicDimension.0".into()),
+            Dim::Fixed(3),
+            Dim::Unknown,
+            Dim::Unknown,
+            Dim::Named("?".into())
+        ]
     );
     assert_eq!(model.dynamic_shape_flags(), ["--shape x=Nx3xNxNxN"]);
 }
@@ -43,7 +49,10 @@ fn initializer_backed_inputs_are_not_inputs() {
     let error = model.fix_input_shapes(&[shape("w", &[4])]).unwrap_err();
     assert!(matches!(error, ShapeError::Initializer { .. }));
     let message = error.to_string();
-    assert!(message.contains("\"w\"") && message.contains("initializer") && message.contains("inputs are: x"), "{message}");
+    assert!(
+        message.contains("\"w\"") && message.contains("initializer") && message.contains("inputs are: x"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -108,7 +117,10 @@ fn zero_and_negative_dims_are_refused() {
     let mut model = relu_model(&["N", "3"]);
     for (dims, index, value) in [(&[0, 3][..], 0, 0), (&[1, -3][..], 1, -3)] {
         let error = model.fix_input_shapes(&[shape("x", dims)]).unwrap_err();
-        assert_eq!(error, ShapeError::NotPositive { name: "x".into(), given: format!("{}x{}", dims[0], dims[1]), index, value });
+        assert_eq!(
+            error,
+            ShapeError::NotPositive { name: "x".into(), given: format!("{}x{}", dims[0], dims[1]), index, value }
+        );
         assert!(error.to_string().contains("must be a positive integer"), "{error}");
     }
 }
@@ -137,11 +149,17 @@ fn a_sequence_input_has_no_shape() {
     let mut model = relu_model(&["N"]);
     model.proto_mut().graph.as_mut().unwrap().input.push(ValueInfoProto {
         name: Some("seq".into()),
-        r#type: Some(TypeProto { value: Some(TypeValue::SequenceType(Box::new(Sequence { elem_type: None }))), denotation: None }),
+        r#type: Some(TypeProto {
+            value: Some(TypeValue::SequenceType(Box::new(Sequence { elem_type: None }))),
+            denotation: None,
+        }),
         ..Default::default()
     });
     let error = model.fix_input_shapes(&[shape("seq", &[1])]).unwrap_err();
-    assert_eq!(error.to_string(), "--shape seq=…: input \"seq\" is a sequence, not a tensor; only tensor inputs have a shape");
+    assert_eq!(
+        error.to_string(),
+        "--shape seq=…: input \"seq\" is a sequence, not a tensor; only tensor inputs have a shape"
+    );
     assert_eq!(model.dynamic_shape_flags(), ["--shape x=N"], "a sequence needs no --shape");
 }
 

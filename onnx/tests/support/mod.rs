@@ -63,7 +63,12 @@ pub fn graph_attribute(name: &str, graph: GraphProto) -> AttributeProto {
 
 /// An int attribute.
 pub fn int_attribute(name: &str, value: i64) -> AttributeProto {
-    AttributeProto { name: Some(name.to_string()), r#type: Some(AttributeType::Int as i32), i: Some(value), ..Default::default() }
+    AttributeProto {
+        name: Some(name.to_string()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(value),
+        ..Default::default()
+    }
 }
 
 /// A string attribute.
@@ -105,7 +110,12 @@ pub fn external_tensor(name: &str, location: &str, offset: Option<&str>, length:
 }
 
 /// A graph.
-pub fn graph(name: &str, nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>) -> GraphProto {
+pub fn graph(
+    name: &str,
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+) -> GraphProto {
     GraphProto { name: Some(name.to_string()), node: nodes, input: inputs, output: outputs, ..Default::default() }
 }
 
@@ -138,8 +148,10 @@ pub fn relu_model(dims: &[&str]) -> Model {
 /// `pre` → `loop` (body: `inner_add`, `inner_if` with `then_relu` / `else_neg`) → `scan` (body:
 /// `scan_mul`) → `beam` (a graph-list attribute: `g0_node`, `g1_node`) → an unnamed `Relu`.
 pub fn nested_model() -> Model {
-    let then_branch = graph("then", vec![node("Relu", "then_relu", &["s"], &["t"])], vec![], vec![tensor_value("t", None)]);
-    let else_branch = graph("else", vec![node("Neg", "else_neg", &["s"], &["e"])], vec![], vec![tensor_value("e", None)]);
+    let then_branch =
+        graph("then", vec![node("Relu", "then_relu", &["s"], &["t"])], vec![], vec![tensor_value("t", None)]);
+    let else_branch =
+        graph("else", vec![node("Neg", "else_neg", &["s"], &["e"])], vec![], vec![tensor_value("e", None)]);
     let mut inner_if = node("If", "inner_if", &["cond_in"], &["if_out"]);
     inner_if.attribute = vec![graph_attribute("then_branch", then_branch), graph_attribute("else_branch", else_branch)];
     let mut body = graph(
@@ -182,8 +194,8 @@ pub fn nested_model() -> Model {
 
 /// External data in every place a tensor can be: an initializer (with offset and length), a
 /// sparse initializer, a `Constant` in the main graph and inside an `If` branch, a list attribute,
-/// a model-local function; plus an EPContext node with its context in a file, one embedded, and
-/// one sharing another's context.
+/// a model-local function and an `If` inside it; plus an EPContext node with its context in a file,
+/// one embedded, and one sharing another's context.
 pub fn model_with_files() -> Model {
     let mut constant = node("Constant", "const", &[], &["c"]);
     constant.attribute = vec![AttributeProto {
@@ -211,8 +223,11 @@ pub fn model_with_files() -> Model {
 
     let mut context = node("EPContext", "qnn_ctx", &["x"], &["y"]);
     context.domain = Some("com.microsoft".into());
-    context.attribute =
-        vec![int_attribute("embed_mode", 0), string_attribute("ep_cache_context", "model_qnn.bin"), string_attribute("source", "QNN")];
+    context.attribute = vec![
+        int_attribute("embed_mode", 0),
+        string_attribute("ep_cache_context", "model_qnn.bin"),
+        string_attribute("source", "QNN"),
+    ];
     let mut embedded = node("EPContext", "embedded_ctx", &["x"], &["y2"]);
     embedded.domain = Some("com.microsoft".into());
     embedded.attribute = vec![int_attribute("embed_mode", 1), string_attribute("ep_cache_context", "<binary>")];
@@ -236,12 +251,21 @@ pub fn model_with_files() -> Model {
         t: Some(external_tensor("function_w", "function.bin", None, None)),
         ..Default::default()
     }];
+    let mut function_branch_constant = node("Constant", "fn_branch_const", &[], &["fbc"]);
+    function_branch_constant.attribute = vec![AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(AttributeType::Tensor as i32),
+        t: Some(external_tensor("fn_branch_w", "function.bin", Some("64"), None)),
+        ..Default::default()
+    }];
+    let mut function_if = node("If", "fn_if", &["fc"], &["fo"]);
+    function_if.attribute =
+        vec![graph_attribute("then_branch", graph("fn_then", vec![function_branch_constant], vec![], vec![]))];
     proto.functions.push(FunctionProto {
         name: Some("MyFn".into()),
         domain: Some("local".into()),
-        node: vec![function_constant],
+        node: vec![function_constant, function_if],
         ..Default::default()
     });
     Model::from(proto)
 }
-
