@@ -53,6 +53,9 @@ fn table(devices: &[DeviceInfo]) -> String {
             o(&d.probe_error),
         ]);
     }
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
     let text: Vec<String> = table.to_string().lines().map(|line| line.trim_end().to_string()).collect();
     text.join("\n") + "\n"
 }
