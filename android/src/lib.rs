@@ -20,6 +20,7 @@ pub mod hexagon;
 pub mod history;
 pub mod layout;
 pub mod matrix;
+pub mod model;
 pub mod output_check;
 pub mod paths;
 pub mod pipeline;

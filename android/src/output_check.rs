@@ -67,6 +67,7 @@ impl ReferenceRequest<'_> {
             harness: self.harness,
             runtime: self.runtime,
             model: self.model,
+            fixed_from: None,
             settings: &settings,
             env: &[],
             timeout: REFERENCE_TIMEOUT,

@@ -63,10 +63,15 @@ impl Attempted for RunReport {
     }
 }
 
-/// Runs `spec` on `target` into `out`.
+/// Runs `spec` on `target` into `out`; a model whose input shapes `--shape` fixes runs as its
+/// fixed copy (see [`crate::model`]).
 pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dyn Progress) -> Result<RunReport> {
+    let settings = spec.job.settings;
+    let model = crate::model::prepare(spec.job.model, &settings.shapes, &settings.inputs, &crate::model::default_cache())?;
+    let fixed_from = model.fixed_from.as_ref().map(|original| original.sha256.as_str());
+    let job = Job { model: &model.path, fixed_from, ..spec.job };
     let staging = Staging::next_to(out)?;
-    let execution = target.execute(&spec.job, staging.path(), progress)?;
+    let execution = target.execute(&job, staging.path(), progress)?;
     let result = match RunResult::read(staging.path()) {
         Ok(result) => result,
         Err(error) if error.is_not_found() => {

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use npugate_result::digest::sha256_file;
 use npugate_result::{
-    files, Artifacts, ExecutionConfig, HistogramSummary, LibraryIdentity, ModelInfo, RunResult, RunSettings, RunStatus,
+    files, Artifacts, ExecutionConfig, FixedFrom, HistogramSummary, LibraryIdentity, ModelInfo, RunResult, RunSettings, RunStatus,
     RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
 };
 use ort::environment::Environment;
@@ -116,6 +116,10 @@ fn run(args: &Args) -> Result<()> {
         bytes: model_bytes,
         inputs: timed.inputs().iter().map(inputs::signature).collect(),
         outputs: timed.outputs().iter().map(inputs::signature).collect(),
+        fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
+            sha256: sha256.clone(),
+            shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
+        }),
     };
     let mut bound = BoundSession::new(timed, &prepared)?;
     let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);

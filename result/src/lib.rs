@@ -133,6 +133,19 @@ pub struct ModelInfo {
     pub inputs: Vec<TensorSignature>,
     /// Graph outputs as declared by the model.
     pub outputs: Vec<TensorSignature>,
+    /// The model as the user gave it, when this one is its copy with the dynamic input dims
+    /// fixed by `--shape` (then `sha256` is the fixed copy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_from: Option<FixedFrom>,
+}
+
+/// The original of a model whose input shapes were fixed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FixedFrom {
+    /// sha256 of the model as given.
+    pub sha256: String,
+    /// The `--shape` values that fixed it (`name=1x3x640x640`).
+    pub shapes: Vec<String>,
 }
 
 /// A graph input or output as the model declares it.

@@ -34,6 +34,11 @@ pub struct HarnessCommand {
     #[arg(long, value_name = "NAME")]
     pub runtime_name: Option<String>,
 
+    /// sha256 of the model as the user gave it, when `--model` is a copy whose dynamic input
+    /// dims `--shape` fixed (recorded in the result next to the fixed model's own sha256).
+    #[arg(long, value_name = "SHA256")]
+    pub fixed_from_sha256: Option<String>,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -51,6 +56,9 @@ impl HarnessCommand {
         if let Some(name) = &self.runtime_name {
             args.extend(["--runtime-name".into(), name.clone()]);
         }
+        if let Some(sha256) = &self.fixed_from_sha256 {
+            args.extend(["--fixed-from-sha256".into(), sha256.clone()]);
+        }
         args.extend(self.settings.to_flags());
         args
     }
@@ -64,7 +72,7 @@ mod tests {
     fn argv_round_trips_every_setting() {
         let given = HarnessCommand::parse_from([
             "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
-            "--runtime-name", "rt", "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
+            "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
             "--ep", "qnn", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
             "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs",
             "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",

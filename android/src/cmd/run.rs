@@ -212,7 +212,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
 
 /// The harness job of this command on one kind of target.
 fn job<'a>(args: &'a RunArgs, harness: &'a Path, runtime: &'a RuntimeManifest, timeout: Duration, cancel: &'a Cancel) -> Job<'a> {
-    Job { harness, runtime, model: &args.model, settings: &args.settings, env: &[], timeout, cancel }
+    Job { harness, runtime, model: &args.model, fixed_from: None, settings: &args.settings, env: &[], timeout, cancel }
 }
 
 /// The output check's reference run: `--reference-model` (or the model) on the host.

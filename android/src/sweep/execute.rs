@@ -296,6 +296,7 @@ fn run_cell<T: Target>(
         harness: &harness,
         runtime,
         model: &model.path,
+        fixed_from: None,
         settings: &model.settings,
         env: &[],
         timeout: options.run_timeout,
@@ -367,7 +368,7 @@ mod tests {
         RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]).unwrap();
         let mut text = format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
         for index in 0..models {
-            std::fs::write(dir.join(format!("m{index}.onnx")), "model").unwrap();
+            crate::model::testing::identity_model(&dir.join(format!("m{index}.onnx")), &[Some(1), Some(3)]);
             text.push_str(&format!("[[model]]\npath = \"m{index}.onnx\"\nrules = {{ cv_pct = 0, npu_flops_pct = 0 }}\n"));
         }
         std::fs::write(dir.join("sweep.toml"), text).unwrap();

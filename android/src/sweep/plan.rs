@@ -162,6 +162,8 @@ impl SweepPlan {
                     return Err(field_error(field(&format!("inputs[{at}]")), format!("input file {} not found", input.path.display())));
                 }
             }
+            crate::model::check(&path, &model_settings.shapes, &model_settings.inputs)
+                .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
@@ -187,6 +189,7 @@ fn toml_error(text: &str, error: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::testing::identity_model;
 
     fn plan_in(dir: &Path, text: &str) -> Result<SweepPlan> {
         let file = dir.join("sweep.toml");
@@ -207,7 +210,7 @@ mod tests {
     fn a_plan_resolves_models_rules_and_settings() {
         let dir = tempfile::tempdir().unwrap();
         let runtime = runtime_dir(dir.path());
-        std::fs::write(dir.path().join("a.onnx"), "m").unwrap();
+        identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         std::fs::write(dir.path().join("gate.toml"), "cv_pct = 3\n").unwrap();
         let plan = plan_in(
             dir.path(),
@@ -232,7 +235,7 @@ mod tests {
     fn plan_errors_are_one_line_and_name_the_field_and_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let runtime = runtime_dir(dir.path());
-        std::fs::write(dir.path().join("a.onnx"), "m").unwrap();
+        identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let cases = [
             (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 3: unknown field `runz`"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model file"),
@@ -241,6 +244,8 @@ mod tests {
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"), "unknown field `cv_pc`"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n[[model]]\npath = \"a.onnx\"\n"), "model[1].name: two models"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3\", \"y=1x0\"]\n"), "model[0].shapes[1]: dimension \"0\""),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"y=1x3\"]\n"), "model[0].shapes: model"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
             (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 3: dimension \"big\""),
         ];

@@ -247,6 +247,7 @@ impl Layout {
             out: out.clone().into(),
             ep_library: ep_library.map(|lib| format!("{runtime_dir}/{lib}").into()),
             runtime_name: Some(job.runtime.name.clone()),
+            fixed_from_sha256: job.fixed_from.map(str::to_string),
             settings,
         };
         Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command }
@@ -329,7 +330,7 @@ mod tests {
     }
 
     fn job<'a>(runtime: &'a crate::runtime::RuntimeManifest, model: &'a Path, harness: &'a Path, settings: &'a HarnessSettings, cancel: &'a Cancel) -> Job<'a> {
-        Job { harness, runtime, model, settings, env: &[], timeout: Duration::from_secs(1), cancel }
+        Job { harness, runtime, model, fixed_from: None, settings, env: &[], timeout: Duration::from_secs(1), cancel }
     }
 
     #[test]

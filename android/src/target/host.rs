@@ -64,6 +64,7 @@ impl LocalLaunch<'_> {
             out: path(out),
             ep_library: job.runtime.ep_library_path().map(|p| path(&p)),
             runtime_name: Some(job.runtime.name.clone()),
+            fixed_from_sha256: job.fixed_from.map(str::to_string),
             settings: job.settings.with_input_paths(|input| path(&input.path)),
         };
         let mut program = self.program;

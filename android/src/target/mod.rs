@@ -30,6 +30,8 @@ pub struct Job<'a> {
     pub runtime: &'a RuntimeManifest,
     /// The model to run.
     pub model: &'a Path,
+    /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
+    pub fixed_from: Option<&'a str>,
     /// What to measure; `--input` files are host paths (the target maps them to its own).
     pub settings: &'a HarnessSettings,
     /// Extra environment of the harness process (e.g. `ORT_QNN_ENABLE_CPU_BACKEND=1`).
@@ -59,9 +61,12 @@ impl Execution {
         self.exit_code == Some(0)
     }
 
-    /// The last line the harness printed on stderr, for one-line messages.
+    /// The harness's own account of what went wrong, for one-line messages: its last stderr line
+    /// that says `error`, else its last stderr line.
     pub fn last_message(&self) -> &str {
-        self.stderr.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no message")
+        let mut lines = self.stderr.lines().rev().map(str::trim).filter(|l| !l.is_empty());
+        let last = lines.clone().next();
+        lines.find(|l| l.to_ascii_lowercase().contains("error")).or(last).unwrap_or("no message")
     }
 
     /// `exit 2` or `killed by a signal`.
