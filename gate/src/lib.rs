@@ -8,9 +8,10 @@ pub mod fingerprint;
 pub mod judge;
 pub mod outputs;
 pub mod rules;
-pub mod stats;
 pub mod units;
 pub mod verdict;
+
+pub use npugate_stats as stats;
 
 pub use baseline::Baseline;
 pub use judge::{judge, judge_outputs, Comparison};

@@ -186,11 +186,8 @@ pub fn outlier(sqnr_db: &[f64]) -> Option<usize> {
     }
     let key = |v: f64| if v.is_nan() { f64::NEG_INFINITY } else { v };
     let (worst, &lowest) = sqnr_db.iter().enumerate().min_by(|a, b| key(*a.1).total_cmp(&key(*b.1)))?;
-    let mut others: Vec<f64> = sqnr_db.iter().enumerate().filter(|(i, _)| *i != worst).map(|(_, &v)| key(v)).collect();
-    others.sort_by(f64::total_cmp);
-    let mid = others.len() / 2;
-    let median = if others.len() % 2 == 1 { others[mid] } else { (others[mid - 1] + others[mid]) / 2.0 };
-    let gap = median - key(lowest);
+    let others: Vec<f64> = sqnr_db.iter().enumerate().filter(|(i, _)| *i != worst).map(|(_, &v)| key(v)).collect();
+    let gap = crate::stats::median(&others)? - key(lowest);
     (gap >= OUTLIER_GAP_DB).then_some(worst)
 }
 

@@ -73,7 +73,7 @@ pub fn read_rejections(path: &Path) -> Result<RejectionReasons, AnalyzeError> {
 pub fn read_qnn_csv(path: &Path) -> Result<QnnProfile, AnalyzeError> {
     let shown = path.display().to_string();
     let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
-    parse_qnn_csv(BufReader::new(file)).map_err(|source| AnalyzeError::QnnCsv { path: shown, source })
+    parse_qnn_csv(file).map_err(|source| AnalyzeError::QnnCsv { path: shown, source })
 }
 
 /// Analyzes a harness output directory: `result.json` plus whichever of `profile.json`,
