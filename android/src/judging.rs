@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use gate::export::{write_all, Format};
-use gate::{Baseline, Comparison, Rules, Verdict};
+use gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_result::RunResult;
 
 /// File names the host writes into a result directory.
@@ -52,17 +52,15 @@ pub fn judge_dir(dir: &Path, options: &GateOptions) -> Result<Verdict> {
 pub fn judge_dir_with(dir: &Path, rules: &Rules, comparison: Option<Comparison>) -> Result<Verdict> {
     let run = RunResult::read(dir)?;
     let placement = profile_parser::analyze_result_dir(dir);
-    let mut verdict = gate::judge(&run, placement.as_ref().ok(), rules, comparison);
-    crate::output_check::judge_in(dir, &mut verdict);
-    if let Err(error) = &placement {
-        verdict.errors.push(format!("placement could not be computed: {error}"));
-        // A rule that already failed keeps the verdict at `fail` (exit 1); otherwise it is unjudged.
-        if verdict.outcome == gate::Outcome::Pass {
-            verdict.outcome = gate::Outcome::Error;
-        }
-    }
-    let json = serde_json::to_vec_pretty(&verdict)?;
-    std::fs::write(dir.join(files::VERDICT), json).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
+    let outputs = crate::output_check::read_report(dir);
+    let evidence = Evidence {
+        run: &run,
+        placement: placement.as_ref().map_err(ToString::to_string),
+        outputs: OutputsEvidence::from_read(&outputs),
+        baseline: comparison,
+    };
+    let verdict = gate::judge(&evidence, rules);
+    verdict.write(&dir.join(files::VERDICT)).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
     write_all(&verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
     Ok(verdict)
 }

@@ -7,8 +7,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use gate::Verdict;
-use npugate_result::RunResult;
+use npugate_result::{contract, RunResult};
 
 use crate::invocation::{HarnessSettings, TargetPaths};
 use crate::runtime::RuntimeManifest;
@@ -150,7 +149,7 @@ impl Reference {
             outputs,
         };
         let file = dir.join(OUTPUTS_FILE);
-        std::fs::write(&file, serde_json::to_vec_pretty(&report)?).with_context(|| format!("cannot write {}", file.display()))?;
+        contract::write_json(&file, &report).with_context(|| format!("cannot write {}", file.display()))?;
         Ok(report)
     }
 }
@@ -235,26 +234,7 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
 
 /// The comparison in `dir/outputs.json`, when there is one.
 pub fn read_report(dir: &Path) -> Result<Option<OutputsReport>> {
-    let file = dir.join(OUTPUTS_FILE);
-    if !file.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-    let report: OutputsReport =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a valid {OUTPUTS_SCHEMA} file", file.display()))?;
-    if report.schema != OUTPUTS_SCHEMA {
-        bail!("{} has schema {:?}; this npugate reads {OUTPUTS_SCHEMA:?}", file.display(), report.schema);
-    }
-    Ok(Some(report))
-}
-
-/// Adds the output rules to `verdict`, judged on `dir/outputs.json` (an unreadable file is an error).
-pub fn judge_in(dir: &Path, verdict: &mut Verdict) {
-    let report = read_report(dir).unwrap_or_else(|error| {
-        verdict.errors.push(format!("{error:#}"));
-        None
-    });
-    gate::judge_outputs(verdict, report.as_ref());
+    Ok(contract::read_if_present(&dir.join(OUTPUTS_FILE))?)
 }
 
 #[cfg(test)]

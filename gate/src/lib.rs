@@ -1,6 +1,8 @@
 //! The gate: latency statistics, rules, baselines, the verdict and its exporters.
 //!
-//! `judge(run, placement, rules, baseline) -> Verdict`, then `export::write_all(&verdict, formats, out)`.
+//! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
+//! `export::write_all(&verdict, formats, out)`. [`page`] holds the building blocks every npugate
+//! HTML page shares (the verdict report, the sweep matrix, the history page).
 
 pub mod baseline;
 pub mod export;
@@ -14,6 +16,6 @@ pub mod verdict;
 pub use npugate_stats as stats;
 
 pub use baseline::Baseline;
-pub use judge::{judge, judge_outputs, Comparison};
+pub use judge::{judge, Comparison, Evidence, OutputsEvidence};
 pub use rules::{RuleName, Rules};
 pub use verdict::{Outcome, Verdict};

@@ -10,7 +10,7 @@ use profile_parser::report::PlacementReport;
 
 use crate::outputs::fmt_metric;
 use crate::stats::LatencyStats;
-use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct};
+use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{Check, Verdict};
 
 mod consistency;
@@ -156,27 +156,24 @@ pub fn write_all(verdict: &Verdict, formats: &[Format], out: Option<&Path>) -> R
 
 /// The measured value of a check with its unit (`56.1%`, `8.10 ms`, `3 nodes`), or `—`.
 fn measured_text(check: &Check) -> String {
-    check.measured.map_or_else(|| "—".to_string(), |v| with_unit(v, &check.unit))
+    check.measured.map_or_else(|| "—".to_string(), |v| match check.unit {
+        Unit::Percent => fmt_pct(v),
+        Unit::Ms => fmt_ms(v * 1e6),
+        Unit::Db => format!("{} dB", fmt_metric(v, 1)),
+        Unit::Cosine | Unit::Abs => fmt_metric(v, 6),
+        Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
+    })
 }
 
 /// The limit of a check as configured (`8%`, `20 ms`, `1 partitions`).
 fn limit_text(check: &Check) -> String {
-    check.limit.map_or_else(|| "—".to_string(), |v| match check.unit.as_str() {
-        "%" => format!("{}%", fmt_limit(v)),
-        "ms" => format!("{} ms", fmt_limit(v)),
-        "cosine" | "abs" => fmt_limit(v),
-        unit => format!("{} {unit}", fmt_limit(v)),
+    check.limit.map_or_else(|| "—".to_string(), |v| match check.unit {
+        Unit::Percent => format!("{}%", fmt_limit(v)),
+        Unit::Cosine | Unit::Abs => fmt_limit(v),
+        Unit::Ms | Unit::Db | Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => {
+            format!("{} {}", fmt_limit(v), check.unit)
+        }
     })
-}
-
-fn with_unit(value: f64, unit: &str) -> String {
-    match unit {
-        "%" => fmt_pct(value),
-        "ms" => fmt_ms(value * 1e6),
-        "dB" => format!("{} dB", fmt_metric(value, 1)),
-        "cosine" | "abs" => fmt_metric(value, 6),
-        _ => format!("{} {unit}", fmt_limit(value)),
-    }
 }
 
 /// Named latency estimates in display order, shared by the terminal, Markdown and HTML reports.
