@@ -97,6 +97,18 @@ fn junit_validates_against_the_xsd() {
 }
 
 #[test]
+fn junit_of_a_run_that_could_not_be_judged_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run(normal_series(50, 8.0, 3.0, 7));
+    let verdict = judge(&Evidence::new(&run, Err("profile.json <truncated> & \u{1}broken".into())), &Rules::default());
+    let xml = render(Format::Junit, &verdict);
+    let out = validate_junit(&xml, dir.path(), "error.xml");
+    assert!(out.status.success(), "{}\n{xml}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(xml.matches("<error ").count(), 2, "the unjudged npu_flops_pct and the run: {xml}");
+    assert!(xml.contains("name=\"run\"") && xml.contains("&lt;truncated&gt; &amp; broken"), "{xml}");
+}
+
+#[test]
 fn markdown_has_the_rule_table_and_clusters() {
     let md = render(Format::Markdown, &failing_verdict());
     assert!(md.starts_with("## ❌ npugate gate: FAIL"), "{md}");

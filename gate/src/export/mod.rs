@@ -21,13 +21,13 @@ mod junit;
 pub mod markdown;
 mod terminal;
 
-pub use consistency::{consistency_markdown, consistency_text, DeviceOutputs};
+pub use consistency::DeviceOutputs;
 pub use github::GithubExporter;
 pub use html::HtmlExporter;
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
-pub use markdown::MarkdownExporter;
-pub use terminal::{placement_text, TerminalExporter};
+pub use markdown::{consistency_markdown, MarkdownExporter};
+pub use terminal::{consistency_text, placement_text, TerminalExporter};
 
 /// Renders a verdict in one format.
 pub trait Exporter {
