@@ -9,6 +9,7 @@ pub mod export;
 pub mod fingerprint;
 pub mod judge;
 pub mod outputs;
+pub mod page;
 pub mod rules;
 pub mod units;
 pub mod verdict;

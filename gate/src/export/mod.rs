@@ -15,7 +15,7 @@ use crate::verdict::{Check, Verdict};
 
 mod consistency;
 mod github;
-pub mod html;
+mod html;
 mod json;
 mod junit;
 pub mod markdown;
@@ -277,24 +277,6 @@ fn fallback_rows(report: &PlacementReport, rules: &crate::rules::Rules) -> Vec<[
         .collect()
 }
 
-/// Escapes text for XML and HTML content and attribute values; drops characters XML 1.0 forbids.
-pub fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,10 +287,5 @@ mod tests {
             assert_eq!(f.name().parse::<Format>().unwrap(), f);
         }
         assert!("pdf".parse::<Format>().unwrap_err().contains("terminal"));
-    }
-
-    #[test]
-    fn xml_escape_handles_markup_and_control_characters() {
-        assert_eq!(xml_escape("a<b & \"c\"\u{1}"), "a&lt;b &amp; &quot;c&quot;");
     }
 }
