@@ -46,7 +46,7 @@ impl<'a> OutputsEvidence<'a> {
         match read {
             Ok(None) => OutputsEvidence::NotChecked,
             Ok(Some(report)) => OutputsEvidence::Compared(report),
-            Err(error) => OutputsEvidence::Failed(format!("{error:#}")),
+            Err(error) => OutputsEvidence::Failed(error.to_string()),
         }
     }
 }
@@ -616,4 +616,16 @@ fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&
     }
     out.extend(run.warnings.iter().cloned());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_evidence_from_reading_the_comparison() {
+        assert!(matches!(OutputsEvidence::from_read::<String>(&Ok(None)), OutputsEvidence::NotChecked));
+        let unreadable: Result<Option<OutputsReport>, String> = Err("outputs.json is not valid JSON".into());
+        assert!(matches!(OutputsEvidence::from_read(&unreadable), OutputsEvidence::Failed(why) if why == "outputs.json is not valid JSON"));
+    }
 }

@@ -1,4 +1,5 @@
-//! The gate: latency statistics, rules, baselines, the verdict and its exporters.
+//! The gate: rules, baselines, the verdict and its exporters, on the latency statistics of
+//! `npugate-stats` (re-exported as [`stats`]).
 //!
 //! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
 //! `export::write_all(&verdict, formats, out)`. [`page`] holds the building blocks every npugate
@@ -14,6 +15,7 @@ pub mod rules;
 pub mod units;
 pub mod verdict;
 
+/// Latency statistics: the crate `npugate-stats`, re-exported for the gate's callers.
 pub use npugate_stats as stats;
 
 pub use baseline::Baseline;

@@ -24,19 +24,21 @@ pub(super) const NUMERIC: [bool; 9] = [false, false, false, true, true, true, tr
 const OUTLIER_MARK: &str = "◀ outlier";
 
 /// Index of the outlier device by each device's worst SQNR.
-pub(super) fn outlier_device(devices: &[DeviceOutputs]) -> Option<usize> {
+fn outlier_device(devices: &[DeviceOutputs]) -> Option<usize> {
     let worst_sqnr: Vec<f64> =
         devices.iter().map(|d| worst(&d.report.outputs, |m| m.sqnr_db, true).map_or(f64::NAN, |(_, v)| v)).collect();
     outlier(&worst_sqnr)
 }
 
-/// One row per device and output; the outlier device's rows carry the mark.
-pub(super) fn rows(devices: &[DeviceOutputs], outlier: Option<usize>) -> Vec<[String; 9]> {
+/// One row per device and output, and the outlier device: its rows carry the mark, their cells
+/// passed through `highlight` (red on a terminal, bold in Markdown).
+pub(super) fn rows(devices: &[DeviceOutputs], highlight: impl Fn(&str) -> String) -> (Vec<[String; 9]>, Option<usize>) {
+    let outlier = outlier_device(devices);
     let mut out = Vec::new();
     for (index, device) in devices.iter().enumerate() {
         for output in &device.report.outputs {
             let m = &output.metrics;
-            out.push([
+            let mut row = [
                 device.device.clone(),
                 device.soc.clone(),
                 output.name.clone(),
@@ -45,16 +47,18 @@ pub(super) fn rows(devices: &[DeviceOutputs], outlier: Option<usize>) -> Vec<[St
                 format!("{:.3e}", m.max_abs_err),
                 format!("{:.3e}", m.mean_abs_err),
                 m.top1_agreement_pct.map_or_else(|| "—".into(), |p| format!("{p:.1}%")),
-                if outlier == Some(index) { OUTLIER_MARK.into() } else { String::new() },
-            ]);
+                String::new(),
+            ];
+            if outlier == Some(index) {
+                row[8] = OUTLIER_MARK.into();
+                for cell in row.iter_mut().filter(|c| !c.is_empty()) {
+                    *cell = highlight(cell);
+                }
+            }
+            out.push(row);
         }
     }
-    out
-}
-
-/// True for a row of the outlier device.
-pub(super) fn is_outlier_row(row: &[String; 9]) -> bool {
-    row[8] == OUTLIER_MARK
+    (out, outlier)
 }
 
 /// `prefix` + a one-line summary of the outlier (or that there is none) + newline; empty for a

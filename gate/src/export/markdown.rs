@@ -32,13 +32,7 @@ pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
 
 /// The output table under a heading of the given level (`##`, `###`).
 fn consistency_section(heading: &str, model: &str, devices: &[DeviceOutputs]) -> String {
-    let outlier = consistency::outlier_device(devices);
-    let mut rows = consistency::rows(devices, outlier);
-    for row in rows.iter_mut().filter(|r| consistency::is_outlier_row(r)) {
-        for cell in row.iter_mut().filter(|c| !c.is_empty()) {
-            *cell = format!("**{cell}**");
-        }
-    }
+    let (rows, outlier) = consistency::rows(devices, |cell| format!("**{cell}**"));
     format!(
         "{heading} Output consistency: `{}` against the reference\n\n{}{}",
         cell(model),

@@ -58,13 +58,7 @@ fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool
 
 /// The cross-device output table as aligned terminal text; the outlier's rows in red when `color`.
 pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> String {
-    let outlier = consistency::outlier_device(devices);
-    let mut rows = consistency::rows(devices, outlier);
-    for row in rows.iter_mut().filter(|r| consistency::is_outlier_row(r)) {
-        for cell in row.iter_mut() {
-            *cell = paint(color, RED, cell);
-        }
-    }
+    let (rows, outlier) = consistency::rows(devices, |cell| paint(color, RED, cell));
     format!(
         "{} {model} against the reference\n{}{}",
         paint(color, BOLD, "Output consistency"),
