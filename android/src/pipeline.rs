@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use gate::export::{write_all, Format};
 use gate::outputs::OutputsReport;
-use gate::{Baseline, Comparison, Rules, Verdict};
+use gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_result::{contract, files, RunResult};
 
 /// The rules a run is judged by, and the baseline it is compared with.
@@ -46,15 +46,10 @@ pub enum OutputsCheck {
 impl OutputsCheck {
     /// The comparison saved in a result directory (`outputs.json`), for judging a finished run.
     pub fn saved_in(dir: &Path) -> OutputsCheck {
-        let file = dir.join(files::OUTPUTS);
-        match std::fs::read_to_string(&file) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => OutputsCheck::NotRequested,
-            Err(error) => OutputsCheck::Failed(format!("cannot read {}: {error}", file.display())),
-            Ok(text) => match serde_json::from_str::<OutputsReport>(&text) {
-                Ok(report) if report.schema == gate::outputs::OUTPUTS_SCHEMA => OutputsCheck::Compared(report),
-                Ok(report) => OutputsCheck::Failed(format!("{} has schema {:?}", file.display(), report.schema)),
-                Err(error) => OutputsCheck::Failed(format!("{} is not a valid outputs report: {error}", file.display())),
-            },
+        match contract::read_if_present::<OutputsReport>(&dir.join(files::OUTPUTS)) {
+            Ok(None) => OutputsCheck::NotRequested,
+            Ok(Some(report)) => OutputsCheck::Compared(report),
+            Err(error) => OutputsCheck::Failed(error.to_string()),
         }
     }
 
@@ -68,32 +63,25 @@ impl OutputsCheck {
 }
 
 /// Judges the run in `dir` (its result already read): placement from its profiles and log, the
-/// outputs check, the rules and the baseline.
+/// outputs check, the rules and the baseline — one pure judgement that computes the outcome once.
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
-    let placement = profile_parser::analyze_result_dir(dir);
-    let comparison = spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force });
-    let mut verdict = gate::judge(run, placement.as_ref().ok(), &spec.rules, comparison);
-    let report = match outputs {
-        OutputsCheck::Compared(report) => Some(report),
-        OutputsCheck::NotRequested => None,
-        OutputsCheck::Failed(error) => {
-            verdict.errors.push(error.clone());
-            None
-        }
+    let placement = profile_parser::analyze_run(dir, run);
+    let evidence = Evidence {
+        run,
+        placement: placement.as_ref().map_err(ToString::to_string),
+        outputs: match outputs {
+            OutputsCheck::NotRequested => OutputsEvidence::NotChecked,
+            OutputsCheck::Compared(report) => OutputsEvidence::Compared(report),
+            OutputsCheck::Failed(error) => OutputsEvidence::Failed(error.clone()),
+        },
+        baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
     };
-    gate::judge_outputs(&mut verdict, report);
-    if let Err(error) = &placement {
-        verdict.errors.push(format!("placement could not be computed: {error}"));
-        if verdict.outcome == gate::Outcome::Pass {
-            verdict.outcome = gate::Outcome::Error;
-        }
-    }
-    verdict
+    gate::judge(&evidence, &spec.rules)
 }
 
 /// Saves the verdict next to the result it judged: `verdict.json` and `report.html`.
 pub fn save(verdict: &Verdict, dir: &Path) -> Result<()> {
-    contract::write_json(&dir.join(files::VERDICT), verdict).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
+    verdict.write(&dir.join(files::VERDICT)).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
     write_all(verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
     Ok(())
 }

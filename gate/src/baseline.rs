@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use npugate_result::RunResult;
+use npugate_result::contract::{self, Document, Schema};
+use npugate_result::{ReadError, RunResult};
 use profile_parser::report::PlacementReport;
 use serde::{Deserialize, Serialize};
 
@@ -41,21 +42,16 @@ pub struct BaselinePlacement {
 /// Errors reading or writing a baseline.
 #[derive(Debug, thiserror::Error)]
 pub enum BaselineError {
-    /// The file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
+    /// The file is missing, unreadable, not a baseline or of another schema version.
+    #[error("{0}{hint}", hint = resave_hint(.0))]
+    Read(#[from] ReadError),
+    /// The file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
         /// File path.
         path: String,
         /// Cause.
         source: std::io::Error,
-    },
-    /// The file is not a valid baseline.
-    #[error("{path} is not a valid npugate baseline: {message}")]
-    Invalid {
-        /// File path.
-        path: String,
-        /// What is wrong.
-        message: String,
     },
     /// The run has no latencies to save.
     #[error("{dir} has no timed runs; a baseline needs latencies (rerun with --runs > 0)")]
@@ -63,6 +59,18 @@ pub enum BaselineError {
         /// The result directory.
         dir: String,
     },
+}
+
+/// How to replace a baseline of another schema version.
+fn resave_hint(error: &ReadError) -> &'static str {
+    match error {
+        ReadError::Schema { .. } => " (save it again with `npugate baseline save`)",
+        _ => "",
+    }
+}
+
+impl Document for Baseline {
+    const SCHEMA: Schema = Schema::new(BASELINE_SCHEMA);
 }
 
 impl Baseline {
@@ -83,25 +91,13 @@ impl Baseline {
         })
     }
 
-    /// Reads and validates a baseline file.
+    /// Reads a baseline file, refusing any schema but [`BASELINE_SCHEMA`]'s major version.
     pub fn read(path: &Path) -> Result<Baseline, BaselineError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| BaselineError::Io { path: shown.clone(), source })?;
-        let invalid = |message: String| BaselineError::Invalid { path: shown.clone(), message };
-        let probe: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        let found = probe.get("schema").and_then(|s| s.as_str()).unwrap_or("<missing>");
-        if found != BASELINE_SCHEMA {
-            return Err(invalid(format!(
-                "schema {found:?}, this npugate reads {BASELINE_SCHEMA:?} (save it again with `npugate baseline save`)"
-            )));
-        }
-        serde_json::from_value(probe).map_err(|e| invalid(e.to_string()))
+        Ok(contract::read(path)?)
     }
 
-    /// Writes the baseline as pretty JSON.
+    /// Writes the baseline as pretty JSON, atomically.
     pub fn write(&self, path: &Path) -> Result<(), BaselineError> {
-        let io = |source| BaselineError::Io { path: path.display().to_string(), source };
-        let json = serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
-        std::fs::write(path, json).map_err(io)
+        contract::write_json(path, self).map_err(|source| BaselineError::Write { path: path.display().to_string(), source })
     }
 }

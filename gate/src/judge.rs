@@ -1,4 +1,5 @@
-//! Turns a run, its placement report, the rules and an optional baseline into a [`Verdict`].
+//! Turns the evidence of a run — the run, its placement report, its outputs against the reference
+//! and an optional baseline — and the rules into a [`Verdict`], in one pure function: [`judge`].
 
 use npugate_result::{RunResult, RunStatus};
 use profile_parser::report::{FallbackNode, PlacementReport};
@@ -8,7 +9,7 @@ use crate::fingerprint::Fingerprint;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
 use crate::rules::{RuleName, Rules};
 use crate::stats::{self, LatencyStats};
-use crate::units::{fmt_limit, fmt_ms, fmt_pct};
+use crate::units::{fmt_limit, fmt_ms, fmt_pct, Unit};
 use crate::verdict::{
     BaselineComparison, Check, CheckStatus, Culprit, Outcome, Subject, Verdict, VERDICT_SCHEMA,
 };
@@ -27,14 +28,55 @@ pub struct Comparison<'a> {
     pub force: bool,
 }
 
-/// Judges a run. Never fails: whatever cannot be judged becomes an `unjudged` check or an entry in
-/// `errors`, and the outcome says so.
-pub fn judge(
-    run: &RunResult,
-    placement: Option<&PlacementReport>,
-    rules: &Rules,
-    comparison: Option<Comparison<'_>>,
-) -> Verdict {
+/// What the output rules (`min_cosine`, `min_sqnr_db`, `max_abs_err`) read.
+#[derive(Debug, Clone)]
+pub enum OutputsEvidence<'a> {
+    /// The outputs were not compared (no `--check-outputs`): the output rules are unjudged.
+    NotChecked,
+    /// The run's outputs against the reference outputs.
+    Compared(&'a OutputsReport),
+    /// Why the comparison could not be read: an error, and the output rules are unjudged.
+    Failed(String),
+}
+
+impl<'a> OutputsEvidence<'a> {
+    /// From reading an optional comparison file: absent is [`OutputsEvidence::NotChecked`], a read
+    /// error [`OutputsEvidence::Failed`] with its message.
+    pub fn from_read<E: std::fmt::Display>(read: &'a Result<Option<OutputsReport>, E>) -> OutputsEvidence<'a> {
+        match read {
+            Ok(None) => OutputsEvidence::NotChecked,
+            Ok(Some(report)) => OutputsEvidence::Compared(report),
+            Err(error) => OutputsEvidence::Failed(error.to_string()),
+        }
+    }
+}
+
+/// Everything a run is judged on.
+#[derive(Debug, Clone)]
+pub struct Evidence<'a> {
+    /// The run (`result.json`).
+    pub run: &'a RunResult,
+    /// Where the model ran, or why that could not be computed (an error; placement rules unjudged).
+    pub placement: Result<&'a PlacementReport, String>,
+    /// The run's outputs against the reference.
+    pub outputs: OutputsEvidence<'a>,
+    /// The baseline to compare against, if any.
+    pub baseline: Option<Comparison<'a>>,
+}
+
+impl<'a> Evidence<'a> {
+    /// A run and its placement, with outputs not checked and no baseline.
+    pub fn new(run: &'a RunResult, placement: Result<&'a PlacementReport, String>) -> Evidence<'a> {
+        Evidence { run, placement, outputs: OutputsEvidence::NotChecked, baseline: None }
+    }
+}
+
+/// Judges a run on all its evidence. Never fails: whatever cannot be judged becomes an `unjudged`
+/// check or an entry in `errors`. The outcome is computed once, at the end: `fail` if any check
+/// failed (even when evidence is missing), else `error` if anything could not be judged, else `pass`.
+pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
+    let run = evidence.run;
+    let placement = evidence.placement.as_ref().ok().copied();
     let latencies = &run.timings.latencies_ns;
     let latency = LatencyStats::from_ns(latencies);
     let mut errors = Vec::new();
@@ -47,11 +89,22 @@ pub fn judge(
     let mut checks = latency_checks(latency.as_ref(), rules);
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
-    let baseline = comparison.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
-    let outcome = outcome_of(&checks, &errors);
+    let baseline = evidence.baseline.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
+    let outputs = match &evidence.outputs {
+        OutputsEvidence::Compared(report) => Some(*report),
+        OutputsEvidence::NotChecked => None,
+        OutputsEvidence::Failed(why) => {
+            errors.push(why.clone());
+            None
+        }
+    };
+    checks.extend(output_checks(outputs, matches!(evidence.outputs, OutputsEvidence::Failed(_)), rules));
+    if let Err(why) = &evidence.placement {
+        errors.push(format!("placement could not be computed: {why}"));
+    }
     Verdict {
         schema: VERDICT_SCHEMA.to_string(),
-        outcome,
+        outcome: outcome_of(&checks, &errors),
         subject: Subject::of(run),
         rules: rules.clone(),
         checks,
@@ -62,7 +115,7 @@ pub fn judge(
         session_create_ns: run.timings.session_create_ns,
         placement: placement.cloned(),
         baseline,
-        outputs: None,
+        outputs: outputs.cloned(),
         errors,
     }
 }
@@ -78,30 +131,30 @@ fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
     }
 }
 
-/// Adds the output-consistency checks (`min_cosine`, `min_sqnr_db`, `max_abs_err`) of the verdict's
-/// rules to a verdict, judged on `report` (the run's outputs against the reference), keeps the
-/// report in the verdict and updates the outcome. Each check reads the worst output.
-pub fn judge_outputs(verdict: &mut Verdict, report: Option<&OutputsReport>) {
+/// The output-consistency checks (`min_cosine`, `min_sqnr_db`, `max_abs_err`), each judged on the
+/// worst output of `report` (the run's outputs against the reference); unjudged without a report
+/// (`unreadable`: there is one, but it could not be read).
+fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules) -> Vec<Check> {
     /// One output rule: its limit, the metric it reads, which way is better, unit and decimals shown.
     struct OutputRule {
         rule: RuleName,
         value: Option<f64>,
         metric: fn(&OutputMetrics) -> f64,
         higher_is_better: bool,
-        unit: &'static str,
+        unit: Unit,
         digits: usize,
     }
-    let rules = &verdict.rules;
     let specs = [
-        OutputRule { rule: RuleName::MinCosine, value: rules.min_cosine, metric: |m| m.cosine, higher_is_better: true, unit: "cosine", digits: 6 },
-        OutputRule { rule: RuleName::MinSqnrDb, value: rules.min_sqnr_db, metric: |m| m.sqnr_db, higher_is_better: true, unit: "dB", digits: 1 },
-        OutputRule { rule: RuleName::MaxAbsErr, value: rules.max_abs_err, metric: |m| m.max_abs_err, higher_is_better: false, unit: "abs", digits: 6 },
+        OutputRule { rule: RuleName::MinCosine, value: rules.min_cosine, metric: |m| m.cosine, higher_is_better: true, unit: Unit::Cosine, digits: 6 },
+        OutputRule { rule: RuleName::MinSqnrDb, value: rules.min_sqnr_db, metric: |m| m.sqnr_db, higher_is_better: true, unit: Unit::Db, digits: 1 },
+        OutputRule { rule: RuleName::MaxAbsErr, value: rules.max_abs_err, metric: |m| m.max_abs_err, higher_is_better: false, unit: Unit::Abs, digits: 6 },
     ];
-    let mut added = Vec::new();
+    let mut out = Vec::new();
     for OutputRule { rule, value, metric, higher_is_better, unit, digits } in specs {
         let Some(bound) = limit(rules, rule, value) else { continue };
         let worst_output = report.and_then(|r| worst(&r.outputs, metric, higher_is_better));
-        added.push(match worst_output {
+        out.push(match worst_output {
+            None if unreadable => unjudged(rule, bound, unit, format!("{rule}: the output comparison could not be read (see errors)")),
             None => unjudged(rule, bound, unit, format!("{rule}: no output comparison for this run; run with --check-outputs")),
             Some((name, measured)) => {
                 let ok = if higher_is_better { measured >= bound } else { measured <= bound };
@@ -112,7 +165,7 @@ pub fn judge_outputs(verdict: &mut Verdict, report: Option<&OutputsReport>) {
                     (false, false) => ">",
                 };
                 let count = report.map_or(0, |r| r.outputs.len());
-                let suffix = if unit == "dB" { " dB" } else { "" };
+                let suffix = if unit == Unit::Db { " dB" } else { "" };
                 let message = format!(
                     "{rule}: output {name} {}{suffix} {op} {}{suffix} (worst of {count} output(s) against the reference)",
                     fmt_metric(measured, digits),
@@ -122,9 +175,7 @@ pub fn judge_outputs(verdict: &mut Verdict, report: Option<&OutputsReport>) {
             }
         });
     }
-    verdict.checks.extend(added);
-    verdict.outputs = report.cloned();
-    verdict.outcome = outcome_of(&verdict.checks, &verdict.errors);
+    out
 }
 
 /// The rule's limit when it is configured and enabled.
@@ -132,20 +183,20 @@ fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> 
     value.filter(|_| rules.enabled(rule))
 }
 
-fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64, unit: &str, message: String) -> Check {
+fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64, unit: Unit, message: String) -> Check {
     Check {
         rule,
         status,
         measured,
         limit: Some(limit),
-        unit: unit.to_string(),
+        unit,
         message,
         nodes: Vec::new(),
         clusters: None,
     }
 }
 
-fn unjudged(rule: RuleName, limit: f64, unit: &str, message: String) -> Check {
+fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
     check(rule, CheckStatus::Unjudged, None, limit, unit, message)
 }
 
@@ -184,18 +235,18 @@ fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
         } else {
             format!("min_runs: {n} runs < {min}; rerun with --runs {min}")
         };
-        out.push(check(RuleName::MinRuns, pass_or_fail(n >= min), Some(n as f64), min as f64, "runs", message));
+        out.push(check(RuleName::MinRuns, pass_or_fail(n >= min), Some(n as f64), min as f64, Unit::Runs, message));
     }
     if let Some(max) = limit(rules, RuleName::CvPct, rules.cv_pct) {
         out.push(match latency {
-            None => unjudged(RuleName::CvPct, max, "%", "cv_pct: the run has no timed runs".into()),
+            None => unjudged(RuleName::CvPct, max, Unit::Percent, "cv_pct: the run has no timed runs".into()),
             Some(s) => with_clusters(cv_check(s, max), s),
         });
     }
     for (rule, value, percentile) in ms_rules {
         let Some(max) = limit(rules, rule, value) else { continue };
         out.push(match latency {
-            None => unjudged(rule, max, "ms", format!("{rule}: the run has no timed runs")),
+            None => unjudged(rule, max, Unit::Ms, format!("{rule}: the run has no timed runs")),
             Some(s) => with_clusters(percentile_check(s, rule, percentile, max), s),
         });
     }
@@ -226,14 +277,14 @@ fn with_clusters(mut check: Check, stats: &LatencyStats) -> Check {
     check
 }
 
-fn too_few_runs(rule: RuleName, n: usize, needed: usize, limit: f64, unit: &str, what: &str) -> Check {
+fn too_few_runs(rule: RuleName, n: usize, needed: usize, limit: f64, unit: Unit, what: &str) -> Check {
     let message = format!("{rule}: {what} needs at least {needed} runs, this run has {n}; rerun with --runs {needed}");
     check(rule, CheckStatus::Fail, None, limit, unit, message)
 }
 
 fn cv_check(s: &LatencyStats, max: f64) -> Check {
     if s.n < stats::MIN_RUNS_FOR_CV {
-        return too_few_runs(RuleName::CvPct, s.n, stats::MIN_RUNS_FOR_CV, max, "%", "a CV limit");
+        return too_few_runs(RuleName::CvPct, s.n, stats::MIN_RUNS_FOR_CV, max, Unit::Percent, "a CV limit");
     }
     let ok = s.cv_pct <= max;
     let op = if ok { "<=" } else { ">" };
@@ -245,13 +296,13 @@ fn cv_check(s: &LatencyStats, max: f64) -> Check {
         fmt_ms(s.mean_ns),
         s.n
     );
-    check(RuleName::CvPct, pass_or_fail(ok), Some(s.cv_pct), max, "%", message)
+    check(RuleName::CvPct, pass_or_fail(ok), Some(s.cv_pct), max, Unit::Percent, message)
 }
 
 fn percentile_check(s: &LatencyStats, rule: RuleName, percentile: u8, max_ms: f64) -> Check {
     let needed = if percentile == 50 { 1 } else { stats::min_runs_for_percentile(f64::from(percentile)) };
     if s.n < needed {
-        return too_few_runs(rule, s.n, needed, max_ms, "ms", &format!("a p{percentile} limit"));
+        return too_few_runs(rule, s.n, needed, max_ms, Unit::Ms, &format!("a p{percentile} limit"));
     }
     let value_ns = s.percentile_ns(percentile).unwrap_or(s.max_ns);
     let value_ms = value_ns / 1e6;
@@ -264,7 +315,7 @@ fn percentile_check(s: &LatencyStats, rule: RuleName, percentile: u8, max_ms: f6
         String::new()
     };
     let message = format!("{rule}: {name} {}{ci} {op} {} ms (N={})", fmt_ms(value_ns), fmt_limit(max_ms), s.n);
-    check(rule, pass_or_fail(ok), Some(value_ms), max_ms, "ms", message)
+    check(rule, pass_or_fail(ok), Some(value_ms), max_ms, Unit::Ms, message)
 }
 
 /// A placement report with the fallback nodes split into blamed ones and excused ones
@@ -332,10 +383,10 @@ fn share_check(rule: RuleName, measured: f64, min: f64, culprits: Vec<Culprit>, 
     let op = if ok { ">=" } else { "<" };
     let nodes = if ok { Vec::new() } else { culprits };
     let message = format!("{rule} {} {op} {}%{note}{}", fmt_pct(measured), fmt_limit(min), name_nodes(&nodes));
-    Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured), min, "%", message) }
+    Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured), min, Unit::Percent, message) }
 }
 
-fn count_check(rule: RuleName, measured: usize, max: usize, unit: &str, detail: String, nodes: Vec<Culprit>) -> Check {
+fn count_check(rule: RuleName, measured: usize, max: usize, unit: Unit, detail: String, nodes: Vec<Culprit>) -> Check {
     let ok = measured <= max;
     let op = if ok { "<=" } else { ">" };
     let nodes = if ok { Vec::new() } else { nodes };
@@ -350,9 +401,9 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
         (RuleName::NpuTimePct, rules.npu_time_pct),
     ];
     let counts = [
-        (RuleName::MaxFallbackNodes, rules.max_fallback_nodes, "nodes"),
-        (RuleName::MaxPartitions, rules.max_partitions, "partitions"),
-        (RuleName::MaxBoundaries, rules.max_boundaries, "switches"),
+        (RuleName::MaxFallbackNodes, rules.max_fallback_nodes, Unit::Nodes),
+        (RuleName::MaxPartitions, rules.max_partitions, Unit::Partitions),
+        (RuleName::MaxBoundaries, rules.max_boundaries, Unit::Switches),
     ];
     let missing = |rule: RuleName| {
         format!("{rule}: no placement report for this run (it needs the EP assignment and the ORT profile)")
@@ -361,7 +412,7 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
     for (rule, value) in shares {
         let Some(min) = limit(rules, rule, value) else { continue };
         let Some(v) = view else {
-            out.push(unjudged(rule, min, "%", missing(rule)));
+            out.push(unjudged(rule, min, Unit::Percent, missing(rule)));
             continue;
         };
         let note = v.excused_note();
@@ -370,7 +421,7 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
             RuleName::NpuNodesPct => share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note),
             _ => match v.time_pct() {
                 Some(pct) => share_check(rule, pct, min, v.blamed_by(|n| n.time_us_per_run.unwrap_or(0.0)), &note),
-                None => unjudged(rule, min, "%", format!("{rule}: the placement report has no kernel times (no profiled runs)")),
+                None => unjudged(rule, min, Unit::Percent, format!("{rule}: the placement report has no kernel times (no profiled runs)")),
             },
         });
     }
@@ -434,17 +485,17 @@ fn compare(
         ));
         let why = "not compared: the fingerprints differ (see errors)".to_string();
         if let Some(pct) = median_limit {
-            checks.push(unjudged(RuleName::BaselineMedianPct, pct, "%", format!("baseline_median_pct: {why}")));
+            checks.push(unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, format!("baseline_median_pct: {why}")));
         }
         if placement_on {
-            checks.push(unjudged(RuleName::BaselinePlacement, 0.0, "nodes", format!("baseline_placement: {why}")));
+            checks.push(unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, format!("baseline_placement: {why}")));
         }
         return result;
     }
     if let Some(pct) = median_limit {
         result.median_ratio = stats::median_ratio(&run.timings.latencies_ns, &baseline.latencies_ns);
         checks.push(match &result.median_ratio {
-            None => unjudged(RuleName::BaselineMedianPct, pct, "%", "baseline_median_pct: no latencies to compare".into()),
+            None => unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, "baseline_median_pct: no latencies to compare".into()),
             Some(r) => median_ratio_check(r, pct),
         });
     }
@@ -454,11 +505,11 @@ fn compare(
                 result.moved_off_preferred = moved_nodes(v, before, rules);
                 placement_diff_check(&result.moved_off_preferred, &before.preferred_ep)
             }
-            (None, _) => unjudged(RuleName::BaselinePlacement, 0.0, "nodes", "baseline_placement: this run has no placement report".into()),
+            (None, _) => unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, "baseline_placement: this run has no placement report".into()),
             (_, None) => unjudged(
                 RuleName::BaselinePlacement,
                 0.0,
-                "nodes",
+                Unit::Nodes,
                 "baseline_placement: the baseline has no placement (save it from a profiled run)".into(),
             ),
         });
@@ -486,7 +537,7 @@ fn median_ratio_check(r: &stats::MedianRatio, pct: f64) -> Check {
     );
     Check {
         measured: Some((r.ratio - 1.0) * 100.0),
-        ..check(RuleName::BaselineMedianPct, pass_or_fail(ok), None, pct, "%", message)
+        ..check(RuleName::BaselineMedianPct, pass_or_fail(ok), None, pct, Unit::Percent, message)
     }
 }
 
@@ -526,7 +577,7 @@ fn placement_diff_check(moved: &[Culprit], preferred: &str) -> Check {
     };
     Check {
         nodes: moved.to_vec(),
-        ..check(RuleName::BaselinePlacement, pass_or_fail(ok), Some(moved.len() as f64), 0.0, "nodes", message)
+        ..check(RuleName::BaselinePlacement, pass_or_fail(ok), Some(moved.len() as f64), 0.0, Unit::Nodes, message)
     }
 }
 
@@ -565,4 +616,16 @@ fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&
     }
     out.extend(run.warnings.iter().cloned());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_evidence_from_reading_the_comparison() {
+        assert!(matches!(OutputsEvidence::from_read::<String>(&Ok(None)), OutputsEvidence::NotChecked));
+        let unreadable: Result<Option<OutputsReport>, String> = Err("outputs.json is not valid JSON".into());
+        assert!(matches!(OutputsEvidence::from_read(&unreadable), OutputsEvidence::Failed(why) if why == "outputs.json is not valid JSON"));
+    }
 }

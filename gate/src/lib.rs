@@ -1,18 +1,24 @@
-//! The gate: latency statistics, rules, baselines, the verdict and its exporters.
+//! The gate: rules, baselines, the verdict and its exporters, on the latency statistics of
+//! `npugate-stats` (re-exported as [`stats`]).
 //!
-//! `judge(run, placement, rules, baseline) -> Verdict`, then `export::write_all(&verdict, formats, out)`.
+//! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
+//! `export::write_all(&verdict, formats, out)`. [`page`] holds the building blocks every npugate
+//! HTML page shares (the verdict report, the sweep matrix, the history page).
 
 pub mod baseline;
 pub mod export;
 pub mod fingerprint;
 pub mod judge;
 pub mod outputs;
+pub mod page;
 pub mod rules;
-pub mod stats;
 pub mod units;
 pub mod verdict;
 
+/// Latency statistics: the crate `npugate-stats`, re-exported for the gate's callers.
+pub use npugate_stats as stats;
+
 pub use baseline::Baseline;
-pub use judge::{judge, judge_outputs, Comparison};
+pub use judge::{judge, Comparison, Evidence, OutputsEvidence};
 pub use rules::{RuleName, Rules};
 pub use verdict::{Outcome, Verdict};

@@ -1,6 +1,7 @@
 //! Output consistency: how far a run's model outputs are from a reference computed on the same
 //! inputs (`npugate.outputs/1`). Metrics are computed in f64; no I/O here.
 
+use npugate_result::contract::{Document, Schema};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of a serialized [`OutputsReport`].
@@ -15,6 +16,10 @@ pub struct OutputsReport {
     pub reference: ReferenceSource,
     /// One comparison per model output, in the model's output order.
     pub outputs: Vec<OutputComparison>,
+}
+
+impl Document for OutputsReport {
+    const SCHEMA: Schema = Schema::new(OUTPUTS_SCHEMA);
 }
 
 /// The run that produced the reference outputs.
@@ -186,11 +191,8 @@ pub fn outlier(sqnr_db: &[f64]) -> Option<usize> {
     }
     let key = |v: f64| if v.is_nan() { f64::NEG_INFINITY } else { v };
     let (worst, &lowest) = sqnr_db.iter().enumerate().min_by(|a, b| key(*a.1).total_cmp(&key(*b.1)))?;
-    let mut others: Vec<f64> = sqnr_db.iter().enumerate().filter(|(i, _)| *i != worst).map(|(_, &v)| key(v)).collect();
-    others.sort_by(f64::total_cmp);
-    let mid = others.len() / 2;
-    let median = if others.len() % 2 == 1 { others[mid] } else { (others[mid - 1] + others[mid]) / 2.0 };
-    let gap = median - key(lowest);
+    let others: Vec<f64> = sqnr_db.iter().enumerate().filter(|(i, _)| *i != worst).map(|(_, &v)| key(v)).collect();
+    let gap = crate::stats::median(&others)? - key(lowest);
     (gap >= OUTLIER_GAP_DB).then_some(worst)
 }
 
@@ -311,6 +313,22 @@ mod tests {
         assert_eq!(outlier(&[f64::INFINITY, f64::INFINITY]), None);
         assert_eq!(outlier(&[30.0, f64::NAN]), Some(1));
         assert_eq!(outlier(&[30.0]), None);
+    }
+
+    #[test]
+    fn a_report_of_another_major_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outputs.json");
+        let report = OutputsReport {
+            schema: OUTPUTS_SCHEMA.into(),
+            reference: ReferenceSource { model: "m.onnx".into(), model_sha256: "0".into(), ep: "CPU".into(), result_dir: "r".into() },
+            outputs: vec![compare_tensors("y", (&[2], &[1.0, 2.0]), (&[2], &[1.0, 2.5])).unwrap()],
+        };
+        npugate_result::contract::write_json(&path, &report).unwrap();
+        assert_eq!(npugate_result::contract::read::<OutputsReport>(&path).unwrap(), report);
+        std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("outputs/1", "outputs/2")).unwrap();
+        let error = npugate_result::contract::read::<OutputsReport>(&path).unwrap_err().to_string();
+        assert!(error.contains("npugate.outputs/2"), "{error}");
     }
 
     #[test]

@@ -1,4 +1,61 @@
-//! Number formatting shared by the checks and every exporter.
+//! The units of the checks and the number formatting shared by the checks and every exporter.
+
+use serde::{Deserialize, Serialize};
+
+/// Unit of a check's measured value and limit, serialized as the string in parentheses.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Unit {
+    /// Percent (`%`).
+    #[serde(rename = "%")]
+    Percent,
+    /// Milliseconds (`ms`).
+    #[serde(rename = "ms")]
+    Ms,
+    /// Timed runs (`runs`).
+    #[serde(rename = "runs")]
+    Runs,
+    /// Graph nodes (`nodes`).
+    #[serde(rename = "nodes")]
+    Nodes,
+    /// Fused partitions (`partitions`).
+    #[serde(rename = "partitions")]
+    Partitions,
+    /// EP switches per run (`switches`).
+    #[serde(rename = "switches")]
+    Switches,
+    /// Cosine similarity, a plain number (`cosine`).
+    #[serde(rename = "cosine")]
+    Cosine,
+    /// Decibels (`dB`).
+    #[serde(rename = "dB")]
+    Db,
+    /// Absolute error, a plain number (`abs`).
+    #[serde(rename = "abs")]
+    Abs,
+}
+
+impl Unit {
+    /// The unit as written in the verdict JSON and after counted values (`3 nodes`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Percent => "%",
+            Unit::Ms => "ms",
+            Unit::Runs => "runs",
+            Unit::Nodes => "nodes",
+            Unit::Partitions => "partitions",
+            Unit::Switches => "switches",
+            Unit::Cosine => "cosine",
+            Unit::Db => "dB",
+            Unit::Abs => "abs",
+        }
+    }
+}
+
+impl std::fmt::Display for Unit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Nanoseconds as milliseconds with precision suited to the size: `24.6 ms`, `8.10 ms`, `0.412 ms`.
 pub fn fmt_ms(ns: f64) -> String {
@@ -47,5 +104,26 @@ mod tests {
         assert_eq!(fmt_ms(412_000.0), "0.412 ms");
         assert_eq!(fmt_limit(8.0), "8");
         assert_eq!(fmt_limit(97.5), "97.5");
+    }
+
+    #[test]
+    fn units_serialize_as_the_strings_written_before_they_were_a_type() {
+        let all = [
+            Unit::Percent,
+            Unit::Ms,
+            Unit::Runs,
+            Unit::Nodes,
+            Unit::Partitions,
+            Unit::Switches,
+            Unit::Cosine,
+            Unit::Db,
+            Unit::Abs,
+        ];
+        let written = ["%", "ms", "runs", "nodes", "partitions", "switches", "cosine", "dB", "abs"];
+        for (unit, text) in all.into_iter().zip(written) {
+            assert_eq!(serde_json::to_string(&unit).unwrap(), format!("{text:?}"));
+            assert_eq!(serde_json::from_str::<Unit>(&format!("{text:?}")).unwrap(), unit);
+            assert_eq!(unit.to_string(), text);
+        }
     }
 }

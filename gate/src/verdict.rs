@@ -1,7 +1,10 @@
 //! The verdict: every rule's outcome with the numbers and nodes behind it, serialized as
 //! `npugate.verdict/1` and rendered by the exporters.
 
-use npugate_result::RunResult;
+use std::path::Path;
+
+use npugate_result::contract::{self, Document, Schema, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use npugate_result::{ReadError, RunResult};
 use profile_parser::report::{FallbackNode, PlacementReport};
 use serde::{Deserialize, Serialize};
 
@@ -9,17 +12,10 @@ use crate::fingerprint::Fingerprint;
 use crate::outputs::OutputsReport;
 use crate::rules::{RuleName, Rules};
 use crate::stats::{ClusterSplit, LatencyStats, MedianRatio};
-use crate::units::{fmt_ms_from_us, fmt_pct};
+use crate::units::{fmt_ms_from_us, fmt_pct, Unit};
 
 /// Schema identifier of a serialized [`Verdict`].
 pub const VERDICT_SCHEMA: &str = "npugate.verdict/1";
-
-/// Exit code when every rule passed.
-pub const EXIT_PASS: u8 = 0;
-/// Exit code when at least one rule failed.
-pub const EXIT_FAIL: u8 = 1;
-/// Exit code when the run could not be judged.
-pub const EXIT_ERROR: u8 = 2;
 
 /// The judgement of one run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -81,7 +77,7 @@ impl Outcome {
         }
     }
 
-    /// The process exit code: 0 pass, 1 fail, 2 error.
+    /// The process exit code ([`npugate_result::contract`]): 0 pass, 1 fail, 2 error.
     pub fn exit_code(self) -> u8 {
         match self {
             Outcome::Pass => EXIT_PASS,
@@ -138,8 +134,8 @@ pub struct Check {
     /// The configured limit in `unit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<f64>,
-    /// Unit of `measured` and `limit`: `%`, `ms`, `runs`, `nodes`, `partitions`, `switches`, `×`.
-    pub unit: String,
+    /// Unit of `measured` and `limit`.
+    pub unit: Unit,
     /// One sentence: what, how much, and which node or cluster.
     pub message: String,
     /// The nodes that made the check fail, worst first.
@@ -249,7 +245,21 @@ pub struct BaselineComparison {
     pub moved_off_preferred: Vec<Culprit>,
 }
 
+impl Document for Verdict {
+    const SCHEMA: Schema = Schema::new(VERDICT_SCHEMA);
+}
+
 impl Verdict {
+    /// Reads a verdict file, refusing any schema but [`VERDICT_SCHEMA`]'s major version.
+    pub fn read(path: &Path) -> Result<Verdict, ReadError> {
+        contract::read(path)
+    }
+
+    /// Writes the verdict as pretty JSON, atomically.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        contract::write_json(path, self)
+    }
+
     /// The process exit code of this verdict.
     pub fn exit_code(&self) -> u8 {
         self.outcome.exit_code()

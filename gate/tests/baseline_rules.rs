@@ -6,7 +6,14 @@ mod common;
 use common::{detector_nodes, move_to_cpu, normal_series, placement, run, NORM, QNN};
 use gate::rules::RuleName;
 use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, Baseline, Comparison, Rules};
+use gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
+use npugate_result::RunResult;
+use profile_parser::report::PlacementReport;
+
+/// Judges a run and its placement against a baseline (`force`: across different fingerprints).
+fn against(run: &RunResult, report: &PlacementReport, baseline: &Baseline, force: bool, rules: &Rules) -> Verdict {
+    judge(&Evidence { baseline: Some(Comparison { baseline, force }), ..Evidence::new(run, Ok(report)) }, rules)
+}
 
 fn saved_baseline() -> Baseline {
     let run = run(normal_series(200, 8.0, 3.0, 21));
@@ -33,12 +40,7 @@ fn flags_a_node_that_moved_from_qnn_to_cpu() {
     move_to_cpu(&mut nodes, NORM, 1800.0);
     // Allow the FLOP share to drop so that only the placement diff can fail.
     let rules = Rules::load(None, &["npu_flops_pct=80".into()]).unwrap();
-    let verdict = judge(
-        &run(normal_series(200, 8.0, 3.0, 22)),
-        Some(&placement(QNN, &nodes)),
-        &rules,
-        Some(Comparison { baseline: &baseline, force: false }),
-    );
+    let verdict = against(&run(normal_series(200, 8.0, 3.0, 22)), &placement(QNN, &nodes), &baseline, false, &rules);
     let check = verdict.checks.iter().find(|c| c.rule == RuleName::BaselinePlacement).unwrap();
     assert_eq!(check.status, CheckStatus::Fail);
     assert!(
@@ -57,7 +59,7 @@ fn median_regression_is_judged_on_the_interval() {
     let baseline = saved_baseline();
     let report = placement(QNN, &detector_nodes());
     let compare = |series: Vec<u64>| {
-        let verdict = judge(&run(series), Some(&report), &Rules::default(), Some(Comparison { baseline: &baseline, force: false }));
+        let verdict = against(&run(series), &report, &baseline, false, &Rules::default());
         verdict.checks.into_iter().find(|c| c.rule == RuleName::BaselineMedianPct).unwrap()
     };
     let slower = compare(normal_series(200, 10.0, 3.0, 23));
@@ -77,14 +79,14 @@ fn refuses_a_mismatched_fingerprint_unless_forced() {
     other.fingerprint.android_properties.insert("ro.soc.model".into(), "SM8550".into());
     let report = placement(QNN, &detector_nodes());
 
-    let refused = judge(&other, Some(&report), &Rules::default(), Some(Comparison { baseline: &baseline, force: false }));
+    let refused = against(&other, &report, &baseline, false, &Rules::default());
     assert_eq!(refused.outcome, Outcome::Error);
     assert_eq!(refused.exit_code(), 2);
     let error = refused.errors.join("\n");
     assert!(error.contains("SoC is \"SM8550\", baseline has \"SM8650\""), "{error}");
     assert!(error.contains("model sha256") && error.contains("--force"), "{error}");
 
-    let forced = judge(&other, Some(&report), &Rules::default(), Some(Comparison { baseline: &baseline, force: true }));
+    let forced = against(&other, &report, &baseline, true, &Rules::default());
     assert_eq!(forced.outcome, Outcome::Pass, "{:#?} {:?}", forced.checks, forced.errors);
     assert!(forced.baseline.as_ref().unwrap().forced);
 }

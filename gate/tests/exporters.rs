@@ -9,7 +9,7 @@ use std::process::Command;
 
 use common::{detector_nodes, mixture, move_to_cpu, normal_series, placement, run, NORM, QNN};
 use gate::export::{write_all, Format};
-use gate::{judge, Baseline, Comparison, Rules, Verdict};
+use gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
 
 fn failing_verdict() -> Verdict {
     let baseline_run = run(normal_series(200, 8.0, 3.0, 31));
@@ -17,16 +17,15 @@ fn failing_verdict() -> Verdict {
     let mut nodes = detector_nodes();
     move_to_cpu(&mut nodes, NORM, 1800.0);
     let rules = Rules::load(None, &["p99_ms=20".into(), "max_partitions=1".into()]).unwrap();
-    judge(
-        &run(mixture(300, 8.1, 24.6, 0.32, 41)),
-        Some(&placement(QNN, &nodes)),
-        &rules,
-        Some(Comparison { baseline: &baseline, force: false }),
-    )
+    let run = run(mixture(300, 8.1, 24.6, 0.32, 41));
+    let placement = placement(QNN, &nodes);
+    let baseline = Some(Comparison { baseline: &baseline, force: false });
+    judge(&Evidence { baseline, ..Evidence::new(&run, Ok(&placement)) }, &rules)
 }
 
 fn passing_verdict() -> Verdict {
-    judge(&run(normal_series(200, 8.0, 3.0, 5)), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None)
+    let (run, placement) = (run(normal_series(200, 8.0, 3.0, 5)), placement(QNN, &detector_nodes()));
+    judge(&Evidence::new(&run, Ok(&placement)), &Rules::default())
 }
 
 fn render(format: Format, verdict: &Verdict) -> String {
@@ -98,6 +97,18 @@ fn junit_validates_against_the_xsd() {
 }
 
 #[test]
+fn junit_of_a_run_that_could_not_be_judged_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run(normal_series(50, 8.0, 3.0, 7));
+    let verdict = judge(&Evidence::new(&run, Err("profile.json <truncated> & \u{1}broken".into())), &Rules::default());
+    let xml = render(Format::Junit, &verdict);
+    let out = validate_junit(&xml, dir.path(), "error.xml");
+    assert!(out.status.success(), "{}\n{xml}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(xml.matches("<error ").count(), 2, "the unjudged npu_flops_pct and the run: {xml}");
+    assert!(xml.contains("name=\"run\"") && xml.contains("&lt;truncated&gt; &amp; broken"), "{xml}");
+}
+
+#[test]
 fn markdown_has_the_rule_table_and_clusters() {
     let md = render(Format::Markdown, &failing_verdict());
     assert!(md.starts_with("## ❌ npugate gate: FAIL"), "{md}");
@@ -166,4 +177,20 @@ fn unknown_toml_key_names_the_key_and_the_file() {
     let rules = Rules::load(Some(&file), &["cv_pct=6".into()]).unwrap();
     assert_eq!((rules.cv_pct, rules.median_ms), (Some(6.0), Some(12.5)), "overrides win over the file");
     assert_eq!(rules.npu_flops_pct, Some(98.0), "defaults stay");
+}
+
+#[test]
+fn verdict_file_is_written_atomically_and_read_only_at_its_major_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("verdict.json");
+    let verdict = passing_verdict();
+    verdict.write(&path).unwrap();
+    let back = Verdict::read(&path).unwrap();
+    assert_eq!((back.outcome, back.checks.len()), (verdict.outcome, verdict.checks.len()));
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(json["checks"][0]["unit"], "%", "units keep their spelling");
+    json["schema"] = "npugate.verdict/2".into();
+    std::fs::write(&path, json.to_string()).unwrap();
+    let error = Verdict::read(&path).unwrap_err().to_string();
+    assert!(error.contains("verdict.json") && error.contains("npugate.verdict/2"), "{error}");
 }

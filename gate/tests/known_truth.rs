@@ -7,7 +7,12 @@ use common::{detector_nodes, mixture, normal_series, placement, run, QNN};
 use gate::rules::RuleName;
 use gate::stats::LatencyStats;
 use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, Rules};
+use gate::{judge, Evidence, Rules};
+
+/// Judges the QNN fixture run with these latencies on the detector graph (all on QNN).
+fn judged(latencies_ns: Vec<u64>, rules: &Rules) -> gate::Verdict {
+    judge(&Evidence::new(&run(latencies_ns), Ok(&placement(QNN, &detector_nodes()))), rules)
+}
 
 fn check_status(verdict: &gate::Verdict, rule: RuleName) -> CheckStatus {
     verdict.checks.iter().find(|c| c.rule == rule).unwrap_or_else(|| panic!("no {rule} check")).status
@@ -28,7 +33,7 @@ fn unimodal_series_with_cv_3pct_passes() {
     assert!(modality.coefficient < 0.5, "{modality:?}");
     assert!(stats.drift.as_ref().unwrap().change_pct.abs() < 2.0);
 
-    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let verdict = judged(series, &Rules::default());
     assert_eq!(check_status(&verdict, RuleName::CvPct), CheckStatus::Pass);
     assert_eq!(verdict.outcome, Outcome::Pass, "{:#?}", verdict.checks);
     assert_eq!(verdict.exit_code(), 0);
@@ -37,7 +42,7 @@ fn unimodal_series_with_cv_3pct_passes() {
 #[test]
 fn mixture_70_30_fails_cv_and_is_reported_bimodal() {
     let series = mixture(200, 8.0, 24.0, 0.3, 11);
-    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let verdict = judged(series, &Rules::default());
     let stats = verdict.latency.as_ref().unwrap();
     let split = stats.bimodal_split().expect("the 70/30 mixture must be called bimodal");
     assert_eq!((split.fast.runs, split.slow.runs), (140, 60));
@@ -59,7 +64,7 @@ fn mixture_70_30_fails_cv_and_is_reported_bimodal() {
 #[test]
 fn mixture_with_10_runs_fails_for_too_few_runs() {
     let series = mixture(10, 8.0, 24.0, 0.3, 11);
-    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let verdict = judged(series, &Rules::default());
     let cv = verdict.checks.iter().find(|c| c.rule == RuleName::CvPct).unwrap();
     assert_eq!(cv.status, CheckStatus::Fail);
     assert!(cv.message.contains("needs at least 20 runs, this run has 10"), "{}", cv.message);
@@ -69,13 +74,13 @@ fn mixture_with_10_runs_fails_for_too_few_runs() {
 #[test]
 fn p99_rule_needs_100_runs_and_p95_needs_20() {
     let rules = Rules::load(None, &["p99_ms=30".into(), "p95_ms=30".into()]).unwrap();
-    let verdict = judge(&run(normal_series(50, 8.0, 3.0, 3)), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    let verdict = judged(normal_series(50, 8.0, 3.0, 3), &rules);
     let p99 = verdict.checks.iter().find(|c| c.rule == RuleName::P99Ms).unwrap();
     assert_eq!(p99.status, CheckStatus::Fail);
     assert!(p99.message.contains("needs at least 100 runs, this run has 50"), "{}", p99.message);
     assert_eq!(check_status(&verdict, RuleName::P95Ms), CheckStatus::Pass);
 
-    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 3)), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    let verdict = judged(normal_series(100, 8.0, 3.0, 3), &rules);
     assert_eq!(check_status(&verdict, RuleName::P99Ms), CheckStatus::Pass);
 }
 
@@ -84,11 +89,11 @@ fn median_only_gate_passes_the_bimodal_mixture() {
     // The seed's point: 30% of runs at three times the latency, and a median gate sees nothing.
     let series = mixture(200, 8.0, 24.0, 0.3, 11);
     let rules = Rules::load(None, &["median_ms=10".into(), "disable=[\"cv_pct\"]".into()]).unwrap();
-    let verdict = judge(&run(series.clone()), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    let verdict = judged(series.clone(), &rules);
     assert_eq!(check_status(&verdict, RuleName::MedianMs), CheckStatus::Pass);
     assert_eq!(verdict.outcome, Outcome::Pass, "{:#?}", verdict.checks);
     // … while the default gate on the same series fails.
-    let default = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let default = judged(series, &Rules::default());
     assert_eq!(default.outcome, Outcome::Fail);
 }
 
@@ -96,7 +101,7 @@ fn median_only_gate_passes_the_bimodal_mixture() {
 fn drift_between_thirds_is_warned() {
     // 8 ms rising linearly to 9.6 ms: the last third's median is ~14% above the first third's.
     let series: Vec<u64> = (0..90).map(|i| 8_000_000 + i * 18_000).collect();
-    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let verdict = judged(series, &Rules::default());
     let drift = verdict.latency.as_ref().unwrap().drift.as_ref().unwrap();
     assert!((12.0..16.0).contains(&drift.change_pct), "{drift:?}");
     assert!(verdict.warnings.iter().any(|w| w.contains("drifted +")), "{:?}", verdict.warnings);
@@ -105,7 +110,7 @@ fn drift_between_thirds_is_warned() {
 #[test]
 fn min_runs_rule() {
     let rules = Rules::load(None, &["min_runs=50".into()]).unwrap();
-    let verdict = judge(&run(normal_series(30, 8.0, 3.0, 5)), Some(&placement(QNN, &detector_nodes())), &rules, None);
+    let verdict = judged(normal_series(30, 8.0, 3.0, 5), &rules);
     let check = verdict.checks.iter().find(|c| c.rule == RuleName::MinRuns).unwrap();
     assert_eq!(check.status, CheckStatus::Fail);
     assert!(check.message.contains("30 runs < 50"), "{}", check.message);
@@ -113,7 +118,7 @@ fn min_runs_rule() {
 
 #[test]
 fn empty_run_cannot_be_judged() {
-    let verdict = judge(&run(vec![]), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let verdict = judged(vec![], &Rules::default());
     assert_eq!(check_status(&verdict, RuleName::CvPct), CheckStatus::Unjudged);
     assert_eq!(verdict.outcome, Outcome::Error);
     assert_eq!(verdict.exit_code(), 2);
@@ -125,7 +130,7 @@ fn a_few_slow_outliers_are_named_but_not_called_bimodal() {
     for i in [20, 90, 150] {
         series[i] = 40_000_000;
     }
-    let verdict = judge(&run(series), Some(&placement(QNN, &detector_nodes())), &Rules::default(), None);
+    let verdict = judged(series, &Rules::default());
     assert!(verdict.latency.as_ref().unwrap().bimodal_split().is_none());
     let cv = verdict.checks.iter().find(|c| c.rule == RuleName::CvPct).unwrap();
     assert_eq!(cv.status, CheckStatus::Fail);

@@ -9,7 +9,7 @@ use gate::export::Format;
 use gate::outputs::{compare_tensors, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
 use gate::rules::RuleName;
 use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, judge_outputs, Rules, Verdict};
+use gate::{judge, Evidence, OutputsEvidence, Rules, Verdict};
 
 /// A report of two outputs: `boxes` equal to the reference, `scores` off by a known step.
 fn report(scores_error: f64) -> OutputsReport {
@@ -31,9 +31,9 @@ fn report(scores_error: f64) -> OutputsReport {
 }
 
 fn judged(rules: Rules, outputs: Option<&OutputsReport>) -> Verdict {
-    let mut verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), Some(&placement(QNN, &detector_nodes())), &rules, None);
-    judge_outputs(&mut verdict, outputs);
-    verdict
+    let (run, report) = (run(normal_series(100, 8.0, 3.0, 1)), placement(QNN, &detector_nodes()));
+    let outputs = outputs.map_or(OutputsEvidence::NotChecked, OutputsEvidence::Compared);
+    judge(&Evidence { outputs, ..Evidence::new(&run, Ok(&report)) }, &rules)
 }
 
 fn rules(overrides: &[&str]) -> Rules {
@@ -84,4 +84,16 @@ fn without_a_comparison_the_rule_is_unjudged_and_says_how_to_get_one() {
     let check = verdict.checks.iter().find(|c| c.rule == RuleName::MinCosine).unwrap();
     assert_eq!(check.status, CheckStatus::Unjudged);
     assert!(check.message.contains("--check-outputs"), "{}", check.message);
+}
+
+#[test]
+fn an_unreadable_comparison_is_an_error_and_leaves_the_rules_unjudged() {
+    let (run, report) = (run(normal_series(100, 8.0, 3.0, 1)), placement(QNN, &detector_nodes()));
+    let outputs = OutputsEvidence::Failed("outputs.json has schema \"npugate.outputs/2\"".into());
+    let verdict = judge(&Evidence { outputs, ..Evidence::new(&run, Ok(&report)) }, &rules(&["min_sqnr_db=30"]));
+    assert_eq!(verdict.outcome, Outcome::Error);
+    assert_eq!(verdict.errors, ["outputs.json has schema \"npugate.outputs/2\""]);
+    let check = verdict.checks.iter().find(|c| c.rule == RuleName::MinSqnrDb).unwrap();
+    assert_eq!(check.status, CheckStatus::Unjudged, "{}", check.message);
+    assert!(verdict.outputs.is_none());
 }

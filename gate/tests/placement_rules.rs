@@ -6,7 +6,7 @@ mod common;
 use common::{detector_nodes, move_to_cpu, normal_series, placement, run, CPU, NORM, QNN};
 use gate::rules::RuleName;
 use gate::verdict::{Check, CheckStatus, Outcome};
-use gate::{judge, Rules, Verdict};
+use gate::{judge, Evidence, Rules, Verdict};
 
 fn find(verdict: &Verdict, rule: RuleName) -> &Check {
     verdict.checks.iter().find(|c| c.rule == rule).unwrap_or_else(|| panic!("no {rule} check"))
@@ -21,7 +21,7 @@ fn fallback_run() -> (npugate_result::RunResult, profile_parser::report::Placeme
 #[test]
 fn cpu_fallback_fails_npu_flops_and_names_the_node() {
     let (run, report) = fallback_run();
-    let verdict = judge(&run, Some(&report), &Rules::default(), None);
+    let verdict = judge(&Evidence::new(&run, Ok(&report)), &Rules::default());
     let check = find(&verdict, RuleName::NpuFlopsPct);
     assert_eq!(check.status, CheckStatus::Fail);
     assert!(
@@ -42,7 +42,7 @@ fn allow_listed_node_or_op_type_does_not_fail() {
     let (run, report) = fallback_run();
     for allow in ["allow_nodes=[\"/model.10/m.0/norm\"]", "allow_op_types=[\"LayerNormalization\"]"] {
         let rules = Rules::load(None, &[allow.into(), "max_fallback_nodes=0".into(), "npu_time_pct=100".into()]).unwrap();
-        let verdict = judge(&run, Some(&report), &rules, None);
+        let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);
         for rule in [RuleName::NpuFlopsPct, RuleName::MaxFallbackNodes, RuleName::NpuTimePct] {
             let check = find(&verdict, rule);
             assert_eq!(check.status, CheckStatus::Pass, "{allow}: {}", check.message);
@@ -61,7 +61,7 @@ fn expected_io_quantize_nodes_never_fail() {
         &["npu_flops_pct=100".into(), "npu_nodes_pct=100".into(), "npu_time_pct=100".into(), "max_fallback_nodes=0".into()],
     )
     .unwrap();
-    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), Some(&report), &rules, None);
+    let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &rules);
     for check in &verdict.checks {
         assert_eq!(check.status, CheckStatus::Pass, "{}", check.message);
     }
@@ -75,7 +75,7 @@ fn cpu_ep_run_passes_at_100pct() {
         n.expected = false;
     }
     let report = placement(CPU, &nodes);
-    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), Some(&report), &Rules::default(), None);
+    let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &Rules::default());
     let check = find(&verdict, RuleName::NpuFlopsPct);
     assert_eq!(check.status, CheckStatus::Pass);
     assert_eq!(check.measured, Some(100.0));
@@ -85,7 +85,7 @@ fn cpu_ep_run_passes_at_100pct() {
 fn partitions_and_boundaries_are_counted() {
     let (run, report) = fallback_run();
     let rules = Rules::load(None, &["max_partitions=1".into(), "max_boundaries=2".into()]).unwrap();
-    let verdict = judge(&run, Some(&report), &rules, None);
+    let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);
     let partitions = find(&verdict, RuleName::MaxPartitions);
     assert_eq!((partitions.status, partitions.measured), (CheckStatus::Fail, Some(2.0)), "{}", partitions.message);
     let boundaries = find(&verdict, RuleName::MaxBoundaries);
@@ -94,9 +94,25 @@ fn partitions_and_boundaries_are_counted() {
 
 #[test]
 fn missing_placement_report_is_unjudged_not_passed() {
-    let verdict = judge(&run(normal_series(100, 8.0, 3.0, 1)), None, &Rules::default(), None);
+    let run = run(normal_series(100, 8.0, 3.0, 1));
+    let verdict = judge(&Evidence::new(&run, Err("profile.json is truncated".into())), &Rules::default());
     let check = find(&verdict, RuleName::NpuFlopsPct);
     assert_eq!(check.status, CheckStatus::Unjudged);
     assert!(check.message.contains("no placement report"), "{}", check.message);
     assert_eq!(verdict.exit_code(), 2);
+}
+
+#[test]
+fn missing_placement_is_an_error_but_a_failed_rule_still_fails() {
+    let run = run(normal_series(100, 8.0, 3.0, 1));
+    let missing = || Evidence::new(&run, Err("profile.json is truncated".into()));
+    let error = judge(&missing(), &Rules::default());
+    assert_eq!(error.outcome, Outcome::Error);
+    assert_eq!(error.errors, ["placement could not be computed: profile.json is truncated"]);
+    assert!(error.placement.is_none());
+
+    let failed = judge(&missing(), &Rules::load(None, &["median_ms=1".into()]).unwrap());
+    assert_eq!(failed.outcome, Outcome::Fail, "a rule that failed keeps the verdict at fail: {:#?}", failed.checks);
+    assert_eq!(failed.exit_code(), 1);
+    assert_eq!(failed.errors.len(), 1);
 }

@@ -40,16 +40,11 @@ struct LoopTiming {
 }
 
 impl LoopTiming {
-    fn from(mut latencies: Vec<u64>, wall_ns: u64) -> LoopTiming {
-        let unmeasured_ns = (wall_ns as f64 - latencies.iter().sum::<u64>() as f64) / latencies.len() as f64;
-        latencies.sort_unstable();
-        let n = latencies.len();
-        let median_ns = if n % 2 == 1 {
-            latencies[n / 2] as f64
-        } else {
-            (latencies[n / 2 - 1] + latencies[n / 2]) as f64 / 2.0
-        };
-        LoopTiming { median_ns, overhead_ns: wall_ns as f64 / n as f64 - median_ns, unmeasured_ns }
+    fn from(latencies: Vec<u64>, wall_ns: u64) -> LoopTiming {
+        let n = latencies.len() as f64;
+        let unmeasured_ns = (wall_ns as f64 - latencies.iter().sum::<u64>() as f64) / n;
+        let median_ns = median(&latencies.iter().map(|&ns| ns as f64).collect::<Vec<_>>());
+        LoopTiming { median_ns, overhead_ns: wall_ns as f64 / n - median_ns, unmeasured_ns }
     }
 }
 
@@ -109,9 +104,9 @@ fn python_loop(python: &Path, model: &Path, runs: u32, warmup: u32) -> LoopTimin
     LoopTiming::from(latencies, parsed["wall_ns"].as_u64().expect("wall"))
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+/// The median of a loop's (or round's) values; every loop measures at least one run.
+fn median(values: &[f64]) -> f64 {
+    npugate_stats::median(values).expect("at least one value")
 }
 
 fn main() {
@@ -144,10 +139,10 @@ fn main() {
         python_t.push(python_loop(&python, &model, runs, warmup));
     }
     let summarize = |loops: &[LoopTiming]| {
-        let mut medians: Vec<f64> = loops.iter().map(|l| l.median_ns).collect();
-        let mut overheads: Vec<f64> = loops.iter().map(|l| l.overhead_ns).collect();
-        let mut unmeasured: Vec<f64> = loops.iter().map(|l| l.unmeasured_ns).collect();
-        (median(&mut medians), median(&mut overheads), median(&mut unmeasured))
+        let medians: Vec<f64> = loops.iter().map(|l| l.median_ns).collect();
+        let overheads: Vec<f64> = loops.iter().map(|l| l.overhead_ns).collect();
+        let unmeasured: Vec<f64> = loops.iter().map(|l| l.unmeasured_ns).collect();
+        (median(&medians), median(&overheads), median(&unmeasured))
     };
     let rows = [("npugate-harness", summarize(&harness)), ("bare ort session.run", summarize(&bare)), ("python onnxruntime", summarize(&python_t))];
     println!("model {} · ORT 1.31.1 · {runs} runs × {rounds} rounds (median of round medians)", model.display());

@@ -46,7 +46,7 @@ pub enum FlopsError {
     },
 }
 
-use crate::profile::TensorShape;
+use crate::shape::{product, TensorShape};
 
 /// Ops that move, reshape, index or convert data: 0 FLOPs by convention.
 pub const KNOWN_ZERO_OPS: &[&str] = &[
@@ -127,11 +127,6 @@ fn double(macs: u64) -> u64 {
 
 fn per_element(flops: u64, elements: u64) -> Result<u64, FlopsError> {
     Ok(elements.saturating_mul(flops))
-}
-
-/// Product of dimensions; negative (unknown) dimensions count as 0.
-pub(crate) fn product(dims: &[i64]) -> u64 {
-    dims.iter().map(|&d| u64::try_from(d).unwrap_or(0)).fold(1, u64::saturating_mul)
 }
 
 fn operand<'a>(

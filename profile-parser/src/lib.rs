@@ -13,6 +13,6 @@ pub mod profile;
 pub mod qnn_csv;
 pub mod report;
 pub mod result_dir;
-pub mod timing;
+pub mod shape;
 
-pub use result_dir::{analyze_result_dir, AnalyzeError};
+pub use result_dir::{analyze_result_dir, analyze_run, AnalyzeError};

@@ -4,17 +4,18 @@
 use std::collections::{BTreeMap, HashMap};
 
 use npugate_result::Assignment;
+use npugate_stats::median;
 
 use crate::flops::{node_flops, FlopsError, KNOWN_ZERO_OPS};
 use crate::hints::fallback_hint;
 use crate::ort_log::RejectionReasons;
-use crate::profile::{Profile, ProfiledNode, TensorShape};
+use crate::profile::{Profile, ProfiledNode};
+use crate::shape::TensorShape;
 use crate::qnn_csv::QnnProfile;
 use crate::report::{
-    Boundaries, EpShare, FallbackNode, NodePlacement, Partition, PlacementReport, Totals, Transition,
+    Boundaries, EpShare, FallbackNode, NodePlacement, Partition, PlacementReport, TimeStats, Totals, Transition,
     PLACEMENT_SCHEMA,
 };
-use crate::timing::{median, time_stats};
 
 /// The CPU EP's name.
 pub const CPU_EP: &str = "CPUExecutionProvider";
@@ -234,7 +235,7 @@ impl MatchedPartition {
             fused_name: self.fused_name.clone(),
             nodes: inside.iter().map(|n| n.name.to_string()).collect(),
             flops: flops_sum(inside.iter()),
-            time: profile.and_then(|p| time_stats(&p.node_time_per_run(self.fused_node))),
+            time: profile.and_then(|p| TimeStats::from_samples(&p.node_time_per_run(self.fused_node))),
             backend_ops: Vec::new(),
         }
     }
@@ -347,7 +348,7 @@ fn witness_placement<'a>(
             }
         }
         node.profile_ep = Some(profile.nodes[kernels[0]].provider.as_str());
-        node.time_us_per_run = (!per_run.is_empty()).then(|| median(&per_run));
+        node.time_us_per_run = median(&per_run);
     }
     if unattributed > 0 {
         warnings.push(format!(
@@ -390,8 +391,7 @@ fn dims_match(signature: &[Option<i64>], dims: &[i64]) -> bool {
 
 /// Median over runs of the summed kernel time of the kernels `keep` selects.
 fn total_time_per_run(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -> Option<f64> {
-    let per_run = per_run_time(profile, keep);
-    (!per_run.is_empty()).then(|| median(&per_run))
+    median(&per_run_time(profile, keep))
 }
 
 /// Summed kernel time per run of the kernels `keep` selects.
@@ -426,7 +426,7 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
                 nodes_pct: percent(on_ep.len() as f64, nodes.len() as f64),
                 flops,
                 flops_pct: percent(flops as f64, total_flops as f64),
-                time_us_per_run: ep_time.as_deref().filter(|t| !t.is_empty()).map(median),
+                time_us_per_run: ep_time.as_deref().and_then(median),
                 time_pct: ep_time.map(|t| percent(t.iter().sum(), total_time)),
             }
         })

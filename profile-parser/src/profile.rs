@@ -14,41 +14,18 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::event_stream::{for_each_event, StreamError};
+use crate::shape::TensorShape;
 
 /// ORT's default cap on recorded profile events (`Profiler::global_max_num_events_`).
 pub const ORT_MAX_EVENTS: usize = 1_000_000;
 
 /// Suffix ORT appends to a node's name in its Node event.
 const KERNEL_TIME_SUFFIX: &str = "_kernel_time";
-
-/// A tensor's element type and dimensions, as ORT prints it in `input_type_shape`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TensorShape {
-    /// Element type (`float`, `uint8`, `int64`, …).
-    pub dtype: String,
-    /// Dimensions (empty for a scalar).
-    pub dims: Vec<i64>,
-}
-
-impl TensorShape {
-    /// Number of elements (1 for a scalar, saturating); negative (unknown) dimensions count as 0.
-    pub fn elements(&self) -> u64 {
-        crate::flops::product(&self.dims)
-    }
-}
-
-impl fmt::Display for TensorShape {
-    /// Formats the dimensions as `[1,3,224,224]`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dims: Vec<String> = self.dims.iter().map(i64::to_string).collect();
-        write!(f, "[{}]", dims.join(","))
-    }
-}
 
 /// One `model_run` window: the span of one `Run()` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,27 +194,6 @@ impl<'de> Deserialize<'de> for LooseU64 {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// One `{"float":[1,3,224,224]}` entry of `input_type_shape`.
-impl<'de> Deserialize<'de> for TensorShape {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = TensorShape;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(r#"a one-entry object like {"float":[1,3,224,224]}"#)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TensorShape, A::Error> {
-                let Some((dtype, dims)) = map.next_entry::<String, Vec<i64>>()? else {
-                    return Err(de::Error::custom("empty type/shape object"));
-                };
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(TensorShape { dtype, dims })
-            }
-        }
-        d.deserialize_map(V)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The placement report: the typed, versioned answer to "where did the model run".
 
+use npugate_result::contract::{Document, Schema};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of a serialized [`PlacementReport`].
@@ -41,6 +42,10 @@ pub struct PlacementReport {
     /// Named warnings: `FLOPs unknown for <op>`, nodes that could not be joined, truncated profiles, …
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+impl Document for PlacementReport {
+    const SCHEMA: Schema = Schema::new(PLACEMENT_SCHEMA);
 }
 
 /// Whole-model totals.
@@ -106,6 +111,17 @@ pub struct TimeStats {
     pub p95_us: f64,
     /// Number of samples.
     pub samples: usize,
+}
+
+impl TimeStats {
+    /// Median, p95 and count of the samples (µs), `None` when there are none.
+    pub fn from_samples(samples: &[f64]) -> Option<TimeStats> {
+        Some(TimeStats {
+            median_us: npugate_stats::median(samples)?,
+            p95_us: npugate_stats::percentile(samples, 95.0)?,
+            samples: samples.len(),
+        })
+    }
 }
 
 /// One QNN op's time from QNN's own profiling.
@@ -197,4 +213,17 @@ pub struct NodePlacement {
     /// not attributable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_us_per_run: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_stats_interpolate() {
+        let stats = TimeStats::from_samples(&[0.0, 10.0]).unwrap();
+        assert_eq!((stats.median_us, stats.p95_us, stats.samples), (5.0, 9.5, 2));
+        assert_eq!(TimeStats::from_samples(&[3.0, 1.0, 2.0]).unwrap().median_us, 2.0);
+        assert!(TimeStats::from_samples(&[]).is_none());
+    }
 }

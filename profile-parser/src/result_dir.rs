@@ -73,13 +73,17 @@ pub fn read_rejections(path: &Path) -> Result<RejectionReasons, AnalyzeError> {
 pub fn read_qnn_csv(path: &Path) -> Result<QnnProfile, AnalyzeError> {
     let shown = path.display().to_string();
     let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
-    parse_qnn_csv(BufReader::new(file)).map_err(|source| AnalyzeError::QnnCsv { path: shown, source })
+    parse_qnn_csv(file).map_err(|source| AnalyzeError::QnnCsv { path: shown, source })
 }
 
 /// Analyzes a harness output directory: `result.json` plus whichever of `profile.json`,
 /// `reference_profile.json`, `ort.log` and `qnn_profile.csv` are present.
 pub fn analyze_result_dir(dir: &Path) -> Result<PlacementReport, AnalyzeError> {
-    let result = RunResult::read(dir)?;
+    analyze_run(dir, &RunResult::read(dir)?)
+}
+
+/// [`analyze_result_dir`] for a result already read from `dir`.
+pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, AnalyzeError> {
     if result.assignment.subgraphs.is_empty() {
         return Err(AnalyzeError::NoAssignment {
             path: dir.join(files::RESULT).display().to_string(),
@@ -95,7 +99,7 @@ pub fn analyze_result_dir(dir: &Path) -> Result<PlacementReport, AnalyzeError> {
         inputs: result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect(),
         outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
     };
-    let predicted = saver_prediction(&result);
+    let predicted = saver_prediction(result);
     let mut report = build_report(&PlacementInputs {
         model_sha256: &result.model.sha256,
         preferred_ep: &result.execution.preferred_ep,

@@ -136,8 +136,6 @@ impl CellRecord {
 
     /// The verdict next to the marker.
     pub fn read_verdict(dir: &Path) -> anyhow::Result<Verdict> {
-        let file = dir.join(files::VERDICT);
-        let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{} is not a verdict", file.display()))
+        Ok(Verdict::read(&dir.join(files::VERDICT))?)
     }
 }

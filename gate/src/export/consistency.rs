@@ -1,10 +1,9 @@
-//! The cross-device output table: the same model on every device side by side, each output's
-//! distance from the reference, the outlier device highlighted (terminal and Markdown).
+//! The rows of the cross-device output table: the same model on every device side by side, each
+//! output's distance from the reference, the outlier device marked. The terminal and Markdown
+//! exporters render them (`consistency_text`, `consistency_markdown`).
 
 use crate::outputs::{fmt_metric, outlier, worst, OutputsReport};
 use crate::verdict::Verdict;
-
-use super::{markdown, terminal};
 
 /// One device's outputs compared with the reference.
 #[derive(Debug, Clone)]
@@ -17,8 +16,11 @@ pub struct DeviceOutputs {
     pub report: OutputsReport,
 }
 
-const HEADER: [&str; 9] = ["device", "SoC", "output", "cosine", "SQNR dB", "max abs err", "mean abs err", "top-1", ""];
-const NUMERIC: [bool; 9] = [false, false, false, true, true, true, true, true, false];
+/// Header of [`rows`].
+pub(super) const HEADER: [&str; 9] = ["device", "SoC", "output", "cosine", "SQNR dB", "max abs err", "mean abs err", "top-1", ""];
+/// Which columns of [`rows`] hold numbers.
+pub(super) const NUMERIC: [bool; 9] = [false, false, false, true, true, true, true, true, false];
+/// The last cell of the outlier device's rows.
 const OUTLIER_MARK: &str = "◀ outlier";
 
 /// Index of the outlier device by each device's worst SQNR.
@@ -28,13 +30,15 @@ fn outlier_device(devices: &[DeviceOutputs]) -> Option<usize> {
     outlier(&worst_sqnr)
 }
 
-/// One row per device and output; the outlier device's rows carry the mark.
-fn rows(devices: &[DeviceOutputs], outlier: Option<usize>) -> Vec<[String; 9]> {
+/// One row per device and output, and the outlier device: its rows carry the mark, their cells
+/// passed through `highlight` (red on a terminal, bold in Markdown).
+pub(super) fn rows(devices: &[DeviceOutputs], highlight: impl Fn(&str) -> String) -> (Vec<[String; 9]>, Option<usize>) {
+    let outlier = outlier_device(devices);
     let mut out = Vec::new();
     for (index, device) in devices.iter().enumerate() {
         for output in &device.report.outputs {
             let m = &output.metrics;
-            out.push([
+            let mut row = [
                 device.device.clone(),
                 device.soc.clone(),
                 output.name.clone(),
@@ -43,16 +47,23 @@ fn rows(devices: &[DeviceOutputs], outlier: Option<usize>) -> Vec<[String; 9]> {
                 format!("{:.3e}", m.max_abs_err),
                 format!("{:.3e}", m.mean_abs_err),
                 m.top1_agreement_pct.map_or_else(|| "—".into(), |p| format!("{p:.1}%")),
-                if outlier == Some(index) { OUTLIER_MARK.into() } else { String::new() },
-            ]);
+                String::new(),
+            ];
+            if outlier == Some(index) {
+                row[8] = OUTLIER_MARK.into();
+                for cell in row.iter_mut().filter(|c| !c.is_empty()) {
+                    *cell = highlight(cell);
+                }
+            }
+            out.push(row);
         }
     }
-    out
+    (out, outlier)
 }
 
 /// `prefix` + a one-line summary of the outlier (or that there is none) + newline; empty for a
 /// single device.
-fn outlier_line(prefix: &str, devices: &[DeviceOutputs], outlier: Option<usize>) -> String {
+pub(super) fn outlier_line(prefix: &str, devices: &[DeviceOutputs], outlier: Option<usize>) -> String {
     let line = match outlier {
         None if devices.len() < 2 => return String::new(),
         Some(i) => format!(
@@ -66,28 +77,6 @@ fn outlier_line(prefix: &str, devices: &[DeviceOutputs], outlier: Option<usize>)
     format!("{prefix}{line}\n")
 }
 
-/// The table as aligned terminal text; the outlier's rows in red when `color`.
-pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> String {
-    let outlier = outlier_device(devices);
-    let mut rows = rows(devices, outlier);
-    for row in rows.iter_mut().filter(|r| r[8] == OUTLIER_MARK) {
-        for cell in row.iter_mut() {
-            *cell = terminal::paint(color, terminal::RED, cell);
-        }
-    }
-    format!(
-        "{} {model} against the reference\n{}{}",
-        terminal::paint(color, terminal::BOLD, "Output consistency"),
-        terminal::table(HEADER, &rows, NUMERIC, color),
-        outlier_line("  ", devices, outlier)
-    )
-}
-
-/// The table as GitHub-flavoured Markdown; the outlier's rows in bold.
-pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
-    markdown_section("##", model, devices)
-}
-
 /// The run's own outputs against the reference, as one device of the table (for the verdict reports).
 pub(super) fn verdict_outputs(v: &Verdict) -> Option<(String, Vec<DeviceOutputs>)> {
     let report = v.outputs.clone()?;
@@ -95,26 +84,10 @@ pub(super) fn verdict_outputs(v: &Verdict) -> Option<(String, Vec<DeviceOutputs>
     Some((v.subject.model_file().to_string(), vec![DeviceOutputs { device: fp.device.clone(), soc: fp.soc.clone(), report }]))
 }
 
-/// The Markdown table under a heading of the given level (`##`, `###`).
-pub(super) fn markdown_section(heading: &str, model: &str, devices: &[DeviceOutputs]) -> String {
-    let outlier = outlier_device(devices);
-    let mut rows = rows(devices, outlier);
-    for row in rows.iter_mut().filter(|r| r[8] == OUTLIER_MARK) {
-        for cell in row.iter_mut().filter(|c| !c.is_empty()) {
-            *cell = format!("**{cell}**");
-        }
-    }
-    format!(
-        "{heading} Output consistency: `{}` against the reference\n\n{}{}",
-        markdown::cell(model),
-        markdown::table(&HEADER, &rows),
-        outlier_line("\n", devices, outlier)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::{consistency_markdown, consistency_text};
     use crate::outputs::{compare_tensors, ReferenceSource, OUTPUTS_SCHEMA};
 
     fn device(name: &str, error: f64) -> DeviceOutputs {

@@ -1,5 +1,7 @@
-//! Markdown for `$GITHUB_STEP_SUMMARY` or a pull-request comment (GitHub-flavoured tables).
+//! Markdown for `$GITHUB_STEP_SUMMARY` or a pull-request comment (GitHub-flavoured tables), and
+//! the cross-device output consistency table as Markdown.
 
+use super::consistency::{self, DeviceOutputs};
 use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
 use crate::verdict::{CheckStatus, Outcome, Verdict};
 
@@ -8,11 +10,12 @@ use crate::verdict::{CheckStatus, Outcome, Verdict};
 pub struct MarkdownExporter;
 
 /// Escapes a table cell: pipes, newlines.
-pub(super) fn cell(text: &str) -> String {
+fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', "<br>")
 }
 
-/// A GitHub-flavoured table.
+/// A GitHub-flavoured table; cells are escaped (pipes, newlines). Also used by the sweep's
+/// `matrix.md`.
 pub fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
     let mut out = format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len()));
     for row in rows {
@@ -20,6 +23,22 @@ pub fn table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     out
+}
+
+/// The cross-device output table as GitHub-flavoured Markdown; the outlier's rows in bold.
+pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
+    consistency_section("##", model, devices)
+}
+
+/// The output table under a heading of the given level (`##`, `###`).
+fn consistency_section(heading: &str, model: &str, devices: &[DeviceOutputs]) -> String {
+    let (rows, outlier) = consistency::rows(devices, |cell| format!("**{cell}**"));
+    format!(
+        "{heading} Output consistency: `{}` against the reference\n\n{}{}",
+        cell(model),
+        table(&consistency::HEADER, &rows),
+        consistency::outlier_line("\n", devices, outlier)
+    )
 }
 
 impl Exporter for MarkdownExporter {
@@ -73,9 +92,9 @@ impl Exporter for MarkdownExporter {
                 out.push_str("\n</details>\n");
             }
         }
-        if let Some((model, devices)) = super::consistency::verdict_outputs(v) {
+        if let Some((model, devices)) = consistency::verdict_outputs(v) {
             out.push('\n');
-            out.push_str(&super::consistency::markdown_section("###", &model, &devices));
+            out.push_str(&consistency_section("###", &model, &devices));
         }
         if let Some(b) = &v.baseline {
             out.push_str(&format!("\n### Baseline `{}`\n\n", cell(&b.source)));

@@ -10,24 +10,24 @@ use profile_parser::report::PlacementReport;
 
 use crate::outputs::fmt_metric;
 use crate::stats::LatencyStats;
-use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct};
+use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{Check, Verdict};
 
 mod consistency;
 mod github;
-pub mod html;
+mod html;
 mod json;
 mod junit;
 pub mod markdown;
 mod terminal;
 
-pub use consistency::{consistency_markdown, consistency_text, DeviceOutputs};
+pub use consistency::DeviceOutputs;
 pub use github::GithubExporter;
 pub use html::HtmlExporter;
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
-pub use markdown::MarkdownExporter;
-pub use terminal::{placement_text, TerminalExporter};
+pub use markdown::{consistency_markdown, MarkdownExporter};
+pub use terminal::{consistency_text, placement_text, TerminalExporter};
 
 /// Renders a verdict in one format.
 pub trait Exporter {
@@ -156,27 +156,24 @@ pub fn write_all(verdict: &Verdict, formats: &[Format], out: Option<&Path>) -> R
 
 /// The measured value of a check with its unit (`56.1%`, `8.10 ms`, `3 nodes`), or `—`.
 fn measured_text(check: &Check) -> String {
-    check.measured.map_or_else(|| "—".to_string(), |v| with_unit(v, &check.unit))
+    check.measured.map_or_else(|| "—".to_string(), |v| match check.unit {
+        Unit::Percent => fmt_pct(v),
+        Unit::Ms => fmt_ms(v * 1e6),
+        Unit::Db => format!("{} dB", fmt_metric(v, 1)),
+        Unit::Cosine | Unit::Abs => fmt_metric(v, 6),
+        Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
+    })
 }
 
 /// The limit of a check as configured (`8%`, `20 ms`, `1 partitions`).
 fn limit_text(check: &Check) -> String {
-    check.limit.map_or_else(|| "—".to_string(), |v| match check.unit.as_str() {
-        "%" => format!("{}%", fmt_limit(v)),
-        "ms" => format!("{} ms", fmt_limit(v)),
-        "cosine" | "abs" => fmt_limit(v),
-        unit => format!("{} {unit}", fmt_limit(v)),
+    check.limit.map_or_else(|| "—".to_string(), |v| match check.unit {
+        Unit::Percent => format!("{}%", fmt_limit(v)),
+        Unit::Cosine | Unit::Abs => fmt_limit(v),
+        Unit::Ms | Unit::Db | Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => {
+            format!("{} {}", fmt_limit(v), check.unit)
+        }
     })
-}
-
-fn with_unit(value: f64, unit: &str) -> String {
-    match unit {
-        "%" => fmt_pct(value),
-        "ms" => fmt_ms(value * 1e6),
-        "dB" => format!("{} dB", fmt_metric(value, 1)),
-        "cosine" | "abs" => fmt_metric(value, 6),
-        _ => format!("{} {unit}", fmt_limit(value)),
-    }
 }
 
 /// Named latency estimates in display order, shared by the terminal, Markdown and HTML reports.
@@ -280,24 +277,6 @@ fn fallback_rows(report: &PlacementReport, rules: &crate::rules::Rules) -> Vec<[
         .collect()
 }
 
-/// Escapes text for XML and HTML content and attribute values; drops characters XML 1.0 forbids.
-pub fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,10 +287,5 @@ mod tests {
             assert_eq!(f.name().parse::<Format>().unwrap(), f);
         }
         assert!("pdf".parse::<Format>().unwrap_err().contains("terminal"));
-    }
-
-    #[test]
-    fn xml_escape_handles_markup_and_control_characters() {
-        assert_eq!(xml_escape("a<b & \"c\"\u{1}"), "a&lt;b &amp; &quot;c&quot;");
     }
 }

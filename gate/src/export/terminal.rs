@@ -1,8 +1,11 @@
 //! Aligned text for a terminal, coloured only when asked (the caller decides: TTY and no `NO_COLOR`).
-//! Also renders a placement report alone, for `npugate placement`.
+//! Also renders a placement report alone, for `npugate placement`, and the cross-device output
+//! consistency table, for `npugate outputs compare`.
 
+use comfy_table::{presets, CellAlignment, Table};
 use profile_parser::report::PlacementReport;
 
+use super::consistency::{self, DeviceOutputs};
 use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
 use crate::rules::Rules;
 use crate::units::fmt_ms_from_us;
@@ -15,14 +18,14 @@ pub struct TerminalExporter {
     pub color: bool,
 }
 
-pub(super) const RED: &str = "31";
+const RED: &str = "31";
 const GREEN: &str = "32";
 const YELLOW: &str = "33";
-pub(super) const BOLD: &str = "1";
+const BOLD: &str = "1";
 const DIM: &str = "2";
 
 /// Wraps text in an ANSI style when colour is on.
-pub(super) fn paint(color: bool, style: &str, text: &str) -> String {
+fn paint(color: bool, style: &str, text: &str) -> String {
     if color {
         format!("\x1b[{style}m{text}\x1b[0m")
     } else {
@@ -30,49 +33,38 @@ pub(super) fn paint(color: bool, style: &str, text: &str) -> String {
     }
 }
 
-/// Printed width of a cell: characters outside ANSI escape sequences.
-fn visible_width(cell: &str) -> usize {
-    let mut width = 0;
-    let mut in_escape = false;
-    for ch in cell.chars() {
-        match (in_escape, ch) {
-            (false, '\x1b') => in_escape = true,
-            (false, _) => width += 1,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
+/// Columns two spaces apart, indented by two, right-aligned where `numeric`, sized by display
+/// width (wide characters count double, colour codes not at all); the header dimmed when `color`.
+fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool; N], color: bool) -> String {
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING).force_no_tty().set_header(header);
+    for row in rows {
+        table.add_row(row.iter().map(String::as_str));
+    }
+    for (column, right) in table.column_iter_mut().zip(numeric) {
+        column.set_padding((0, 2));
+        if right {
+            column.set_cell_alignment(CellAlignment::Right);
         }
     }
-    width
-}
-
-/// Left-aligned columns (right-aligned where `numeric`), two spaces apart, indented by two.
-pub(super) fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool; N], color: bool) -> String {
-    let mut widths = header.map(visible_width);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(visible_width(cell));
-        }
-    }
-    let line = |cells: [&str; N]| {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(widths.iter().zip(numeric))
-            .map(|(cell, (&w, right))| {
-                let pad = " ".repeat(w - visible_width(cell));
-                if right {
-                    format!("{pad}{cell}")
-                } else {
-                    format!("{cell}{pad}")
-                }
-            })
-            .collect();
-        format!("  {}\n", parts.join("  ").trim_end())
-    };
-    let mut out = paint(color, DIM, line(header).trim_end()) + "\n";
-    for row in rows {
-        out.push_str(&line(std::array::from_fn(|i| row[i].as_str())));
+    let mut out = String::new();
+    for (index, line) in table.lines().enumerate() {
+        let line = format!("  {}", line.trim_end());
+        out.push_str(&if index == 0 { paint(color, DIM, &line) } else { line });
+        out.push('\n');
     }
     out
+}
+
+/// The cross-device output table as aligned terminal text; the outlier's rows in red when `color`.
+pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> String {
+    let (rows, outlier) = consistency::rows(devices, |cell| paint(color, RED, cell));
+    format!(
+        "{} {model} against the reference\n{}{}",
+        paint(color, BOLD, "Output consistency"),
+        table(consistency::HEADER, &rows, consistency::NUMERIC, color),
+        consistency::outlier_line("  ", devices, outlier)
+    )
 }
 
 /// The placement report as text: per-EP table, partitions, boundaries and the fallback list with hints.
@@ -168,8 +160,8 @@ impl Exporter for TerminalExporter {
             out.push_str(&placement_text(report, &v.rules, c));
             out.push('\n');
         }
-        if let Some((model, devices)) = super::consistency::verdict_outputs(v) {
-            out.push_str(&super::consistency_text(&model, &devices, c));
+        if let Some((model, devices)) = consistency::verdict_outputs(v) {
+            out.push_str(&consistency_text(&model, &devices, c));
             out.push('\n');
         }
         if let Some(b) = &v.baseline {
@@ -207,5 +199,17 @@ impl Exporter for TerminalExporter {
             out.push_str(&format!("{}\n", paint(c, YELLOW, &format!("warning: {warning}"))));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align_by_display_width_ignoring_colour_codes() {
+        let rows = [["小米 14".to_string(), "1".into()], [paint(true, RED, "ab"), "22".into()]];
+        let text = table(["device", "n"], &rows, [false, true], false);
+        assert_eq!(text, "  device    n\n  小米 14   1\n  \x1b[31mab\x1b[0m       22\n");
     }
 }

@@ -1,5 +1,7 @@
 //! Latency statistics, free of I/O: named estimates (as criterion does), a seeded bootstrap
 //! confidence interval for the median, bimodality, within-run drift and sample-size guards.
+//! npugate's one implementation of percentiles and medians: the gate's latency statistics, the
+//! placement report's kernel times and the benchmarks all compute them here.
 //!
 //! Conventions:
 //! - Percentiles use linear interpolation between closest ranks (Hyndman–Fan type 7, numpy's
@@ -211,6 +213,22 @@ impl LatencyStats {
     }
 }
 
+/// Type-7 percentile (0–100) of values in any order; `None` when there are none.
+pub fn percentile(values: &[f64], percentile: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some(percentile_sorted(&sorted, percentile))
+}
+
+/// Median of values in any order (the type-7 50th percentile: the mean of the two middle values
+/// for an even count); `None` when there are none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| median_in_place(&mut values.to_vec()))
+}
+
 /// Type-7 percentile (0–100) of an already sorted, non-empty slice.
 pub fn percentile_sorted(sorted: &[f64], percentile: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * (percentile / 100.0).clamp(0.0, 1.0);
@@ -231,7 +249,8 @@ fn sample_stdev(values: &[f64], mean: f64) -> f64 {
     (ss / (values.len() - 1) as f64).sqrt()
 }
 
-/// Median of an unsorted scratch buffer (reordered in place).
+/// Median of a non-empty, unsorted scratch buffer (reordered in place): the same estimator as
+/// [`percentile_sorted`] at 50, by selection instead of sorting (the bootstrap calls it 10,000 times).
 fn median_in_place(values: &mut [f64]) -> f64 {
     let n = values.len();
     let mid = n / 2;
@@ -393,6 +412,20 @@ mod tests {
         let data: Vec<f64> = (1..=10).map(f64::from).collect();
         for (p, expected) in [(50.0, 5.5), (90.0, 9.1), (95.0, 9.55), (99.0, 9.91)] {
             assert!((percentile_sorted(&data, p) - expected).abs() < 1e-12, "p{p}");
+        }
+    }
+
+    #[test]
+    fn median_and_percentile_of_unsorted_values() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(percentile(&[10.0, 0.0], 95.0), Some(9.5));
+        assert_eq!(percentile(&[], 95.0), None);
+        // Selection and sorting agree on every length.
+        for n in 1..12 {
+            let values: Vec<f64> = (0..n).map(|i| f64::from((i * 7) % 5) + f64::from(i) / 10.0).collect();
+            assert_eq!(median(&values), percentile(&values, 50.0), "n = {n}");
         }
     }
 
