@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use ed25519_dalek::SigningKey;
 use gate::export::Format;
@@ -137,8 +137,15 @@ fn local(args: &RunArgs, common: &Common) -> Result<u8> {
 fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
     let adb = args.devices.devices.adb()?;
     let serials = devices::select(&adb, &args.devices.devices.devices)?;
-    let runtime_name = args.runtime.as_deref().context("--device needs --runtime NAME (a runtime built for the device)")?;
-    let runtime = RuntimeManifest::load(runtime_name)?;
+    let runtime = match args.runtime.as_deref() {
+        Some(name) => RuntimeManifest::load(name)?,
+        None => {
+            let target = devices::common_target(&adb, &serials)?;
+            let runtime = crate::runtime::choose::newest_for(&target, &crate::runtime::choose::fetched())?;
+            eprintln!("npugate: no --runtime given: using {} (the newest fetched runtime for {target})", runtime.name);
+            runtime
+        }
+    };
     let harness = match &args.harness {
         Some(path) => path.clone(),
         None => harnesses::for_target(&runtime.target)?,

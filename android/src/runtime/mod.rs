@@ -3,6 +3,7 @@
 
 pub mod aar;
 pub mod catalog;
+pub mod choose;
 pub mod manifest;
 pub mod pypi;
 pub mod qairt;
