@@ -2,6 +2,7 @@
 //!
 //! `judge(run, placement, rules, baseline) -> Verdict`, then `export::write_all(&verdict, formats, out)`.
 
+pub mod background;
 pub mod baseline;
 pub mod export;
 pub mod fingerprint;
