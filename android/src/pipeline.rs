@@ -1,8 +1,8 @@
 //! From a harness result to a verdict, one way for every command (run, rack, sweep, gate): the
-//! placement, the outputs check and the rules (with a baseline) are judged by one pure function
-//! that computes the outcome once; then the verdict goes to its sinks — `verdict.json` and
-//! `report.html` next to the result, the formats the user asked for, evidence, history — each
-//! taking the value in memory.
+//! placement, the outputs check, the device's background load (`device_state.json`) and the rules
+//! (with a baseline) are judged by one function; then the verdict goes to its sinks —
+//! `verdict.json` and `report.html` next to the result, the formats the user asked for, evidence,
+//! history — each taking the value in memory.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +11,8 @@ use gate::export::{write_all, Format};
 use gate::outputs::OutputsReport;
 use gate::{Baseline, Comparison, Rules, Verdict};
 use npugate_result::{contract, files, RunResult};
+
+use crate::device_state::DeviceStateRecord;
 
 /// The rules a run is judged by, and the baseline it is compared with.
 #[derive(Debug, Clone, Default)]
@@ -68,7 +70,7 @@ impl OutputsCheck {
 }
 
 /// Judges the run in `dir` (its result already read): placement from its profiles and log, the
-/// outputs check, the rules and the baseline.
+/// outputs check, the background load of a device run, the rules and the baseline.
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
     let placement = profile_parser::analyze_result_dir(dir);
     let comparison = spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force });
@@ -82,11 +84,19 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         }
     };
     gate::judge_outputs(&mut verdict, report);
+    let background = match DeviceStateRecord::read_in(dir) {
+        Ok(record) => record.and_then(|record| record.background()),
+        Err(error) => {
+            verdict.errors.push(format!("the background load is unknown: {error}"));
+            None
+        }
+    };
+    gate::background::judge_background(&mut verdict, background.as_ref());
     if let Err(error) = &placement {
         verdict.errors.push(format!("placement could not be computed: {error}"));
-        if verdict.outcome == gate::Outcome::Pass {
-            verdict.outcome = gate::Outcome::Error;
-        }
+    }
+    if !verdict.errors.is_empty() && verdict.outcome == gate::Outcome::Pass {
+        verdict.outcome = gate::Outcome::Error;
     }
     verdict
 }
