@@ -219,8 +219,11 @@ mod tests {
         let out = LocalShell.run_ok(SAMPLE_SCRIPT, Duration::from_secs(30), "sample").unwrap();
         let load = DeviceLoad::parse(&out);
         assert!(load.loadavg.is_some() && load.sample_s > 0.3, "{load:?}");
-        let seen = load.busiest.iter().find(|p| p.pid == spinner.0.id());
-        // On a loaded 2-core machine the spinner still gets a good part of a core.
-        assert!(seen.is_some_and(|p| p.cpu_pct > 20.0), "spinner {} not among {:?}", spinner.0.id(), load.busiest);
+        // Every process's share (the listed top 5 may all be busier on a shared machine).
+        let (first, last) = load.snapshots.as_ref().unwrap();
+        let all = shares(first, last);
+        let seen = all.iter().find(|p| p.pid == spinner.0.id());
+        // On a loaded 2-core machine the spinner still gets a fair part of a core.
+        assert!(seen.is_some_and(|p| p.name == "sh" && p.cpu_pct > 10.0), "spinner {}: {seen:?}", spinner.0.id());
     }
 }
