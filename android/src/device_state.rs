@@ -1,12 +1,17 @@
-//! Thermal and clock state of a device before and after a run: thermal zones, CPU frequencies and
-//! governors, battery temperature (each where present), the `--cooldown-until` wait, and drift
-//! flags. Written host-side as `device_state.json` next to the pulled result.
+//! Thermal, clock and load state of a device before and after a run: thermal zones, CPU
+//! frequencies and governors, battery temperature (each where present), the load (see
+//! [`crate::device_load`]), the `--cooldown-until` wait, and drift flags. Written host-side as
+//! `device_state.json` next to the pulled result; the gate reads its background load.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use gate::background::{BackgroundLoad, ProcessCpu};
+use npugate_result::{contract, files};
 use serde::{Deserialize, Serialize};
 
-use crate::adb::{Adb, AdbError};
+use crate::adb::{AdbError, DeviceShell};
+use crate::device_load::{DeviceLoad, RunLoad, SAMPLE_SCRIPT};
 
 /// Schema of `device_state.json`.
 pub const DEVICE_STATE_SCHEMA: &str = "npugate.device-state/1";
@@ -25,6 +30,9 @@ pub struct DeviceState {
     /// Battery temperature (°C), when the device has a battery sensor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub battery_c: Option<f64>,
+    /// Load average, busiest processes and running harnesses (absent in a cooldown reading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<DeviceLoad>,
 }
 
 /// One `/sys/class/thermal/thermal_zone*`.
@@ -80,6 +88,13 @@ pub struct DeviceStateRecord {
     pub after: Option<DeviceState>,
     /// One sentence per drift found between `before` and `after`; empty = steady.
     pub drift: Vec<String>,
+    /// The busiest other processes while the harness ran (absent when a load sample failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during: Option<RunLoad>,
+}
+
+impl contract::Document for DeviceStateRecord {
+    const SCHEMA: contract::Schema = contract::Schema::new(DEVICE_STATE_SCHEMA);
 }
 
 /// Device-side script printing `thermal ZONE MILLI TYPE`, `cpu NAME CUR MAX GOV`, `battery TENTHS`.
@@ -94,17 +109,26 @@ b=$(cat /sys/class/power_supply/battery/temp 2>/dev/null) && [ -n "$b" ] && echo
 true
 "#;
 
-/// Reads the device's state (one `adb shell`).
-pub fn read(adb: &Adb, serial: &str) -> Result<DeviceState, AdbError> {
-    let out = adb.shell_ok(serial, STATE_SCRIPT, Duration::from_secs(30), "read device state")?;
-    Ok(parse_state(&out))
+/// Separates the thermal part of [`read`]'s output from the load sample.
+const LOAD_MARKER: &str = "--- npugate load sample";
+
+/// Reads the device's thermal and clock state and samples its load (one shell call, ~0.5 s).
+pub fn read(shell: &dyn DeviceShell) -> Result<DeviceState, AdbError> {
+    let script = format!("{STATE_SCRIPT}echo '{LOAD_MARKER}'\n{SAMPLE_SCRIPT}");
+    let out = shell.run_ok(&script, Duration::from_secs(30), "read device state")?;
+    let (thermal, load) = out.split_once(LOAD_MARKER).unwrap_or((&out, ""));
+    Ok(DeviceState { load: Some(DeviceLoad::parse(load)), ..parse_state(thermal) })
+}
+
+/// Reads the thermal and clock state only (a cooldown's poll).
+fn read_thermal(shell: &dyn DeviceShell) -> Result<DeviceState, AdbError> {
+    Ok(parse_state(&shell.run_ok(STATE_SCRIPT, Duration::from_secs(30), "read device state")?))
 }
 
 /// Waits until the hottest sensor is at or below `target_c`, polling every `poll`, for at most
 /// `limit`; runs anyway after that (the record says so).
 pub fn cool_down(
-    adb: &Adb,
-    serial: &str,
+    shell: &dyn DeviceShell,
     target_c: f64,
     limit: Duration,
     poll: Duration,
@@ -112,7 +136,7 @@ pub fn cool_down(
 ) -> Result<Cooldown, AdbError> {
     let start = Instant::now();
     loop {
-        let hottest = read(adb, serial)?.hottest_c();
+        let hottest = read_thermal(shell)?.hottest_c();
         let outcome = match hottest {
             None => Some("no_sensor"),
             Some(t) if t <= target_c => Some("reached"),
@@ -147,10 +171,39 @@ impl DeviceState {
 }
 
 impl DeviceStateRecord {
-    /// A record for `serial` with its drift computed from `before`/`after`.
+    /// A record for `serial` with its drift and the load during the run computed from
+    /// `before`/`after`.
     pub fn new(serial: &str, cooldown: Option<Cooldown>, before: DeviceState, after: Option<DeviceState>) -> Self {
         let drift = after.as_ref().map(|a| drift(&before, a)).unwrap_or_default();
-        DeviceStateRecord { schema: DEVICE_STATE_SCHEMA.into(), serial: serial.into(), cooldown, before, after, drift }
+        let during = match (&before.load, after.as_ref().and_then(|a| a.load.as_ref())) {
+            (Some(before), Some(after)) => RunLoad::between(before, after),
+            _ => None,
+        };
+        DeviceStateRecord { schema: DEVICE_STATE_SCHEMA.into(), serial: serial.into(), cooldown, before, after, drift, during }
+    }
+
+    /// The record in a result dir, when there is one (device runs write it).
+    pub fn read_in(dir: &Path) -> Result<Option<DeviceStateRecord>, contract::ReadError> {
+        contract::read_if_present(&dir.join(files::DEVICE_STATE))
+    }
+
+    /// What else ran on the device, as the gate reads it: the busiest processes during the run
+    /// (else just before it) and every other harness seen before or after it; `None` when no
+    /// load was recorded.
+    pub fn background(&self) -> Option<BackgroundLoad> {
+        let after = self.after.as_ref().and_then(|a| a.load.as_ref());
+        let (window, busiest) = match (&self.during, &self.before.load) {
+            (Some(during), _) => (format!("during the {:.1} s harness run", during.seconds), during.busiest.clone()),
+            (None, Some(before)) => (format!("in the {:.1} s sampled just before the run", before.sample_s), before.busiest.clone()),
+            (None, None) => return None,
+        };
+        let mut other_harnesses: Vec<ProcessCpu> = Vec::new();
+        for harness in self.before.load.iter().chain(after).flat_map(|l| &l.harnesses) {
+            if !other_harnesses.iter().any(|h| h.pid == harness.pid) {
+                other_harnesses.push(harness.clone());
+            }
+        }
+        Some(BackgroundLoad { window, busiest, other_harnesses })
     }
 }
 
@@ -260,6 +313,46 @@ mod tests {
         let s = parse_state("");
         assert_eq!(s, DeviceState::default());
         assert_eq!(s.hottest_c(), None);
+    }
+
+    /// A load sample: `snapshot` lines at `uptime` and half a second later, each with a busy
+    /// process at `ticks` and, when `harness`, another npugate harness.
+    fn load_sample(uptime: f64, ticks: u64, harness: bool) -> String {
+        let mut lines = vec!["loadavg 1.0 1.0 1.0 1/100 1".to_string(), "ticks 100".into()];
+        for at in [uptime, uptime + 0.5] {
+            lines.push(format!("snapshot {at}"));
+            lines.push(format!("812 (cc1plus) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 5 0 0"));
+            if harness {
+                lines.push("99 (npugate-harness) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 6 0 0".into());
+            }
+        }
+        lines.join("\n")
+    }
+
+    #[test]
+    fn the_gate_sees_the_busiest_processes_during_the_run_and_other_harnesses() {
+        let state = |uptime: f64, ticks: u64, harness: bool| DeviceState {
+            load: Some(crate::device_load::DeviceLoad::parse(&load_sample(uptime, ticks, harness))),
+            ..parse_state(PHONE)
+        };
+        let record = DeviceStateRecord::new("R5CX", None, state(100.0, 0, true), Some(state(110.5, 900, false)));
+        let during = record.during.as_ref().unwrap();
+        assert_eq!((during.seconds, during.busiest[0].cpu_pct), (10.0, 90.0));
+        let background = record.background().unwrap();
+        assert_eq!(background.window, "during the 10.0 s harness run");
+        assert_eq!(background.busiest[0].name, "cc1plus");
+        assert_eq!(background.other_harnesses.iter().map(|h| h.pid).collect::<Vec<_>>(), [99]);
+
+        let without_after = DeviceStateRecord::new("R5CX", None, state(100.0, 0, false), None);
+        assert!(without_after.background().unwrap().window.contains("just before the run"));
+        assert!(DeviceStateRecord::new("R5CX", None, parse_state(PHONE), None).background().is_none());
+    }
+
+    #[test]
+    fn a_record_of_an_older_npugate_without_load_still_reads() {
+        let old = r#"{"schema":"npugate.device-state/1","serial":"R5CX","before":{"thermal_zones":[],"cpus":[]},"after":null,"drift":[]}"#;
+        let record = contract::parse::<DeviceStateRecord>(old, Path::new("device_state.json")).unwrap();
+        assert!(record.during.is_none() && record.before.load.is_none() && record.background().is_none());
     }
 
     #[test]

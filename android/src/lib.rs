@@ -11,6 +11,8 @@ pub mod adb;
 pub mod cmd;
 pub mod consistency;
 pub mod deploy;
+pub mod device_load;
+pub mod device_lock;
 pub mod device_rack;
 pub mod device_state;
 pub mod devices;

@@ -1,8 +1,8 @@
 //! From a harness result to a verdict, one way for every command (run, rack, sweep, gate): the
-//! placement, the outputs check and the rules (with a baseline) are judged by one pure function
-//! that computes the outcome once; then the verdict goes to its sinks — `verdict.json` and
-//! `report.html` next to the result, the formats the user asked for, evidence, history — each
-//! taking the value in memory.
+//! placement, the outputs check, the device's background load (`device_state.json`) and the rules
+//! (with a baseline) are judged by one function; then the verdict goes to its sinks —
+//! `verdict.json` and `report.html` next to the result, the formats the user asked for, evidence,
+//! history — each taking the value in memory.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +11,8 @@ use gate::export::{write_all, Format};
 use gate::outputs::OutputsReport;
 use gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_result::{contract, files, RunResult};
+
+use crate::device_state::DeviceStateRecord;
 
 /// The rules a run is judged by, and the baseline it is compared with.
 #[derive(Debug, Clone, Default)]
@@ -63,9 +65,11 @@ impl OutputsCheck {
 }
 
 /// Judges the run in `dir` (its result already read): placement from its profiles and log, the
-/// outputs check, the rules and the baseline — one pure judgement that computes the outcome once.
+/// outputs check, the background load of a device run, the rules and the baseline — one pure
+/// judgement that computes the outcome once.
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
     let placement = profile_parser::analyze_run(dir, run);
+    let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
     let evidence = Evidence {
         run,
         placement: placement.as_ref().map_err(ToString::to_string),
@@ -75,6 +79,7 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
             OutputsCheck::Failed(error) => OutputsEvidence::Failed(error.clone()),
         },
         baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
+        background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
     };
     gate::judge(&evidence, &spec.rules)
 }

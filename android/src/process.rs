@@ -1,9 +1,13 @@
 //! Child processes with a time limit and a cancellation flag: both output streams are drained on
 //! their own threads (so neither pipe can fill up and block the child), the child is killed when
-//! the limit passes or the flag is set, and it never outlives the call.
+//! the limit passes or the flag is set, and it never outlives the call — nor npugate: each child
+//! runs in its own process group (a Ctrl-C on the terminal reaches npugate, which stops the child
+//! and the device side in order), is killed if the call unwinds, and gets SIGKILL from the kernel
+//! when npugate dies (even by SIGKILL), so no `adb shell` keeps a device busy for a dead host.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use wait_timeout::ChildExt;
@@ -53,14 +57,25 @@ pub enum Stopped {
 /// `cancelled()` turns true.
 pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) -> Result<Finished, Stopped> {
     let program = command.get_program().to_string_lossy().into_owned();
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = command.spawn().map_err(|source| Stopped::Spawn { program: program.clone(), source })?;
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
+    // async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let spawned = command.spawn().map_err(|source| Stopped::Spawn { program: program.clone(), source })?;
+    let mut child = KillOnDrop(spawned);
+    let stdout = drain(child.0.stdout.take());
+    let stderr = drain(child.0.stderr.take());
     let started = Instant::now();
     let outcome = loop {
         let left = limit.saturating_sub(started.elapsed());
-        match child.wait_timeout(left.min(POLL)) {
+        match child.0.wait_timeout(left.min(POLL)) {
             Ok(Some(status)) => break Ok(status),
             Ok(None) if cancelled() => break Err(Stopped::Cancelled { program: program.clone() }),
             Ok(None) if left.is_zero() => break Err(Stopped::Timeout { program: program.clone(), limit }),
@@ -69,8 +84,7 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
         }
     };
     if outcome.is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
+        child.stop();
     }
     let status = outcome?;
     Ok(Finished {
@@ -78,6 +92,25 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
         stderr: stderr.join().unwrap_or_default(),
         code: status.code(),
     })
+}
+
+/// A child that is killed and reaped when it goes out of scope unfinished (an error or a panic
+/// between spawn and wait).
+struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    fn stop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// Reads a child's pipe to the end on its own thread.
@@ -105,6 +138,16 @@ mod tests {
     fn output_and_exit_code_are_collected() {
         let done = run(sh("echo out; echo err >&2; exit 3"), Duration::from_secs(10), &|| false).unwrap();
         assert_eq!((done.stdout.as_str(), done.stderr.as_str(), done.code), ("out\n", "err\n", Some(3)));
+    }
+
+    #[test]
+    fn a_child_leads_its_own_process_group() {
+        // The shell reads its own stat (a redirection of a builtin is opened by the shell itself).
+        let done = run(sh("read -r stat < /proc/self/stat; echo \"$stat\""), Duration::from_secs(10), &|| false).unwrap();
+        let pid = done.stdout.split_whitespace().next().unwrap();
+        let after_name = &done.stdout[done.stdout.rfind(')').unwrap() + 1..];
+        let process_group = after_name.split_whitespace().nth(2).unwrap();
+        assert_eq!(process_group, pid, "{}", done.stdout);
     }
 
     #[test]

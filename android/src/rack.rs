@@ -226,6 +226,13 @@ impl Progress for DeviceLine {
     fn pushed(&self, bytes: u64) {
         self.bar.inc(bytes);
     }
+    fn note(&self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("npugate: {line}");
+        } else {
+            self.bar.println(format!("npugate: {line}"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use npugate_result::{RunResult, RunStatus};
 use profile_parser::report::{FallbackNode, PlacementReport};
 
+use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
 use crate::fingerprint::Fingerprint;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
@@ -62,12 +63,15 @@ pub struct Evidence<'a> {
     pub outputs: OutputsEvidence<'a>,
     /// The baseline to compare against, if any.
     pub baseline: Option<Comparison<'a>>,
+    /// What else kept the device busy during the run: recorded (`Some`), not recorded (`None`,
+    /// e.g. a local run), or unreadable (an error).
+    pub background: Result<Option<&'a BackgroundLoad>, String>,
 }
 
 impl<'a> Evidence<'a> {
     /// A run and its placement, with outputs not checked and no baseline.
     pub fn new(run: &'a RunResult, placement: Result<&'a PlacementReport, String>) -> Evidence<'a> {
-        Evidence { run, placement, outputs: OutputsEvidence::NotChecked, baseline: None }
+        Evidence { run, placement, outputs: OutputsEvidence::NotChecked, baseline: None, background: Ok(None) }
     }
 }
 
@@ -102,13 +106,21 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     if let Err(why) = &evidence.placement {
         errors.push(format!("placement could not be computed: {why}"));
     }
+    let load = evidence.background.as_ref().unwrap_or_else(|why| {
+        errors.push(format!("the background load is unknown: {why}"));
+        &None
+    });
+    let (background_check, background_warnings) = background::assess(rules, *load);
+    checks.extend(background_check);
+    let mut warnings = warnings(run, latency.as_ref(), placement);
+    warnings.extend(background_warnings);
     Verdict {
         schema: VERDICT_SCHEMA.to_string(),
         outcome: outcome_of(&checks, &errors),
         subject: Subject::of(run),
         rules: rules.clone(),
         checks,
-        warnings: warnings(run, latency.as_ref(), placement),
+        warnings,
         latency,
         latencies_ns: latencies.clone(),
         first_inference_ns: run.timings.first_inference_ns,

@@ -5,6 +5,7 @@
 //! `export::write_all(&verdict, formats, out)`. [`page`] holds the building blocks every npugate
 //! HTML page shares (the verdict report, the sweep matrix, the history page).
 
+pub mod background;
 pub mod baseline;
 pub mod export;
 pub mod fingerprint;

@@ -65,6 +65,10 @@ pub struct Rules {
     /// Largest absolute error of any output element against its reference (needs `--check-outputs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_abs_err: Option<f64>,
+    /// Highest CPU share, in percent of one core, of any other process on the device while the
+    /// run was timed (needs a device run's `device_state.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_background_cpu_pct: Option<f64>,
     /// Rules switched off, by name (e.g. `disable = ["cv_pct"]` for a median-only gate).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disable: Vec<RuleName>,
@@ -92,6 +96,7 @@ impl Default for Rules {
             min_cosine: None,
             min_sqnr_db: None,
             max_abs_err: None,
+            max_background_cpu_pct: None,
             disable: Vec::new(),
         }
     }
@@ -133,6 +138,8 @@ pub enum RuleName {
     MinSqnrDb,
     /// [`Rules::max_abs_err`].
     MaxAbsErr,
+    /// [`Rules::max_background_cpu_pct`].
+    MaxBackgroundCpuPct,
 }
 
 impl RuleName {
@@ -155,6 +162,7 @@ impl RuleName {
             RuleName::MinCosine => "min_cosine",
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
+            RuleName::MaxBackgroundCpuPct => "max_background_cpu_pct",
         }
     }
 }

@@ -2,8 +2,9 @@
 //! the real harness and ONNX Runtime on the simulated devices, results pulled and judged on the host.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::time::Duration;
+use std::process::{Child, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use npugate_e2e::devices::Rig;
 use npugate_e2e::{bin, describe, model, run};
@@ -232,4 +233,128 @@ fn find_named(dir: &Path, names: &[&str], found: &mut Vec<PathBuf>) {
             find_named(&path, names, found);
         }
     }
+}
+
+/// Timed runs of smallcnn that keep the harness busy for a few seconds on the rig.
+const LONG_RUN: &str = "4000";
+
+/// Starts `npugate run` of smallcnn with `runs` timed runs on one rig device in the background,
+/// output captured.
+fn start_run(rig: &Rig, port: u16, out: &Path, runs: &str) -> Child {
+    let mut args = vec!["--device".to_string(), Rig::serial(port), "--profile-runs".into(), "1".into()];
+    args.extend(["--runs".to_string(), runs.to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    rig.command(bin("npugate"))
+        .args(run_args(&model("smallcnn.onnx"), out, &args))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start npugate run")
+}
+
+/// This machine's host name, as a lock record names it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string()
+}
+
+#[test]
+fn two_runs_on_one_device_take_turns_and_one_that_may_not_wait_names_the_holder() {
+    let rig = Rig::up(&[6111]);
+    let out = tempfile::tempdir().unwrap();
+    // Warm the device (deploy) so both runs below spend their time measuring.
+    let warm = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("warm"), &["--device", &Rig::serial(6111), "--runs", "20"]);
+    assert_eq!(warm.status.code(), Some(0), "{}", describe(&warm));
+
+    let stop = AtomicBool::new(false);
+    let (first, second, refused, (most, busy)) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| rig.most_harnesses_at_once(6111, &stop));
+        let first = start_run(&rig, 6111, &out.path().join("first"), LONG_RUN);
+        std::thread::sleep(Duration::from_secs(1));
+        let second = start_run(&rig, 6111, &out.path().join("second"), LONG_RUN);
+        assert!(rig.wait_for_process(6111, "npugate-harness", Duration::from_secs(60)), "no harness started");
+        let refused = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("refused"), &["--device", &Rig::serial(6111), "--lock-timeout", "0"]);
+        let (first_pid, first) = (first.id(), first.wait_with_output().unwrap());
+        let second = second.wait_with_output().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        (( first_pid, first), second, refused, watcher.join().unwrap())
+    });
+    let (first_pid, first) = first;
+    assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
+    assert_eq!(second.status.code(), Some(0), "{}", describe(&second));
+    assert!(busy > 100, "the watcher saw harnesses in only {busy} samples");
+    assert_eq!(most, 1, "two harnesses ran on the device at once");
+
+    let holder = format!("host {} pid {first_pid}", host_name());
+    let waited = String::from_utf8_lossy(&second.stderr);
+    assert!(waited.contains(&format!("device {} is locked by {holder}", Rig::serial(6111))), "{waited}");
+    assert!(waited.contains("lock taken after waiting"), "{waited}");
+    let record = json(&result_dir(&out.path().join("second"), 6111).join("device_run.json"));
+    let waited_s = record["lock"]["waited_s"].as_f64().unwrap();
+    assert!(waited_s > 1.0, "{record}");
+    assert_eq!(record["lock"]["waited_for"]["pid"].as_u64(), Some(u64::from(first_pid)), "{record}");
+    eprintln!("the second run waited {waited_s:.1} s for the first");
+
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let said = format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+    assert!(said.contains(&format!("is locked by {holder}")) && said.contains("--lock-timeout 0"), "{said}");
+    assert!(!rig.lock_dir(6111).exists(), "the lock is released after both runs");
+}
+
+#[test]
+fn an_interrupted_run_stops_its_harness_on_the_device_and_releases_the_lock() {
+    let rig = Rig::up(&[6112]);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = start_run(&rig, 6112, out.path(), "400000");
+    assert!(rig.wait_for_process(6112, "npugate-harness", Duration::from_secs(60)), "the harness never started");
+    let interrupt = run(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]));
+    assert!(interrupt.status.success(), "{}", describe(&interrupt));
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(30), "npugate did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("interrupted"), "{}", describe(&output));
+    assert!(rig.harnesses(6112).is_empty(), "a harness still runs on the device: {:?}", rig.harnesses(6112));
+    assert!(!rig.lock_dir(6112).exists(), "the lock was not released");
+    eprintln!("npugate ended {:.2} s after SIGINT", started.elapsed().as_secs_f64());
+}
+
+#[test]
+fn bad_locks_and_unwritable_work_dirs_are_named_with_the_fix() {
+    let rig = Rig::up(&[6113]);
+    let out = tempfile::tempdir().unwrap();
+    let serial = Rig::serial(6113);
+    let lock = rig.lock_dir(6113);
+    std::fs::create_dir_all(&lock).unwrap();
+    std::fs::write(lock.join("holder"), "\u{0}\u{1}not a lock record").unwrap();
+    let corrupt = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("corrupt"), &["--device", &serial]);
+    assert_eq!(corrupt.status.code(), Some(2), "{}", describe(&corrupt));
+    let said = String::from_utf8_lossy(&corrupt.stdout);
+    let clear = format!("npugate devices --unlock {serial} --work-dir /data/local/tmp/npugate");
+    assert!(said.contains("/data/local/tmp/npugate/lock/holder is corrupt") && said.contains(&clear), "{said}");
+
+    // A holder on another host with a fresh heartbeat is alive: --unlock refuses without --force.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    std::fs::write(
+        lock.join("holder"),
+        "schema=npugate.device-lock/1\nrun=run-1-a\nhost=lab-7\nhost_id=elsewhere\npid=4242\ncommand=npugate sweep\nstarted_at=2026-11-23T02:00:00Z\n",
+    )
+    .unwrap();
+    std::fs::write(lock.join("heartbeat"), format!("{now}\n")).unwrap();
+    let refused = npugate(&rig, &["devices", "--unlock", &serial]);
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("host lab-7 pid 4242"), "{}", describe(&refused));
+    let forced = npugate(&rig, &["devices", "--unlock", &serial, "--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
+    assert!(String::from_utf8_lossy(&forced.stdout).contains("cleared the lock of host lab-7 pid 4242"), "{}", describe(&forced));
+    assert!(!lock.exists());
+    let free = npugate(&rig, &["devices", "--unlock", &serial]);
+    assert!(String::from_utf8_lossy(&free.stdout).contains("not locked"), "{}", describe(&free));
+
+    let unwritable = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("ro"), &["--device", &serial, "--work-dir", "/proc/npugate"]);
+    assert_eq!(unwritable.status.code(), Some(2), "{}", describe(&unwritable));
+    let said = String::from_utf8_lossy(&unwritable.stdout);
+    assert!(said.contains("cannot take the lock in work dir /proc/npugate"), "{said}");
 }

@@ -62,6 +62,14 @@ pub enum AdbError {
     /// The adb server itself could not be reached or answered nonsense.
     #[error("adb server: {0}")]
     Server(String),
+    /// The user interrupted npugate while the step ran (the adb process was killed).
+    #[error("device {serial}: {step}: interrupted")]
+    Interrupted {
+        /// Device serial.
+        serial: String,
+        /// What was being done.
+        step: String,
+    },
 }
 
 impl AdbError {
@@ -114,7 +122,7 @@ impl Adb {
 
     /// Every device the adb server knows, in its order.
     pub fn list_devices(&self) -> Result<Vec<DeviceEntry>, AdbError> {
-        let out = self.run_local(&["devices"], Duration::from_secs(30), "", "list devices")?;
+        let out = self.run_local(&["devices"], Duration::from_secs(30), "", "list devices", &|| false)?;
         if out.code != 0 {
             return Err(AdbError::Server(one_line(&out.stderr, &out.stdout)));
         }
@@ -127,8 +135,21 @@ impl Adb {
     /// session cut short (adbd died, cable pulled — adb itself may then exit 0) is told from a
     /// finished command, also on old devices whose adb shell does not propagate exit codes.
     pub fn shell(&self, serial: &str, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
+        self.shell_until(serial, script, timeout, step, &|| false)
+    }
+
+    /// [`Adb::shell`] that also stops (with [`AdbError::Interrupted`]) once `cancelled()` turns
+    /// true. Only the local adb client is stopped: the caller stops what the script started.
+    pub fn shell_until(
+        &self,
+        serial: &str,
+        script: &str,
+        timeout: Duration,
+        step: &str,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<ShellOutput, AdbError> {
         let wrapped = format!("({script}\n); printf '\\n{EXIT_MARKER}%d\\n' $?");
-        let out = self.run_local(&["-s", serial, "shell", &wrapped], timeout, serial, step)?;
+        let out = self.run_local(&["-s", serial, "shell", &wrapped], timeout, serial, step, cancelled)?;
         let Some((stdout, exit_code)) = split_exit_marker(&out.stdout) else {
             self.fail_if_gone(serial, step, &out)?;
             return Err(AdbError::DeviceGone {
@@ -143,15 +164,7 @@ impl Adb {
 
     /// Runs `script` and fails unless it exits 0.
     pub fn shell_ok(&self, serial: &str, script: &str, timeout: Duration, step: &str) -> Result<String, AdbError> {
-        let out = self.shell(serial, script, timeout, step)?;
-        if out.exit_code != 0 {
-            return Err(AdbError::Failed {
-                serial: serial.into(),
-                step: step.into(),
-                message: format!("exit {}: {}", out.exit_code, one_line(&out.stderr, &out.stdout)),
-            });
-        }
-        Ok(out.stdout)
+        self.device(serial).run_ok(script, timeout, step)
     }
 
     /// Copies a host file to `remote` on the device.
@@ -168,7 +181,7 @@ impl Adb {
 
     /// State of one device as the server sees it now (`device`, `offline`, … or `absent`).
     pub fn state_of(&self, serial: &str) -> String {
-        match self.run_local(&["-s", serial, "get-state"], Duration::from_secs(10), serial, "get-state") {
+        match self.run_local(&["-s", serial, "get-state"], Duration::from_secs(10), serial, "get-state", &|| false) {
             Ok(out) if out.code == 0 => out.stdout.trim().to_string(),
             _ => "absent".to_string(),
         }
@@ -177,7 +190,7 @@ impl Adb {
     fn transfer(&self, serial: &str, args: &[&str], timeout: Duration, step: &str) -> Result<(), AdbError> {
         let mut full = vec!["-s", serial];
         full.extend_from_slice(args);
-        let out = self.run_local(&full, timeout, serial, step)?;
+        let out = self.run_local(&full, timeout, serial, step, &|| false)?;
         if out.code == 0 {
             return Ok(());
         }
@@ -199,20 +212,73 @@ impl Adb {
         })
     }
 
-    /// Runs the local adb binary with `args`, collecting both streams, killing it at `timeout`.
-    fn run_local(&self, args: &[&str], timeout: Duration, serial: &str, step: &str) -> Result<Finished, AdbError> {
+    /// Runs the local adb binary with `args`, collecting both streams, killing it at `timeout` or
+    /// when `cancelled()` turns true.
+    fn run_local(
+        &self,
+        args: &[&str],
+        timeout: Duration,
+        serial: &str,
+        step: &str,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Finished, AdbError> {
         let mut command = Command::new(&self.binary);
         if let Some(socket) = &self.server_socket {
             command.arg("-L").arg(socket);
         }
         command.args(args);
-        match crate::process::run(command, timeout, &|| false) {
+        match crate::process::run(command, timeout, cancelled) {
             Ok(done) => Ok(Finished { stdout: done.stdout, stderr: done.stderr, code: done.code.unwrap_or(-1) }),
             Err(Stopped::Spawn { source, .. }) => Err(AdbError::Spawn { binary: self.binary.display().to_string(), source }),
-            Err(Stopped::Timeout { .. } | Stopped::Cancelled { .. }) => {
-                Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout })
-            }
+            Err(Stopped::Timeout { .. }) => Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout }),
+            Err(Stopped::Cancelled { .. }) => Err(AdbError::Interrupted { serial: serial.into(), step: step.into() }),
         }
+    }
+
+    /// One device behind this client, as a [`DeviceShell`].
+    pub fn device(&self, serial: &str) -> AdbDevice {
+        AdbDevice { adb: self.clone(), serial: serial.to_string() }
+    }
+}
+
+/// Somewhere to run a shell script: a device over adb, or (in tests) a local `/bin/sh`. Code that
+/// only needs to run scripts on a device (the device lock, the load sample) takes this, so it can
+/// be tested with real shell semantics and no device.
+pub trait DeviceShell: Send + Sync {
+    /// The device's name in messages (its serial).
+    fn name(&self) -> &str;
+
+    /// Runs `script` (already quoted, see [`quote`]) in the device's shell.
+    fn run(&self, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError>;
+
+    /// Runs `script` and fails unless it exits 0; returns its stdout.
+    fn run_ok(&self, script: &str, timeout: Duration, step: &str) -> Result<String, AdbError> {
+        let out = self.run(script, timeout, step)?;
+        if out.exit_code != 0 {
+            return Err(AdbError::Failed {
+                serial: self.name().into(),
+                step: step.into(),
+                message: format!("exit {}: {}", out.exit_code, one_line(&out.stderr, &out.stdout)),
+            });
+        }
+        Ok(out.stdout)
+    }
+}
+
+/// One device over adb: [`Adb::shell`] with its serial.
+#[derive(Debug, Clone)]
+pub struct AdbDevice {
+    adb: Adb,
+    serial: String,
+}
+
+impl DeviceShell for AdbDevice {
+    fn name(&self) -> &str {
+        &self.serial
+    }
+
+    fn run(&self, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
+        self.adb.shell(&self.serial, script, timeout, step)
     }
 }
 
@@ -249,6 +315,26 @@ fn parse_devices(text: &str) -> Vec<DeviceEntry> {
 /// The first non-empty line of what a process printed, for one-line error messages.
 fn one_line(stderr: &str, stdout: &str) -> String {
     stderr.lines().chain(stdout.lines()).map(str::trim).find(|l| !l.is_empty()).unwrap_or("(no output)").to_string()
+}
+
+/// A local `/bin/sh` as the device, for tests of code that runs scripts on devices: the real
+/// shell semantics (and this machine's `/proc`), no adb.
+#[cfg(test)]
+pub(crate) struct LocalShell;
+
+#[cfg(test)]
+impl DeviceShell for LocalShell {
+    fn name(&self) -> &str {
+        "local-sh"
+    }
+
+    fn run(&self, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
+        let mut command = Command::new("/bin/sh");
+        command.arg("-c").arg(script);
+        let done = crate::process::run(command, timeout, &|| false)
+            .map_err(|stopped| AdbError::Failed { serial: "local-sh".into(), step: step.into(), message: stopped.to_string() })?;
+        Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })
+    }
 }
 
 #[cfg(test)]

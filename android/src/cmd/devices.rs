@@ -1,9 +1,12 @@
-//! `npugate devices`: every device the adb server knows, with what it is.
+//! `npugate devices`: every device the adb server knows, with what it is; `--unlock` clears a
+//! device lock left behind.
 
 use npugate_result::contract::EXIT_PASS;
 
 use super::options::DeviceArgs;
+use crate::device_lock::{self, LockOptions};
 use crate::devices::{self, DeviceInfo};
+use crate::target::adb::DEFAULT_WORK_DIR;
 
 /// Arguments of `npugate devices`.
 #[derive(Debug, clap::Args)]
@@ -14,11 +17,30 @@ pub struct DevicesArgs {
     /// Print `npugate.devices/1` JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Clear the lock of this device's work dir (left by a crashed npugate, corrupt, or written by
+    /// a newer npugate); refused while its holder is alive unless --force.
+    #[arg(long, value_name = "SERIAL")]
+    pub unlock: Option<String>,
+    /// With --unlock: clear the lock even while its holder is alive.
+    #[arg(long, requires = "unlock")]
+    pub force: bool,
+    /// With --unlock: the work dir whose lock is cleared.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
+    pub work_dir: String,
 }
 
 /// Runs `npugate devices`.
 pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
     let adb = args.options.adb()?;
+    if let Some(serial) = &args.unlock {
+        let chosen = devices::select(&adb, std::slice::from_ref(serial))?;
+        let [serial] = chosen.as_slice() else {
+            anyhow::bail!("--unlock takes one device serial, not {serial:?} ({} devices)", chosen.len());
+        };
+        let work_dir = args.work_dir.trim_end_matches('/');
+        println!("{}", device_lock::unlock(&adb.device(serial), work_dir, args.force, &LockOptions::waiting(None))?);
+        return Ok(EXIT_PASS);
+    }
     let mut list = devices::list(&adb)?;
     if !args.options.devices.is_empty() {
         let chosen = devices::select(&adb, &args.options.devices)?;

@@ -12,7 +12,7 @@ use crate::adb::Adb;
 use crate::device_state::parse_celsius;
 use crate::pipeline::{GateSpec, Sinks};
 use crate::rack::RackPolicy;
-use crate::target::adb::DEFAULT_WORK_DIR;
+use crate::target::adb::{AdbSettings, DEFAULT_WORK_DIR};
 use crate::target::Cancel;
 
 /// Gate options of every command that judges a run.
@@ -98,12 +98,20 @@ pub struct DeviceRunArgs {
     /// Limit for one harness run on a device, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
     pub run_timeout: u64,
+    /// Longest wait, in seconds, for a device another npugate (on any host) is measuring on;
+    /// 0 fails at once (exit 2, naming the holder). Default: wait as long as it takes.
+    #[arg(long, value_name = "SECONDS")]
+    pub lock_timeout: Option<u64>,
 }
 
 impl DeviceRunArgs {
-    /// `--cooldown-until` with its bound.
-    pub fn cooldown(&self) -> Option<(f64, Duration)> {
-        self.cooldown_until.map(|c| (c, Duration::from_secs(self.cooldown_timeout)))
+    /// Work dir, cooldown and lock timeout of every device run.
+    pub fn adb_settings(&self) -> AdbSettings {
+        AdbSettings {
+            work_dir: self.work_dir.clone(),
+            cooldown: self.cooldown_until.map(|c| (c, Duration::from_secs(self.cooldown_timeout))),
+            lock_timeout: self.lock_timeout.map(Duration::from_secs),
+        }
     }
 
     /// The limit of one harness run.

@@ -163,7 +163,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
         _ => None,
     };
     let targets: Vec<AdbTarget> =
-        serials.iter().map(|serial| AdbTarget::new(&adb, serial, &args.devices.work_dir, args.devices.cooldown())).collect();
+        serials.iter().map(|serial| AdbTarget::new(&adb, serial, &args.devices.adb_settings())).collect();
     let job = job(args, &harness, &runtime, args.devices.run_timeout(), &common.cancel);
     let spec = RunSpec { job, gate: common.gate.as_ref(), reference: reference.as_ref().map(ReferenceSource::Ready) };
     let on_done = |target: &AdbTarget, report: &RunReport| {

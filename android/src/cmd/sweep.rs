@@ -50,7 +50,7 @@ pub fn run(args: SweepArgs) -> Result<u8> {
     let night = args.night.clone().unwrap_or_else(sweep::today);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
     let adb = args.devices.devices.adb()?;
-    let devices = sweep::resolve_devices(&plan, &adb, &args.devices.devices.devices, &args.devices.work_dir, args.devices.cooldown())?;
+    let devices = sweep::resolve_devices(&plan, &adb, &args.devices.devices.devices, &args.devices.adb_settings())?;
     let policy = args.devices.policy(&super::options::interrupt_flag());
     let options = SweepOptions {
         out: &out,

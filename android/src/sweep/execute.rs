@@ -21,6 +21,7 @@ use crate::pipeline::GateSpec;
 use crate::rack::{self, Attempted, RackPolicy};
 use crate::run::{run_on, RunSpec};
 use crate::runtime::RuntimeManifest;
+use crate::target::adb::{AdbSettings, AdbTarget};
 use crate::target::{is_retryable, Job, Progress, Target};
 
 /// How to run a plan.
@@ -96,9 +97,8 @@ pub fn resolve_devices(
     plan: &SweepPlan,
     adb: &Adb,
     requested: &[String],
-    work_dir: &str,
-    cooldown: Option<(f64, Duration)>,
-) -> Result<Vec<SweepTarget<crate::target::adb::AdbTarget>>> {
+    settings: &AdbSettings,
+) -> Result<Vec<SweepTarget<AdbTarget>>> {
     let mut chosen: Vec<(String, String)> = Vec::new();
     if plan.devices.is_empty() {
         for serial in devices::select(adb, requested)? {
@@ -151,7 +151,7 @@ pub fn resolve_devices(
                 ));
             }
         }
-        let target = crate::target::adb::AdbTarget::new(adb, &serial, work_dir, cooldown);
+        let target = AdbTarget::new(adb, &serial, settings);
         resolved.push(SweepTarget { target, info, dir, chosen_by });
     }
     Ok(resolved)

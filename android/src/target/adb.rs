@@ -1,9 +1,11 @@
-//! A phone or board over adb: probe, cool down, deploy (content-addressed), start the harness with
-//! the NPU's environment, pull the result directory back, and record how it went
+//! A phone or board over adb: probe, take the device lock (one measurement at a time per device,
+//! across hosts; orphaned harnesses stopped), cool down, deploy (content-addressed), start the
+//! harness with the NPU's environment, pull the result directory back, and record how it went
 //! (`device_run.json`, `device_state.json`) next to it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -13,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Execution, Job, Progress, Retryable, Target};
 use crate::adb::quote::{assignment, command_line, quote};
-use crate::adb::{Adb, AdbError};
+use crate::adb::{Adb, AdbError, DeviceShell};
 use crate::deploy::{self, DeployFile, DeployReport};
+use crate::device_lock::{DeviceLock, LockError, LockOptions, LockRecord, Reporter};
 use crate::device_state::{self, Cooldown, DeviceStateRecord};
 use crate::devices::{self, DeviceInfo};
 
@@ -38,6 +41,9 @@ pub struct DeviceRunRecord {
     pub runtime: String,
     /// Model file name.
     pub model: String,
+    /// How the device lock was taken: waits, broken locks, stopped orphans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<LockRecord>,
     /// What the deploy pushed and skipped.
     pub deploy: DeployReport,
     /// The harness process.
@@ -67,20 +73,30 @@ pub struct HarnessExit {
     pub stderr_file: String,
 }
 
+/// How runs on devices over adb are done; the same for every device of a command.
+#[derive(Debug, Clone)]
+pub struct AdbSettings {
+    /// Work dir on the device (blobs, runtimes, models, results and the lock live below it).
+    pub work_dir: String,
+    /// Wait before each run until the hottest sensor is at or below this °C, for at most this long.
+    pub cooldown: Option<(f64, Duration)>,
+    /// Longest wait for the device lock; `None` waits as long as it takes, zero does not wait.
+    pub lock_timeout: Option<Duration>,
+}
+
 /// One device over adb; it is probed at the start of every run (it may have changed or gone).
 #[derive(Debug, Clone)]
 pub struct AdbTarget {
     adb: Adb,
     serial: String,
-    work_dir: String,
-    cooldown: Option<(f64, Duration)>,
+    settings: AdbSettings,
 }
 
 impl AdbTarget {
-    /// The device `serial` behind `adb`, working below `work_dir`, waiting for `cooldown`
-    /// (target °C, longest wait) before each run.
-    pub fn new(adb: &Adb, serial: &str, work_dir: &str, cooldown: Option<(f64, Duration)>) -> AdbTarget {
-        AdbTarget { adb: adb.clone(), serial: serial.into(), work_dir: work_dir.trim_end_matches('/').to_string(), cooldown }
+    /// The device `serial` behind `adb`, run as `settings` say.
+    pub fn new(adb: &Adb, serial: &str, settings: &AdbSettings) -> AdbTarget {
+        let work_dir = settings.work_dir.trim_end_matches('/').to_string();
+        AdbTarget { adb: adb.clone(), serial: serial.into(), settings: AdbSettings { work_dir, ..settings.clone() } }
     }
 }
 
@@ -90,16 +106,27 @@ impl Target for AdbTarget {
     }
 
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
-        let (adb, serial) = (&self.adb, self.serial.as_str());
+        let (adb, serial, work_dir) = (&self.adb, self.serial.as_str(), self.settings.work_dir.as_str());
         progress.step("probe");
         let device = devices::probe(adb, serial).map_err(adb_error)?;
         let mut warnings = Vec::new();
         let files = files_for(job, &device, &mut warnings)?;
-        let cooldown = match self.cooldown {
+        let shell: Arc<dyn DeviceShell> = Arc::new(adb.device(serial));
+        progress.step("lock");
+        let cancelled = || job.cancel.is_cancelled();
+        let reporter = Reporter { step: &|what| progress.step(what), note: &|line| progress.note(line), cancelled: &cancelled };
+        // Held until this function returns: cooldown, deploy, run and pull happen under it.
+        let lock = DeviceLock::acquire(shell.clone(), work_dir, &LockOptions::waiting(self.settings.lock_timeout), &reporter)
+            .map_err(|error| match error {
+                LockError::Adb(error) => adb_error(error),
+                LockError::Interrupted(_) => job.cancel.error(),
+                other => other.into(),
+            })?;
+        let cooldown = match self.settings.cooldown {
             Some((target_c, limit)) => {
                 progress.step(&format!("cooldown to {target_c}°C"));
                 let on_wait = |t: f64| progress.step(&format!("cooldown: {t:.1}°C > {target_c}°C"));
-                Some(device_state::cool_down(adb, serial, target_c, limit, Duration::from_secs(5), on_wait).map_err(adb_error)?)
+                Some(device_state::cool_down(&*shell, target_c, limit, Duration::from_secs(5), on_wait).map_err(adb_error)?)
             }
             None => None,
         };
@@ -108,52 +135,59 @@ impl Target for AdbTarget {
                 warnings.push(format!("cooldown gave up after {waited_s:.0} s; the run started warm"));
             }
         }
-        if job.cancel.is_cancelled() {
+        if cancelled() {
             return Err(job.cancel.error());
         }
         progress.step("deploy");
-        let deploy = deploy::deploy(adb, serial, &self.work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
+        let deploy = deploy::deploy(adb, serial, work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
             .map_err(adb_error)?;
+        if cancelled() {
+            return Err(job.cancel.error());
+        }
 
-        let before = device_state::read(adb, serial).map_err(adb_error)?;
+        let before = device_state::read(&*shell).map_err(adb_error)?;
         progress.step("run");
-        let layout = Layout::new(job, &self.work_dir, &format!("run-{}-{}", std::process::id(), unique_suffix()));
+        let layout = Layout::new(job, work_dir, lock.run());
         let command = harness_command(job, &layout);
         let started = Instant::now();
-        let shell = adb.shell(serial, &command, job.timeout, "run the harness").inspect_err(|error| {
-            if matches!(error, AdbError::Timeout { .. }) {
-                // Killing the local adb does not stop the harness on the device; its command line
-                // holds the run's unique output dir.
-                let stop = format!("pkill -f {}", quote(&layout.out));
-                let _ = adb.shell(serial, &stop, Duration::from_secs(10), "stop the harness");
+        let shell_out = adb.shell_until(serial, &command, job.timeout, "run the harness", &cancelled);
+        if let Err(AdbError::Timeout { .. } | AdbError::Interrupted { .. }) = &shell_out {
+            // Stopping the local adb does not stop the harness on the device.
+            if let Err(error) = lock.stop_own_harness() {
+                progress.note(&format!("device {serial}: the harness may still run: {error}"));
             }
-        });
-        let shell = shell.map_err(adb_error)?;
+        }
+        let shell_out = match shell_out {
+            Err(AdbError::Interrupted { .. }) => return Err(job.cancel.error()),
+            other => other.map_err(adb_error)?,
+        };
         let seconds = started.elapsed().as_secs_f64();
-        let after = device_state::read(adb, serial).ok();
+        let after = device_state::read(&*shell).ok();
 
         progress.step("pull");
         let pulled = Instant::now();
         pull_into(adb, serial, &layout.out, out).with_context(|| {
-            format!("harness exited {}: {}", shell.exit_code, shell.stderr.lines().last().unwrap_or("(no stderr)"))
+            format!("harness exited {}: {}", shell_out.exit_code, shell_out.stderr.lines().last().unwrap_or("(no stderr)"))
         })?;
         let pull_seconds = pulled.elapsed().as_secs_f64();
         let _ = adb.shell(serial, &format!("rm -rf {}", quote(&layout.out)), Duration::from_secs(60), "clean up");
 
-        std::fs::write(out.join(files::HARNESS_STDOUT), &shell.stdout)?;
-        std::fs::write(out.join(files::HARNESS_STDERR), &shell.stderr)?;
+        std::fs::write(out.join(files::HARNESS_STDOUT), &shell_out.stdout)?;
+        std::fs::write(out.join(files::HARNESS_STDERR), &shell_out.stderr)?;
         let state = DeviceStateRecord::new(serial, cooldown, before, after);
         contract::write_json(&out.join(files::DEVICE_STATE), &state)?;
         warnings.extend(state.drift.iter().map(|drift| format!("unsteady device: {drift}")));
+        warnings.extend(lock.lost());
         let record = DeviceRunRecord {
             schema: DEVICE_RUN_SCHEMA.into(),
             device,
             runtime: job.runtime.name.clone(),
             model: file_name(job.model),
+            lock: Some(lock.record().clone()),
             deploy,
             harness: HarnessExit {
                 command,
-                exit_code: shell.exit_code,
+                exit_code: shell_out.exit_code,
                 seconds,
                 stdout_file: files::HARNESS_STDOUT.into(),
                 stderr_file: files::HARNESS_STDERR.into(),
@@ -162,7 +196,7 @@ impl Target for AdbTarget {
             warnings: warnings.clone(),
         };
         contract::write_json(&out.join(files::DEVICE_RUN), &record)?;
-        Ok(Execution { exit_code: Some(shell.exit_code), stderr: shell.stderr, seconds, warnings })
+        Ok(Execution { exit_code: Some(shell_out.exit_code), stderr: shell_out.stderr, seconds, warnings })
     }
 }
 
@@ -287,11 +321,6 @@ fn pull_into(adb: &Adb, serial: &str, remote_dir: &str, out: &Path) -> anyhow::R
 
 fn file_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-}
-
-fn unique_suffix() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{nanos:x}")
 }
 
 #[cfg(test)]

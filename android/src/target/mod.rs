@@ -97,6 +97,11 @@ pub trait Progress: Sync {
     fn push_total(&self, _total: u64) {}
     /// `bytes` more were pushed.
     fn pushed(&self, _bytes: u64) {}
+    /// A line worth keeping in the log (a wait for a device lock, a stopped orphan), shown even
+    /// where progress bars are not.
+    fn note(&self, line: &str) {
+        eprintln!("npugate: {line}");
+    }
 }
 
 /// Progress that goes nowhere.

@@ -1,0 +1,128 @@
+//! Background load: whether something else kept the device busy while a run was timed. The host
+//! records the device's busiest processes over the harness run (`device_state.json`); this turns
+//! them into the `max_background_cpu_pct` check when the rule is set, and into a warning otherwise.
+//! Other npugate harnesses seen on the device are always a warning.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rules::{RuleName, Rules};
+use crate::units::{fmt_limit, Unit};
+use crate::verdict::{Check, CheckStatus};
+
+/// Without the rule, a process busier than this (percent of one core) is a warning.
+pub const WARN_BACKGROUND_CPU_PCT: f64 = 25.0;
+
+/// A process and the CPU it used over a window, in percent of one core (200 = two cores busy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessCpu {
+    /// Its process id on the device.
+    pub pid: u32,
+    /// Its name (the kernel's `comm`, at most 15 characters).
+    pub name: String,
+    /// Its CPU share over the window, percent of one core.
+    pub cpu_pct: f64,
+}
+
+impl ProcessCpu {
+    /// `cc1plus (pid 812) at 97% of a core`.
+    pub fn describe(&self) -> String {
+        format!("{} (pid {}) at {:.0}% of a core", self.name, self.pid, self.cpu_pct)
+    }
+}
+
+/// What else ran on the device around a run, as the gate reads it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BackgroundLoad {
+    /// The window the shares were measured over, as a phrase (`during the 12.3 s harness run`).
+    pub window: String,
+    /// Other processes, busiest first.
+    pub busiest: Vec<ProcessCpu>,
+    /// Other npugate harnesses seen on the device just before or just after the run.
+    pub other_harnesses: Vec<ProcessCpu>,
+}
+
+/// What `load` says, as the verdict takes it: the `max_background_cpu_pct` check when the rule is
+/// set (unjudged without a load record), and warnings — a busy process when the rule is not set,
+/// each other harness always.
+pub fn assess(rules: &Rules, load: Option<&BackgroundLoad>) -> (Option<Check>, Vec<String>) {
+    let rule = RuleName::MaxBackgroundCpuPct;
+    let mut warnings = Vec::new();
+    if let Some(load) = load {
+        for harness in &load.other_harnesses {
+            warnings.push(format!(
+                "another npugate harness ran on the device around this run: {}; its work may have slowed this one",
+                harness.describe()
+            ));
+        }
+    }
+    let busiest = load.and_then(|l| l.busiest.iter().max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct)));
+    let Some(limit) = rules.max_background_cpu_pct.filter(|_| rules.enabled(rule)) else {
+        if let (Some(load), Some(process)) = (load, busiest.filter(|p| p.cpu_pct >= WARN_BACKGROUND_CPU_PCT)) {
+            warnings.push(format!(
+                "background load: {} {}; the latencies may be inflated (the rule {rule} fails such runs)",
+                process.describe(),
+                load.window
+            ));
+        }
+        return (None, warnings);
+    };
+    let (status, measured, message) = match (load, busiest) {
+        (None, _) => (
+            CheckStatus::Unjudged,
+            None,
+            format!("{rule}: no background load recorded for this run (device runs record it in device_state.json)"),
+        ),
+        (Some(load), None) => (CheckStatus::Pass, Some(0.0), format!("{rule}: no other process was busy {} (0% <= {}%)", load.window, fmt_limit(limit))),
+        (Some(load), Some(process)) => {
+            let ok = process.cpu_pct <= limit;
+            let op = if ok { "<=" } else { ">" };
+            let message = format!("{rule}: busiest other process {} {} ({op} {}%)", process.describe(), load.window, fmt_limit(limit));
+            (if ok { CheckStatus::Pass } else { CheckStatus::Fail }, Some(process.cpu_pct), message)
+        }
+    };
+    let check = Check { rule, status, measured, limit: Some(limit), unit: Unit::Percent, message, nodes: Vec::new(), clusters: None };
+    (Some(check), warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(overrides: &[&str]) -> Rules {
+        Rules::load(None, &overrides.iter().map(|r| r.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    fn busy(cpu_pct: f64) -> BackgroundLoad {
+        BackgroundLoad {
+            window: "during the 3.0 s harness run".into(),
+            busiest: vec![ProcessCpu { pid: 7, name: "kswapd0".into(), cpu_pct: 3.0 }, ProcessCpu { pid: 812, name: "cc1plus".into(), cpu_pct }],
+            other_harnesses: vec![],
+        }
+    }
+
+    #[test]
+    fn a_busy_process_is_a_warning_without_the_rule_and_a_failure_with_it() {
+        let (check, warnings) = assess(&rules(&[]), Some(&busy(97.0)));
+        assert!(check.is_none());
+        assert!(warnings[0].contains("cc1plus (pid 812) at 97% of a core during the 3.0 s harness run"), "{warnings:?}");
+        assert!(assess(&rules(&[]), Some(&busy(10.0))).1.is_empty());
+
+        let (check, _) = assess(&rules(&["max_background_cpu_pct=20"]), Some(&busy(97.0)));
+        let check = check.unwrap();
+        assert_eq!((check.status, check.measured), (CheckStatus::Fail, Some(97.0)));
+        assert!(check.message.contains("cc1plus (pid 812) at 97% of a core during the 3.0 s harness run (> 20%)"), "{}", check.message);
+        let (calm, _) = assess(&rules(&["max_background_cpu_pct=20"]), Some(&busy(10.0)));
+        assert_eq!(calm.unwrap().status, CheckStatus::Pass);
+    }
+
+    #[test]
+    fn without_a_load_record_the_rule_is_unjudged_and_other_harnesses_are_warned_about() {
+        let (unknown, _) = assess(&rules(&["max_background_cpu_pct=20"]), None);
+        assert_eq!(unknown.unwrap().status, CheckStatus::Unjudged);
+        let load = BackgroundLoad { other_harnesses: vec![ProcessCpu { pid: 99, name: "npugate-harness".into(), cpu_pct: 180.0 }], ..busy(1.0) };
+        let (_, warnings) = assess(&rules(&[]), Some(&load));
+        assert!(warnings[0].contains("another npugate harness") && warnings[0].contains("pid 99"), "{warnings:?}");
+        let (disabled, _) = assess(&rules(&["max_background_cpu_pct=20", "disable=[\"max_background_cpu_pct\"]"]), None);
+        assert!(disabled.is_none());
+    }
+}
