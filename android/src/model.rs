@@ -1,14 +1,15 @@
-//! The model a run uses. When `--shape` gives input shapes, the model's dynamic input dims are
-//! fixed in the model itself (ONNX Runtime's QNN EP rejects every node of a model with dynamic
-//! dims, and free-dimension overrides cannot give two dims sharing one symbolic name different
-//! sizes) and the fixed model — written once into the cache, content-addressed — is what is
-//! deployed, compiled and hashed; the result records the original's sha256 too. A dynamic model
-//! without the shapes it needs is refused before anything runs, with the exact flags to pass.
+//! The model a run uses. When the EP needs static dims (QNN) and `--shape` gives input shapes, the
+//! model's dynamic input dims are fixed in the model itself (ONNX Runtime's QNN EP rejects every
+//! node of a model with dynamic dims, and free-dimension overrides cannot give two dims sharing
+//! one symbolic name different sizes) and the fixed model — written once into the cache,
+//! content-addressed — is what is deployed, compiled and hashed; the result records the
+//! original's sha256 too. A dynamic model without the shapes it needs is refused before anything
+//! runs, with the exact flags to pass.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use harness_settings::{InputFile, ShapeSpec};
+use harness_settings::{HarnessSettings, InputFile, ShapeSpec};
 use npugate_result::digest::sha256_file;
 use onnx_model::Model;
 use sha2::{Digest, Sha256};
@@ -54,6 +55,16 @@ pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result
     }
     let changed = fixed.fixed.iter().any(|input| input.before.as_ref().is_none_or(|dims| dims.iter().any(|d| d.fixed().is_none())));
     Ok(changed.then(|| (onnx, shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "))))
+}
+
+/// The model a run with `settings` loads: fixed by its `--shape`s when its EP needs static dims
+/// ([`prepare`]), else the model as given, [`check`]ed.
+pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result<PreparedModel> {
+    if settings.ep.needs_static_shapes() {
+        return prepare(model, &settings.shapes, &settings.inputs, cache);
+    }
+    check(model, &settings.shapes, &settings.inputs)?;
+    Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None })
 }
 
 /// [`check`]s `model` and, when `shapes` change it, writes the fixed model into `cache`

@@ -63,11 +63,11 @@ impl Attempted for RunReport {
     }
 }
 
-/// Runs `spec` on `target` into `out`; a model whose input shapes `--shape` fixes runs as its
-/// fixed copy (see [`crate::model`]).
+/// Runs `spec` on `target` into `out`; on an EP that needs static dims a model whose input shapes
+/// `--shape` fixes runs as its fixed copy (see [`crate::model`]).
 pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dyn Progress) -> Result<RunReport> {
     let settings = spec.job.settings;
-    let model = crate::model::prepare(spec.job.model, &settings.shapes, &settings.inputs, &crate::model::default_cache())?;
+    let model = crate::model::for_run(spec.job.model, settings, &crate::model::default_cache())?;
     let fixed_from = model.fixed_from.as_ref().map(|original| original.sha256.as_str());
     let job = Job { model: &model.path, fixed_from, ..spec.job };
     let staging = Staging::next_to(out)?;

@@ -19,6 +19,7 @@ use ort::memory::DeviceType;
 mod backend;
 mod context_cache;
 mod fingerprint;
+mod fusions;
 mod inputs;
 mod measure;
 mod ort_env;
@@ -95,7 +96,7 @@ fn run(args: &Args) -> Result<()> {
 
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let timed = plan.create(&env, "timed", None).map_err(|e| explain_with_backend(e, args, &log, log_start))?;
+    let timed = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, args, &log, log_start))?;
     timings.session_create_ns = elapsed_ns(start);
     if args.settings.context_cache.is_some() {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
@@ -182,6 +183,7 @@ fn run(args: &Args) -> Result<()> {
             outputs: saved_outputs.as_ref().cloned().unwrap_or_default(),
             ..Artifacts::default()
         },
+        fusions: None,
         fingerprint: fingerprint::collect(),
         warnings: Vec::new(),
     };
@@ -203,6 +205,11 @@ fn run(args: &Args) -> Result<()> {
     finished
 }
 
+/// The profiled session's optimized graph, read and removed before the result is written.
+const OPTIMIZED_GRAPH: &str = "optimized_graph.onnx";
+/// Its weights, kept out of the graph file so that reading it stays cheap.
+const OPTIMIZED_WEIGHTS: &str = "optimized_graph.weights";
+
 /// The steps after the timed runs: library identity, profiled pass, reference pass.
 fn finish(
     args: &Args,
@@ -220,9 +227,21 @@ fn finish(
             std::fs::remove_file(&qnn_csv).with_context(|| format!("cannot remove the old {}", qnn_csv.display()))?;
         }
         let start = Instant::now();
-        let session = plan.create(env, "profiled", Some(&out.join("profile")))?;
+        // A CPU-EP session saves its optimized graph (weights in a side file), so fused kernels can
+        // be traced back to the nodes they replaced; compiling EPs cannot serialize their graphs.
+        let optimized = (args.settings.ep == EpKind::Cpu).then(|| out.join(OPTIMIZED_GRAPH));
+        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref())?;
         profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
+        if let Some(optimized) = &optimized {
+            match fusions::map(&args.model, optimized) {
+                Ok(fusions) => result.fusions = Some(fusions),
+                Err(error) => result.warnings.push(format!("kernels could not be traced to the model's nodes: {error:#}")),
+            }
+            for file in [optimized.clone(), out.join(OPTIMIZED_WEIGHTS)] {
+                let _ = std::fs::remove_file(file);
+            }
+        }
         result.artifacts.profile = Some(files::PROFILE.into());
         if !plan.profiling_ep_options.is_empty() && qnn_csv.is_file() {
             result.artifacts.qnn_profile = Some(files::QNN_PROFILE.into());
@@ -352,7 +371,7 @@ fn with_context_cache(
         let log_start = backend::log_position(&log);
         let start = Instant::now();
         let compiling = plan.with_session_config(&context_cache::write_config(&context_model));
-        let session = compiling.create(env, "compile", None).map_err(|e| {
+        let session = compiling.create(env, "compile").map_err(|e| {
             let e = e.context(
                 "--context-cache: cold session creation (compile, then write the context binary) failed; only the QNN HTP \
                  and GPU backends make context binaries",

@@ -88,16 +88,33 @@ pub fn register_ep(env: &Environment, ep: EpKind, library: Option<&Path>) -> Res
 }
 
 impl SessionPlan {
-    /// Creates a session from this plan; `profile_prefix` turns ORT profiling on and adds the
-    /// profiling EP options. `log_id` tags the session's log lines (`timed`, `profiled`, `compile`)
-    /// so log readers can tell the sessions apart.
-    pub fn create(&self, env: &Environment, log_id: &str, profile_prefix: Option<&Path>) -> Result<Session> {
-        let mut builder = self.builder(env, log_id, self.optimization)?;
-        let mut options = self.ep_options.clone();
-        if let Some(prefix) = profile_prefix {
-            builder = builder.with_profiling(prefix).map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
-            options.extend(self.profiling_ep_options.iter().cloned());
+    /// Creates a session from this plan. `log_id` tags the session's log lines (`timed`,
+    /// `compile`) so log readers can tell the sessions apart.
+    pub fn create(&self, env: &Environment, log_id: &str) -> Result<Session> {
+        let builder = self.builder(env, log_id, self.optimization)?;
+        let builder = self.attach_ep(env, builder, &self.ep_options)?;
+        commit(builder, &self.model)
+    }
+
+    /// Creates the profiled session (log id `profiled`): profiling on into `profile_prefix`, and,
+    /// when `optimized_graph` is given, the optimized graph saved there with its weights in a
+    /// file beside it (`<name without extension>.weights`).
+    pub fn create_profiled(&self, env: &Environment, profile_prefix: &Path, optimized_graph: Option<&Path>) -> Result<Session> {
+        let mut builder = self
+            .builder(env, "profiled", self.optimization)?
+            .with_profiling(profile_prefix)
+            .map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
+        if let Some(path) = optimized_graph {
+            let weights = path.with_extension("weights");
+            let weights = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            builder = builder
+                .with_optimized_model_path(path)
+                .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_file_name", &weights))
+                .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0"))
+                .map_err(|e| anyhow!("cannot save the optimized graph: {e}"))?;
         }
+        let mut options = self.ep_options.clone();
+        options.extend(self.profiling_ep_options.iter().cloned());
         builder = self.attach_ep(env, builder, &options)?;
         commit(builder, &self.model)
     }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use npugate_result::Assignment;
+use npugate_result::{Assignment, Fusions};
 use npugate_stats::median;
 
 use crate::flops::{node_flops, FlopsError, KNOWN_ZERO_OPS};
@@ -50,6 +50,8 @@ pub struct PlacementInputs<'a> {
     pub graph_io: &'a GraphIo,
     /// Set when the placement is a prediction (e.g. the QNN Saver backend executed nothing).
     pub predicted: Option<&'a str>,
+    /// Kernels of the profiled session traced to the original nodes they replaced.
+    pub fusions: Option<&'a Fusions>,
 }
 
 /// One original node while the report is assembled.
@@ -59,6 +61,7 @@ struct Node<'a> {
     domain: &'a str,
     ep: &'a str,
     reference: Option<&'a ProfiledNode>,
+    /// True when the reference pass ran it (or it counts 0 FLOPs anyway).
     flops: Option<u64>,
     profile_ep: Option<&'a str>,
     time_us_per_run: Option<f64>,
@@ -73,7 +76,7 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         None => Vec::new(),
     };
     if let Some(profile) = inputs.profile {
-        witness_placement(&mut nodes, &partitions, profile, &mut warnings);
+        witness_placement(&mut nodes, &partitions, profile, inputs, &mut warnings);
         check_profile_model(profile, inputs.graph_io, &mut warnings);
         warnings.extend(profile.warnings.iter().map(|w| format!("profile: {w}")));
     }
@@ -151,7 +154,6 @@ fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) 
     let reference: HashMap<&str, &ProfiledNode> =
         inputs.reference.map(|r| r.nodes.iter().map(|n| (n.name.as_str(), n)).collect()).unwrap_or_default();
     let mut unknown_ops: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut unjoined = Vec::new();
     let mut nodes = Vec::new();
     for subgraph in &inputs.assignment.subgraphs {
         for assigned in &subgraph.nodes {
@@ -171,10 +173,7 @@ fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) 
                         None
                     }
                 },
-                None => {
-                    unjoined.push(assigned.name.as_str());
-                    KNOWN_ZERO_OPS.contains(&assigned.op_type.as_str()).then_some(0)
-                }
+                None => KNOWN_ZERO_OPS.contains(&assigned.op_type.as_str()).then_some(0),
             };
             nodes.push(Node {
                 name: &assigned.name,
@@ -191,18 +190,13 @@ fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) 
     for (op, count) in unknown_ops {
         warnings.push(format!("FLOPs unknown for {op} ({count} node(s))"));
     }
+    let joined = nodes.iter().filter(|n| n.reference.is_some()).count();
     match inputs.reference {
         None => warnings.push("no reference profile: node shapes and FLOPs are unknown".to_string()),
-        Some(_) if !unjoined.is_empty() => {
-            let share = unjoined.len() * 2 > nodes.len().max(1);
-            warnings.push(format!(
-                "{} of {} assigned node(s) are not in the reference profile (shapes unknown; FLOPs unknown unless the op counts 0){}: {}",
-                unjoined.len(),
-                nodes.len(),
-                if share { "; is the reference profile from another model?" } else { "" },
-                preview(&unjoined)
-            ));
-        }
+        Some(_) if joined == 0 && !nodes.is_empty() => warnings.push(format!(
+            "{n} of {n} assigned node(s) are not in the reference profile (shapes and FLOPs unknown); is the reference profile from another model?",
+            n = nodes.len()
+        )),
         Some(_) => {}
     }
     nodes
@@ -304,24 +298,29 @@ fn strip_token_suffix(name: &str) -> &str {
     }
 }
 
-/// Records where the profile shows each node ran, and per-node time where a kernel carries its name.
+/// Records where the profile shows each node ran, and per-node time.
 ///
 /// Nodes inside a matched partition ran where the partition's fused event ran. Other nodes are
-/// found by kernel name, exactly or after dropping a `_token_<n>` suffix (layout transformation).
-/// Kernels renamed or fused by later optimizations (`r12_nchwc`, `FusedConv` under another node's
-/// name) cannot be tied to a node: such a node still ran as an individual kernel, so when every
-/// individual (non-partition) kernel of the profile ran on one EP, that EP is where it ran; its own
-/// time stays `None`.
+/// found by kernel name, exactly or after dropping a `_token_<n>` suffix (layout transformation),
+/// else through the traced fusions ([`Fusions`]): a group's kernel time is shared by its original
+/// nodes in proportion to their FLOPs, and a group without kernels was folded away (no time per
+/// run). A node that neither profile saw did not run at all (an `If` branch not taken): 0 FLOPs, no
+/// time. What remains unexplained is counted in one line each, never listed.
 fn witness_placement<'a>(
     nodes: &mut [Node<'a>],
     partitions: &[MatchedPartition],
     profile: &'a Profile,
+    inputs: &PlacementInputs<'a>,
     warnings: &mut Vec<String>,
 ) {
     let mut kernels_by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut kernel_named: HashMap<&str, usize> = HashMap::new();
     for (index, kernel) in profile.nodes.iter().enumerate() {
         kernels_by_name.entry(strip_token_suffix(&kernel.name)).or_default().push(index);
+        kernel_named.insert(&kernel.name, index);
     }
+    // A reference pass that knows none of the nodes is of another model: it cannot tell which ran.
+    let reference_knows_the_model = nodes.iter().any(|n| n.reference.is_some());
     let mut in_partition = vec![false; nodes.len()];
     for partition in partitions {
         for index in partition.nodes.clone() {
@@ -329,31 +328,69 @@ fn witness_placement<'a>(
             nodes[index].profile_ep = Some(profile.nodes[partition.fused_node].provider.as_str());
         }
     }
-    let mut individual_eps = profile.nodes.iter().filter(|k| !is_fused_partition(k)).map(|k| k.provider.as_str());
-    let only_individual_ep = individual_eps.next().filter(|first| individual_eps.all(|ep| ep == *first));
-    let mut unattributed = 0;
-    for (index, node) in nodes.iter_mut().enumerate() {
-        if in_partition[index] {
-            continue;
-        }
-        let Some(kernels) = kernels_by_name.get(node.name) else {
-            unattributed += 1;
-            node.profile_ep = only_individual_ep;
-            continue;
-        };
+    let kernel_time = |kernels: &[usize]| -> (Option<f64>, Option<&'a str>) {
         let mut per_run = vec![0.0; profile.runs.len()];
         for &kernel in kernels {
             for (run, t) in profile.node_time_per_run(kernel).into_iter().enumerate() {
                 per_run[run] += t;
             }
         }
-        node.profile_ep = Some(profile.nodes[kernels[0]].provider.as_str());
-        node.time_us_per_run = median(&per_run);
+        (median(&per_run), kernels.first().map(|&k| profile.nodes[k].provider.as_str()))
+    };
+    let group_of: HashMap<&str, usize> = inputs
+        .fusions
+        .map(|f| f.groups.iter().enumerate().flat_map(|(g, group)| group.nodes.iter().map(move |n| (n.as_str(), g))).collect())
+        .unwrap_or_default();
+    let mut individual_eps = profile.nodes.iter().filter(|k| !is_fused_partition(k)).map(|k| k.provider.as_str());
+    let only_individual_ep = individual_eps.next().filter(|first| individual_eps.all(|ep| ep == *first));
+    let (mut folded, mut not_run, mut unattributed) = (0, 0, 0);
+    let mut group_members: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (index, node) in nodes.iter_mut().enumerate() {
+        if in_partition[index] {
+            continue;
+        }
+        if let Some(kernels) = kernels_by_name.get(node.name).filter(|_| !group_of.contains_key(node.name)) {
+            (node.time_us_per_run, node.profile_ep) = kernel_time(kernels);
+        } else if let Some(&group) = group_of.get(node.name) {
+            group_members.entry(group).or_default().push(index);
+        } else if reference_knows_the_model && node.reference.is_none() {
+            not_run += 1;
+            node.flops = Some(0);
+        } else {
+            unattributed += 1;
+            node.profile_ep = only_individual_ep;
+        }
+    }
+    let groups = inputs.fusions.map(|f| f.groups.as_slice()).unwrap_or_default();
+    for (group, members) in group_members {
+        let kernels: Vec<usize> = groups[group].kernels.iter().filter_map(|k| kernel_named.get(k.as_str())).copied().collect();
+        if groups[group].kernels.is_empty() {
+            folded += members.len();
+            for &member in &members {
+                nodes[member].time_us_per_run = Some(0.0);
+                nodes[member].profile_ep = only_individual_ep;
+            }
+            continue;
+        }
+        let (time, ep) = kernel_time(&kernels);
+        let weights: Vec<f64> = members.iter().map(|&m| nodes[m].flops.unwrap_or(0) as f64).collect();
+        let total: f64 = weights.iter().sum();
+        for (&member, weight) in members.iter().zip(&weights) {
+            let share = if total > 0.0 { weight / total } else { 1.0 / members.len() as f64 };
+            nodes[member].time_us_per_run = time.map(|t| t * share);
+            nodes[member].profile_ep = ep.or(only_individual_ep);
+        }
+    }
+    if not_run > 0 {
+        warnings.push(format!("{not_run} node(s) did not run in the profiled passes (e.g. If/Loop branches not taken): 0 FLOPs, no time"));
+    }
+    if folded > 0 {
+        warnings.push(format!("{folded} node(s) were folded away by graph optimizations: no time per run"));
     }
     if unattributed > 0 {
         warnings.push(format!(
-            "{unattributed} node(s) outside partitions have no kernel of the same name in the profile (fused or renamed by \
-             graph optimizations): their time is None and only counted in their EP's total"
+            "{unattributed} node(s) have no kernel of their own in the profile (fused or renamed by graph optimizations): \
+             their time counts in their EP's total only"
         ));
     }
     let disagreeing: Vec<&str> =

@@ -110,6 +110,7 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         qnn: qnn.as_ref(),
         graph_io: &graph_io,
         predicted: predicted.as_deref(),
+        fusions: result.fusions.as_ref(),
     });
     if result.status == RunStatus::Incomplete {
         report.warnings.push(format!(

@@ -23,6 +23,7 @@ fn cpu_report(model: &str, preferred: &str, assignment: &Assignment, io: &GraphI
         qnn: None,
         graph_io: io,
         predicted: None,
+        fusions: None,
     })
 }
 

@@ -82,6 +82,7 @@ fn zero_runs_and_profiles_of_another_model_are_named_warnings() {
     assert!(all.contains("is the reference profile from another model?"), "{all}");
     assert!(all.contains("is the profile from another model"), "{all}");
     assert!(all.contains("12 of 12 assigned node(s) are not in the reference profile"), "{all}");
+    assert!(!all.contains("did not run"), "a reference of another model says nothing about what ran: {all}");
     assert_eq!(r.totals.flops_unknown_nodes, 11, "all but `flatten`, a known-zero op");
 }
 
@@ -100,6 +101,7 @@ fn unknown_op_is_a_warning_with_flops_none() {
         qnn: None,
         graph_io: &GraphIo::default(),
         predicted: None,
+        fusions: None,
     });
     assert!(r.warnings.iter().any(|w| w == "FLOPs unknown for MysteryConv (1 node(s))"), "{:?}", r.warnings);
     assert_eq!(r.nodes[0].flops, None);
@@ -125,6 +127,7 @@ fn parse_and_report(bytes: &[u8]) {
             qnn: None,
             graph_io: &GraphIo { inputs: vec![vec![Some(1)]], outputs: vec![vec![None]] },
             predicted: None,
+        fusions: None,
         });
     }
 }

@@ -92,6 +92,10 @@ pub struct RunResult {
     pub backend: Option<BackendHealth>,
     /// Output files in the result directory, relative to it.
     pub artifacts: Artifacts,
+    /// Which kernels of the profiled session stand for which original nodes, where ONNX Runtime's
+    /// graph optimizations fused, renamed or folded them (CPU-EP sessions; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusions: Option<Fusions>,
     /// The machine the harness ran on.
     pub fingerprint: SystemFingerprint,
     /// Non-fatal observations, each a full sentence.
@@ -324,6 +328,25 @@ pub struct AssignedNode {
     pub op_type: String,
     /// Operator domain (empty for the default ONNX domain).
     pub domain: String,
+}
+
+/// The optimized graph of the profiled session set against the model: groups of kernels and the
+/// original nodes they replaced, cut at the tensors both graphs share.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Fusions {
+    /// Every group where kernels and original nodes differ (a node that kept its name and its
+    /// neighbours is no group).
+    pub groups: Vec<FusionGroup>,
+}
+
+/// Original nodes and the kernels that do their work after optimization. No kernels: the nodes
+/// were folded away (constant folding, eliminated no-ops) and cost nothing per run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FusionGroup {
+    /// Kernel (optimized node) names, as the profile names them.
+    pub kernels: Vec<String>,
+    /// Original node names, as the assignment names them.
+    pub nodes: Vec<String>,
 }
 
 /// What the log says about the accelerator backend.

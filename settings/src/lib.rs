@@ -111,6 +111,17 @@ impl EpKind {
             EpKind::Qnn => "qnn",
         }
     }
+
+    /// True when the EP needs every dim of the model static: npugate then fixes the model's input
+    /// dims from `--shape` before the session is created. The CPU EP runs dynamic dims and gets
+    /// the model as given (fixing dims can break ONNX Runtime's shape inference of an `If` branch
+    /// exported for other sizes, as in silero-vad).
+    pub fn needs_static_shapes(self) -> bool {
+        match self {
+            EpKind::Cpu => false,
+            EpKind::Qnn => true,
+        }
+    }
 }
 
 /// ONNX Runtime graph optimization levels.
