@@ -311,6 +311,15 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
         };
         tensors.extend(placement::boundary_tensors(model, &report.result.assignment));
     }
+    if tensors.is_empty() {
+        let targets: Vec<&str> = on.targets.iter().map(|t| t.name()).collect();
+        bail!(
+            "--tensors boundaries: no tensor crosses a partition boundary on {} (the model runs in one partition there; \
+             the plain runs are in {}); pass --tensors all",
+            targets.join(", "),
+            request.out.join(PLAIN_DIR).display()
+        );
+    }
     Ok(tensors)
 }
 

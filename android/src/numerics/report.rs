@@ -5,6 +5,8 @@
 use gate::outputs::{OutputComparison, OutputMetrics};
 use gate::Outcome;
 use npugate_result::contract::{Document, Schema};
+#[cfg(test)]
+use npugate_result::contract;
 use serde::{Deserialize, Serialize};
 
 use super::matching::{LayerId, Matching, Unmatched};
@@ -288,5 +290,108 @@ fn divergence(layers: &[LayerReport], matching: &Matching, i: usize, at: &[usize
             .map(|&j| InputSqnr { tensor: layers[j].id.tensor.clone(), sqnr_db: metric(j, t).map_or(f64::NAN, |m| m.sqnr_db) })
             .collect(),
         targets: names.to_vec(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::numerics::matching::tests::float;
+    use crate::numerics::matching::Selection;
+    use gate::outputs::compare_tensors;
+
+    /// A comparison of `tensor` with the given SQNR (dB), `None` for identical tensors.
+    fn compared(tensor: &str, sqnr_db: Option<f64>) -> Result<OutputComparison, String> {
+        let reference: Vec<f64> = (1..=100).map(|i| (i as f64).sin() + 2.0).collect();
+        let power = reference.iter().map(|r| r * r).sum::<f64>() / reference.len() as f64;
+        let output: Vec<f64> = match sqnr_db {
+            // A constant offset e with e² = power / 10^(dB/10).
+            Some(db) => reference.iter().map(|r| r + (power / 10f64.powf(db / 10.0)).sqrt()).collect(),
+            None => reference.clone(),
+        };
+        Ok(compare_tensors(tensor, (&[100], &reference), (&[100], &output)).unwrap())
+    }
+
+    fn run(name: &str, sqnr: [Option<f64>; 3]) -> TargetRun {
+        let mut target = super::super::blank_target(name, Some(name), None);
+        target.soc = format!("{name}-soc");
+        TargetRun { target, layers: ["c", "r", "y"].iter().zip(sqnr).map(|(t, s)| compared(t, s)).collect(), eps: vec![None; 3] }
+    }
+
+    pub(crate) fn header() -> Header {
+        let model = ModelRef { path: "m.onnx".into(), sha256: "0".into() };
+        Header {
+            model: model.clone(),
+            reference: model,
+            reference_run: "reference".into(),
+            min_sqnr_db: 20.0,
+            tensors: "all".into(),
+            instrumentation: Instrumentation {
+                model: "instrumented/model/m.onnx".into(),
+                reference: "instrumented/model/m.onnx".into(),
+                exposed_in_model: 2,
+                exposed_in_reference: 2,
+                note: INSTRUMENTATION_NOTE.into(),
+            },
+        }
+    }
+
+    /// The float test model (c → r → y) on targets `a` (clean), `b` (r drifts, y follows) and
+    /// `c` (only y drifts).
+    pub(crate) fn three_targets() -> NumericsReport {
+        let matching = Matching::build(&float(), &float(), &Selection::All).unwrap();
+        let runs = vec![run("a", [None, Some(40.0), Some(35.0)]), run("b", [None, Some(8.0), Some(9.0)]), run("c", [Some(50.0), Some(45.0), Some(f64::NAN)])];
+        NumericsReport::assemble(header(), &matching, runs)
+    }
+
+    #[test]
+    fn drift_starts_where_a_layer_falls_below_while_its_inputs_were_above() {
+        let report = three_targets();
+        let origins = |t: usize| report.layers.iter().map(|l| l.results[t].divergence_origin).collect::<Vec<_>>();
+        assert_eq!(origins(0), [false, false, false]);
+        assert_eq!(origins(1), [false, true, false], "y follows r down: not an origin");
+        assert_eq!(origins(2), [false, false, true], "NaN is below any threshold");
+        assert!(report.layers[2].results[1].below_threshold);
+        let outcomes: Vec<Outcome> = report.targets.iter().map(|t| t.outcome).collect();
+        assert_eq!(outcomes, [Outcome::Pass, Outcome::Fail, Outcome::Fail]);
+        let first = report.first_divergence.as_ref().unwrap();
+        assert_eq!((first.tensor.as_str(), first.node.as_str(), first.op_type.as_str()), ("r", "relu", "Relu"));
+        assert!((first.sqnr_db - 8.0).abs() < 1e-6, "{}", first.sqnr_db);
+        assert_eq!(first.targets, ["b"]);
+        assert_eq!(first.inputs.len(), 1);
+        assert_eq!((first.inputs[0].tensor.as_str(), first.inputs[0].sqnr_db), ("c", f64::INFINITY));
+        assert_eq!(report.targets[2].first_divergence.as_ref().unwrap().tensor, "y");
+        assert_eq!(report.outcome, Outcome::Fail);
+        assert_eq!(report.layers[0].shape, Some(vec![100]));
+    }
+
+    #[test]
+    fn a_target_that_could_not_run_makes_the_report_unjudged_and_the_json_round_trips() {
+        let matching = Matching::build(&float(), &float(), &Selection::All).unwrap();
+        let mut failed = run("gone", [None; 3]);
+        failed.layers.clear();
+        failed.target.error = Some("device gone".into());
+        let mut odd = run("odd", [None, None, None]);
+        odd.layers[1] = Err("shape [2] differs".into());
+        let report = NumericsReport::assemble(header(), &matching, vec![run("a", [None; 3]), failed, odd]);
+        let outcomes: Vec<Outcome> = report.targets.iter().map(|t| t.outcome).collect();
+        assert_eq!(outcomes, [Outcome::Pass, Outcome::Error, Outcome::Error]);
+        assert_eq!(report.outcome, Outcome::Error);
+        assert!(report.first_divergence.is_none());
+        assert_eq!(report.layers[1].results[2].error.as_deref(), Some("shape [2] differs"));
+        assert_eq!(report.layers[1].results[1].error, None, "the target's own error says it all");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("numerics.json");
+        contract::write_json(&path, &report).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"schema\": \"npugate.numerics/1\"") && text.contains("\"sqnr_db\": \"inf\""), "{text}");
+        assert!(text.contains("\"first_divergence\": null"), "{text}");
+        // serde_json parses floats to within an ulp, so compare what is not a metric.
+        let read = contract::read::<NumericsReport>(&path).unwrap();
+        assert_eq!((&read.targets, read.outcome, &read.first_divergence), (&report.targets, report.outcome, &None));
+        let ids = |r: &NumericsReport| r.layers.iter().map(|l| l.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&read), ids(&report));
+        assert_eq!(read.layers[0].results[0].metrics.map(|m| m.sqnr_db), Some(f64::INFINITY));
     }
 }
