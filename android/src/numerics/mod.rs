@@ -127,7 +127,10 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     let out = request.out;
     prepare_out(out)?;
     let model = load(request.model, request.settings)?;
-    let reference = load(request.reference_model, request.settings)?;
+    // The model against itself is read once.
+    let same = std::fs::canonicalize(request.model).ok() == std::fs::canonicalize(request.reference_model).ok();
+    let reference = if same { None } else { Some(load(request.reference_model, request.settings)?) };
+    let reference = reference.as_ref().unwrap_or(&model);
     let names = result_dir_names(&on.targets.iter().map(|t| t.name().to_string()).collect::<Vec<_>>());
     let selection = match request.tensors {
         TensorChoice::All => Selection::All,
@@ -143,7 +146,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
             request.reference_model.display()
         );
     }
-    let instrumented = instrument(request, &model, &reference, &matching)?;
+    let instrumented = instrument(request, &model, (!same).then_some(reference), &matching)?;
     let reference_dir = out.join(files::NUMERICS_REFERENCE_DIR);
     let reference_run = ReferenceRequest {
         harness: request.host_harness,
@@ -262,8 +265,9 @@ struct Instrumented {
 }
 
 /// Writes both models with the matched tensors added as graph outputs into
-/// `<out>/instrumented/{model,reference}/` (one copy when they are the same file).
-fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: &Model, matching: &Matching) -> Result<Instrumented> {
+/// `<out>/instrumented/{model,reference}/`; without a separate `reference` (the model against
+/// itself) one copy serves both.
+fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: Option<&Model>, matching: &Matching) -> Result<Instrumented> {
     let dir = request.out.join(files::INSTRUMENTED_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
@@ -276,11 +280,9 @@ fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: &Model, m
         Ok((crate::model::write_with_data(&copy, original, &folder)?, added.len()))
     };
     let (model_path, exposed_in_model) = write(model, request.model, matching.exposed_in_model(), "model")?;
-    let same = std::fs::canonicalize(request.model).ok() == std::fs::canonicalize(request.reference_model).ok();
-    let (reference_path, exposed_in_reference) = if same {
-        (model_path.clone(), exposed_in_model)
-    } else {
-        write(reference, request.reference_model, matching.exposed_in_reference(), "reference")?
+    let (reference_path, exposed_in_reference) = match reference {
+        None => (model_path.clone(), exposed_in_model),
+        Some(reference) => write(reference, request.reference_model, matching.exposed_in_reference(), "reference")?,
     };
     Ok(Instrumented { model: model_path, reference: reference_path, exposed_in_model, exposed_in_reference })
 }

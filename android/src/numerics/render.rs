@@ -143,7 +143,10 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
             cell
         }
     };
-    if report.targets.len() == 1 {
+    let compared = report.layers.iter().any(|l| l.results.iter().any(|r| r.metrics.is_some()));
+    if !compared {
+        out.push_str("  no layer was compared\n");
+    } else if report.targets.len() == 1 {
         let header = ["#", "tensor", "node (op)", "EP", "SQNR dB", "cosine", "max abs err", ""];
         let rows: Vec<Vec<String>> = report
             .layers
