@@ -232,3 +232,54 @@ fn a_rack_of_devices_gets_one_table_of_layers_by_device() {
     }
     assert!(out.join("reference/result.json").is_file(), "one reference run on the host for every device");
 }
+
+/// Per layer of a `numerics.json`, the SQNR recomputed in Python with onnxruntime: both models
+/// run on `x.npy` with the layer's tensors as outputs — for a QDQ layer the output of the
+/// `DequantizeLinear` named in the report — and SQNR = 10·log10(Σref² / Σ(ref−out)²).
+const PYTHON_SQNR: &str = r#"
+import json, sys, numpy as np, onnx, onnxruntime as ort
+from onnx import helper
+report, model, reference, x = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], np.load(sys.argv[4])
+def run(path, names):
+    m = onnx.load(path)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip(names, s.run(names, {s.get_inputs()[0].name: x})))
+dq_out = {n.name: n.output[0] for n in onnx.load(model).graph.node if n.op_type == "DequantizeLinear"}
+layers = report["layers"]
+probes = [dq_out[l["dequantized_with"]] if l.get("dequantized_with") else l["exposed"] for l in layers]
+out, ref = run(model, probes), run(reference, [l["tensor"] for l in layers])
+for l, p in zip(layers, probes):
+    r, o = ref[l["tensor"]].astype(np.float64), out[p].astype(np.float64)
+    noise = ((r - o) ** 2).sum()
+    print(l["tensor"], "inf" if noise == 0 else 10 * np.log10((r ** 2).sum() / noise))
+"#;
+
+#[test]
+fn every_layer_agrees_with_an_independent_computation_in_python() {
+    let work = tempfile::tempdir().unwrap();
+    let x = work.path().join("x.npy");
+    let made = run(Command::new(python()).args(["-c", "import sys, numpy as np; np.save(sys.argv[1], np.random.default_rng(3).random((1, 3, 64, 64), dtype=np.float32))"]).arg(&x));
+    assert!(made.status.success(), "{}", describe(&made));
+    let (broken, float) = (model("normcnn_qdq_broken.onnx"), model("normcnn.onnx"));
+    let out = work.path().join("numerics");
+    let input = format!("input={}", text(&x));
+    let output = numerics(&broken, &float, &out, &["--input", &input]);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let ours = sqnr_by_layer(&report(&output, &out));
+    let python = run(Command::new(python()).args(["-c", PYTHON_SQNR]).arg(out.join("numerics.json")).arg(&broken).arg(&float).arg(&x));
+    assert!(python.status.success(), "{}", describe(&python));
+    let theirs: Vec<(String, f64)> = String::from_utf8_lossy(&python.stdout)
+        .lines()
+        .map(|line| {
+            let (tensor, value) = line.rsplit_once(' ').unwrap();
+            (tensor.to_string(), value.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(ours.len(), theirs.len());
+    for ((tensor, a), (other, b)) in ours.iter().zip(&theirs) {
+        assert_eq!(tensor, other);
+        assert!((a - b).abs() < 1e-3, "{tensor}: npugate {a} dB, Python {b} dB");
+    }
+}
