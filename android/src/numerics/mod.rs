@@ -251,6 +251,7 @@ fn blank_target(name: &str, dir: Option<&str>, error: Option<String>) -> TargetR
         result_dir: dir.map(str::to_string),
         placement: None,
         first_divergence: None,
+        largest_drop: None,
         outcome: gate::Outcome::Error,
         error,
     }

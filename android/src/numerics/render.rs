@@ -202,6 +202,12 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
         out.push_str(&format!("{} {line}\n", paint(color, style, outcome.label())));
     }
     for target in &report.targets {
+        if let Some(drop) = &target.largest_drop {
+            out.push_str(&format!(
+                "largest drop on {}: {} ({}) → {}: {:.1} → {:.1} dB\n",
+                target.name, drop.node, drop.op_type, drop.tensor, drop.from_db, drop.to_db
+            ));
+        }
         if let Some(placement) = &target.placement {
             out.push_str(&format!("placement of the instrumented model on {}: {}\n", target.name, placement_text(placement)));
         }
@@ -302,7 +308,8 @@ pub fn html(report: &NumericsReport) -> String {
         .iter()
         .map(|t| {
             let placement = t.placement.as_ref().map_or_else(|| "-".into(), placement_text);
-            vec![t.name.clone(), t.device.clone(), t.soc.clone(), short_ep(&t.ep).to_string(), placement, t.outcome.label().to_string()]
+            let drop = t.largest_drop.as_ref().map_or_else(|| "-".into(), |d| format!("{} ({}): {:.1} → {:.1} dB", d.node, d.op_type, d.from_db, d.to_db));
+            vec![t.name.clone(), t.device.clone(), t.soc.clone(), short_ep(&t.ep).to_string(), placement, drop, t.outcome.label().to_string()]
         })
         .collect();
     let unmatched_rows: Vec<Vec<String>> = report
@@ -321,7 +328,7 @@ pub fn html(report: &NumericsReport) -> String {
         section { h2 { "Layers" } (page::table(&header_refs, &rows, &numeric)) }
         section {
             h2 { "Targets" }
-            (page::table(&["target", "device", "SoC", "EP", "placement of the instrumented model", "outcome"], &target_rows, &[]))
+            (page::table(&["target", "device", "SoC", "EP", "placement of the instrumented model", "largest SQNR drop", "outcome"], &target_rows, &[]))
             p.muted { (report.instrumentation.note) }
         }
         @if !unmatched_rows.is_empty() {

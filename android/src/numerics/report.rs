@@ -95,6 +95,10 @@ pub struct TargetReport {
     pub placement: Option<Placement>,
     /// Its first divergence.
     pub first_divergence: Option<Divergence>,
+    /// The layer losing the most SQNR against the layers feeding it (finite values only): where
+    /// gradual drift steepens, whether or not it crosses the threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_drop: Option<SqnrDrop>,
     /// `pass`, `fail` or `error` on this target.
     pub outcome: Outcome,
     /// Why it could not be judged.
@@ -155,6 +159,21 @@ pub struct Divergence {
     pub inputs: Vec<InputSqnr>,
     /// The targets where this layer is a divergence origin.
     pub targets: Vec<String>,
+}
+
+/// A layer's SQNR against the lowest SQNR of the layers feeding it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SqnrDrop {
+    /// The model's node that computed the layer.
+    pub node: String,
+    /// The float tensor.
+    pub tensor: String,
+    /// The node's operator.
+    pub op_type: String,
+    /// The lowest SQNR among its inputs, dB.
+    pub from_db: f64,
+    /// Its own SQNR, dB.
+    pub to_db: f64,
 }
 
 /// A layer feeding a divergence, and its SQNR.
@@ -235,6 +254,7 @@ impl NumericsReport {
                     error,
                 });
             }
+            target.largest_drop = largest_drop(&layers, matching, &sqnr);
             let t = targets.len();
             target.first_divergence = origin.iter().position(|&o| o).map(|i| divergence(&layers, matching, i, &[t], &[target.name.clone()]));
             let unjudged = target.error.is_some() || run.layers.is_empty() || run.layers.iter().any(Result::is_err);
@@ -266,6 +286,20 @@ impl NumericsReport {
             outcome,
         }
     }
+}
+
+/// The layer with the largest finite SQNR loss against its lowest input, when one loses any.
+fn largest_drop(layers: &[LayerReport], matching: &Matching, sqnr: &[Option<f64>]) -> Option<SqnrDrop> {
+    let finite = |i: usize| sqnr[i].filter(|v| v.is_finite());
+    let drops = matching.layers.iter().enumerate().filter_map(|(i, layer)| {
+        let to = finite(i)?;
+        let inputs: Option<Vec<f64>> = layer.inputs.iter().map(|&j| finite(j)).collect();
+        let from = inputs?.into_iter().reduce(f64::min)?;
+        (from > to).then_some((i, from, to))
+    });
+    let (i, from_db, to_db) = drops.max_by(|a, b| (a.1 - a.2).total_cmp(&(b.1 - b.2)))?;
+    let id = &layers[i].id;
+    Some(SqnrDrop { node: id.node.clone(), tensor: id.tensor.clone(), op_type: id.op_type.clone(), from_db, to_db })
 }
 
 /// The divergence at layer `i` on targets `at` (indices) named `names`: the worst SQNR among them.
@@ -363,6 +397,9 @@ pub(crate) mod tests {
         assert_eq!(report.targets[2].first_divergence.as_ref().unwrap().tensor, "y");
         assert_eq!(report.outcome, Outcome::Fail);
         assert_eq!(report.layers[0].shape, Some(vec![100]));
+        let drop = report.targets[0].largest_drop.as_ref().expect("y loses 5 dB against r on a");
+        assert_eq!((drop.tensor.as_str(), drop.from_db.round(), drop.to_db.round()), ("y", 40.0, 35.0));
+        assert!(report.targets[1].largest_drop.is_none(), "r's input is exact, y gains on r");
     }
 
     #[test]
