@@ -69,7 +69,8 @@ pub fn tensor_values(tensor: &TensorProto) -> Result<Vec<f64>, DataError> {
 /// Little-endian fixed-width values.
 fn from_raw(data_type: DataType, raw: &[u8]) -> Option<Vec<f64>> {
     fn chunks<const N: usize>(raw: &[u8], convert: impl Fn([u8; N]) -> f64) -> Option<Vec<f64>> {
-        (raw.len() % N == 0).then(|| raw.chunks_exact(N).map(|c| convert(c.try_into().expect("chunk of N bytes"))).collect())
+        let chunks = raw.chunks_exact(N);
+        chunks.remainder().is_empty().then(|| chunks.map(|c| convert(c.try_into().expect("chunk of N bytes"))).collect())
     }
     match data_type {
         DataType::Float => chunks(raw, |b| f64::from(f32::from_le_bytes(b))),

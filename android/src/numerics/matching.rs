@@ -369,53 +369,9 @@ fn link_inputs(index: &ModelIndex<'_>, layers: &mut [Layer]) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use onnx_model::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
-
-    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-        NodeProto {
-            name: Some(name.into()),
-            op_type: Some(op.into()),
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: outputs.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn scalar(name: &str, data_type: i32, raw: Vec<u8>) -> TensorProto {
-        TensorProto { name: Some(name.into()), data_type: Some(data_type), raw_data: Some(raw.into()), ..Default::default() }
-    }
-
-    /// A model of `nodes` with graph input `x`, output `y` and the QDQ constants `s`/`z`
-    /// (scale 0.5, zero point 10) and weight `w_q`.
-    pub(crate) fn graph(nodes: Vec<NodeProto>) -> Model {
-        let value = |name: &str| ValueInfoProto { name: Some(name.into()), ..Default::default() };
-        let initializer = vec![scalar("s", 1, 0.5f32.to_le_bytes().to_vec()), scalar("z", 2, vec![10]), scalar("w_q", 2, vec![3])];
-        let graph = GraphProto { node: nodes, input: vec![value("x")], output: vec![value("y")], initializer, ..Default::default() };
-        Model::from(ModelProto { graph: Some(graph), ..Default::default() })
-    }
-
-    /// float: conv → c, relu → r, pool → y.
-    pub(crate) fn float() -> Model {
-        graph(vec![node("conv", "Conv", &["x", "w"], &["c"]), node("relu", "Relu", &["c"], &["r"]), node("pool", "MaxPool", &["r"], &["y"])])
-    }
-
-    /// QDQ as onnxruntime.quantization writes it: the Relu folded away, `r` the raw Conv output.
-    pub(crate) fn qdq() -> Model {
-        graph(vec![
-            node("x_q", QUANTIZE, &["x", "s", "z"], &["x_qo"]),
-            node("x_dq", DEQUANTIZE, &["x_qo", "s", "z"], &["x_dqo"]),
-            node("w_dq", DEQUANTIZE, &["w_q", "s", "z"], &["w"]),
-            node("conv", "Conv", &["x_dqo", "w"], &["r"]),
-            node("r_q", QUANTIZE, &["r", "s", "z"], &["r_qo"]),
-            node("r_dq", DEQUANTIZE, &["r_qo", "s", "z"], &["r_dqo"]),
-            node("pool", "MaxPool", &["r_dqo"], &["y_in"]),
-            node("y_q", QUANTIZE, &["y_in", "s", "z"], &["y_qo"]),
-            node("y_dq", DEQUANTIZE, &["y_qo", "s", "z"], &["y"]),
-            node("extra", "Identity", &["r_dqo"], &["spare"]),
-        ])
-    }
+    use crate::numerics::testing::{float, qdq};
 
     #[test]
     fn a_qdq_layer_is_its_dequantized_tensor_never_the_raw_one() {

@@ -22,6 +22,8 @@ pub mod placement;
 pub mod quant;
 pub mod render;
 pub mod report;
+#[cfg(test)]
+mod testing;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -137,7 +139,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         TensorChoice::Names(names) => Selection::Only { tensors: names.iter().cloned().collect(), strict: true },
         TensorChoice::Boundaries => Selection::Only { tensors: boundaries(request, on, &model, &names)?, strict: false },
     };
-    let matching = Matching::build(&model, &reference, &selection).map_err(|e| anyhow::anyhow!("--tensors: {e}"))?;
+    let matching = Matching::build(&model, reference, &selection).map_err(|e| anyhow::anyhow!("--tensors: {e}"))?;
     if matching.layers.is_empty() {
         bail!(
             "no tensor of {} matches a tensor of {} (rules: same name, or the DequantizeLinear output of the QuantizeLinear that \

@@ -89,7 +89,7 @@ mod tests {
     #[test]
     fn boundaries_are_where_data_changes_partition() {
         // The float test model: conv → c, relu → r, pool → y; conv and relu on QNN, pool on CPU.
-        let model = crate::numerics::matching::tests::float();
+        let model = crate::numerics::testing::float();
         let assignment = Assignment {
             source: "Session_GetEpGraphAssignmentInfo".into(),
             error: None,

@@ -341,7 +341,7 @@ pub fn html(report: &NumericsReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::numerics::report::tests::three_targets;
+    use crate::numerics::testing::three_targets;
 
     #[test]
     fn the_cross_target_table_shows_where_each_target_drifts() {

@@ -217,7 +217,7 @@ pub struct Header {
 
 /// True when `sqnr` is below `threshold` (NaN is).
 fn below(sqnr: f64, threshold: f64) -> bool {
-    !(sqnr >= threshold)
+    sqnr.is_nan() || sqnr < threshold
 }
 
 impl NumericsReport {
@@ -328,55 +328,10 @@ fn divergence(layers: &[LayerReport], matching: &Matching, i: usize, at: &[usize
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::numerics::matching::tests::float;
     use crate::numerics::matching::Selection;
-    use gate::outputs::compare_tensors;
-
-    /// A comparison of `tensor` with the given SQNR (dB), `None` for identical tensors.
-    fn compared(tensor: &str, sqnr_db: Option<f64>) -> Result<OutputComparison, String> {
-        let reference: Vec<f64> = (1..=100).map(|i| (i as f64).sin() + 2.0).collect();
-        let power = reference.iter().map(|r| r * r).sum::<f64>() / reference.len() as f64;
-        let output: Vec<f64> = match sqnr_db {
-            // A constant offset e with e² = power / 10^(dB/10).
-            Some(db) => reference.iter().map(|r| r + (power / 10f64.powf(db / 10.0)).sqrt()).collect(),
-            None => reference.clone(),
-        };
-        Ok(compare_tensors(tensor, (&[100], &reference), (&[100], &output)).unwrap())
-    }
-
-    fn run(name: &str, sqnr: [Option<f64>; 3]) -> TargetRun {
-        let mut target = super::super::blank_target(name, Some(name), None);
-        target.soc = format!("{name}-soc");
-        TargetRun { target, layers: ["c", "r", "y"].iter().zip(sqnr).map(|(t, s)| compared(t, s)).collect(), eps: vec![None; 3] }
-    }
-
-    pub(crate) fn header() -> Header {
-        let model = ModelRef { path: "m.onnx".into(), sha256: "0".into() };
-        Header {
-            model: model.clone(),
-            reference: model,
-            reference_run: "reference".into(),
-            min_sqnr_db: 20.0,
-            tensors: "all".into(),
-            instrumentation: Instrumentation {
-                model: "instrumented/model/m.onnx".into(),
-                reference: "instrumented/model/m.onnx".into(),
-                exposed_in_model: 2,
-                exposed_in_reference: 2,
-                note: INSTRUMENTATION_NOTE.into(),
-            },
-        }
-    }
-
-    /// The float test model (c → r → y) on targets `a` (clean), `b` (r drifts, y follows) and
-    /// `c` (only y drifts).
-    pub(crate) fn three_targets() -> NumericsReport {
-        let matching = Matching::build(&float(), &float(), &Selection::All).unwrap();
-        let runs = vec![run("a", [None, Some(40.0), Some(35.0)]), run("b", [None, Some(8.0), Some(9.0)]), run("c", [Some(50.0), Some(45.0), Some(f64::NAN)])];
-        NumericsReport::assemble(header(), &matching, runs)
-    }
+    use crate::numerics::testing::{float, header, run, three_targets};
 
     #[test]
     fn drift_starts_where_a_layer_falls_below_while_its_inputs_were_above() {
