@@ -87,11 +87,11 @@ fn verdict_lines(report: &NumericsReport) -> Vec<(Outcome, String)> {
             let on = if report.targets.len() > 1 { format!(" on {}", target_label(target)) } else { String::new() };
             let text = match (&target.first_divergence, &target.error) {
                 (_, Some(error)) => format!("not judged{on}: {error}"),
-                (Some(d), None) => format!("first divergence{on}: {}", divergence_sentence(d, report.min_sqnr_db)),
+                (Some(d), None) => format!("first divergence{on}: {}", divergence_sentence(d, report.header.min_sqnr_db)),
                 (None, None) if target.outcome == Outcome::Error => {
                     format!("not judged{on}: some layers could not be compared (see the table)")
                 }
-                (None, None) => format!("no divergence{on}: every compared layer at or above {} dB", report.min_sqnr_db),
+                (None, None) => format!("no divergence{on}: every compared layer at or above {} dB", report.header.min_sqnr_db),
             };
             (target.outcome, text)
         })
@@ -129,11 +129,11 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
     let mut out = format!(
         "{} {} against {} (fp32, CPU) on {}: {} layers, threshold {} dB\n",
         paint(color, BOLD, "Numerics"),
-        file_name(&report.model.path),
-        file_name(&report.reference.path),
+        file_name(&report.header.model.path),
+        file_name(&report.header.reference.path),
         targets.join(", "),
         report.layers.len(),
-        report.min_sqnr_db
+        report.header.min_sqnr_db
     );
     let mark = |below: bool, origin: bool, cell: String| {
         let cell = if origin { format!("{cell} ◀") } else { cell };
@@ -215,7 +215,7 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
     for line in unmatched_lines(report) {
         out.push_str(&format!("not compared: {line}\n"));
     }
-    out.push_str(&format!("note: {}\n", report.instrumentation.note));
+    out.push_str(&format!("note: {}\n", report.header.instrumentation.note));
     out
 }
 
@@ -232,13 +232,13 @@ fn plotted(sqnr: f64, top: f64, bottom: f64) -> f64 {
 fn sqnr_plot(report: &NumericsReport) -> Markup {
     let finite: Vec<f64> =
         report.layers.iter().flat_map(|l| &l.results).filter_map(|r| r.metrics).map(|m| m.sqnr_db).filter(|v| v.is_finite()).collect();
-    let high = finite.iter().copied().fold(report.min_sqnr_db, f64::max);
+    let high = finite.iter().copied().fold(report.header.min_sqnr_db, f64::max);
     let low = finite.iter().copied().fold(0.0f64, f64::min);
     let top = high + 10.0;
     let count = report.layers.len().max(1) as f64;
     let mut plot = Plot::new(page::WIDE, 300.0, (0.5, count + 0.5), (low, top));
     plot.axes("layer (graph order)", "SQNR dB", |x| format!("{x:.0}"), |y| if y >= top { "∞".into() } else { format!("{y:.0}") });
-    plot.hline(0.5, count + 0.5, report.min_sqnr_db, page::CPU_COLOR, &format!("threshold {} dB", report.min_sqnr_db));
+    plot.hline(0.5, count + 0.5, report.header.min_sqnr_db, page::CPU_COLOR, &format!("threshold {} dB", report.header.min_sqnr_db));
     if let Some(d) = &report.first_divergence {
         if let Some(i) = report.layers.iter().position(|l| l.id.tensor == d.tensor) {
             plot.vline(i as f64 + 1.0, "#e03131", &format!("first divergence: {} ({})", d.node, d.op_type));
@@ -266,7 +266,7 @@ fn sqnr_plot(report: &NumericsReport) -> Markup {
 
 /// The report as a self-contained HTML page.
 pub fn html(report: &NumericsReport) -> String {
-    let title = format!("npugate numerics: {}", file_name(&report.model.path));
+    let title = format!("npugate numerics: {}", file_name(&report.header.model.path));
     let single = report.targets.len() == 1;
     let mut header: Vec<String> = vec!["#".into(), "tensor".into(), "node".into(), "op".into()];
     if single {
@@ -319,9 +319,9 @@ pub fn html(report: &NumericsReport) -> String {
         .collect();
     let body = html! {
         section {
-            h1 { (page::badge(report.outcome)) "Where the numbers go wrong: " (file_name(&report.model.path)) }
-            p { "Against " (file_name(&report.reference.path)) " (fp32, host CPU EP, same inputs); " (report.layers.len())
-                " matched layers; divergence threshold " (report.min_sqnr_db) " dB SQNR." }
+            h1 { (page::badge(report.outcome)) "Where the numbers go wrong: " (file_name(&report.header.model.path)) }
+            p { "Against " (file_name(&report.header.reference.path)) " (fp32, host CPU EP, same inputs); " (report.layers.len())
+                " matched layers; divergence threshold " (report.header.min_sqnr_db) " dB SQNR." }
             ul { @for (outcome, line) in verdict_lines(report) { li class=[(outcome == Outcome::Fail).then_some("err")] { (outcome.label()) " " (line) } } }
         }
         section { h2 { "SQNR per layer" } figure { (sqnr_plot(report)) figcaption { "Open circles: identical to the reference (∞ dB)." } } }
@@ -329,7 +329,7 @@ pub fn html(report: &NumericsReport) -> String {
         section {
             h2 { "Targets" }
             (page::table(&["target", "device", "SoC", "EP", "placement of the instrumented model", "largest SQNR drop", "outcome"], &target_rows, &[]))
-            p.muted { (report.instrumentation.note) }
+            p.muted { (report.header.instrumentation.note) }
         }
         @if !unmatched_rows.is_empty() {
             section { h2 { "Not compared" } (page::table(&["model", "tensor", "node", "op", "why"], &unmatched_rows, &[])) }

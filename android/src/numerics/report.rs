@@ -26,18 +26,9 @@ pub const INSTRUMENTATION_NOTE: &str = "Exposing intermediate tensors as graph o
 pub struct NumericsReport {
     /// Always [`NUMERICS_SCHEMA`].
     pub schema: String,
-    /// The model under test.
-    pub model: ModelRef,
-    /// The float model whose CPU run is the reference.
-    pub reference: ModelRef,
-    /// The reference run: host CPU EP, fp32, same inputs.
-    pub reference_run: String,
-    /// The SQNR threshold of a divergence, dB.
-    pub min_sqnr_db: f64,
-    /// Which tensors were exposed: `all`, `boundaries` or `names`.
-    pub tensors: String,
-    /// How the models were instrumented.
-    pub instrumentation: Instrumentation,
+    /// What was compared, and how.
+    #[serde(flatten)]
+    pub header: Header,
     /// Every target, in order (the `results` of each layer follow this order).
     pub targets: Vec<TargetReport>,
     /// Matched layers in the model's graph order.
@@ -198,20 +189,20 @@ pub struct TargetRun {
     pub eps: Vec<Option<String>>,
 }
 
-/// The parts of a report that do not depend on the targets.
-#[derive(Debug, Clone)]
+/// What was compared and how: the parts of a report that do not depend on the targets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Header {
     /// The model under test.
     pub model: ModelRef,
     /// The float reference model.
     pub reference: ModelRef,
-    /// The reference run's directory.
+    /// The reference run (host CPU EP, fp32, same inputs): its directory.
     pub reference_run: String,
-    /// The threshold, dB.
+    /// The SQNR threshold of a divergence, dB.
     pub min_sqnr_db: f64,
-    /// `all`, `boundaries` or `names`.
+    /// Which tensors were exposed: `all`, `boundaries` or `names`.
     pub tensors: String,
-    /// The instrumented copies.
+    /// How the models were instrumented.
     pub instrumentation: Instrumentation,
 }
 
@@ -273,12 +264,7 @@ impl NumericsReport {
         let outcome = targets.iter().map(|t| t.outcome).max_by_key(|o| o.exit_code()).unwrap_or(Outcome::Error);
         NumericsReport {
             schema: NUMERICS_SCHEMA.into(),
-            model: header.model,
-            reference: header.reference,
-            reference_run: header.reference_run,
-            min_sqnr_db: threshold,
-            tensors: header.tensors,
-            instrumentation: header.instrumentation,
+            header,
             targets,
             layers,
             first_divergence: first,
