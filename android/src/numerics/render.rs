@@ -98,6 +98,17 @@ fn verdict_lines(report: &NumericsReport) -> Vec<(Outcome, String)> {
         .collect()
 }
 
+/// `largest drop on local: conv2 (Conv) → r2: 45.3 → 6.0 dB`.
+fn drop_line(target: &TargetReport) -> Option<String> {
+    let drop = target.largest_drop.as_ref()?;
+    Some(format!("largest drop on {}: {} ({}) → {}: {:.1} → {:.1} dB", target.name, drop.node, drop.op_type, drop.tensor, drop.from_db, drop.to_db))
+}
+
+/// Every target's [`drop_line`].
+fn drop_lines(report: &NumericsReport) -> Vec<String> {
+    report.targets.iter().filter_map(drop_line).collect()
+}
+
 /// Unmatched tensors by side and reason, with up to [`NAMES_SHOWN`] names each.
 fn unmatched_lines(report: &NumericsReport) -> Vec<String> {
     let mut groups: BTreeMap<UnmatchedReason, Vec<&str>> = BTreeMap::new();
@@ -202,11 +213,9 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
         out.push_str(&format!("{} {line}\n", paint(color, style, outcome.label())));
     }
     for target in &report.targets {
-        if let Some(drop) = &target.largest_drop {
-            out.push_str(&format!(
-                "largest drop on {}: {} ({}) → {}: {:.1} → {:.1} dB\n",
-                target.name, drop.node, drop.op_type, drop.tensor, drop.from_db, drop.to_db
-            ));
+        if let Some(line) = drop_line(target) {
+            out.push_str(&line);
+            out.push('\n');
         }
         if let Some(placement) = &target.placement {
             out.push_str(&format!("placement of the instrumented model on {}: {}\n", target.name, placement_text(placement)));
@@ -219,7 +228,10 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
     out
 }
 
-/// The plot's y for an SQNR: infinity at the top, NaN at the bottom.
+/// The highest SQNR the plot's axis shows, dB; anything above sits on the top edge.
+const PLOT_CAP_DB: f64 = 80.0;
+
+/// The plot's y for an SQNR: above the axis (infinity too) at the top, NaN at the bottom.
 fn plotted(sqnr: f64, top: f64, bottom: f64) -> f64 {
     if sqnr.is_nan() {
         bottom
@@ -232,12 +244,13 @@ fn plotted(sqnr: f64, top: f64, bottom: f64) -> f64 {
 fn sqnr_plot(report: &NumericsReport) -> Markup {
     let finite: Vec<f64> =
         report.layers.iter().flat_map(|l| &l.results).filter_map(|r| r.metrics).map(|m| m.sqnr_db).filter(|v| v.is_finite()).collect();
-    let high = finite.iter().copied().fold(report.header.min_sqnr_db, f64::max);
+    // Near-exact layers (a reshape, ~150 dB) would flatten the rest: the axis ends at PLOT_CAP_DB.
+    let high = finite.iter().copied().fold(report.header.min_sqnr_db, f64::max).min(PLOT_CAP_DB);
     let low = finite.iter().copied().fold(0.0f64, f64::min);
     let top = high + 10.0;
     let count = report.layers.len().max(1) as f64;
     let mut plot = Plot::new(page::WIDE, 300.0, (0.5, count + 0.5), (low, top));
-    plot.axes("layer (graph order)", "SQNR dB", |x| format!("{x:.0}"), |y| if y >= top { "∞".into() } else { format!("{y:.0}") });
+    plot.axes("layer (graph order)", "SQNR dB", |x| format!("{x:.0}"), |y| format!("{:.0}", y + 0.0));
     plot.hline(0.5, count + 0.5, report.header.min_sqnr_db, page::CPU_COLOR, &format!("threshold {} dB", report.header.min_sqnr_db));
     if let Some(d) = &report.first_divergence {
         if let Some(i) = report.layers.iter().position(|l| l.id.tensor == d.tensor) {
@@ -250,7 +263,7 @@ fn sqnr_plot(report: &NumericsReport) -> Markup {
             .layers
             .iter()
             .enumerate()
-            .filter_map(|(i, l)| l.results.get(t)?.metrics.map(|m| (plot.px(i as f64 + 1.0), plot.py(plotted(m.sqnr_db, top, low)), !m.sqnr_db.is_finite())))
+            .filter_map(|(i, l)| l.results.get(t)?.metrics.map(|m| (plot.px(i as f64 + 1.0), plot.py(plotted(m.sqnr_db, top, low)), !(m.sqnr_db <= top))))
             .collect();
         let path: Vec<String> = points.iter().map(|(x, y, _)| format!("{},{}", Px(*x), Px(*y))).collect();
         plot.draw(html! {
@@ -322,9 +335,12 @@ pub fn html(report: &NumericsReport) -> String {
             h1 { (page::badge(report.outcome)) "Where the numbers go wrong: " (file_name(&report.header.model.path)) }
             p { "Against " (file_name(&report.header.reference.path)) " (fp32, host CPU EP, same inputs); " (report.layers.len())
                 " matched layers; divergence threshold " (report.header.min_sqnr_db) " dB SQNR." }
-            ul { @for (outcome, line) in verdict_lines(report) { li class=[(outcome == Outcome::Fail).then_some("err")] { (outcome.label()) " " (line) } } }
+            ul {
+                @for (outcome, line) in verdict_lines(report) { li class=[(outcome == Outcome::Fail).then_some("err")] { (outcome.label()) " " (line) } }
+                @for line in drop_lines(report) { li { (line) } }
+            }
         }
-        section { h2 { "SQNR per layer" } figure { (sqnr_plot(report)) figcaption { "Open circles: identical to the reference (∞ dB)." } } }
+        section { h2 { "SQNR per layer" } figure { (sqnr_plot(report)) figcaption { "Open circles on the top edge: above the axis, or identical to the reference (∞ dB); NaN on the bottom edge." } } }
         section { h2 { "Layers" } (page::table(&header_refs, &rows, &numeric)) }
         section {
             h2 { "Targets" }
