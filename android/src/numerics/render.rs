@@ -263,7 +263,7 @@ fn sqnr_plot(report: &NumericsReport) -> Markup {
             .layers
             .iter()
             .enumerate()
-            .filter_map(|(i, l)| l.results.get(t)?.metrics.map(|m| (plot.px(i as f64 + 1.0), plot.py(plotted(m.sqnr_db, top, low)), !(m.sqnr_db <= top))))
+            .filter_map(|(i, l)| l.results.get(t)?.metrics.map(|m| (plot.px(i as f64 + 1.0), plot.py(plotted(m.sqnr_db, top, low)), m.sqnr_db > top)))
             .collect();
         let path: Vec<String> = points.iter().map(|(x, y, _)| format!("{},{}", Px(*x), Px(*y))).collect();
         plot.draw(html! {
