@@ -23,6 +23,7 @@ pub mod history;
 pub mod layout;
 pub mod matrix;
 pub mod model;
+pub mod numerics;
 pub mod output_check;
 pub mod paths;
 pub mod pipeline;

@@ -95,16 +95,7 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
     if !path.is_file() {
         std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
         let staging = tempfile::Builder::new().prefix(".fixing-").tempdir_in(cache).with_context(|| format!("cannot write into {}", cache.display()))?;
-        fixed.write(staging.path().join(name)).map_err(|e| anyhow::anyhow!("cannot write the fixed model: {e}"))?;
-        for file in &data {
-            let (from, to) = (folder.join(file), staging.path().join(file));
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            if std::fs::hard_link(&from, &to).is_err() {
-                std::fs::copy(&from, &to).with_context(|| format!("cannot copy {} beside the fixed model", from.display()))?;
-            }
-        }
+        write_with_data(&fixed, model, staging.path())?;
         match std::fs::rename(staging.path(), &dir) {
             Ok(()) => {
                 let _ = staging.keep();
@@ -115,6 +106,27 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
         }
     }
     Ok(PreparedModel { path, fixed_from: Some(FixedFrom { path: model.to_path_buf(), sha256 }) })
+}
+
+/// Writes `rewritten` (a changed copy of the model file `original`) into the existing directory
+/// `dir` under `original`'s file name, with `original`'s external data files linked (or copied)
+/// beside it so that their relative paths still hold. Returns the written model's path.
+pub fn write_with_data(rewritten: &Model, original: &Path, dir: &Path) -> Result<PathBuf> {
+    let name = original.file_name().context("the model path names no file")?;
+    let folder = original.parent().unwrap_or(Path::new("."));
+    let path = dir.join(name);
+    rewritten.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let references = rewritten.file_references().map_err(|e| anyhow::anyhow!("model {}: {e}", original.display()))?;
+    for file in references.files() {
+        let (from, to) = (folder.join(file), dir.join(file));
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).with_context(|| format!("cannot copy {} beside {}", from.display(), path.display()))?;
+        }
+    }
+    Ok(path)
 }
 
 /// Where fixed models are kept: `<npugate cache>/fixed-models`.

@@ -137,7 +137,7 @@ fn reference_output(reference: &RunResult, dir: &Path, name: &str) -> Result<Pat
 }
 
 /// Both runs must have fed the same tensors: same input names, same sha256 of the bytes.
-fn check_same_inputs(run: &RunResult, dir: &Path, reference: &RunResult, reference_dir: &Path) -> Result<()> {
+pub fn check_same_inputs(run: &RunResult, dir: &Path, reference: &RunResult, reference_dir: &Path) -> Result<()> {
     for input in &run.inputs {
         let Some(other) = reference.inputs.iter().find(|r| r.name == input.name) else {
             bail!(

@@ -207,10 +207,12 @@ pub fn fmt_metric(value: f64, digits: usize) -> String {
     }
 }
 
-/// Serde for f64 that keeps infinities and NaN (as `"inf"`, `"-inf"`, `"nan"`).
-mod non_finite {
+/// Serde for f64 that keeps infinities and NaN (as `"inf"`, `"-inf"`, `"nan"`); use it with
+/// `#[serde(with = "gate::outputs::non_finite")]`.
+pub mod non_finite {
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Writes a number, or `"inf"`, `"-inf"`, `"nan"`.
     pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
         match *value {
             v if v.is_nan() => serializer.serialize_str("nan"),
@@ -227,6 +229,7 @@ mod non_finite {
         Word(String),
     }
 
+    /// Reads a number, or `"inf"`, `"-inf"`, `"nan"`.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
         match NumberOrWord::deserialize(deserializer)? {
             NumberOrWord::Number(v) => Ok(v),

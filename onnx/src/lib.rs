@@ -11,12 +11,15 @@
 //! - Files: [`Model::file_references`] lists external-data tensors and EPContext context files
 //!   with checked relative paths; [`Model::rewrite_file_references`] changes them.
 //! - Instrumentation: [`Model::intermediate_tensors`] and [`Model::add_outputs`].
+//! - Constants: [`Model::constant`] finds an initializer or `Constant` node value, and
+//!   [`tensor_values`] reads a (small) tensor's values as numbers.
 //!
 //! The protobuf types are in [`proto`], generated from the vendored `proto/onnx-ml.proto`
 //! (ONNX 1.23.2); `bytes` fields such as `raw_data` are [`bytes::Bytes`].
 
 #![warn(missing_docs)]
 
+mod data;
 mod external;
 mod graph;
 mod model;
@@ -24,6 +27,7 @@ mod outputs;
 mod shape;
 mod value;
 
+pub use data::{tensor_values, DataError};
 pub use external::{EpContextFile, ExternalDataError, ExternalTensor, FileReferences, TensorHolder};
 pub use graph::{GraphId, GraphInfo, GraphPath, ModelIndex, NodeInfo, SubgraphStep, ValueDecl, ValueRole};
 pub use model::{Model, ReadError, WriteError, MAX_PROTOBUF_BYTES};

@@ -291,7 +291,7 @@ fn match_partitions(assignment: &Assignment, profile: &Profile, warnings: &mut V
 }
 
 /// The name a layout-transformed kernel had before ORT appended `_token_<n>`.
-fn strip_token_suffix(name: &str) -> &str {
+pub fn strip_token_suffix(name: &str) -> &str {
     match name.rsplit_once("_token_") {
         Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
         _ => name,

@@ -55,6 +55,14 @@ pub mod files {
     pub const RACK: &str = "rack.json";
     /// A sweep's summary in the sweep dir (`npugate.sweep/1`).
     pub const SWEEP: &str = "sweep.json";
+    /// The per-layer comparison of `npugate numerics` (`npugate.numerics/1`).
+    pub const NUMERICS: &str = "numerics.json";
+    /// Its HTML page.
+    pub const NUMERICS_HTML: &str = "numerics.html";
+    /// The instrumented models of `npugate numerics` (`model/`, `reference/`).
+    pub const INSTRUMENTED_DIR: &str = "instrumented";
+    /// The fp32 reference run of `npugate numerics`.
+    pub const NUMERICS_REFERENCE_DIR: &str = "reference";
 }
 
 /// Everything one harness invocation measured and the context needed to judge it.

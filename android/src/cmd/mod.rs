@@ -8,6 +8,7 @@ pub mod gate;
 pub mod history;
 pub mod keygen;
 pub mod model;
+pub mod numerics;
 pub mod options;
 pub mod outputs;
 pub mod placement;
@@ -54,6 +55,9 @@ enum Command {
     /// Predict without a device which nodes the QNN EP would claim on HTP (aarch64 harness under qemu,
     /// QNN plugin, Saver backend); exit 0 all claimed, 1 some node falls back, 2 could not judge.
     Preflight(preflight::PreflightArgs),
+    /// Where the numbers go wrong: every layer against the fp32 reference, per device; exit 0 no
+    /// divergence, 1 a layer diverges, 2 could not judge.
+    Numerics(numerics::NumericsArgs),
     /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
     #[command(subcommand)]
     Outputs(outputs::OutputsCommand),
@@ -80,6 +84,7 @@ pub fn main() -> ExitCode {
         Command::Gate(a) => gate::run(a),
         Command::Baseline(c) => baseline::run(c),
         Command::Preflight(a) => preflight::run(a),
+        Command::Numerics(a) => numerics::run(a),
         Command::Outputs(c) => outputs::run(c),
         Command::Keygen(a) => keygen::run(a),
         Command::Verify(a) => verify::run(a),

@@ -27,7 +27,7 @@ pub use html::HtmlExporter;
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
 pub use markdown::{consistency_markdown, MarkdownExporter};
-pub use terminal::{consistency_text, placement_text, TerminalExporter};
+pub use terminal::{consistency_text, paint, placement_text, text_table, TerminalExporter, BOLD, DIM, GREEN, RED, YELLOW};
 
 /// Renders a verdict in one format.
 pub trait Exporter {

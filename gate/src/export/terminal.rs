@@ -18,14 +18,19 @@ pub struct TerminalExporter {
     pub color: bool,
 }
 
-const RED: &str = "31";
-const GREEN: &str = "32";
-const YELLOW: &str = "33";
-const BOLD: &str = "1";
-const DIM: &str = "2";
+/// ANSI style of failures ([`paint`]).
+pub const RED: &str = "31";
+/// ANSI style of passes.
+pub const GREEN: &str = "32";
+/// ANSI style of warnings and unjudged checks.
+pub const YELLOW: &str = "33";
+/// ANSI style of headings.
+pub const BOLD: &str = "1";
+/// ANSI style of table headers.
+pub const DIM: &str = "2";
 
-/// Wraps text in an ANSI style when colour is on.
-fn paint(color: bool, style: &str, text: &str) -> String {
+/// Wraps text in an ANSI style (`31` red, `1` bold, …) when colour is on.
+pub fn paint(color: bool, style: &str, text: &str) -> String {
     if color {
         format!("\x1b[{style}m{text}\x1b[0m")
     } else {
@@ -35,13 +40,14 @@ fn paint(color: bool, style: &str, text: &str) -> String {
 
 /// Columns two spaces apart, indented by two, right-aligned where `numeric`, sized by display
 /// width (wide characters count double, colour codes not at all); the header dimmed when `color`.
-fn table<const N: usize>(header: [&str; N], rows: &[[String; N]], numeric: [bool; N], color: bool) -> String {
+/// Every terminal table of npugate is drawn by it.
+pub fn text_table<R: AsRef<[String]>>(header: &[&str], rows: &[R], numeric: &[bool], color: bool) -> String {
     let mut table = Table::new();
     table.load_preset(presets::NOTHING).force_no_tty().set_header(header);
     for row in rows {
-        table.add_row(row.iter().map(String::as_str));
+        table.add_row(row.as_ref().iter().map(String::as_str));
     }
-    for (column, right) in table.column_iter_mut().zip(numeric) {
+    for (column, &right) in table.column_iter_mut().zip(numeric) {
         column.set_padding((0, 2));
         if right {
             column.set_cell_alignment(CellAlignment::Right);
@@ -62,7 +68,7 @@ pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> 
     format!(
         "{} {model} against the reference\n{}{}",
         paint(color, BOLD, "Output consistency"),
-        table(consistency::HEADER, &rows, consistency::NUMERIC, color),
+        text_table(&consistency::HEADER, &rows, &consistency::NUMERIC, color),
         consistency::outlier_line("  ", devices, outlier)
     )
 }
@@ -80,7 +86,7 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     if let Some(predicted) = &report.predicted {
         out.push_str(&format!("  {}\n", paint(color, YELLOW, predicted)));
     }
-    out.push_str(&table(EP_HEADER, &ep_rows(report), [false, true, true, true, true, true, true], color));
+    out.push_str(&text_table(&EP_HEADER, &ep_rows(report), &[false, true, true, true, true, true, true], color));
     out.push_str(&format!("\n{} ({})\n", paint(color, BOLD, "Partitions"), report.partitions.len()));
     for (i, p) in report.partitions.iter().enumerate() {
         let time = p.time.as_ref().map(|t| format!(", {}/run", fmt_ms_from_us(t.median_us))).unwrap_or_default();
@@ -116,7 +122,7 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
             .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), r[5].clone()])
             .collect();
         let header = [0, 1, 2, 3, 4, 5].map(|i| FALLBACK_HEADER[i]);
-        out.push_str(&table(header, &rows, [false, false, false, true, true, false], color));
+        out.push_str(&text_table(&header, &rows, &[false, false, false, true, true, false], color));
         for f in report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()) {
             out.push_str(&format!("  {}:\n", f.name));
             if let Some(reason) = &f.reason {
@@ -150,7 +156,7 @@ impl Exporter for TerminalExporter {
         if let Some(s) = &v.latency {
             out.push_str(&format!("{}\n", paint(c, BOLD, "Latency")));
             let rows: Vec<[String; 2]> = latency_rows(v, s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
-            out.push_str(&table(["estimate", "value"], &rows, [false, true], c));
+            out.push_str(&text_table(&["estimate", "value"], &rows, &[false, true], c));
             for line in shape_lines(s) {
                 out.push_str(&format!("  {line}\n"));
             }
@@ -191,7 +197,7 @@ impl Exporter for TerminalExporter {
                 [label, ch.rule.to_string(), measured_text(ch), limit_text(ch), ch.message.clone()]
             })
             .collect();
-        out.push_str(&table(["status", "rule", "measured", "limit", "detail"], &rows, [false, false, true, true, false], c));
+        out.push_str(&text_table(&["status", "rule", "measured", "limit", "detail"], &rows, &[false, false, true, true, false], c));
         for error in &v.errors {
             out.push_str(&format!("{}\n", paint(c, RED, &format!("error: {error}"))));
         }
@@ -209,7 +215,7 @@ mod tests {
     #[test]
     fn columns_align_by_display_width_ignoring_colour_codes() {
         let rows = [["小米 14".to_string(), "1".into()], [paint(true, RED, "ab"), "22".into()]];
-        let text = table(["device", "n"], &rows, [false, true], false);
+        let text = text_table(&["device", "n"], &rows, &[false, true], false);
         assert_eq!(text, "  device    n\n  小米 14   1\n  \x1b[31mab\x1b[0m       22\n");
     }
 }

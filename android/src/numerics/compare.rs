@@ -1,0 +1,68 @@
+//! The layer-by-layer comparison of one target's run with the reference run, tensor by tensor as
+//! they are read: two tensors in memory at a time, never a full copy of every activation.
+//!
+//! A saved tensor is found by its position in `result.json` (`model.outputs[i]` was saved as
+//! `artifacts.outputs[i]`), never by file name: the harness turns every character outside
+//! `[A-Za-z0-9._-]` into `_`, so `a/b:0` and `a_b_0` would both claim `a_b_0.npy`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use gate::outputs::{compare_tensors, OutputComparison};
+use npugate_result::RunResult;
+
+use super::matching::{Layer, Probe};
+use crate::output_check::read_npy_f64;
+
+/// A finished run's saved graph outputs.
+#[derive(Debug, Clone, Copy)]
+pub struct Saved<'a> {
+    /// Its result directory.
+    pub dir: &'a Path,
+    /// Its result.
+    pub result: &'a RunResult,
+}
+
+impl Saved<'_> {
+    /// Output name → saved file; refuses a run that did not save every output.
+    fn files(&self) -> Result<HashMap<&str, PathBuf>> {
+        let (outputs, files) = (&self.result.model.outputs, &self.result.artifacts.outputs);
+        if outputs.len() != files.len() {
+            bail!(
+                "{} lists {} saved tensors for {} graph outputs; the run stopped before saving them (see its harness.stderr)",
+                self.dir.join(npugate_result::files::RESULT).display(),
+                files.len(),
+                outputs.len()
+            );
+        }
+        Ok(outputs.iter().zip(files).map(|(o, f)| (o.name.as_str(), self.dir.join(f))).collect())
+    }
+}
+
+/// Compares every layer of `run` with `reference`, in layer order; a layer that cannot be
+/// compared (missing, another shape, an unreadable file) gets its reason. Refuses runs fed other
+/// inputs than the reference.
+pub fn compare_run(layers: &[Layer], reference: Saved<'_>, run: Saved<'_>) -> Result<Vec<Result<OutputComparison, String>>> {
+    crate::output_check::check_same_inputs(run.result, run.dir, reference.result, reference.dir)?;
+    let (reference_files, run_files) = (reference.files()?, run.files()?);
+    Ok(layers.iter().map(|layer| compare_layer(layer, &reference_files, &run_files)).collect())
+}
+
+/// One layer: read both tensors, dequantize the run's when its probe says so, compare.
+fn compare_layer(layer: &Layer, reference: &HashMap<&str, PathBuf>, run: &HashMap<&str, PathBuf>) -> Result<OutputComparison, String> {
+    let exposed = layer.probe.exposed();
+    let reference_file = reference.get(layer.id.tensor.as_str()).ok_or_else(|| format!("the reference run saved no {:?}", layer.id.tensor))?;
+    let run_file = run.get(exposed).ok_or_else(|| format!("the run saved no {exposed:?}"))?;
+    let (reference_shape, reference_values) = read_npy_f64(reference_file).map_err(|e| format!("{e:#}"))?;
+    let (shape, mut values) = read_npy_f64(run_file).map_err(|e| format!("{e:#}"))?;
+    if let Probe::Dequantized { params, dequantize_node, .. } = &layer.probe {
+        params.dequantize(&shape, &mut values).map_err(|e| format!("cannot dequantize {exposed:?} as {dequantize_node:?} does: {e}"))?;
+    }
+    let mut comparison = compare_tensors(&layer.id.tensor, (&reference_shape, &reference_values), (&shape, &values)).map_err(|e| e.to_string())?;
+    if !layer.model_output {
+        // Top-1 agreement means something for class scores, not for feature maps.
+        comparison.metrics.top1_agreement_pct = None;
+    }
+    Ok(comparison)
+}
