@@ -86,7 +86,7 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
         let name = args.runtime.as_deref().context("--device needs --runtime NAME (a runtime built for the device)")?;
         let targets = serials
             .iter()
-            .map(|serial| Box::new(AdbTarget::new(&adb, serial, &args.devices.work_dir, args.devices.cooldown())) as Box<dyn Target>)
+            .map(|serial| Box::new(AdbTarget::new(&adb, serial, &args.devices.adb_settings())) as Box<dyn Target>)
             .collect();
         (RuntimeManifest::load(name)?, targets)
     } else if args.local {
