@@ -26,7 +26,7 @@ pub struct SampleModel {
     /// One line for listings.
     pub description: String,
     /// The `--shape` the model needs (dynamic inputs), if any.
-    pub shape: Option<String>,
+    pub shapes: Vec<String>,
     /// The wheel; its single member is the model file.
     pub wheel: WheelPin,
 }

@@ -24,7 +24,8 @@ pub fn run(command: ModelCommand) -> Result<u8> {
         ModelCommand::Fetch { name } => println!("{}", samples::fetch(&name)?.display()),
         ModelCommand::List => {
             for sample in samples::all()? {
-                let shape = sample.shape.map(|s| format!(" (run with --shape {s})")).unwrap_or_default();
+                let flags: Vec<String> = sample.shapes.iter().map(|s| format!("--shape {s}")).collect();
+                let shape = if flags.is_empty() { String::new() } else { format!(" (run with {})", flags.join(" ")) };
                 println!("{:<16} {}{shape}", sample.name, sample.description);
             }
         }
