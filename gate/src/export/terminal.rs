@@ -99,9 +99,15 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     }
     let b = &report.boundaries;
     let per_run = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
-    out.push_str(&format!("\n{} {per_run} EP switch(es) per run\n", paint(color, BOLD, "Boundaries")));
+    let cost = match (b.gap_us_per_run, b.same_ep_gap_us) {
+        (Some(gap), Some(same)) => format!(", {} idle at them (consecutive kernels of one EP: {} apart)", fmt_ms_from_us(gap), fmt_ms_from_us(same)),
+        (Some(gap), None) => format!(", {} idle at them", fmt_ms_from_us(gap)),
+        (None, _) => String::new(),
+    };
+    out.push_str(&format!("\n{} {per_run} EP switch(es) per run{cost}\n", paint(color, BOLD, "Boundaries")));
     for t in &b.transitions {
-        out.push_str(&format!("  {} → {} between {} and {}\n", t.from_ep, t.to_ep, t.after, t.before));
+        let gap = t.gap_us.map(|us| format!(" ({} idle)", fmt_ms_from_us(us))).unwrap_or_default();
+        out.push_str(&format!("  {} → {} between {} and {}{gap}\n", t.from_ep, t.to_ep, t.after, t.before));
     }
     let expected = report.fallback.iter().filter(|f| f.expected).count();
     out.push_str(&format!(
@@ -110,6 +116,10 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         report.fallback.len(),
         report.preferred_ep
     ));
+    for cause in &report.rejections {
+        let ops = if cause.op_types.len() > 3 { format!("{}, …", cause.op_types[..3].join(", ")) } else { cause.op_types.join(", ") };
+        out.push_str(&format!("  {} ({ops}; e.g. {})\n", paint(color, YELLOW, &cause.describe()), cause.examples.join(", ")));
+    }
     if !report.fallback.is_empty() {
         let rows: Vec<[String; 6]> = fallback_rows(report, rules)
             .into_iter()
