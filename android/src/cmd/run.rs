@@ -216,7 +216,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
 
 /// The runtime `--local` runs without `--runtime`: the pinned host runtime with the `--ep`
 /// asked for, else the host ONNX Runtime (whose harness then names the EPs it has).
-fn local_runtime(settings: &HarnessSettings) -> Result<String> {
+pub(crate) fn local_runtime(settings: &HarnessSettings) -> Result<String> {
     let with_ep = match settings.ep.ort_name().filter(|_| settings.ep.is_accelerator()) {
         Some(name) => crate::runtime::catalog::with_ep(&crate::target::host_triple(), name)?,
         None => None,
