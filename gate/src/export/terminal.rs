@@ -127,7 +127,13 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
             .collect();
         let header = [0, 1, 2, 3, 4, 5].map(|i| FALLBACK_HEADER[i]);
         out.push_str(&table(header, &rows, [false, false, false, true, true, false], color));
-        for f in report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()) {
+        // The causes above sum up the rest of a long list.
+        const EXPLAINED: usize = 10;
+        let explained: Vec<_> = report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()).collect();
+        if explained.len() > EXPLAINED {
+            out.push_str(&format!("  (reasons of the first {EXPLAINED} of {} nodes; the causes above cover them all)\n", explained.len()));
+        }
+        for f in explained.into_iter().take(EXPLAINED) {
             out.push_str(&format!("  {}:\n", f.name));
             if let Some(reason) = &f.reason {
                 out.push_str(&format!("    reason: {reason}\n"));
