@@ -120,7 +120,7 @@ pub fn register_ep(env: &Environment, settings: &HarnessSettings, library: Optio
         }
         (_, None) => {
             let available = providers::available()?;
-            if !available.iter().any(|a| *a == name) {
+            if !available.contains(&name) {
                 bail!(
                     "{name} is not in this ONNX Runtime ({}), which contains {}; use a runtime with it (`npugate runtime list`)",
                     ort_lib.display(),

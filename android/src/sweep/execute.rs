@@ -255,7 +255,7 @@ fn run_device_cells<T: Target>(
             }
             progress.step(&format!("{} {}", runtime.name, model.name));
             let settings = plan.cell_settings(model, runtime);
-            let result = run_cell(options, device, runtime, model, &settings, &key, &dir, progress);
+            let result = run_cell(options, device, runtime, model, &settings, &key, progress);
             let mut summary = lock(summary);
             let entry = summary.cell_mut(&key).context("every planned cell is in the summary")?;
             match result {
@@ -285,10 +285,10 @@ fn run_cell<T: Target>(
     model: &PlannedModel,
     settings: &HarnessSettings,
     key: &CellKey,
-    dir: &Path,
     progress: &dyn Progress,
 ) -> Result<CellRecord> {
     let started = Instant::now();
+    let dir = &key.dir(options.out);
     crate::layout::remove_stale_staging(dir);
     let harness = match options.harness {
         Some(path) => path.to_path_buf(),
