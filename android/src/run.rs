@@ -80,8 +80,13 @@ pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dy
     let result = match RunResult::read(staging.path()) {
         Ok(result) => result,
         Err(error) if error.is_not_found() => {
-            let failure = anyhow!("the harness failed ({}) before measuring anything: {}", execution.status(), execution.last_message());
-            return Err(if execution.exit_code == Some(i32::from(EXIT_DID_NOT_START)) { Retryable(failure).into() } else { failure });
+            let message = execution.last_message();
+            return Err(if execution.exit_code == Some(i32::from(EXIT_DID_NOT_START)) {
+                let why = message.strip_prefix("npugate-harness: error: ").unwrap_or(message);
+                Retryable(anyhow!("{why}; nothing ran")).into()
+            } else {
+                anyhow!("the harness failed ({}) before measuring anything: {message}", execution.status())
+            });
         }
         Err(error) => bail!("the harness ({}) left no readable result: {error}", execution.status()),
     };

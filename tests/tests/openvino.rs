@@ -180,3 +180,23 @@ fn preflight_on_openvino_reports_the_assignment_without_timing() {
     let (smallcnn, _) = preflight("smallcnn.onnx");
     assert_eq!(smallcnn.status.code(), Some(0), "{}", describe(&smallcnn));
 }
+
+#[test]
+fn the_openvino_plugin_ep_offers_no_device_on_this_cpu_and_did_not_start() {
+    // onnxruntime-ep-openvino 1.8.1 skips CPUs whose vendor is not Intel (0x8086): on this AMD host
+    // it registers and offers no device. Asked for one explicitly, it did not start — no silent
+    // fallback to another device or to the CPU EP.
+    let plugin = "openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64";
+    runtime_file(plugin, "libonnxruntime_providers_openvino_plugin.so");
+    let cpu_vendor = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if cpu_vendor.contains("GenuineIntel") {
+        eprintln!("an Intel host: the plugin offers devices here, so this test's premise does not hold");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = run_openvino("smallcnn.onnx", &dir.path().join("out"), &["--runtime", plugin, "--ep-device", "npu"]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OpenVINOExecutionProvider did not start: the OpenVINOExecutionProvider plugin offers no device"), "{stderr}");
+    assert!(!dir.path().join("out/result.json").exists());
+}

@@ -185,7 +185,7 @@ pub fn role_of(file: &str) -> (&'static str, Option<String>) {
         return ("qnn_skel", Some(arch));
     }
     let role = match file {
-        f if f.starts_with("libonnxruntime_providers_qnn") => "ep_plugin",
+        f if f.starts_with("libonnxruntime_providers_qnn") || (f.starts_with("libonnxruntime_providers_") && f.contains("_plugin.so")) => "ep_plugin",
         f if f.starts_with("libonnxruntime.so") || f == "libonnxruntime_providers_shared.so" => "ort",
         f if f.starts_with("libonnxruntime_providers_") => "ep_provider",
         "libQnnHtp.so" | "libQnnCpu.so" | "libQnnGpu.so" | "libQnnSaver.so" | "libQnnDsp.so" => "qnn_backend",
@@ -208,6 +208,7 @@ mod tests {
         assert_eq!(role_of("libonnxruntime.so.1.31.1"), ("ort", None));
         assert_eq!(role_of("libonnxruntime_providers_qnn.so"), ("ep_plugin", None));
         assert_eq!(role_of("libonnxruntime_providers_openvino.so"), ("ep_provider", None));
+        assert_eq!(role_of("libonnxruntime_providers_openvino_plugin.so"), ("ep_plugin", None));
         assert_eq!(role_of("libonnxruntime_providers_shared.so"), ("ort", None));
         assert_eq!(role_of("libopenvino_intel_cpu_plugin.so"), ("ep_other", None));
         assert_eq!(role_of("libGenie.so"), ("ep_other", None));
