@@ -2,11 +2,13 @@
 //! (`onnxruntime-openvino` 1.24.1, OpenVINO 2025.4, `device_type=CPU`). OpenVINO builds real
 //! partitions, runs them, and leaves what it does not support (`Det`) to the CPU EP: two live EPs
 //! with real partition times and real hand-overs between them. An NPU that this machine lacks is
-//! an accelerator that did not start, never a silent CPU run.
+//! an accelerator that did not start, never a silent CPU run. The adb rig's devices are x86_64
+//! Linux, so a sweep there can put the OpenVINO and CPU runtimes side by side.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
+use npugate_e2e::devices::Rig;
 use npugate_e2e::{bin, describe, model, run, runtime_file};
 use npugate_result::RunResult;
 use serde_json::Value;
@@ -199,4 +201,57 @@ fn the_openvino_plugin_ep_offers_no_device_on_this_cpu_and_did_not_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("OpenVINOExecutionProvider did not start: the OpenVINOExecutionProvider plugin offers no device"), "{stderr}");
     assert!(!dir.path().join("out/result.json").exists());
+}
+
+#[test]
+fn openvino_and_cpu_runtimes_are_two_columns_of_one_sweep_matrix_on_the_rig() {
+    let rig = Rig::up(&[6161]);
+    let work = tempfile::tempdir().unwrap();
+    let (cpu, openvino) = ("ort-1.31.1-linux-x86_64", "openvino-1.24.1-linux-x86_64");
+    npugate_e2e::runtime_file(openvino, "libonnxruntime_providers_openvino.so");
+    let plan = work.path().join("sweep.toml");
+    let text = format!(
+        "name = \"eps\"\nruntimes = [{cpu:?}, {openvino:?}]\n\n[settings]\nruns = 20\nwarmup = 2\nprofile_runs = 2\n\n\
+         [runtime_ep.{openvino:?}]\nep = \"openvino\"\nep_options = [\"device_type=CPU\"]\n\n[[device]]\nserial = {:?}\n\n\
+         [[model]]\npath = {:?}\nrules = {{ cv_pct = 100000, max_fallback_nodes = 0 }}\n",
+        Rig::serial(6161),
+        npugate_e2e::model("mixed.onnx").display().to_string()
+    );
+    std::fs::write(&plan, text).unwrap();
+    let out = work.path().join("night");
+    let done = run(rig
+        .command(bin("npugate"))
+        .arg("sweep")
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out)
+        .arg("--history")
+        .arg(work.path().join("h.sqlite"))
+        .args(["--night", "2026-02-01"]));
+    // The CPU column passes (no fallback on the CPU EP); the OpenVINO column fails on its Det.
+    let summary = json(&out.join("sweep.json"));
+    assert_eq!(done.status.code(), Some(1), "{}\n{summary:#}", describe(&done));
+    let cells = summary["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for cell in cells {
+        assert_eq!(cell["state"], "finished", "{cell}");
+        let dir = out.join(cell["dir"].as_str().unwrap());
+        let result = json(&dir.join("result.json"));
+        let placement = &json(&dir.join("verdict.json"))["placement"];
+        let eps: Vec<&str> = placement["per_ep"].as_array().unwrap().iter().map(|e| e["ep"].as_str().unwrap()).collect();
+        if cell["key"]["runtime"] == openvino {
+            assert_eq!(result["execution"]["preferred_ep"], "OpenVINOExecutionProvider");
+            assert_eq!(result["runtime"]["ort_version"], "1.24.1");
+            assert_eq!(eps, ["OpenVINOExecutionProvider", "CPUExecutionProvider"], "{placement}");
+            assert_eq!(cell["record"]["outcome"], "fail", "{cell}");
+        } else {
+            assert_eq!(result["execution"]["preferred_ep"], "CPUExecutionProvider");
+            assert_eq!(eps, ["CPUExecutionProvider"], "{placement}");
+            assert_eq!(cell["record"]["outcome"], "pass", "{cell}");
+        }
+    }
+    let markdown = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    assert!(markdown.contains(openvino) && markdown.contains(cpu), "{markdown}");
+    assert!(markdown.contains("conv1 (Conv) moved to OpenVINOExecutionProvider (CPUExecutionProvider on ort-1.31.1-linux-x86_64)"), "{markdown}");
 }
