@@ -1,6 +1,7 @@
 //! Content-addressed deploy: every file lives once on the device as `<work>/blobs/<sha256>`, and
-//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are relative symlinks to
-//! it. A blob whose content the device hashes to its name (`sha256sum` on the device; the result is
+//! the names the harness sees (`bin/…`, `runtimes/<name>/…`, `models/…`) are hard links to it —
+//! not symlinks, because some libraries find their siblings by their own resolved path (OpenVINO
+//! looks for its device plugins and ONNX frontend next to the real `libopenvino.so`). A blob whose content the device hashes to its name (`sha256sum` on the device; the result is
 //! remembered per file stat) is not pushed again.
 
 use std::collections::BTreeSet;
@@ -151,8 +152,9 @@ fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) 
         .collect())
 }
 
-/// Creates the named symlinks to the blobs (and makes executables executable) and records the
-/// stat of the blobs just pushed, in one shell call.
+/// Creates the named hard links to the blobs (and makes executables executable) and records the
+/// stat of the blobs just pushed, in one shell call. `ln -f` replaces what a name pointed to
+/// before (an older blob, or a symlink of an older npugate).
 fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile], pushed: &[&DeployFile]) -> Result<(), AdbError> {
     let mut steps = Vec::new();
     // A blob that just arrived in full is verified: remember its stat (see CHECK_BLOBS).
@@ -174,10 +176,8 @@ fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile], pushed: &
         if file.executable {
             steps.push(format!("chmod 755 {}", quote(&format!("{work_dir}/blobs/{}", file.sha256))));
         }
-        // Relative link: the work dir stays valid wherever it is mounted or copied.
-        let up = "../".repeat(file.remote.matches('/').count());
-        let target = format!("{up}blobs/{}", file.sha256);
-        steps.push(format!("ln -sfn {} {}", quote(&target), quote(&format!("{work_dir}/{}", file.remote))));
+        let blob = format!("{work_dir}/blobs/{}", file.sha256);
+        steps.push(format!("ln -f {} {}", quote(&blob), quote(&format!("{work_dir}/{}", file.remote))));
     }
     adb.shell_ok(serial, &steps.join(" && "), Duration::from_secs(60), "link deployed files")?;
     Ok(())

@@ -19,6 +19,7 @@ pub mod devices;
 pub mod evidence;
 pub mod harnesses;
 pub mod hexagon;
+pub mod host_preflight;
 pub mod history;
 pub mod layout;
 pub mod matrix;

@@ -10,7 +10,7 @@ use crate::fingerprint::Fingerprint;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
 use crate::rules::{RuleName, Rules};
 use crate::stats::{self, LatencyStats};
-use crate::units::{fmt_limit, fmt_ms, fmt_pct, Unit};
+use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{
     BaselineComparison, Check, CheckStatus, Culprit, Outcome, Subject, Verdict, VERDICT_SCHEMA,
 };
@@ -390,19 +390,37 @@ fn name_nodes(nodes: &[Culprit]) -> String {
     format!(": {}{tail}", named.join("; "))
 }
 
-fn share_check(rule: RuleName, measured: f64, min: f64, culprits: Vec<Culprit>, note: &str) -> Check {
+/// `; the EP rejected them: 330 nodes: Cannot get shape → …; 2 nodes: …` — the EP's reasons by
+/// cause (see [`PlacementReport::rejections`]), and a preferred EP that claimed nothing said so.
+fn causes_note(report: &PlacementReport) -> String {
+    const NAMED_CAUSES: usize = 3;
+    let mut note = String::new();
+    let claimed = report.per_ep.iter().any(|e| e.ep == report.preferred_ep && e.nodes > 0);
+    if !claimed && report.totals.nodes > 0 {
+        note.push_str(&format!("; {} started but claimed no node", report.preferred_ep));
+    }
+    if !report.rejections.is_empty() {
+        let causes: Vec<String> = report.rejections.iter().take(NAMED_CAUSES).map(|c| c.describe()).collect();
+        let more = report.rejections.len().saturating_sub(NAMED_CAUSES);
+        let tail = if more > 0 { format!("; and {more} more cause(s)") } else { String::new() };
+        note.push_str(&format!("; by cause: {}{tail}", causes.join("; ")));
+    }
+    note
+}
+
+fn share_check(rule: RuleName, measured: f64, min: f64, culprits: Vec<Culprit>, note: &str, causes: &str) -> Check {
     let ok = measured >= min;
     let op = if ok { ">=" } else { "<" };
-    let nodes = if ok { Vec::new() } else { culprits };
-    let message = format!("{rule} {} {op} {}%{note}{}", fmt_pct(measured), fmt_limit(min), name_nodes(&nodes));
+    let (nodes, causes) = if ok { (Vec::new(), "") } else { (culprits, causes) };
+    let message = format!("{rule} {} {op} {}%{note}{}{causes}", fmt_pct(measured), fmt_limit(min), name_nodes(&nodes));
     Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured), min, Unit::Percent, message) }
 }
 
-fn count_check(rule: RuleName, measured: usize, max: usize, unit: Unit, detail: String, nodes: Vec<Culprit>) -> Check {
+fn count_check(rule: RuleName, measured: usize, max: usize, unit: Unit, detail: String, nodes: Vec<Culprit>, causes: &str) -> Check {
     let ok = measured <= max;
     let op = if ok { "<=" } else { ">" };
-    let nodes = if ok { Vec::new() } else { nodes };
-    let message = format!("{rule}: {measured} {unit} {op} {max}{detail}{}", name_nodes(&nodes));
+    let (nodes, causes) = if ok { (Vec::new(), "") } else { (nodes, causes) };
+    let message = format!("{rule}: {measured} {unit} {op} {max}{detail}{}{causes}", name_nodes(&nodes));
     Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured as f64), max as f64, unit, message) }
 }
 
@@ -427,12 +445,12 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
             out.push(unjudged(rule, min, Unit::Percent, missing(rule)));
             continue;
         };
-        let note = v.excused_note();
+        let (note, causes) = (v.excused_note(), causes_note(v.report));
         out.push(match rule {
-            RuleName::NpuFlopsPct => share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note),
-            RuleName::NpuNodesPct => share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note),
+            RuleName::NpuFlopsPct => share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes),
+            RuleName::NpuNodesPct => share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes),
             _ => match v.time_pct() {
-                Some(pct) => share_check(rule, pct, min, v.blamed_by(|n| n.time_us_per_run.unwrap_or(0.0)), &note),
+                Some(pct) => share_check(rule, pct, min, v.blamed_by(|n| n.time_us_per_run.unwrap_or(0.0)), &note, &causes),
                 None => unjudged(rule, min, Unit::Percent, format!("{rule}: the placement report has no kernel times (no profiled runs)")),
             },
         });
@@ -446,22 +464,23 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
         out.push(match rule {
             RuleName::MaxFallbackNodes => {
                 let detail = format!(" off {}{}", v.report.preferred_ep, v.excused_note());
-                count_check(rule, v.blamed.len(), max, unit, detail, v.blamed_by(|n| n.flops_pct))
+                count_check(rule, v.blamed.len(), max, unit, detail, v.blamed_by(|n| n.flops_pct), &causes_note(v.report))
             }
             RuleName::MaxPartitions => {
                 let sizes: Vec<String> = v.report.partitions.iter().map(|p| p.nodes.len().to_string()).collect();
                 let detail = if sizes.is_empty() { String::new() } else { format!(" (nodes per partition: {})", sizes.join(", ")) };
-                count_check(rule, v.report.partitions.len(), max, unit, detail, Vec::new())
+                count_check(rule, v.report.partitions.len(), max, unit, detail, Vec::new(), "")
             }
             _ => {
                 let b = &v.report.boundaries;
                 let measured = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
+                let cost = b.gap_us_per_run.map(|us| format!("; {} idle at the switches per run", fmt_ms_from_us(us))).unwrap_or_default();
                 let detail = b
                     .transitions
                     .first()
-                    .map(|t| format!(" per run (first: {} → {} after {})", t.from_ep, t.to_ep, t.after))
+                    .map(|t| format!(" per run (first: {} → {} after {}{cost})", t.from_ep, t.to_ep, t.after))
                     .unwrap_or_default();
-                count_check(rule, measured, max, unit, detail, Vec::new())
+                count_check(rule, measured, max, unit, detail, Vec::new(), "")
             }
         });
     }

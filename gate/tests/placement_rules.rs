@@ -116,3 +116,30 @@ fn missing_placement_is_an_error_but_a_failed_rule_still_fails() {
     assert_eq!(failed.exit_code(), 1);
     assert_eq!(failed.errors.len(), 1);
 }
+
+#[test]
+fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
+    let mut nodes = detector_nodes();
+    for node in nodes.iter_mut().filter(|n| !n.expected) {
+        node.ep = CPU.into();
+    }
+    let mut report = placement(QNN, &nodes);
+    for fallback in report.fallback.iter_mut().filter(|f| !f.expected) {
+        fallback.reason = Some("Cannot get shape".into());
+    }
+    report.rejections = profile_parser::causes::aggregate(&report.fallback, QNN, Some("--shape images=1x3x640x640"));
+    let run = run(normal_series(100, 8.0, 3.0, 1));
+    let rules = Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap();
+    let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);
+    assert_eq!(verdict.outcome, Outcome::Fail, "a verdict (exit 1), not an error");
+    let share = find(&verdict, RuleName::NpuFlopsPct);
+    assert!(share.message.contains("QNNExecutionProvider started but claimed no node"), "{}", share.message);
+    assert!(
+        share.message.contains("by cause: 28 nodes: Cannot get shape → the model has dynamic input dims; pass --shape images=1x3x640x640"),
+        "{}",
+        share.message
+    );
+    let count = find(&verdict, RuleName::MaxFallbackNodes);
+    assert!(count.message.starts_with("max_fallback_nodes: 28 nodes > 0"), "{}", count.message);
+    assert!(count.message.contains("by cause: 28 nodes: Cannot get shape"), "{}", count.message);
+}

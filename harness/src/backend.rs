@@ -1,18 +1,23 @@
-//! The dead-backend tripwire. When the QNN backend does not start (no Snapdragon, a missing
-//! Stub/Skel, no FastRPC, a wrong `ADSP_LIBRARY_PATH`) ONNX Runtime still creates the session and
-//! runs every node on the CPU EP, logging the cause only. This module reads the log lines written
-//! while a session was created, together with the node→EP assignment, and says whether the
-//! backend started and, if not, why.
+//! The dead-backend tripwire, for every accelerator EP. An accelerator whose device is absent
+//! either refuses to attach (OpenVINO `device_type=NPU` without an NPU: "Device NPU is not
+//! available") or — the QNN EP without a Snapdragon, a missing Stub/Skel, no FastRPC, a wrong
+//! `ADSP_LIBRARY_PATH` — attaches, claims nothing and leaves every node to the CPU EP, logging the
+//! cause only. Either way it *did not start* ([`DidNotStart`]): infrastructure, not a verdict on
+//! the model. An EP that started and rejected nodes (QNN's `Validation FAILED … REASON`) is a
+//! placement verdict instead, even when it rejected every node.
 //!
 //! Lines are matched by content, not by the logger's prefix, so both the harness's own format
 //! (`[V:onnxruntime:timed, file.cc:12 Func] message`) and other loggers' formats are read.
 
+use std::fmt;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use npugate_result::{Assignment, BackendHealth};
 
-/// Log markers of a specific cause, most telling first; the first found names the cause.
+/// The QNN EP's name, whose backend health is read from QNN's own log lines.
+const QNN: &str = "QNNExecutionProvider";
+/// Log markers of a specific cause of a dead QNN backend, most telling first; the first found names the cause.
 const CAUSES: &[&str] = &[
     "No Snapdragon SOC detected",
     "Failed in loading stub",
@@ -24,10 +29,52 @@ const CAUSES: &[&str] = &[
 ];
 /// The QNN EP's summary of a failed backend setup (GetCapability then claims nothing).
 const SETUP_FAILED: &str = "QNN SetupBackend failed";
+/// The QNN EP's line for a backend that started.
+const SETUP_SUCCEEDED: &str = "QNN SetupBackend succeed";
+/// Phrases of an EP registration error that mean its device is absent (not a bad option).
+const DEVICE_ABSENT: &[&str] = &["is not available", "no CUDA-capable device is detected", "CUDA driver version is insufficient"];
 /// Other lines worth keeping as evidence.
-const CONTEXT: &[&str] = &["QNN SetupBackend succeed", "Setting ADSP_LIBRARY_PATH", "placed on ["];
+const CONTEXT: &[&str] = &[
+    SETUP_SUCCEEDED,
+    "Setting ADSP_LIBRARY_PATH",
+    "Number of partitions supported by QNN EP",
+    "[OpenVINO-EP] Choosing Device",
+    "Supported subgraphs on OpenVINO",
+    "placed on [",
+];
 /// At most this many evidence lines are kept.
 const MAX_EVIDENCE: usize = 24;
+
+/// An accelerator that did not start: its device is absent or its backend is dead. The run cannot
+/// say anything about the model on it; another attempt (on a healthy device) may.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DidNotStart {
+    /// `QNN backend`, or the EP's name.
+    pub subject: String,
+    /// Why, in the EP's own words where it gave any.
+    pub reason: String,
+}
+
+impl DidNotStart {
+    /// The EP `ep` did not start because of `reason`.
+    pub fn new(ep: &str, reason: impl Into<String>) -> DidNotStart {
+        let subject = if ep == QNN { "QNN backend".to_string() } else { ep.to_string() };
+        DidNotStart { subject, reason: reason.into() }
+    }
+
+    /// True when `error` is, or was caused by, an accelerator that did not start.
+    pub fn is_cause_of(error: &anyhow::Error) -> bool {
+        error.downcast_ref::<DidNotStart>().is_some() || error.chain().any(|cause| cause.is::<DidNotStart>())
+    }
+}
+
+impl fmt::Display for DidNotStart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} did not start: {}", self.subject, self.reason)
+    }
+}
+
+impl std::error::Error for DidNotStart {}
 
 /// Length of the log file now (the start of the window a session creation will write).
 pub fn log_position(log: &Path) -> u64 {
@@ -57,7 +104,10 @@ pub fn adsp_library_path_problem(value: &str) -> Option<String> {
     })
 }
 
-/// Judges the backend from the log lines of one session creation and its assignment.
+/// Judges the accelerator `ep` from the log lines of one session creation and its assignment.
+/// It did not start when the log names a dead backend, or — QNN, whose setup the log records —
+/// when the log shows no successful setup and the EP claimed nothing. An EP that started and
+/// claimed nothing has `started: true`: its rejections are a placement verdict.
 /// `adsp_problem` (from [`adsp_library_path_problem`]) is added to the reason when it did not start.
 pub fn assess(log: &str, assignment: &Assignment, ep: &str, adsp_problem: Option<&str>) -> BackendHealth {
     let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
@@ -69,15 +119,10 @@ pub fn assess(log: &str, assignment: &Assignment, ep: &str, adsp_problem: Option
         }
     }
     let claimed = assignment.subgraphs.iter().filter(|s| s.ep == ep).map(|s| s.nodes.len()).sum::<usize>();
-    let known_assignment = !assignment.subgraphs.is_empty();
+    let set_up = lines.iter().any(|l| l.contains(SETUP_SUCCEEDED));
     let reason = failure_in_log(log, adsp_problem).or_else(|| {
-        if known_assignment && claimed == 0 {
-            Some(format!("{ep} claimed no node of the model (its Validation FAILED lines in ort.log say why)"))
-        } else if !known_assignment && !lines.iter().any(|l| l.contains("QNN SetupBackend succeed")) {
-            Some("the log shows no successful QNN backend setup and the node assignment is unavailable".to_string())
-        } else {
-            None
-        }
+        (ep == QNN && claimed == 0 && !set_up)
+            .then(|| format!("the log shows no successful QNN backend setup and {ep} claimed no node"))
     });
     if let Some(problem) = adsp_problem.filter(|_| reason.is_some()) {
         evidence.push(problem.to_string());
@@ -102,15 +147,46 @@ pub fn failure_in_log(log: &str, adsp_problem: Option<&str>) -> Option<String> {
     Some(reason)
 }
 
-/// The loud one-line failure: `QNN backend did not start: <reason>; 100% of nodes would run on CPU`.
-pub fn failure_message(health: &BackendHealth, assignment: &Assignment, ep: &str) -> String {
+/// The logged error that means the EP's device is absent, as the sentence that says so
+/// (`Device NPU is not available`, from ORT's `[E:…] … [ERROR] [OpenVINO] Device NPU is not
+/// available`); `None` when no error line says so (e.g. a bad option).
+pub fn absent_device_cause(log: &str) -> Option<String> {
+    log.lines().filter(|line| is_error_line(line)).find_map(|line| {
+        DEVICE_ABSENT.iter().find_map(|marker| {
+            let at = line.find(marker)?;
+            let start = line[..at].rfind("] ").map_or(0, |i| i + 2);
+            Some(line[start..].trim().to_string())
+        })
+    })
+}
+
+/// The first error ORT logged, without the logger's prefix and the thrower's source location and
+/// signature (what an EP says when it refuses).
+pub fn first_logged_error(log: &str) -> Option<String> {
+    let line = log.lines().find(|line| is_error_line(line))?;
+    let message = line.find("] ").map_or(line, |at| &line[at + 2..]).trim();
+    let signature_end = message.rfind(") ").max(message.rfind("> "));
+    let message = match signature_end {
+        Some(at) if message.starts_with('/') => &message[at + 2..],
+        _ => message,
+    };
+    Some(message.trim().to_string())
+}
+
+/// An error line of either logger format (`[E:onnxruntime:…]`, `[ort Error]`).
+fn is_error_line(line: &str) -> bool {
+    line.contains("[E:") || line.contains("[ort Error]")
+}
+
+/// The loud failure of a dead backend after the run: `<reason>; 100% of nodes would run on CPU`.
+pub fn failure(health: &BackendHealth, assignment: &Assignment, ep: &str) -> DidNotStart {
     let total = assignment.subgraphs.iter().map(|s| s.nodes.len()).sum::<usize>();
     let elsewhere = assignment.subgraphs.iter().filter(|s| s.ep != ep).map(|s| s.nodes.len()).sum::<usize>();
     let share = match (elsewhere * 100 + total / 2).checked_div(total) {
         Some(pct) => format!("{pct}% of nodes would run on CPU"),
         None => "every node would run on CPU".to_string(),
     };
-    format!("QNN backend did not start: {}; {share}", health.reason.as_deref().unwrap_or("no reason in the log"))
+    DidNotStart::new(ep, format!("{}; {share}", health.reason.as_deref().unwrap_or("no reason in the log")))
 }
 
 /// The message of a log line from `marker` on (the logger prefix and QNN's `<E>` tag dropped).
@@ -124,7 +200,7 @@ mod tests {
     use super::*;
     use npugate_result::{AssignedNode, AssignedSubgraph};
 
-    const QNN: &str = "QNNExecutionProvider";
+    const QNN: &str = super::QNN;
 
     fn assignment(placed: &[(&str, usize)]) -> Assignment {
         let subgraphs = placed
@@ -151,7 +227,7 @@ mod tests {
         assert!(reason.starts_with("No Snapdragon SOC detected"), "{reason}");
         assert!(reason.contains("QNN SetupBackend failed"), "{reason}");
         assert!(health.evidence.iter().any(|e| e.contains("All nodes placed on [CPUExecutionProvider]")), "{:?}", health.evidence);
-        let message = failure_message(&health, &assignment(&[("CPUExecutionProvider", 13)]), QNN);
+        let message = failure(&health, &assignment(&[("CPUExecutionProvider", 13)]), QNN).to_string();
         assert!(message.starts_with("QNN backend did not start: No Snapdragon SOC detected"), "{message}");
         assert!(message.ends_with("; 100% of nodes would run on CPU"), "{message}");
     }
@@ -172,10 +248,39 @@ mod tests {
     }
 
     #[test]
-    fn started_backend_that_claims_nothing_is_not_counted_as_started() {
-        let health = assess("[V:onnxruntime:timed, x.cc:1 SetupBackend] QNN SetupBackend succeed", &assignment(&[("CPUExecutionProvider", 4)]), QNN, None);
+    fn a_backend_that_started_and_rejected_every_node_started() {
+        // The real run: QNN (Saver) set up, then every node of a model with dynamic dims failed
+        // validation with "Cannot get shape". A verdict on the model, not a dead backend.
+        let log = fixture("a64_qemu_dynamic_qnn_saver_all_rejected_verbose.log");
+        let health = assess(&log, &assignment(&[("CPUExecutionProvider", 4)]), QNN, None);
+        assert!(health.started, "{:?}", health.reason);
+        assert!(health.evidence.iter().any(|e| e.contains("QNN SetupBackend succeed")), "{:?}", health.evidence);
+        // Without the setup line, a QNN EP that claimed nothing is not known to have started.
+        let health = assess("[V:onnxruntime:timed, x.cc:1 F] Node placements", &assignment(&[("CPUExecutionProvider", 4)]), QNN, None);
         assert!(!health.started);
-        assert!(health.reason.unwrap().contains("claimed no node"));
+        assert!(health.reason.unwrap().contains("no successful QNN backend setup"));
+    }
+
+    #[test]
+    fn other_eps_started_unless_their_device_is_absent() {
+        let log = "[I:onnxruntime:Default, capability.cc:252 Execute] [OpenVINO-EP] Supported subgraphs on OpenVINO: 0";
+        let health = assess(log, &assignment(&[("CPUExecutionProvider", 4)]), "OpenVINOExecutionProvider", None);
+        assert!(health.started);
+        assert_eq!(health.evidence.len(), 1);
+        // ORT 1.24.1 with OpenVINO 2025.4, device_type=NPU on a machine without one.
+        let log = "[I:onnxruntime:npugate, x.cc:1 F] Device GPU is not available as a fallback\n\
+                   [E:onnxruntime:npugate, provider_bridge_ort.cc:2310 Create] /onnxruntime/onnxruntime/core/providers/openvino/\
+                   openvino_provider_factory.cc:141 std::string onnxruntime::openvino_ep::ParseDeviceType(std::shared_ptr<OVCore>, \
+                   const onnxruntime::ProviderOptions&) [ERROR] [OpenVINO] Device NPU is not available\n";
+        assert_eq!(absent_device_cause(log).as_deref(), Some("Device NPU is not available"));
+        let bad_option = "[E:onnxruntime:npugate, x.cc:1 Create] /onnxruntime/openvino_provider_factory.cc:232 \
+                          ParseProviderInfo(const ProviderOptions&)::<lambda()> Invalid OpenVINO EP option: bogus_key";
+        assert_eq!(absent_device_cause(bad_option), None);
+        assert_eq!(first_logged_error(bad_option).as_deref(), Some("Invalid OpenVINO EP option: bogus_key"));
+        let dead = anyhow::Error::new(DidNotStart::new("OpenVINOExecutionProvider", "Device NPU is not available"));
+        assert_eq!(dead.to_string(), "OpenVINOExecutionProvider did not start: Device NPU is not available");
+        assert!(DidNotStart::is_cause_of(&dead.context("timed session")));
+        assert!(!DidNotStart::is_cause_of(&anyhow::anyhow!("cannot create a session")));
     }
 
     #[test]

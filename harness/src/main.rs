@@ -24,22 +24,28 @@ mod inputs;
 mod measure;
 mod ort_env;
 mod outputs;
+mod providers;
 mod session;
 
 use harness_settings::HarnessCommand as Args;
+use backend::DidNotStart;
 use harness_settings::qnn::QnnBackend;
-use harness_settings::EpKind;
+use harness_settings::{EpDevice, EpKind};
 use inputs::PreparedInput;
 use measure::BoundSession;
-use session::{Attach, SessionPlan};
+use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
+use session::{Attach, DeviceChoice, PreferredEp, SessionPlan};
 
+/// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
+/// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
+/// is still in `result.json`).
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("npugate-harness: error: {error:#}");
-            ExitCode::from(2)
+            ExitCode::from(if DidNotStart::is_cause_of(&error) { EXIT_DID_NOT_START } else { EXIT_ERROR })
         }
     }
 }
@@ -49,8 +55,8 @@ fn run(args: &Args) -> Result<()> {
     check_ep_flags(args)?;
     let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
     let ep_options = match args.settings.ep {
-        EpKind::Cpu => given_ep_options,
         EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
+        _ => given_ep_options,
     };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
     let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
@@ -63,7 +69,7 @@ fn run(args: &Args) -> Result<()> {
     let ort_version = ort_env::ort_version(&args.ort_lib)?;
 
     let start = Instant::now();
-    let attach = session::register_ep(&env, args.settings.ep, args.ep_library.as_deref())?;
+    let (ep_name, attach) = session::register_ep(&env, &args.settings, args.ep_library.as_deref(), &args.ort_lib)?;
     timings.ep_register_ns = elapsed_ns(start);
 
     let mut session_config: Vec<(String, String)> =
@@ -71,13 +77,15 @@ fn run(args: &Args) -> Result<()> {
     if args.settings.strict {
         session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
     }
-    let preferred_device = (args.settings.ep == EpKind::Qnn).then(|| backend_hardware(&args.settings.qnn.backend()));
+    let device = match (args.settings.ep_device, args.settings.ep) {
+        (Some(device), _) => DeviceChoice::Require(hardware(device)),
+        (None, EpKind::Qnn) => DeviceChoice::Prefer(backend_hardware(&args.settings.qnn.backend())),
+        (None, _) => DeviceChoice::Only,
+    };
     let plan = SessionPlan {
         model: args.model.clone(),
         source_model: args.model.clone(),
-        ep: args.settings.ep,
-        attach,
-        preferred_device,
+        ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
         ep_options,
         profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
         session_config,
@@ -85,7 +93,7 @@ fn run(args: &Args) -> Result<()> {
         intra_threads: args.settings.intra_threads,
     };
     let ep_device = match attach {
-        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, args.settings.ep.ort_name(), preferred_device)?)),
+        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, &ep_name, device)?)),
         Attach::Cpu | Attach::Builtin => None,
     };
     let (model_sha256, _) = sha256_file(&args.model).with_context(|| format!("cannot hash {}", args.model.display()))?;
@@ -96,14 +104,17 @@ fn run(args: &Args) -> Result<()> {
 
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let timed = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, args, &log, log_start))?;
+    let timed = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start))?;
     timings.session_create_ns = elapsed_ns(start);
     if args.settings.context_cache.is_some() {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
     }
     let assignment = session::assignment(&timed);
-    let backend = (args.settings.ep == EpKind::Qnn)
-        .then(|| backend::assess(&backend::log_since(&log, log_start), &assignment, args.settings.ep.ort_name(), adsp_problem().as_deref()));
+    let backend = args
+        .settings
+        .ep
+        .is_accelerator()
+        .then(|| backend::assess(&backend::log_since(&log, log_start), &assignment, &ep_name, adsp_problem().as_deref()));
 
     let prepared = inputs::prepare(
         timed.inputs(),
@@ -156,7 +167,7 @@ fn run(args: &Args) -> Result<()> {
         },
         execution: ExecutionConfig {
             requested_ep: args.settings.ep.cli_name().into(),
-            preferred_ep: args.settings.ep.ort_name().into(),
+            preferred_ep: ep_name.clone(),
             attach: attach.name().into(),
             ep_options: plan.ep_options.iter().cloned().collect(),
             session_config: plan.session_config.iter().cloned().collect(),
@@ -194,7 +205,7 @@ fn run(args: &Args) -> Result<()> {
         .and_then(|()| saved_outputs.map(drop))
         .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
     let finished = match &result.backend {
-        Some(health) if !health.started => Err(anyhow!(backend::failure_message(health, &result.assignment, args.settings.ep.ort_name()))),
+        Some(health) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
         _ => finished,
     };
     if let Err(error) = &finished {
@@ -281,11 +292,17 @@ fn check_model_file(model: &Path) -> Result<u64> {
     Ok(meta.len())
 }
 
-/// sha256 of every library loaded on purpose: ORT, the EP plugin, the QNN backend (and Saver).
+/// sha256 of every library loaded on purpose: ORT, the EP plugin or the provider library ORT
+/// loads beside itself (`libonnxruntime_providers_openvino.so`), the QNN backend (and Saver).
 fn library_identities(args: &Args, ep_options: &[(String, String)]) -> Result<Vec<LibraryIdentity>> {
     let mut libraries: Vec<(&str, PathBuf)> = vec![("ort", args.ort_lib.clone())];
     if let Some(plugin) = &args.ep_library {
         libraries.push(("ep_plugin", plugin.clone()));
+    } else if args.settings.ep.is_accelerator() {
+        let provider = args.ort_lib.with_file_name(format!("libonnxruntime_providers_{}.so", args.settings.ep.cli_name()));
+        if provider.is_file() {
+            libraries.push(("ep_provider", provider));
+        }
     }
     for (key, value) in ep_options {
         let file = match key.as_str() {
@@ -320,6 +337,15 @@ fn qnn_backend_file(backend_type: &str) -> String {
     format!("libQnn{name}.so")
 }
 
+/// ORT's hardware type of an `--ep-device`.
+fn hardware(device: EpDevice) -> DeviceType {
+    match device {
+        EpDevice::Cpu => DeviceType::CPU,
+        EpDevice::Gpu => DeviceType::GPU,
+        EpDevice::Npu => DeviceType::NPU,
+    }
+}
+
 /// The hardware a QNN backend runs on, to pick the plugin device when several are offered.
 fn backend_hardware(backend: &QnnBackend) -> DeviceType {
     let name = match backend {
@@ -337,13 +363,16 @@ fn backend_hardware(backend: &QnnBackend) -> DeviceType {
 
 /// Rejects flags that do not apply to the chosen EP or contradict each other (one line, the fix).
 fn check_ep_flags(args: &Args) -> Result<()> {
-    if args.settings.ep == EpKind::Cpu {
+    let ep = args.settings.ep;
+    if ep != EpKind::Qnn {
         if let Some(flag) = args.settings.qnn.given_flags().first() {
             bail!("{flag} applies to --ep qnn only; drop it or pass --ep qnn");
         }
+    }
+    if !ep.is_accelerator() {
         for (flag, given) in [("--strict", args.settings.strict), ("--context-cache", args.settings.context_cache.is_some())] {
             if given {
-                bail!("{flag} applies to --ep qnn only (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn");
+                bail!("{flag} applies to an accelerator EP (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn, --ep openvino, …");
             }
         }
     }
@@ -373,27 +402,32 @@ fn with_context_cache(
         let compiling = plan.with_session_config(&context_cache::write_config(&context_model));
         let session = compiling.create(env, "compile").map_err(|e| {
             let e = e.context(
-                "--context-cache: cold session creation (compile, then write the context binary) failed; only the QNN HTP \
-                 and GPU backends make context binaries",
+                "--context-cache: cold session creation (compile, then write the context binary) failed; only EPs that \
+                 compile (QNN HTP/GPU, OpenVINO, TensorRT, …) make context binaries",
             );
-            explain_with_backend(e, args, &log, log_start)
+            explain_with_backend(e, &plan.ep, &log, log_start)
         })?;
         drop(session);
         timings.context_cold_create_ns = Some(elapsed_ns(start));
-        context_cache::check_written(&context_model).map_err(|e| explain_with_backend(e, args, &log, log_start))?;
+        context_cache::check_written(&context_model).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start))?;
     }
     Ok(SessionPlan { model: context_model, ..plan })
 }
 
-/// Puts "QNN backend did not start: <reason>" in front of an error when the log written since
-/// `log_start` shows a dead QNN backend (e.g. `--strict` refusing the all-CPU session).
-fn explain_with_backend(error: anyhow::Error, args: &Args, log: &Path, log_start: u64) -> anyhow::Error {
-    if args.settings.ep != EpKind::Qnn {
+/// Explains a failed session creation with the log written since `log_start`: a dead backend
+/// (e.g. `--strict` refusing the all-CPU session) or an absent device (OpenVINO `device_type=NPU`
+/// without an NPU) becomes [`DidNotStart`] ("QNN backend did not start: <reason>"); otherwise the
+/// first error ORT logged is added, in the EP's own words.
+fn explain_with_backend(error: anyhow::Error, ep: &PreferredEp, log: &Path, log_start: u64) -> anyhow::Error {
+    if !ep.kind.is_accelerator() || DidNotStart::is_cause_of(&error) {
         return error;
     }
-    match backend::failure_in_log(&backend::log_since(log, log_start), adsp_problem().as_deref()) {
-        Some(reason) => error.context(format!("QNN backend did not start: {reason}")),
-        None => error,
+    let logged = backend::log_since(log, log_start);
+    let dead = backend::failure_in_log(&logged, adsp_problem().as_deref()).or_else(|| backend::absent_device_cause(&logged));
+    match (dead, backend::first_logged_error(&logged)) {
+        (Some(reason), _) => error.context(DidNotStart::new(&ep.name, reason)),
+        (None, Some(logged)) if !format!("{error:#}").contains(&logged) => anyhow!("{error:#}; ORT logged: {logged}"),
+        (None, _) => error,
     }
 }
 

@@ -8,13 +8,15 @@ use anyhow::{anyhow, bail, Context, Result};
 use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
 use ort::device::Device;
 use ort::environment::Environment;
-use ort::ep::ArbitrarilyConfigurableExecutionProvider;
 use ort::memory::DeviceType;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use ort::AsPointer;
 
-use harness_settings::{EpKind, OptimizationLevel};
+use harness_settings::{EpKind, HarnessSettings, OptimizationLevel};
+
+use crate::backend::DidNotStart;
+use crate::providers;
 
 /// Session config key that keeps ORT from prepacking weights (used by the reference pass, whose
 /// profile must show every weight's shape).
@@ -28,7 +30,7 @@ pub const RECORD_ASSIGNMENT_KEY: &str = "session.record_ep_graph_assignment_info
 pub enum Attach {
     /// The CPU EP (always present).
     Cpu,
-    /// An EP compiled into libonnxruntime, appended by name.
+    /// An EP compiled into libonnxruntime (or shipped beside it as a provider library), appended by name.
     Builtin,
     /// An EP plugin library registered with the environment and appended by device.
     Plugin,
@@ -45,6 +47,30 @@ impl Attach {
     }
 }
 
+/// Which device of a plugin EP to append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// Its only device (several: the user must choose with `--ep-device`).
+    Only,
+    /// This hardware when offered, else the EP's first device (QNN: the backend picks the hardware).
+    Prefer(DeviceType),
+    /// Exactly this hardware (`--ep-device`): without it the EP did not start.
+    Require(DeviceType),
+}
+
+/// The preferred EP: what it is, its ORT name, how it attaches and which device it sits on.
+#[derive(Debug, Clone)]
+pub struct PreferredEp {
+    /// The EP asked for.
+    pub kind: EpKind,
+    /// Its ORT name (`OpenVINOExecutionProvider`; a plugin's registration name).
+    pub name: String,
+    /// How it attaches.
+    pub attach: Attach,
+    /// The device of a plugin EP.
+    pub device: DeviceChoice,
+}
+
 /// Everything needed to create identically configured sessions (timed, profiled).
 #[derive(Debug, Clone)]
 pub struct SessionPlan {
@@ -52,12 +78,8 @@ pub struct SessionPlan {
     pub model: PathBuf,
     /// The model as given; the reference pass always runs it (the CPU EP cannot run EPContext nodes).
     pub source_model: PathBuf,
-    /// Requested EP.
-    pub ep: EpKind,
-    /// How the EP is attached.
-    pub attach: Attach,
-    /// The hardware a plugin EP device should sit on, when there is a choice (NPU for HTP).
-    pub preferred_device: Option<DeviceType>,
+    /// The preferred EP.
+    pub ep: PreferredEp,
     /// EP options (without prefix) of every EP session.
     pub ep_options: Vec<(String, String)>,
     /// EP options added to the profiled session only (QNN profiling).
@@ -70,19 +92,42 @@ pub struct SessionPlan {
     pub intra_threads: usize,
 }
 
-/// Registers an EP plugin library when one is given and decides how the EP attaches.
-pub fn register_ep(env: &Environment, ep: EpKind, library: Option<&Path>) -> Result<Attach> {
-    match (ep, library) {
-        (EpKind::Cpu, None) => Ok(Attach::Cpu),
-        (EpKind::Cpu, Some(path)) => bail!("--ep-library {} was given with --ep cpu; pass --ep qnn to use the plugin", path.display()),
-        (EpKind::Qnn, None) => Ok(Attach::Builtin),
-        (EpKind::Qnn, Some(path)) => {
+/// Decides how the requested EP attaches and registers its plugin library when one is given. An
+/// EP the loaded ONNX Runtime does not contain is one error naming the runtime (`ort_lib`) and
+/// the EPs it does contain.
+pub fn register_ep(env: &Environment, settings: &HarnessSettings, library: Option<&Path>, ort_lib: &Path) -> Result<(String, Attach)> {
+    let kind = settings.ep;
+    let name = match (kind.ort_name(), &settings.ep_name, library) {
+        (_, Some(name), Some(_)) => name.clone(),
+        (None, None, _) => bail!("--ep plugin needs --ep-name NAME (the EP's name) and --ep-library PATH (its plugin library)"),
+        (None, Some(_), None) => bail!("--ep plugin needs --ep-library PATH, the plugin library to register"),
+        (Some(_), Some(name), None) => bail!("--ep-name {name} names a plugin EP; it needs --ep-library PATH (a built-in EP has its own name)"),
+        (Some(known), None, _) => known.to_string(),
+    };
+    if settings.ep_device.is_some() && library.is_none() {
+        bail!("--ep-device chooses the device of a plugin EP; it needs --ep-library PATH (a built-in EP picks its device by its own options)");
+    }
+    match (kind, library) {
+        (EpKind::Cpu, None) => Ok((name, Attach::Cpu)),
+        (EpKind::Cpu, Some(path)) => bail!("--ep-library {} was given with --ep cpu; pass the EP it holds (--ep qnn, --ep plugin …)", path.display()),
+        (_, Some(path)) => {
             if !path.is_file() {
-                bail!("EP plugin library {} does not exist; pass --ep-library with libonnxruntime_providers_qnn.so", path.display());
+                bail!("EP plugin library {} does not exist; pass --ep-library with the EP's plugin library (e.g. libonnxruntime_providers_qnn.so)", path.display());
             }
-            env.register_ep_library(ep.ort_name(), path)
+            env.register_ep_library(name.as_str(), path)
                 .map_err(|e| anyhow!("cannot register EP plugin library {}: {e}", path.display()))?;
-            Ok(Attach::Plugin)
+            Ok((name, Attach::Plugin))
+        }
+        (_, None) => {
+            let available = providers::available()?;
+            if !available.contains(&name) {
+                bail!(
+                    "{name} is not in this ONNX Runtime ({}), which contains {}; use a runtime with it (`npugate runtime list`)",
+                    ort_lib.display(),
+                    available.join(", ")
+                );
+            }
+            Ok((name, Attach::Builtin))
         }
     }
 }
@@ -159,22 +204,18 @@ impl SessionPlan {
         Ok(builder)
     }
 
+    /// Appends the preferred EP. A built-in EP whose registration fails is an error naming it and
+    /// its options; the EP's own account is in the log (see `explain_with_backend` in main).
     fn attach_ep(&self, env: &Environment, builder: SessionBuilder, options: &[(String, String)]) -> Result<SessionBuilder> {
-        match self.attach {
+        let name = &self.ep.name;
+        match self.ep.attach {
             Attach::Cpu => with_cpu_device(env, builder),
-            Attach::Builtin => {
-                let mut qnn = ort::ep::QNN::default();
-                for (key, value) in options {
-                    qnn = qnn.with_arbitrary_config(key, value);
-                }
-                // Without error_on_failure a failed registration is silent and the model runs on CPU.
-                builder
-                    .with_execution_providers([qnn.build().error_on_failure()])
-                    .map_err(|e| anyhow!("cannot attach the built-in {}: {e}", self.ep.ort_name()))
-            }
+            Attach::Builtin => builder.with_execution_providers([providers::builtin(self.ep.kind, options)?]).map_err(|e| {
+                let shown: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                anyhow!("ONNX Runtime could not attach {name} (options: {}): {e}", if shown.is_empty() { "none".into() } else { shown.join(" ") })
+            }),
             Attach::Plugin => {
-                let name = self.ep.ort_name();
-                let device = plugin_device(env, name, self.preferred_device)?;
+                let device = plugin_device(env, name, self.ep.device)?;
                 let prefixed: Vec<(String, String)> = options.iter().map(|(k, v)| (format!("{name}.{k}"), v.clone())).collect();
                 builder
                     .with_devices([device], Some(&prefixed))
@@ -184,19 +225,37 @@ impl SessionPlan {
     }
 }
 
-/// Chooses the one device of a plugin EP to append: the one on `preferred` hardware when the EP
-/// offers several (NPU for HTP, GPU for the GPU backend), else its first. ORT on Android (and on
+/// Chooses the one device of a plugin EP to append (see [`DeviceChoice`]). ORT on Android (and on
 /// hosts with `ORT_QNN_ENABLE_CPU_BACKEND=1`) discovers only a CPU hardware device, so the QNN
-/// device sits on it and the backend comes from `backend_type`/`backend_path`, never from the device.
-pub fn plugin_device<'e>(env: &'e Environment, name: &str, preferred: Option<DeviceType>) -> Result<Device<'e>> {
+/// device sits on it and the backend comes from `backend_type`/`backend_path`, never from the
+/// device. An EP with no device at all, or without the required one, did not start.
+pub fn plugin_device<'e>(env: &'e Environment, name: &str, choice: DeviceChoice) -> Result<Device<'e>> {
     let devices: Vec<Device<'e>> = env.devices().filter(|d| d.ep().is_ok_and(|ep| ep == name)).collect();
-    let index = devices.iter().position(|d| Some(d.hardware_device().ty()) == preferred).unwrap_or(0);
-    devices.into_iter().nth(index).ok_or_else(|| {
-        anyhow!(
-            "the {name} plugin registered no device on this machine; on a host without a Snapdragon set \
-             ORT_QNN_ENABLE_CPU_BACKEND=1 (the QNN EP then offers a CPU-type device) and choose the backend with --qnn-backend"
-        )
-    })
+    if devices.is_empty() {
+        let hint = if name == "QNNExecutionProvider" {
+            "; on a host without a Snapdragon set ORT_QNN_ENABLE_CPU_BACKEND=1 (the QNN EP then offers a CPU-type device) \
+             and choose the backend with --qnn-backend"
+        } else {
+            ""
+        };
+        return Err(DidNotStart::new(name, format!("the {name} plugin offers no device on this machine{hint}")).into());
+    }
+    let offered = || devices.iter().map(describe_device).collect::<Vec<_>>().join(", ");
+    let index = match choice {
+        DeviceChoice::Only if devices.len() > 1 => {
+            bail!("the {name} plugin offers several devices ({}); choose one with --ep-device cpu|gpu|npu", offered())
+        }
+        DeviceChoice::Only => 0,
+        DeviceChoice::Prefer(ty) => devices.iter().position(|d| d.hardware_device().ty() == ty).unwrap_or(0),
+        DeviceChoice::Require(ty) => match devices.iter().position(|d| d.hardware_device().ty() == ty) {
+            Some(index) => index,
+            None => {
+                let reason = format!("--ep-device {ty:?} was asked for, but the {name} plugin offers only {}", offered());
+                return Err(DidNotStart::new(name, reason).into());
+            }
+        },
+    };
+    Ok(devices.into_iter().nth(index).expect("index is within the devices"))
 }
 
 /// `QNNExecutionProvider on NPU (Qualcomm)`: what a plugin device is, for the result.

@@ -1,24 +1,29 @@
 //! One-line remedies for nodes that fell back from the preferred EP.
 
-/// Remedies keyed by op type, for ops the QNN HTP backend commonly rejects.
+/// Remedies keyed by op type that hold for any accelerator EP.
 const OP_HINTS: &[(&str, &str)] = &[
+    ("Det", "compute it outside the model or replace it with ops the EP supports"),
+    ("Einsum", "rewrite it as MatMul with Transpose/Reshape"),
+    ("NonMaxSuppression", "post-processing: keep it on CPU by design or move it out of the model"),
+    ("Loop", "control flow runs on CPU: unroll it or move it out of the model"),
+    ("If", "control flow runs on CPU: fold the branch or move it out of the model"),
+    ("Scan", "control flow runs on CPU: unroll it or move it out of the model"),
+    ("GridSample", "replace it with Resize/Gather or keep it on CPU"),
+];
+
+/// Remedies keyed by op type for ops the QNN HTP backend commonly rejects.
+const QNN_OP_HINTS: &[(&str, &str)] = &[
     ("Det", "not supported by QNN: compute it outside the model or replace it with supported ops"),
     (
         "LayerNormalization",
         "decompose it (ReduceMean/Sub/Mul/Sqrt/Div) or use a newer QNN SDK whose HTP supports it for this dtype",
     ),
-    ("Einsum", "rewrite it as MatMul with Transpose/Reshape"),
-    ("NonMaxSuppression", "post-processing: keep it on CPU by design or move it out of the model"),
     ("TopK", "move TopK after the model, or use a QNN SDK that supports it for this dtype"),
-    ("Loop", "control flow runs on CPU: unroll it or move it out of the model"),
-    ("If", "control flow runs on CPU: fold the branch or move it out of the model"),
-    ("Scan", "control flow runs on CPU: unroll it or move it out of the model"),
-    ("GridSample", "replace it with Resize/Gather or keep it on CPU"),
     ("ScatterND", "rewrite the update with Where/Concat, which QNN supports"),
 ];
 
-/// The hint for a fallback node: by design, by the EP's reason, or by op type.
-pub fn fallback_hint(op_type: &str, reason: Option<&str>, input_shapes: &[String], expected: bool) -> Option<String> {
+/// The hint for a fallback node off the preferred EP `ep`: by design, by the EP's reason, or by op type.
+pub fn fallback_hint(op_type: &str, reason: Option<&str>, input_shapes: &[String], expected: bool, ep: &str) -> Option<String> {
     if expected {
         return Some(
             "by design: offload_graph_io_quantization=1 runs graph-I/O Q/DQ on CPU; set it to 0 to keep them on the NPU"
@@ -26,25 +31,49 @@ pub fn fallback_hint(op_type: &str, reason: Option<&str>, input_shapes: &[String
         );
     }
     let reason = reason.unwrap_or_default().to_ascii_lowercase();
-    if reason.contains("dynamic") || input_shapes.iter().any(|s| s.contains("-1")) {
-        return Some("dynamic shape: fix it (npugate-harness --shape, or make the model's input dims static)".to_string());
+    if is_shape_reason(&reason) || input_shapes.iter().any(|s| s.contains("-1")) {
+        return Some("dynamic shape: fix it (--shape, or make the model's input dims static)".to_string());
     }
-    if reason.contains("int64") {
+    let qnn = ep.starts_with("QNN");
+    if qnn && reason.contains("int64") {
         return Some("QNN HTP has no int64 tensors: cast to int32 in the model".to_string());
     }
-    OP_HINTS.iter().find(|(op, _)| *op == op_type).map(|(_, hint)| (*hint).to_string())
+    let by_op = |hints: &[(&str, &'static str)]| hints.iter().find(|(op, _)| *op == op_type).map(|(_, hint)| (*hint).to_string());
+    if qnn {
+        by_op(QNN_OP_HINTS).or_else(|| by_op(OP_HINTS))
+    } else {
+        by_op(OP_HINTS)
+    }
+}
+
+/// True for an EP reason that says a shape was unknown: dynamic dims the EP cannot compile
+/// (QNN: `Cannot get shape`; others: "dynamic shape").
+pub fn is_shape_reason(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    reason.contains("dynamic") || reason.contains("cannot get shape") || reason.contains("unknown shape")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const QNN: &str = "QNNExecutionProvider";
+
     #[test]
     fn picks_expected_then_reason_then_op() {
-        assert!(fallback_hint("QuantizeLinear", None, &[], true).unwrap().contains("offload_graph_io_quantization"));
-        assert!(fallback_hint("Det", Some("Dynamic shape not supported"), &[], false).unwrap().contains("--shape"));
-        assert!(fallback_hint("Det", None, &[], false).unwrap().contains("not supported by QNN"));
-        assert!(fallback_hint("LayerNormalization", None, &[], false).unwrap().contains("newer QNN SDK"));
-        assert_eq!(fallback_hint("Relu", None, &[], false), None);
+        assert!(fallback_hint("QuantizeLinear", None, &[], true, QNN).unwrap().contains("offload_graph_io_quantization"));
+        assert!(fallback_hint("Det", Some("Dynamic shape not supported"), &[], false, QNN).unwrap().contains("--shape"));
+        assert!(fallback_hint("Conv", Some("Cannot get shape"), &[], false, QNN).unwrap().contains("--shape"));
+        assert!(fallback_hint("Det", None, &[], false, QNN).unwrap().contains("not supported by QNN"));
+        assert!(fallback_hint("LayerNormalization", None, &[], false, QNN).unwrap().contains("newer QNN SDK"));
+        assert_eq!(fallback_hint("Relu", None, &[], false, QNN), None);
+    }
+
+    #[test]
+    fn other_eps_get_no_qnn_advice() {
+        let det = fallback_hint("Det", None, &[], false, "OpenVINOExecutionProvider").unwrap();
+        assert!(!det.contains("QNN") && det.contains("ops the EP supports"), "{det}");
+        assert_eq!(fallback_hint("LayerNormalization", None, &[], false, "OpenVINOExecutionProvider"), None);
+        assert_eq!(fallback_hint("Cast", Some("int64 input"), &[], false, "XnnpackExecutionProvider"), None);
     }
 }

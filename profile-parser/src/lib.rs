@@ -4,6 +4,7 @@
 //! Entry point: [`analyze_result_dir`]; lower-level pieces: [`profile::parse_profile`],
 //! [`flops::node_flops`], [`placement::build_report`].
 
+pub mod causes;
 pub mod event_stream;
 pub mod flops;
 pub mod hints;

@@ -107,6 +107,7 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         per_ep,
         partitions: report_partitions,
         boundaries: inputs.profile.map(boundaries).unwrap_or_default(),
+        rejections: crate::causes::aggregate(&fallback, inputs.preferred_ep, None),
         fallback,
         nodes: nodes.iter().map(Node::to_report).collect(),
         warnings,
@@ -489,7 +490,7 @@ fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, total_flops: 
                 name: n.name.to_string(),
                 op_type: n.op_type.to_string(),
                 ep: n.ep.to_string(),
-                hint: fallback_hint(n.op_type, reason.as_deref(), &input_shapes, expected),
+                hint: fallback_hint(n.op_type, reason.as_deref(), &input_shapes, expected, inputs.preferred_ep),
                 input_shapes,
                 flops: n.flops,
                 flops_pct: percent(n.flops.unwrap_or(0) as f64, total_flops as f64),
@@ -531,25 +532,62 @@ fn is_graph_io_quantization(node: &Node<'_>, reference_order: &[&ProfiledNode], 
     }
 }
 
-/// EP switches between consecutive kernels, per run; transitions listed for the first run.
+/// EP switches between consecutive kernels, per run; transitions listed for the first run, each
+/// with its measured cost: the idle time between the kernel before the switch ending and the one
+/// after it starting (the hand-over: copies, synchronisation, the executor), median over runs.
+/// The same gap between consecutive kernels of one EP is given for comparison.
 fn boundaries(profile: &Profile) -> Boundaries {
-    let switches = |run: &[crate::profile::Execution]| -> Vec<Transition> {
-        run.windows(2)
-            .filter_map(|pair| {
-                let (a, b) = (profile.node_of(&pair[0]), profile.node_of(&pair[1]));
-                (a.provider != b.provider).then(|| Transition {
-                    from_ep: a.provider.clone(),
-                    to_ep: b.provider.clone(),
-                    after: a.name.clone(),
-                    before: b.name.clone(),
-                })
-            })
-            .collect()
+    let gap = |a: &crate::profile::Execution, b: &crate::profile::Execution| {
+        b.ts_us.saturating_sub(a.ts_us + u64::from(a.dur_us)) as f64
     };
-    Boundaries {
-        per_run: profile.run_executions().map(|run| switches(run).len()).collect(),
-        transitions: switches(profile.run(0)),
+    // Per run: (position of the switch, gap) for each EP switch, and the gaps within one EP.
+    let mut switch_gaps: Vec<Vec<(usize, f64)>> = Vec::new();
+    let mut same_ep_gaps: Vec<f64> = Vec::new();
+    let mut per_run = Vec::new();
+    for run in profile.run_executions() {
+        let mut gaps = Vec::new();
+        for (position, pair) in run.windows(2).enumerate() {
+            let (a, b) = (profile.node_of(&pair[0]), profile.node_of(&pair[1]));
+            if a.provider == b.provider {
+                same_ep_gaps.push(gap(&pair[0], &pair[1]));
+            } else {
+                gaps.push((position, gap(&pair[0], &pair[1])));
+            }
+        }
+        per_run.push(gaps.len());
+        switch_gaps.push(gaps);
     }
+    let first = profile.run(0);
+    let transitions = switch_gaps
+        .first()
+        .map(|gaps| {
+            gaps.iter()
+                .enumerate()
+                .map(|(k, &(position, _))| {
+                    let (a, b) = (profile.node_of(&first[position]), profile.node_of(&first[position + 1]));
+                    // The k-th switch of every run that switches between the same two kernels.
+                    let samples: Vec<f64> = switch_gaps
+                        .iter()
+                        .zip(profile.run_executions())
+                        .filter_map(|(gaps, run)| {
+                            let &(p, g) = gaps.get(k)?;
+                            let same = profile.node_of(&run[p]).name == a.name && profile.node_of(&run[p + 1]).name == b.name;
+                            same.then_some(g)
+                        })
+                        .collect();
+                    Transition {
+                        from_ep: a.provider.clone(),
+                        to_ep: b.provider.clone(),
+                        after: a.name.clone(),
+                        before: b.name.clone(),
+                        gap_us: median(&samples),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let totals: Vec<f64> = switch_gaps.iter().filter(|g| !g.is_empty()).map(|g| g.iter().map(|(_, t)| t).sum()).collect();
+    Boundaries { per_run, transitions, gap_us_per_run: median(&totals), same_ep_gap_us: median(&same_ep_gaps) }
 }
 
 /// Attaches QNN's per-op times to the partition holding a node of the same name; with a single

@@ -37,6 +37,10 @@ pub struct PlacementReport {
     pub boundaries: Boundaries,
     /// Every node not on `preferred_ep`, most expensive first (expected I/O quantization included, marked).
     pub fallback: Vec<FallbackNode>,
+    /// The unexpected fallback nodes grouped by the EP's reason, most nodes first: what the EP
+    /// rejected and why ("5 nodes: Cannot get shape → …").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<RejectionCause>,
     /// Every original node with its placement and cost.
     pub nodes: Vec<NodePlacement>,
     /// Named warnings: `FLOPs unknown for <op>`, nodes that could not be joined, truncated profiles, …
@@ -142,6 +146,14 @@ pub struct Boundaries {
     pub per_run: Vec<usize>,
     /// The switches of the first profiled run, in execution order.
     pub transitions: Vec<Transition>,
+    /// Median over runs of the idle time summed over a run's switches (µs): what the hand-overs
+    /// between EPs cost besides the kernels. `None` without a switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_us_per_run: Option<f64>,
+    /// Median idle time between consecutive kernels of the same EP (µs), for comparison with the
+    /// gaps at switches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_ep_gap_us: Option<f64>,
 }
 
 /// One switch from one EP to another between consecutive kernels.
@@ -155,6 +167,33 @@ pub struct Transition {
     pub after: String,
     /// Kernel after the switch.
     pub before: String,
+    /// Median over runs of the idle time between the two kernels (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_us: Option<f64>,
+}
+
+/// Fallback nodes that share one rejection reason.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RejectionCause {
+    /// The EP's reason (`Cannot get shape`), or `no reason logged` when it gave none.
+    pub reason: String,
+    /// How many nodes it rejected for it.
+    pub nodes: usize,
+    /// Their op types, most frequent first.
+    pub op_types: Vec<String>,
+    /// The first few node names.
+    pub examples: Vec<String>,
+    /// What to do about it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl RejectionCause {
+    /// `5 nodes: Cannot get shape → the model has dynamic input dims; pass --shape x=1x3x32x32`.
+    pub fn describe(&self) -> String {
+        let hint = self.hint.as_deref().map(|h| format!(" → {h}")).unwrap_or_default();
+        format!("{} node{}: {}{hint}", self.nodes, if self.nodes == 1 { "" } else { "s" }, self.reason)
+    }
 }
 
 /// A node that did not run on the preferred EP.

@@ -112,6 +112,9 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         predicted: predicted.as_deref(),
         fusions: result.fusions.as_ref(),
     });
+    if let Some(fix) = shape_fix(result) {
+        report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&fix));
+    }
     if result.status == RunStatus::Incomplete {
         report.warnings.push(format!(
             "result.json is incomplete ({}): the placement may miss what was not measured",
@@ -122,6 +125,20 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         report.warnings.push(format!("{} is missing although profile runs were requested", files::PROFILE));
     }
     Ok(report)
+}
+
+/// The `--shape` flags that fix the model's dynamic input dims to the shapes this run fed, when
+/// the model has any: `--shape x=1x3x32x32`.
+fn shape_fix(result: &RunResult) -> Option<String> {
+    let flags: Vec<String> = result
+        .model
+        .inputs
+        .iter()
+        .filter(|declared| declared.shape.iter().any(Option::is_none))
+        .filter_map(|declared| result.inputs.iter().find(|fed| fed.name == declared.name))
+        .map(|fed| format!("--shape {}={}", fed.name, fed.shape.iter().map(i64::to_string).collect::<Vec<_>>().join("x")))
+        .collect();
+    (!flags.is_empty()).then(|| flags.join(" "))
 }
 
 /// With the QNN Saver backend the graph is recorded, not executed: placement is a prediction.

@@ -104,6 +104,11 @@ fn boundaries_and_shares_add_up() {
     let t = &r.boundaries.transitions;
     assert_eq!((t[0].from_ep.as_str(), t[0].to_ep.as_str(), t[0].before.as_str()), (QNN, "CPUExecutionProvider", "det"));
     assert_eq!((t[1].after.as_str(), t[1].to_ep.as_str()), ("det", QNN));
+    // The hand-over costs, from the kernels' own timestamps: partition 1 ends at 1,384,704 µs, det
+    // starts at 1,385,669; det ends at 1,389,011, partition 2 starts at 1,390,350.
+    assert_eq!((t[0].gap_us, t[1].gap_us), (Some(965.0), Some(1339.0)));
+    assert_eq!(r.boundaries.gap_us_per_run, Some(965.0 + 1339.0));
+    assert_eq!(r.boundaries.same_ep_gap_us, None, "no two consecutive kernels of one EP");
     let flops: f64 = r.per_ep.iter().map(|e| e.flops_pct).sum();
     let time: f64 = r.per_ep.iter().filter_map(|e| e.time_pct).sum();
     let nodes: f64 = r.per_ep.iter().map(|e| e.nodes_pct).sum();

@@ -17,6 +17,10 @@ pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAIL: u8 = 1;
 /// Exit code when the run could not be judged: bad input, a missing library, an unreachable device.
 pub const EXIT_ERROR: u8 = 2;
+/// `npugate-harness` only: the accelerator did not start (its device is absent, its backend is
+/// dead), so nothing can be said about the model on it. Infrastructure worth another attempt;
+/// npugate retries it on a rack and reports [`EXIT_ERROR`] when it stays so.
+pub const EXIT_DID_NOT_START: u8 = 3;
 
 /// A schema id such as `npugate.run-result/1`: a document name and its major version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

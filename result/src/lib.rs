@@ -95,7 +95,7 @@ pub struct RunResult {
     pub histogram: Option<HistogramSummary>,
     /// Node→EP assignment from `Session_GetEpGraphAssignmentInfo` (ORT ≥ 1.24).
     pub assignment: Assignment,
-    /// Health of an accelerator backend as read from the log (QNN); absent for CPU runs.
+    /// Health of the accelerator EP as read from the log; absent for CPU runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendHealth>,
     /// Output files in the result directory, relative to it.
@@ -190,7 +190,7 @@ pub struct RuntimeIdentity {
 /// One native library and its content hash.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LibraryIdentity {
-    /// What the library is for: `ort`, `ep_plugin`, `qnn_backend`, `qnn_other`.
+    /// What the library is for: `ort`, `ep_plugin`, `ep_provider` (a provider library ORT loads beside itself), `qnn_backend`.
     pub role: String,
     /// Path as loaded.
     pub path: String,
@@ -357,10 +357,12 @@ pub struct FusionGroup {
     pub nodes: Vec<String>,
 }
 
-/// What the log says about the accelerator backend.
+/// What the log says about the accelerator: did it start (its device present, its backend up)?
+/// An accelerator that started and rejected nodes — even every node — started: the rejections are
+/// a placement verdict, not a dead backend.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BackendHealth {
-    /// True when the backend started and claimed at least one node.
+    /// True when the accelerator started.
     pub started: bool,
     /// The log lines that decided it (e.g. `QNN SetupBackend failed …`).
     pub evidence: Vec<String>,

@@ -25,8 +25,9 @@ pub struct HarnessCommand {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// EP plugin library (e.g. libonnxruntime_providers_qnn.so); without it a QNN EP compiled into
-    /// libonnxruntime is used.
+    /// EP plugin library (e.g. libonnxruntime_providers_qnn.so), registered under the EP's name and
+    /// appended by device; without it the EP built into (or shipped with) libonnxruntime is
+    /// appended by name.
     #[arg(long, value_name = "PATH")]
     pub ep_library: Option<PathBuf>,
 
@@ -73,7 +74,7 @@ mod tests {
         let given = HarnessCommand::parse_from([
             "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
             "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
-            "--ep", "qnn", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
+            "--ep", "qnn", "--ep-name", "QNNExecutionProvider", "--ep-device", "npu", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
             "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs",
             "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
             "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1",

@@ -4,6 +4,7 @@
 //! `[settings]`): one definition, same names, same defaults, same validation everywhere.
 
 pub mod command;
+pub mod ep;
 pub mod qnn;
 pub mod values;
 
@@ -13,6 +14,7 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
 pub use command::HarnessCommand;
+pub use ep::{EpDevice, EpKind};
 pub use qnn::QnnArgs;
 pub use values::{InputFile, KeyValue, ShapeSpec};
 
@@ -38,10 +40,18 @@ pub struct HarnessSettings {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Execution provider.
+    /// Execution provider: the preferred EP, which placement and the `npu_*` rules measure.
     #[arg(long, value_enum, default_value_t = EpKind::Cpu)]
     pub ep: EpKind,
-    /// EP option `key=value` (repeatable), passed to the EP unchanged.
+    /// ORT name of a plugin EP (`--ep plugin`; the name its library is registered under). Known
+    /// EPs default to their own name (`QNNExecutionProvider`, `OpenVINOExecutionProvider`, …).
+    #[arg(long, value_name = "NAME")]
+    pub ep_name: Option<String>,
+    /// The device a plugin EP runs on, chosen explicitly: a plugin EP without a device of this
+    /// type did not start (no silent fallback to another device) [QNN default: by --qnn-backend].
+    #[arg(long, value_enum)]
+    pub ep_device: Option<EpDevice>,
+    /// EP option `key=value` (repeatable), passed to the EP unchanged (e.g. OpenVINO's `device_type=NPU`).
     #[arg(long = "ep-option", value_name = "KEY=VALUE")]
     pub ep_options: Vec<KeyValue>,
     /// Session configuration entry `key=value` (repeatable), e.g. `session.disable_cpu_ep_fallback=1`.
@@ -82,45 +92,6 @@ impl Default for HarnessSettings {
         use clap::FromArgMatches;
         let matches = HarnessSettings::augment_args(clap::Command::new("defaults")).get_matches_from(["defaults"]);
         HarnessSettings::from_arg_matches(&matches).expect("the defaults of HarnessSettings parse")
-    }
-}
-
-/// Execution providers the harness can attach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EpKind {
-    /// ONNX Runtime's CPU execution provider.
-    Cpu,
-    /// Qualcomm QNN execution provider (HTP backend by default).
-    Qnn,
-}
-
-impl EpKind {
-    /// ORT's name for the provider.
-    pub fn ort_name(self) -> &'static str {
-        match self {
-            EpKind::Cpu => "CPUExecutionProvider",
-            EpKind::Qnn => "QNNExecutionProvider",
-        }
-    }
-
-    /// The command-line spelling.
-    pub fn cli_name(self) -> &'static str {
-        match self {
-            EpKind::Cpu => "cpu",
-            EpKind::Qnn => "qnn",
-        }
-    }
-
-    /// True when the EP needs every dim of the model static: npugate then fixes the model's input
-    /// dims from `--shape` before the session is created. The CPU EP runs dynamic dims and gets
-    /// the model as given (fixing dims can break ONNX Runtime's shape inference of an `If` branch
-    /// exported for other sizes, as in silero-vad).
-    pub fn needs_static_shapes(self) -> bool {
-        match self {
-            EpKind::Cpu => false,
-            EpKind::Qnn => true,
-        }
     }
 }
 
@@ -172,6 +143,12 @@ impl HarnessSettings {
             (self.check_outputs, "--check-outputs"),
         ];
         args.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
+        if let Some(name) = &self.ep_name {
+            args.extend(["--ep-name".into(), name.clone()]);
+        }
+        if let Some(device) = self.ep_device {
+            args.extend(["--ep-device".into(), device.cli_name().into()]);
+        }
         if let Some(dir) = &self.context_cache {
             args.extend(["--context-cache".into(), dir.display().to_string()]);
         }

@@ -137,8 +137,8 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     );
 
     // A blob damaged on the device (an interrupted push) fails its sha256 check and is pushed again.
-    let model_blob = std::fs::read_link(on_device.join("models/smallcnn.onnx")).unwrap();
-    std::fs::write(on_device.join("models").join(model_blob), b"truncated").unwrap();
+    let (sha256, _) = npugate_result::digest::sha256_file(&model("smallcnn.onnx")).unwrap();
+    std::fs::write(on_device.join("blobs").join(sha256), b"truncated").unwrap();
     let third = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("third"), &["--device", &serial]);
     assert_eq!(third.status.code(), Some(0), "{}", describe(&third));
     let record = json(&result_dir(&out.path().join("third"), 6101).join("device_run.json"));

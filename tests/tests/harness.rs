@@ -183,6 +183,19 @@ fn bad_options_are_refused() {
     expect_refusal(&harness(&model, &out, &["--ep-option", "novalue"]), &out, "KEY=VALUE");
     expect_refusal(&harness(&model, &out, &["--shape", "nosuchinput=1x2"]), &out, "no input named");
     expect_refusal(&harness(&model, &out, &["--session-config", "=1"]), &out, "KEY=VALUE");
+    // Every EP choice that cannot attach is one line naming the fix.
+    expect_refusal(&harness(&model, &out, &["--ep", "plugin"]), &out, "--ep plugin needs --ep-name NAME");
+    expect_refusal(&harness(&model, &out, &["--ep", "plugin", "--ep-name", "FooExecutionProvider"]), &out, "needs --ep-library PATH");
+    expect_refusal(&harness(&model, &out, &["--ep", "openvino", "--ep-device", "npu"]), &out, "--ep-device chooses the device of a plugin EP");
+    expect_refusal(&harness(&model, &out, &["--ep", "openvino", "--qnn-backend", "htp"]), &out, "--qnn-backend applies to --ep qnn only");
+    expect_refusal(&harness(&model, &out, &["--strict"]), &out, "--strict applies to an accelerator EP");
+    expect_refusal(&harness(&model, &out, &["--ep", "xnnpack"]), &out, "XnnpackExecutionProvider is not in this ONNX Runtime");
+    let no_such_plugin = dir.path().join("libnosuch.so");
+    expect_refusal(
+        &harness(&model, &out, &["--ep", "plugin", "--ep-name", "Foo", "--ep-library", no_such_plugin.to_str().unwrap()]),
+        &out,
+        "EP plugin library",
+    );
 }
 
 #[test]

@@ -28,6 +28,12 @@ fn failed_on_purpose(output: &std::process::Output) -> bool {
     output.status.code() == Some(2) || qemu_teardown_crash(output.status)
 }
 
+/// Exit status of a harness whose accelerator did not start: 3 (infrastructure, retried by a rack),
+/// or qemu's teardown SIGSEGV after writing.
+fn did_not_start(output: &std::process::Output) -> bool {
+    output.status.code() == Some(3) || qemu_teardown_crash(output.status)
+}
+
 #[test]
 fn preflight_names_the_unsupported_det_node_with_the_eps_reason() {
     let dir = tempfile::tempdir().unwrap();
@@ -63,7 +69,7 @@ fn preflight_of_a_supported_float_model_predicts_every_node_on_qnn() {
 fn htp_without_a_snapdragon_is_a_dead_backend_not_a_silent_cpu_run() {
     let dir = tempfile::tempdir().unwrap();
     let output = qnn_harness(&model("smallcnn_qdq.onnx"), dir.path(), &["--qnn-backend", "htp"]);
-    assert!(failed_on_purpose(&output), "{}", describe(&output));
+    assert!(did_not_start(&output), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("QNN backend did not start: No Snapdragon SOC detected"), "{stderr}");
     assert!(stderr.contains("; 100% of nodes would run on CPU"), "{stderr}");
@@ -84,7 +90,7 @@ fn htp_without_a_snapdragon_is_a_dead_backend_not_a_silent_cpu_run() {
 fn strict_turns_the_dead_backend_into_a_session_error() {
     let dir = tempfile::tempdir().unwrap();
     let output = qnn_harness(&model("smallcnn_qdq.onnx"), dir.path(), &["--qnn-backend", "htp", "--strict"]);
-    assert!(failed_on_purpose(&output), "{}", describe(&output));
+    assert!(did_not_start(&output), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("QNN backend did not start: No Snapdragon SOC detected"), "{stderr}");
     assert!(stderr.contains("fallback to CPU EP has been explicitly disabled"), "{stderr}");
@@ -240,4 +246,35 @@ fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libr
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no Skel for v79"), "{}", describe(&output));
     assert!(!cache.join("runtimes/v79-rt").exists());
+}
+
+#[test]
+fn a_backend_that_started_and_rejected_every_node_is_a_verdict_naming_the_cause() {
+    // dynamic.onnx as it is (x: [batch, 3, height, width]): the harness does not fix the model,
+    // `--shape` only shapes its inputs, so QNN (set up with the Saver) sees dynamic dims everywhere.
+    let dir = tempfile::tempdir().unwrap();
+    let saver = format!("qnn_saver_path={}", qnn_file("libQnnSaver.so").display());
+    let output = qnn_harness(
+        &model("dynamic.onnx"),
+        dir.path(),
+        &["--qnn-backend", "htp", "--ep-option", &saver, "--ep-option", "skip_backend_op_validation=1", "--shape", "x=1x3x32x32"],
+    );
+    assert_eq!(output.status.code(), Some(0), "a started backend is no harness failure: {}", describe(&output));
+    let result = RunResult::read(dir.path()).unwrap();
+    assert_eq!(result.status, RunStatus::Complete);
+    let backend = result.backend.as_ref().expect("backend health recorded");
+    assert!(backend.started, "{backend:?}");
+    assert!(backend.evidence.iter().any(|e| e.contains("QNN SetupBackend succeed")), "{backend:?}");
+    assert!(result.assignment.subgraphs.iter().all(|s| s.ep == "CPUExecutionProvider"), "every node rejected");
+
+    let gate = run(Command::new(bin("npugate"))
+        .args(["gate"])
+        .arg(dir.path())
+        .args(["--rule", "disable=[\"cv_pct\"]", "--rule", "max_fallback_nodes=0"]));
+    assert_eq!(gate.status.code(), Some(1), "a verdict, not 'did not start': {}", describe(&gate));
+    let report = String::from_utf8_lossy(&gate.stdout);
+    assert!(report.contains("QNNExecutionProvider started but claimed no node"), "{report}");
+    assert!(report.contains("nodes: Cannot get shape → the model has dynamic input dims; pass --shape x=1x3x32x32"), "{report}");
+    assert!(report.contains("conv"), "the nodes are named: {report}");
+    assert!(!report.contains("did not start"), "{report}");
 }

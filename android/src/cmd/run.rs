@@ -38,7 +38,8 @@ pub struct RunArgs {
     /// Run on this machine (the embedded default; no device needed).
     #[arg(long)]
     pub local: bool,
-    /// Runtime (library set) name or directory; `--local` defaults to the host ONNX Runtime.
+    /// Runtime (library set) name or directory; `--local` defaults to the host ONNX Runtime, or
+    /// to the pinned host runtime that has the `--ep` asked for (`--ep openvino`: openvino-1.24.1-linux-x86_64).
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
     /// Result directory (default: npugate-results/<model>/local).
@@ -101,7 +102,10 @@ pub fn run(mut args: RunArgs) -> Result<u8> {
 
 /// `--local`: one run on this machine into `--out`.
 fn local(args: &RunArgs, common: &Common) -> Result<u8> {
-    let runtime = RuntimeManifest::load(args.runtime.as_deref().unwrap_or(HOST_RUNTIME))?;
+    let runtime = match &args.runtime {
+        Some(name) => RuntimeManifest::load(name)?,
+        None => RuntimeManifest::load(&local_runtime(&args.settings)?)?,
+    };
     let harness = match &args.harness {
         Some(path) => path.clone(),
         None => harnesses::host()?,
@@ -141,7 +145,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
         Some(name) => RuntimeManifest::load(name)?,
         None => {
             let target = devices::common_target(&adb, &serials)?;
-            let runtime = crate::runtime::choose::newest_for(&target, &crate::runtime::choose::fetched())?;
+            let runtime = crate::runtime::choose::newest_for(&target, args.settings.ep.ort_name(), &crate::runtime::choose::fetched())?;
             eprintln!("npugate: no --runtime given: using {} (the newest fetched runtime for {target})", runtime.name);
             runtime
         }
@@ -215,6 +219,16 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
         write_evidence(bundle, bundle_dir, key)?;
     }
     Ok(rack.report.exit_code)
+}
+
+/// The runtime `--local` runs without `--runtime`: the pinned host runtime with the `--ep`
+/// asked for, else the host ONNX Runtime (whose harness then names the EPs it has).
+pub(crate) fn local_runtime(settings: &HarnessSettings) -> Result<String> {
+    let with_ep = match settings.ep.ort_name().filter(|_| settings.ep.is_accelerator()) {
+        Some(name) => crate::runtime::catalog::with_ep(&crate::target::host_triple(), name)?,
+        None => None,
+    };
+    Ok(with_ep.unwrap_or_else(|| HOST_RUNTIME.to_string()))
 }
 
 /// The harness job of this command on one kind of target.

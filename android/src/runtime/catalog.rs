@@ -70,6 +70,16 @@ pub fn find(name: &str) -> Result<CatalogEntry> {
     }
 }
 
+/// The first pinned runtime for `target` whose accelerator EP is `ep_name` (`OpenVINOExecutionProvider`
+/// → `openvino-1.24.1-linux-x86_64` on x86_64 Linux).
+pub fn with_ep(target: &str, ep_name: &str) -> Result<Option<String>> {
+    Ok(catalog()?
+        .runtime
+        .into_iter()
+        .find(|r| r.target == target && r.ep.as_ref().is_some_and(|ep| ep.name == ep_name))
+        .map(|r| r.name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +95,8 @@ mod tests {
             }
         }
         assert!(find("nope").unwrap_err().to_string().contains("ort-1.31.1-linux-x86_64"));
+        let openvino = with_ep("x86_64-unknown-linux-gnu", "OpenVINOExecutionProvider").unwrap();
+        assert_eq!(openvino.as_deref(), Some("openvino-1.24.1-linux-x86_64"));
+        assert_eq!(with_ep("x86_64-unknown-linux-gnu", "CUDAExecutionProvider").unwrap(), None);
     }
 }

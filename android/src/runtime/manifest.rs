@@ -61,7 +61,7 @@ pub struct RuntimeFile {
     pub sha256: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// `ort`, `ep_plugin`, `qnn_backend`, `qnn_stub`, `qnn_skel` or `qnn_other`.
+    /// `ort`, `ep_plugin`, `ep_provider`, `ep_other`, `qnn_backend`, `qnn_stub`, `qnn_skel` or `qnn_other`.
     pub role: String,
     /// Hexagon architecture of a Stub/Skel (`v75`), else `None`.
     pub hexagon_arch: Option<String>,
@@ -185,10 +185,12 @@ pub fn role_of(file: &str) -> (&'static str, Option<String>) {
         return ("qnn_skel", Some(arch));
     }
     let role = match file {
-        f if f.starts_with("libonnxruntime_providers_qnn") => "ep_plugin",
-        f if f.starts_with("libonnxruntime.so") => "ort",
+        f if f.starts_with("libonnxruntime_providers_qnn") || (f.starts_with("libonnxruntime_providers_") && f.contains("_plugin.so")) => "ep_plugin",
+        f if f.starts_with("libonnxruntime.so") || f == "libonnxruntime_providers_shared.so" => "ort",
+        f if f.starts_with("libonnxruntime_providers_") => "ep_provider",
         "libQnnHtp.so" | "libQnnCpu.so" | "libQnnGpu.so" | "libQnnSaver.so" | "libQnnDsp.so" => "qnn_backend",
-        _ => "qnn_other",
+        f if f.starts_with("libQnn") => "qnn_other",
+        _ => "ep_other",
     };
     (role, None)
 }
@@ -205,5 +207,10 @@ mod tests {
         assert_eq!(role_of("libQnnHtpPrepare.so"), ("qnn_other", None));
         assert_eq!(role_of("libonnxruntime.so.1.31.1"), ("ort", None));
         assert_eq!(role_of("libonnxruntime_providers_qnn.so"), ("ep_plugin", None));
+        assert_eq!(role_of("libonnxruntime_providers_openvino.so"), ("ep_provider", None));
+        assert_eq!(role_of("libonnxruntime_providers_openvino_plugin.so"), ("ep_plugin", None));
+        assert_eq!(role_of("libonnxruntime_providers_shared.so"), ("ort", None));
+        assert_eq!(role_of("libopenvino_intel_cpu_plugin.so"), ("ep_other", None));
+        assert_eq!(role_of("libGenie.so"), ("ep_other", None));
     }
 }

@@ -12,6 +12,7 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
+use harness_settings::HarnessSettings;
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
 use crate::devices::{self, DeviceInfo};
@@ -253,7 +254,8 @@ fn run_device_cells<T: Target>(
                 bail!("interrupted before cell {}", key.label());
             }
             progress.step(&format!("{} {}", runtime.name, model.name));
-            let result = run_cell(options, device, runtime, model, &key, &dir, progress);
+            let settings = plan.cell_settings(model, runtime);
+            let result = run_cell(options, device, runtime, model, &settings, &key, progress);
             let mut summary = lock(summary);
             let entry = summary.cell_mut(&key).context("every planned cell is in the summary")?;
             match result {
@@ -281,11 +283,12 @@ fn run_cell<T: Target>(
     device: &SweepTarget<T>,
     runtime: &RuntimeManifest,
     model: &PlannedModel,
+    settings: &HarnessSettings,
     key: &CellKey,
-    dir: &Path,
     progress: &dyn Progress,
 ) -> Result<CellRecord> {
     let started = Instant::now();
+    let dir = &key.dir(options.out);
     crate::layout::remove_stale_staging(dir);
     let harness = match options.harness {
         Some(path) => path.to_path_buf(),
@@ -297,7 +300,7 @@ fn run_cell<T: Target>(
         runtime,
         model: &model.path,
         fixed_from: None,
-        settings: &model.settings,
+        settings,
         env: &[],
         timeout: options.run_timeout,
         cancel: &options.policy.cancel,

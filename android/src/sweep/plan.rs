@@ -3,14 +3,14 @@
 //! folder and checks everything that needs no device; each error is one line naming the plan file
 //! and the field.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use harness_settings::{HarnessSettings, InputFile, ShapeSpec};
+use harness_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
 use crate::runtime::RuntimeManifest;
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -27,8 +27,23 @@ struct PlanFile {
     device: Vec<DeviceSpec>,
     /// Runtime names (or runtime directories): the firmware/SDK axis.
     runtimes: Vec<String>,
+    /// The EP a runtime's cells run on, by runtime (as listed in `runtimes`), instead of the
+    /// settings' `ep`: OpenVINO and CPU runtimes as two columns of one matrix.
+    #[serde(default)]
+    runtime_ep: BTreeMap<String, RuntimeEp>,
     /// Models with their rules.
     model: Vec<ModelEntry>,
+}
+
+/// `[runtime_ep."<runtime>"]`: the EP (and its options) of one runtime's cells.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeEp {
+    /// The EP, as `--ep` spells it.
+    pub ep: EpKind,
+    /// Its options (`--ep-option`), replacing the settings' `ep_options`.
+    #[serde(default)]
+    pub ep_options: Vec<KeyValue>,
 }
 
 /// One `[[device]]`: a serial, or a class of devices by SoC.
@@ -74,6 +89,8 @@ pub struct SweepPlan {
     pub devices: Vec<DeviceSpec>,
     /// Runtimes in plan order.
     pub runtimes: Vec<RuntimeManifest>,
+    /// The EP of a runtime's cells, by runtime name, where it is not the settings' `ep`.
+    pub runtime_eps: BTreeMap<String, RuntimeEp>,
     /// Models in plan order.
     pub models: Vec<PlannedModel>,
 }
@@ -119,6 +136,14 @@ impl SweepPlan {
                 return Err(field_error(format!("runtimes[{index}]"), format!("runtime {} is listed twice", manifest.name)));
             }
             runtimes.push(manifest);
+        }
+        let mut runtime_eps = BTreeMap::new();
+        for (listed, ep) in raw.runtime_ep {
+            let field = format!("runtime_ep.{listed:?}");
+            let Some(index) = raw.runtimes.iter().position(|r| *r == listed) else {
+                return Err(field_error(field, format!("{listed:?} is not in runtimes = {:?}", raw.runtimes)));
+            };
+            runtime_eps.insert(runtimes[index].name.clone(), ep);
         }
         if raw.model.is_empty() {
             return Err(field_error("model".into(), "add at least one [[model]] with path = \"….onnx\"".into()));
@@ -167,7 +192,15 @@ impl SweepPlan {
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
-        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, models })
+        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, models })
+    }
+
+    /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
+    pub fn cell_settings(&self, model: &PlannedModel, runtime: &RuntimeManifest) -> HarnessSettings {
+        match self.runtime_eps.get(&runtime.name) {
+            Some(RuntimeEp { ep, ep_options }) => HarnessSettings { ep: *ep, ep_options: ep_options.clone(), ..model.settings.clone() },
+            None => model.settings.clone(),
+        }
     }
 
     /// `plan-file: field: message` for errors found after loading (device selection).
@@ -229,6 +262,26 @@ mod tests {
         assert_eq!((plan.models[1].settings.runs, plan.models[1].settings.warmup), (20, 3));
         assert_eq!(plan.models[1].settings.shapes, ["x=1x3".parse::<ShapeSpec>().unwrap()]);
         assert_eq!(plan.devices[0].soc.as_deref(), Some("SM8650"));
+        assert_eq!(plan.cell_settings(&plan.models[1], &plan.runtimes[0]), plan.models[1].settings);
+    }
+
+    #[test]
+    fn a_runtime_can_run_its_cells_on_its_own_ep() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = runtime_dir(dir.path());
+        identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
+        let text = format!(
+            "runtimes = [{runtime:?}]\n[settings]\nep_options = [\"x=1\"]\n[runtime_ep.{runtime:?}]\nep = \"openvino\"\n\
+             ep_options = [\"device_type=CPU\"]\n[[model]]\npath = \"a.onnx\"\n"
+        );
+        let plan = plan_in(dir.path(), &text).unwrap();
+        let settings = plan.cell_settings(&plan.models[0], &plan.runtimes[0]);
+        assert_eq!(settings.ep, EpKind::OpenVino);
+        assert_eq!(settings.ep_options, ["device_type=CPU".parse::<KeyValue>().unwrap()]);
+        assert_eq!(plan.models[0].settings.ep, EpKind::Cpu, "the model's own settings are unchanged");
+        let unknown = format!("runtimes = [{runtime:?}]\n[runtime_ep.\"nope\"]\nep = \"cpu\"\n[[model]]\npath = \"a.onnx\"\n");
+        let error = format!("{:#}", plan_in(dir.path(), &unknown).unwrap_err());
+        assert!(error.contains("runtime_ep.\"nope\": \"nope\" is not in runtimes"), "{error}");
     }
 
     #[test]

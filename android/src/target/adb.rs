@@ -268,7 +268,8 @@ struct Layout {
 impl Layout {
     fn new(job: &Job<'_>, work: &str, run_id: &str) -> Layout {
         let runtime_dir = format!("{work}/runtimes/{}", job.runtime.name);
-        let ep_library = job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref());
+        // A CPU run never loads the runtime's plugin EP (a plugin runtime serves CPU runs too).
+        let ep_library = job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref()).filter(|_| job.settings.ep.is_accelerator());
         let out = format!("{work}/results/{run_id}");
         let mut index = 0;
         let settings = job.settings.with_input_paths(|input| {

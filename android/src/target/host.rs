@@ -62,7 +62,7 @@ impl LocalLaunch<'_> {
             ort_lib: path(&job.runtime.ort_library_path()),
             model: path(job.model),
             out: path(out),
-            ep_library: job.runtime.ep_library_path().map(|p| path(&p)),
+            ep_library: job.runtime.ep_library_path().filter(|_| job.settings.ep.is_accelerator()).map(|p| path(&p)),
             runtime_name: Some(job.runtime.name.clone()),
             fixed_from_sha256: job.fixed_from.map(str::to_string),
             settings: job.settings.with_input_paths(|input| path(&input.path)),

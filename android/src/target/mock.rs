@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use npugate_result::RunResult;
+use npugate_result::{BackendHealth, RunResult, RunStatus};
 
 use super::{Deadline, Execution, Job, Progress, Retryable, Target};
 
@@ -19,6 +19,14 @@ use super::{Deadline, Execution, Job, Progress, Retryable, Target};
 pub enum Behaviour {
     /// Writes a complete result with these latencies (ns) and exits 0.
     Measure(Vec<u64>),
+    /// The accelerator did not start (this reason): an incomplete result of CPU numbers with
+    /// `backend.started = false`, harness exit 3.
+    BackendDown(String),
+    /// The accelerator refused to attach (its device absent) before anything ran: no result,
+    /// harness exit 3 with this message.
+    DeviceAbsent(String),
+    /// The session could not be created: no result, harness exit 2 with this message.
+    NoSession(String),
     /// The way to the target fails (device gone): a retryable error.
     Transport(String),
     /// A final error (e.g. the runtime does not fit the device).
@@ -74,17 +82,18 @@ impl Target for MockTarget {
         let started = Instant::now();
         match self.next() {
             Behaviour::Measure(latencies_ns) => {
-                for entry in std::fs::read_dir(template_dir())? {
-                    let entry = entry?;
-                    std::fs::copy(entry.path(), out.join(entry.file_name()))?;
-                }
-                let mut result = RunResult::read(out)?;
-                result.settings.runs = latencies_ns.len() as u32;
-                result.timings.latencies_ns = latencies_ns;
-                result.histogram = None;
-                result.write(out)?;
-                Ok(Execution { exit_code: Some(0), stderr: String::new(), seconds: started.elapsed().as_secs_f64(), warnings: vec![] })
+                write_result(out, latencies_ns, |_| ())?;
+                Ok(exited(0, String::new(), started))
             }
+            Behaviour::BackendDown(reason) => {
+                write_result(out, vec![1_000_000; 3], |result| {
+                    result.status = RunStatus::Incomplete;
+                    result.backend = Some(BackendHealth { started: false, evidence: vec![reason.clone()], reason: Some(reason.clone()) });
+                })?;
+                Ok(exited(3, format!("npugate-harness: error: QNN backend did not start: {reason}"), started))
+            }
+            Behaviour::DeviceAbsent(message) => Ok(exited(3, format!("npugate-harness: error: {message}"), started)),
+            Behaviour::NoSession(message) => Ok(exited(2, format!("npugate-harness: error: {message}"), started)),
             Behaviour::Transport(message) => Err(Retryable(anyhow::anyhow!("device {}: {message}", self.name)).into()),
             Behaviour::Fail(message) => Err(anyhow::anyhow!("device {}: {message}", self.name)),
             Behaviour::Hang => {
@@ -102,4 +111,24 @@ impl Target for MockTarget {
             Behaviour::Panic(message) => panic!("{message}"),
         }
     }
+}
+
+/// Copies the template result into `out` with these latencies, changed further by `edit`.
+fn write_result(out: &Path, latencies_ns: Vec<u64>, edit: impl FnOnce(&mut RunResult)) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(template_dir())? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), out.join(entry.file_name()))?;
+    }
+    let mut result = RunResult::read(out)?;
+    result.settings.runs = latencies_ns.len() as u32;
+    result.timings.latencies_ns = latencies_ns;
+    result.histogram = None;
+    edit(&mut result);
+    result.write(out)?;
+    Ok(())
+}
+
+/// How a harness that exited with `code` ended.
+fn exited(code: i32, stderr: String, started: Instant) -> Execution {
+    Execution { exit_code: Some(code), stderr, seconds: started.elapsed().as_secs_f64(), warnings: vec![] }
 }

@@ -329,6 +329,9 @@ fn placement_section(v: &Verdict, report: &PlacementReport) -> Markup {
             @if report.fallback.is_empty() {
                 p.muted { "Every node ran on the preferred EP." }
             } @else {
+                @if !report.rejections.is_empty() {
+                    ul { @for cause in &report.rejections { li.warn { (cause.describe()) } } }
+                }
                 (page::table(&FALLBACK_HEADER, &fallback_rows(report, &v.rules), &[3, 4]))
             }
             @for w in &report.warnings { p.warn { (w) } }

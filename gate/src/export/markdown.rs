@@ -88,6 +88,12 @@ impl Exporter for MarkdownExporter {
                     report.fallback.len(),
                     report.preferred_ep
                 ));
+                for cause in &report.rejections {
+                    out.push_str(&format!("- {}\n", cause.describe()));
+                }
+                if !report.rejections.is_empty() {
+                    out.push('\n');
+                }
                 out.push_str(&table(&FALLBACK_HEADER, &fallback_rows(report, &v.rules)));
                 out.push_str("\n</details>\n");
             }

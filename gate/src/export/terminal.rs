@@ -105,9 +105,15 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     }
     let b = &report.boundaries;
     let per_run = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
-    out.push_str(&format!("\n{} {per_run} EP switch(es) per run\n", paint(color, BOLD, "Boundaries")));
+    let cost = match (b.gap_us_per_run, b.same_ep_gap_us) {
+        (Some(gap), Some(same)) => format!(", {} idle at them (consecutive kernels of one EP: {} apart)", fmt_ms_from_us(gap), fmt_ms_from_us(same)),
+        (Some(gap), None) => format!(", {} idle at them", fmt_ms_from_us(gap)),
+        (None, _) => String::new(),
+    };
+    out.push_str(&format!("\n{} {per_run} EP switch(es) per run{cost}\n", paint(color, BOLD, "Boundaries")));
     for t in &b.transitions {
-        out.push_str(&format!("  {} → {} between {} and {}\n", t.from_ep, t.to_ep, t.after, t.before));
+        let gap = t.gap_us.map(|us| format!(" ({} idle)", fmt_ms_from_us(us))).unwrap_or_default();
+        out.push_str(&format!("  {} → {} between {} and {}{gap}\n", t.from_ep, t.to_ep, t.after, t.before));
     }
     let expected = report.fallback.iter().filter(|f| f.expected).count();
     out.push_str(&format!(
@@ -116,6 +122,10 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         report.fallback.len(),
         report.preferred_ep
     ));
+    for cause in &report.rejections {
+        let ops = if cause.op_types.len() > 3 { format!("{}, …", cause.op_types[..3].join(", ")) } else { cause.op_types.join(", ") };
+        out.push_str(&format!("  {} ({ops}; e.g. {})\n", paint(color, YELLOW, &cause.describe()), cause.examples.join(", ")));
+    }
     if !report.fallback.is_empty() {
         let rows: Vec<[String; 6]> = fallback_rows(report, rules)
             .into_iter()
@@ -123,7 +133,13 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
             .collect();
         let header = [0, 1, 2, 3, 4, 5].map(|i| FALLBACK_HEADER[i]);
         out.push_str(&text_table(&header, &rows, &[false, false, false, true, true, false], color));
-        for f in report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()) {
+        // The causes above sum up the rest of a long list.
+        const EXPLAINED: usize = 10;
+        let explained: Vec<_> = report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()).collect();
+        if explained.len() > EXPLAINED {
+            out.push_str(&format!("  (reasons of the first {EXPLAINED} of {} nodes; the causes above cover them all)\n", explained.len()));
+        }
+        for f in explained.into_iter().take(EXPLAINED) {
             out.push_str(&format!("  {}:\n", f.name));
             if let Some(reason) = &f.reason {
                 out.push_str(&format!("    reason: {reason}\n"));

@@ -119,7 +119,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
             }
         }
         if let Some(p) = previous.filter(|p| p.ep != n.ep) {
-            transitions.push(Transition { from_ep: p.ep.clone(), to_ep: n.ep.clone(), after: p.name.clone(), before: n.name.clone() });
+            transitions.push(Transition { from_ep: p.ep.clone(), to_ep: n.ep.clone(), after: p.name.clone(), before: n.name.clone(), gap_us: None });
         }
         previous = Some(n);
     }
@@ -140,6 +140,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
         })
         .collect();
     fallback.sort_by(|a, b| b.flops_pct.total_cmp(&a.flops_pct));
+    let rejections = profile_parser::causes::aggregate(&fallback, preferred, None);
     PlacementReport {
         schema: PLACEMENT_SCHEMA.into(),
         model_sha256: "5d41402abc4b2a76b9719d911017c592b2ad8c6f1d3e4a5b6c7d8e9f00112233".into(),
@@ -152,7 +153,8 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
         preferred_nodes_pct: preferred_share.as_ref().map_or(0.0, |s| s.nodes_pct),
         preferred_time_pct: Some(preferred_share.as_ref().and_then(|s| s.time_pct).unwrap_or(0.0)),
         partitions,
-        boundaries: Boundaries { per_run: vec![transitions.len(); 10], transitions },
+        boundaries: Boundaries { per_run: vec![transitions.len(); 10], transitions, ..Boundaries::default() },
+        rejections,
         fallback,
         nodes: nodes
             .iter()

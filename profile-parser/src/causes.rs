@@ -1,0 +1,95 @@
+//! The EP's rejections aggregated by cause: a model whose 330 nodes an EP rejected with one reason
+//! reads as one line ("330 nodes: Cannot get shape → the model has dynamic input dims; pass
+//! --shape x=1x3x640x640"), not 330.
+
+use std::collections::BTreeMap;
+
+use crate::hints::{fallback_hint, is_shape_reason};
+use crate::report::{FallbackNode, RejectionCause};
+
+/// What a cause is called when the EP logged no reason for its nodes.
+pub const NO_REASON: &str = "no reason logged";
+/// How many node names a cause lists.
+const EXAMPLES: usize = 3;
+
+/// Groups the unexpected fallback nodes by their reason, most nodes first. `shape_fix` is the
+/// `--shape …` that fixes the model's dynamic input dims (when it has any): shape reasons get it
+/// as their hint.
+pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_fix: Option<&str>) -> Vec<RejectionCause> {
+    let mut groups: BTreeMap<&str, Vec<&FallbackNode>> = BTreeMap::new();
+    for node in fallback.iter().filter(|n| !n.expected) {
+        groups.entry(node.reason.as_deref().unwrap_or(NO_REASON)).or_default().push(node);
+    }
+    let mut causes: Vec<RejectionCause> = groups
+        .into_iter()
+        .map(|(reason, nodes)| {
+            let mut op_counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for node in &nodes {
+                *op_counts.entry(node.op_type.as_str()).or_default() += 1;
+            }
+            let mut op_types: Vec<(&str, usize)> = op_counts.into_iter().collect();
+            op_types.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            let hint = match shape_fix.filter(|_| is_shape_reason(reason)) {
+                Some(fix) => Some(format!("the model has dynamic input dims; pass {fix}")),
+                None if nodes.len() > 1 && op_types.len() > 1 => None,
+                None => fallback_hint(&nodes[0].op_type, Some(reason).filter(|r| *r != NO_REASON), &nodes[0].input_shapes, false, preferred_ep),
+            };
+            RejectionCause {
+                reason: reason.to_string(),
+                nodes: nodes.len(),
+                op_types: op_types.into_iter().map(|(op, _)| op.to_string()).collect(),
+                examples: nodes.iter().take(EXAMPLES).map(|n| n.name.clone()).collect(),
+                hint,
+            }
+        })
+        .collect();
+    causes.sort_by(|a, b| b.nodes.cmp(&a.nodes).then(a.reason.cmp(&b.reason)));
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, op: &str, reason: Option<&str>, expected: bool) -> FallbackNode {
+        FallbackNode {
+            name: name.into(),
+            op_type: op.into(),
+            ep: "CPUExecutionProvider".into(),
+            input_shapes: Vec::new(),
+            flops: Some(0),
+            flops_pct: 0.0,
+            time_us_per_run: None,
+            expected,
+            reason: reason.map(str::to_string),
+            hint: None,
+        }
+    }
+
+    #[test]
+    fn nodes_are_grouped_by_reason_most_first_with_the_shape_fix() {
+        let fallback = [
+            node("conv", "Conv", Some("Cannot get shape"), false),
+            node("relu", "Relu", Some("Cannot get shape"), false),
+            node("fc", "MatMul", Some("Cannot get shape"), false),
+            node("det", "Det", Some("Operators of type `Det` are not supported by QNN EP."), false),
+            node("q", "QuantizeLinear", None, true),
+        ];
+        let causes = aggregate(&fallback, "QNNExecutionProvider", Some("--shape x=1x3x32x32"));
+        assert_eq!(causes.len(), 2, "expected nodes are not causes: {causes:?}");
+        assert_eq!(causes[0].describe(), "3 nodes: Cannot get shape → the model has dynamic input dims; pass --shape x=1x3x32x32");
+        assert_eq!(causes[0].examples, ["conv", "relu", "fc"]);
+        assert_eq!(causes[1].nodes, 1);
+        assert!(causes[1].hint.as_deref().unwrap().contains("not supported by QNN"), "{causes:?}");
+    }
+
+    #[test]
+    fn nodes_without_a_reason_are_one_cause() {
+        let fallback = [node("det", "Det", None, false), node("mul", "Mul", None, false)];
+        let causes = aggregate(&fallback, "OpenVINOExecutionProvider", None);
+        assert_eq!(causes.len(), 1);
+        assert_eq!((causes[0].reason.as_str(), causes[0].nodes), (NO_REASON, 2));
+        assert_eq!(causes[0].op_types, ["Det", "Mul"]);
+        assert_eq!(causes[0].hint, None, "no one remedy fits two op types");
+    }
+}
