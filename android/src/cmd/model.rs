@@ -15,18 +15,23 @@ pub enum ModelCommand {
         name: String,
     },
     /// List the sample models.
-    List,
+    List {
+        /// Print `npugate.samples/1` JSON (name, description, shapes, wheel) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs a model subcommand.
 pub fn run(command: ModelCommand) -> Result<u8> {
     match command {
         ModelCommand::Fetch { name } => println!("{}", samples::fetch(&name)?.display()),
-        ModelCommand::List => {
+        ModelCommand::List { json: true } => println!("{}", serde_json::to_string_pretty(&samples::listing()?)?),
+        ModelCommand::List { json: false } => {
             for sample in samples::all()? {
                 let flags: Vec<String> = sample.shapes.iter().map(|s| format!("--shape {s}")).collect();
                 let shape = if flags.is_empty() { String::new() } else { format!(" (run with {})", flags.join(" ")) };
-                println!("{:<16} {}{shape}", sample.name, sample.description);
+                println!("{:<18} {}{shape}", sample.name, sample.description);
             }
         }
     }

@@ -37,7 +37,7 @@ pub struct PreflightArgs {
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     pub shapes: Vec<ShapeSpec>,
     /// Run float graphs in fp16 on HTP (as the device run would) [default: 1].
-    #[arg(long, value_name = "0|1", default_value = "1", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, value_name = "0|1", default_value = "1", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub enable_htp_fp16_precision: bool,
     /// Print the placement report as JSON instead of the summary.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! The pinned catalog of runtimes that `npugate runtime fetch` can build from PyPI wheels.
 
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::manifest::EpLibrary;
 
@@ -38,7 +38,7 @@ pub struct CatalogEntry {
 }
 
 /// A wheel pinned by version, platform and content hash.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WheelPin {
     /// PyPI package name.
