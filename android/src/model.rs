@@ -83,13 +83,14 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
         .into_iter()
         .map(str::to_string)
         .collect();
+    let name = model.file_name().context("the model path names no file")?;
     let mut key = Sha256::new();
-    key.update(format!("{sha256}\n{shape_text}\n"));
+    key.update(name.as_encoded_bytes());
+    key.update(format!("\n{sha256}\n{shape_text}\n"));
     for file in &data {
         let (file_sha, _) = sha256_file(&folder.join(file)).with_context(|| format!("model {}: cannot read its external data {file}", model.display()))?;
         key.update(format!("{file}={file_sha}\n"));
     }
-    let name = model.file_name().context("the model path names no file")?;
     let dir = cache.join(format!("{:x}", key.finalize()));
     let path = dir.join(name);
     if !path.is_file() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use harness_settings::qnn::QnnBackend;
 use harness_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, ShapeSpec};
-use npugate_result::{contract, files, RunResult, RunStatus};
+use npugate_result::{contract, files, RunStatus};
 use profile_parser::report::PlacementReport;
 
 use crate::layout::Staging;
@@ -88,10 +88,7 @@ impl PreflightRequest<'_> {
         let job = Job { harness: self.harness, runtime: self.runtime, model: &model.path, fixed_from, settings: &settings, env: &env, timeout: TIMEOUT, cancel };
         let staging = Staging::next_to(out)?;
         let execution = QemuTarget.execute(&job, staging.path(), &Silent)?;
-        let result = match RunResult::read(staging.path()) {
-            Ok(result) => result,
-            Err(error) => bail!("the harness wrote no readable result ({}, {error}): {}", execution.status(), execution.last_message()),
-        };
+        let result = crate::run::harness_result(&execution, staging.path(), &model)?;
         let crashed_after_result = (execution.exit_code == Some(SIGSEGV_STATUS) || execution.exit_code.is_none()).then(|| execution.status());
         if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
             bail!(

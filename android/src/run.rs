@@ -11,6 +11,7 @@ use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR, EXIT_PASS};
 use npugate_result::{files, RunResult, RunStatus};
 
 use crate::layout::{Placed, Staging};
+use crate::model::PreparedModel;
 use crate::output_check::{Reference, ReferenceRequest};
 use crate::pipeline::{self, GateSpec, OutputsCheck};
 use crate::rack::Attempted;
@@ -77,19 +78,7 @@ pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dy
     let job = Job { model: &model.path, fixed_from, ..spec.job };
     let staging = Staging::next_to(out)?;
     let execution = target.execute(&job, staging.path(), progress)?;
-    let result = match RunResult::read(staging.path()) {
-        Ok(result) => result,
-        Err(error) if error.is_not_found() => {
-            let message = execution.last_message();
-            return Err(if execution.exit_code == Some(i32::from(EXIT_DID_NOT_START)) {
-                let why = message.strip_prefix("npugate-harness: error: ").unwrap_or(message);
-                Retryable(anyhow!("{why}; nothing ran")).into()
-            } else {
-                anyhow!("the harness failed ({}) before measuring anything: {message}", execution.status())
-            });
-        }
-        Err(error) => bail!("the harness ({}) left no readable result: {error}", execution.status()),
-    };
+    let result = harness_result(&execution, staging.path(), &model)?;
     if let Some(health) = result.backend.as_ref().filter(|health| !health.started) {
         let why = format!(
             "{} did not start: {}",
@@ -121,6 +110,34 @@ pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dy
     let exit_code = if execution.succeeded() && outputs_ok { judged } else { EXIT_ERROR };
     let placed = staging.commit(result.status == RunStatus::Complete)?;
     Ok(RunReport { placed, execution, result, outputs, verdict, exit_code })
+}
+
+/// The result the harness wrote into `dir`, or why there is none: an accelerator that did not
+/// start (retryable), a harness that failed before measuring (with its own message, and a hint
+/// when ONNX Runtime rejected the shapes `--shape` fixed into the model).
+pub fn harness_result(execution: &Execution, dir: &Path, model: &PreparedModel) -> Result<RunResult> {
+    match RunResult::read(dir) {
+        Ok(result) => Ok(result),
+        Err(error) if error.is_not_found() => {
+            let message = execution.last_message();
+            let why = message.strip_prefix("npugate-harness: error: ").unwrap_or(message);
+            if execution.exit_code == Some(i32::from(EXIT_DID_NOT_START)) {
+                return Err(Retryable(anyhow!("{why}; nothing ran")).into());
+            }
+            let inference = why.contains("ShapeInferenceError") || why.contains("TypeInferenceError");
+            let hint = match &model.fixed_from {
+                Some(original) if inference => format!(
+                    "; its input dims were fixed from --shape (the original is {}), and ONNX Runtime's shape inference rejects \
+                     those sizes somewhere in the graph — check them against what the model expects (an If branch built for \
+                     other sizes fails this way)",
+                    original.path.display()
+                ),
+                _ => String::new(),
+            };
+            bail!("the harness failed ({}) before measuring anything: {why}{hint}", execution.status())
+        }
+        Err(error) => bail!("the harness ({}) left no readable result: {error}", execution.status()),
+    }
 }
 
 /// The output check of the run in `dir`: against a reference run now (inside `dir`) or one given.
@@ -199,7 +216,7 @@ mod tests {
         let (report, _dir) = rack_of(&broken, 3);
         assert_eq!((broken.calls(), report.exit_code), (1, EXIT_ERROR));
         let error = report.devices[0].infrastructure_error.as_deref().unwrap();
-        assert!(error.contains("before measuring anything: npugate-harness: error: cannot create a session"), "{error}");
+        assert!(error.contains("before measuring anything: cannot create a session"), "{error}");
     }
 
     #[test]

@@ -5,10 +5,11 @@
 //! move or processes start; the [`mock`] target lets that logic be tested without either.
 //!
 //! Implementations: [`host::HostTarget`] (this machine), [`qemu::QemuTarget`] (an aarch64 harness
-//! under qemu-user), [`adb::AdbTarget`] (a phone or board over adb) and [`mock::MockTarget`].
+//! under qemu-user), [`adb::AdbTarget`] (a phone or board over adb) and `mock::MockTarget` (tests only).
 
 pub mod adb;
 pub mod host;
+#[cfg(test)]
 pub mod mock;
 pub mod qemu;
 
