@@ -9,6 +9,8 @@ use npugate_result::digest::sha256_file;
 use sha2::{Digest, Sha256};
 
 use super::files_below;
+use npugate_result::contract::Schema;
+
 use super::manifest::{Manifest, SignatureFile, EVIDENCE_SCHEMA, MANIFEST_FILE, SIGNATURE_FILE, SIGNATURE_SCHEMA};
 
 /// One reason a bundle is not valid, naming the file.
@@ -49,7 +51,7 @@ pub fn verify(dir: &Path, key: &VerifyingKey) -> anyhow::Result<Vec<Problem>> {
     }
     let Ok(bytes) = manifest_bytes else { return Ok(problems) };
     let manifest = match serde_json::from_slice::<Manifest>(&bytes) {
-        Ok(m) if m.schema == EVIDENCE_SCHEMA => m,
+        Ok(m) if Schema::new(EVIDENCE_SCHEMA).accepts(&m.schema) => m,
         Ok(m) => {
             problems.push(problem(MANIFEST_FILE, format!("has schema {:?}, expected {EVIDENCE_SCHEMA:?}", m.schema)));
             return Ok(problems);
@@ -74,7 +76,7 @@ fn check_signature(dir: &Path, manifest: Option<&[u8]>, key: &VerifyingKey) -> O
         Ok(file) => file,
         Err(e) => return Some(problem(SIGNATURE_FILE, format!("was changed: it is not a valid signature file ({e})"))),
     };
-    if file.schema != SIGNATURE_SCHEMA || file.algorithm != "ed25519" || file.manifest != MANIFEST_FILE {
+    if !Schema::new(SIGNATURE_SCHEMA).accepts(&file.schema) || file.algorithm != "ed25519" || file.manifest != MANIFEST_FILE {
         return Some(problem(SIGNATURE_FILE, "was changed: schema, algorithm or manifest name is not what npugate writes"));
     }
     let signature = match hex::decode(&file.signature).ok().and_then(|b| Signature::from_slice(&b).ok()) {
