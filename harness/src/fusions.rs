@@ -70,7 +70,7 @@ pub fn groups(original: &GraphProto, optimized: &GraphProto) -> Fusions {
     let groups = order
         .into_iter()
         .filter_map(|root| by_root.remove(&root))
-        .filter(|g| !g.nodes.is_empty() && !(g.nodes.len() == 1 && g.kernels == g.nodes))
+        .filter(|g| !(g.nodes.is_empty() || g.nodes.len() == 1 && g.kernels == g.nodes))
         .collect();
     Fusions { groups }
 }

@@ -152,11 +152,12 @@ impl SessionPlan {
         if let Some(path) = optimized_graph {
             let weights = path.with_extension("weights");
             let weights = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            builder = builder
-                .with_optimized_model_path(path)
-                .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_file_name", &weights))
-                .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0"))
-                .map_err(|e| anyhow!("cannot save the optimized graph: {e}"))?;
+            fn cannot(e: impl std::fmt::Display) -> anyhow::Error {
+                anyhow!("cannot save the optimized graph: {e}")
+            }
+            builder = builder.with_optimized_model_path(path).map_err(cannot)?;
+            builder = builder.with_config_entry("session.optimized_model_external_initializers_file_name", &weights).map_err(cannot)?;
+            builder = builder.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0").map_err(cannot)?;
         }
         let mut options = self.ep_options.clone();
         options.extend(self.profiling_ep_options.iter().cloned());
