@@ -184,10 +184,12 @@ pub fn role_of(file: &str) -> (&'static str, Option<String>) {
     if let Some(arch) = hexagon("Skel.so") {
         return ("qnn_skel", Some(arch));
     }
+    // Linux/Android names first, then the Windows DLLs of the same libraries.
     let role = match file {
-        f if f.starts_with("libonnxruntime_providers_qnn") => "ep_plugin",
-        f if f.starts_with("libonnxruntime.so") => "ort",
+        f if f.starts_with("libonnxruntime_providers_qnn") || f == "onnxruntime_providers_qnn.dll" => "ep_plugin",
+        f if f.starts_with("libonnxruntime.so") || f == "onnxruntime.dll" || f == "onnxruntime_providers_shared.dll" => "ort",
         "libQnnHtp.so" | "libQnnCpu.so" | "libQnnGpu.so" | "libQnnSaver.so" | "libQnnDsp.so" => "qnn_backend",
+        "QnnHtp.dll" | "QnnCpu.dll" | "QnnGpu.dll" | "QnnSaver.dll" => "qnn_backend",
         _ => "qnn_other",
     };
     (role, None)
@@ -205,5 +207,9 @@ mod tests {
         assert_eq!(role_of("libQnnHtpPrepare.so"), ("qnn_other", None));
         assert_eq!(role_of("libonnxruntime.so.1.31.1"), ("ort", None));
         assert_eq!(role_of("libonnxruntime_providers_qnn.so"), ("ep_plugin", None));
+        assert_eq!(role_of("onnxruntime.dll"), ("ort", None));
+        assert_eq!(role_of("onnxruntime_providers_qnn.dll"), ("ep_plugin", None));
+        assert_eq!(role_of("QnnHtp.dll"), ("qnn_backend", None));
+        assert_eq!(role_of("onnxruntime_providers_shared.dll"), ("ort", None));
     }
 }
