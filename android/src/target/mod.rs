@@ -5,12 +5,14 @@
 //! move or processes start; the [`mock`] target lets that logic be tested without either.
 //!
 //! Implementations: [`host::HostTarget`] (this machine), [`qemu::QemuTarget`] (an aarch64 harness
-//! under qemu-user), [`adb::AdbTarget`] (a phone or board over adb) and [`mock::MockTarget`].
+//! under qemu-user), [`wine::WineTarget`] (a Windows x64 harness under wine: Qualcomm's host HTP
+//! backend), [`adb::AdbTarget`] (a phone or board over adb) and [`mock::MockTarget`].
 
 pub mod adb;
 pub mod host;
 pub mod mock;
 pub mod qemu;
+pub mod wine;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
