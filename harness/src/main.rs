@@ -269,7 +269,7 @@ fn finish(
     result: &mut RunResult,
 ) -> Result<()> {
     result.runtime.libraries = library_identities(args, &plan.ep_options)?;
-    if args.settings.profile_runs > 0 {
+    if args.settings.profile_runs > 0 && !args.settings.session_only {
         let qnn_csv = out.join(files::QNN_PROFILE);
         // QNN appends to its CSV: start from an empty file so only this pass is in it.
         if qnn_csv.exists() {

@@ -102,11 +102,14 @@ pub fn parse_rejections<R: BufRead>(reader: R) -> std::io::Result<RejectionReaso
             read_block(&message.rest, reasons);
         } else if line.contains(VALIDATION_START) {
             pending.clear();
-        } else if let Some(node) = refused_node(line) {
+        } else if let Some((node, op_type)) = refused_node(line) {
             let summary = summarize(&pending);
             pending.clear();
             if !summary.is_empty() {
                 reasons.backend.entry(node.to_string()).or_insert(summary);
+            }
+            if let Some(op_type) = op_type {
+                reasons.op_types.entry(node.to_string()).or_insert_with(|| op_type.to_string());
             }
         } else if line.contains(FINALIZE_START) {
             finalizing = true;
@@ -154,7 +157,7 @@ fn read_block(lines: &[String], reasons: &mut RejectionReasons) {
             let reason = line[at + REASON_MARKER.len()..].trim().to_string();
             for (node, op) in nodes.drain(..) {
                 if let Some(op) = op {
-                    reasons.op_types.entry(node.clone()).or_insert(op);
+                    reasons.op_types.insert(node.clone(), op);
                 }
                 reasons.by_node.entry(node).or_insert_with(|| reason.clone());
             }
@@ -165,10 +168,13 @@ fn read_block(lines: &[String], reasons: &mut RejectionReasons) {
     }
 }
 
-/// The node of `QNN.backendValidateOpConfig() failed for node `X` of type …`.
-fn refused_node(line: &str) -> Option<&str> {
+/// The node and its type of `QNN.backendValidateOpConfig() failed for node `X` of type `T` …`.
+fn refused_node(line: &str) -> Option<(&str, Option<&str>)> {
     let start = line.find(BACKEND_REFUSED)? + BACKEND_REFUSED.len();
-    line[start..].split('`').next().filter(|name| !name.is_empty())
+    let mut quoted = line[start..].split('`');
+    let name = quoted.next().filter(|name| !name.is_empty())?;
+    let op_type = quoted.nth(1).filter(|op| !op.is_empty());
+    Some((name, op_type))
 }
 
 /// The text of an error line from its `<E>` or `::ERROR:` tag on.
@@ -290,6 +296,7 @@ mod tests {
         );
         assert_eq!(r.reason("conv1_token_1").as_deref(), Some("QNN backend: [4294967295] has incorrect Value 68, expected >= 73."));
         assert_eq!(r.nodes().collect::<Vec<_>>(), ["conv1_token_1", "mm"]);
+        assert_eq!(r.op_types.get("conv1_token_1").map(String::as_str), Some("Conv"), "from the EP's refusal line");
     }
 
     #[test]

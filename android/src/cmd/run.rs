@@ -123,10 +123,12 @@ fn local(args: &RunArgs, common: &Common) -> Result<u8> {
         }
     };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "local"));
-    let host_runtime;
+    let (host_runtime, host_harness);
     let reference = if args.settings.check_outputs {
         host_runtime = RuntimeManifest::load(HOST_RUNTIME)?;
-        Some(ReferenceSource::RunInside(reference_request(args, &harness, &host_runtime)))
+        // The fp32 reference runs natively on this machine, also for a run on the HTP emulator.
+        host_harness = if runtime.target == crate::target::host_triple() { harness.clone() } else { harnesses::host()? };
+        Some(ReferenceSource::RunInside(reference_request(args, &host_harness, &host_runtime)))
     } else {
         None
     };

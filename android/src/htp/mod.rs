@@ -37,6 +37,9 @@ impl HostHtp {
     /// `x86_64-pc-windows-gnu/release` build), checked; every missing piece is one line naming the
     /// command that provides it.
     pub fn locate(runtime: Option<&str>, harness: Option<&Path>) -> Result<HostHtp> {
+        if !wine::installed() {
+            bail!("wine is not installed; {SETUP_HINT}");
+        }
         let name = runtime.unwrap_or(HOST_HTP_RUNTIME);
         let runtime = RuntimeManifest::load(name)?;
         check_runtime(&runtime)?;

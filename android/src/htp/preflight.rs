@@ -344,8 +344,11 @@ fn judge_soc(soc: Soc, attempt: Result<Launched, String>, reference: Option<&Pro
         }
         verdict.outcome = SocOutcome::Fail;
         verdict.error = Some(refusal(soc, refused, &rejections));
-        verdict.fallback = rejections
-            .nodes()
+        // The nodes the backend refused itself first: the rest are their node units' Q/DQ companions.
+        let mut names: Vec<&str> = rejections.nodes().collect();
+        names.sort_by_key(|name| (!rejections.backend.contains_key(*name), *name));
+        verdict.fallback = names
+            .into_iter()
             .map(|name| FallbackEntry {
                 name: name.to_string(),
                 op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),

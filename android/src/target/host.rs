@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
-use harness_settings::HarnessCommand;
+use harness_settings::{EpKind, HarnessCommand};
 use npugate_result::files;
 
 use super::{Execution, Job, Progress, Target};
@@ -62,7 +62,8 @@ impl LocalLaunch<'_> {
             ort_lib: path(&job.runtime.ort_library_path()),
             model: path(job.model),
             out: path(out),
-            ep_library: job.runtime.ep_library_path().map(|p| path(&p)),
+            // A CPU-EP run of a runtime with an EP plugin (e.g. a reference pass) registers no plugin.
+            ep_library: job.runtime.ep_library_path().filter(|_| job.settings.ep != EpKind::Cpu).map(|p| path(&p)),
             runtime_name: Some(job.runtime.name.clone()),
             fixed_from_sha256: job.fixed_from.map(str::to_string),
             settings: job.settings.with_input_paths(|input| path(&input.path)),

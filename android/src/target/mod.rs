@@ -91,6 +91,16 @@ pub trait Target: Sync {
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution>;
 }
 
+impl<T: Target + ?Sized> Target for Box<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+        (**self).execute(job, out, progress)
+    }
+}
+
 /// Progress callbacks of one target's work (a rack turns them into a progress line).
 pub trait Progress: Sync {
     /// A new step started (`deploy`, `run`, …).

@@ -109,6 +109,11 @@ impl Target for WineTarget {
     }
 }
 
+/// True when `wine` is on PATH.
+pub fn installed() -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("wine").is_file()))
+}
+
 /// A host path as a Windows program under wine sees it: `/a/b` → `Z:\a\b` (wine maps `Z:` to `/`).
 pub fn windows_path(path: &Path) -> PathBuf {
     PathBuf::from(format!("Z:{}", path.display().to_string().replace('/', "\\")))
