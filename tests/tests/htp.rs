@@ -243,3 +243,37 @@ fn a_broken_wine_prefix_is_rebuilt_not_fatal() {
     assert_eq!(second.status.code(), Some(0), "{}", describe(&second));
     assert!(stderr(&second).contains("system.reg is missing or damaged); rebuilding it"), "{}", describe(&second));
 }
+
+#[test]
+fn a_sweep_plan_with_socs_covers_chipsets_no_device_of_the_lab_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("sweep.toml");
+    let qdq = model("smallcnn_qdq.onnx");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"htp\"\nsocs = [\"SM8350\", \"SM8650\"]\n[settings]\nruns = 2\nwarmup = 0\nprofile_runs = 1\n\
+             [[model]]\npath = {:?}\nrules = {{ cv_pct = 8, npu_flops_pct = 98 }}\n",
+            qdq.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("sweep");
+    let output = npugate(
+        &["sweep", "--night", "2026-11-23"],
+        &[Path::new("--plan"), &plan, Path::new("--out"), &out, Path::new("--history"), &dir.path().join("history.sqlite")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let summary = read_json(&out.join("sweep.json"));
+    assert_eq!(summary["runtimes"], serde_json::json!(["qnn-2.7.0-ort-1.31.1-windows-x86_64"]));
+    for soc in ["SM8350", "SM8650"] {
+        let cell = out.join(format!("htp-{soc}/qnn-2.7.0-ort-1.31.1-windows-x86_64/smallcnn_qdq"));
+        let marker = read_json(&cell.join("cell.json"));
+        assert_eq!(marker["device"]["soc"], soc, "{marker:#}");
+        let result = RunResult::read(&cell).unwrap();
+        assert!(result.execution.emulated.is_some() && result.execution.requested_ep == "qnn", "{:?}", result.execution);
+        let verdict = read_json(&cell.join("verdict.json"));
+        let cv = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "cv_pct").unwrap();
+        assert_eq!(cv["status"], "not_applicable", "{cv:#}");
+    }
+}

@@ -4,7 +4,8 @@
 //! node left to the CPU with the backend's own reason, and "cannot compile" when finalize fails.
 //!
 //! All SoCs and one CPU reference job (the model's node shapes, for FLOPs; it also proves that
-//! ONNX Runtime loads the model at all) run in parallel, one wine process each. A session that
+//! ONNX Runtime loads the model at all) run in parallel, one wine process each; the reference's
+//! shapes are kept in the cache, so the next preflight of the same model runs the SoCs only. A session that
 //! ONNX Runtime or QNN refuses to create is a verdict for that SoC — the device would fail the same
 //! way; a crash, a dead backend or missing wine is "could not judge".
 
@@ -22,11 +23,13 @@ use profile_parser::profile::Profile;
 use profile_parser::report::PlacementReport;
 use profile_parser::result_dir::{read_profile, read_rejections};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::HostHtp;
 use crate::hexagon::Soc;
 use crate::layout::Staging;
 use crate::rack::{self, Attempted, RackPolicy};
+use crate::runtime::RuntimeManifest;
 use crate::target::wine::WineTarget;
 use crate::target::{Cancel, Execution, Job, Progress, Target};
 
@@ -34,8 +37,8 @@ use crate::target::{Cancel, Execution, Job, Progress, Target};
 pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/1";
 /// The file the report is saved as in the preflight directory.
 pub const REPORT_FILE: &str = "preflight.json";
-/// The directory of the CPU reference job inside the preflight directory.
-pub const REFERENCE_DIR: &str = "reference";
+/// The name of the CPU reference job (its directory is in the cache: see `reference_cache`).
+const REFERENCE_DIR: &str = "reference";
 /// The longest one SoC's validation and compile may take.
 const TIMEOUT: Duration = Duration::from_secs(3600);
 /// What every report says it is.
@@ -177,8 +180,8 @@ impl Attempted for Launched {
 }
 
 impl HtpPreflightRequest<'_> {
-    /// Judges the model for every SoC into `out` (`<SOC>/` result dirs, `reference/`,
-    /// `preflight.json`) and returns the report. Fails only when nothing can be judged: the model
+    /// Judges the model for every SoC into `out` (`<SOC>/` result dirs, `preflight.json`; the
+    /// CPU reference job's node shapes are kept in the cache for the next preflight of the model) and returns the report. Fails only when nothing can be judged: the model
     /// cannot be read or fixed, or ONNX Runtime cannot load it even on its CPU EP.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<HtpPreflightReport> {
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model)
@@ -193,12 +196,21 @@ impl HtpPreflightRequest<'_> {
             ..HarnessSettings::default()
         };
         let soc_settings = soc_settings(self.shapes, self.fp16);
-        let mut targets = vec![WineTarget::new().named(REFERENCE_DIR)];
+        // The node shapes depend on the model and ONNX Runtime only: computed once, then reused.
+        let reference_dir = reference_cache(&prepared.path, &self.host.runtime)?;
+        let cached = cached_reference(&reference_dir);
+        let mut targets: Vec<WineTarget> = Vec::new();
+        if cached.is_none() {
+            targets.push(WineTarget::new().named(REFERENCE_DIR));
+        }
         targets.extend(self.socs.iter().map(|soc| WineTarget::for_soc(*soc)));
         let refs: Vec<&WineTarget> = targets.iter().collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone() };
         let rack = rack::run_rack(&refs, &policy, |target, progress| {
-            let settings = if target.soc().is_some() { &soc_settings } else { &reference_settings };
+            let (settings, dir) = match target.soc() {
+                Some(_) => (&soc_settings, out.join(target.name())),
+                None => (&reference_settings, reference_dir.clone()),
+            };
             let job = Job {
                 harness: &self.host.harness,
                 runtime: &self.host.runtime,
@@ -209,12 +221,18 @@ impl HtpPreflightRequest<'_> {
                 timeout: TIMEOUT,
                 cancel,
             };
-            launch(target, &job, &out.join(target.name()), progress)
+            launch(target, &job, &dir, progress)
         });
         let mut warnings = Vec::new();
         let mut outcomes = rack.report.devices.iter().zip(rack.results);
-        let (_, reference) = outcomes.next().context("the reference job is in the rack")?;
-        let reference_profile = match reference_shapes(reference.as_ref(), self.model)? {
+        let reference_profile = match cached {
+            Some(profile) => Ok(profile),
+            None => {
+                let (_, reference) = outcomes.next().context("the reference job is in the rack")?;
+                reference_shapes(reference.as_ref(), self.model)?
+            }
+        };
+        let reference_profile = match reference_profile {
             Ok(profile) => Some(profile),
             Err(why) => {
                 warnings.push(format!("FLOPs are unknown: {why}"));
@@ -276,6 +294,23 @@ fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progres
     let execution = target.execute(job, staging.path(), progress)?;
     let placed = staging.commit(true)?;
     Ok(Launched { dir: placed.dir().to_path_buf(), execution })
+}
+
+/// Where the CPU reference job of `model` on `runtime` keeps its node shapes:
+/// `<cache>/htp-reference/<sha256 of the model and the runtime>`.
+fn reference_cache(model: &Path, runtime: &RuntimeManifest) -> Result<PathBuf> {
+    let (model_sha256, _) = npugate_result::digest::sha256_file(model).with_context(|| format!("cannot read {}", model.display()))?;
+    let mut key = Sha256::new();
+    key.update(format!("{model_sha256}\n{}\n{}\n", runtime.name, runtime.ort_version));
+    Ok(crate::paths::cache_dir().join("htp-reference").join(format!("{:x}", key.finalize())))
+}
+
+/// The node shapes a reference job left in `dir`, when it finished there (a model ONNX Runtime
+/// could not load is never taken from the cache).
+fn cached_reference(dir: &Path) -> Option<Profile> {
+    let result = RunResult::read(dir).ok().filter(|r| r.session_error.is_none() && r.status == npugate_result::RunStatus::Complete)?;
+    result.artifacts.reference_profile.as_ref()?;
+    read_profile(&dir.join(files::REFERENCE_PROFILE)).ok()
 }
 
 /// The reference job's node shapes. `Err(Err)`: ONNX Runtime cannot load the model at all, so no

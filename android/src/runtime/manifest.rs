@@ -204,7 +204,7 @@ pub fn qnn_build_in(path: &Path) -> Option<String> {
 
 /// `v2.51.0.260929181845` inside `bytes`, if there is one.
 fn find_qnn_build(bytes: &[u8]) -> Option<String> {
-    bytes.iter().enumerate().filter(|(_, b)| **b == b'v').find_map(|(at, _)| {
+    memchr::memchr_iter(b'v', bytes).find_map(|at| {
         let rest = &bytes[at + 1..];
         let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b'.')).unwrap_or(rest.len());
         let text = std::str::from_utf8(&rest[..end]).ok()?;

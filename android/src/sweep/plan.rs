@@ -281,6 +281,10 @@ mod tests {
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
             (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 3: dimension \"big\""),
+            ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
+            ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
+            (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
+            ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
         ];
         for (text, expected) in cases {
             let error = format!("{:#}", plan_in(dir.path(), &text).unwrap_err());
