@@ -234,8 +234,6 @@ fn refused(
     result.assignment = Assignment { source: "unavailable".into(), error: Some("the session was not created".into()), subgraphs: Vec::new() };
     result.backend = (args.settings.ep == EpKind::Qnn)
         .then(|| backend::assess(&backend::log_since(log, log_start), &result.assignment, args.settings.ep.ort_name(), adsp_problem().as_deref()));
-    let ep_options: Vec<(String, String)> = result.execution.ep_options.clone().into_iter().collect();
-    result.runtime.libraries = library_identities(args, &ep_options)?;
     result.write(out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
     Err(error)
 }
@@ -268,7 +266,10 @@ fn finish(
     out: &Path,
     result: &mut RunResult,
 ) -> Result<()> {
-    result.runtime.libraries = library_identities(args, &plan.ep_options)?;
+    // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
+    if !args.settings.session_only {
+        result.runtime.libraries = library_identities(args, &plan.ep_options)?;
+    }
     if args.settings.profile_runs > 0 && !args.settings.session_only {
         let qnn_csv = out.join(files::QNN_PROFILE);
         // QNN appends to its CSV: start from an empty file so only this pass is in it.

@@ -67,7 +67,7 @@ pub struct HarnessSettings {
     /// context model there (timed as cold creation), every run then times loading it (warm creation).
     #[arg(long, value_name = "DIR")]
     pub context_cache: Option<PathBuf>,
-    /// Create the session, record where its nodes were placed and stop: no inputs, no runs (the
+    /// Create the session, record where its nodes were placed and stop: no runs, no library hashes (the
     /// EP's validation and compile only; with `ep.context_enable` the EP writes its context model).
     /// A session the EP refuses is recorded in result.json (`session_error`).
     #[arg(long)]
