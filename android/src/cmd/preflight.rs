@@ -15,14 +15,11 @@ use npugate_result::files;
 use crate::harnesses;
 use crate::hexagon::{self, Soc};
 use crate::htp::preflight::{summary as htp_summary, HtpPreflightRequest, REPORT_FILE};
-use crate::htp::HostHtp;
+use crate::htp::{HostHtp, DEFAULT_SOC};
 use crate::layout::default_out_dir;
 use crate::preflight::{summary, unexpected_fallbacks, PreflightRequest, DEFAULT_RUNTIME};
 use crate::runtime::RuntimeManifest;
 use crate::target::qemu;
-
-/// The SoC judged when none is given.
-pub const DEFAULT_SOC: &str = "SM8650";
 
 /// Which backend judges the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -169,7 +169,7 @@ fn emulated_htp(args: &RunArgs) -> Result<Option<(HostHtp, WineTarget)>> {
     }
     let soc = match args.soc {
         Some(soc) => soc,
-        None => crate::hexagon::find(super::preflight::DEFAULT_SOC).map_err(anyhow::Error::msg)?,
+        None => crate::hexagon::find(crate::htp::DEFAULT_SOC).map_err(anyhow::Error::msg)?,
     };
     let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
     if let Some(compiled) = CompiledFor::read(&args.model)? {

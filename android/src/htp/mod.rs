@@ -20,6 +20,8 @@ use crate::target::wine::{self, SETUP_HINT};
 
 /// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
 pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";
+/// The SoC the host HTP is configured as when none is given (preflight, the emulator).
+pub const DEFAULT_SOC: &str = "SM8650";
 /// The QNN HTP backend library of that runtime.
 const HTP_BACKEND: &str = "QnnHtp.dll";
 
