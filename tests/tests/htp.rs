@@ -56,6 +56,15 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("SM8650  v75   FAIL"), "{stdout}");
     assert!(stdout.contains("left to CPU: matmul_int32 (MatMul): QNN backend: Unsupported"), "{stdout}");
+    // Compiled anyway: exit 1 names the nodes left on the CPU, and the file is written with them as plain nodes.
+    let ctx = dir.path().join("reject_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(1), "{}", describe(&compile));
+    let stdout = String::from_utf8_lossy(&compile.stdout);
+    assert!(stdout.contains("left on the CPU: matmul_int32 (MatMul): QNN backend:") && stdout.contains("neg_int32 (Neg)"), "{stdout}");
+    let compiled = Model::read(&ctx).unwrap();
+    let ops: Vec<&str> = compiled.index().nodes().iter().map(|n| n.op_type()).collect();
+    assert!(ops.contains(&"EPContext") && ops.contains(&"MatMul") && ops.contains(&"Neg"), "{ops:?}");
 }
 
 #[test]

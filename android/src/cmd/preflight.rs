@@ -133,3 +133,15 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, out: &std::path::Path) -
     }
     Ok(if unexpected_fallbacks(&preflight.report).next().is_some() { EXIT_FAIL } else { EXIT_PASS })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_is_every_known_soc_and_a_name_is_one() {
+        assert_eq!(parse_socs("all").unwrap().0, hexagon::all());
+        assert_eq!(parse_socs("sm8350").unwrap().0.iter().map(|s| s.model).collect::<Vec<_>>(), ["SM8350"]);
+        assert!(parse_socs("x").unwrap_err().contains("known SoCs"));
+    }
+}
