@@ -1,4 +1,5 @@
-//! SoC → Hexagon (HTP) architecture, so that only the matching `libQnnHtpV##Stub/Skel.so` is pushed.
+//! SoC → Hexagon (HTP) architecture, so that only the matching `libQnnHtpV##Stub/Skel.so` is pushed,
+//! and → QNN `soc_model` id, which Qualcomm's host HTP backend validates and compiles for.
 //!
 //! Sources: QNN `soc_model` / arch pairs from pytorch/executorch `backends/qualcomm/serialization/
 //! qc_schema.py`; kernel chip ids (`/sys/devices/soc0/soc_id`) from Linux
@@ -6,25 +7,45 @@
 //! trees (only `sun` = SM8750 is confirmed by a cited ORT issue, microsoft/onnxruntime#31353).
 
 /// One known Snapdragon part.
-struct Soc {
-    model: &'static str,
-    arch: &'static str,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Soc {
+    /// SoC model as `ro.soc.model` spells it, e.g. `SM8650`.
+    pub model: &'static str,
+    /// Hexagon (HTP) architecture, e.g. `v75`.
+    pub arch: &'static str,
+    /// QNN's `soc_model` id (the QNN EP option of the same name), e.g. 57.
+    pub qnn_soc_model: u32,
     platforms: &'static [&'static str],
     chip_ids: &'static [u32],
 }
 
 const SOCS: &[Soc] = &[
-    Soc { model: "SM8350", arch: "v68", platforms: &["lahaina"], chip_ids: &[439] },
-    Soc { model: "QCM6490", arch: "v68", platforms: &[], chip_ids: &[] },
-    Soc { model: "SA8295", arch: "v68", platforms: &[], chip_ids: &[] },
-    Soc { model: "SM8450", arch: "v69", platforms: &["taro"], chip_ids: &[457, 480, 482] },
-    Soc { model: "SM8475", arch: "v69", platforms: &["cape"], chip_ids: &[530, 531, 540] },
-    Soc { model: "SM8550", arch: "v73", platforms: &["kalama"], chip_ids: &[519] },
-    Soc { model: "SM8650", arch: "v75", platforms: &["pineapple"], chip_ids: &[557, 577] },
-    Soc { model: "SM8750", arch: "v79", platforms: &["sun"], chip_ids: &[618] },
-    Soc { model: "SM8850", arch: "v81", platforms: &[], chip_ids: &[] },
-    Soc { model: "SM8845", arch: "v81", platforms: &[], chip_ids: &[] },
+    Soc { model: "SM8350", arch: "v68", qnn_soc_model: 30, platforms: &["lahaina"], chip_ids: &[439] },
+    Soc { model: "QCM6490", arch: "v68", qnn_soc_model: 93, platforms: &[], chip_ids: &[] },
+    Soc { model: "SA8295", arch: "v68", qnn_soc_model: 39, platforms: &[], chip_ids: &[] },
+    Soc { model: "SM8450", arch: "v69", qnn_soc_model: 36, platforms: &["taro"], chip_ids: &[457, 480, 482] },
+    Soc { model: "SM8475", arch: "v69", qnn_soc_model: 42, platforms: &["cape"], chip_ids: &[530, 531, 540] },
+    Soc { model: "SM8550", arch: "v73", qnn_soc_model: 43, platforms: &["kalama"], chip_ids: &[519] },
+    Soc { model: "SM8650", arch: "v75", qnn_soc_model: 57, platforms: &["pineapple"], chip_ids: &[557, 577] },
+    Soc { model: "SM8750", arch: "v79", qnn_soc_model: 69, platforms: &["sun"], chip_ids: &[618] },
+    Soc { model: "SM8850", arch: "v81", qnn_soc_model: 87, platforms: &[], chip_ids: &[] },
+    Soc { model: "SM8845", arch: "v81", qnn_soc_model: 97, platforms: &[], chip_ids: &[] },
 ];
+
+/// Every known SoC, oldest Hexagon arch first.
+pub fn all() -> &'static [Soc] {
+    SOCS
+}
+
+/// The SoC named `name` (case-insensitive, a variant suffix like `SM8750P` allowed), or an error
+/// listing the known ones.
+pub fn find(name: &str) -> Result<Soc, String> {
+    let wanted = name.trim().to_ascii_uppercase();
+    SOCS.iter().find(|s| wanted.starts_with(s.model) && !wanted.is_empty()).copied().ok_or_else(|| {
+        let known: Vec<String> = SOCS.iter().map(|s| format!("{} ({})", s.model, s.arch)).collect();
+        format!("unknown SoC {name:?}; known SoCs: {}, or all", known.join(", "))
+    })
+}
 
 /// What identified the SoC, strongest first: `ro.soc.model`, then `ro.board.platform`, then the
 /// kernel's `/sys/devices/soc0/soc_id`.
@@ -67,6 +88,18 @@ mod tests {
         assert_eq!(identify(&platform), Some(("SM8550", "v73")));
         let chip = SocClues { soc_id: Some("557\n"), ..Default::default() };
         assert_eq!(identify(&chip), Some(("SM8650", "v75")));
+    }
+
+    #[test]
+    fn socs_are_found_by_name_with_their_qnn_id_and_unknown_ones_list_the_known() {
+        let soc = find("sm8650").unwrap();
+        assert_eq!((soc.model, soc.arch, soc.qnn_soc_model), ("SM8650", "v75", 57));
+        assert_eq!(find("SM8750P").unwrap().qnn_soc_model, 69);
+        let error = find("SM9999").unwrap_err();
+        assert!(error.contains("unknown SoC \"SM9999\"") && error.contains("SM8350 (v68)") && error.contains("SM8850 (v81)"), "{error}");
+        assert!(find("").is_err());
+        let archs: Vec<&str> = all().iter().map(|s| s.arch).collect();
+        assert!(archs.windows(2).all(|w| w[0] <= w[1]), "oldest arch first: {archs:?}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! Preflight: which nodes the QNN EP would claim on a Snapdragon, predicted on this
-//! machine without a device. Runs the real QNN EP partitioner: the aarch64 harness (under
-//! qemu-user on an x86_64 host) with the `onnxruntime-qnn` plugin, the HTP backend as the intended
+//! Preflight with the Saver backend (`npugate preflight --backend saver`): which nodes the QNN EP
+//! would claim on a Snapdragon, predicted from the EP's builder rules alone, for hosts where
+//! Qualcomm's host HTP backend cannot run (see [`crate::htp::preflight`] for the default). Runs the
+//! real QNN EP partitioner: the aarch64 harness (under qemu-user on an x86_64 host) with the `onnxruntime-qnn` plugin, the HTP backend as the intended
 //! backend, the QNN Saver recording instead of executing, and the HTP backend's own op validation
 //! skipped (it needs a DSP). Exit codes as the gate's: 0 every node claimed (graph I/O
 //! quantization on CPU by design counts as claimed), 1 some node would fall back to CPU, 2 could

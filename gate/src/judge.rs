@@ -106,6 +106,9 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     if let Err(why) = &evidence.placement {
         errors.push(format!("placement could not be computed: {why}"));
     }
+    if let Some(what) = &run.execution.emulated {
+        not_applicable_on_an_emulator(&mut checks, what);
+    }
     let load = evidence.background.as_ref().unwrap_or_else(|why| {
         errors.push(format!("the background load is unknown: {why}"));
         &None
@@ -129,6 +132,20 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         baseline,
         outputs: outputs.cloned(),
         errors,
+    }
+}
+
+/// Rules that read speed, which an emulator's runs say nothing about.
+const SPEED_RULES: &[RuleName] = &[RuleName::CvPct, RuleName::MedianMs, RuleName::P95Ms, RuleName::P99Ms, RuleName::BaselineMedianPct];
+
+/// On an emulated run the speed rules become `not applicable`, each with the reason; placement
+/// and output rules stay judged.
+fn not_applicable_on_an_emulator(checks: &mut [Check], what: &str) {
+    for check in checks.iter_mut().filter(|c| SPEED_RULES.contains(&c.rule)) {
+        check.status = CheckStatus::NotApplicable;
+        check.message = format!("{}: not judged: the run was emulated ({what})", check.rule);
+        check.nodes.clear();
+        check.clusters = None;
     }
 }
 

@@ -47,7 +47,7 @@ main{max-width:1220px;margin:0 auto;padding:20px}
 section{background:#fff;border:1px solid #dee2e6;border-radius:8px;padding:14px 18px;margin:14px 0}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0 0 10px}
 .badge{display:inline-block;padding:2px 12px;border-radius:14px;color:#fff;font-weight:700;margin-right:8px}
-.pass{background:#2f9e44}.fail{background:#e03131}.error,.unjudged{background:#f08c00}
+.pass{background:#2f9e44}.fail{background:#e03131}.error,.unjudged{background:#f08c00}.na{background:#868e96}
 .pill{display:inline-block;min-width:64px;text-align:center;padding:0 6px;border-radius:10px;color:#fff;font-size:12px;font-weight:600}
 table{border-collapse:collapse;width:100%} th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e9ecef;vertical-align:top}
 th{font-size:12px;color:#495057;background:#f8f9fa} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}

@@ -156,6 +156,9 @@ pub enum CheckStatus {
     Fail,
     /// The data the rule reads is missing (no placement report, no profile, refused baseline).
     Unjudged,
+    /// The rule does not apply to this run, by design (latency of a run on an emulator): shown
+    /// with the reason, never counted for the outcome.
+    NotApplicable,
 }
 
 impl CheckStatus {
@@ -165,6 +168,7 @@ impl CheckStatus {
             CheckStatus::Pass => "PASS",
             CheckStatus::Fail => "FAIL",
             CheckStatus::Unjudged => "UNJUDGED",
+            CheckStatus::NotApplicable => "N/A",
         }
     }
 }

@@ -143,3 +143,22 @@ fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
     assert!(count.message.starts_with("max_fallback_nodes: 28 nodes > 0"), "{}", count.message);
     assert!(count.message.contains("by cause: 28 nodes: Cannot get shape"), "{}", count.message);
 }
+
+#[test]
+fn an_emulated_run_leaves_speed_rules_not_applicable_and_still_judges_placement() {
+    let (mut run, report) = fallback_run();
+    run.execution.emulated = Some("Qualcomm's HTP emulator".into());
+    let rules = Rules { cv_pct: Some(0.001), median_ms: Some(0.000_001), ..Rules::default() };
+    let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);
+    for rule in [RuleName::CvPct, RuleName::MedianMs] {
+        let check = find(&verdict, rule);
+        assert_eq!(check.status, CheckStatus::NotApplicable, "{check:?}");
+        assert!(check.message.contains("not judged: the run was emulated (Qualcomm's HTP emulator)"), "{}", check.message);
+    }
+    assert_eq!(find(&verdict, RuleName::NpuFlopsPct).status, CheckStatus::Fail, "placement is still judged");
+    assert_eq!(verdict.outcome, Outcome::Fail);
+    let (mut clean, report) = (run.clone(), placement(QNN, &detector_nodes()));
+    clean.execution.emulated = Some("emulator".into());
+    let verdict = judge(&Evidence::new(&clean, Ok(&report)), &rules);
+    assert_eq!(verdict.outcome, Outcome::Pass, "not-applicable checks never make the outcome an error: {:?}", verdict.checks);
+}

@@ -10,8 +10,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use npugate_result::digest::sha256_file;
 use npugate_result::{
-    files, Artifacts, ExecutionConfig, FixedFrom, HistogramSummary, LibraryIdentity, ModelInfo, RunResult, RunSettings, RunStatus,
-    RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
+    files, Artifacts, Assignment, BackendHealth, ExecutionConfig, FixedFrom, HistogramSummary, LibraryIdentity, ModelInfo, RunResult,
+    RunSettings, RunStatus, RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
 };
 use ort::environment::Environment;
 use ort::memory::DeviceType;
@@ -102,53 +102,6 @@ fn run(args: &Args) -> Result<()> {
         None => plan,
     };
 
-    let log_start = backend::log_position(&log);
-    let start = Instant::now();
-    let timed = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start))?;
-    timings.session_create_ns = elapsed_ns(start);
-    if args.settings.context_cache.is_some() {
-        timings.context_warm_create_ns = Some(timings.session_create_ns);
-    }
-    let assignment = session::assignment(&timed);
-    let backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| backend::assess(&backend::log_since(&log, log_start), &assignment, &ep_name, adsp_problem().as_deref()));
-
-    let prepared = inputs::prepare(
-        timed.inputs(),
-        &args.settings.shapes,
-        &args.settings.inputs,
-        args.settings.seed,
-    )?;
-    let model = ModelInfo {
-        path: args.model.display().to_string(),
-        sha256: model_sha256,
-        bytes: model_bytes,
-        inputs: timed.inputs().iter().map(inputs::signature).collect(),
-        outputs: timed.outputs().iter().map(inputs::signature).collect(),
-        fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
-            sha256: sha256.clone(),
-            shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
-        }),
-    };
-    let mut bound = BoundSession::new(timed, &prepared)?;
-    let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
-    // After the timed loop, never inside it: one extra run whose outputs are saved.
-    let saved_outputs = match (&measured, args.settings.check_outputs) {
-        (Ok(()), true) => outputs::save(&mut bound, &out),
-        _ => Ok(Vec::new()),
-    };
-    drop(bound);
-    timings.first_inference_ns = measurement.first_inference_ns;
-    timings.loop_wall_ns = measurement.loop_wall_ns;
-    timings.latencies_ns = measurement.latencies_ns;
-    if timings.latencies_ns.is_empty() {
-        // Nothing was measured: fail without writing a result.
-        return measured;
-    }
-
     let mut result = RunResult {
         schema: RUN_RESULT_SCHEMA.to_string(),
         status: RunStatus::Complete,
@@ -158,13 +111,18 @@ fn run(args: &Args) -> Result<()> {
             version: env!("CARGO_PKG_VERSION").into(),
             target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
         },
-        model,
-        runtime: RuntimeIdentity {
-            name: args.runtime_name.clone(),
-            ort_version,
-            ort_build_info: ort::info().to_string(),
-            libraries: Vec::new(),
+        model: ModelInfo {
+            path: args.model.display().to_string(),
+            sha256: model_sha256,
+            bytes: model_bytes,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
+                sha256: sha256.clone(),
+                shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
+            }),
         },
+        runtime: RuntimeIdentity { name: args.runtime_name.clone(), ort_version, ort_build_info: ort::info().to_string(), libraries: Vec::new() },
         execution: ExecutionConfig {
             requested_ep: args.settings.ep.cli_name().into(),
             preferred_ep: ep_name.clone(),
@@ -176,6 +134,7 @@ fn run(args: &Args) -> Result<()> {
             profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
             ep_device,
             context_model: args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string()),
+            emulated: None,
         },
         settings: RunSettings {
             warmup: args.settings.warmup,
@@ -184,20 +143,71 @@ fn run(args: &Args) -> Result<()> {
             reference_pass: !args.settings.no_reference_pass,
             seed: args.settings.seed,
         },
-        inputs: prepared.iter().map(|p| p.description.clone()).collect(),
-        histogram: histogram(&timings.latencies_ns),
-        timings,
-        assignment,
-        backend,
-        artifacts: Artifacts {
-            ort_log: files::ORT_LOG.into(),
-            outputs: saved_outputs.as_ref().cloned().unwrap_or_default(),
-            ..Artifacts::default()
-        },
+        inputs: Vec::new(),
+        timings: Timings::default(),
+        histogram: None,
+        assignment: Assignment::default(),
+        backend: None,
+        session_error: None,
+        artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
         fusions: None,
         fingerprint: fingerprint::collect(),
         warnings: Vec::new(),
     };
+    if args.settings.session_only {
+        result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
+    }
+
+    let log_start = backend::log_position(&log);
+    let start = Instant::now();
+    let created = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    timings.session_create_ns = elapsed_ns(start);
+    let timed = match created {
+        Ok(session) => session,
+        Err(error) if args.settings.session_only => return refused(args, &out, result, timings, &log, log_start, error),
+        Err(error) => return Err(error),
+    };
+    if args.settings.context_cache.is_some() {
+        timings.context_warm_create_ns = Some(timings.session_create_ns);
+    }
+    result.assignment = session::assignment(&timed);
+    result.backend = args
+        .settings
+        .ep
+        .is_accelerator()
+        .then(|| backend::assess(&backend::log_since(&log, log_start), &result.assignment, &ep_name, adsp_problem().as_deref()));
+    result.execution.emulated = emulation(args, result.backend.as_ref());
+    result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
+    result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
+    let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass;
+    let prepared = match needs_inputs {
+        true => inputs::prepare(timed.inputs(), &args.settings.shapes, &args.settings.inputs, args.settings.seed)?,
+        false => Vec::new(),
+    };
+    let (measured, saved_outputs) = if args.settings.session_only {
+        drop(timed);
+        (Ok(()), Ok(Vec::new()))
+    } else {
+        let mut bound = BoundSession::new(timed, &prepared)?;
+        let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
+        // After the timed loop, never inside it: one extra run whose outputs are saved.
+        let saved_outputs = match (&measured, args.settings.check_outputs) {
+            (Ok(()), true) => outputs::save(&mut bound, &out),
+            _ => Ok(Vec::new()),
+        };
+        timings.first_inference_ns = measurement.first_inference_ns;
+        timings.loop_wall_ns = measurement.loop_wall_ns;
+        timings.latencies_ns = measurement.latencies_ns;
+        if timings.latencies_ns.is_empty() {
+            // Nothing was measured: fail without writing a result.
+            return measured;
+        }
+        (measured, saved_outputs)
+    };
+    result.inputs = prepared.iter().map(|p| p.description.clone()).collect();
+    result.histogram = histogram(&timings.latencies_ns);
+    result.timings = timings;
+    result.artifacts.outputs = saved_outputs.as_ref().cloned().unwrap_or_default();
 
     // Everything after the timed loop may fail without losing what was measured. A dead backend
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
@@ -221,6 +231,52 @@ const OPTIMIZED_GRAPH: &str = "optimized_graph.onnx";
 /// Its weights, kept out of the graph file so that reading it stays cheap.
 const OPTIMIZED_WEIGHTS: &str = "optimized_graph.weights";
 
+/// `--session-only` and the EP refused the session: the refusal is the finding, so it is written
+/// into `result.json` (`session_error`, with the backend health read from the log) before the
+/// harness fails.
+fn refused(
+    args: &Args,
+    out: &Path,
+    mut result: RunResult,
+    timings: Timings,
+    log: &Path,
+    log_start: u64,
+    error: anyhow::Error,
+) -> Result<()> {
+    let message = format!("{error:#}");
+    result.status = RunStatus::Incomplete;
+    result.error = Some(message.clone());
+    result.session_error = Some(message);
+    result.timings = timings;
+    result.assignment = Assignment { source: "unavailable".into(), error: Some("the session was not created".into()), subgraphs: Vec::new() };
+    result.backend = args
+        .settings
+        .ep
+        .is_accelerator()
+        .then(|| backend::assess(&backend::log_since(log, log_start), &result.assignment, &result.execution.preferred_ep, adsp_problem().as_deref()));
+    result.write(out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
+    Err(error)
+}
+
+/// What an x86_64 harness running the QNN HTP backend ran on: Qualcomm's HTP emulator (the
+/// backend's x86_64 host build executes the graph with x86 kernels). `None` on real hardware, for
+/// other backends, and when the backend did not start.
+fn emulation(args: &Args, backend: Option<&BackendHealth>) -> Option<String> {
+    let htp = match args.settings.qnn.backend() {
+        QnnBackend::Type(name) => name == "htp",
+        QnnBackend::Path(path) => path.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().contains("htp")),
+    };
+    let started = backend.is_some_and(|b| b.started);
+    let soc = args.settings.qnn.soc_model.map(|id| format!(" configured for QNN soc_model {id}")).unwrap_or_default();
+    (cfg!(target_arch = "x86_64") && args.settings.ep == EpKind::Qnn && htp && started).then(|| {
+        format!(
+            "Qualcomm's HTP emulator: the x86_64 host build of the QNN HTP backend{soc} ran the graph with x86 kernels on {}; \
+             its outputs are real, its speed says nothing about a device",
+            std::env::consts::OS
+        )
+    })
+}
+
 /// The steps after the timed runs: library identity, profiled pass, reference pass.
 fn finish(
     args: &Args,
@@ -230,8 +286,11 @@ fn finish(
     out: &Path,
     result: &mut RunResult,
 ) -> Result<()> {
-    result.runtime.libraries = library_identities(args, &plan.ep_options)?;
-    if args.settings.profile_runs > 0 {
+    // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
+    if !args.settings.session_only {
+        result.runtime.libraries = library_identities(args, &plan.ep_options)?;
+    }
+    if args.settings.profile_runs > 0 && !args.settings.session_only {
         let qnn_csv = out.join(files::QNN_PROFILE);
         // QNN appends to its CSV: start from an empty file so only this pass is in it.
         if qnn_csv.exists() {
@@ -328,13 +387,17 @@ fn library_identities(args: &Args, ep_options: &[(String, String)]) -> Result<Ve
         .collect()
 }
 
-/// The library a QNN `backend_type` loads (`htp` → `libQnnHtp.so`).
+/// The library a QNN `backend_type` loads (`htp` → `libQnnHtp.so`, `QnnHtp.dll` on Windows).
 fn qnn_backend_file(backend_type: &str) -> String {
     let mut name = backend_type.to_string();
     if let Some(first) = name.get_mut(..1) {
         first.make_ascii_uppercase();
     }
-    format!("libQnn{name}.so")
+    if cfg!(windows) {
+        format!("Qnn{name}.dll")
+    } else {
+        format!("libQnn{name}.so")
+    }
 }
 
 /// ORT's hardware type of an `--ep-device`.

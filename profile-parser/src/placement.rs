@@ -485,7 +485,7 @@ fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, total_flops: 
         .map(|n| {
             let input_shapes = shape_strings(n.reference.map(|r| r.input_shapes.as_slice()));
             let expected = inputs.preferred_ep != CPU_EP && is_graph_io_quantization(n, &reference_order, inputs.graph_io);
-            let reason = inputs.rejections.and_then(|r| r.reason(n.name)).map(str::to_string);
+            let reason = inputs.rejections.and_then(|r| r.reason(n.name));
             FallbackNode {
                 name: n.name.to_string(),
                 op_type: n.op_type.to_string(),

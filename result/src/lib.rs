@@ -98,6 +98,11 @@ pub struct RunResult {
     /// Health of the accelerator EP as read from the log; absent for CPU runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendHealth>,
+    /// Why ONNX Runtime refused to create the session, when it did (written by `--session-only`
+    /// runs): the EP rejected the model as configured (e.g. the QNN HTP backend could not compile
+    /// it for the chosen SoC). Nothing was run; `assignment` is unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_error: Option<String>,
     /// Output files in the result directory, relative to it.
     pub artifacts: Artifacts,
     /// Which kernels of the profiled session stand for which original nodes, where ONNX Runtime's
@@ -226,6 +231,11 @@ pub struct ExecutionConfig {
     /// The EP context model (`…_ctx.onnx`) the timed session loaded, when `--context-cache` was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_model: Option<String>,
+    /// Set when the accelerator was an emulator, not hardware: what ran where (e.g. Qualcomm's HTP
+    /// emulator, the x86_64 host build of the HTP backend). Its outputs are real; its speed says
+    /// nothing about a device, so the gate leaves latency rules unjudged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
 }
 
 /// Run counts and input generation settings.

@@ -75,7 +75,7 @@ mod tests {
             "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
             "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
             "--ep", "qnn", "--ep-name", "QNNExecutionProvider", "--ep-device", "npu", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
-            "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs",
+            "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs", "--session-only",
             "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
             "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1",
         ]);

@@ -77,6 +77,11 @@ pub struct HarnessSettings {
     /// context model there (timed as cold creation), every run then times loading it (warm creation).
     #[arg(long, value_name = "DIR")]
     pub context_cache: Option<PathBuf>,
+    /// Create the session, record where its nodes were placed and stop: no runs, no library hashes (the
+    /// EP's validation and compile only; with `ep.context_enable` the EP writes its context model).
+    /// A session the EP refuses is recorded in result.json (`session_error`).
+    #[arg(long)]
+    pub session_only: bool,
     /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
@@ -141,6 +146,7 @@ impl HarnessSettings {
             (self.no_reference_pass, "--no-reference-pass"),
             (self.strict, "--strict"),
             (self.check_outputs, "--check-outputs"),
+            (self.session_only, "--session-only"),
         ];
         args.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
         if let Some(name) = &self.ep_name {

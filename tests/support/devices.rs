@@ -21,11 +21,19 @@ fn rig_script() -> PathBuf {
 impl Rig {
     /// Starts one adbd per port (outside 5555–5585) and connects the rig's adb server to each.
     pub fn up(ports: &[u16]) -> Rig {
+        Rig::up_with(&ports.iter().map(|port| (*port, None)).collect::<Vec<_>>())
+    }
+
+    /// Like [`Rig::up`], a device given a kernel chip id reading `/sys/devices/soc0/soc_id` as a
+    /// Qualcomm board does (e.g. 439 = SM8350).
+    pub fn up_with(devices: &[(u16, Option<u32>)]) -> Rig {
         let state = tempfile::Builder::new().prefix("npugate-rig-").tempdir().expect("temp dir");
         let rig = Rig { state };
-        let output = crate::run(
-            Command::new(rig_script()).arg("up").arg(rig.state.path()).args(ports.iter().map(u16::to_string)),
-        );
+        let specs = devices.iter().map(|(port, soc_id)| match soc_id {
+            Some(id) => format!("{port}:soc_id={id}"),
+            None => port.to_string(),
+        });
+        let output = crate::run(Command::new(rig_script()).arg("up").arg(rig.state.path()).args(specs));
         assert!(
             output.status.success(),
             "adb-rig up failed (see scripts/adb-rig install):\n{}",

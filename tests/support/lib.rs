@@ -115,6 +115,7 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
 }
 
 pub mod devices;
+pub mod htp;
 pub mod qnn;
 pub mod sweeps;
 

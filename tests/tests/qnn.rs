@@ -13,7 +13,7 @@ use profile_parser::report::PlacementReport;
 
 fn preflight(model_name: &str, out: &Path) -> (std::process::Output, Option<PlacementReport>) {
     let output = run(Command::new(bin("npugate"))
-        .args(["preflight", "--model"])
+        .args(["preflight", "--backend", "saver", "--model"])
         .arg(model(model_name))
         .arg("--out")
         .arg(out)

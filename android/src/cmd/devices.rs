@@ -59,25 +59,9 @@ fn table(devices: &[DeviceInfo]) -> String {
     if devices.is_empty() {
         return "no devices (adb devices lists none)\n".into();
     }
-    let mut table = comfy_table::Table::new();
-    table.load_preset(comfy_table::presets::NOTHING).set_header(["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"]);
-    for d in devices {
-        let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-        table.add_row([
-            d.serial.clone(),
-            d.state.clone(),
-            o(&d.model),
-            o(&d.soc),
-            o(&d.hexagon_arch),
-            o(&d.release),
-            o(&d.abi),
-            o(&d.fingerprint),
-            o(&d.probe_error),
-        ]);
-    }
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
-    }
-    let text: Vec<String> = table.to_string().lines().map(|line| line.trim_end().to_string()).collect();
-    text.join("\n") + "\n"
+    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let rows = devices.iter().map(|d| {
+        vec![d.serial.clone(), d.state.clone(), o(&d.model), o(&d.soc), o(&d.hexagon_arch), o(&d.release), o(&d.abi), o(&d.fingerprint), o(&d.probe_error)]
+    });
+    crate::table::plain(&["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"], rows)
 }

@@ -3,6 +3,7 @@
 //! shared by several subcommands are in [`options`] and turn into the library's typed values.
 
 pub mod baseline;
+pub mod compile;
 pub mod devices;
 pub mod gate;
 pub mod history;
@@ -52,12 +53,15 @@ enum Command {
     /// Save a result directory as a baseline for later comparisons.
     #[command(subcommand)]
     Baseline(baseline::BaselineCommand),
-    /// Predict without a device which nodes the QNN EP would claim on HTP (aarch64 harness under qemu,
-    /// QNN plugin, Saver backend); exit 0 all claimed, 1 some node falls back, 2 could not judge.
+    /// Will the model run on the NPU of these Snapdragons? Qualcomm's host HTP backend (under wine)
+    /// validates and compiles it per --soc, no device; exit 0 every SoC passes, 1 one fails, 2 could not judge.
     Preflight(preflight::PreflightArgs),
     /// Where the numbers go wrong: every layer against the fp32 reference, per device; exit 0 no
     /// divergence, 1 a layer diverges, 2 could not judge.
     Numerics(numerics::NumericsArgs),
+    /// Compile a model ahead of time for one Snapdragon (an EPContext model with the context binary
+    /// embedded); exit 0 fully compiled, 1 nodes left on the CPU, 2 error.
+    Compile(compile::CompileArgs),
     /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
     #[command(subcommand)]
     Outputs(outputs::OutputsCommand),
@@ -85,6 +89,7 @@ pub fn main() -> ExitCode {
         Command::Baseline(c) => baseline::run(c),
         Command::Preflight(a) => preflight::run(a),
         Command::Numerics(a) => numerics::run(a),
+        Command::Compile(a) => compile::run(a),
         Command::Outputs(c) => outputs::run(c),
         Command::Keygen(a) => keygen::run(a),
         Command::Verify(a) => verify::run(a),

@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use ed25519_dalek::SigningKey;
 use gate::export::Format;
-use harness_settings::HarnessSettings;
+use harness_settings::{EpKind, HarnessSettings};
 use npugate_result::files;
 
 use super::options::{DeviceRunArgs, EvidenceArgs, GateArgs};
@@ -20,8 +20,11 @@ use crate::pipeline::{GateSpec, OutputsCheck, Sinks};
 use crate::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use crate::runtime::RuntimeManifest;
 use crate::target::adb::AdbTarget;
+use crate::htp::compiled::CompiledFor;
+use crate::htp::HostHtp;
 use crate::target::host::HostTarget;
-use crate::target::{Cancel, Execution, Job, Silent};
+use crate::target::wine::{self, WineTarget};
+use crate::target::{Cancel, Execution, Job, Silent, Target};
 use crate::{consistency, device_rack, devices, harnesses};
 
 /// The runtime `--local` uses when none is given.
@@ -45,9 +48,14 @@ pub struct RunArgs {
     /// Result directory (default: npugate-results/<model>/local).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// The harness binary (default: npugate-harness next to this executable).
+    /// The harness binary (default: npugate-harness next to this executable; with `--local --ep
+    /// qnn`, the Windows harness that runs Qualcomm's host HTP emulator under wine).
     #[arg(long, value_name = "PATH")]
     pub harness: Option<PathBuf>,
+    /// With `--local --ep qnn`: the Snapdragon the host HTP emulator is configured as, e.g.
+    /// SM8350 [default: SM8650]. Outputs are checked, latency is not judged.
+    #[arg(long, value_name = "SOC", value_parser = crate::hexagon::find)]
+    pub soc: Option<crate::hexagon::Soc>,
     /// Only measure: skip placement analysis and the gate.
     #[arg(long)]
     pub no_gate: bool,
@@ -100,26 +108,36 @@ pub fn run(mut args: RunArgs) -> Result<u8> {
     local(&args, &common)
 }
 
-/// `--local`: one run on this machine into `--out`.
+/// `--local`: one run on this machine into `--out` — natively, or with `--ep qnn` on the host
+/// HTP emulator under wine.
 fn local(args: &RunArgs, common: &Common) -> Result<u8> {
-    let runtime = match &args.runtime {
-        Some(name) => RuntimeManifest::load(name)?,
-        None => RuntimeManifest::load(&local_runtime(&args.settings)?)?,
-    };
-    let harness = match &args.harness {
-        Some(path) => path.clone(),
-        None => harnesses::host()?,
+    let emulated = emulated_htp(args)?;
+    let (runtime, harness, target): (RuntimeManifest, PathBuf, Box<dyn Target>) = match emulated {
+        Some((host, wine)) => (host.runtime, host.harness, Box::new(wine)),
+        None => {
+            let runtime = match &args.runtime {
+                Some(name) => RuntimeManifest::load(name)?,
+                None => RuntimeManifest::load(&local_runtime(&args.settings)?)?,
+            };
+            let harness = match &args.harness {
+                Some(path) => path.clone(),
+                None => harnesses::host()?,
+            };
+            (runtime, harness, Box::new(HostTarget::new()))
+        }
     };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "local"));
-    let host_runtime;
+    let (host_runtime, host_harness);
     let reference = if args.settings.check_outputs {
         host_runtime = RuntimeManifest::load(HOST_RUNTIME)?;
-        Some(ReferenceSource::RunInside(reference_request(args, &harness, &host_runtime)))
+        // The fp32 reference runs natively on this machine, also for a run on the HTP emulator.
+        host_harness = if runtime.target == crate::target::host_triple() { harness.clone() } else { harnesses::host()? };
+        Some(ReferenceSource::RunInside(reference_request(args, &host_harness, &host_runtime)))
     } else {
         None
     };
     let job = job(args, &harness, &runtime, LOCAL_TIMEOUT, &common.cancel);
-    let report = run_on(&HostTarget::new(), &RunSpec { job, gate: common.gate.as_ref(), reference }, &out, &Silent)?;
+    let report = run_on(target.as_ref(), &RunSpec { job, gate: common.gate.as_ref(), reference }, &out, &Silent)?;
     report_problems(&report.execution, &report.outputs, &report.placed);
     if let Some(verdict) = &report.verdict {
         common.sinks.emit(verdict)?;
@@ -137,6 +155,53 @@ fn local(args: &RunArgs, common: &Common) -> Result<u8> {
     Ok(report.exit_code)
 }
 
+/// With `--ep qnn` and no runtime of another target: the host HTP (its harness and runtime) and
+/// the wine target configured as `--soc`; a compiled model is checked against that SoC first.
+fn emulated_htp(args: &RunArgs) -> Result<Option<(HostHtp, WineTarget)>> {
+    let wine_runtime = match &args.runtime {
+        None => true,
+        Some(name) => RuntimeManifest::load(name).is_ok_and(|r| r.target == wine::TRIPLE),
+    };
+    if args.settings.ep != EpKind::Qnn || !wine_runtime {
+        if args.soc.is_some() {
+            bail!("--soc chooses the SoC of the host HTP emulator: it needs --ep qnn (and a Windows x64 runtime, the default)");
+        }
+        return Ok(None);
+    }
+    if args.soc.is_some() && args.settings.qnn.soc_model.is_some() {
+        bail!("--soc and --soc-model both choose the SoC; drop --soc-model");
+    }
+    let soc = match args.soc {
+        Some(soc) => soc,
+        None => crate::hexagon::find(crate::htp::DEFAULT_SOC).map_err(anyhow::Error::msg)?,
+    };
+    let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
+    if let Some(compiled) = CompiledFor::read(&args.model)? {
+        let name = format!("the host HTP emulator as {}", soc.model);
+        for warning in compiled.check(&args.model, &name, Some(soc.model), Some(soc.arch), &host.runtime.name, host.runtime.qnn_build().as_deref())? {
+            eprintln!("npugate: warning: {warning}");
+        }
+    }
+    Ok(Some((host, WineTarget::for_soc(soc))))
+}
+
+/// Refuses devices a model compiled by `npugate compile` does not fit (another Hexagon arch, a
+/// runtime with another QNN), naming both sides, before anything is pushed.
+fn check_compiled_model(args: &RunArgs, adb: &crate::adb::Adb, serials: &[String], runtime: &RuntimeManifest) -> Result<()> {
+    let Some(compiled) = CompiledFor::read(&args.model)? else {
+        return Ok(());
+    };
+    let build = runtime.qnn_build();
+    for serial in serials {
+        let device = devices::probe(adb, serial).with_context(|| format!("cannot probe device {serial}"))?;
+        let name = format!("device {serial}");
+        for warning in compiled.check(&args.model, &name, device.soc.as_deref(), device.hexagon_arch.as_deref(), &runtime.name, build.as_deref())? {
+            eprintln!("npugate: warning: {warning}");
+        }
+    }
+    Ok(())
+}
+
 /// `--device …`: the same run on each chosen device; results in `<out>/<serial>/`.
 fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
     let adb = args.devices.devices.adb()?;
@@ -150,6 +215,10 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
             runtime
         }
     };
+    if args.soc.is_some() {
+        bail!("--soc chooses the SoC of the host HTP emulator (--local --ep qnn); a device is the SoC it is");
+    }
+    check_compiled_model(args, &adb, &serials, &runtime)?;
     let harness = match &args.harness {
         Some(path) => path.clone(),
         None => harnesses::for_target(&runtime.target)?,

@@ -12,7 +12,8 @@ use npugate_result::contract::EXIT_ERROR;
 use super::options::{DeviceRunArgs, EvidenceArgs};
 use crate::history::{self, HistoryFilter, HistoryReport, HistoryStore};
 use crate::matrix::{self, Matrix};
-use crate::sweep::{self, SweepOptions, SweepPlan, SweepSummary};
+use crate::sweep::{self, SweepOptions, SweepPlan, SweepSummary, SweepTarget};
+use crate::target::Target;
 
 /// Nights of history the matrix report's trends show.
 const TREND_NIGHTS: usize = 30;
@@ -50,7 +51,11 @@ pub fn run(args: SweepArgs) -> Result<u8> {
     let night = args.night.clone().unwrap_or_else(sweep::today);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
     let adb = args.devices.devices.adb()?;
-    let devices = sweep::resolve_devices(&plan, &adb, &args.devices.devices.devices, &args.devices.adb_settings())?;
+    let mut devices: Vec<SweepTarget<Box<dyn Target>>> = sweep::resolve_devices(&plan, &adb, &args.devices.devices.devices, &args.devices.adb_settings())?
+        .into_iter()
+        .map(SweepTarget::boxed)
+        .collect();
+    devices.extend(sweep::host_htp_targets(&plan).into_iter().map(SweepTarget::boxed));
     let policy = args.devices.policy(&super::options::interrupt_flag());
     let options = SweepOptions {
         out: &out,

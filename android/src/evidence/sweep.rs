@@ -26,7 +26,7 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
             .file("model", &format!("model/{}/{}", model.name, file_name(&model.path)), &model.path)
             .inputs(&format!("inputs/{}", model.name), &model.settings);
     }
-    for runtime in &plan.runtimes {
+    for runtime in plan.all_runtimes() {
         let binary = match harness {
             Some(path) => path.to_path_buf(),
             None => crate::harnesses::for_target(&runtime.target)?,

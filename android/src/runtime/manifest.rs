@@ -160,6 +160,13 @@ impl RuntimeManifest {
         }
     }
 
+    /// The QNN build of the runtime's HTP backend library (e.g. `v2.51.0.260929181845`), read from
+    /// the library itself; `None` when the runtime has no HTP backend or the library names none.
+    pub fn qnn_build(&self) -> Option<String> {
+        let backend = self.files.iter().find(|f| f.role == "qnn_backend" && f.name.contains("QnnHtp"))?;
+        qnn_build_in(&self.dir.join(&backend.name))
+    }
+
     /// Re-hashes every file; returns the names of files that are missing or changed.
     pub fn verify(&self) -> Vec<String> {
         self.files
@@ -168,6 +175,49 @@ impl RuntimeManifest {
             .map(|f| f.name.clone())
             .collect()
     }
+}
+
+/// The first QNN build string (`v<major>.<minor>.<patch>.<build>`, the build at least 8 digits)
+/// in the file at `path`, read in chunks.
+pub fn qnn_build_in(path: &Path) -> Option<String> {
+    use std::io::Read;
+    const CHUNK: usize = 1 << 20;
+    const LONGEST: usize = 64;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buffer = Vec::with_capacity(CHUNK + LONGEST);
+    loop {
+        let kept = buffer.len();
+        buffer.resize(kept + CHUNK, 0);
+        let read = file.read(&mut buffer[kept..]).ok()?;
+        buffer.truncate(kept + read);
+        if let Some(found) = find_qnn_build(&buffer) {
+            return Some(found);
+        }
+        if read == 0 {
+            return None;
+        }
+        // Keep the tail: a build string may straddle two chunks.
+        let tail = buffer.len().saturating_sub(LONGEST);
+        buffer.drain(..tail);
+    }
+}
+
+/// `v2.51.0.260929181845` inside `bytes`, if there is one.
+fn find_qnn_build(bytes: &[u8]) -> Option<String> {
+    memchr::memchr_iter(b'v', bytes).find_map(|at| {
+        let rest = &bytes[at + 1..];
+        let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b'.')).unwrap_or(rest.len());
+        let text = std::str::from_utf8(&rest[..end]).ok()?;
+        let parts: Vec<&str> = text.split('.').collect();
+        let numeric = parts.iter().all(|p| !p.is_empty());
+        (numeric && parts.len() == 4 && parts[3].len() >= 8 && end < rest.len()).then(|| format!("v{text}"))
+    })
+}
+
+/// The QNN SDK version (`2.51.0`) of a build string (`v2.51.0.260929181845`).
+pub fn qnn_sdk_version(build: &str) -> &str {
+    let text = build.trim_start_matches('v');
+    text.rsplit_once('.').map_or(text, |(version, _)| version)
 }
 
 /// The role of a runtime file from its name, and the Hexagon architecture of a Stub/Skel.
@@ -184,11 +234,16 @@ pub fn role_of(file: &str) -> (&'static str, Option<String>) {
     if let Some(arch) = hexagon("Skel.so") {
         return ("qnn_skel", Some(arch));
     }
+    // Linux/Android names first, then the Windows DLLs of the same libraries.
     let role = match file {
-        f if f.starts_with("libonnxruntime_providers_qnn") || (f.starts_with("libonnxruntime_providers_") && f.contains("_plugin.so")) => "ep_plugin",
+        f if f.starts_with("libonnxruntime_providers_qnn") || f == "onnxruntime_providers_qnn.dll" => "ep_plugin",
+        f if f.starts_with("libonnxruntime_providers_") && f.contains("_plugin.so") => "ep_plugin",
         f if f.starts_with("libonnxruntime.so") || f == "libonnxruntime_providers_shared.so" => "ort",
+        "onnxruntime.dll" | "onnxruntime_providers_shared.dll" => "ort",
         f if f.starts_with("libonnxruntime_providers_") => "ep_provider",
         "libQnnHtp.so" | "libQnnCpu.so" | "libQnnGpu.so" | "libQnnSaver.so" | "libQnnDsp.so" => "qnn_backend",
+        "QnnHtp.dll" | "QnnCpu.dll" | "QnnGpu.dll" | "QnnSaver.dll" => "qnn_backend",
+        f if f.starts_with("Qnn") && f.ends_with(".dll") => "qnn_other",
         f if f.starts_with("libQnn") => "qnn_other",
         _ => "ep_other",
     };
@@ -198,6 +253,19 @@ pub fn role_of(file: &str) -> (&'static str, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_qnn_build_is_found_even_across_chunks() {
+        assert_eq!(find_qnn_build(b"xx v1.2 v2.51.0.260929181845\0yy").as_deref(), Some("v2.51.0.260929181845"));
+        assert_eq!(find_qnn_build(b"v2.51.0.2609\0 v3.1.2\0"), None);
+        assert_eq!(qnn_sdk_version("v2.51.0.260929181845"), "2.51.0");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("libQnnHtp.so");
+        let mut bytes = vec![0u8; (1 << 20) - 10];
+        bytes.extend_from_slice(b"v2.51.0.260929181845\0tail");
+        std::fs::write(&file, bytes).unwrap();
+        assert_eq!(qnn_build_in(&file).as_deref(), Some("v2.51.0.260929181845"));
+    }
 
     #[test]
     fn roles_follow_qnn_library_names() {

@@ -12,7 +12,7 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
-use harness_settings::HarnessSettings;
+use harness_settings::{EpKind, HarnessSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
 use crate::devices::{self, DeviceInfo};
@@ -23,6 +23,7 @@ use crate::rack::{self, Attempted, RackPolicy};
 use crate::run::{run_on, RunSpec};
 use crate::runtime::RuntimeManifest;
 use crate::target::adb::{AdbSettings, AdbTarget};
+use crate::target::wine::WineTarget;
 use crate::target::{is_retryable, Job, Progress, Target};
 
 /// How to run a plan.
@@ -47,8 +48,49 @@ pub struct SweepTarget<T> {
     pub info: DeviceInfo,
     /// Its directory name in the sweep dir.
     pub dir: String,
-    /// What chose it (`--device`, `serial`, `soc=SM8650`).
+    /// What chose it (`--device`, `serial`, `soc=SM8650`, `socs` for a host-HTP cell).
     pub chosen_by: String,
+    /// True for the host HTP emulator as one SoC: its cells run the plan's `htp_runtime` with
+    /// `--ep qnn` (placement and outputs; speed is not judged).
+    pub host_htp: bool,
+}
+
+impl<T: Target + 'static> SweepTarget<T> {
+    /// The same target behind a `Box<dyn Target>`, so devices and host-HTP SoCs share one sweep.
+    pub fn boxed(self) -> SweepTarget<Box<dyn Target>> {
+        SweepTarget { target: Box::new(self.target), info: self.info, dir: self.dir, chosen_by: self.chosen_by, host_htp: self.host_htp }
+    }
+}
+
+impl<T> SweepTarget<T> {
+    /// The runtimes of this target's cells: the host-HTP runtime, or the plan's device runtimes.
+    fn runtimes<'p>(&self, plan: &'p SweepPlan) -> Vec<&'p RuntimeManifest> {
+        match self.host_htp {
+            true => plan.htp_runtime.iter().collect(),
+            false => plan.runtimes.iter().collect(),
+        }
+    }
+}
+
+/// The plan's `socs` as targets: Qualcomm's HTP emulator under wine configured as each SoC, in
+/// directories `htp-<SOC>`.
+pub fn host_htp_targets(plan: &SweepPlan) -> Vec<SweepTarget<WineTarget>> {
+    plan.socs
+        .iter()
+        .map(|soc| {
+            let name = format!("htp-{}", soc.model);
+            let info = DeviceInfo {
+                serial: name.clone(),
+                state: "device".into(),
+                os: Some("host HTP emulator (wine)".into()),
+                soc: Some(soc.model.into()),
+                hexagon_arch: Some(soc.arch.into()),
+                target: Some(crate::target::wine::TRIPLE.into()),
+                ..DeviceInfo::default()
+            };
+            SweepTarget { target: WineTarget::for_soc(*soc).named(&name), info, dir: name, chosen_by: "socs".into(), host_htp: true }
+        })
+        .collect()
 }
 
 /// What one device's cells came to.
@@ -101,7 +143,9 @@ pub fn resolve_devices(
     settings: &AdbSettings,
 ) -> Result<Vec<SweepTarget<AdbTarget>>> {
     let mut chosen: Vec<(String, String)> = Vec::new();
-    if plan.devices.is_empty() {
+    if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
+        // Host-HTP cells only: no device is needed.
+    } else if plan.devices.is_empty() {
         for serial in devices::select(adb, requested)? {
             chosen.push((serial, "--device".into()));
         }
@@ -153,7 +197,7 @@ pub fn resolve_devices(
             }
         }
         let target = AdbTarget::new(adb, &serial, settings);
-        resolved.push(SweepTarget { target, info, dir, chosen_by });
+        resolved.push(SweepTarget { target, info, dir, chosen_by, host_htp: false });
     }
     Ok(resolved)
 }
@@ -186,7 +230,7 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
     };
     let mut cells = Vec::new();
     for device in devices {
-        for runtime in &plan.runtimes {
+        for runtime in device.runtimes(plan) {
             for model in &plan.models {
                 let key = CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
                 let record = CellRecord::read_finished(&key.dir(out));
@@ -203,7 +247,7 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
         night,
         started_at,
         finished_at: None,
-        runtimes: plan.runtimes.iter().map(|r| r.name.clone()).collect(),
+        runtimes: plan.all_runtimes().map(|r| r.name.clone()).collect(),
         models: plan.models.iter().map(|m| m.name.clone()).collect(),
         devices: devices
             .iter()
@@ -241,7 +285,7 @@ fn run_device_cells<T: Target>(
 ) -> Result<DeviceCells> {
     let out = options.out;
     let mut worst = EXIT_PASS;
-    for runtime in &plan.runtimes {
+    for runtime in device.runtimes(plan) {
         for model in &plan.models {
             let key = CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
             let dir = key.dir(out);
@@ -295,12 +339,16 @@ fn run_cell<T: Target>(
         None => harnesses::for_target(device.info.target.as_deref().unwrap_or("an unknown target"))?,
     };
     let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
+    let settings = match device.host_htp {
+        true => HarnessSettings { ep: EpKind::Qnn, ..settings.clone() },
+        false => settings.clone(),
+    };
     let job = Job {
         harness: &harness,
         runtime,
         model: &model.path,
         fixed_from: None,
-        settings,
+        settings: &settings,
         env: &[],
         timeout: options.run_timeout,
         cancel: &options.policy.cancel,
@@ -380,7 +428,7 @@ mod tests {
 
     fn device(target: KilledAfter) -> SweepTarget<KilledAfter> {
         let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(crate::target::host_triple()), ..Default::default() };
-        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into() }
+        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), host_htp: false }
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub mod plan;
 pub mod summary;
 
 pub use cell::CellRecord;
-pub use execute::{resolve_devices, run_sweep, SweepOptions, SweepTarget};
+pub use execute::{host_htp_targets, resolve_devices, run_sweep, SweepOptions, SweepTarget};
 pub use night::{now_rfc3339, parse_night, today};
 pub use plan::SweepPlan;
 pub use summary::{finished_cells, FinishedCell, SweepSummary};

@@ -11,6 +11,7 @@ use gate::Rules;
 use serde::{Deserialize, Serialize};
 
 use harness_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
+use crate::hexagon::Soc;
 use crate::runtime::RuntimeManifest;
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -26,11 +27,18 @@ struct PlanFile {
     #[serde(default)]
     device: Vec<DeviceSpec>,
     /// Runtime names (or runtime directories): the firmware/SDK axis.
+    #[serde(default)]
     runtimes: Vec<String>,
     /// The EP a runtime's cells run on, by runtime (as listed in `runtimes`), instead of the
     /// settings' `ep`: OpenVINO and CPU runtimes as two columns of one matrix.
     #[serde(default)]
     runtime_ep: BTreeMap<String, RuntimeEp>,
+    /// Snapdragons for host-HTP cells: the model on Qualcomm's HTP emulator configured as each SoC
+    /// (placement and outputs; speed is not judged).
+    #[serde(default)]
+    socs: Vec<String>,
+    /// The runtime of the host-HTP cells (default: the pinned Windows x64 QNN runtime).
+    htp_runtime: Option<String>,
     /// Models with their rules.
     model: Vec<ModelEntry>,
 }
@@ -91,6 +99,10 @@ pub struct SweepPlan {
     pub runtimes: Vec<RuntimeManifest>,
     /// The EP of a runtime's cells, by runtime name, where it is not the settings' `ep`.
     pub runtime_eps: BTreeMap<String, RuntimeEp>,
+    /// SoCs of the host-HTP cells, in plan order.
+    pub socs: Vec<Soc>,
+    /// The runtime of the host-HTP cells (loaded when `socs` is not empty).
+    pub htp_runtime: Option<RuntimeManifest>,
     /// Models in plan order.
     pub models: Vec<PlannedModel>,
 }
@@ -126,9 +138,25 @@ impl SweepPlan {
                 return Err(field_error(format!("device[{index}]"), "give exactly one of serial = \"…\" or soc = \"…\"".into()));
             }
         }
-        if raw.runtimes.is_empty() {
-            return Err(field_error("runtimes".into(), "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"]".into()));
+        if raw.runtimes.is_empty() && raw.socs.is_empty() {
+            return Err(field_error("runtimes".into(), "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"] (or socs = [\"SM8650\"] for host-HTP cells)".into()));
         }
+        let mut socs: Vec<Soc> = Vec::new();
+        for (index, name) in raw.socs.iter().enumerate() {
+            let soc = crate::hexagon::find(name).map_err(|e| field_error(format!("socs[{index}]"), e))?;
+            if socs.contains(&soc) {
+                return Err(field_error(format!("socs[{index}]"), format!("SoC {} is listed twice", soc.model)));
+            }
+            socs.push(soc);
+        }
+        let htp_runtime = match (socs.is_empty(), &raw.htp_runtime) {
+            (true, Some(_)) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None) => None,
+            (false, name) => {
+                let host = crate::htp::HostHtp::locate(name.as_deref(), None).map_err(|e| field_error("socs".into(), format!("{e:#}")))?;
+                Some(host.runtime)
+            }
+        };
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
         for (index, name) in raw.runtimes.iter().enumerate() {
             let manifest = RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
@@ -192,7 +220,7 @@ impl SweepPlan {
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
-        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, models })
+        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtime, models })
     }
 
     /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
@@ -201,6 +229,11 @@ impl SweepPlan {
             Some(RuntimeEp { ep, ep_options }) => HarnessSettings { ep: *ep, ep_options: ep_options.clone(), ..model.settings.clone() },
             None => model.settings.clone(),
         }
+    }
+
+    /// Every runtime of the plan: the device runtimes, then the host-HTP runtime.
+    pub fn all_runtimes(&self) -> impl Iterator<Item = &RuntimeManifest> {
+        self.runtimes.iter().chain(self.htp_runtime.as_ref())
     }
 
     /// `plan-file: field: message` for errors found after loading (device selection).
@@ -301,6 +334,10 @@ mod tests {
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
             (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 3: dimension \"big\""),
+            ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
+            ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
+            (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
+            ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
         ];
         for (text, expected) in cases {
             let error = format!("{:#}", plan_in(dir.path(), &text).unwrap_err());

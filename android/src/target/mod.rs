@@ -5,13 +5,15 @@
 //! move or processes start; the [`mock`] target lets that logic be tested without either.
 //!
 //! Implementations: [`host::HostTarget`] (this machine), [`qemu::QemuTarget`] (an aarch64 harness
-//! under qemu-user), [`adb::AdbTarget`] (a phone or board over adb) and `mock::MockTarget` (tests only).
+//! under qemu-user), [`wine::WineTarget`] (a Windows x64 harness under wine: Qualcomm's host HTP
+//! backend), [`adb::AdbTarget`] (a phone or board over adb) and `mock::MockTarget` (tests only).
 
 pub mod adb;
 pub mod host;
 #[cfg(test)]
 pub mod mock;
 pub mod qemu;
+pub mod wine;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,6 +90,16 @@ pub trait Target: Sync {
     /// the caller made). A failure of the way to the target (device gone, timeout) is
     /// [`Retryable`]; every other error is final.
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution>;
+}
+
+impl<T: Target + ?Sized> Target for Box<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+        (**self).execute(job, out, progress)
+    }
 }
 
 /// Progress callbacks of one target's work (a rack turns them into a progress line).

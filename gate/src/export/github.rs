@@ -31,6 +31,9 @@ impl Exporter for GithubExporter {
                 CheckStatus::Unjudged => {
                     out.push_str(&command("error", &format!("npugate {} (not judged)", check.rule), &check.message))
                 }
+                CheckStatus::NotApplicable => {
+                    out.push_str(&command("notice", &format!("npugate {} (not applicable)", check.rule), &check.message))
+                }
                 CheckStatus::Pass => {}
             }
         }

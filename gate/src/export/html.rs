@@ -263,6 +263,7 @@ fn status_pill(status: CheckStatus) -> Markup {
         CheckStatus::Pass => "pill pass",
         CheckStatus::Fail => "pill fail",
         CheckStatus::Unjudged => "pill unjudged",
+        CheckStatus::NotApplicable => "pill na",
     };
     html! { span class=(class) { (status.label()) } }
 }

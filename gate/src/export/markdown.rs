@@ -57,6 +57,7 @@ impl Exporter for MarkdownExporter {
                     CheckStatus::Pass => "✅ pass",
                     CheckStatus::Fail => "❌ fail",
                     CheckStatus::Unjudged => "⚠️ not judged",
+                    CheckStatus::NotApplicable => "➖ not applicable",
                 };
                 [status.to_string(), format!("`{}`", c.rule), measured_text(c), limit_text(c), c.message.clone()]
             })

@@ -208,6 +208,7 @@ impl Exporter for TerminalExporter {
                     CheckStatus::Pass => GREEN,
                     CheckStatus::Fail => RED,
                     CheckStatus::Unjudged => YELLOW,
+                    CheckStatus::NotApplicable => DIM,
                 };
                 let label = paint(c, style, ch.status.label());
                 [label, ch.rule.to_string(), measured_text(ch), limit_text(ch), ch.message.clone()]

@@ -1,0 +1,151 @@
+//! `npugate compile`: ahead-of-time compile a model for one Snapdragon on the host HTP. The session
+//! writes an EPContext model with the context binary embedded (`ep.context_enable=1`,
+//! `ep.context_embed_mode=1`); nodes the HTP rejects stay beside it as plain ONNX nodes. npugate
+//! stamps what it was compiled for into its metadata ([`CompiledFor`]) and writes it atomically.
+//! Same model, SoC and runtime: the same bytes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use harness_settings::{KeyValue, ShapeSpec};
+use npugate_result::{files, RunResult};
+use onnx_model::Model;
+use profile_parser::result_dir::read_rejections;
+
+use super::compiled::CompiledFor;
+use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
+use super::HostHtp;
+use crate::hexagon::Soc;
+use crate::layout::Staging;
+use crate::runtime::manifest::qnn_sdk_version;
+use crate::target::wine::WineTarget;
+use crate::target::{Cancel, Job, Silent, Target};
+
+/// The context model the session writes, inside the job's directory (the harness's working directory).
+const CONTEXT_FILE: &str = "model_ctx.onnx";
+/// The longest a compile may take.
+const TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What to compile.
+#[derive(Debug, Clone)]
+pub struct CompileRequest<'a> {
+    /// The Windows harness and runtime.
+    pub host: &'a HostHtp,
+    /// The model.
+    pub model: &'a Path,
+    /// Shapes of dynamic inputs.
+    pub shapes: &'a [ShapeSpec],
+    /// The SoC to compile for.
+    pub soc: Soc,
+    /// Float graphs in fp16.
+    pub fp16: bool,
+}
+
+/// A written context model.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The `_ctx.onnx` written.
+    pub path: PathBuf,
+    /// What it was compiled for (also in its metadata).
+    pub compiled_for: CompiledFor,
+    /// Nodes the HTP left to the CPU (they stay in the model as plain ONNX nodes).
+    pub left_on_cpu: Vec<FallbackEntry>,
+    /// The harness's result directory (`result.json`, `ort.log`).
+    pub job_dir: PathBuf,
+}
+
+impl CompileRequest<'_> {
+    /// Compiles into `out` (the `_ctx.onnx`); the harness's own files go to `<out>.compile/`.
+    /// A model the HTP cannot compile is an error saying so for the SoC.
+    pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Compiled> {
+        let (source_sha256, _) = npugate_result::digest::sha256_file(self.model)
+            .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
+        let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
+        let fixed_from = prepared.fixed_from.as_ref().map(|original| original.sha256.as_str());
+        let mut settings = soc_settings(self.shapes, self.fp16);
+        settings.session_config.extend(
+            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", "1")]
+                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
+        );
+        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        let staging = Staging::next_to(&job_dir)?;
+        let job = Job {
+            harness: &self.host.harness,
+            runtime: &self.host.runtime,
+            model: &prepared.path,
+            fixed_from,
+            settings: &settings,
+            env: &[],
+            timeout: TIMEOUT,
+            cancel,
+        };
+        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
+        let job_dir = staging.commit(true)?.dir().to_path_buf();
+        let result = RunResult::read(&job_dir).map_err(|_| {
+            anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())
+        })?;
+        let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
+        if let Some(refused) = &result.session_error {
+            let finalize = match rejections.finalize_errors.is_empty() {
+                true => String::new(),
+                false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
+            };
+            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", self.model.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
+        }
+        if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
+            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
+        }
+        let context = job_dir.join(CONTEXT_FILE);
+        let mut model = Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
+        let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
+        let compiled_for = CompiledFor {
+            soc: self.soc.model.into(),
+            htp_arch: self.soc.arch.into(),
+            qnn_soc_model: self.soc.qnn_soc_model,
+            qnn_sdk: qnn_sdk_version(&build).to_string(),
+            qnn_backend_build: build,
+            ort_version: result.runtime.ort_version.clone(),
+            runtime: self.host.runtime.name.clone(),
+            source_model_sha256: source_sha256,
+            source_shapes: self.shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
+            fp16: if self.fp16 { "1" } else { "0" }.into(),
+        };
+        compiled_for.stamp(&mut model);
+        write_atomically(&model, out)?;
+        let placement = placement_of(&result, &rejections, None, self.soc);
+        let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !graph_io_quantization(&source, &node.name)).collect();
+        Ok(Compiled { path: out.to_path_buf(), compiled_for, left_on_cpu, job_dir })
+    }
+}
+
+/// True for a QuantizeLinear of a graph input or a DequantizeLinear of a graph output: what the QNN
+/// EP leaves on the CPU by design (`offload_graph_io_quantization`), never "left on the CPU".
+fn graph_io_quantization(model: &Model, node: &str) -> bool {
+    let index = model.index();
+    let Some(main) = index.graph(onnx_model::GraphId::MAIN) else { return false };
+    let Some(node) = index.nodes().iter().find(|n| n.graph == onnx_model::GraphId::MAIN && n.name() == node) else { return false };
+    let is = |names: &[onnx_model::proto::ValueInfoProto], value: Option<&String>| {
+        value.is_some_and(|value| names.iter().any(|v| v.name.as_ref() == Some(value)))
+    };
+    match node.op_type() {
+        "QuantizeLinear" => is(&main.proto.input, node.inputs().first()),
+        "DequantizeLinear" => is(&main.proto.output, node.outputs().first()),
+        _ => false,
+    }
+}
+
+/// Writes `model` to `out` through a temporary file in the same directory and a rename.
+fn write_atomically(model: &Model, out: &Path) -> Result<()> {
+    let dir = match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let bytes = model.to_bytes().map_err(|e| anyhow::anyhow!("cannot encode the context model: {e}"))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
+    std::io::Write::write_all(&mut file, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    file.as_file().sync_all().with_context(|| format!("cannot write {}", out.display()))?;
+    file.persist(out).map_err(|e| anyhow::anyhow!("cannot write {}: {}", out.display(), e.error))?;
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! The real Hexagon backend without a device: Qualcomm's x86_64 host build of the QNN HTP backend
+//! (onnxruntime-qnn 2.7.0, QNN 2.51) with the Windows x64 ONNX Runtime under wine — per-SoC op
+//! validation and compile (`npugate preflight`), context binaries (`npugate compile`), the HTP
+//! emulator (`npugate run --local --ep qnn`), and the device-side check of a compiled model.
+
+use std::path::Path;
+use std::process::Command;
+
+use npugate_e2e::devices::Rig;
+use npugate_e2e::htp::{npugate, preflight, soc};
+use npugate_e2e::{bin, describe, model, python, run};
+use npugate_result::RunResult;
+use onnx_model::Model;
+use serde_json::Value;
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("valid JSON")
+}
+
+/// The fallback entry named `name` of a SoC verdict.
+fn fallback<'a>(verdict: &'a Value, name: &str) -> &'a Value {
+    verdict["fallback"].as_array().unwrap().iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} not left to CPU: {verdict:#}"))
+}
+
+#[test]
+fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (output, report) = preflight(&model("htp_reject.onnx"), &["SM8650"], &dir.path().join("out"));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert_eq!(report["schema"], "npugate.htp-preflight/1");
+    assert!(report["label"].as_str().unwrap().contains("the device did not run"), "{report:#}");
+    let verdict = soc(&report, "SM8650");
+    assert_eq!((verdict["outcome"].as_str(), verdict["compiled"].as_bool(), verdict["htp_arch"].as_str()), (Some("fail"), Some(true), Some("v75")));
+    let matmul = fallback(verdict, "matmul_int32");
+    assert_eq!(matmul["op_type"], "MatMul");
+    let reason = matmul["reason"].as_str().unwrap();
+    // The EP's builder turned the node into a QNN op; the backend's own validation refused it.
+    assert!(reason.starts_with("QNN backend: Unsupported input/output datatypes requested for the HTP Op 'MatMul'"), "{reason}");
+    assert!(reason.contains("requested in[0] INT_32, in[1] INT_32, out[0] INT_32"), "{reason}");
+    assert!(reason.contains("supported configurations: BF16, FP16, INT16, INT8"), "{reason}");
+    assert!(reason.ends_with("(EP: Failed to add fused Matmul node.)"), "{reason}");
+    assert!(fallback(verdict, "neg_int32")["reason"].as_str().unwrap().contains("'ElementWiseNeg'"), "{verdict:#}");
+    let nodes_pct = verdict["nodes_pct"].as_f64().unwrap();
+    assert!(nodes_pct > 0.0 && nodes_pct < 100.0, "the Conv/Relu branch runs on the HTP: {nodes_pct}");
+    assert!(verdict["flops_pct"].as_f64().unwrap() > 90.0, "the Conv holds the FLOPs: {verdict:#}");
+    // The terminal report and the saved files say the same.
+    let placement = read_json(&dir.path().join("out/SM8650/placement.json"));
+    assert_eq!(placement["schema"], "npugate.placement/1");
+    assert!(placement["predicted"].as_str().unwrap().contains("Qualcomm's host backend"), "{placement:#}");
+    assert_eq!(read_json(&dir.path().join("out/preflight.json")), report);
+    let text = npugate(&["preflight", "--soc", "SM8650"], &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &dir.path().join("text")]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("SM8650  v75   FAIL"), "{stdout}");
+    assert!(stdout.contains("left to CPU: matmul_int32 (MatMul): QNN backend: Unsupported"), "{stdout}");
+    // Compiled anyway: exit 1 names the nodes left on the CPU, and the file is written with them as plain nodes.
+    let ctx = dir.path().join("reject_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(1), "{}", describe(&compile));
+    let stdout = String::from_utf8_lossy(&compile.stdout);
+    assert!(stdout.contains("left on the CPU: matmul_int32 (MatMul): QNN backend:") && stdout.contains("neg_int32 (Neg)"), "{stdout}");
+    let compiled = Model::read(&ctx).unwrap();
+    let ops: Vec<&str> = compiled.index().nodes().iter().map(|n| n.op_type()).collect();
+    assert!(ops.contains(&"EPContext") && ops.contains(&"MatMul") && ops.contains(&"Neg"), "{ops:?}");
+}
+
+#[test]
+fn an_a16w16_conv_net_is_refused_on_v68_and_taken_on_v75() {
+    let dir = tempfile::tempdir().unwrap();
+    let (output, report) = preflight(&model("smallcnn_a16w16.onnx"), &["SM8350", "SM8650"], &dir.path().join("out"));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let v68 = soc(&report, "SM8350");
+    assert_eq!((v68["outcome"].as_str(), v68["compiled"].as_bool()), (Some("fail"), Some(false)), "{v68:#}");
+    assert!(v68["error"].as_str().unwrap().contains("ONNX Runtime refused the session for SM8350 (v68)"), "{v68:#}");
+    let conv = fallback(v68, "conv1_token_1");
+    assert_eq!(conv["op_type"], "Conv");
+    let reason = conv["reason"].as_str().unwrap();
+    assert!(reason.contains("has incorrect Value 68, expected >= 73.") && reason.contains("[needs Hexagon v73 or newer; SM8350 is v68]"), "{reason}");
+    let v75 = soc(&report, "SM8650");
+    assert_eq!((v75["outcome"].as_str(), v75["compiled"].as_bool()), (Some("pass"), Some(true)), "{v75:#}");
+    assert!(v75["fallback"].as_array().unwrap().iter().all(|f| f["expected"] == true), "only graph I/O (de)quantization on CPU: {v75:#}");
+}
+
+#[test]
+fn a_float_model_fails_to_compile_for_v68_and_compiles_for_v75() {
+    let dir = tempfile::tempdir().unwrap();
+    let float = model("hardswish640.onnx");
+    let (output, report) = preflight(&float, &["SM8350", "SM8650"], &dir.path().join("out"));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let v68 = soc(&report, "SM8350");
+    assert_eq!((v68["outcome"].as_str(), v68["compiled"].as_bool()), (Some("fail"), Some(false)));
+    let error = v68["error"].as_str().unwrap();
+    assert!(error.starts_with("cannot compile for SM8350 (v68): ") && error.contains("Failed to finalize QNN graph"), "{error}");
+    assert!(error.contains("QNN: ") && error.contains("graph prepare failed"), "QNN's own finalize errors: {error}");
+    let v75 = soc(&report, "SM8650");
+    assert_eq!((v75["outcome"].as_str(), v75["compiled"].as_bool(), v75["nodes_pct"].as_f64()), (Some("pass"), Some(true), Some(100.0)), "{v75:#}");
+    // npugate compile says the same: nothing written for v68.
+    let out = dir.path().join("hs_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8350"], &[Path::new("--model"), &float, Path::new("--out"), &out]);
+    assert_eq!(compile.status.code(), Some(2), "{}", describe(&compile));
+    assert!(stderr(&compile).contains("cannot compile") && stderr(&compile).contains("for SM8350 (v68)"), "{}", describe(&compile));
+    assert!(!out.exists());
+}
+
+/// The scale of the DequantizeLinear that produces graph output `output`: one output quantization step.
+fn output_step(path: &Path, output: &str) -> f64 {
+    let model = Model::read(path).unwrap();
+    let graph = model.proto().graph.as_ref().unwrap();
+    let dq = graph.node.iter().find(|n| n.op_type.as_deref() == Some("DequantizeLinear") && n.output.iter().any(|o| o == output)).expect("output DQ");
+    let scale = graph.initializer.iter().find(|t| t.name.as_deref() == Some(dq.input[1].as_str())).expect("scale initializer");
+    let raw = scale.raw_data.as_deref().unwrap_or_default();
+    let value = if raw.len() == 4 { f32::from_le_bytes(raw.try_into().unwrap()) } else { scale.float_data[0] };
+    f64::from(value)
+}
+
+#[test]
+fn a_uint8_qdq_model_on_the_emulator_is_within_one_output_step_of_the_cpu_ep() {
+    let dir = tempfile::tempdir().unwrap();
+    let qdq = model("smallcnn_qdq.onnx");
+    let step = output_step(&qdq, "probs");
+    let out = dir.path().join("emulated");
+    let output = npugate(
+        &["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "3", "--warmup", "0", "--profile-runs", "1", "--check-outputs", "--json"],
+        &[Path::new("--model"), &qdq, Path::new("--reference-model"), &qdq, Path::new("--out"), &out, Path::new("--rule"), Path::new(&format!("max_abs_err={step}"))],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let result = RunResult::read(&out).unwrap();
+    assert!(result.execution.emulated.as_deref().unwrap().contains("HTP emulator"), "{:?}", result.execution);
+    assert_eq!(result.execution.ep_options.get("soc_model").map(String::as_str), Some("57"));
+    let outputs = read_json(&out.join("outputs.json"));
+    let max_abs_err = outputs["outputs"][0]["metrics"]["max_abs_err"].as_f64().unwrap();
+    assert!(max_abs_err <= step * 1.0001, "emulator vs CPU EP: {max_abs_err} > one step {step}");
+    let verdict: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let check = |rule: &str| verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == rule).cloned().unwrap();
+    assert_eq!(check("cv_pct")["status"], "not_applicable", "an emulator's speed says nothing about a phone");
+    assert!(check("cv_pct")["message"].as_str().unwrap().contains("the run was emulated"));
+    assert_eq!(check("npu_flops_pct")["status"], "pass");
+    assert_eq!(check("max_abs_err")["status"], "pass");
+}
+
+#[test]
+fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs_and_refuses_another_chip() {
+    let dir = tempfile::tempdir().unwrap();
+    let qdq = model("smallcnn_qdq.onnx");
+    let ctx = dir.path().join("smallcnn_qdq_ctx.onnx");
+    let compile = |out: &Path| npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &qdq, Path::new("--out"), out]);
+    let output = compile(&ctx);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let again = dir.path().join("again_ctx.onnx");
+    assert_eq!(compile(&again).status.code(), Some(0));
+    assert!(std::fs::read(&ctx).unwrap() == std::fs::read(&again).unwrap(), "the same model, SoC and runtime give the same bytes");
+    let compiled = Model::read(&ctx).unwrap();
+    let meta = |key: &str| compiled.metadata(&format!("npugate.compiled_for.{key}")).map(str::to_string);
+    assert_eq!(meta("soc").as_deref(), Some("SM8650"));
+    assert_eq!(meta("htp_arch").as_deref(), Some("v75"));
+    assert_eq!(meta("qnn_sdk").as_deref(), Some("2.51.0"));
+    assert!(meta("qnn_backend_build").unwrap().starts_with("v2.51.0."));
+    assert_eq!(meta("ort_version").as_deref(), Some("1.31.1"));
+    assert_eq!(meta("source_model_sha256").unwrap(), npugate_result::digest::sha256_file(&qdq).unwrap().0);
+    assert!(compiled.index().nodes().iter().any(|n| n.op_type() == "EPContext"), "the context binary is embedded in an EPContext node");
+
+    let emulate = |model: &Path, out: &Path, soc: &str| {
+        npugate(
+            &["run", "--local", "--ep", "qnn", "--soc", soc, "--runs", "2", "--warmup", "0", "--profile-runs", "0", "--no-reference-pass", "--check-outputs", "--no-gate"],
+            &[Path::new("--model"), model, Path::new("--reference-model"), &qdq, Path::new("--out"), out],
+        )
+    };
+    let (from_source, from_context) = (dir.path().join("source"), dir.path().join("context"));
+    for (model, out) in [(&qdq, &from_source), (&ctx, &from_context)] {
+        let output = emulate(model, out, "SM8650");
+        assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    }
+    let context_result = RunResult::read(&from_context).unwrap();
+    assert!(context_result.assignment.subgraphs.iter().any(|s| s.ep == "QNNExecutionProvider" && s.nodes.iter().any(|n| n.op_type == "EPContext")));
+    for name in &RunResult::read(&from_source).unwrap().artifacts.outputs {
+        assert_eq!(std::fs::read(from_source.join(name)).unwrap(), std::fs::read(from_context.join(name)).unwrap(), "{name} differs");
+    }
+    // The emulator configured as another chip refuses the context binary, naming both sides.
+    let refused = emulate(&ctx, &dir.path().join("v68"), "SM8350");
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(stderr(&refused).contains("compiled for SM8650 (v75) with QNN 2.51.0") && stderr(&refused).contains("is SM8350 (v68)"), "{}", describe(&refused));
+
+    // A board whose kernel reads SM8350 (chip id 439) refuses it before anything is pushed.
+    let port = 6201;
+    let rig = Rig::up_with(&[(port, Some(439))]);
+    let devices = run(rig.command(bin("npugate")).args(["devices", "--json"]));
+    assert!(String::from_utf8_lossy(&devices.stdout).contains("\"soc\": \"SM8350\""), "{}", describe(&devices));
+    let on_device = run(rig
+        .command(bin("npugate"))
+        .args(["run", "--device", &Rig::serial(port), "--runtime", "ort-1.31.1-linux-x86_64", "--ep", "qnn", "--model"])
+        .arg(&ctx)
+        .arg("--out")
+        .arg(dir.path().join("device")));
+    assert_eq!(on_device.status.code(), Some(2), "{}", describe(&on_device));
+    let message = stderr(&on_device);
+    assert!(message.contains("was compiled for SM8650 (v75) with QNN 2.51.0"), "{message}");
+    assert!(message.contains(&format!("device {} is SM8350 (v68)", Rig::serial(port))), "{message}");
+    assert!(!rig.device_data(port).join("local/tmp/npugate").exists(), "nothing was pushed");
+}
+
+#[test]
+fn bad_input_is_one_line_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let unknown = npugate(&["preflight", "--soc", "SM9999"], &[Path::new("--model"), &model("smallcnn.onnx")]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"), "{}", describe(&unknown));
+    let dynamic = npugate(&["preflight"], &[Path::new("--model"), &model("dynamic.onnx"), Path::new("--out"), &dir.path().join("d")]);
+    assert_eq!(dynamic.status.code(), Some(2));
+    assert!(stderr(&dynamic).contains("pass --shape x=Nx3xNxN"), "{}", describe(&dynamic));
+    // A model ONNX Runtime cannot load even on its CPU EP is no SoC's verdict.
+    let bad = dir.path().join("unknown_op.onnx");
+    let script = "import onnx, sys\nfrom onnx import helper, TensorProto as T\n\
+        g = helper.make_graph([helper.make_node('NoSuchOp', ['x'], ['y'], name='n')], 'g', \
+        [helper.make_tensor_value_info('x', T.FLOAT, [1, 4])], [helper.make_tensor_value_info('y', T.FLOAT, [1, 4])])\n\
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)], ir_version=8), sys.argv[1])";
+    assert!(run(Command::new(python()).args(["-c", script]).arg(&bad)).status.success());
+    let refused = npugate(&["preflight", "--soc", "SM8650"], &[Path::new("--model"), &bad, Path::new("--out"), &dir.path().join("bad")]);
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(stderr(&refused).contains("cannot load model") && stderr(&refused).contains("unknown_op.onnx"), "{}", describe(&refused));
+    // Without wine on PATH: one line with the setup command, exit 2.
+    let no_wine = run(Command::new(bin("npugate"))
+        .env("PATH", "/nonexistent")
+        .args(["preflight", "--soc", "SM8650", "--model"])
+        .arg(model("smallcnn.onnx"))
+        .arg("--out")
+        .arg(dir.path().join("nowine")));
+    assert_eq!(no_wine.status.code(), Some(2), "{}", describe(&no_wine));
+    assert!(stderr(&no_wine).contains("wine is not installed; run scripts/setup"), "{}", describe(&no_wine));
+}
+
+#[test]
+fn a_broken_wine_prefix_is_rebuilt_not_fatal() {
+    // A private cache (so the shared prefix is never broken) that sees the fetched runtimes.
+    let cache = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(npugate_e2e::cache_dir().join("runtimes"), cache.path().join("runtimes")).unwrap();
+    let preflight = |out: &str| {
+        npugate_e2e::htp::windows_harness();
+        run(Command::new(bin("npugate"))
+            .env("NPUGATE_CACHE", cache.path())
+            .args(["preflight", "--soc", "SM8650", "--model"])
+            .arg(model("smallcnn_qdq.onnx"))
+            .arg("--out")
+            .arg(cache.path().join(out)))
+    };
+    let first = preflight("first");
+    assert_eq!(first.status.code(), Some(0), "a fresh prefix is created: {}", describe(&first));
+    std::fs::write(cache.path().join("wine/prefix/system.reg"), "damaged").unwrap();
+    let second = preflight("second");
+    assert_eq!(second.status.code(), Some(0), "{}", describe(&second));
+    assert!(stderr(&second).contains("system.reg is missing or damaged); rebuilding it"), "{}", describe(&second));
+}
+
+#[test]
+fn a_sweep_plan_with_socs_covers_chipsets_no_device_of_the_lab_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("sweep.toml");
+    let qdq = model("smallcnn_qdq.onnx");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"htp\"\nsocs = [\"SM8350\", \"SM8650\"]\n[settings]\nruns = 2\nwarmup = 0\nprofile_runs = 1\n\
+             [[model]]\npath = {:?}\nrules = {{ cv_pct = 8, npu_flops_pct = 98 }}\n",
+            qdq.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("sweep");
+    let output = npugate(
+        &["sweep", "--night", "2026-11-23"],
+        &[Path::new("--plan"), &plan, Path::new("--out"), &out, Path::new("--history"), &dir.path().join("history.sqlite")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let summary = read_json(&out.join("sweep.json"));
+    assert_eq!(summary["runtimes"], serde_json::json!(["qnn-2.7.0-ort-1.31.1-windows-x86_64"]));
+    for soc in ["SM8350", "SM8650"] {
+        let cell = out.join(format!("htp-{soc}/qnn-2.7.0-ort-1.31.1-windows-x86_64/smallcnn_qdq"));
+        let marker = read_json(&cell.join("cell.json"));
+        assert_eq!(marker["device"]["soc"], soc, "{marker:#}");
+        let result = RunResult::read(&cell).unwrap();
+        assert!(result.execution.emulated.is_some() && result.execution.requested_ep == "qnn", "{:?}", result.execution);
+        let verdict = read_json(&cell.join("verdict.json"));
+        let cv = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "cv_pct").unwrap();
+        assert_eq!(cv["status"], "not_applicable", "{cv:#}");
+    }
+}
