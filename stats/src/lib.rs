@@ -1,5 +1,6 @@
 //! Latency statistics, free of I/O: named estimates (as criterion does), a seeded bootstrap
-//! confidence interval for the median, bimodality, within-run drift and sample-size guards.
+//! confidence interval for the median, bimodality, within-run drift, sample-size guards and the
+//! paired ratio of an interleaved A/B session ([`paired_ratio`]).
 //! npugate's one implementation of percentiles and medians: the gate's latency statistics, the
 //! placement report's kernel times and the benchmarks all compute them here.
 //!
@@ -192,7 +193,7 @@ impl LatencyStats {
             p95_ns: percentile_sorted(&sorted, 95.0),
             p99_ns: percentile_sorted(&sorted, 99.0),
             modality: shaped.then(|| modality(&sorted)).flatten(),
-            drift: shaped.then(|| drift(&in_order)),
+            drift: if shaped { drift(&in_order) } else { None },
         })
     }
 
@@ -389,17 +390,56 @@ fn modality(sorted: &[f64]) -> Option<Modality> {
     Some(Modality { bimodal, coefficient, split })
 }
 
-/// First third against last third of a series in run order (at least 3 runs).
-fn drift(in_order: &[f64]) -> Drift {
+/// First third against last third of a series in order (runs of one session, or the round medians
+/// of an A/B session); `None` below 3 values.
+pub fn drift(in_order: &[f64]) -> Option<Drift> {
     let third = in_order.len() / 3;
+    if third == 0 {
+        return None;
+    }
     let first = median_in_place(&mut in_order[..third].to_vec());
     let last = median_in_place(&mut in_order[in_order.len() - third..].to_vec());
-    Drift {
+    Some(Drift {
         runs_per_third: third,
         first_third_median_ns: first,
         last_third_median_ns: last,
         change_pct: if first > 0.0 { (last - first) / first * 100.0 } else { 0.0 },
+    })
+}
+
+/// The paired estimate of an interleaved A/B session: in every round both models ran one after the
+/// other on the same device, so whatever the device did during the round (heat, clocks, background
+/// load) moved both alike and cancels in the round's ratio.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PairedRatio {
+    /// Point estimate: the median of the round ratios (B's median / A's median, round by round).
+    pub ratio: f64,
+    /// Bootstrap interval of that median, resampling whole rounds (pairs stay together).
+    pub ci: ConfidenceInterval,
+    /// Each round's ratio, in round order.
+    pub round_ratios: Vec<f64>,
+}
+
+/// The paired ratio of `rounds`, each `(a_ns, b_ns)`: the timed runs of A and of B in that round.
+/// A round's ratio is median(B) / median(A); the estimate is the median of the round ratios, its
+/// interval the seeded percentile bootstrap over rounds. `None` without rounds, or when a round has
+/// no runs on either side or A's median is zero. With few rounds the interval is wide on purpose:
+/// below about 6 rounds it spans (nearly) the smallest to the largest round ratio.
+pub fn paired_ratio(rounds: &[(&[u64], &[u64])]) -> Option<PairedRatio> {
+    let mut round_ratios = Vec::with_capacity(rounds.len());
+    for (a, b) in rounds {
+        let as_f64 = |ns: &[u64]| ns.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+        let (a_median, b_median) = (median(&as_f64(a))?, median(&as_f64(b))?);
+        if a_median <= 0.0 {
+            return None;
+        }
+        round_ratios.push(b_median / a_median);
     }
+    if round_ratios.is_empty() {
+        return None;
+    }
+    let ratio = median_in_place(&mut round_ratios.clone());
+    Some(PairedRatio { ratio, ci: median_ci(&round_ratios), round_ratios })
 }
 
 #[cfg(test)]
