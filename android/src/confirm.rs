@@ -144,3 +144,90 @@ impl Confirmable for CompareReport {
         Ok(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use gate::Rules;
+
+    use super::*;
+    use crate::pipeline::GateSpec;
+    use crate::run::{run_on, RunSpec};
+    use crate::runtime::RuntimeManifest;
+    use crate::target::mock::{Behaviour, MockTarget, Simulated};
+    use crate::target::{Cancel, Job, Silent};
+    use harness_settings::HarnessSettings;
+
+    /// The first run 50% slower: a one-off (a shared rack's hiccup).
+    fn first_slow(call: usize, _: &str) -> f64 {
+        if call == 0 {
+            1.5
+        } else {
+            1.0
+        }
+    }
+
+    fn always_slow(_: usize, _: &str) -> f64 {
+        1.5
+    }
+
+    /// `npugate run` with `median_ms = 1.2` (1 ms model) on a simulated device, `confirm` reruns.
+    fn run(load: fn(usize, &str) -> f64, extra_rules: &[&str], confirm: u32) -> (RunReport, MockTarget, tempfile::TempDir) {
+        let work = tempfile::tempdir().unwrap();
+        let model = work.path().join("m.onnx");
+        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
+        let target = MockTarget::new("sim", vec![Behaviour::Simulate(Simulated { base_ns: vec![("m.onnx".into(), 1_000_000)], noise_pct: 2.0, load })]);
+        let mut overrides = vec!["median_ms=1.2".to_string(), "disable=[\"cv_pct\", \"npu_flops_pct\"]".to_string()];
+        overrides.extend(extra_rules.iter().map(|r| r.to_string()));
+        let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
+        let (settings, cancel, runtime) = (HarnessSettings::default(), Cancel::new(), RuntimeManifest::for_tests(work.path()));
+        let job = Job { harness: &model, runtime: &runtime, model: &model, fixed_from: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let spec = RunSpec { job, gate: Some(&gate), reference: None };
+        let out = work.path().join("out");
+        let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
+        (report, target, work)
+    }
+
+    #[test]
+    fn a_one_off_slow_run_passes_on_confirmation_with_every_attempt_kept() {
+        let (report, target, work) = run(first_slow, &[], 2);
+        let out = work.path().join("out");
+        let verdict = report.verdict.as_ref().unwrap();
+        let confirmation = verdict.confirmation.as_ref().unwrap();
+        assert_eq!(confirmation.sentence(), "failed 1 of 3, passed on confirmation");
+        assert_eq!((verdict.outcome, report.exit_code, target.calls()), (Outcome::Pass, 0, 3));
+        assert_eq!(confirmation.attempts[0].failed_rules, [RuleName::MedianMs]);
+        assert!(confirmation.attempts[0].headline.as_deref().unwrap().starts_with("median 1.4"), "{confirmation:?}");
+        let saved = gate::Verdict::read(&out.join(files::VERDICT)).unwrap();
+        assert_eq!(saved.confirmation.as_ref().unwrap().failed, 1);
+        assert!(std::fs::read_to_string(out.join(files::REPORT_HTML)).unwrap().contains("failed 1 of 3, passed on confirmation"));
+        for attempt in 1..=3 {
+            let dir = out.join(format!("attempt-{attempt}"));
+            assert!(dir.join(files::RESULT).is_file() && gate::Verdict::read(&dir.join(files::VERDICT)).unwrap().confirmation.is_none());
+        }
+        assert!(out.join(files::RESULT).is_file(), "the result dir stays complete for `npugate gate`");
+        assert_eq!(report.placed.dir(), out);
+    }
+
+    #[test]
+    fn a_reproducible_slowdown_fails_with_all_three_attempts() {
+        let (report, target, work) = run(always_slow, &[], 2);
+        let verdict = report.verdict.as_ref().unwrap();
+        assert_eq!(verdict.confirmation.as_ref().unwrap().sentence(), "failed 3 of 3: the failure reproduced");
+        assert_eq!((verdict.outcome, report.exit_code, target.calls()), (Outcome::Fail, 1, 3));
+        let text = std::fs::read_to_string(work.path().join("out").join(files::REPORT_HTML)).unwrap();
+        assert!(["attempt-1", "attempt-2", "attempt-3"].iter().all(|a| text.contains(a)), "the report lists every attempt");
+    }
+
+    #[test]
+    fn placement_failures_and_passes_are_never_rerun() {
+        let (report, target, _work) = run(always_slow, &["npu_nodes_pct=100"], 2);
+        assert_eq!((report.exit_code, target.calls()), (1, 1), "a placement failure is deterministic");
+        assert!(report.verdict.as_ref().unwrap().confirmation.is_none());
+        let (report, target, _work) = run(|_, _| 1.0, &[], 2);
+        assert_eq!((report.exit_code, target.calls()), (0, 1));
+        let (report, target, _work) = run(always_slow, &[], 0);
+        assert_eq!((report.exit_code, target.calls()), (1, 1), "without --confirm nothing reruns");
+    }
+}

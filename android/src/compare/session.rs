@@ -196,3 +196,153 @@ fn clear(out: &Path) -> Result<()> {
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use gate::verdict::Outcome;
+    use gate::{Baseline, Rules};
+    use npugate_result::RunResult;
+
+    use super::*;
+    use crate::confirm::run_confirmed;
+    use crate::pipeline::{self, GateSpec, OutputsCheck};
+    use crate::runtime::RuntimeManifest;
+    use crate::target::mock::{Behaviour, MockTarget, Simulated};
+    use crate::target::{Cancel, Silent};
+
+    const ROUNDS: usize = 10;
+
+    /// A work dir with `a.onnx`, its copy `a_copy.onnx` and `b.onnx`.
+    fn models() -> tempfile::TempDir {
+        let work = tempfile::tempdir().unwrap();
+        crate::model::testing::identity_model(&work.path().join("a.onnx"), &[Some(1), Some(3)]);
+        std::fs::copy(work.path().join("a.onnx"), work.path().join("a_copy.onnx")).unwrap();
+        crate::model::testing::identity_model(&work.path().join("b.onnx"), &[Some(1), Some(4)]);
+        work
+    }
+
+    /// A simulated device: a.onnx and its copy 1 ms, b.onnx `b_ns`, ±3% noise, `load` per call.
+    fn device(b_ns: u64, load: fn(usize, &str) -> f64) -> MockTarget {
+        let base_ns = vec![("a.onnx".into(), 1_000_000), ("a_copy.onnx".into(), 1_000_000), ("b.onnx".into(), b_ns)];
+        MockTarget::new("sim-1", vec![Behaviour::Simulate(Simulated { base_ns, noise_pct: 3.0, load })])
+    }
+
+    fn steady(_: usize, _: &str) -> f64 {
+        1.0
+    }
+
+    /// Compares `baseline` with `candidate` (files in `work`) on `target` into `work/out`, `confirm` reruns.
+    fn compare(target: &MockTarget, work: &Path, baseline: &str, candidate: &str, confirm: u32) -> CompareReport {
+        let settings = HarnessSettings::default();
+        let runtime = RuntimeManifest::for_tests(work);
+        let cancel = Cancel::new();
+        let rules = CompareRules::default();
+        let (a, b) = (work.join(baseline), work.join(candidate));
+        let job = Job { harness: &a, runtime: &runtime, model: &a, fixed_from: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let spec = CompareSpec { job, baseline: &a, candidate: &b, rounds: ROUNDS, runs_per_round: 20, rules: &rules };
+        run_confirmed(confirm, &work.join("out"), |dir| compare_on(target, &spec, dir, &Silent)).unwrap()
+    }
+
+    #[test]
+    fn a_ten_percent_slower_candidate_is_found_and_every_run_is_on_disk() {
+        let work = models();
+        let target = device(1_100_000, steady);
+        let report = compare(&target, work.path(), "a.onnx", "b.onnx", 0);
+        let v = &report.verdict;
+        let paired = v.paired.as_ref().unwrap();
+        assert!(paired.ci.lower > 1.05 && (paired.ratio - 1.10).abs() < 0.01, "{paired:?}");
+        assert_eq!((v.outcome, report.exit_code()), (Outcome::Fail, 1), "{:#?}", v.checks);
+        assert_eq!(target.calls(), 2 + 2 * ROUNDS, "two placement runs, then two runs per round");
+        let out = work.path().join("out");
+        assert_eq!(CompareVerdict::read(&out.join(files::COMPARE)).unwrap().rounds.len(), ROUNDS);
+        for dir in ["baseline/placement", "candidate/placement", "baseline/round-01", "candidate/round-10"] {
+            assert!(out.join(dir).join(files::RESULT).is_file(), "{dir}");
+        }
+        assert!(out.join(files::REPORT_HTML).is_file());
+        assert_eq!(RunResult::read(&out.join("candidate/round-03")).unwrap().timings.latencies_ns.len(), 20);
+        assert_eq!(RunResult::read(&out.join("candidate/placement")).unwrap().timings.latencies_ns.len(), 1, "placement runs time one run");
+        assert!(v.baseline.placement.is_some() && v.placement_differences.is_empty());
+    }
+
+    #[test]
+    fn a_model_against_its_identical_copy_passes_with_an_interval_spanning_one() {
+        let work = models();
+        let report = compare(&device(1_000_000, steady), work.path(), "a.onnx", "a_copy.onnx", 0);
+        let paired = report.verdict.paired.as_ref().unwrap();
+        assert!(paired.ci.lower <= 1.0 && paired.ci.upper >= 1.0, "{paired:?}");
+        assert_eq!(report.verdict.outcome, Outcome::Pass, "{:#?}", report.verdict.checks);
+        // Running again into the same directory replaces the comparison.
+        let again = compare(&device(1_000_000, steady), work.path(), "a.onnx", "a_copy.onnx", 0);
+        assert_eq!(again.verdict.outcome, Outcome::Pass);
+    }
+
+    /// Background load from the 12th harness launch on (half of the rounds): 40% slower.
+    fn load_halfway(call: usize, _: &str) -> f64 {
+        if call >= 2 + ROUNDS {
+            1.4
+        } else {
+            1.0
+        }
+    }
+
+    #[test]
+    fn load_halfway_moves_both_sides_so_compare_passes_while_the_stored_baseline_gate_fails_on_the_same_runs() {
+        let work = models();
+        let report = compare(&device(1_000_000, load_halfway), work.path(), "a.onnx", "a_copy.onnx", 0);
+        assert_eq!(report.verdict.outcome, Outcome::Pass, "{:#?}", report.verdict.checks);
+        assert!(report.verdict.baseline.session_drift.as_ref().unwrap().change_pct > 30.0);
+        assert!(report.verdict.warnings[0].starts_with("the device drifted +"), "{:?}", report.verdict.warnings);
+
+        // The same runs through the stored-baseline gate: A's first round saved as the baseline
+        // (last week's cool device), B's last round judged against it (the PR on the busy device).
+        let out = work.path().join("out");
+        let saved = out.join("baseline/round-01");
+        let run = RunResult::read(&saved).unwrap();
+        let placement = profile_parser::analyze_run(&saved, &run).unwrap();
+        let baseline = Baseline::from_run(&run, Some(&placement), "baseline/round-01").unwrap();
+        let rules = Rules::load(None, &["disable=[\"cv_pct\", \"npu_flops_pct\"]".into()]).unwrap();
+        let spec = GateSpec { rules, baseline: Some(baseline), force: false };
+        let current = out.join(format!("candidate/round-{ROUNDS}"));
+        let verdict = pipeline::judge(&current, &RunResult::read(&current).unwrap(), &OutputsCheck::NotRequested, &spec);
+        assert_eq!(verdict.outcome, Outcome::Fail, "{:#?}", verdict.checks);
+        assert!(verdict.failures().all(|c| c.rule == gate::RuleName::BaselineMedianPct));
+    }
+
+    /// b.onnx 30% slower during the first session only (2 + 2·ROUNDS launches): a one-off.
+    fn b_slow_once(call: usize, model: &str) -> f64 {
+        if model == "b.onnx" && call < 2 + 2 * ROUNDS {
+            1.3
+        } else {
+            1.0
+        }
+    }
+
+    #[test]
+    fn confirm_2_passes_a_one_off_slow_session_and_fails_a_reproducible_one_with_all_three_attempts() {
+        let work = models();
+        let target = device(1_000_000, b_slow_once);
+        let report = compare(&target, work.path(), "a.onnx", "b.onnx", 2);
+        let confirmation = report.verdict.confirmation.as_ref().unwrap();
+        assert_eq!(confirmation.sentence(), "failed 1 of 3, passed on confirmation");
+        assert_eq!((report.verdict.outcome, confirmation.representative), (Outcome::Pass, 3));
+        assert_eq!(target.calls(), 3 * (2 + 2 * ROUNDS));
+        let out = work.path().join("out");
+        let saved = CompareVerdict::read(&out.join(files::COMPARE)).unwrap();
+        assert_eq!(saved.confirmation.as_ref().unwrap().attempts.len(), 3);
+        for attempt in 1..=3 {
+            let kept = CompareVerdict::read(&out.join(format!("attempt-{attempt}")).join(files::COMPARE)).unwrap();
+            assert!(kept.confirmation.is_none(), "each attempt keeps its own verdict");
+            assert_eq!(kept.outcome, if attempt == 1 { Outcome::Fail } else { Outcome::Pass });
+        }
+        assert!(out.join("baseline/round-01").join(files::RESULT).is_file(), "the reported attempt's runs are in place");
+
+        let work = models();
+        let report = compare(&device(1_300_000, steady), work.path(), "a.onnx", "b.onnx", 2);
+        let confirmation = report.verdict.confirmation.as_ref().unwrap();
+        assert_eq!(confirmation.sentence(), "failed 3 of 3: the failure reproduced");
+        assert_eq!((report.verdict.outcome, report.exit_code()), (Outcome::Fail, 1));
+        assert!(confirmation.attempts.iter().all(|a| a.headline.as_deref().is_some_and(|h| h.starts_with("B/A 1.3"))), "{confirmation:?}");
+    }
+}
