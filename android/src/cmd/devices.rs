@@ -2,8 +2,11 @@
 
 use npugate_result::contract::EXIT_PASS;
 
+use std::path::{Path, PathBuf};
+
 use super::options::DeviceArgs;
 use crate::devices::{self, DeviceInfo};
+use crate::history::{self, health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.
 #[derive(Debug, clap::Args)]
@@ -14,6 +17,9 @@ pub struct DevicesArgs {
     /// Print `npugate.devices/1` JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// History store each device's noise floor is learned from (default: <cache>/history.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
 }
 
 /// Runs `npugate devices`.
@@ -24,10 +30,16 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
         let chosen = devices::select(&adb, &args.options.devices)?;
         list.devices.retain(|d| chosen.contains(&d.serial));
     }
+    let history = args.history.clone().unwrap_or_else(history::default_path);
+    let mut health = health::load(&history)?.unwrap_or_default();
+    health.retain(|h| list.devices.iter().any(|d| d.serial == h.serial));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        let mut json = serde_json::to_value(&list)?;
+        json["health"] = serde_json::to_value(&health)?;
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", table(&list.devices));
+        print!("{}", health_lines(&health, &history));
     }
     Ok(EXIT_PASS)
 }
@@ -58,4 +70,12 @@ fn table(devices: &[DeviceInfo]) -> String {
     }
     let text: Vec<String> = table.to_string().lines().map(|line| line.trim_end().to_string()).collect();
     text.join("\n") + "\n"
+}
+
+/// Each listed device's noise floor from the history, flagged ones marked `NOISY`.
+fn health_lines(health: &[DeviceHealth], history: &Path) -> String {
+    if health.is_empty() {
+        return String::new();
+    }
+    format!("\nnoise floor (last {} nights of {})\n{}", health::HEALTH_NIGHTS, history.display(), health::lines(health))
 }
