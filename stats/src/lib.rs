@@ -414,22 +414,26 @@ pub fn drift(in_order: &[f64]) -> Option<Drift> {
 pub struct PairedRatio {
     /// Point estimate: the median of the round ratios (B's median / A's median, round by round).
     pub ratio: f64,
-    /// Bootstrap interval of that median, resampling whole rounds (pairs stay together).
+    /// Two-level bootstrap interval of that median: rounds resampled whole (pairs stay together),
+    /// and the runs inside each drawn round.
     pub ci: ConfidenceInterval,
     /// Each round's ratio, in round order.
     pub round_ratios: Vec<f64>,
 }
 
 /// The paired ratio of `rounds`, each `(a_ns, b_ns)`: the timed runs of A and of B in that round.
-/// A round's ratio is median(B) / median(A); the estimate is the median of the round ratios, its
-/// interval the seeded percentile bootstrap over rounds. `None` without rounds, or when a round has
-/// no runs on either side or A's median is zero. With few rounds the interval is wide on purpose:
-/// below about 6 rounds it spans (nearly) the smallest to the largest round ratio.
+/// A round's ratio is median(B) / median(A); the estimate is the median of the round ratios. Its
+/// interval is a seeded two-level percentile bootstrap: each replicate draws rounds with
+/// replacement (pairs stay together, so drift that moved both stays cancelled) and, inside every
+/// drawn round, both sides' runs with replacement — the data are hierarchical, and resampling only
+/// the rounds would ignore how uncertain each round's medians are and cover too rarely with few
+/// rounds. `None` without rounds, or when a round has no runs on either side or A's median is zero.
 pub fn paired_ratio(rounds: &[(&[u64], &[u64])]) -> Option<PairedRatio> {
-    let mut round_ratios = Vec::with_capacity(rounds.len());
-    for (a, b) in rounds {
-        let as_f64 = |ns: &[u64]| ns.iter().map(|&v| v as f64).collect::<Vec<f64>>();
-        let (a_median, b_median) = (median(&as_f64(a))?, median(&as_f64(b))?);
+    let as_f64 = |ns: &[u64]| ns.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+    let sides: Vec<(Vec<f64>, Vec<f64>)> = rounds.iter().map(|(a, b)| (as_f64(a), as_f64(b))).collect();
+    let mut round_ratios = Vec::with_capacity(sides.len());
+    for (a, b) in &sides {
+        let (a_median, b_median) = (median(a)?, median(b)?);
         if a_median <= 0.0 {
             return None;
         }
@@ -439,7 +443,21 @@ pub fn paired_ratio(rounds: &[(&[u64], &[u64])]) -> Option<PairedRatio> {
         return None;
     }
     let ratio = median_in_place(&mut round_ratios.clone());
-    Some(PairedRatio { ratio, ci: median_ci(&round_ratios), round_ratios })
+    let mut rng = fastrand::Rng::with_seed(BOOTSTRAP_SEED);
+    let (mut scratch, mut drawn) = (Vec::new(), Vec::with_capacity(sides.len()));
+    let replicates = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            drawn.clear();
+            for _ in 0..sides.len() {
+                let (a, b) = &sides[rng.usize(..sides.len())];
+                let a_median = resampled_median(&mut rng, a, &mut scratch);
+                let b_median = resampled_median(&mut rng, b, &mut scratch);
+                drawn.push(if a_median > 0.0 { b_median / a_median } else { f64::INFINITY });
+            }
+            median_in_place(&mut drawn)
+        })
+        .collect();
+    Some(PairedRatio { ratio, ci: percentile_interval(replicates), round_ratios })
 }
 
 #[cfg(test)]

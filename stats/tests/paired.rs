@@ -42,8 +42,8 @@ fn a_ten_percent_slower_b_is_found_with_an_interval_above_one() {
 }
 
 #[test]
-fn an_identical_b_gives_an_interval_spanning_one_about_95_times_in_100() {
-    let sessions: u64 = 200;
+fn an_identical_b_gives_an_interval_spanning_one_at_least_95_times_in_100() {
+    let sessions: u64 = 100;
     let mut covering = 0;
     for seed in 0..sessions {
         let p = paired(&session(10, 20, 2e6, 2e6, |_| 1.0, seed));
@@ -51,9 +51,9 @@ fn an_identical_b_gives_an_interval_spanning_one_about_95_times_in_100() {
         // Never near a 5% slowdown limit: the interval stays within ±2%.
         assert!(p.ci.lower > 0.98 && p.ci.upper < 1.02, "seed {seed}: {p:?}");
     }
-    // A 95% interval of a median of 10 rounds: about 95% coverage (percentile bootstrap runs a
-    // little narrow on so few values).
-    assert!(covering >= sessions * 88 / 100, "{covering} of {sessions} intervals cover 1");
+    // At least the nominal 95%: resampling the runs inside the rounds as well makes the interval
+    // conservative (bootstrapping the rounds alone covered 1 in only 93% of these sessions).
+    assert!(covering >= sessions * 95 / 100, "{covering} of {sessions} intervals cover 1");
 }
 
 #[test]
