@@ -57,7 +57,7 @@ pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result
 }
 
 /// [`check`]s `model` and, when `shapes` change it, writes the fixed model into `cache`
-/// (`<cache>/<key>/<file name>`, the key a digest of the original's files and the shapes) unless
+/// (`<cache>/<key>/<file name>`, the key a digest of the original's files, its name and the shapes) unless
 /// it is there already; the model's external data files are linked (or copied) beside it.
 pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: &Path) -> Result<PreparedModel> {
     let Some((fixed, shape_text)) = check(model, shapes, inputs)? else {
@@ -72,13 +72,14 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
         .into_iter()
         .map(str::to_string)
         .collect();
+    let name = model.file_name().context("the model path names no file")?;
+    // The file name is part of the key: a copy of the model under another name gets its own folder.
     let mut key = Sha256::new();
-    key.update(format!("{sha256}\n{shape_text}\n"));
+    key.update(format!("{sha256}\n{}\n{shape_text}\n", name.to_string_lossy()));
     for file in &data {
         let (file_sha, _) = sha256_file(&folder.join(file)).with_context(|| format!("model {}: cannot read its external data {file}", model.display()))?;
         key.update(format!("{file}={file_sha}\n"));
     }
-    let name = model.file_name().context("the model path names no file")?;
     let dir = cache.join(format!("{:x}", key.finalize()));
     let path = dir.join(name);
     if !path.is_file() {
@@ -184,6 +185,12 @@ mod tests {
         assert_eq!(again, prepared, "the same shapes reuse the same fixed copy");
         let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache).unwrap();
         assert_ne!(other.path, prepared.path);
+        // An identical copy under another name (an A/B comparison of a model with itself).
+        let copy = work.path().join("cls_copy.onnx");
+        std::fs::copy(&model, &copy).unwrap();
+        let copied = prepare(&copy, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        assert_eq!(copied.path.file_name().unwrap(), "cls_copy.onnx");
+        assert!(copied.path.is_file() && prepared.path.is_file());
     }
 
     #[test]
