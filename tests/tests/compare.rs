@@ -19,7 +19,7 @@ use serde_json::Value;
 
 const RUNTIME: &str = "ort-1.31.1-linux-x86_64";
 
-/// Held by every test that measures latency, so they never load the machine for each other
+/// Held by every test here, so they never load the machine for each other while one measures
 /// (the drift test starts busy loops on purpose).
 static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -181,6 +181,7 @@ fn a_rack_compares_each_device_on_its_own_and_writes_every_report() {
 
 #[test]
 fn confirm_2_keeps_all_three_attempts_of_a_reproducible_failure() {
+    let _timing = timing();
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("confirmed");
     let failing = run(Command::new(bin("npugate"))
@@ -231,6 +232,7 @@ fn sweep(rig: &Rig, serials: &[String], dir: &Path, history: &Path, night: &str)
 
 #[test]
 fn a_device_with_planted_noisy_history_is_flagged_and_skipped() {
+    let _timing = timing();
     let rig = Rig::up(&[6191, 6192, 6193]);
     let serials: Vec<String> = [6191, 6192, 6193].map(Rig::serial).to_vec();
     let work = tempfile::tempdir().unwrap();
