@@ -14,12 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;
 use crate::fingerprint::Fingerprint;
-use crate::judge::{check, moved_culprit, name_nodes, outcome_of, ratio_check, unjudged};
+use crate::judge::{moved_culprit, nodes_check, outcome_of, ratio_check, unjudged};
 use crate::rules::{self, RuleName, RulesError};
 use crate::stats::{self, Drift, LatencyStats, PairedRatio};
 use crate::units::{fmt_ms, Unit};
-use crate::verdict::{CheckStatus, Culprit, Outcome, Subject};
-use crate::verdict::Check;
+use crate::verdict::{Check, Culprit, Outcome, Subject};
 
 /// Schema identifier of a serialized [`CompareVerdict`].
 pub const COMPARE_SCHEMA: &str = "npugate.compare/1";
@@ -419,12 +418,6 @@ pub fn differences_of(baseline: &PlacementReport, candidate: &PlacementReport) -
 }
 
 fn placement_check(differences: &[Culprit], preferred: &str) -> Check {
-    let ok = differences.is_empty();
-    let message = if ok {
-        format!("placement_must_match: every node runs where it ran in the baseline (preferred EP {preferred})")
-    } else {
-        format!("placement_must_match: {} node(s) run elsewhere in the candidate{}", differences.len(), name_nodes(differences))
-    };
-    let status = if ok { CheckStatus::Pass } else { CheckStatus::Fail };
-    Check { nodes: differences.to_vec(), ..check(RuleName::PlacementMustMatch, status, Some(differences.len() as f64), 0.0, Unit::Nodes, message) }
+    let passed = format!("every node runs where it ran in the baseline (preferred EP {preferred})");
+    nodes_check(RuleName::PlacementMustMatch, differences, &passed, "node(s) run elsewhere in the candidate")
 }

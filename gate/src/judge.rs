@@ -571,16 +571,15 @@ pub(crate) fn moved_culprit(report: &PlacementReport, node: &NodePlacement, befo
 }
 
 fn placement_diff_check(moved: &[Culprit], preferred: &str) -> Check {
-    let ok = moved.is_empty();
-    let message = if ok {
-        format!("baseline_placement: no node moved off {preferred}")
-    } else {
-        format!("baseline_placement: {} node(s) moved off {preferred}{}", moved.len(), name_nodes(moved))
-    };
-    Check {
-        nodes: moved.to_vec(),
-        ..check(RuleName::BaselinePlacement, pass_or_fail(ok), Some(moved.len() as f64), 0.0, Unit::Nodes, message)
-    }
+    let passed = format!("no node moved off {preferred}");
+    nodes_check(RuleName::BaselinePlacement, moved, &passed, &format!("node(s) moved off {preferred}"))
+}
+
+/// A rule that fails when any node is listed: `<rule>: <passed>`, or `<rule>: N <failed>: A node …`.
+pub(crate) fn nodes_check(rule: RuleName, nodes: &[Culprit], passed: &str, failed: &str) -> Check {
+    let ok = nodes.is_empty();
+    let message = if ok { format!("{rule}: {passed}") } else { format!("{rule}: {} {failed}{}", nodes.len(), name_nodes(nodes)) };
+    Check { nodes: nodes.to_vec(), ..check(rule, pass_or_fail(ok), Some(nodes.len() as f64), 0.0, Unit::Nodes, message) }
 }
 
 fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&PlacementReport>) -> Vec<String> {
