@@ -1,27 +1,43 @@
-//! `npugate run --device …`: the same run on every chosen device in parallel, each device's
-//! result in `<out>/<serial>/` as soon as it is judged, and `rack.json` next to them.
+//! `npugate run --device …` (and `compare --device …`): the same work on every chosen device in
+//! parallel, each device's result in `<out>/<serial>/` as soon as it is judged, and `rack.json`
+//! next to them.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use npugate_result::{contract, files};
 
-use crate::rack::{self, Rack, RackPolicy};
+use crate::confirm::run_confirmed;
+use crate::rack::{self, Attempted, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
 use crate::target::adb::AdbTarget;
-use crate::target::Target;
+use crate::target::{Progress, Target};
 
-/// Runs `spec` on every target; each result lands in `out/<dir>/` and is handed to `on_done`
-/// (one device at a time, so reports do not interleave) as soon as it is judged. Writes
-/// `out/rack.json` and returns the rack.
+/// Runs `spec` on every target (a latency failure rerun `confirm` times, see [`crate::confirm`]);
+/// each result lands in `out/<dir>/` and is handed to `on_done` (one device at a time, so reports
+/// do not interleave) as soon as it is judged. Writes `out/rack.json` and returns the rack.
 pub fn run_on_devices(
     targets: &[AdbTarget],
     spec: &RunSpec<'_>,
+    confirm: u32,
     out: &Path,
     policy: &RackPolicy,
     on_done: &(dyn Fn(&AdbTarget, &RunReport) + Sync),
 ) -> anyhow::Result<Rack<RunReport>> {
     anyhow::ensure!(spec.job.model.is_file(), "model {} not found", spec.job.model.display());
+    on_devices(targets, out, policy, |target, dir, progress| run_confirmed(confirm, dir, |d| run_on(target, spec, d, progress)), on_done)
+}
+
+/// Does `work(target, dir, progress)` on every target in parallel, `dir` being `out/<serial>/`
+/// (made safe); hands each finished result to `on_done` one device at a time; writes
+/// `out/rack.json` and returns the rack.
+pub fn on_devices<R: Attempted + Send>(
+    targets: &[AdbTarget],
+    out: &Path,
+    policy: &RackPolicy,
+    work: impl Fn(&AdbTarget, &Path, &dyn Progress) -> anyhow::Result<R> + Sync,
+    on_done: &(dyn Fn(&AdbTarget, &R) + Sync),
+) -> anyhow::Result<Rack<R>> {
     let serials: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
     let dirs = result_dir_names(&serials);
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
@@ -29,7 +45,7 @@ pub fn run_on_devices(
     let refs: Vec<&AdbTarget> = targets.iter().collect();
     let rack = rack::run_rack(&refs, policy, |target, progress| {
         let index = targets.iter().position(|t| std::ptr::eq(t, target)).unwrap_or_default();
-        let report = run_on(target, spec, &out.join(&dirs[index]), progress)?;
+        let report = work(target, &out.join(&dirs[index]), progress)?;
         let _turn = printing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         on_done(target, &report);
         Ok(report)

@@ -5,10 +5,13 @@
 //! [`target`] (where a harness runs) → [`run`] (one run on one target: stage, execute, check the
 //! outputs, judge, place) → [`pipeline`] (result → placement → verdict → sinks), with [`rack`]
 //! running many targets at once (retries, timeouts, cancellation, panics) and [`sweep`] running
-//! plans of them night after night.
+//! plans of them night after night. [`compare`] runs two models interleaved on one target, and
+//! [`confirm`] reruns a latency failure before it counts.
 
 pub mod adb;
 pub mod cmd;
+pub mod compare;
+pub mod confirm;
 pub mod consistency;
 pub mod deploy;
 pub mod device_load;

@@ -68,7 +68,7 @@ pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result
 }
 
 /// [`check`]s `model` and, when `shapes` change it, writes the fixed model into `cache`
-/// (`<cache>/<key>/<file name>`, the key a digest of the original's files and the shapes) unless
+/// (`<cache>/<key>/<file name>`, the key a digest of the original's files, its name and the shapes) unless
 /// it is there already; the model's external data files are linked (or copied) beside it.
 pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: &Path) -> Result<PreparedModel> {
     let Some((fixed, shape_text)) = check(model, shapes, inputs)? else {
@@ -208,6 +208,12 @@ mod tests {
         assert_eq!(again, prepared, "the same shapes reuse the same fixed copy");
         let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache).unwrap();
         assert_ne!(other.path, prepared.path);
+        // An identical copy under another name (an A/B comparison of a model with itself).
+        let copy = work.path().join("cls_copy.onnx");
+        std::fs::copy(&model, &copy).unwrap();
+        let copied = prepare(&copy, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        assert_eq!(copied.path.file_name().unwrap(), "cls_copy.onnx");
+        assert!(copied.path.is_file() && prepared.path.is_file());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gate::export::{write_all, Format};
+use gate::export::{write_all, Format, Report};
 use gate::outputs::OutputsReport;
 use gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_result::{contract, files, RunResult};
@@ -101,8 +101,8 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    /// Prints or writes the verdict in the requested formats.
-    pub fn emit(&self, verdict: &Verdict) -> Result<()> {
+    /// Prints or writes the verdict (or comparison) in the requested formats.
+    pub fn emit(&self, verdict: &dyn Report) -> Result<()> {
         write_all(verdict, &self.formats, self.report.as_deref())?;
         Ok(())
     }
@@ -110,7 +110,7 @@ impl Sinks {
     /// For one device of a rack: writes `--report` into the device's result directory `dir`
     /// (under the report's file name, so devices do not overwrite each other) and returns the
     /// text still to print (empty when `--report` took the formats).
-    pub fn render_for_device(&self, verdict: &Verdict, dir: &Path) -> Result<String> {
+    pub fn render_for_device(&self, verdict: &dyn Report, dir: &Path) -> Result<String> {
         Ok(match &self.report {
             Some(report) => {
                 let name = report.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("verdict"));

@@ -2,7 +2,7 @@
 //! and an optional baseline — and the rules into a [`Verdict`], in one pure function: [`judge`].
 
 use npugate_result::{RunResult, RunStatus};
-use profile_parser::report::{FallbackNode, PlacementReport};
+use profile_parser::report::{FallbackNode, NodePlacement, PlacementReport};
 
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
@@ -132,6 +132,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         baseline,
         outputs: outputs.cloned(),
         errors,
+        confirmation: None,
     }
 }
 
@@ -150,7 +151,7 @@ fn not_applicable_on_an_emulator(checks: &mut [Check], what: &str) {
 }
 
 /// `fail` if any check failed, else `error` if anything could not be judged, else `pass`.
-fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
+pub(crate) fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
     if checks.iter().any(|c| c.status == CheckStatus::Fail) {
         Outcome::Fail
     } else if !errors.is_empty() || checks.iter().any(|c| c.status == CheckStatus::Unjudged) {
@@ -212,7 +213,7 @@ fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> 
     value.filter(|_| rules.enabled(rule))
 }
 
-fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64, unit: Unit, message: String) -> Check {
+pub(crate) fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64, unit: Unit, message: String) -> Check {
     Check {
         rule,
         status,
@@ -225,7 +226,7 @@ fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64,
     }
 }
 
-fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
+pub(crate) fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
     check(rule, CheckStatus::Unjudged, None, limit, unit, message)
 }
 
@@ -397,7 +398,7 @@ impl<'a> PlacementView<'a> {
 }
 
 /// `: A node … runs on CPU; B node …; and 4 more` naming the first few culprits.
-fn name_nodes(nodes: &[Culprit]) -> String {
+pub(crate) fn name_nodes(nodes: &[Culprit]) -> String {
     if nodes.is_empty() {
         return String::new();
     }
@@ -567,26 +568,23 @@ fn compare(
 
 /// Fails only when the whole interval of the median ratio lies above 1 + limit, so noise cannot flip it.
 fn median_ratio_check(r: &stats::MedianRatio, pct: f64) -> Check {
+    ratio_check(RuleName::BaselineMedianPct, &format!("median is {:.3}× the baseline", r.ratio), r.ratio, &r.ci, pct)
+}
+
+/// A ratio rule judged on its interval: fails only when the whole interval lies above 1 + `pct`%.
+/// `what` states the estimate (`median is 1.104× the baseline`); the interval and the judgement follow.
+pub(crate) fn ratio_check(rule: RuleName, what: &str, ratio: f64, ci: &stats::ConfidenceInterval, pct: f64) -> Check {
     let max_ratio = 1.0 + pct / 100.0;
-    let ok = r.ci.lower <= max_ratio;
+    let ok = ci.lower <= max_ratio;
     let verdict = if !ok {
         format!("> {max_ratio:.2}× even at the interval's lower bound")
-    } else if r.ci.upper > max_ratio {
+    } else if ci.upper > max_ratio {
         format!("interval reaches above {max_ratio:.2}× but its lower bound does not: within noise")
     } else {
         format!("<= {max_ratio:.2}×")
     };
-    let message = format!(
-        "baseline_median_pct: median is {:.3}× the baseline ({:.0}% CI {:.3}–{:.3}×), {verdict}",
-        r.ratio,
-        r.ci.level * 100.0,
-        r.ci.lower,
-        r.ci.upper
-    );
-    Check {
-        measured: Some((r.ratio - 1.0) * 100.0),
-        ..check(RuleName::BaselineMedianPct, pass_or_fail(ok), None, pct, Unit::Percent, message)
-    }
+    let message = format!("{rule}: {what} ({:.0}% CI {:.3}–{:.3}×), {verdict}", ci.level * 100.0, ci.lower, ci.upper);
+    Check { measured: Some((ratio - 1.0) * 100.0), ..check(rule, pass_or_fail(ok), None, pct, Unit::Percent, message) }
 }
 
 /// Nodes on the baseline's preferred EP that now run elsewhere, unless excused.
@@ -597,36 +595,39 @@ fn moved_nodes(view: &PlacementView<'_>, before: &crate::baseline::BaselinePlace
         .filter(|n| n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
         .filter(|n| !rules.allows(&n.name, &n.op_type))
         .filter(|n| !view.excused.iter().any(|e| e.name == n.name))
-        .map(|n| {
-            let fallback = view.report.fallback.iter().find(|f| f.name == n.name);
-            Culprit {
-                baseline_ep: Some(before.preferred_ep.clone()),
-                ..fallback.map(Culprit::from_fallback).unwrap_or_else(|| Culprit {
-                    name: n.name.clone(),
-                    op_type: n.op_type.clone(),
-                    ep: n.ep.clone(),
-                    baseline_ep: None,
-                    flops_pct: None,
-                    time_us_per_run: None,
-                    reason: None,
-                    hint: None,
-                })
-            }
-        })
+        .map(|n| moved_culprit(view.report, n, Some(&before.preferred_ep)))
         .collect()
 }
 
-fn placement_diff_check(moved: &[Culprit], preferred: &str) -> Check {
-    let ok = moved.is_empty();
-    let message = if ok {
-        format!("baseline_placement: no node moved off {preferred}")
-    } else {
-        format!("baseline_placement: {} node(s) moved off {preferred}{}", moved.len(), name_nodes(moved))
-    };
-    Check {
-        nodes: moved.to_vec(),
-        ..check(RuleName::BaselinePlacement, pass_or_fail(ok), Some(moved.len() as f64), 0.0, Unit::Nodes, message)
+/// A node of `report` that ran elsewhere before (`before`: its EP then, `None` when it is new),
+/// with its costs, reason and hint when it is a fallback node.
+pub(crate) fn moved_culprit(report: &PlacementReport, node: &NodePlacement, before: Option<&str>) -> Culprit {
+    let fallback = report.fallback.iter().find(|f| f.name == node.name);
+    Culprit {
+        baseline_ep: before.map(str::to_string),
+        ..fallback.map(Culprit::from_fallback).unwrap_or_else(|| Culprit {
+            name: node.name.clone(),
+            op_type: node.op_type.clone(),
+            ep: node.ep.clone(),
+            baseline_ep: None,
+            flops_pct: None,
+            time_us_per_run: None,
+            reason: None,
+            hint: None,
+        })
     }
+}
+
+fn placement_diff_check(moved: &[Culprit], preferred: &str) -> Check {
+    let passed = format!("no node moved off {preferred}");
+    nodes_check(RuleName::BaselinePlacement, moved, &passed, &format!("node(s) moved off {preferred}"))
+}
+
+/// A rule that fails when any node is listed: `<rule>: <passed>`, or `<rule>: N <failed>: A node …`.
+pub(crate) fn nodes_check(rule: RuleName, nodes: &[Culprit], passed: &str, failed: &str) -> Check {
+    let ok = nodes.is_empty();
+    let message = if ok { format!("{rule}: {passed}") } else { format!("{rule}: {} {failed}{}", nodes.len(), name_nodes(nodes)) };
+    Check { nodes: nodes.to_vec(), ..check(rule, pass_or_fail(ok), Some(nodes.len() as f64), 0.0, Unit::Nodes, message) }
 }
 
 fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&PlacementReport>) -> Vec<String> {

@@ -2,14 +2,19 @@
 //! `npugate-stats` (re-exported as [`stats`]).
 //!
 //! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
-//! `export::write_all(&verdict, formats, out)`. [`page`] holds the building blocks every npugate
+//! `export::write_all(&verdict, formats, out)`; for two models measured interleaved on one device,
+//! `compare::judge_compare(&CompareEvidence, &CompareRules) -> CompareVerdict`, exported the same
+//! way; [`confirm`] decides over the attempts of a rerun latency failure. [`page`] holds the building blocks every npugate
 //! HTML page shares (the verdict report, the sweep matrix, the history page).
 
 pub mod background;
 pub mod baseline;
+pub mod compare;
+pub mod confirm;
 pub mod export;
 pub mod fingerprint;
 pub mod judge;
+pub mod outcome;
 pub mod outputs;
 pub mod page;
 pub mod rules;

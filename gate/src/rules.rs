@@ -5,6 +5,7 @@
 use std::fmt;
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// The limits a run is judged against. Absent optional limits are not checked.
@@ -140,6 +141,10 @@ pub enum RuleName {
     MaxAbsErr,
     /// [`Rules::max_background_cpu_pct`].
     MaxBackgroundCpuPct,
+    /// [`crate::compare::CompareRules::max_slowdown_pct`].
+    MaxSlowdownPct,
+    /// [`crate::compare::CompareRules::placement_must_match`].
+    PlacementMustMatch,
 }
 
 impl RuleName {
@@ -163,7 +168,23 @@ impl RuleName {
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
             RuleName::MaxBackgroundCpuPct => "max_background_cpu_pct",
+            RuleName::MaxSlowdownPct => "max_slowdown_pct",
+            RuleName::PlacementMustMatch => "placement_must_match",
         }
+    }
+
+    /// True for the rules that read latencies, whose failure noise can cause (and a confirmation
+    /// rerun can tell apart); placement, run-count and output rules are deterministic.
+    pub fn reads_latency(self) -> bool {
+        matches!(
+            self,
+            RuleName::CvPct
+                | RuleName::MedianMs
+                | RuleName::P95Ms
+                | RuleName::P99Ms
+                | RuleName::BaselineMedianPct
+                | RuleName::MaxSlowdownPct
+        )
     }
 }
 
@@ -205,26 +226,7 @@ pub enum RulesError {
 impl Rules {
     /// Defaults, then the TOML file (if any), then each `key=value` override in order.
     pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Rules, RulesError> {
-        let mut table = match file {
-            None => toml::Table::new(),
-            Some(path) => {
-                let shown = path.display().to_string();
-                let text = std::fs::read_to_string(path).map_err(|source| RulesError::Io { path: shown.clone(), source })?;
-                // Parse into `Rules` first so that errors carry the line and name the key.
-                toml::from_str::<Rules>(&text)
-                    .map_err(|e| RulesError::File { path: shown.clone(), message: one_line(&e.to_string()) })?;
-                toml::from_str::<toml::Table>(&text)
-                    .map_err(|e| RulesError::File { path: shown, message: one_line(&e.to_string()) })?
-            }
-        };
-        for arg in overrides {
-            let (key, value) = parse_override(arg)?;
-            table.insert(key, value);
-        }
-        Rules::deserialize(toml::Value::Table(table)).map_err(|e| RulesError::Override {
-            arg: overrides.join(" --rule "),
-            message: one_line(&e.to_string()),
-        })
+        load(file, overrides)
     }
 
     /// True when the rule is switched on (not in `disable`).
@@ -238,8 +240,29 @@ impl Rules {
     }
 }
 
+/// A rule set (gate or compare rules): its defaults, then the TOML file (if any), then each
+/// `key=value` override in order. Unknown keys are errors naming the key and the file.
+pub fn load<T: DeserializeOwned>(file: Option<&Path>, overrides: &[String]) -> Result<T, RulesError> {
+    let mut table = match file {
+        None => toml::Table::new(),
+        Some(path) => {
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|source| RulesError::Io { path: shown.clone(), source })?;
+            // Parse into `T` first so that errors carry the line and name the key.
+            toml::from_str::<T>(&text).map_err(|e| RulesError::File { path: shown.clone(), message: one_line(&e.to_string()) })?;
+            toml::from_str::<toml::Table>(&text).map_err(|e| RulesError::File { path: shown, message: one_line(&e.to_string()) })?
+        }
+    };
+    for arg in overrides {
+        let (key, value) = parse_override::<T>(arg)?;
+        table.insert(key, value);
+    }
+    T::deserialize(toml::Value::Table(table))
+        .map_err(|e| RulesError::Override { arg: overrides.join(" --rule "), message: one_line(&e.to_string()) })
+}
+
 /// Parses one `key=value` override; the value is TOML (`5`, `true`, `["Softmax"]`) or a bare string.
-fn parse_override(arg: &str) -> Result<(String, toml::Value), RulesError> {
+fn parse_override<T: DeserializeOwned>(arg: &str) -> Result<(String, toml::Value), RulesError> {
     let fail = |message: String| RulesError::Override { arg: arg.to_string(), message };
     let (key, raw) = arg
         .split_once('=')
@@ -252,7 +275,7 @@ fn parse_override(arg: &str) -> Result<(String, toml::Value), RulesError> {
         .unwrap_or_else(|| toml::Value::String(raw.to_string()));
     let mut single = toml::Table::new();
     single.insert(key.clone(), value.clone());
-    Rules::deserialize(toml::Value::Table(single)).map_err(|e| fail(one_line(&e.to_string())))?;
+    T::deserialize(toml::Value::Table(single)).map_err(|e| fail(one_line(&e.to_string())))?;
     Ok((key, value))
 }
 

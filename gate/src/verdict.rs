@@ -3,12 +3,14 @@
 
 use std::path::Path;
 
-use npugate_result::contract::{self, Document, Schema, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult};
 use profile_parser::report::{FallbackNode, PlacementReport};
 use serde::{Deserialize, Serialize};
 
+use crate::confirm::Confirmation;
 use crate::fingerprint::Fingerprint;
+pub use crate::outcome::Outcome;
 use crate::outputs::OutputsReport;
 use crate::rules::{RuleName, Rules};
 use crate::stats::{ClusterSplit, LatencyStats, MedianRatio};
@@ -53,38 +55,10 @@ pub struct Verdict {
     pub errors: Vec<String>,
     /// Observations that do not fail the gate (drift, slow first run, the harness's warnings).
     pub warnings: Vec<String>,
-}
-
-/// Overall result.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every check passed.
-    Pass,
-    /// At least one check failed.
-    Fail,
-    /// Nothing failed, but something could not be judged.
-    Error,
-}
-
-impl Outcome {
-    /// Upper-case label for reports.
-    pub fn label(self) -> &'static str {
-        match self {
-            Outcome::Pass => "PASS",
-            Outcome::Fail => "FAIL",
-            Outcome::Error => "ERROR",
-        }
-    }
-
-    /// The process exit code ([`npugate_result::contract`]): 0 pass, 1 fail, 2 error.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Outcome::Pass => EXIT_PASS,
-            Outcome::Fail => EXIT_FAIL,
-            Outcome::Error => EXIT_ERROR,
-        }
-    }
+    /// Every attempt when a latency failure was rerun (`--confirm K`); this verdict is the
+    /// reported attempt's, its outcome the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
 }
 
 /// The run that was judged.

@@ -53,6 +53,8 @@ pub mod files {
     pub const OUTPUT_REFERENCE_DIR: &str = "output-reference";
     /// The rack summary next to the per-device result dirs (`npugate.rack/1`).
     pub const RACK: &str = "rack.json";
+    /// A comparison of two models (`npugate.compare/1`), written by `npugate compare`.
+    pub const COMPARE: &str = "compare.json";
     /// A sweep's summary in the sweep dir (`npugate.sweep/1`).
     pub const SWEEP: &str = "sweep.json";
     /// The per-layer comparison of `npugate numerics` (`npugate.numerics/1`).

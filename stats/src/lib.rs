@@ -1,5 +1,6 @@
 //! Latency statistics, free of I/O: named estimates (as criterion does), a seeded bootstrap
-//! confidence interval for the median, bimodality, within-run drift and sample-size guards.
+//! confidence interval for the median, bimodality, within-run drift, sample-size guards and the
+//! paired ratio of an interleaved A/B session ([`paired_ratio`]).
 //! npugate's one implementation of percentiles and medians: the gate's latency statistics, the
 //! placement report's kernel times and the benchmarks all compute them here.
 //!
@@ -192,7 +193,7 @@ impl LatencyStats {
             p95_ns: percentile_sorted(&sorted, 95.0),
             p99_ns: percentile_sorted(&sorted, 99.0),
             modality: shaped.then(|| modality(&sorted)).flatten(),
-            drift: shaped.then(|| drift(&in_order)),
+            drift: if shaped { drift(&in_order) } else { None },
         })
     }
 
@@ -389,17 +390,74 @@ fn modality(sorted: &[f64]) -> Option<Modality> {
     Some(Modality { bimodal, coefficient, split })
 }
 
-/// First third against last third of a series in run order (at least 3 runs).
-fn drift(in_order: &[f64]) -> Drift {
+/// First third against last third of a series in order (runs of one session, or the round medians
+/// of an A/B session); `None` below 3 values.
+pub fn drift(in_order: &[f64]) -> Option<Drift> {
     let third = in_order.len() / 3;
+    if third == 0 {
+        return None;
+    }
     let first = median_in_place(&mut in_order[..third].to_vec());
     let last = median_in_place(&mut in_order[in_order.len() - third..].to_vec());
-    Drift {
+    Some(Drift {
         runs_per_third: third,
         first_third_median_ns: first,
         last_third_median_ns: last,
         change_pct: if first > 0.0 { (last - first) / first * 100.0 } else { 0.0 },
+    })
+}
+
+/// The paired estimate of an interleaved A/B session: in every round both models ran one after the
+/// other on the same device, so whatever the device did during the round (heat, clocks, background
+/// load) moved both alike and cancels in the round's ratio.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PairedRatio {
+    /// Point estimate: the median of the round ratios (B's median / A's median, round by round).
+    pub ratio: f64,
+    /// Two-level bootstrap interval of that median: rounds resampled whole (pairs stay together),
+    /// and the runs inside each drawn round.
+    pub ci: ConfidenceInterval,
+    /// Each round's ratio, in round order.
+    pub round_ratios: Vec<f64>,
+}
+
+/// The paired ratio of `rounds`, each `(a_ns, b_ns)`: the timed runs of A and of B in that round.
+/// A round's ratio is median(B) / median(A); the estimate is the median of the round ratios. Its
+/// interval is a seeded two-level percentile bootstrap: each replicate draws rounds with
+/// replacement (pairs stay together, so drift that moved both stays cancelled) and, inside every
+/// drawn round, both sides' runs with replacement — the data are hierarchical, and resampling only
+/// the rounds would ignore how uncertain each round's medians are and cover too rarely with few
+/// rounds. `None` without rounds, or when a round has no runs on either side or A's median is zero.
+pub fn paired_ratio(rounds: &[(&[u64], &[u64])]) -> Option<PairedRatio> {
+    let as_f64 = |ns: &[u64]| ns.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+    let sides: Vec<(Vec<f64>, Vec<f64>)> = rounds.iter().map(|(a, b)| (as_f64(a), as_f64(b))).collect();
+    let mut round_ratios = Vec::with_capacity(sides.len());
+    for (a, b) in &sides {
+        let (a_median, b_median) = (median(a)?, median(b)?);
+        if a_median <= 0.0 {
+            return None;
+        }
+        round_ratios.push(b_median / a_median);
     }
+    if round_ratios.is_empty() {
+        return None;
+    }
+    let ratio = median_in_place(&mut round_ratios.clone());
+    let mut rng = fastrand::Rng::with_seed(BOOTSTRAP_SEED);
+    let (mut scratch, mut drawn) = (Vec::new(), Vec::with_capacity(sides.len()));
+    let replicates = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            drawn.clear();
+            for _ in 0..sides.len() {
+                let (a, b) = &sides[rng.usize(..sides.len())];
+                let a_median = resampled_median(&mut rng, a, &mut scratch);
+                let b_median = resampled_median(&mut rng, b, &mut scratch);
+                drawn.push(if a_median > 0.0 { b_median / a_median } else { f64::INFINITY });
+            }
+            median_in_place(&mut drawn)
+        })
+        .collect();
+    Some(PairedRatio { ratio, ci: percentile_interval(replicates), round_ratios })
 }
 
 #[cfg(test)]

@@ -3,10 +3,13 @@
 
 use npugate_result::contract::EXIT_PASS;
 
+use std::path::{Path, PathBuf};
+
 use super::options::DeviceArgs;
 use crate::device_lock::{self, LockOptions};
 use crate::devices::{self, DeviceInfo};
 use crate::target::adb::DEFAULT_WORK_DIR;
+use crate::history::{self, health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.
 #[derive(Debug, clap::Args)]
@@ -27,6 +30,9 @@ pub struct DevicesArgs {
     /// With --unlock: the work dir whose lock is cleared.
     #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
     pub work_dir: String,
+    /// History store each device's noise floor is learned from (default: <cache>/history.sqlite).
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
 }
 
 /// Runs `npugate devices`.
@@ -46,10 +52,16 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
         let chosen = devices::select(&adb, &args.options.devices)?;
         list.devices.retain(|d| chosen.contains(&d.serial));
     }
+    let history = args.history.clone().unwrap_or_else(history::default_path);
+    let mut health = health::load(&history)?.unwrap_or_default();
+    health.retain(|h| list.devices.iter().any(|d| d.serial == h.serial));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        let mut json = serde_json::to_value(&list)?;
+        json["health"] = serde_json::to_value(&health)?;
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", table(&list.devices));
+        print!("{}", health_lines(&health, &history));
     }
     Ok(EXIT_PASS)
 }
@@ -64,4 +76,12 @@ fn table(devices: &[DeviceInfo]) -> String {
         vec![d.serial.clone(), d.state.clone(), o(&d.model), o(&d.soc), o(&d.hexagon_arch), o(&d.release), o(&d.abi), o(&d.fingerprint), o(&d.probe_error)]
     });
     crate::table::plain(&["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"], rows)
+}
+
+/// Each listed device's noise floor from the history, flagged ones marked `NOISY`.
+fn health_lines(health: &[DeviceHealth], history: &Path) -> String {
+    if health.is_empty() {
+        return String::new();
+    }
+    format!("\nnoise floor (last {} nights of {})\n{}", health::HEALTH_NIGHTS, history.display(), health::lines(health))
 }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::history::trend::{self, sparkline, HistoryReport};
-use crate::history::{self, chart, HistoryFilter, HistoryStore};
+use crate::history::{self, chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
 
 /// Arguments of `npugate history`.
@@ -70,6 +70,10 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
     if args.changed {
         report.series.retain(|s| s.change.as_ref().is_some_and(|c| c.is_notable()));
     }
+    report.devices = health::load(&path)?.unwrap_or_default();
+    report.devices.retain(|h| {
+        args.device.as_ref().is_none_or(|d| &h.serial == d) && args.soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
+    });
     if let Some(html) = &args.html {
         std::fs::write(html, chart::history_page(&report)).with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("npugate history: trend chart in {}", html.display());
@@ -87,6 +91,16 @@ fn terminal(report: &HistoryReport) -> String {
     if report.series.is_empty() {
         return "no matching sweeps in the history\n".into();
     }
+    let mut out = series_lines(report);
+    if !report.devices.is_empty() {
+        out.push_str(&format!("\nDevice health (noise floor over the last {} nights)\n", health::HEALTH_NIGHTS));
+        out.push_str(&health::lines(&report.devices));
+    }
+    out
+}
+
+/// One block per model and SoC, one line per device and runtime with its sparkline.
+fn series_lines(report: &HistoryReport) -> String {
     let mut out = format!("{} night(s): {}\n", report.nights.len(), report.nights.join(" "));
     let device_width = report.series.iter().map(|s| s.device.len()).max().unwrap_or(0);
     let runtime_width = report.series.iter().map(|s| s.runtime.len()).max().unwrap_or(0);

@@ -4,6 +4,7 @@
 
 pub mod baseline;
 pub mod compile;
+pub mod compare;
 pub mod devices;
 pub mod gate;
 pub mod history;
@@ -46,6 +47,9 @@ enum Command {
     Placement(placement::PlacementArgs),
     /// Run a model with the harness (locally or on devices), then report placement and gate.
     Run(run::RunArgs),
+    /// Compare two models interleaved on the same device (ABBA rounds): paired ratio B/A with its
+    /// interval, both placements; exit 0 pass, 1 a compare rule failed, 2 could not judge.
+    Compare(compare::CompareArgs),
     /// List the devices the adb server knows: serial, state, model, SoC, Hexagon arch, release, ABI.
     Devices(devices::DevicesArgs),
     /// Judge a result directory against the gate rules (and a baseline); exit 0 pass, 1 fail, 2 error.
@@ -84,6 +88,7 @@ pub fn main() -> ExitCode {
         Command::Model(c) => model::run(c),
         Command::Placement(a) => placement::run(a),
         Command::Run(a) => run::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Gate(a) => gate::run(a),
         Command::Baseline(c) => baseline::run(c),

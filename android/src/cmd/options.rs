@@ -125,6 +125,44 @@ impl DeviceRunArgs {
     }
 }
 
+/// Leaving noisy devices out of a rack (`run`, `compare`): their noise floor, learned from the
+/// history, drifted well above their peers' (see `npugate devices`).
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    /// Skip the devices the history flags as noisy (each named on stderr).
+    #[arg(long)]
+    pub skip_noisy: bool,
+    /// History store the noise floors are learned from (default: <cache>/history.sqlite).
+    #[arg(long, value_name = "PATH", requires = "skip_noisy")]
+    pub history: Option<PathBuf>,
+}
+
+impl HealthArgs {
+    /// `serials` without the noisy ones when `--skip-noisy` is given; an error when none is left.
+    pub fn keep_healthy(&self, serials: Vec<String>) -> Result<Vec<String>> {
+        if !self.skip_noisy {
+            return Ok(serials);
+        }
+        let path = self.history.clone().unwrap_or_else(crate::history::default_path);
+        let Some(health) = crate::history::health::load(&path)? else {
+            eprintln!("npugate: --skip-noisy: no history at {} yet, so no device is skipped", path.display());
+            return Ok(serials);
+        };
+        let (kept, skipped): (Vec<String>, Vec<String>) =
+            serials.into_iter().partition(|serial| !health.iter().any(|h| &h.serial == serial && h.noisy));
+        for serial in &skipped {
+            let why = health.iter().find(|h| &h.serial == serial).map(|h| h.summary.as_str()).unwrap_or_default();
+            eprintln!("npugate: skipping {serial}: {why}");
+        }
+        anyhow::ensure!(
+            !kept.is_empty(),
+            "every chosen device is flagged noisy ({}); see `npugate devices`, or run without --skip-noisy",
+            skipped.join(", ")
+        );
+        Ok(kept)
+    }
+}
+
 /// Options of commands that write a signed evidence bundle (`run`, `sweep`).
 #[derive(Debug, Clone, Args)]
 pub struct EvidenceArgs {

@@ -12,7 +12,8 @@ use gate::export::Format;
 use harness_settings::{EpKind, HarnessSettings};
 use npugate_result::files;
 
-use super::options::{DeviceRunArgs, EvidenceArgs, GateArgs};
+use super::options::{DeviceRunArgs, EvidenceArgs, GateArgs, HealthArgs};
+use crate::confirm::run_confirmed;
 use crate::evidence::{Bundle, VerdictSummary};
 use crate::layout::{default_out_dir, Placed};
 use crate::output_check::ReferenceRequest;
@@ -30,7 +31,7 @@ use crate::{consistency, device_rack, devices, harnesses};
 /// The runtime `--local` uses when none is given.
 pub const HOST_RUNTIME: &str = "ort-1.31.1-linux-x86_64";
 /// The longest a local harness run may take.
-const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+pub const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Arguments of `npugate run`.
 #[derive(Debug, Args)]
@@ -66,6 +67,10 @@ pub struct RunArgs {
     /// (default: the model itself). Needs --check-outputs.
     #[arg(long, value_name = "PATH", requires = "check_outputs")]
     pub reference_model: Option<PathBuf>,
+    /// When only latency rules fail, rerun K more times and fail only when most attempts fail;
+    /// every attempt is kept (`attempt-N/`) and listed in the verdict.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub confirm: u32,
     /// Measurement settings.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -78,6 +83,9 @@ pub struct RunArgs {
     /// Devices over adb (`--device SERIAL|all`, `--adb`, `--adb-server`, `--work-dir`, `--retries`, …).
     #[command(flatten)]
     pub devices: DeviceRunArgs,
+    /// Device health (`--skip-noisy`, `--history`).
+    #[command(flatten)]
+    pub health: HealthArgs,
 }
 
 /// What every target of one `npugate run` shares.
@@ -137,7 +145,8 @@ fn local(args: &RunArgs, common: &Common) -> Result<u8> {
         None
     };
     let job = job(args, &harness, &runtime, LOCAL_TIMEOUT, &common.cancel);
-    let report = run_on(target.as_ref(), &RunSpec { job, gate: common.gate.as_ref(), reference }, &out, &Silent)?;
+    let spec = RunSpec { job, gate: common.gate.as_ref(), reference };
+    let report = run_confirmed(args.confirm, &out, |dir| run_on(target.as_ref(), &spec, dir, &Silent))?;
     report_problems(&report.execution, &report.outputs, &report.placed);
     if let Some(verdict) = &report.verdict {
         common.sinks.emit(verdict)?;
@@ -205,7 +214,7 @@ fn check_compiled_model(args: &RunArgs, adb: &crate::adb::Adb, serials: &[String
 /// `--device …`: the same run on each chosen device; results in `<out>/<serial>/`.
 fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
     let adb = args.devices.devices.adb()?;
-    let serials = devices::select(&adb, &args.devices.devices.devices)?;
+    let serials = args.health.keep_healthy(devices::select(&adb, &args.devices.devices.devices)?)?;
     let runtime = match args.runtime.as_deref() {
         Some(name) => RuntimeManifest::load(name)?,
         None => {
@@ -251,7 +260,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
             }
         }
     };
-    let rack = device_rack::run_on_devices(&targets, &spec, &out, &args.devices.policy(&common.cancel), &on_done)?;
+    let rack = device_rack::run_on_devices(&targets, &spec, args.confirm, &out, &args.devices.policy(&common.cancel), &on_done)?;
     for device in &rack.report.devices {
         let dir = device.result_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "-".into());
         println!("{}\t{}\t{dir}", device.serial, device.summary());

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use gate::stats::{median_ratio, MedianRatio};
 use serde::Serialize;
 
+use super::health::DeviceHealth;
 use super::store::{HistoryFilter, StoredCell};
 
 /// Schema of `npugate history --json`.
@@ -25,6 +26,9 @@ pub struct HistoryReport {
     pub nights: Vec<String>,
     /// One series per model × SoC × device × runtime.
     pub series: Vec<Series>,
+    /// Each device's noise floor over the last nights, flagged when it drifted above its peers'.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceHealth>,
 }
 
 /// One model on one device with one runtime, night by night.
@@ -182,7 +186,7 @@ pub fn build(filter: &HistoryFilter, cells: Vec<StoredCell>, tolerance_pct: f64)
             Series { model, soc, device, runtime, points, change }
         })
         .collect();
-    HistoryReport { schema: HISTORY_SCHEMA.into(), filter: filter.clone(), tolerance_pct, nights, series }
+    HistoryReport { schema: HISTORY_SCHEMA.into(), filter: filter.clone(), tolerance_pct, nights, series, devices: Vec::new() }
 }
 
 /// `last` against `before`.

@@ -1,8 +1,9 @@
 //! A scripted target for tests of everything above [`Target`]: racks, retries, timeouts,
-//! cancellation, panics and sweep resume run without processes, devices or root. Each call to
-//! `execute` takes the next [`Behaviour`] of the script (the last one repeats). A successful run
-//! leaves a real harness result directory (the profile-parser's fixture of a real QNN run) with
-//! the latencies the script gives.
+//! cancellation, panics, sweep resume, comparisons and confirmation reruns run without processes,
+//! devices or root. Each call to `execute` takes the next [`Behaviour`] of the script (the last one
+//! repeats). A successful run leaves a real harness result directory (the profile-parser's fixture
+//! of a real QNN run) with the latencies the script gives — or, with [`Behaviour::Simulate`], the
+//! latencies of a simulated device whose speed depends on the model and on the call (a drift).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ pub enum Behaviour {
     DeviceAbsent(String),
     /// The session could not be created: no result, harness exit 2 with this message.
     NoSession(String),
+    /// Writes a complete result with latencies the simulated device produces for this call.
+    Simulate(Simulated),
     /// The way to the target fails (device gone): a retryable error.
     Transport(String),
     /// A final error (e.g. the runtime does not fit the device).
@@ -35,6 +38,28 @@ pub enum Behaviour {
     Hang,
     /// Panics with this message.
     Panic(String),
+}
+
+/// A simulated device: each model's base latency, scaled by a load that depends on the call and the
+/// model (background load, heat, a one-off slow run), with seeded uniform noise.
+#[derive(Debug, Clone)]
+pub struct Simulated {
+    /// Base latency (ns) by model file name; a model not listed takes the first entry's.
+    pub base_ns: Vec<(String, u64)>,
+    /// Uniform noise of each run, ± this many percent.
+    pub noise_pct: f64,
+    /// The load factor of a call: `load(call index from 0, model file name)`.
+    pub load: fn(usize, &str) -> f64,
+}
+
+impl Simulated {
+    /// `runs` latencies of `model` on call `call`.
+    fn latencies(&self, call: usize, model: &str, runs: u32) -> Vec<u64> {
+        let base = self.base_ns.iter().find(|(name, _)| name == model).or(self.base_ns.first()).map_or(1_000_000, |(_, ns)| *ns);
+        let mean = base as f64 * (self.load)(call, model);
+        let mut rng = fastrand::Rng::with_seed(call as u64 * 7919 + 17);
+        (0..runs).map(|_| (mean * (1.0 + self.noise_pct / 100.0 * (2.0 * rng.f64() - 1.0))) as u64).collect()
+    }
 }
 
 /// A target that follows a script.
@@ -77,12 +102,17 @@ impl Target for MockTarget {
     }
 
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
         progress.step("run");
         let started = Instant::now();
         match self.next() {
             Behaviour::Measure(latencies_ns) => {
                 write_result(out, latencies_ns, |_| ())?;
+                Ok(exited(0, String::new(), started))
+            }
+            Behaviour::Simulate(device) => {
+                let model = job.model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                write_result(out, device.latencies(call, &model, job.settings.runs), |_| ())?;
                 Ok(exited(0, String::new(), started))
             }
             Behaviour::BackendDown(reason) => {

@@ -2,7 +2,9 @@
 //! warning, and a `::notice` when everything passed.
 
 use super::Exporter;
-use crate::verdict::{CheckStatus, Verdict};
+use crate::compare::CompareVerdict;
+use crate::confirm::Confirmation;
+use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
 
 /// GitHub Actions annotations.
 #[derive(Debug, Clone, Copy)]
@@ -22,31 +24,49 @@ fn command(kind: &str, title: &str, message: &str) -> String {
     format!("::{kind} title={}::{}\n", escape_property(title), escape_data(message))
 }
 
+/// One `::error` per failing or unjudged check and per error, one `::warning` per warning.
+fn annotations(checks: &[Check], errors: &[String], warnings: &[String]) -> String {
+    let mut out = String::new();
+    for check in checks {
+        match check.status {
+            CheckStatus::Fail => out.push_str(&command("error", &format!("npugate {}", check.rule), &check.message)),
+            CheckStatus::Unjudged => out.push_str(&command("error", &format!("npugate {} (not judged)", check.rule), &check.message)),
+            CheckStatus::NotApplicable => {
+                out.push_str(&command("notice", &format!("npugate {} (not applicable)", check.rule), &check.message))
+            }
+            CheckStatus::Pass => {}
+        }
+    }
+    for error in errors {
+        out.push_str(&command("error", "npugate", error));
+    }
+    for warning in warnings {
+        out.push_str(&command("warning", "npugate", warning));
+    }
+    out
+}
+
+/// A notice with the confirmation's decision, when the run was confirmed.
+fn confirmation_notice(confirmation: Option<&Confirmation>) -> String {
+    confirmation.map(|c| command("notice", "npugate confirmation", &c.sentence())).unwrap_or_default()
+}
+
 impl Exporter for GithubExporter {
     fn render(&self, v: &Verdict) -> String {
-        let mut out = String::new();
-        for check in &v.checks {
-            match check.status {
-                CheckStatus::Fail => out.push_str(&command("error", &format!("npugate {}", check.rule), &check.message)),
-                CheckStatus::Unjudged => {
-                    out.push_str(&command("error", &format!("npugate {} (not judged)", check.rule), &check.message))
-                }
-                CheckStatus::NotApplicable => {
-                    out.push_str(&command("notice", &format!("npugate {} (not applicable)", check.rule), &check.message))
-                }
-                CheckStatus::Pass => {}
-            }
-        }
-        for error in &v.errors {
-            out.push_str(&command("error", "npugate", error));
-        }
-        for warning in &v.warnings {
-            out.push_str(&command("warning", "npugate", warning));
-        }
-        if out.is_empty() || v.outcome == crate::verdict::Outcome::Pass {
+        let mut out = confirmation_notice(v.confirmation.as_ref());
+        out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
+        if v.outcome == Outcome::Pass {
             let summary = format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
             out.push_str(&command("notice", "npugate", &summary));
         }
+        out
+    }
+
+    fn render_compare(&self, v: &CompareVerdict) -> String {
+        let mut out = confirmation_notice(v.confirmation.as_ref());
+        out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
+        let summary = format!("{}: {} — {}", v.outcome.label(), v.paired_sentence(), v.summary());
+        out.push_str(&command("notice", "npugate compare", &summary));
         out
     }
 }

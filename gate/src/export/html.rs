@@ -5,12 +5,18 @@
 use maud::{html, Markup};
 use profile_parser::report::PlacementReport;
 
-use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
+use super::{
+    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,
+    round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER,
+    PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+};
+use crate::compare::CompareVerdict;
+use crate::confirm::{Confirmation, ATTEMPT_HEADER};
 use crate::page::{self, Plot, Px, CPU_COLOR, HALF, OTHER_COLORS, PREFERRED_COLOR, WIDE};
 use crate::rules::Rules;
 use crate::stats::LatencyStats;
 use crate::units::ms_number;
-use crate::verdict::{CheckStatus, Verdict};
+use crate::verdict::{Check, CheckStatus, Verdict};
 
 /// HTML report.
 #[derive(Debug, Clone, Copy)]
@@ -268,13 +274,13 @@ fn status_pill(status: CheckStatus) -> Markup {
     html! { span class=(class) { (status.label()) } }
 }
 
-fn rules_section(v: &Verdict) -> Markup {
+fn rules_section(checks: &[Check], errors: &[String], warnings: &[String]) -> Markup {
     html! {
         section {
             h2 { "Rules" }
             table {
                 tr { th { "status" } th { "rule" } th { "measured" } th { "limit" } th { "detail" } }
-                @for c in &v.checks {
+                @for c in checks {
                     tr {
                         td { (status_pill(c.status)) }
                         td { code { (c.rule.as_str()) } }
@@ -284,14 +290,81 @@ fn rules_section(v: &Verdict) -> Markup {
                     }
                 }
             }
-            @if !v.errors.is_empty() || !v.warnings.is_empty() {
+            @if !errors.is_empty() || !warnings.is_empty() {
                 ul {
-                    @for e in &v.errors { li.err { (e) } }
-                    @for w in &v.warnings { li.warn { (w) } }
+                    @for e in errors { li.err { (e) } }
+                    @for w in warnings { li.warn { (w) } }
                 }
             }
         }
     }
+}
+
+/// The attempts of a confirmed run, with the decision.
+fn confirmation_section(confirmation: Option<&Confirmation>) -> Markup {
+    let Some(c) = confirmation else { return html! {} };
+    html! {
+        section {
+            h2 { "Confirmation: " (c.sentence()) }
+            (page::table(&ATTEMPT_HEADER, &c.rows(), &[]))
+        }
+    }
+}
+
+/// Both models' round medians over the session: drift shows as both lines moving together.
+fn round_chart(v: &CompareVerdict) -> Markup {
+    let n = v.rounds.len().max(1) as f64;
+    let all = v.rounds.iter().flat_map(|r| [r.baseline_median_ns / 1e6, r.candidate_median_ns / 1e6]);
+    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), ms| (lo.min(ms), hi.max(ms)));
+    let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.01).max(1e-6);
+    let mut plot = Plot::new(HALF, 300.0, (0.5, n + 0.5), ((lo - pad).max(0.0), hi + pad));
+    plot.axes("round", "median (ms)", |x| format!("{x:.0}"), ms_number);
+    for (color, label, median) in [
+        (PREFERRED_COLOR, "baseline (A)", (|r| r.baseline_median_ns) as fn(&crate::compare::Round) -> f64),
+        (CPU_COLOR, "candidate (B)", |r| r.candidate_median_ns),
+    ] {
+        let points: Vec<(f64, f64)> = v.rounds.iter().map(|r| (plot.px(r.round as f64), plot.py(median(r) / 1e6))).collect();
+        let path: Vec<String> = points.iter().map(|(x, y)| format!("{},{}", Px(*x), Px(*y))).collect();
+        let legend_y = if color == PREFERRED_COLOR { plot.top + 4.0 } else { plot.top + 20.0 };
+        let right = plot.width - plot.right;
+        plot.draw(html! {
+            polyline points=(path.join(" ")) fill="none" stroke=(color) stroke-width="1.5" {}
+            @for (x, y) in &points { circle cx=(Px(*x)) cy=(Px(*y)) r="3" fill=(color) {} }
+            rect x=(Px(right - 10.0)) y=(Px(legend_y - 9.0)) width="10" height="10" fill=(color) {}
+            text x=(Px(right - 14.0)) y=(Px(legend_y)) text-anchor="end" font-weight="600" { (label) }
+        });
+    }
+    plot.finish("round medians of both models")
+}
+
+/// Each round's ratio B/A, the paired interval as a band, 1× and the slowdown limit as lines.
+fn ratio_chart(v: &CompareVerdict) -> Markup {
+    let n = v.rounds.len().max(1) as f64;
+    let limit = v.rules.max_slowdown_pct.map(|pct| 1.0 + pct / 100.0);
+    let values = v.rounds.iter().map(|r| r.ratio).chain([1.0]).chain(limit).chain(v.paired.iter().flat_map(|p| [p.ci.lower, p.ci.upper]));
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(r), hi.max(r)));
+    let pad = ((hi - lo) * 0.1).max(0.005);
+    let mut plot = Plot::new(HALF, 300.0, (0.5, n + 0.5), (lo - pad, hi + pad));
+    plot.axes("round", "B / A", |x| format!("{x:.0}"), |y| format!("{y:.3}"));
+    if let Some(p) = &v.paired {
+        let (top, bottom) = (plot.py(p.ci.upper), plot.py(p.ci.lower));
+        let (left, right) = (plot.px(0.5), plot.px(n + 0.5));
+        plot.draw(html! {
+            rect x=(Px(left)) y=(Px(top)) width=(Px(right - left)) height=(Px((bottom - top).max(1.0))) fill=(PREFERRED_COLOR) fill-opacity="0.15" {
+                title { "paired 95% interval" }
+            }
+        });
+        plot.hline(0.5, n + 0.5, p.ratio, PREFERRED_COLOR, &format!("paired {:.3}×", p.ratio));
+    }
+    plot.hline(0.5, n + 0.5, 1.0, "#495057", "1×");
+    if let Some(limit) = limit {
+        plot.hline(0.5, n + 0.5, limit, "#e03131", &format!("limit {limit:.2}×"));
+    }
+    for r in &v.rounds {
+        let (x, y) = (plot.px(r.round as f64), plot.py(r.ratio));
+        plot.draw(html! { circle cx=(Px(x)) cy=(Px(y)) r="3.5" fill="#212529" { title { "round " (r.round) " (" (r.first.label()) "): " (format!("{:.3}", r.ratio)) "×" } } });
+    }
+    plot.finish("round ratios and the paired interval")
 }
 
 fn latency_section(v: &Verdict, s: &LatencyStats) -> Markup {
@@ -364,12 +437,57 @@ impl Exporter for HtmlExporter {
                 div { (v.subject.summary()) }
                 div.muted { "model sha256 " (v.subject.fingerprint.model_sha256) }
             }
-            (rules_section(v))
+            (confirmation_section(v.confirmation.as_ref()))
+            (rules_section(&v.checks, &v.errors, &v.warnings))
             @if let Some(s) = &v.latency { (latency_section(v, s)) }
             @if let Some(report) = &v.placement { (placement_section(v, report)) }
             (baseline_section(v))
         };
         let title = format!("npugate gate: {}", v.outcome.label());
         page::page(&title, body, &format!("{} · generated by npugate gate", v.schema))
+    }
+
+    fn render_compare(&self, v: &CompareVerdict) -> String {
+        let placements = [("baseline (A)", v.baseline.placement.as_ref()), ("candidate (B)", v.candidate.placement.as_ref())];
+        let body = html! {
+            section {
+                h1 { (page::badge(v.outcome)) "npugate compare" }
+                div { (v.summary()) }
+                div { strong { (v.paired_sentence()) } }
+                div.muted { "A " (v.baseline.model) " (sha256 " (v.baseline.subject.fingerprint.model_sha256) ")" }
+                div.muted { "B " (v.candidate.model) " (sha256 " (v.candidate.subject.fingerprint.model_sha256) ")" }
+            }
+            (confirmation_section(v.confirmation.as_ref()))
+            (rules_section(&v.checks, &v.errors, &v.warnings))
+            section {
+                h2 { "Rounds (ABBA order, each a fresh harness session; cold runs excluded)" }
+                div.charts {
+                    figure { (round_chart(v)) figcaption { "Each round's median of both models: drift moves both lines together" } }
+                    figure { (ratio_chart(v)) figcaption { "Each round's ratio B/A; band: the paired 95% interval" } }
+                }
+                (page::table(&ROUND_HEADER, &round_rows(v), &[0, 2, 3, 4]))
+            }
+            section {
+                h2 { "Latency (every timed run of every round)" }
+                (page::table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[1, 2]))
+            }
+            section {
+                h2 { "Placement" }
+                (page::table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v), &[1, 2]))
+                @for (label, placement) in placements {
+                    @if let Some(report) = placement {
+                        figure { (ep_bars(report)) figcaption { (label) ": share by EP (nodes, FLOPs, kernel time)" } }
+                    }
+                }
+                h2 { "Nodes on another EP in the candidate (" (v.placement_differences.len()) ")" }
+                @if v.placement_differences.is_empty() {
+                    p.muted { "Every node runs on the same EP in both." }
+                } @else {
+                    (page::table(&DIFFERENCE_HEADER, &difference_rows(v), &[4]))
+                }
+            }
+        };
+        let title = format!("npugate compare: {}", v.outcome.label());
+        page::page(&title, body, &format!("{} · generated by npugate compare", v.schema))
     }
 }

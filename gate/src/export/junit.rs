@@ -7,6 +7,8 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::{measured_text, Exporter};
+use crate::compare::CompareVerdict;
+use crate::confirm::Confirmation;
 use crate::verdict::{Check, CheckStatus, Verdict};
 
 /// JUnit report.
@@ -44,12 +46,35 @@ fn check_case(check: &Check, classname: &str) -> TestCase {
     case
 }
 
+/// A suite with one case per check, a `run` case for the first error (all errors in its body), and
+/// the warnings (and the confirmation's decision) as its standard output.
+fn suite(name: &str, classname: &str, checks: &[Check], errors: &[String], notes: String, properties: &[(&str, &str)]) -> String {
+    let mut suite = TestSuite::new(name);
+    suite.set_time(Duration::ZERO).add_properties(properties.iter().copied());
+    suite.add_test_cases(checks.iter().map(|check| check_case(check, classname)));
+    if let Some(first) = errors.first() {
+        let status = non_success(NonSuccessKind::Error, "run", first, &errors.join("\n"));
+        let mut case = TestCase::new("run", status);
+        case.set_classname(classname).set_time(Duration::ZERO);
+        suite.add_test_case(case);
+    }
+    suite.set_system_out(notes);
+    let mut report = Report::new("npugate");
+    report.add_test_suite(suite);
+    // Every string passes through quick-junit's XML filter: serialization cannot fail.
+    report.to_string().expect("a JUnit report always serializes")
+}
+
+/// The confirmation's decision and the warnings, one line each.
+fn notes(confirmation: Option<&Confirmation>, warnings: &[String]) -> String {
+    let confirmed = confirmation.map(|c| format!("confirmation: {}\n", c.sentence())).unwrap_or_default();
+    confirmed + &warnings.iter().map(|w| format!("warning: {w}\n")).collect::<String>()
+}
+
 impl Exporter for JunitExporter {
     fn render(&self, v: &Verdict) -> String {
         let fp = &v.subject.fingerprint;
-        let classname = format!("npugate.{}", fp.preferred_ep);
-        let mut suite = TestSuite::new("npugate gate");
-        suite.set_time(Duration::ZERO).add_properties([
+        let properties = [
             ("model", v.subject.model.as_str()),
             ("model_sha256", fp.model_sha256.as_str()),
             ("device", fp.device.as_str()),
@@ -57,18 +82,26 @@ impl Exporter for JunitExporter {
             ("preferred_ep", fp.preferred_ep.as_str()),
             ("ort_version", fp.ort_version.as_str()),
             ("outcome", v.outcome.label()),
-        ]);
-        suite.add_test_cases(v.checks.iter().map(|check| check_case(check, &classname)));
-        if let Some(first) = v.errors.first() {
-            let status = non_success(NonSuccessKind::Error, "run", first, &v.errors.join("\n"));
-            let mut case = TestCase::new("run", status);
-            case.set_classname(&classname).set_time(Duration::ZERO);
-            suite.add_test_case(case);
-        }
-        suite.set_system_out(v.warnings.iter().map(|w| format!("warning: {w}\n")).collect::<String>());
-        let mut report = Report::new("npugate");
-        report.add_test_suite(suite);
-        // Every string passes through quick-junit's XML filter: serialization cannot fail.
-        report.to_string().expect("a JUnit report always serializes")
+        ];
+        let classname = format!("npugate.{}", fp.preferred_ep);
+        suite("npugate gate", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
+    }
+
+    fn render_compare(&self, v: &CompareVerdict) -> String {
+        let fp = &v.candidate.subject.fingerprint;
+        let paired = v.paired_sentence();
+        let properties = [
+            ("baseline_model", v.baseline.model.as_str()),
+            ("baseline_sha256", v.baseline.subject.fingerprint.model_sha256.as_str()),
+            ("candidate_model", v.candidate.model.as_str()),
+            ("candidate_sha256", fp.model_sha256.as_str()),
+            ("target", v.target.as_str()),
+            ("device", fp.device.as_str()),
+            ("preferred_ep", fp.preferred_ep.as_str()),
+            ("paired_ratio", paired.as_str()),
+            ("outcome", v.outcome.label()),
+        ];
+        let classname = format!("npugate.compare.{}", fp.preferred_ep);
+        suite("npugate compare", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
     }
 }

@@ -2,8 +2,14 @@
 //! the cross-device output consistency table as Markdown.
 
 use super::consistency::{self, DeviceOutputs};
-use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
-use crate::verdict::{CheckStatus, Outcome, Verdict};
+use super::{
+    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,
+    round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER,
+    PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+};
+use crate::compare::CompareVerdict;
+use crate::confirm::{Confirmation, ATTEMPT_HEADER};
+use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
 
 /// Markdown report.
 #[derive(Debug, Clone, Copy)]
@@ -41,37 +47,58 @@ fn consistency_section(heading: &str, model: &str, devices: &[DeviceOutputs]) ->
     )
 }
 
+/// The heading icon of an outcome.
+fn icon(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Pass => "✅",
+        Outcome::Fail => "❌",
+        Outcome::Error => "⚠️",
+    }
+}
+
+/// The rules table, then the errors and warnings.
+fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String]) -> String {
+    let rows: Vec<[String; 5]> = checks
+        .iter()
+        .map(|c| {
+            let status = match c.status {
+                CheckStatus::Pass => "✅ pass",
+                CheckStatus::Fail => "❌ fail",
+                CheckStatus::Unjudged => "⚠️ not judged",
+                CheckStatus::NotApplicable => "➖ not applicable",
+            };
+            [status.to_string(), format!("`{}`", c.rule), measured_text(c), limit_text(c), c.message.clone()]
+        })
+        .collect();
+    let mut out = table(&["status", "rule", "measured", "limit", "detail"], &rows);
+    for error in errors {
+        out.push_str(&format!("\n> **Error:** {}\n", cell(error)));
+    }
+    if !warnings.is_empty() {
+        out.push('\n');
+        for warning in warnings {
+            out.push_str(&format!("- ⚠️ {}\n", cell(warning)));
+        }
+    }
+    out
+}
+
+/// The attempts of a confirmed run, with the decision.
+fn confirmation_section(confirmation: &Confirmation) -> String {
+    format!(
+        "**Confirmation:** {}\n\n{}\n",
+        cell(&confirmation.sentence()),
+        table(&ATTEMPT_HEADER, &confirmation.rows())
+    )
+}
+
 impl Exporter for MarkdownExporter {
     fn render(&self, v: &Verdict) -> String {
-        let icon = match v.outcome {
-            Outcome::Pass => "✅",
-            Outcome::Fail => "❌",
-            Outcome::Error => "⚠️",
-        };
-        let mut out = format!("## {icon} npugate gate: {}\n\n{}\n\n", v.outcome.label(), cell(&v.subject.summary()));
-        let rows: Vec<[String; 5]> = v
-            .checks
-            .iter()
-            .map(|c| {
-                let status = match c.status {
-                    CheckStatus::Pass => "✅ pass",
-                    CheckStatus::Fail => "❌ fail",
-                    CheckStatus::Unjudged => "⚠️ not judged",
-                    CheckStatus::NotApplicable => "➖ not applicable",
-                };
-                [status.to_string(), format!("`{}`", c.rule), measured_text(c), limit_text(c), c.message.clone()]
-            })
-            .collect();
-        out.push_str(&table(&["status", "rule", "measured", "limit", "detail"], &rows));
-        for error in &v.errors {
-            out.push_str(&format!("\n> **Error:** {}\n", cell(error)));
+        let mut out = format!("## {} npugate gate: {}\n\n{}\n\n", icon(v.outcome), v.outcome.label(), cell(&v.subject.summary()));
+        if let Some(confirmation) = &v.confirmation {
+            out.push_str(&confirmation_section(confirmation));
         }
-        if !v.warnings.is_empty() {
-            out.push('\n');
-            for warning in &v.warnings {
-                out.push_str(&format!("- ⚠️ {}\n", cell(warning)));
-            }
-        }
+        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
         if let Some(s) = &v.latency {
             let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
             out.push_str(&format!("\n### Latency\n\n{}", table(&names, &[values])));
@@ -114,6 +141,33 @@ impl Exporter for MarkdownExporter {
             for node in &b.moved_off_preferred {
                 out.push_str(&format!("- {}\n", cell(&node.describe())));
             }
+        }
+        out
+    }
+
+    fn render_compare(&self, v: &CompareVerdict) -> String {
+        let mut out = format!(
+            "## {} npugate compare: {}\n\n{}\n\n**{}**\n\n",
+            icon(v.outcome),
+            v.outcome.label(),
+            cell(&v.summary()),
+            cell(&v.paired_sentence())
+        );
+        if let Some(confirmation) = &v.confirmation {
+            out.push_str(&confirmation_section(confirmation));
+        }
+        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
+        out.push_str("\n### Rounds (ABBA order, each a fresh harness session)\n\n");
+        out.push_str(&table(&ROUND_HEADER, &round_rows(v)));
+        out.push_str("\n### Latency (every timed run of every round)\n\n");
+        out.push_str(&table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v)));
+        out.push_str("\n### Placement\n\n");
+        out.push_str(&table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v)));
+        if v.placement_differences.is_empty() {
+            out.push_str("\nEvery node runs on the same EP in both.\n");
+        } else {
+            out.push_str(&format!("\n{} node(s) run on another EP in the candidate:\n\n", v.placement_differences.len()));
+            out.push_str(&table(&DIFFERENCE_HEADER, &difference_rows(v)));
         }
         out
     }

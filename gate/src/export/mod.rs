@@ -1,5 +1,6 @@
 //! Exporters: one trait, one file per output format (as hyperfine does), and the rows every
-//! human-facing format shares so they cannot disagree.
+//! human-facing format shares so they cannot disagree. Each format renders both documents npugate
+//! judges: a run's [`Verdict`] and a comparison's [`CompareVerdict`] (both through [`Report`]).
 
 use std::fmt;
 use std::io::{IsTerminal, Write};
@@ -8,6 +9,7 @@ use std::str::FromStr;
 
 use profile_parser::report::PlacementReport;
 
+use crate::compare::CompareVerdict;
 use crate::outputs::fmt_metric;
 use crate::stats::LatencyStats;
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
@@ -29,10 +31,38 @@ pub use junit::JunitExporter;
 pub use markdown::{consistency_markdown, MarkdownExporter};
 pub use terminal::{consistency_text, paint, placement_text, text_table, TerminalExporter, BOLD, DIM, GREEN, RED, YELLOW};
 
-/// Renders a verdict in one format.
+/// Renders the documents of one format.
 pub trait Exporter {
-    /// The complete document.
+    /// The complete document for a run's verdict.
     fn render(&self, verdict: &Verdict) -> String;
+    /// The complete document for a comparison of two models.
+    fn render_compare(&self, comparison: &CompareVerdict) -> String;
+}
+
+/// A document the exporters render.
+pub trait Report {
+    /// This document in the exporter's format.
+    fn rendered(&self, exporter: &dyn Exporter) -> String;
+    /// The file stem when several formats go to one directory (`verdict`, `compare`).
+    fn stem(&self) -> &'static str;
+}
+
+impl Report for Verdict {
+    fn rendered(&self, exporter: &dyn Exporter) -> String {
+        exporter.render(self)
+    }
+    fn stem(&self) -> &'static str {
+        "verdict"
+    }
+}
+
+impl Report for CompareVerdict {
+    fn rendered(&self, exporter: &dyn Exporter) -> String {
+        exporter.render_compare(self)
+    }
+    fn stem(&self) -> &'static str {
+        "compare"
+    }
 }
 
 /// The output formats of `npugate gate --format`.
@@ -69,16 +99,18 @@ impl Format {
         }
     }
 
-    /// File name used when several formats go to one directory.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Format::Terminal => "verdict.txt",
-            Format::Json => "verdict.json",
-            Format::Markdown => "verdict.md",
-            Format::Github => "verdict.github.txt",
-            Format::Junit => "verdict.junit.xml",
-            Format::Html => "verdict.html",
-        }
+    /// File name used when several formats of a document with this stem go to one directory
+    /// (`verdict.txt`, `compare.junit.xml`, …).
+    pub fn file_name(self, stem: &str) -> String {
+        let extension = match self {
+            Format::Terminal => "txt",
+            Format::Json => "json",
+            Format::Markdown => "md",
+            Format::Github => "github.txt",
+            Format::Junit => "junit.xml",
+            Format::Html => "html",
+        };
+        format!("{stem}.{extension}")
     }
 
     /// The exporter for this format; `color` only affects the terminal format.
@@ -123,20 +155,20 @@ pub struct ExportError {
 
 /// Every requested format rendered as one text for standard output, the terminal format coloured
 /// when stdout is a TTY and `NO_COLOR` is unset.
-pub fn render_for_stdout(verdict: &Verdict, formats: &[Format]) -> String {
+pub fn render_for_stdout(report: &dyn Report, formats: &[Format]) -> String {
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    formats.iter().map(|format| format.exporter(color).render(verdict)).collect()
+    formats.iter().map(|format| report.rendered(&*format.exporter(color))).collect()
 }
 
 /// Writes every requested format. Without `out` all go to standard output (the terminal format
 /// coloured when stdout is a TTY and `NO_COLOR` is unset). With `out` and one format, `out` is the
 /// file; with several, `out` is a directory that receives [`Format::file_name`] for each.
 /// Returns the files written.
-pub fn write_all(verdict: &Verdict, formats: &[Format], out: Option<&Path>) -> Result<Vec<PathBuf>, ExportError> {
+pub fn write_all(report: &dyn Report, formats: &[Format], out: Option<&Path>) -> Result<Vec<PathBuf>, ExportError> {
     let Some(out) = out else {
         std::io::stdout()
             .lock()
-            .write_all(render_for_stdout(verdict, formats).as_bytes())
+            .write_all(render_for_stdout(report, formats).as_bytes())
             .map_err(|source| ExportError { path: "<stdout>".into(), source })?;
         return Ok(Vec::new());
     };
@@ -144,11 +176,11 @@ pub fn write_all(verdict: &Verdict, formats: &[Format], out: Option<&Path>) -> R
         [single] => vec![(*single, out.to_path_buf())],
         many => {
             std::fs::create_dir_all(out).map_err(|source| ExportError { path: out.display().to_string(), source })?;
-            many.iter().map(|f| (*f, out.join(f.file_name()))).collect()
+            many.iter().map(|f| (*f, out.join(f.file_name(report.stem())))).collect()
         }
     };
     for (format, path) in &targets {
-        std::fs::write(path, format.exporter(false).render(verdict))
+        std::fs::write(path, report.rendered(&*format.exporter(false)))
             .map_err(|source| ExportError { path: path.display().to_string(), source })?;
     }
     Ok(targets.into_iter().map(|(_, p)| p).collect())
@@ -176,23 +208,33 @@ fn limit_text(check: &Check) -> String {
     })
 }
 
-/// Named latency estimates in display order, shared by the terminal, Markdown and HTML reports.
+/// Named latency estimates of a run in display order, shared by the terminal, Markdown and HTML reports.
 fn latency_rows(v: &Verdict, s: &LatencyStats) -> Vec<(&'static str, String)> {
-    vec![
-        ("N", s.n.to_string()),
-        ("median", fmt_ms(s.median_ns)),
-        ("median 95% CI (bootstrap)", format!("{} – {}", fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper))),
-        ("mean", fmt_ms(s.mean_ns)),
-        ("stdev", fmt_ms(s.stdev_ns)),
-        ("CV", fmt_pct(s.cv_pct)),
-        ("MAD", fmt_ms(s.mad_ns)),
-        ("min", fmt_ms(s.min_ns)),
-        ("p90", fmt_ms(s.p90_ns)),
-        ("p95", fmt_ms(s.p95_ns)),
-        ("p99", fmt_ms(s.p99_ns)),
-        ("max", fmt_ms(s.max_ns)),
-        ("session creation", fmt_ms(v.session_create_ns as f64)),
-        ("first inference (cold)", fmt_ms(v.first_inference_ns as f64)),
+    let mut rows: Vec<(&str, String)> = ESTIMATES.into_iter().zip(estimates(s)).collect();
+    rows.push(("session creation", fmt_ms(v.session_create_ns as f64)));
+    rows.push(("first inference (cold)", fmt_ms(v.first_inference_ns as f64)));
+    rows
+}
+
+/// Names of [`estimates`].
+const ESTIMATES: [&str; 12] =
+    ["N", "median", "median 95% CI (bootstrap)", "mean", "stdev", "CV", "MAD", "min", "p90", "p95", "p99", "max"];
+
+/// The estimates of a latency series, in the order of [`ESTIMATES`].
+fn estimates(s: &LatencyStats) -> [String; 12] {
+    [
+        s.n.to_string(),
+        fmt_ms(s.median_ns),
+        format!("{} – {}", fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper)),
+        fmt_ms(s.mean_ns),
+        fmt_ms(s.stdev_ns),
+        fmt_pct(s.cv_pct),
+        fmt_ms(s.mad_ns),
+        fmt_ms(s.min_ns),
+        fmt_ms(s.p90_ns),
+        fmt_ms(s.p95_ns),
+        fmt_ms(s.p99_ns),
+        fmt_ms(s.max_ns),
     ]
 }
 
@@ -272,6 +314,87 @@ fn fallback_rows(report: &PlacementReport, rules: &crate::rules::Rules) -> Vec<[
                 status.to_string(),
                 f.reason.clone().unwrap_or_default(),
                 f.hint.clone().unwrap_or_default(),
+            ]
+        })
+        .collect()
+}
+
+/// Header of [`compare_estimate_rows`].
+const COMPARE_ESTIMATE_HEADER: [&str; 3] = ["estimate", "baseline (A)", "candidate (B)"];
+
+/// Both models' estimates side by side (every timed run of every round), then the median cold
+/// first inference of their rounds.
+fn compare_estimate_rows(c: &CompareVerdict) -> Vec<[String; 3]> {
+    let values = |side: &crate::compare::Side| {
+        let mut values = side.latency.as_ref().map_or_else(|| vec!["—".to_string(); ESTIMATES.len()], |s| estimates(s).to_vec());
+        let first: Vec<f64> = side.first_inference_ns.iter().map(|&v| v as f64).collect();
+        values.push(crate::stats::median(&first).map_or_else(|| "—".into(), fmt_ms));
+        values
+    };
+    ESTIMATES
+        .into_iter()
+        .chain(["first inference (cold, median of rounds)"])
+        .zip(values(&c.baseline).into_iter().zip(values(&c.candidate)))
+        .map(|(name, (a, b))| [name.to_string(), a, b])
+        .collect()
+}
+
+/// Header of [`round_rows`].
+const ROUND_HEADER: [&str; 5] = ["round", "order", "baseline median", "candidate median", "B/A"];
+
+/// One row per round of a comparison.
+fn round_rows(c: &CompareVerdict) -> Vec<[String; 5]> {
+    c.rounds
+        .iter()
+        .map(|r| {
+            [
+                r.round.to_string(),
+                r.first.label().to_string(),
+                fmt_ms(r.baseline_median_ns),
+                fmt_ms(r.candidate_median_ns),
+                format!("{:.3}×", r.ratio),
+            ]
+        })
+        .collect()
+}
+
+/// Header of [`placement_side_rows`].
+const PLACEMENT_SIDE_HEADER: [&str; 3] = ["placement", "baseline (A)", "candidate (B)"];
+
+/// Both placements side by side: preferred EP, shares on it, fallback nodes, partitions, switches.
+fn placement_side_rows(c: &CompareVerdict) -> Vec<[String; 3]> {
+    type Cell = fn(&PlacementReport) -> String;
+    let cells: [(&str, Cell); 7] = [
+        ("preferred EP", |p| p.preferred_ep.clone()),
+        ("nodes on it", |p| fmt_pct(p.preferred_nodes_pct)),
+        ("FLOPs on it", |p| fmt_pct(p.preferred_flops_pct)),
+        ("kernel time on it", |p| p.preferred_time_pct.map_or_else(|| "—".into(), fmt_pct)),
+        ("nodes off it (expected)", |p| format!("{} ({})", p.fallback.len(), p.fallback.iter().filter(|f| f.expected).count())),
+        ("partitions", |p| p.partitions.len().to_string()),
+        ("EP switches per run", |p| p.boundaries.per_run.iter().copied().max().unwrap_or(p.boundaries.transitions.len()).to_string()),
+    ];
+    let value = |p: Option<&PlacementReport>, cell: Cell| p.map_or_else(|| "—".into(), cell);
+    cells
+        .iter()
+        .map(|(name, cell)| [name.to_string(), value(c.baseline.placement.as_ref(), *cell), value(c.candidate.placement.as_ref(), *cell)])
+        .collect()
+}
+
+/// Header of [`difference_rows`].
+const DIFFERENCE_HEADER: [&str; 6] = ["op type", "node", "baseline EP", "candidate EP", "FLOPs %", "reason"];
+
+/// Every node whose EP differs between the two placements.
+fn difference_rows(c: &CompareVerdict) -> Vec<[String; 6]> {
+    c.placement_differences
+        .iter()
+        .map(|n| {
+            [
+                n.op_type.clone(),
+                n.name.clone(),
+                n.baseline_ep.clone().unwrap_or_else(|| "(not in A)".into()),
+                n.ep.clone(),
+                n.flops_pct.map_or_else(|| "—".into(), fmt_pct),
+                n.reason.clone().unwrap_or_default(),
             ]
         })
         .collect()

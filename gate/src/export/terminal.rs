@@ -6,10 +6,16 @@ use comfy_table::{presets, CellAlignment, Table};
 use profile_parser::report::PlacementReport;
 
 use super::consistency::{self, DeviceOutputs};
-use super::{ep_rows, fallback_rows, latency_rows, limit_text, measured_text, shape_lines, Exporter, EP_HEADER, FALLBACK_HEADER};
+use super::{
+    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,
+    round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER,
+    PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+};
+use crate::compare::CompareVerdict;
+use crate::confirm::{Confirmation, ATTEMPT_HEADER};
 use crate::rules::Rules;
 use crate::units::fmt_ms_from_us;
-use crate::verdict::{CheckStatus, Outcome, Verdict};
+use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
 
 /// Terminal report.
 #[derive(Debug, Clone, Copy)]
@@ -158,17 +164,15 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
 impl Exporter for TerminalExporter {
     fn render(&self, v: &Verdict) -> String {
         let c = self.color;
-        let outcome_style = match v.outcome {
-            Outcome::Pass => GREEN,
-            Outcome::Fail => RED,
-            Outcome::Error => YELLOW,
-        };
         let mut out = format!(
             "{} {} — {}\n\n",
             paint(c, BOLD, "npugate gate:"),
-            paint(c, &format!("{BOLD};{outcome_style}"), v.outcome.label()),
+            paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
             v.subject.summary()
         );
+        if let Some(confirmation) = &v.confirmation {
+            out.push_str(&confirmation_text(confirmation, c));
+        }
         if let Some(s) = &v.latency {
             out.push_str(&format!("{}\n", paint(c, BOLD, "Latency")));
             let rows: Vec<[String; 2]> = latency_rows(v, s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
@@ -199,30 +203,83 @@ impl Exporter for TerminalExporter {
             }
             out.push_str("\n\n");
         }
-        out.push_str(&format!("{}\n", paint(c, BOLD, "Rules")));
-        let rows: Vec<[String; 5]> = v
-            .checks
-            .iter()
-            .map(|ch| {
-                let style = match ch.status {
-                    CheckStatus::Pass => GREEN,
-                    CheckStatus::Fail => RED,
-                    CheckStatus::Unjudged => YELLOW,
-                    CheckStatus::NotApplicable => DIM,
-                };
-                let label = paint(c, style, ch.status.label());
-                [label, ch.rule.to_string(), measured_text(ch), limit_text(ch), ch.message.clone()]
-            })
-            .collect();
-        out.push_str(&text_table(&["status", "rule", "measured", "limit", "detail"], &rows, &[false, false, true, true, false], c));
-        for error in &v.errors {
-            out.push_str(&format!("{}\n", paint(c, RED, &format!("error: {error}"))));
-        }
-        for warning in &v.warnings {
-            out.push_str(&format!("{}\n", paint(c, YELLOW, &format!("warning: {warning}"))));
-        }
+        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
         out
     }
+
+    fn render_compare(&self, v: &CompareVerdict) -> String {
+        let c = self.color;
+        let mut out = format!(
+            "{} {} — {}\n  {}\n\n",
+            paint(c, BOLD, "npugate compare:"),
+            paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
+            v.summary(),
+            v.paired_sentence()
+        );
+        if let Some(confirmation) = &v.confirmation {
+            out.push_str(&confirmation_text(confirmation, c));
+        }
+        out.push_str(&format!("{} (ABBA order; each round a fresh harness session, cold runs excluded)\n", paint(c, BOLD, "Rounds")));
+        out.push_str(&text_table(&ROUND_HEADER, &round_rows(v), &[true, false, true, true, true], c));
+        out.push_str(&format!("\n{} every timed run of every round\n", paint(c, BOLD, "Latency")));
+        out.push_str(&text_table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[false, true, true], c));
+        out.push_str(&format!("\n{}\n", paint(c, BOLD, "Placement")));
+        out.push_str(&text_table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v), &[false, true, true], c));
+        if v.placement_differences.is_empty() {
+            out.push_str("  every node runs on the same EP in both\n");
+        } else {
+            out.push_str(&format!("  {} node(s) run on another EP in the candidate:\n", v.placement_differences.len()));
+            out.push_str(&text_table(&DIFFERENCE_HEADER, &difference_rows(v), &[false, false, false, false, true, false], c));
+        }
+        out.push('\n');
+        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
+        out
+    }
+}
+
+fn outcome_style(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Pass => GREEN,
+        Outcome::Fail => RED,
+        Outcome::Error => YELLOW,
+    }
+}
+
+/// The attempts of a confirmed run, with the decision.
+fn confirmation_text(confirmation: &Confirmation, c: bool) -> String {
+    let style = outcome_style(confirmation.outcome);
+    format!(
+        "{} {}\n{}\n",
+        paint(c, BOLD, "Confirmation"),
+        paint(c, style, &confirmation.sentence()),
+        text_table(&ATTEMPT_HEADER, &confirmation.rows(), &[false; 5], c)
+    )
+}
+
+/// The rules table, then the errors and warnings.
+fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String], c: bool) -> String {
+    let mut out = format!("{}\n", paint(c, BOLD, "Rules"));
+    let rows: Vec<[String; 5]> = checks
+        .iter()
+        .map(|ch| {
+            let style = match ch.status {
+                CheckStatus::Pass => GREEN,
+                CheckStatus::Fail => RED,
+                CheckStatus::Unjudged => YELLOW,
+                CheckStatus::NotApplicable => DIM,
+            };
+            let label = paint(c, style, ch.status.label());
+            [label, ch.rule.to_string(), measured_text(ch), limit_text(ch), ch.message.clone()]
+        })
+        .collect();
+    out.push_str(&text_table(&["status", "rule", "measured", "limit", "detail"], &rows, &[false, false, true, true, false], c));
+    for error in errors {
+        out.push_str(&format!("{}\n", paint(c, RED, &format!("error: {error}"))));
+    }
+    for warning in warnings {
+        out.push_str(&format!("{}\n", paint(c, YELLOW, &format!("warning: {warning}"))));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,423 @@
+//! Comparing two models measured interleaved on the same device in one session (`npugate
+//! compare`): the baseline A and the candidate B ran in rounds, one after the other, so a device
+//! that heats up, changes clocks or picks up background load moves both alike and the drift
+//! cancels in each round's ratio. [`judge_compare`] turns the rounds, both placements and the
+//! [`CompareRules`] into a [`CompareVerdict`] (`npugate.compare/1`) in one pure function.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use npugate_result::contract::{self, Document, Schema};
+use npugate_result::{ReadError, RunResult, RunStatus};
+use profile_parser::report::PlacementReport;
+use serde::{Deserialize, Serialize};
+
+use crate::confirm::Confirmation;
+use crate::fingerprint::Fingerprint;
+use crate::judge::{moved_culprit, nodes_check, outcome_of, ratio_check, unjudged};
+use crate::rules::{self, RuleName, RulesError};
+use crate::stats::{self, Drift, LatencyStats, PairedRatio};
+use crate::units::{fmt_ms, Unit};
+use crate::verdict::{Check, Culprit, Outcome, Subject};
+
+/// Schema identifier of a serialized [`CompareVerdict`].
+pub const COMPARE_SCHEMA: &str = "npugate.compare/1";
+/// Rounds below which the paired interval is about the range of the round ratios (said in a warning).
+pub const FEW_ROUNDS: usize = 6;
+
+/// The rules of a comparison (`compare.toml`, `--rule`); unknown keys are an error.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompareRules {
+    /// The candidate may be at most this many percent slower than the baseline, judged on the
+    /// paired interval: fails only when its lower bound lies above 1 + limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_slowdown_pct: Option<f64>,
+    /// Every node of both models runs on the same EP in both, and no node only the candidate has
+    /// runs off the preferred EP (graph-input/output Q/DQ put on the CPU by design excepted).
+    pub placement_must_match: bool,
+    /// Rules switched off, by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disable: Vec<RuleName>,
+}
+
+impl Default for CompareRules {
+    /// At most 5% slower, placements equal.
+    fn default() -> Self {
+        CompareRules { max_slowdown_pct: Some(5.0), placement_must_match: true, disable: Vec::new() }
+    }
+}
+
+impl CompareRules {
+    /// Defaults, then the TOML file (if any), then each `key=value` override in order.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<CompareRules, RulesError> {
+        rules::load(file, overrides)
+    }
+
+    /// True when the rule is switched on (not in `disable`).
+    pub fn enabled(&self, rule: RuleName) -> bool {
+        !self.disable.contains(&rule)
+    }
+}
+
+/// Which model ran first in a round.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum First {
+    /// The baseline ran first (an AB round).
+    Baseline,
+    /// The candidate ran first (a BA round).
+    Candidate,
+}
+
+impl First {
+    /// The order of round `index` (0-based) of an ABBA session: AB, BA, AB, BA, … so that neither
+    /// model always runs first, or right after the other one heated the device.
+    pub fn of_round(index: usize) -> First {
+        if index.is_multiple_of(2) {
+            First::Baseline
+        } else {
+            First::Candidate
+        }
+    }
+
+    /// `AB` or `BA`.
+    pub fn label(self) -> &'static str {
+        match self {
+            First::Baseline => "AB",
+            First::Candidate => "BA",
+        }
+    }
+}
+
+/// One model's side of the evidence.
+#[derive(Debug, Clone)]
+pub struct SideEvidence<'a> {
+    /// The model as the user gave it.
+    pub model: &'a str,
+    /// The run that recorded its placement (profiled and reference passes), before the rounds.
+    pub placement_run: &'a RunResult,
+    /// Its placement, or why it could not be computed.
+    pub placement: Result<&'a PlacementReport, String>,
+    /// Where the placement run is, relative to the comparison's directory.
+    pub placement_dir: &'a str,
+}
+
+/// One round: both models' timed runs.
+#[derive(Debug, Clone)]
+pub struct RoundEvidence<'a> {
+    /// Which ran first.
+    pub first: First,
+    /// The baseline's run.
+    pub baseline: &'a RunResult,
+    /// The candidate's run.
+    pub candidate: &'a RunResult,
+    /// Where the baseline's run is, relative to the comparison's directory.
+    pub baseline_dir: String,
+    /// Where the candidate's run is, relative to the comparison's directory.
+    pub candidate_dir: String,
+}
+
+/// Everything a comparison is judged on.
+#[derive(Debug, Clone)]
+pub struct CompareEvidence<'a> {
+    /// The device serial, or `local`.
+    pub target: &'a str,
+    /// The baseline A.
+    pub baseline: SideEvidence<'a>,
+    /// The candidate B.
+    pub candidate: SideEvidence<'a>,
+    /// The rounds, in session order.
+    pub rounds: &'a [RoundEvidence<'a>],
+    /// What went wrong in the session (a harness that failed), one sentence each.
+    pub errors: Vec<String>,
+}
+
+/// The judgement of a comparison.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CompareVerdict {
+    /// Always [`COMPARE_SCHEMA`].
+    pub schema: String,
+    /// `fail` if a check failed, else `error` if anything could not be judged, else `pass`.
+    pub outcome: Outcome,
+    /// The device serial, or `local`.
+    pub target: String,
+    /// The rules as applied.
+    pub rules: CompareRules,
+    /// One entry per enabled rule.
+    pub checks: Vec<Check>,
+    /// The baseline A.
+    pub baseline: Side,
+    /// The candidate B.
+    pub candidate: Side,
+    /// B / A paired over the rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<PairedRatio>,
+    /// Every round: order, both medians and their ratio.
+    pub rounds: Vec<Round>,
+    /// Every node whose EP differs between the two (the candidate's node, `baseline_ep` its EP in
+    /// the baseline, absent for a node only the candidate has).
+    pub placement_differences: Vec<Culprit>,
+    /// Why (part of) the comparison could not be judged.
+    pub errors: Vec<String>,
+    /// Observations that do not fail it (the session's drift, few rounds, the harness's warnings).
+    pub warnings: Vec<String>,
+    /// Every attempt when a slowdown was rerun (`--confirm K`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+}
+
+/// One model of a comparison.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Side {
+    /// The model as the user gave it.
+    pub model: String,
+    /// What ran: model, device, runtime (from the placement run).
+    pub subject: Subject,
+    /// Statistics of every timed run of every round together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+    /// Every timed run, round after round (ns).
+    pub latencies_ns: Vec<u64>,
+    /// The cold first inference of each round, kept out of the statistics (ns).
+    pub first_inference_ns: Vec<u64>,
+    /// Its round medians, first third against last third of the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_drift: Option<Drift>,
+    /// Where it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementReport>,
+    /// The placement run's directory, relative to the comparison's.
+    pub placement_dir: String,
+}
+
+/// One round of a comparison.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Round {
+    /// 1-based.
+    pub round: usize,
+    /// Which model ran first.
+    pub first: First,
+    /// The baseline's median in this round (ns).
+    pub baseline_median_ns: f64,
+    /// The candidate's median in this round (ns).
+    pub candidate_median_ns: f64,
+    /// candidate / baseline.
+    pub ratio: f64,
+    /// The baseline's result directory, relative to the comparison's.
+    pub baseline_dir: String,
+    /// The candidate's result directory, relative to the comparison's.
+    pub candidate_dir: String,
+}
+
+impl Document for CompareVerdict {
+    const SCHEMA: Schema = Schema::new(COMPARE_SCHEMA);
+}
+
+impl CompareVerdict {
+    /// Reads a comparison file, refusing any schema but [`COMPARE_SCHEMA`]'s major version.
+    pub fn read(path: &Path) -> Result<CompareVerdict, ReadError> {
+        contract::read(path)
+    }
+
+    /// Writes it as pretty JSON, atomically.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        contract::write_json(path, self)
+    }
+
+    /// The process exit code: 0 pass, 1 fail, 2 error.
+    pub fn exit_code(&self) -> u8 {
+        self.outcome.exit_code()
+    }
+
+    /// `baseline.onnx → candidate.onnx on <device> (<EP>)`.
+    pub fn summary(&self) -> String {
+        let fp = &self.candidate.subject.fingerprint;
+        let file = |model: &str| model.rsplit(['/', '\\']).next().unwrap_or(model).to_string();
+        format!(
+            "{} → {} on {} ({}, {}), {} round(s)",
+            file(&self.baseline.model),
+            file(&self.candidate.model),
+            self.target,
+            fp.device,
+            fp.preferred_ep,
+            self.rounds.len()
+        )
+    }
+
+    /// `B/A 1.104× (95% CI 1.081–1.127×) over 10 rounds`, or why there is none.
+    pub fn paired_sentence(&self) -> String {
+        match &self.paired {
+            Some(p) => format!(
+                "B/A {:.3}× ({:.0}% CI {:.3}–{:.3}×) paired over {} rounds",
+                p.ratio,
+                p.ci.level * 100.0,
+                p.ci.lower,
+                p.ci.upper,
+                p.round_ratios.len()
+            ),
+            None => "no paired ratio (no round with latencies on both sides)".into(),
+        }
+    }
+}
+
+/// Judges a comparison. Never fails: what cannot be judged becomes an `unjudged` check or an error.
+pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> CompareVerdict {
+    let mut errors = evidence.errors.clone();
+    let mut warnings = Vec::new();
+    let rounds: Vec<Round> = evidence.rounds.iter().enumerate().filter_map(|(i, r)| round(i, r)).collect();
+    let pairs: Vec<(&[u64], &[u64])> = evidence
+        .rounds
+        .iter()
+        .map(|r| (r.baseline.timings.latencies_ns.as_slice(), r.candidate.timings.latencies_ns.as_slice()))
+        .collect();
+    let paired = stats::paired_ratio(&pairs);
+    let baseline = side(&evidence.baseline, evidence.rounds.iter().map(|r| r.baseline), &rounds, |r| r.baseline_median_ns);
+    let candidate = side(&evidence.candidate, evidence.rounds.iter().map(|r| r.candidate), &rounds, |r| r.candidate_median_ns);
+
+    let mut same_model = Fingerprint::of(evidence.candidate.placement_run);
+    same_model.model_sha256 = baseline.subject.fingerprint.model_sha256.clone();
+    let differences = same_model.differences(&baseline.subject.fingerprint);
+    if !differences.is_empty() {
+        errors.push(format!("the two models did not run on the same device and runtime: {}", differences.join("; ")));
+    }
+    let runs = std::iter::once(evidence.baseline.placement_run)
+        .chain(std::iter::once(evidence.candidate.placement_run))
+        .chain(evidence.rounds.iter().flat_map(|r| [r.baseline, r.candidate]));
+    for run in runs {
+        if run.status == RunStatus::Incomplete {
+            errors.push(format!("a run of {} is incomplete: {}", run.model.path, run.error.as_deref().unwrap_or("the harness did not say why")));
+        }
+        for warning in &run.warnings {
+            if !warnings.contains(warning) {
+                warnings.push(warning.clone());
+            }
+        }
+    }
+    if let Some(drift) = baseline.session_drift.as_ref().filter(|d| d.is_notable()) {
+        warnings.insert(
+            0,
+            format!(
+                "the device drifted {:+.1}% across the session (the baseline's round medians, first third {} → last third {}); \
+                 both models ran in every round, so the paired ratio cancels drift that moves them alike",
+                drift.change_pct,
+                fmt_ms(drift.first_third_median_ns),
+                fmt_ms(drift.last_third_median_ns)
+            ),
+        );
+    }
+    if (1..FEW_ROUNDS).contains(&rounds.len()) {
+        warnings.push(format!(
+            "only {} round(s): the interval spans about the smallest to the largest round ratio; use --rounds 10 or more",
+            rounds.len()
+        ));
+    }
+
+    let mut checks = Vec::new();
+    if let Some(pct) = rules.max_slowdown_pct.filter(|_| rules.enabled(RuleName::MaxSlowdownPct)) {
+        checks.push(match &paired {
+            Some(p) => {
+                let what = format!("the candidate's median is {:.3}× the baseline's, paired over {} rounds", p.ratio, p.round_ratios.len());
+                ratio_check(RuleName::MaxSlowdownPct, &what, p.ratio, &p.ci, pct)
+            }
+            None => unjudged(RuleName::MaxSlowdownPct, pct, Unit::Percent, "max_slowdown_pct: no round has latencies on both sides".into()),
+        });
+    }
+    let placements = (evidence.baseline.placement.as_ref(), evidence.candidate.placement.as_ref());
+    let placement_differences = match placements {
+        (Ok(a), Ok(b)) => differences_of(a, b),
+        _ => Vec::new(),
+    };
+    for (label, placement) in [("baseline", &evidence.baseline.placement), ("candidate", &evidence.candidate.placement)] {
+        if let Err(why) = placement {
+            errors.push(format!("the {label}'s placement could not be computed: {why}"));
+        }
+    }
+    if rules.placement_must_match && rules.enabled(RuleName::PlacementMustMatch) {
+        checks.push(match placements {
+            (Ok(_), Ok(b)) => placement_check(&placement_differences, &b.preferred_ep),
+            _ => unjudged(
+                RuleName::PlacementMustMatch,
+                0.0,
+                Unit::Nodes,
+                "placement_must_match: a placement is missing (see errors)".into(),
+            ),
+        });
+    }
+    CompareVerdict {
+        schema: COMPARE_SCHEMA.into(),
+        outcome: outcome_of(&checks, &errors),
+        target: evidence.target.to_string(),
+        rules: rules.clone(),
+        checks,
+        baseline,
+        candidate,
+        paired,
+        rounds,
+        placement_differences,
+        errors,
+        warnings,
+        confirmation: None,
+    }
+}
+
+/// Round `index` when both sides have latencies.
+fn round(index: usize, r: &RoundEvidence<'_>) -> Option<Round> {
+    let median = |run: &RunResult| LatencyStats::from_ns(&run.timings.latencies_ns).map(|s| s.median_ns);
+    let (a, b) = (median(r.baseline)?, median(r.candidate)?);
+    Some(Round {
+        round: index + 1,
+        first: r.first,
+        baseline_median_ns: a,
+        candidate_median_ns: b,
+        ratio: if a > 0.0 { b / a } else { f64::NAN },
+        baseline_dir: r.baseline_dir.clone(),
+        candidate_dir: r.candidate_dir.clone(),
+    })
+}
+
+/// One model's side: its timed runs of every round pooled, its placement and its session drift.
+fn side<'a>(
+    evidence: &SideEvidence<'_>,
+    runs: impl Iterator<Item = &'a RunResult>,
+    rounds: &[Round],
+    median: impl Fn(&Round) -> f64,
+) -> Side {
+    let (mut latencies_ns, mut first_inference_ns) = (Vec::new(), Vec::new());
+    for run in runs {
+        latencies_ns.extend_from_slice(&run.timings.latencies_ns);
+        first_inference_ns.push(run.timings.first_inference_ns);
+    }
+    let medians: Vec<f64> = rounds.iter().map(median).collect();
+    Side {
+        model: evidence.model.to_string(),
+        subject: Subject::of(evidence.placement_run),
+        latency: LatencyStats::from_ns(&latencies_ns),
+        latencies_ns,
+        first_inference_ns,
+        session_drift: stats::drift(&medians),
+        placement: evidence.placement.as_ref().ok().map(|p| (*p).clone()),
+        placement_dir: evidence.placement_dir.to_string(),
+    }
+}
+
+/// Every candidate node whose EP differs from the baseline's, and every node only the candidate has
+/// that runs off its preferred EP (unless put there by design, `expected`).
+pub fn differences_of(baseline: &PlacementReport, candidate: &PlacementReport) -> Vec<Culprit> {
+    let before: BTreeMap<&str, &str> = baseline.nodes.iter().map(|n| (n.name.as_str(), n.ep.as_str())).collect();
+    let expected = |name: &str| candidate.fallback.iter().any(|f| f.name == name && f.expected);
+    candidate
+        .nodes
+        .iter()
+        .filter_map(|node| match before.get(node.name.as_str()) {
+            Some(ep) if *ep != node.ep => Some(moved_culprit(candidate, node, Some(ep))),
+            None if node.ep != candidate.preferred_ep && !expected(&node.name) => Some(moved_culprit(candidate, node, None)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn placement_check(differences: &[Culprit], preferred: &str) -> Check {
+    let passed = format!("every node runs where it ran in the baseline (preferred EP {preferred})");
+    nodes_check(RuleName::PlacementMustMatch, differences, &passed, "node(s) run elsewhere in the candidate")
+}
