@@ -25,13 +25,13 @@ pub fn table(runs: &[(&RunResult, &OutputsReport)], format: TableFormat, color: 
     let Some((first, _)) = runs.first() else { bail!("no run with an output comparison to show") };
     let mut devices = Vec::new();
     for (run, report) in runs {
-        if run.model.sha256 != first.model.sha256 {
+        if run.model.digest != first.model.digest {
             bail!(
-                "{} ran another model than {} (sha256 {} vs {}); compare runs of the same model",
+                "{} ran another model than {} (digest {} vs {}); compare runs of the same model",
                 run.model.path,
                 first.model.path,
-                run.model.sha256,
-                first.model.sha256
+                run.model.digest,
+                first.model.digest
             );
         }
         let fingerprint = Fingerprint::of(run);

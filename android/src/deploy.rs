@@ -29,9 +29,11 @@ pub struct DeployFile {
 }
 
 impl DeployFile {
-    /// Describes `local` for deployment as `remote`, hashing it.
+    /// Describes `local` for deployment as `remote`, hashing it (or taking its hash from the
+    /// host's hash cache when unchanged).
     pub fn hashed(local: &Path, remote: String, executable: bool) -> anyhow::Result<DeployFile> {
-        let (sha256, bytes) = npugate_result::digest::sha256_file(local)
+        let (sha256, bytes) = crate::hash_cache::HashCache::default_cache()
+            .sha256(local)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", local.display()))?;
         Ok(DeployFile { local: local.to_path_buf(), remote, sha256, bytes, executable })
     }
@@ -67,6 +69,10 @@ pub struct DeployReport {
     pub bytes_skipped: u64,
     /// Wall time of the whole deploy (hash check, pushes, links), seconds.
     pub seconds: f64,
+    /// Host time spent locating and hashing the model's files for this deploy, seconds (near zero
+    /// when the host's hash cache knew them).
+    #[serde(default)]
+    pub model_hash_seconds: f64,
 }
 
 /// Makes `files` available under `work_dir` on the device, pushing only blobs it lacks;

@@ -51,7 +51,7 @@ impl HostPreflight<'_> {
             shapes: self.shapes.to_vec(),
             ..HarnessSettings::default()
         };
-        let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, fixed_from: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
+        let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
         let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;
         if !report.execution.succeeded() {
             anyhow::bail!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message());

@@ -21,6 +21,7 @@ pub mod device_state;
 pub mod devices;
 pub mod evidence;
 pub mod harnesses;
+pub mod hash_cache;
 pub mod hexagon;
 pub mod host_preflight;
 pub mod htp;

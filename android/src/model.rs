@@ -1,18 +1,73 @@
-//! The model a run uses. When the EP needs static dims (QNN) and `--shape` gives input shapes, the
-//! model's dynamic input dims are fixed in the model itself (ONNX Runtime's QNN EP rejects every
-//! node of a model with dynamic dims, and free-dimension overrides cannot give two dims sharing
-//! one symbolic name different sizes) and the fixed model — written once into the cache,
-//! content-addressed — is what is deployed, compiled and hashed; the result records the
+//! The model a run uses, as a set of files. A model is its `.onnx` and every file it refers to
+//! (external data, EPContext context binaries), located inside the model's folder and hashed
+//! ([`ModelFiles`], host hashes remembered by [`HashCache`]); its digest over all of them is the
+//! identity results, baselines and history key on.
+//!
+//! When the EP needs static dims (QNN) and `--shape` gives input shapes, the model's dynamic input
+//! dims are fixed in the model itself (ONNX Runtime's QNN EP rejects every node of a model with
+//! dynamic dims, and free-dimension overrides cannot give two dims sharing one symbolic name
+//! different sizes) and the fixed model — written once into the cache, content-addressed, its
+//! data files linked beside it — is what is deployed, compiled and hashed; the result records the
 //! original's sha256 too. A dynamic model without the shapes it needs is refused before anything
 //! runs, with the exact flags to pass.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use harness_settings::{HarnessSettings, InputFile, ShapeSpec};
-use npugate_result::digest::sha256_file;
+use npugate_result::digest::model_digest;
+use npugate_result::ModelFile;
 use onnx_model::Model;
 use sha2::{Digest, Sha256};
+
+use crate::hash_cache::HashCache;
+
+/// A model on the host as a set of files, each hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFiles {
+    /// sha256 of the `.onnx`.
+    pub sha256: String,
+    /// Size of the `.onnx` in bytes.
+    pub bytes: u64,
+    /// Every file the model refers to, sorted by name, with where it is on the host.
+    pub referenced: Vec<(ModelFile, PathBuf)>,
+    /// The model's identity over all of its files ([`model_digest`]).
+    pub digest: String,
+    /// How long locating and hashing took (near zero when the hash cache knew every file).
+    pub hash_time: Duration,
+}
+
+impl ModelFiles {
+    /// Locates and hashes the files of `model` (the `.onnx` at `path`): every referenced file must
+    /// be inside the model's folder and long enough for its tensors (an error names the tensor
+    /// and the path). Hashes come from `cache` when the files are unchanged.
+    pub fn of(path: &Path, model: &Model, cache: &HashCache) -> Result<ModelFiles> {
+        let started = Instant::now();
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let located = model.locate_files(folder).map_err(|e| anyhow::anyhow!("model {}: {e}", path.display()))?;
+        let (sha256, bytes) = cache.sha256(path).with_context(|| format!("cannot read model {}", path.display()))?;
+        let mut referenced = Vec::new();
+        for file in located {
+            let (sha256, bytes) = cache.sha256(&file.path).with_context(|| format!("model {}: cannot read {}", path.display(), file.path.display()))?;
+            referenced.push((ModelFile { name: file.name, sha256, bytes }, file.path));
+        }
+        let listed: Vec<ModelFile> = referenced.iter().map(|(file, _)| file.clone()).collect();
+        let digest = model_digest(&sha256, bytes, &listed);
+        Ok(ModelFiles { sha256, bytes, referenced, digest, hash_time: started.elapsed() })
+    }
+
+    /// Reads the model at `path` and returns [`ModelFiles::of`] it.
+    pub fn read(path: &Path, cache: &HashCache) -> Result<ModelFiles> {
+        let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        ModelFiles::of(path, &model, cache)
+    }
+
+    /// The referenced files as the harness's `--model-file` hints.
+    pub fn hints(&self) -> Vec<ModelFile> {
+        self.referenced.iter().map(|(file, _)| file.clone()).collect()
+    }
+}
 
 /// A model ready to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +76,8 @@ pub struct PreparedModel {
     pub path: PathBuf,
     /// The model as given, when `path` is a fixed copy of it.
     pub fixed_from: Option<FixedFrom>,
+    /// The files of the model at `path`, hashed.
+    pub files: ModelFiles,
 }
 
 /// The original of a model whose input shapes were fixed.
@@ -28,16 +85,31 @@ pub struct PreparedModel {
 pub struct FixedFrom {
     /// The model as the user gave it.
     pub path: PathBuf,
-    /// Its sha256.
+    /// Its `.onnx`'s sha256.
     pub sha256: String,
 }
 
-/// Reads `model` and applies `shapes`: checks every shape against the model's inputs (a name
-/// that is no input, a rank mismatch, a dim the model fixes otherwise: an error naming the input
-/// and the fix) and refuses a model left with dynamic inputs that neither `shapes` nor an
-/// `--input` file gives a size. Nothing is written.
-pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Option<(Model, String)>> {
-    let mut onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// A model read and checked against the run's shapes.
+struct Checked {
+    /// The model with the `--shape`s applied.
+    model: Model,
+    /// The shapes as text, when they changed the model (it must be written as a fixed copy).
+    changed: Option<String>,
+}
+
+/// Reads `model`, checks that every file it refers to is usable ([`Model::locate_files`]) and
+/// returns it with `shapes` applied (see [`apply_shapes`]). Nothing is written.
+pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Model> {
+    let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    onnx.locate_files(model.parent().unwrap_or(Path::new("."))).map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
+    Ok(apply_shapes(onnx, model, shapes, inputs)?.model)
+}
+
+/// Applies `shapes` to `onnx` (read from `model`): checks every shape against the model's inputs
+/// (a name that is no input, a rank mismatch, a dim the model fixes otherwise: an error naming
+/// the input and the fix) and refuses a model left with dynamic inputs that neither `shapes` nor
+/// an `--input` file gives a size.
+fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Checked> {
     let given: Vec<(String, Vec<i64>)> = shapes.iter().map(|s| (s.input.clone(), s.dims.clone())).collect();
     let fixed = onnx.fix_input_shapes(&given).map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
     let missing: Vec<String> = fixed
@@ -54,43 +126,38 @@ pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result
         );
     }
     let changed = fixed.fixed.iter().any(|input| input.before.as_ref().is_none_or(|dims| dims.iter().any(|d| d.fixed().is_none())));
-    Ok(changed.then(|| (onnx, shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "))))
+    let text = shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
+    Ok(Checked { model: onnx, changed: changed.then_some(text) })
 }
 
 /// The model a run with `settings` loads: fixed by its `--shape`s when its EP needs static dims
-/// ([`prepare`]), else the model as given, [`check`]ed.
+/// ([`prepare`]), else the model as given, checked; either way with its files located and hashed.
 pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result<PreparedModel> {
     if settings.ep.needs_static_shapes() {
         return prepare(model, &settings.shapes, &settings.inputs, cache);
     }
-    check(model, &settings.shapes, &settings.inputs)?;
-    Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None })
+    let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let files = ModelFiles::of(model, &onnx, &HashCache::default_cache())?;
+    apply_shapes(onnx, model, &settings.shapes, &settings.inputs)?;
+    Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files })
 }
 
-/// [`check`]s `model` and, when `shapes` change it, writes the fixed model into `cache`
-/// (`<cache>/<key>/<file name>`, the key a digest of the original's files, its name and the shapes) unless
-/// it is there already; the model's external data files are linked (or copied) beside it.
+/// Checks `model` and, when `shapes` change it, writes the fixed model into `cache`
+/// (`<cache>/<key>/<file name>`, the key a digest of the original's files, its name and the
+/// shapes) unless it is there already; the model's external data files are linked (or copied)
+/// beside it.
 pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: &Path) -> Result<PreparedModel> {
-    let Some((fixed, shape_text)) = check(model, shapes, inputs)? else {
-        return Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None });
+    let hashes = HashCache::default_cache();
+    let original = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let given = ModelFiles::of(model, &original, &hashes)?;
+    let Checked { model: fixed, changed } = apply_shapes(original, model, shapes, inputs)?;
+    let Some(shape_text) = changed else {
+        return Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files: given });
     };
-    let (sha256, _) = sha256_file(model).with_context(|| format!("cannot read model {}", model.display()))?;
-    let folder = model.parent().unwrap_or(Path::new("."));
-    let data: Vec<String> = fixed
-        .file_references()
-        .map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?
-        .files()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
     let name = model.file_name().context("the model path names no file")?;
     let mut key = Sha256::new();
     key.update(name.as_encoded_bytes());
-    key.update(format!("\n{sha256}\n{shape_text}\n"));
-    for file in &data {
-        let (file_sha, _) = sha256_file(&folder.join(file)).with_context(|| format!("model {}: cannot read its external data {file}", model.display()))?;
-        key.update(format!("{file}={file_sha}\n"));
-    }
+    key.update(format!("\n{}\n{shape_text}\n", given.digest));
     let dir = cache.join(format!("{:x}", key.finalize()));
     let path = dir.join(name);
     if !path.is_file() {
@@ -106,7 +173,8 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
             Err(error) => return Err(error).with_context(|| format!("cannot move the fixed model into {}", dir.display())),
         }
     }
-    Ok(PreparedModel { path, fixed_from: Some(FixedFrom { path: model.to_path_buf(), sha256 }) })
+    let files = ModelFiles::of(&path, &fixed, &hashes)?;
+    Ok(PreparedModel { path, fixed_from: Some(FixedFrom { path: model.to_path_buf(), sha256: given.sha256 }), files })
 }
 
 /// Writes `rewritten` (a changed copy of the model file `original`) into the existing directory
@@ -117,14 +185,13 @@ pub fn write_with_data(rewritten: &Model, original: &Path, dir: &Path) -> Result
     let folder = original.parent().unwrap_or(Path::new("."));
     let path = dir.join(name);
     rewritten.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let references = rewritten.file_references().map_err(|e| anyhow::anyhow!("model {}: {e}", original.display()))?;
-    for file in references.files() {
-        let (from, to) = (folder.join(file), dir.join(file));
+    for file in rewritten.locate_files(folder).map_err(|e| anyhow::anyhow!("model {}: {e}", original.display()))? {
+        let to = dir.join(&file.name);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to).with_context(|| format!("cannot copy {} beside {}", from.display(), path.display()))?;
+        if std::fs::hard_link(&file.path, &to).is_err() {
+            std::fs::copy(&file.path, &to).with_context(|| format!("cannot copy {} beside {}", file.path.display(), path.display()))?;
         }
     }
     Ok(path)
@@ -199,13 +266,13 @@ mod tests {
         let cache = work.path().join("cache");
         let prepared = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
         let original = prepared.fixed_from.clone().unwrap();
-        assert_eq!(original.sha256, sha256_file(&model).unwrap().0);
+        assert_eq!(original.sha256, npugate_result::digest::sha256_file(&model).unwrap().0);
         let fixed = Model::read(&prepared.path).unwrap();
         let dims: Vec<String> = fixed.input_signatures()[0].dims.clone().unwrap().iter().map(ToString::to_string).collect();
         assert_eq!(dims, ["1", "3", "48", "192"]);
         assert_eq!(prepared.path.file_name().unwrap(), "cls.onnx");
         let again = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
-        assert_eq!(again, prepared, "the same shapes reuse the same fixed copy");
+        assert_eq!((&again.path, &again.fixed_from, &again.files.digest), (&prepared.path, &prepared.fixed_from, &prepared.files.digest), "the same shapes reuse the same fixed copy");
         let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache).unwrap();
         assert_ne!(other.path, prepared.path);
         // An identical copy under another name (an A/B comparison of a model with itself).
@@ -234,6 +301,60 @@ mod tests {
             assert!(error.to_lowercase().contains(needle) || error.contains(needle), "{bad}: {error}");
         }
         assert!(!cache.exists(), "nothing is written for a refused shape");
+    }
+
+    /// `identity_model` with its `x`-sized weights `w` stored in `location` beside it.
+    fn with_external_weights(path: &Path, location: &str, dims: &[Option<i64>]) {
+        use onnx_model::proto::tensor_proto::DataLocation;
+        use onnx_model::proto::{StringStringEntryProto, TensorProto};
+        identity_model(path, dims);
+        let mut model = Model::read(path).unwrap();
+        let entry = |key: &str, value: &str| StringStringEntryProto { key: Some(key.into()), value: Some(value.into()) };
+        let weights = TensorProto {
+            name: Some("w".into()),
+            dims: vec![4],
+            data_type: Some(1),
+            data_location: Some(DataLocation::External as i32),
+            external_data: vec![entry("location", location), entry("offset", "0"), entry("length", "16")],
+            ..Default::default()
+        };
+        model.proto_mut().graph.as_mut().unwrap().initializer.push(weights);
+        model.write(path).unwrap();
+    }
+
+    #[test]
+    fn a_model_is_its_onnx_and_its_data_and_a_fixed_copy_keeps_the_data_beside_it() {
+        let work = tempfile::tempdir().unwrap();
+        let model = work.path().join("ext.onnx");
+        with_external_weights(&model, "ext.weights", &[None, Some(3)]);
+        std::fs::write(work.path().join("ext.weights"), [1u8; 16]).unwrap();
+        let settings = HarnessSettings { shapes: vec![shape("x=2x3")], ..HarnessSettings::default() };
+        let given = for_run(&model, &settings, &work.path().join("cache")).unwrap();
+        assert_eq!(given.files.referenced.len(), 1);
+        assert_eq!(given.files.referenced[0].0.name, "ext.weights");
+        assert_ne!(given.files.digest, given.files.sha256, "the digest covers the weights");
+
+        let fixed = prepare(&model, &[shape("x=2x3")], &[], &work.path().join("cache")).unwrap();
+        assert_eq!(fixed.path.parent().unwrap().join("ext.weights").metadata().unwrap().len(), 16, "the data sits beside the fixed copy");
+        assert_eq!(fixed.files.referenced[0].0, given.files.referenced[0].0);
+
+        // Changing the weights alone changes the identity.
+        std::fs::write(work.path().join("ext.weights"), [2u8; 16]).unwrap();
+        let changed = for_run(&model, &settings, &work.path().join("cache")).unwrap();
+        assert_eq!(changed.files.sha256, given.files.sha256);
+        assert_ne!(changed.files.digest, given.files.digest);
+
+        // Truncated and missing data, and a location out of the folder, are named before anything runs.
+        std::fs::write(work.path().join("ext.weights"), [2u8; 8]).unwrap();
+        let error = for_run(&model, &settings, work.path()).unwrap_err().to_string();
+        assert!(error.contains("ext.onnx") && error.contains("\"w\"") && error.contains("only 8 bytes"), "{error}");
+        std::fs::remove_file(work.path().join("ext.weights")).unwrap();
+        let error = check(&model, &[shape("x=2x3")], &[]).unwrap_err().to_string();
+        assert!(error.contains("ext.weights") && error.contains("cannot be read"), "{error}");
+        let escaping = work.path().join("escaping.onnx");
+        with_external_weights(&escaping, "../../etc/passwd", &[Some(1), Some(3)]);
+        let error = for_run(&escaping, &settings, work.path()).unwrap_err().to_string();
+        assert!(error.contains("climbs out"), "{error}");
     }
 
     #[test]

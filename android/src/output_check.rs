@@ -67,7 +67,7 @@ impl ReferenceRequest<'_> {
             harness: self.harness,
             runtime: self.runtime,
             model: self.model,
-            fixed_from: None,
+            prepared: None,
             settings: &settings,
             env: &[],
             timeout: REFERENCE_TIMEOUT,

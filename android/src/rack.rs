@@ -268,7 +268,7 @@ mod tests {
                 harness: dir.path(),
                 runtime: &runtime,
                 model: dir.path(),
-                fixed_from: None,
+                prepared: None,
                 settings: &settings,
                 env: &[],
                 timeout: Duration::from_millis(200),
@@ -353,7 +353,7 @@ mod tests {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
             let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
-            let job = Job { harness: dir.path(), runtime: &runtime, model: dir.path(), fixed_from: None, settings: &settings, env: &[], timeout: Duration::from_secs(60), cancel: &cancel };
+            let job = Job { harness: dir.path(), runtime: &runtime, model: dir.path(), prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(60), cancel: &cancel };
             target.execute(&job, dir.path(), progress)?;
             Ok(Judged(PathBuf::new(), 0))
         };

@@ -74,8 +74,7 @@ impl Attempted for RunReport {
 pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dyn Progress) -> Result<RunReport> {
     let settings = spec.job.settings;
     let model = crate::model::for_run(spec.job.model, settings, &crate::model::default_cache())?;
-    let fixed_from = model.fixed_from.as_ref().map(|original| original.sha256.as_str());
-    let job = Job { model: &model.path, fixed_from, ..spec.job };
+    let job = Job { model: &model.path, prepared: Some(&model), ..spec.job };
     let staging = Staging::next_to(out)?;
     let execution = target.execute(&job, staging.path(), progress)?;
     let result = harness_result(&execution, staging.path(), &model)?;
@@ -177,7 +176,7 @@ mod tests {
         crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
         let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel, gate) = (HarnessSettings::default(), Cancel::new(), GateSpec::default());
-        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, fixed_from: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = dir.path().join("out");
         let policy = RackPolicy { retries, retry_pause: Duration::ZERO, cancel: Cancel::new() };
@@ -229,7 +228,7 @@ mod tests {
         let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let gate = GateSpec { rules: gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(), ..GateSpec::default() };
-        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, fixed_from: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let report = run_on(&judged, &RunSpec { job, gate: Some(&gate), reference: None }, &dir.path().join("out"), &Silent).unwrap();
         assert_eq!(report.exit_code, npugate_result::contract::EXIT_FAIL);
         let verdict = report.verdict.unwrap();

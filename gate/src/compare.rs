@@ -276,7 +276,7 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
     let candidate = side(&evidence.candidate, evidence.rounds.iter().map(|r| r.candidate), &rounds, |r| r.candidate_median_ns);
 
     let mut same_model = Fingerprint::of(evidence.candidate.placement_run);
-    same_model.model_sha256 = baseline.subject.fingerprint.model_sha256.clone();
+    same_model.model_digest = baseline.subject.fingerprint.model_digest.clone();
     let differences = same_model.differences(&baseline.subject.fingerprint);
     if !differences.is_empty() {
         errors.push(format!("the two models did not run on the same device and runtime: {}", differences.join("; ")));

@@ -1,4 +1,4 @@
-//! What makes two runs comparable: device, SoC, architecture, runtime library hashes, model hash and
+//! What makes two runs comparable: device, SoC, architecture, runtime library hashes, model digest and
 //! the preferred EP. A baseline comparison across different fingerprints is refused unless forced.
 
 use std::collections::BTreeMap;
@@ -26,8 +26,10 @@ pub struct Fingerprint {
     pub ort_version: String,
     /// sha256 of every deliberately loaded library, keyed `<role>:<file name>`.
     pub runtime_libraries: BTreeMap<String, String>,
-    /// sha256 of the model file.
-    pub model_sha256: String,
+    /// The model's digest: over the `.onnx` and every file it refers to, the `.onnx`'s sha256 for
+    /// a one-file model (so baselines saved before digests existed still compare).
+    #[serde(alias = "model_sha256")]
+    pub model_digest: String,
     /// The EP the model was meant to run on.
     pub preferred_ep: String,
 }
@@ -64,7 +66,7 @@ impl Fingerprint {
             arch: fp.arch.clone(),
             ort_version: run.runtime.ort_version.clone(),
             runtime_libraries,
-            model_sha256: run.model.sha256.clone(),
+            model_digest: run.model.digest.clone(),
             preferred_ep: run.execution.preferred_ep.clone(),
         }
     }
@@ -81,7 +83,7 @@ impl Fingerprint {
         field("SoC", &self.soc, &baseline.soc);
         field("arch", &self.arch, &baseline.arch);
         field("ONNX Runtime version", &self.ort_version, &baseline.ort_version);
-        field("model sha256", &self.model_sha256, &baseline.model_sha256);
+        field("model digest", &self.model_digest, &baseline.model_digest);
         field("preferred EP", &self.preferred_ep, &baseline.preferred_ep);
         let keys: std::collections::BTreeSet<&String> =
             self.runtime_libraries.keys().chain(baseline.runtime_libraries.keys()).collect();

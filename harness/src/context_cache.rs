@@ -16,11 +16,11 @@ const CONTEXT_FILE_PATH: &str = "ep.context_file_path";
 const EP_CONTEXT_OP: &[u8] = b"EPContext";
 
 /// Path of the context model for this model and configuration inside `dir`. The name carries a
-/// hash of everything that changes the compiled graph (model bytes, EP options, ORT version), so
-/// a stale cache is never loaded for a changed model or option.
-pub fn context_model_path(dir: &Path, model: &Path, model_sha256: &str, ep_options: &[(String, String)], ort_version: &str) -> PathBuf {
+/// hash of everything that changes the compiled graph (the model digest over all its files, EP
+/// options, ORT version), so a stale cache is never loaded for a changed model or option.
+pub fn context_model_path(dir: &Path, model: &Path, model_digest: &str, ep_options: &[(String, String)], ort_version: &str) -> PathBuf {
     let mut hasher = Sha256::new();
-    hasher.update(model_sha256.as_bytes());
+    hasher.update(model_digest.as_bytes());
     hasher.update(ort_version.as_bytes());
     for (key, value) in ep_options {
         hasher.update(format!("\0{key}={value}").as_bytes());

@@ -22,6 +22,7 @@ mod fingerprint;
 mod fusions;
 mod inputs;
 mod measure;
+mod model_files;
 mod ort_env;
 mod outputs;
 mod providers;
@@ -96,9 +97,9 @@ fn run(args: &Args) -> Result<()> {
         Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, &ep_name, device)?)),
         Attach::Cpu | Attach::Builtin => None,
     };
-    let (model_sha256, _) = sha256_file(&args.model).with_context(|| format!("cannot hash {}", args.model.display()))?;
+    let identity = model_files::identify(&args.model, model_bytes, &args.model_files)?;
     let plan = match &args.settings.context_cache {
-        Some(dir) => with_context_cache(args, &env, plan, dir, &model_sha256, &ort_version, &mut timings)?,
+        Some(dir) => with_context_cache(args, &env, plan, dir, &identity.digest, &ort_version, &mut timings)?,
         None => plan,
     };
 
@@ -113,8 +114,10 @@ fn run(args: &Args) -> Result<()> {
         },
         model: ModelInfo {
             path: args.model.display().to_string(),
-            sha256: model_sha256,
+            sha256: identity.sha256,
             bytes: model_bytes,
+            digest: identity.digest,
+            files: identity.files,
             inputs: Vec::new(),
             outputs: Vec::new(),
             fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
@@ -452,12 +455,12 @@ fn with_context_cache(
     env: &Environment,
     plan: SessionPlan,
     dir: &Path,
-    model_sha256: &str,
+    model_digest: &str,
     ort_version: &str,
     timings: &mut Timings,
 ) -> Result<SessionPlan> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create --context-cache directory {}", dir.display()))?;
-    let context_model = context_cache::context_model_path(dir, &args.model, model_sha256, &plan.ep_options, ort_version);
+    let context_model = context_cache::context_model_path(dir, &args.model, model_digest, &plan.ep_options, ort_version);
     if !context_model.is_file() {
         let log = args.out.join(files::ORT_LOG);
         let log_start = backend::log_position(&log);

@@ -9,7 +9,8 @@
 //! - Graph: [`Model::index`] walks the main graph and every subgraph (`If`/`Loop`/`Scan` bodies,
 //!   recursively) and looks nodes and values up by name.
 //! - Files: [`Model::file_references`] lists external-data tensors and EPContext context files
-//!   with checked relative paths; [`Model::rewrite_file_references`] changes them.
+//!   with checked relative paths; [`Model::rewrite_file_references`] changes them;
+//!   [`Model::locate_files`] finds them on disk, inside the model's folder and long enough.
 //! - Instrumentation: [`Model::intermediate_tensors`] and [`Model::add_outputs`].
 //! - Constants: [`Model::constant`] finds an initializer or `Constant` node value, and
 //!   [`tensor_values`] reads a (small) tensor's values as numbers.
@@ -22,6 +23,7 @@
 mod data;
 mod external;
 mod graph;
+mod located;
 mod model;
 mod outputs;
 mod shape;
@@ -29,6 +31,7 @@ mod value;
 
 pub use data::{tensor_values, DataError};
 pub use external::{EpContextFile, ExternalDataError, ExternalTensor, FileReferences, TensorHolder};
+pub use located::{LocateError, LocatedFile};
 pub use graph::{GraphId, GraphInfo, GraphPath, ModelIndex, NodeInfo, SubgraphStep, ValueDecl, ValueRole};
 pub use model::{Model, ReadError, WriteError, MAX_PROTOBUF_BYTES};
 pub use outputs::OutputError;

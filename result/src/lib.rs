@@ -144,10 +144,20 @@ pub struct ToolInfo {
 pub struct ModelInfo {
     /// Path as given to the harness.
     pub path: String,
-    /// sha256 of the file, lowercase hex.
+    /// sha256 of the `.onnx` file, lowercase hex.
     pub sha256: String,
-    /// File size in bytes.
+    /// Size of the `.onnx` file in bytes.
     pub bytes: u64,
+    /// The model's identity: one digest over the `.onnx` and every file it refers to (see
+    /// [`digest::model_digest`]); the `.onnx`'s sha256 when it refers to none. Baselines,
+    /// history, sweeps and evidence key on it. Results written before it existed read as their
+    /// `sha256`.
+    #[serde(default)]
+    pub digest: String,
+    /// The files the model refers to (external data, EPContext context binaries), relative to
+    /// its folder, each with its size and sha256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ModelFile>,
     /// Graph inputs as declared by the model (dynamic dims as `null` with their symbolic name).
     pub inputs: Vec<TensorSignature>,
     /// Graph outputs as declared by the model.
@@ -156,6 +166,39 @@ pub struct ModelInfo {
     /// fixed by `--shape` (then `sha256` is the fixed copy's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_from: Option<FixedFrom>,
+}
+
+/// One file a model refers to: its name relative to the model's folder, size and sha256. Spelled
+/// `NAME=SHA256:BYTES` on a command line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModelFile {
+    /// Path relative to the model's folder, as the model names it (`weights.bin`, `ctx/a.bin`).
+    pub name: String,
+    /// sha256 of the content, lowercase hex.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for ModelFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}:{}", self.name, self.sha256, self.bytes)
+    }
+}
+
+impl std::str::FromStr for ModelFile {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ModelFile, String> {
+        let bad = || format!("{text:?} is not NAME=SHA256:BYTES (a model file with its sha256 and size)");
+        let (name, rest) = text.rsplit_once('=').ok_or_else(bad)?;
+        let (sha256, bytes) = rest.split_once(':').ok_or_else(bad)?;
+        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if name.is_empty() || !hex {
+            return Err(bad());
+        }
+        Ok(ModelFile { name: name.into(), sha256: sha256.into(), bytes: bytes.parse().map_err(|_| bad())? })
+    }
 }
 
 /// The original of a model whose input shapes were fixed.
@@ -463,6 +506,24 @@ pub mod digest {
         }
         Ok((format!("{:x}", hasher.finalize()), bytes))
     }
+
+    /// A model's identity from its `.onnx` (sha256, size) and the files it refers to: the
+    /// `.onnx`'s sha256 when there are none (so a one-file model keeps the identity it always
+    /// had), else the sha256 of a manifest listing the `.onnx` and each file (name, size, sha256)
+    /// sorted by name. Changing any byte of any file changes it.
+    pub fn model_digest(onnx_sha256: &str, onnx_bytes: u64, files: &[crate::ModelFile]) -> String {
+        if files.is_empty() {
+            return onnx_sha256.to_string();
+        }
+        let mut sorted: Vec<&crate::ModelFile> = files.iter().collect();
+        sorted.sort();
+        let mut hasher = Sha256::new();
+        hasher.update(format!("npugate.model/1\n.onnx\t{onnx_bytes}\t{onnx_sha256}\n"));
+        for file in sorted {
+            hasher.update(format!("{}\t{}\t{}\n", file.name, file.bytes, file.sha256));
+        }
+        format!("{:x}", hasher.finalize())
+    }
 }
 
 impl contract::Document for RunResult {
@@ -474,7 +535,11 @@ impl RunResult {
     pub fn read(path: &Path) -> Result<RunResult, ReadError> {
         let names_a_file = path.extension().is_some_and(|e| e == "json") && !path.is_dir();
         let file = if names_a_file { path.to_path_buf() } else { path.join(files::RESULT) };
-        contract::read(&file)
+        let mut result: RunResult = contract::read(&file)?;
+        if result.model.digest.is_empty() {
+            result.model.digest = digest::model_digest(&result.model.sha256, result.model.bytes, &result.model.files);
+        }
+        Ok(result)
     }
 
     /// Writes `result.json` into `dir` atomically.
@@ -491,6 +556,34 @@ impl RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_file_parses_back_and_bad_ones_are_refused() {
+        let file = ModelFile { name: "w=1.bin".into(), sha256: "a".repeat(64), bytes: 12 };
+        assert_eq!(file.to_string().parse::<ModelFile>().unwrap(), file);
+        for bad in ["w.bin", "w.bin=abc:1", &format!("={}:1", "a".repeat(64)), &format!("w={}:x", "a".repeat(64))] {
+            assert!(bad.parse::<ModelFile>().unwrap_err().contains("NAME=SHA256:BYTES"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_digest_of_a_one_file_model_is_its_sha256_and_any_file_changes_it() {
+        let onnx = "1".repeat(64);
+        assert_eq!(digest::model_digest(&onnx, 10, &[]), onnx);
+        let weights = ModelFile { name: "w.bin".into(), sha256: "2".repeat(64), bytes: 4 };
+        let with = digest::model_digest(&onnx, 10, std::slice::from_ref(&weights));
+        assert_ne!(with, onnx);
+        let changed = ModelFile { sha256: "3".repeat(64), ..weights.clone() };
+        assert_ne!(digest::model_digest(&onnx, 10, &[changed]), with);
+        let renamed = ModelFile { name: "v.bin".into(), ..weights.clone() };
+        assert_ne!(digest::model_digest(&onnx, 10, &[renamed]), with);
+        let other = ModelFile { name: "a.bin".into(), ..weights.clone() };
+        assert_eq!(
+            digest::model_digest(&onnx, 10, &[weights.clone(), other.clone()]),
+            digest::model_digest(&onnx, 10, &[other, weights]),
+            "order does not matter"
+        );
+    }
 
     #[test]
     fn rejects_other_schema_naming_file() {

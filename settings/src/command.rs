@@ -40,6 +40,12 @@ pub struct HarnessCommand {
     #[arg(long, value_name = "SHA256")]
     pub fixed_from_sha256: Option<String>,
 
+    /// A file the model refers to (external data, a context binary) that the caller already
+    /// hashed, as `NAME=SHA256:BYTES` (repeatable); the harness takes the hash of a file whose
+    /// size matches instead of reading it again, and hashes every other referenced file itself.
+    #[arg(long = "model-file", value_name = "NAME=SHA256:BYTES")]
+    pub model_files: Vec<npugate_result::ModelFile>,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -60,6 +66,9 @@ impl HarnessCommand {
         if let Some(sha256) = &self.fixed_from_sha256 {
             args.extend(["--fixed-from-sha256".into(), sha256.clone()]);
         }
+        for file in &self.model_files {
+            args.extend(["--model-file".into(), file.to_string()]);
+        }
         args.extend(self.settings.to_flags());
         args
     }
@@ -71,9 +80,10 @@ mod tests {
 
     #[test]
     fn argv_round_trips_every_setting() {
+        let model_file = format!("w.bin={}:7", "a".repeat(64));
         let given = HarnessCommand::parse_from([
             "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
-            "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
+            "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--model-file", &model_file, "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
             "--ep", "qnn", "--ep-name", "QNNExecutionProvider", "--ep-device", "npu", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
             "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs", "--session-only",
             "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
@@ -88,7 +98,7 @@ mod tests {
     #[test]
     fn malformed_values_are_refused_when_parsed() {
         let base = ["h", "--ort-lib", "x", "--model", "y", "--out", "z"];
-        for extra in [&["--ep-option", "novalue"][..], &["--shape", "x=1x0"], &["--runs", "0"], &["--input", "x="]] {
+        for extra in [&["--ep-option", "novalue"][..], &["--shape", "x=1x0"], &["--runs", "0"], &["--input", "x="], &["--model-file", "w.bin"]] {
             assert!(HarnessCommand::try_parse_from(base.iter().chain(extra)).is_err(), "{extra:?}");
         }
     }

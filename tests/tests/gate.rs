@@ -79,13 +79,13 @@ fn baseline_save_compare_and_fingerprint_guard() {
 
     // The same run against a baseline of another model: refused (2) unless forced.
     let mut other: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
-    other["fingerprint"]["model_sha256"] = "0".repeat(64).into();
+    other["fingerprint"]["model_digest"] = "0".repeat(64).into();
     let other_path = work.path().join("other.json");
     std::fs::write(&other_path, other.to_string()).unwrap();
     let refused = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&other_path)]);
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     let stdout = String::from_utf8_lossy(&refused.stdout);
-    assert!(stdout.contains("model sha256") && stdout.contains("--force"), "{}", describe(&refused));
+    assert!(stdout.contains("model digest") && stdout.contains("--force"), "{}", describe(&refused));
     let forced = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&other_path), "--force"]);
     assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
 }

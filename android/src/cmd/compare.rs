@@ -109,7 +109,7 @@ pub fn run(mut args: CompareArgs) -> Result<u8> {
     };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "compare"));
     let timeout = if wanted_devices { args.devices.run_timeout() } else { LOCAL_TIMEOUT };
-    let job = Job { harness: &harness, runtime: &runtime, model: &args.model, fixed_from: None, settings: &args.settings, env: &[], timeout, cancel: &cancel };
+    let job = Job { harness: &harness, runtime: &runtime, model: &args.model, prepared: None, settings: &args.settings, env: &[], timeout, cancel: &cancel };
     let spec = CompareSpec {
         job,
         baseline: &args.baseline_model,

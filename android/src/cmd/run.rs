@@ -311,7 +311,7 @@ pub(crate) fn local_runtime(settings: &HarnessSettings) -> Result<String> {
 
 /// The harness job of this command on one kind of target.
 fn job<'a>(args: &'a RunArgs, harness: &'a Path, runtime: &'a RuntimeManifest, timeout: Duration, cancel: &'a Cancel) -> Job<'a> {
-    Job { harness, runtime, model: &args.model, fixed_from: None, settings: &args.settings, env: &[], timeout, cancel }
+    Job { harness, runtime, model: &args.model, prepared: None, settings: &args.settings, env: &[], timeout, cancel }
 }
 
 /// The output check's reference run: `--reference-model` (or the model) on the host.

@@ -63,8 +63,11 @@ pub struct RunEvidence {
     pub harness: ToolInfo,
     /// Runtime name and ONNX Runtime version.
     pub runtime: RuntimeVersion,
-    /// sha256 of the model the harness ran.
-    pub model_sha256: String,
+    /// The digest of the model the harness ran (over the `.onnx` and every file it refers to).
+    pub model_digest: String,
+    /// Every file the model refers to, with its size and sha256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_files: Vec<npugate_result::ModelFile>,
     /// The machine it ran on.
     pub fingerprint: SystemFingerprint,
     /// The gate's verdict, when the run was judged.

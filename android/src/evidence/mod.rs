@@ -58,7 +58,8 @@ impl Bundle {
             status: format!("{:?}", result.status).to_lowercase(),
             harness: result.tool.clone(),
             runtime: RuntimeVersion { name: result.runtime.name.clone(), ort_version: result.runtime.ort_version.clone() },
-            model_sha256: result.model.sha256.clone(),
+            model_digest: result.model.digest.clone(),
+            model_files: result.model.files.clone(),
             fingerprint: result.fingerprint.clone(),
             verdict,
         };

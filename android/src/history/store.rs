@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
 
 /// Schema version of the SQLite file (`PRAGMA user_version`).
-const STORE_VERSION: i64 = 1;
+const STORE_VERSION: i64 = 2;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS cells (
   runtime TEXT NOT NULL,
   ort_version TEXT NOT NULL,
   model TEXT NOT NULL,
-  model_sha256 TEXT NOT NULL,
+  model_digest TEXT NOT NULL,
   outcome TEXT NOT NULL,
   median_ns REAL,
   cv_pct REAL,
@@ -122,6 +122,11 @@ impl HistoryStore {
             anyhow::bail!("history {} has schema version {version}; this npugate reads version {STORE_VERSION}", path.display());
         }
         connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(fail)?;
+        if version == 1 {
+            // Version 2 keys cells on the model digest (over every file of the model), which for
+            // the one-file models of version 1 is the sha256 it stored.
+            connection.execute_batch("ALTER TABLE cells RENAME COLUMN model_sha256 TO model_digest;").map_err(fail)?;
+        }
         connection.execute_batch(CREATE).map_err(fail)?;
         connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
         Ok(HistoryStore { connection, path: path.to_path_buf() })
@@ -147,7 +152,7 @@ impl HistoryStore {
         let sweep_id = tx.last_insert_rowid();
         for (FinishedCell { record, dir }, latencies) in &rows {
             tx.execute(
-                "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_sha256,
+                "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
                    outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 params![
@@ -159,7 +164,7 @@ impl HistoryStore {
                     record.key.runtime,
                     record.ort_version,
                     record.key.model,
-                    record.model_sha256,
+                    record.model_digest,
                     record.outcome.label().to_lowercase(),
                     record.median_ns,
                     record.cv_pct,
@@ -232,5 +237,34 @@ impl HistoryStore {
             })
             .map_err(fail)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(fail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_store_is_migrated_to_model_digests_keeping_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.sqlite");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection.execute_batch(&CREATE.replace("model_digest", "model_sha256")).unwrap();
+            connection
+                .execute_batch(
+                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
+                     INSERT INTO cells VALUES (1, 'dev', 's', 'SM8650', NULL, 'rt', '1.31', 'm', 'abc', 'pass', 1.0, 1.0, NULL, NULL, '[]', 'r');",
+                )
+                .unwrap();
+            connection.pragma_update(None, "user_version", 1).unwrap();
+        }
+        let store = HistoryStore::open(&path).unwrap();
+        let digest: String = store.connection.query_row("SELECT model_digest FROM cells", [], |row| row.get(0)).unwrap();
+        assert_eq!(digest, "abc");
+        let version: i64 = store.connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+        assert_eq!(version, STORE_VERSION);
+        drop(store);
+        assert!(HistoryStore::open(&path).is_ok(), "opening again is a no-op");
     }
 }

@@ -62,7 +62,6 @@ impl CompileRequest<'_> {
         let (source_sha256, _) = npugate_result::digest::sha256_file(self.model)
             .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
         let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
-        let fixed_from = prepared.fixed_from.as_ref().map(|original| original.sha256.as_str());
         let mut settings = soc_settings(self.shapes, self.fp16);
         settings.session_config.extend(
             [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", "1")]
@@ -74,7 +73,7 @@ impl CompileRequest<'_> {
             harness: &self.host.harness,
             runtime: &self.host.runtime,
             model: &prepared.path,
-            fixed_from,
+            prepared: Some(&prepared),
             settings: &settings,
             env: &[],
             timeout: TIMEOUT,

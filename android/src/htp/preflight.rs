@@ -187,7 +187,6 @@ impl HtpPreflightRequest<'_> {
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model)
             .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
         let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
-        let fixed_from = prepared.fixed_from.as_ref().map(|original| original.sha256.as_str());
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
         let reference_settings = HarnessSettings {
@@ -215,7 +214,7 @@ impl HtpPreflightRequest<'_> {
                 harness: &self.host.harness,
                 runtime: &self.host.runtime,
                 model: &prepared.path,
-                fixed_from,
+                prepared: Some(&prepared),
                 settings,
                 env: &[],
                 timeout: TIMEOUT,

@@ -162,7 +162,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         harness: on.harness,
         runtime: on.runtime,
         model: &instrumented.model,
-        fixed_from: None,
+        prepared: None,
         settings: &settings,
         env: on.env,
         timeout: on.timeout,
@@ -298,7 +298,7 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
         harness: on.harness,
         runtime: on.runtime,
         model: request.model,
-        fixed_from: None,
+        prepared: None,
         settings: &settings,
         env: on.env,
         timeout: on.timeout,
@@ -330,10 +330,7 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
 
 /// Reads a model with `--shape` applied (the instrumented copies are run as they are).
 fn load(path: &Path, settings: &HarnessSettings) -> Result<Model> {
-    match crate::model::check(path, &settings.shapes, &settings.inputs)? {
-        Some((fixed, _)) => Ok(fixed),
-        None => Model::read(path).map_err(|e| anyhow::anyhow!("{e}")),
-    }
+    crate::model::check(path, &settings.shapes, &settings.inputs)
 }
 
 /// The model file and its sha256.

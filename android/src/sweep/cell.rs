@@ -60,8 +60,9 @@ pub struct CellRecord {
     pub device: CellDevice,
     /// ONNX Runtime version the harness loaded.
     pub ort_version: String,
-    /// sha256 of the model file.
-    pub model_sha256: String,
+    /// The model's digest (over the `.onnx` and every file it refers to).
+    #[serde(alias = "model_sha256")]
+    pub model_digest: String,
     /// The gate's outcome.
     pub outcome: Outcome,
     /// 0 pass, 1 a gate rule failed, 2 not judged or the harness failed.
@@ -105,7 +106,7 @@ impl CellRecord {
             key,
             device,
             ort_version: verdict.subject.fingerprint.ort_version.clone(),
-            model_sha256: verdict.subject.fingerprint.model_sha256.clone(),
+            model_digest: verdict.subject.fingerprint.model_digest.clone(),
             outcome: verdict.outcome,
             exit_code,
             failed_rules: verdict.failures().map(|check| check.rule.to_string()).collect(),

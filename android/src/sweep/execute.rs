@@ -347,7 +347,7 @@ fn run_cell<T: Target>(
         harness: &harness,
         runtime,
         model: &model.path,
-        fixed_from: None,
+        prepared: None,
         settings: &settings,
         env: &[],
         timeout: options.run_timeout,

@@ -20,6 +20,7 @@ use crate::deploy::{self, DeployFile, DeployReport};
 use crate::device_lock::{DeviceLock, LockError, LockOptions, LockRecord, Reporter};
 use crate::device_state::{self, Cooldown, DeviceStateRecord};
 use crate::devices::{self, DeviceInfo};
+use crate::model::ModelFiles;
 
 /// Schema of `device_run.json`.
 pub const DEVICE_RUN_SCHEMA: &str = "npugate.device-run/1";
@@ -110,7 +111,8 @@ impl Target for AdbTarget {
         progress.step("probe");
         let device = devices::probe(adb, serial).map_err(adb_error)?;
         let mut warnings = Vec::new();
-        let files = files_for(job, &device, &mut warnings)?;
+        let model_files = job.model_files()?;
+        let files = files_for(job, &device, &model_files, &mut warnings)?;
         let shell: Arc<dyn DeviceShell> = Arc::new(adb.device(serial));
         progress.step("lock");
         let cancelled = || job.cancel.is_cancelled();
@@ -139,15 +141,16 @@ impl Target for AdbTarget {
             return Err(job.cancel.error());
         }
         progress.step("deploy");
-        let deploy = deploy::deploy(adb, serial, work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
+        let mut deploy = deploy::deploy(adb, serial, work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
             .map_err(adb_error)?;
+        deploy.model_hash_seconds = model_files.hash_time.as_secs_f64();
         if cancelled() {
             return Err(job.cancel.error());
         }
 
         let before = device_state::read(&*shell).map_err(adb_error)?;
         progress.step("run");
-        let layout = Layout::new(job, work_dir, lock.run());
+        let layout = Layout::new(job, &model_files, work_dir, lock.run());
         let command = harness_command(job, &layout);
         let started = Instant::now();
         let shell_out = adb.shell_until(serial, &command, job.timeout, "run the harness", &cancelled);
@@ -209,9 +212,9 @@ fn adb_error(error: AdbError) -> anyhow::Error {
     }
 }
 
-/// The files this device needs: its harness, the model, the inputs and the runtime's libraries,
-/// keeping only the Stub/Skel of the device's Hexagon arch.
-fn files_for(job: &Job<'_>, device: &DeviceInfo, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
+/// The files this device needs: its harness, the model with every file it refers to, the inputs
+/// and the runtime's libraries, keeping only the Stub/Skel of the device's Hexagon arch.
+fn files_for(job: &Job<'_>, device: &DeviceInfo, model: &ModelFiles, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
     let serial = &device.serial;
     let target = device.target.as_deref().ok_or_else(|| {
         anyhow::anyhow!("device {serial}: unknown ABI {:?}; no harness target for it", device.abi.as_deref().unwrap_or("?"))
@@ -219,8 +222,23 @@ fn files_for(job: &Job<'_>, device: &DeviceInfo, warnings: &mut Vec<String>) -> 
     super::check_runtime(&format!("device {serial}"), target, job.runtime)?;
     let mut files = vec![
         DeployFile::hashed(job.harness, HARNESS.into(), true)?,
-        DeployFile::hashed(job.model, model_path(job.model), false)?,
+        DeployFile {
+            local: job.model.to_path_buf(),
+            remote: model_path(job.model, model),
+            sha256: model.sha256.clone(),
+            bytes: model.bytes,
+            executable: false,
+        },
     ];
+    for (file, local) in &model.referenced {
+        files.push(DeployFile {
+            local: local.clone(),
+            remote: format!("{}/{}", model_dir(model), file.name),
+            sha256: file.sha256.clone(),
+            bytes: file.bytes,
+            executable: false,
+        });
+    }
     for (index, input) in job.settings.inputs.iter().enumerate() {
         files.push(DeployFile::hashed(&input.path, input_path(index, &input.path), false)?);
     }
@@ -249,8 +267,15 @@ fn files_for(job: &Job<'_>, device: &DeviceInfo, warnings: &mut Vec<String>) -> 
     Ok(files)
 }
 
-fn model_path(model: &Path) -> String {
-    format!("models/{}", file_name(model))
+/// The model's own directory on the device, `models/<digest>`: the `.onnx` and the files it
+/// refers to sit together under their own names, as ONNX Runtime expects (it accepts external data
+/// only inside the model's folder), and two models never share one.
+fn model_dir(model: &ModelFiles) -> String {
+    format!("models/{}", model.digest)
+}
+
+fn model_path(path: &Path, model: &ModelFiles) -> String {
+    format!("{}/{}", model_dir(model), file_name(path))
 }
 
 fn input_path(index: usize, input: &Path) -> String {
@@ -266,7 +291,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(job: &Job<'_>, work: &str, run_id: &str) -> Layout {
+    fn new(job: &Job<'_>, model: &ModelFiles, work: &str, run_id: &str) -> Layout {
         let runtime_dir = format!("{work}/runtimes/{}", job.runtime.name);
         // A CPU run never loads the runtime's plugin EP (a plugin runtime serves CPU runs too).
         let ep_library = job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref()).filter(|_| job.settings.ep.is_accelerator());
@@ -278,11 +303,12 @@ impl Layout {
         });
         let command = HarnessCommand {
             ort_lib: format!("{runtime_dir}/{}", job.runtime.ort_library).into(),
-            model: format!("{work}/{}", model_path(job.model)).into(),
+            model: format!("{work}/{}", model_path(job.model, model)).into(),
             out: out.clone().into(),
             ep_library: ep_library.map(|lib| format!("{runtime_dir}/{lib}").into()),
             runtime_name: Some(job.runtime.name.clone()),
-            fixed_from_sha256: job.fixed_from.map(str::to_string),
+            fixed_from_sha256: job.fixed_from().map(str::to_string),
+            model_files: model.hints(),
             settings,
         };
         Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command }
@@ -359,8 +385,20 @@ mod tests {
         }
     }
 
+    /// A model of `m.onnx` and its weights `sub/w.bin`, hashed by hand.
+    fn model_files(dir: &Path) -> ModelFiles {
+        let weights = npugate_result::ModelFile { name: "sub/w.bin".into(), sha256: "b".repeat(64), bytes: 4 };
+        ModelFiles {
+            sha256: "a".repeat(64),
+            bytes: 5,
+            referenced: vec![(weights, dir.join("sub/w.bin"))],
+            digest: "d".repeat(64),
+            hash_time: Duration::ZERO,
+        }
+    }
+
     fn job<'a>(runtime: &'a crate::runtime::RuntimeManifest, model: &'a Path, harness: &'a Path, settings: &'a HarnessSettings, cancel: &'a Cancel) -> Job<'a> {
-        Job { harness, runtime, model, fixed_from: None, settings, env: &[], timeout: Duration::from_secs(1), cancel }
+        Job { harness, runtime, model, prepared: None, settings, env: &[], timeout: Duration::from_secs(1), cancel }
     }
 
     #[test]
@@ -379,23 +417,27 @@ mod tests {
             ..Default::default()
         };
         let mut warnings = Vec::new();
-        let files = files_for(&job, &device, &mut warnings).unwrap();
+        let model_files = model_files(dir.path());
+        let files = files_for(&job, &device, &model_files, &mut warnings).unwrap();
         let names: Vec<&str> = files.iter().map(|f| f.remote.as_str()).collect();
+        let model_dir = format!("models/{}", "d".repeat(64));
+        assert_eq!(names[1..3], [format!("{model_dir}/m.onnx"), format!("{model_dir}/sub/w.bin")], "the model's files sit together");
+        assert_eq!(files[2].sha256, "b".repeat(64));
         assert!(
             names.contains(&"runtimes/qnn-test/libQnnHtpV75Skel.so")
                 && names.contains(&"runtimes/qnn-test/libQnnHtpV75Stub.so")
         );
         assert!(!names.iter().any(|n| n.contains("V73")), "{names:?}");
-        assert_eq!(names.len(), 6, "{names:?}");
+        assert_eq!(names.len(), 7, "{names:?}");
         assert!(warnings.is_empty());
 
         let unknown = DeviceInfo { hexagon_arch: None, ..device.clone() };
-        let files = files_for(&job, &unknown, &mut warnings).unwrap();
+        let files = files_for(&job, &unknown, &model_files, &mut warnings).unwrap();
         assert!(!files.iter().any(|f| f.remote.contains("Skel")));
         assert!(warnings[0].contains("v73, v75"), "{warnings:?}");
 
         let linux = DeviceInfo { target: Some("x86_64-unknown-linux-gnu".into()), ..device };
-        let err = files_for(&job, &linux, &mut warnings).unwrap_err().to_string();
+        let err = files_for(&job, &linux, &model_files, &mut warnings).unwrap_err().to_string();
         assert!(err.contains("R5CX") && err.contains("qnn-test"), "{err}");
     }
 
@@ -412,7 +454,7 @@ mod tests {
         let work = work.to_str().unwrap();
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &fake, &settings, &cancel);
-        let layout = Layout::new(&job, work, "run-1");
+        let layout = Layout::new(&job, &model_files(dir.path()), work, "run-1");
         let status = std::process::Command::new("/bin/sh").arg("-c").arg(harness_command(&job, &layout)).status().unwrap();
         assert!(status.success());
         let seen = std::fs::read_to_string(Path::new(&layout.out).join("seen")).unwrap();
@@ -423,6 +465,8 @@ mod tests {
         let argv = &lines[3..];
         assert_eq!(lines[2], argv.len().to_string(), "every argument arrives as one word");
         let model_at = argv.iter().position(|a| *a == "--model").unwrap();
-        assert_eq!(argv[model_at + 1], format!("{work}/models/a b;rm -rf $(x).onnx"));
+        assert_eq!(argv[model_at + 1], format!("{work}/models/{}/a b;rm -rf $(x).onnx", "d".repeat(64)));
+        let file_at = argv.iter().position(|a| *a == "--model-file").unwrap();
+        assert_eq!(argv[file_at + 1], format!("sub/w.bin={}:4", "b".repeat(64)));
     }
 }

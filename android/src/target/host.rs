@@ -58,13 +58,15 @@ impl LocalLaunch<'_> {
     pub fn run(self, job: &Job<'_>, out: &Path) -> anyhow::Result<Execution> {
         // The harness runs in `out`, so every path it gets is absolute.
         let path = |p: &Path| (self.path)(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+        let model_files = job.model_files()?;
         let command = HarnessCommand {
             ort_lib: path(&job.runtime.ort_library_path()),
             model: path(job.model),
             out: path(out),
             ep_library: job.runtime.ep_library_path().filter(|_| job.settings.ep.is_accelerator()).map(|p| path(&p)),
             runtime_name: Some(job.runtime.name.clone()),
-            fixed_from_sha256: job.fixed_from.map(str::to_string),
+            fixed_from_sha256: job.fixed_from().map(str::to_string),
+            model_files: model_files.hints(),
             settings: job.settings.with_input_paths(|input| path(&input.path)),
         };
         let mut program = self.program;

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use harness_settings::HarnessSettings;
 
+use crate::hash_cache::HashCache;
+use crate::model::{ModelFiles, PreparedModel};
 use crate::runtime::RuntimeManifest;
 
 /// One harness run to perform, described with host files.
@@ -33,8 +35,9 @@ pub struct Job<'a> {
     pub runtime: &'a RuntimeManifest,
     /// The model to run.
     pub model: &'a Path,
-    /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
-    pub fixed_from: Option<&'a str>,
+    /// `model` prepared for the run (its files hashed; a copy with fixed input shapes); `None`:
+    /// the model as given, whose files the target locates and hashes itself.
+    pub prepared: Option<&'a PreparedModel>,
     /// What to measure; `--input` files are host paths (the target maps them to its own).
     pub settings: &'a HarnessSettings,
     /// Extra environment of the harness process (e.g. `ORT_QNN_ENABLE_CPU_BACKEND=1`).
@@ -43,6 +46,22 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Set when the user interrupted: the target stops the harness and returns an error.
     pub cancel: &'a Cancel,
+}
+
+impl Job<'_> {
+    /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
+    pub fn fixed_from(&self) -> Option<&str> {
+        self.prepared.and_then(|prepared| prepared.fixed_from.as_ref()).map(|original| original.sha256.as_str())
+    }
+
+    /// The files of the model, hashed: the prepared model's, else located and hashed now (hashes
+    /// of unchanged files come from the host's hash cache).
+    pub fn model_files(&self) -> anyhow::Result<ModelFiles> {
+        match self.prepared {
+            Some(prepared) => Ok(prepared.files.clone()),
+            None => ModelFiles::read(self.model, &HashCache::default_cache()),
+        }
+    }
 }
 
 /// How the harness process ended.

@@ -435,7 +435,7 @@ impl Exporter for HtmlExporter {
             section {
                 h1 { (page::badge(v.outcome)) "npugate gate" }
                 div { (v.subject.summary()) }
-                div.muted { "model sha256 " (v.subject.fingerprint.model_sha256) }
+                div.muted { "model digest " (v.subject.fingerprint.model_digest) }
             }
             (confirmation_section(v.confirmation.as_ref()))
             (rules_section(&v.checks, &v.errors, &v.warnings))
@@ -454,8 +454,8 @@ impl Exporter for HtmlExporter {
                 h1 { (page::badge(v.outcome)) "npugate compare" }
                 div { (v.summary()) }
                 div { strong { (v.paired_sentence()) } }
-                div.muted { "A " (v.baseline.model) " (sha256 " (v.baseline.subject.fingerprint.model_sha256) ")" }
-                div.muted { "B " (v.candidate.model) " (sha256 " (v.candidate.subject.fingerprint.model_sha256) ")" }
+                div.muted { "A " (v.baseline.model) " (digest " (v.baseline.subject.fingerprint.model_digest) ")" }
+                div.muted { "B " (v.candidate.model) " (digest " (v.candidate.subject.fingerprint.model_digest) ")" }
             }
             (confirmation_section(v.confirmation.as_ref()))
             (rules_section(&v.checks, &v.errors, &v.warnings))

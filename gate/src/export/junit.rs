@@ -76,7 +76,7 @@ impl Exporter for JunitExporter {
         let fp = &v.subject.fingerprint;
         let properties = [
             ("model", v.subject.model.as_str()),
-            ("model_sha256", fp.model_sha256.as_str()),
+            ("model_digest", fp.model_digest.as_str()),
             ("device", fp.device.as_str()),
             ("soc", fp.soc.as_str()),
             ("preferred_ep", fp.preferred_ep.as_str()),
@@ -92,9 +92,9 @@ impl Exporter for JunitExporter {
         let paired = v.paired_sentence();
         let properties = [
             ("baseline_model", v.baseline.model.as_str()),
-            ("baseline_sha256", v.baseline.subject.fingerprint.model_sha256.as_str()),
+            ("baseline_digest", v.baseline.subject.fingerprint.model_digest.as_str()),
             ("candidate_model", v.candidate.model.as_str()),
-            ("candidate_sha256", fp.model_sha256.as_str()),
+            ("candidate_digest", fp.model_digest.as_str()),
             ("target", v.target.as_str()),
             ("device", fp.device.as_str()),
             ("preferred_ep", fp.preferred_ep.as_str()),

@@ -1,6 +1,6 @@
 //! External-data tensors and EPContext context files: found everywhere, paths checked, rewritten.
 
-use onnx_model::{ExternalDataError, GraphPath, Model, TensorHolder};
+use onnx_model::{ExternalDataError, GraphPath, LocateError, Model, TensorHolder};
 
 use crate::support::*;
 
@@ -184,4 +184,67 @@ fn a_rewrite_can_repair_a_bad_path() {
     let mut model = with_initializer_location("../shared/w.bin");
     assert_eq!(model.rewrite_file_references(|_| Some("w.bin".into())).unwrap(), 1);
     assert_eq!(model.file_references().unwrap().tensors[0].location, "w.bin");
+}
+
+/// `model_with_files()`'s files in a fresh folder, each `size` bytes long.
+fn folder_with_files(size: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["function.bin", "model_qnn.bin", "sparse.bin", "sub/branch.bin", "weights.bin"] {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, vec![0u8; size]).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn referenced_files_are_located_with_their_sizes() {
+    let dir = folder_with_files(9000);
+    let located = model_with_files().locate_files(dir.path()).unwrap();
+    let names: Vec<(&str, u64)> = located.iter().map(|f| (f.name.as_str(), f.bytes)).collect();
+    assert_eq!(
+        names,
+        [("function.bin", 9000), ("model_qnn.bin", 9000), ("sparse.bin", 9000), ("sub/branch.bin", 9000), ("weights.bin", 9000)]
+    );
+    assert_eq!(located[3].path, dir.path().join("sub/branch.bin"));
+    assert!(relu_model(&["1"]).locate_files(std::path::Path::new("/nonexistent")).unwrap().is_empty());
+}
+
+#[test]
+fn a_missing_or_short_file_is_named_with_its_tensor() {
+    let dir = folder_with_files(9000);
+    std::fs::remove_file(dir.path().join("sparse.bin")).unwrap();
+    let error = model_with_files().locate_files(dir.path()).unwrap_err();
+    assert!(matches!(error, LocateError::Missing { .. }), "{error:?}");
+    assert!(error.to_string().contains("\"sparse_w\"") && error.to_string().contains("sparse.bin"), "{error}");
+
+    // `table` reads 8192..8208 of weights.bin.
+    let dir = folder_with_files(8200);
+    let error = model_with_files().locate_files(dir.path()).unwrap_err();
+    assert!(matches!(error, LocateError::Short { end: 8208, bytes: 8200, .. }), "{error:?}");
+    assert!(error.to_string().contains("\"table\""), "{error}");
+}
+
+#[test]
+fn a_symlink_out_of_the_model_folder_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), vec![0u8; 9000]).unwrap();
+    let dir = folder_with_files(9000);
+    std::fs::remove_file(dir.path().join("weights.bin")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("weights.bin")).unwrap();
+    let error = model_with_files().locate_files(dir.path()).unwrap_err();
+    assert!(matches!(error, LocateError::Outside { .. }), "{error:?}");
+    assert!(error.to_string().contains("outside the model's folder"), "{error}");
+
+    // A symlink that stays inside is fine.
+    let dir = folder_with_files(9000);
+    std::fs::rename(dir.path().join("weights.bin"), dir.path().join("real.bin")).unwrap();
+    std::os::unix::fs::symlink("real.bin", dir.path().join("weights.bin")).unwrap();
+    assert_eq!(model_with_files().locate_files(dir.path()).unwrap().len(), 5);
+}
+
+#[test]
+fn a_traversal_is_refused_before_any_file_is_touched() {
+    let error = with_initializer_location("../../etc/passwd").locate_files(std::path::Path::new("/tmp")).unwrap_err();
+    assert!(matches!(error, LocateError::Reference(ExternalDataError::OutsideModelFolder { .. })), "{error:?}");
 }
