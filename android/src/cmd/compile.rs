@@ -1,6 +1,6 @@
 //! `npugate compile`: ahead-of-time compile a model for one Snapdragon on Qualcomm's host HTP
-//! backend: an EPContext model with the context binary embedded, stamped with what it was compiled
-//! for. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still written), 2 error.
+//! backend: an EPContext model with the context binary embedded (or beside it, `--context-file`),
+//! stamped with what it was compiled for. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still written), 2 error.
 
 use std::path::PathBuf;
 
@@ -37,6 +37,10 @@ pub struct CompileArgs {
     /// Compile float graphs in fp16 (as the device run would) [default: 1].
     #[arg(long, value_name = "0|1", default_value = "1", value_parser = clap::builder::BoolishValueParser::new())]
     pub enable_htp_fp16_precision: bool,
+    /// Write the context binary as a `.bin` file beside the model (embed mode 0, what large models
+    /// use) instead of inside it; the two are deployed together.
+    #[arg(long)]
+    pub context_file: bool,
 }
 
 /// Runs `npugate compile`.
@@ -47,9 +51,12 @@ pub fn run(args: CompileArgs) -> Result<u8> {
         model.with_file_name(format!("{stem}_ctx.onnx"))
     });
     let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
-    let request = CompileRequest { host: &host, model: &model, shapes: &args.shapes, soc: args.soc, fp16: args.enable_htp_fp16_precision };
+    let request = CompileRequest { host: &host, model: &model, shapes: &args.shapes, soc: args.soc, fp16: args.enable_htp_fp16_precision, context_file: args.context_file };
     let compiled = request.run(&out, &super::options::interrupt_flag())?;
     println!("{}: compiled for {}", compiled.path.display(), compiled.compiled_for.describe());
+    for file in &compiled.context_files {
+        println!("  context binary beside it: {}", file.display());
+    }
     for node in &compiled.left_on_cpu {
         println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
     }

@@ -107,6 +107,9 @@ pub fn run(mut args: RunArgs) -> Result<u8> {
         bundle: args.evidence.bundle()?,
         cancel: super::options::interrupt_flag(),
     };
+    // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape) is
+    // one error before any device is touched, not one infrastructure failure per device.
+    crate::model::check(&args.model, &args.settings.shapes, &args.settings.inputs)?;
     if !args.local && args.devices.devices.wanted() {
         return on_devices(&args, &common);
     }

@@ -1,6 +1,7 @@
 //! `npugate compile`: ahead-of-time compile a model for one Snapdragon on the host HTP. The session
 //! writes an EPContext model with the context binary embedded (`ep.context_enable=1`,
-//! `ep.context_embed_mode=1`); nodes the HTP rejects stay beside it as plain ONNX nodes. npugate
+//! `ep.context_embed_mode=1`) or, with `context_file`, as a `.bin` beside it (embed mode 0); nodes
+//! the HTP rejects stay beside it as plain ONNX nodes. npugate
 //! stamps what it was compiled for into its metadata ([`CompiledFor`]) and writes it atomically.
 //! Same model, SoC and runtime: the same bytes.
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use harness_settings::{KeyValue, ShapeSpec};
+use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
 use onnx_model::Model;
 use profile_parser::result_dir::read_rejections;
@@ -40,6 +42,9 @@ pub struct CompileRequest<'a> {
     pub soc: Soc,
     /// Float graphs in fp16.
     pub fp16: bool,
+    /// Write the context binary as a file beside the model (`ep.context_embed_mode=0`, what large
+    /// models and LLMs use) instead of embedding it.
+    pub context_file: bool,
 }
 
 /// A written context model.
@@ -47,6 +52,8 @@ pub struct CompileRequest<'a> {
 pub struct Compiled {
     /// The `_ctx.onnx` written.
     pub path: PathBuf,
+    /// The context binaries written beside it (with [`CompileRequest::context_file`]).
+    pub context_files: Vec<PathBuf>,
     /// What it was compiled for (also in its metadata).
     pub compiled_for: CompiledFor,
     /// Nodes the HTP left to the CPU (they stay in the model as plain ONNX nodes).
@@ -64,7 +71,7 @@ impl CompileRequest<'_> {
         let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
         let mut settings = soc_settings(self.shapes, self.fp16);
         settings.session_config.extend(
-            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", "1")]
+            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", if self.context_file { "0" } else { "1" })]
                 .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
         );
         let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
@@ -111,11 +118,11 @@ impl CompileRequest<'_> {
             fp16: if self.fp16 { "1" } else { "0" }.into(),
         };
         compiled_for.stamp(&mut model);
-        write_atomically(&model, out)?;
+        let context_files = write_with_context_files(model, &job_dir, out)?;
         let placement = placement_of(&result, &rejections, None, self.soc);
         let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
         let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !graph_io_quantization(&source, &node.name)).collect();
-        Ok(Compiled { path: out.to_path_buf(), compiled_for, left_on_cpu, job_dir })
+        Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
     }
 }
 
@@ -135,16 +142,28 @@ fn graph_io_quantization(model: &Model, node: &str) -> bool {
     }
 }
 
-/// Writes `model` to `out` through a temporary file in the same directory and a rename.
-fn write_atomically(model: &Model, out: &Path) -> Result<()> {
+/// Writes `model` to `out` atomically, with its context binaries (files in `from` it refers to)
+/// beside it, renamed after `out` (`<stem>.bin`, or `<stem>_<n>.bin` for several) so that two
+/// compiled models in one folder never share one; the binaries land before the model that names
+/// them.
+fn write_with_context_files(mut model: Model, from: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     let dir = match out.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
+    let located = model.locate_files(from).map_err(|e| anyhow::anyhow!("the session wrote an unusable context model: {e}"))?;
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let mut renames = Vec::new();
+    for (index, file) in located.iter().enumerate() {
+        let name = if located.len() == 1 { format!("{stem}.bin") } else { format!("{stem}_{index}.bin") };
+        let bytes = std::fs::read(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
+        write_atomic(&dir.join(&name), &bytes).with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+        renames.push((file.name.clone(), name));
+    }
+    model
+        .rewrite_file_references(|old| renames.iter().find(|(from, _)| from == old).map(|(_, to)| to.clone()))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let bytes = model.to_bytes().map_err(|e| anyhow::anyhow!("cannot encode the context model: {e}"))?;
-    let mut file = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
-    std::io::Write::write_all(&mut file, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
-    file.as_file().sync_all().with_context(|| format!("cannot write {}", out.display()))?;
-    file.persist(out).map_err(|e| anyhow::anyhow!("cannot write {}: {}", out.display(), e.error))?;
-    Ok(())
+    write_atomic(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(renames.into_iter().map(|(_, name)| dir.join(name)).collect())
 }
