@@ -199,3 +199,45 @@ onnx.save(m, sys.argv[3])
     assert!(String::from_utf8_lossy(&refused.stderr).contains("truncated"), "{}", describe(&refused));
     assert!(!blobs.exists() || std::fs::read_dir(&blobs).unwrap().next().is_none(), "nothing was pushed");
 }
+
+#[test]
+fn a_compiled_model_with_its_context_file_is_deployed_as_a_set_and_runs_alone_under_the_host_htp() {
+    let work = tempfile::tempdir().unwrap();
+    let ctx = work.path().join("compiled/smallcnn_qdq_ctx.onnx");
+    std::fs::create_dir_all(ctx.parent().unwrap()).unwrap();
+    let compile = run(Command::new(bin("npugate"))
+        .args(["compile", "--soc", "SM8650", "--context-file", "--model"])
+        .arg(model("smallcnn_qdq.onnx"))
+        .arg("--out")
+        .arg(&ctx));
+    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    let references = onnx_model::Model::read(&ctx).unwrap().file_references().unwrap();
+    let names: Vec<&str> = references.ep_contexts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(names, ["smallcnn_qdq_ctx.bin"], "the context binary is a file beside the model, named after it");
+
+    // From a directory that holds nothing else, the host HTP runs it.
+    let alone = work.path().join("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    for name in ["smallcnn_qdq_ctx.onnx", "smallcnn_qdq_ctx.bin"] {
+        std::fs::copy(ctx.with_file_name(name), alone.join(name)).unwrap();
+    }
+    let model_path = alone.join("smallcnn_qdq_ctx.onnx");
+    let emulated = work.path().join("emulated");
+    let output = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "2", "--warmup", "0", "--profile-runs", "0", "--no-reference-pass", "--no-gate", "--model"])
+        .arg(&model_path)
+        .arg("--out")
+        .arg(&emulated));
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let result = RunResult::read(&emulated).unwrap();
+    assert_eq!(result.model.files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["smallcnn_qdq_ctx.bin"]);
+    assert!(result.assignment.subgraphs.iter().any(|s| s.ep == "QNNExecutionProvider" && s.nodes.iter().any(|n| n.op_type == "EPContext")));
+
+    // On a board (an SM8650 by its kernel's chip id) the .bin is deployed beside the model.
+    let port = 6331;
+    let rig = Rig::up_with(&[(port, Some(557))]);
+    let device = work.path().join("device");
+    let output = npugate_on(&rig, &["--device", &Rig::serial(port), "--no-gate"], &model_path, &device);
+    let model_dir = rig.device_data(port).join(format!("local/tmp/npugate/models/{}", result.model.digest));
+    assert!(model_dir.join("smallcnn_qdq_ctx.onnx").is_file() && model_dir.join("smallcnn_qdq_ctx.bin").is_file(), "{}", describe(&output));
+}
