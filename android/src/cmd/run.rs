@@ -161,7 +161,7 @@ fn local(args: &RunArgs, common: &Common) -> Result<u8> {
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
         let bundle = Bundle::new()
             .run("local", report.placed.dir(), &report.result, verdict)
-            .subject(&args.model, args.reference_model.as_deref(), &harness, &runtime, &args.settings);
+            .subject(&args.model, args.reference_model.as_deref(), &harness, &runtime, &args.settings)?;
         write_evidence(bundle, bundle_dir, key)?;
     }
     Ok(report.exit_code)
@@ -290,7 +290,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
         }
         bundle = bundle
             .file("device", files::RACK, &out.join(files::RACK))
-            .subject(&args.model, args.reference_model.as_deref(), &harness, &runtime, &args.settings);
+            .subject(&args.model, args.reference_model.as_deref(), &harness, &runtime, &args.settings)?;
         if let (Some(reference), Some(host_harness), Some(host_runtime)) = (&reference, &host_harness, &host_runtime) {
             bundle = bundle
                 .run(files::OUTPUT_REFERENCE_DIR, &reference.dir, &reference.result, None)

@@ -77,7 +77,8 @@ impl Bundle {
         self
     }
 
-    /// Adds what a run of `model` rests on: the model (and the reference model of an output check),
+    /// Adds what a run of `model` rests on: the model with the files it refers to (and the reference
+    /// model of an output check),
     /// the harness binary, the runtime (`runtime.json` and every library) and the `--input` files.
     pub fn subject(
         self,
@@ -86,15 +87,23 @@ impl Bundle {
         harness: &Path,
         runtime: &RuntimeManifest,
         settings: &HarnessSettings,
-    ) -> Bundle {
-        let mut bundle = self
-            .file("model", &format!("model/{}", file_name(model)), model)
-            .file("harness", &format!("harness/{}", file_name(harness)), harness)
-            .runtime(runtime);
+    ) -> anyhow::Result<Bundle> {
+        let mut bundle = self.model("model", "model", model)?.file("harness", &format!("harness/{}", file_name(harness)), harness).runtime(runtime);
         if let Some(reference) = reference_model {
-            bundle = bundle.file("reference_model", &format!("reference-model/{}", file_name(reference)), reference);
+            bundle = bundle.model("reference_model", "reference-model", reference)?;
         }
-        bundle.inputs("inputs", settings)
+        Ok(bundle.inputs("inputs", settings))
+    }
+
+    /// Adds a model as `<dir>/<file name>` with every file it refers to (external data, context
+    /// binaries) beside it under its own name, all with `role`.
+    pub fn model(self, role: &str, dir: &str, model: &Path) -> anyhow::Result<Bundle> {
+        let files = crate::model::ModelFiles::read(model, &crate::hash_cache::HashCache::default_cache())?;
+        let mut bundle = self.file(role, &format!("{dir}/{}", file_name(model)), model);
+        for (file, local) in &files.referenced {
+            bundle = bundle.file(role, &format!("{dir}/{}", file.name), local);
+        }
+        Ok(bundle)
     }
 
     /// Adds the `--input` files of `settings` as `<prefix>/<input name>.npy`.

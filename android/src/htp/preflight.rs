@@ -196,7 +196,7 @@ impl HtpPreflightRequest<'_> {
         };
         let soc_settings = soc_settings(self.shapes, self.fp16);
         // The node shapes depend on the model and ONNX Runtime only: computed once, then reused.
-        let reference_dir = reference_cache(&prepared.path, &self.host.runtime)?;
+        let reference_dir = reference_cache(&prepared.files.digest, &self.host.runtime);
         let cached = cached_reference(&reference_dir);
         let mut targets: Vec<WineTarget> = Vec::new();
         if cached.is_none() {
@@ -295,13 +295,12 @@ fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progres
     Ok(Launched { dir: placed.dir().to_path_buf(), execution })
 }
 
-/// Where the CPU reference job of `model` on `runtime` keeps its node shapes:
-/// `<cache>/htp-reference/<sha256 of the model and the runtime>`.
-fn reference_cache(model: &Path, runtime: &RuntimeManifest) -> Result<PathBuf> {
-    let (model_sha256, _) = npugate_result::digest::sha256_file(model).with_context(|| format!("cannot read {}", model.display()))?;
+/// Where the CPU reference job of a model (its digest) on `runtime` keeps its node shapes:
+/// `<cache>/htp-reference/<sha256 of the model digest and the runtime>`.
+fn reference_cache(model_digest: &str, runtime: &RuntimeManifest) -> PathBuf {
     let mut key = Sha256::new();
-    key.update(format!("{model_sha256}\n{}\n{}\n", runtime.name, runtime.ort_version));
-    Ok(crate::paths::cache_dir().join("htp-reference").join(format!("{:x}", key.finalize())))
+    key.update(format!("{model_digest}\n{}\n{}\n", runtime.name, runtime.ort_version));
+    crate::paths::cache_dir().join("htp-reference").join(format!("{:x}", key.finalize()))
 }
 
 /// The node shapes a reference job left in `dir`, when it finished there (a model ONNX Runtime
