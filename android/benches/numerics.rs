@@ -75,7 +75,7 @@ fn main() {
         harness: &harness,
         runtime: &runtime,
         model: &model,
-        fixed_from: None,
+        prepared: None,
         settings: &plain_settings,
         env: &[],
         timeout: Duration::from_secs(3600),

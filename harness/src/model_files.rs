@@ -75,8 +75,8 @@ mod tests {
         assert_ne!(identity.digest, identity.sha256);
 
         let hint = ModelFile { name: "w.bin".into(), sha256: "c".repeat(64), bytes: 8 };
-        assert_eq!(identify(&model, bytes, std::slice::from_ref(&hint)).unwrap().files, [hint.clone()], "the caller's hash is taken");
-        let stale = ModelFile { bytes: 9, ..hint };
+        let stale = ModelFile { bytes: 9, ..hint.clone() };
+        assert_eq!(identify(&model, bytes, std::slice::from_ref(&hint)).unwrap().files, [hint], "the caller's hash is taken");
         assert_eq!(identify(&model, bytes, &[stale]).unwrap(), identity, "a hint of another size is not");
 
         std::fs::write(dir.path().join("w.bin"), [1u8; 8]).unwrap();

@@ -78,8 +78,8 @@ impl Bundle {
     }
 
     /// Adds what a run of `model` rests on: the model with the files it refers to (and the reference
-    /// model of an output check),
-    /// the harness binary, the runtime (`runtime.json` and every library) and the `--input` files.
+    /// model of an output check), the harness binary, the runtime (`runtime.json` and every
+    /// library) and the `--input` files.
     pub fn subject(
         self,
         model: &Path,
