@@ -283,3 +283,33 @@ fn every_layer_agrees_with_an_independent_computation_in_python() {
         assert!((a - b).abs() < 1e-3, "{tensor}: npugate {a} dB, Python {b} dB");
     }
 }
+
+#[test]
+fn the_host_htp_emulator_of_two_chipsets_finds_the_broken_layer_on_each() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("htp");
+    let (broken, float) = (model("normcnn_qdq_broken.onnx"), model("normcnn.onnx"));
+    let output = run(Command::new(bin("npugate")).args(["numerics", "--ep", "qnn", "--soc", "SM8650", "--soc", "SM8350", "--json"]).args([
+        "--model",
+        text(&broken),
+        "--reference-model",
+        text(&float),
+        "--out",
+        text(&out),
+    ]));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let report = report(&output, &out);
+    assert_eq!(report["first_divergence"]["targets"], serde_json::json!(["SM8650", "SM8350"]), "{}", report["first_divergence"]);
+    assert_eq!(report["first_divergence"]["node"], "conv2");
+    for target in report["targets"].as_array().unwrap() {
+        // The instrumented model really ran on Qualcomm's HTP (emulated), not on the CPU EP.
+        assert!(target["placement"]["nodes_by_ep"]["QNNExecutionProvider"].as_u64().unwrap_or(0) > 40, "{target:#}");
+    }
+    // The HTP's own rounding: the clean first layer agrees with the fp32 reference, but not bit for bit.
+    let r1 = report["layers"][0]["results"][0]["sqnr_db"].as_f64().unwrap();
+    assert!((30.0..80.0).contains(&r1), "{r1}");
+
+    let refused = run(Command::new(bin("npugate")).args(["numerics", "--soc", "SM8650", "--model", text(&broken)]));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs --ep qnn"), "{}", describe(&refused));
+}

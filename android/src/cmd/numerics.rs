@@ -1,5 +1,5 @@
 //! `npugate numerics`: where the numbers go wrong — every layer of a model compared with its fp32
-//! reference on this machine or on devices; exit 0 no divergence, 1 a divergence, 2 could not
+//! reference on this machine, on devices or on the host HTP emulator per Snapdragon; exit 0 no divergence, 1 a divergence, 2 could not
 //! judge.
 
 use std::io::IsTerminal;
@@ -8,14 +8,17 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use harness_settings::HarnessSettings;
+use harness_settings::{EpKind, HarnessSettings};
 
 use super::options::DeviceRunArgs;
 use super::run::HOST_RUNTIME;
 use crate::numerics::{self, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
+use crate::hexagon::Soc;
+use crate::htp::HostHtp;
 use crate::runtime::RuntimeManifest;
 use crate::target::adb::AdbTarget;
 use crate::target::host::HostTarget;
+use crate::target::wine::WineTarget;
 use crate::target::Target;
 use crate::{devices, harnesses};
 
@@ -34,6 +37,10 @@ pub struct NumericsArgs {
     /// Run on this machine.
     #[arg(long)]
     pub local: bool,
+    /// With `--ep qnn`: run on Qualcomm's host HTP emulator configured as this Snapdragon
+    /// (repeatable, e.g. `--soc SM8350 --soc SM8650`): per-chipset numerics without a device.
+    #[arg(long = "soc", value_name = "SOC", value_parser = crate::hexagon::find, conflicts_with = "local")]
+    pub socs: Vec<Soc>,
     /// Runtime (library set) of the target; `--local` defaults to the host ONNX Runtime.
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
@@ -80,7 +87,15 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
     let cancel = super::options::interrupt_flag();
     let host_harness = harnesses::host()?;
     let host_runtime = RuntimeManifest::load(HOST_RUNTIME)?;
-    let (runtime, targets): (RuntimeManifest, Vec<Box<dyn Target>>) = if !args.local && args.devices.devices.wanted() {
+    let mut emulator_harness = None;
+    let (runtime, targets): (RuntimeManifest, Vec<Box<dyn Target>>) = if !args.socs.is_empty() {
+        if args.settings.ep != EpKind::Qnn || args.devices.devices.wanted() {
+            bail!("--soc runs the model on the host HTP emulator: it needs --ep qnn and no --device");
+        }
+        let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
+        emulator_harness = Some(host.harness);
+        (host.runtime, args.socs.iter().map(|soc| Box::new(WineTarget::for_soc(*soc)) as Box<dyn Target>).collect())
+    } else if !args.local && args.devices.devices.wanted() {
         let adb = args.devices.devices.adb()?;
         let serials = devices::select(&adb, &args.devices.devices.devices)?;
         let name = args.runtime.as_deref().context("--device needs --runtime NAME (a runtime built for the device)")?;
@@ -92,13 +107,14 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
     } else if args.local {
         (RuntimeManifest::load(args.runtime.as_deref().unwrap_or(HOST_RUNTIME))?, vec![Box::new(HostTarget::new())])
     } else {
-        bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)");
+        bail!("choose where to run: --local (this machine), --device SERIAL|all (over adb) or --ep qnn --soc SOC (the host HTP emulator)");
     };
-    let harness = match &args.harness {
-        Some(path) => path.clone(),
-        None => harnesses::for_target(&runtime.target)?,
+    let harness = match (emulator_harness, &args.harness) {
+        (Some(path), _) => path,
+        (None, Some(path)) => path.clone(),
+        (None, None) => harnesses::for_target(&runtime.target)?,
     };
-    let timeout = if args.local { LOCAL_TIMEOUT } else { args.devices.run_timeout() };
+    let timeout = if args.local || !args.socs.is_empty() { LOCAL_TIMEOUT } else { args.devices.run_timeout() };
     let out = args.out.clone().unwrap_or_else(|| {
         let stem = args.model.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("npugate-numerics").join(stem)
