@@ -305,7 +305,7 @@ fn the_host_htp_emulator_of_two_chipsets_finds_the_broken_layer_on_each() {
         // The instrumented model really ran on Qualcomm's HTP (emulated), not on the CPU EP.
         assert!(target["placement"]["nodes_by_ep"]["QNNExecutionProvider"].as_u64().unwrap_or(0) > 40, "{target:#}");
     }
-    // The HTP's own rounding: the clean first layer agrees with the fp32 reference, but not bit for bit.
+    // The clean first layer carries the quantization's error, not a divergence.
     let r1 = report["layers"][0]["results"][0]["sqnr_db"].as_f64().unwrap();
     assert!((30.0..80.0).contains(&r1), "{r1}");
 
