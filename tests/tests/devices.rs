@@ -114,7 +114,8 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
         "{command}"
     );
     let on_device = rig.device_data(6101).join("local/tmp/npugate");
-    assert!(on_device.join("models/smallcnn.onnx").exists(), "model not deployed under the default work dir");
+    let digest = npugate_result::RunResult::read(&dir).unwrap().model.digest;
+    assert!(on_device.join(format!("models/{digest}/smallcnn.onnx")).exists(), "model not deployed under the default work dir");
     assert!(std::fs::read_dir(on_device.join("results")).unwrap().next().is_none(), "device result dir not cleaned up");
 
     assert!(String::from_utf8_lossy(&first.stdout).contains("npu_flops_pct"), "no gate verdict: {}", describe(&first));
@@ -138,13 +139,13 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
 
     // A blob damaged on the device (an interrupted push) fails its sha256 check and is pushed again.
     let (sha256, _) = npugate_result::digest::sha256_file(&model("smallcnn.onnx")).unwrap();
-    std::fs::write(on_device.join("blobs").join(sha256), b"truncated").unwrap();
+    std::fs::write(on_device.join("blobs").join(&sha256), b"truncated").unwrap();
     let third = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("third"), &["--device", &serial]);
     assert_eq!(third.status.code(), Some(0), "{}", describe(&third));
     let record = json(&result_dir(&out.path().join("third"), 6101).join("device_run.json"));
     let files = record["deploy"]["files"].as_array().unwrap();
     let pushed: Vec<&str> = files.iter().filter(|f| f["pushed"] == true).map(|f| f["remote"].as_str().unwrap()).collect();
-    assert_eq!(pushed, ["models/smallcnn.onnx"], "{record}");
+    assert_eq!(pushed, [format!("models/{sha256}/smallcnn.onnx")], "{record}");
 }
 
 #[test]
@@ -213,8 +214,8 @@ fn hostile_model_names_run_as_plain_file_names() {
         let outcome = run_on_devices(&rig, &hostile, &dest, &["--device", &Rig::serial(6101)]);
         assert_eq!(outcome.status.code(), Some(0), "{name}: {}", describe(&outcome));
         let result = npugate_result::RunResult::read(&result_dir(&dest, 6101)).unwrap();
-        assert!(result.model.path.ends_with(&format!("/models/{name}")), "{}", result.model.path);
-        assert!(rig.device_data(6101).join("local/tmp/npugate/models").join(name).exists());
+        assert!(result.model.path.ends_with(&format!("/models/{}/{name}", result.model.digest)), "{}", result.model.path);
+        assert!(rig.device_data(6101).join("local/tmp/npugate/models").join(&result.model.digest).join(name).exists());
     }
     let mut created = Vec::new();
     for root in [rig.device_data(6101), out.path().to_path_buf()] {
