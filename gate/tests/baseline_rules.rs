@@ -76,6 +76,7 @@ fn refuses_a_mismatched_fingerprint_unless_forced() {
     let baseline = saved_baseline();
     let mut other = run(normal_series(200, 8.0, 3.0, 25));
     other.model.sha256 = "ffff".into();
+    other.model.digest = "ffff".into();
     other.fingerprint.android_properties.insert("ro.soc.model".into(), "SM8550".into());
     let report = placement(QNN, &detector_nodes());
 
@@ -84,7 +85,7 @@ fn refuses_a_mismatched_fingerprint_unless_forced() {
     assert_eq!(refused.exit_code(), 2);
     let error = refused.errors.join("\n");
     assert!(error.contains("SoC is \"SM8550\", baseline has \"SM8650\""), "{error}");
-    assert!(error.contains("model sha256") && error.contains("--force"), "{error}");
+    assert!(error.contains("model digest") && error.contains("--force"), "{error}");
 
     let forced = against(&other, &report, &baseline, true, &Rules::default());
     assert_eq!(forced.outcome, Outcome::Pass, "{:#?} {:?}", forced.checks, forced.errors);
