@@ -18,16 +18,16 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness_settings::HarnessSettings;
+use npugate_settings::HarnessSettings;
 use npugate::numerics::compare::{compare_run, Saved};
 use npugate::numerics::matching::{Matching, Selection};
 use npugate::numerics::{self, NumericsRequest, TensorChoice, Targets};
 use npugate::rack::RackPolicy;
 use npugate::runtime::RuntimeManifest;
-use npugate::target::host::HostTarget;
-use npugate::target::{Cancel, Job, Silent, Target};
+use npugate::targets::host::HostTarget;
+use npugate::targets::{Cancel, Job, Silent, Target};
 use npugate_result::{files, RunResult};
-use onnx_model::Model;
+use npugate_onnx::Model;
 
 const MB: f64 = 1024.0 * 1024.0;
 

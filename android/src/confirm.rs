@@ -1,6 +1,6 @@
 //! Confirmation reruns on disk (`--confirm K` of `run` and `compare`). When the first attempt fails
 //! only latency rules, it moves to `<out>/attempt-1/`, K more attempts run into
-//! `<out>/attempt-2/` …, and the attempt that stands for the decision (`gate::confirm`: fail when
+//! `<out>/attempt-2/` …, and the attempt that stands for the decision (`npugate_gate::confirm`: fail when
 //! more than half failed) is linked into `<out>` itself with its verdict carrying every attempt —
 //! so `<out>` stays a complete result that `npugate gate` and evidence bundles read as before, and
 //! no attempt is hidden. Each attempt goes through the target again, which waits for
@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation};
-use gate::rules::RuleName;
-use gate::verdict::Outcome;
+use npugate_gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation};
+use npugate_gate::rules::RuleName;
+use npugate_gate::verdict::Outcome;
 use npugate_result::contract::EXIT_ERROR;
 use npugate_result::files;
 
@@ -129,7 +129,7 @@ impl Confirmable for CompareReport {
     }
 
     fn failed_rules(&self) -> Vec<RuleName> {
-        self.verdict.checks.iter().filter(|c| c.status == gate::verdict::CheckStatus::Fail).map(|c| c.rule).collect()
+        self.verdict.checks.iter().filter(|c| c.status == npugate_gate::verdict::CheckStatus::Fail).map(|c| c.rule).collect()
     }
 
     fn headline(&self) -> Option<String> {
@@ -149,15 +149,15 @@ impl Confirmable for CompareReport {
 mod tests {
     use std::time::Duration;
 
-    use gate::Rules;
+    use npugate_gate::Rules;
 
     use super::*;
     use crate::pipeline::GateSpec;
     use crate::run::{run_on, RunSpec};
     use crate::runtime::RuntimeManifest;
-    use crate::target::mock::{Behaviour, MockTarget, Simulated};
-    use crate::target::{Cancel, Job, Silent};
-    use harness_settings::HarnessSettings;
+    use crate::targets::mock::{Behaviour, MockTarget, Simulated};
+    use crate::targets::{Cancel, Job, Silent};
+    use npugate_settings::HarnessSettings;
 
     /// The first run 50% slower: a one-off (a shared rack's hiccup).
     fn first_slow(call: usize, _: &str) -> f64 {
@@ -199,12 +199,12 @@ mod tests {
         assert_eq!((verdict.outcome, report.exit_code, target.calls()), (Outcome::Pass, 0, 3));
         assert_eq!(confirmation.attempts[0].failed_rules, [RuleName::MedianMs]);
         assert!(confirmation.attempts[0].headline.as_deref().unwrap().starts_with("median 1.4"), "{confirmation:?}");
-        let saved = gate::Verdict::read(&out.join(files::VERDICT)).unwrap();
+        let saved = npugate_gate::Verdict::read(&out.join(files::VERDICT)).unwrap();
         assert_eq!(saved.confirmation.as_ref().unwrap().failed, 1);
         assert!(std::fs::read_to_string(out.join(files::REPORT_HTML)).unwrap().contains("failed 1 of 3, passed on confirmation"));
         for attempt in 1..=3 {
             let dir = out.join(format!("attempt-{attempt}"));
-            assert!(dir.join(files::RESULT).is_file() && gate::Verdict::read(&dir.join(files::VERDICT)).unwrap().confirmation.is_none());
+            assert!(dir.join(files::RESULT).is_file() && npugate_gate::Verdict::read(&dir.join(files::VERDICT)).unwrap().confirmation.is_none());
         }
         assert!(out.join(files::RESULT).is_file(), "the result dir stays complete for `npugate gate`");
         assert_eq!(report.placed.dir(), out);

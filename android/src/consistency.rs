@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use gate::export::{consistency_markdown, consistency_text, DeviceOutputs};
-use gate::fingerprint::Fingerprint;
-use gate::outputs::OutputsReport;
+use npugate_gate::export::{consistency_markdown, consistency_text, DeviceOutputs};
+use npugate_gate::fingerprint::Fingerprint;
+use npugate_gate::outputs::OutputsReport;
 use npugate_result::{files, RunResult};
 
 use crate::pipeline::OutputsCheck;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use gate::background::ProcessCpu;
+use npugate_gate::background::ProcessCpu;
 use serde::{Deserialize, Serialize};
 
 /// The kernel's name (`comm`) of the harness process.

@@ -10,8 +10,8 @@ use npugate_result::{contract, files};
 use crate::confirm::run_confirmed;
 use crate::rack::{self, Attempted, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
-use crate::target::adb::AdbTarget;
-use crate::target::{Progress, Target};
+use crate::targets::adb::AdbTarget;
+use crate::targets::{Progress, Target};
 
 /// Runs `spec` on every target (a latency failure rerun `confirm` times, see [`crate::confirm`]);
 /// each result lands in `out/<dir>/` and is handed to `on_done` (one device at a time, so reports

@@ -21,7 +21,7 @@ pub fn host() -> Result<PathBuf> {
 
 /// The harness built for `triple`.
 pub fn for_target(triple: &str) -> Result<PathBuf> {
-    if triple == crate::target::host_triple() {
+    if triple == crate::targets::host_triple() {
         return host();
     }
     let exe = std::env::current_exe().context("cannot locate the npugate executable")?;

@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use harness_settings::{EpKind, HarnessSettings, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, KeyValue, ShapeSpec};
 use npugate_result::{contract, files};
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 use crate::run::{run_on, RunSpec};
 use crate::runtime::RuntimeManifest;
-use crate::target::host::HostTarget;
-use crate::target::{Cancel, Job, Silent};
+use crate::targets::host::HostTarget;
+use crate::targets::{Cancel, Job, Silent};
 
 /// The longest a host preflight may take.
 const TIMEOUT: Duration = Duration::from_secs(3600);
@@ -57,7 +57,7 @@ impl HostPreflight<'_> {
             anyhow::bail!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message());
         }
         let dir = report.placed.dir().to_path_buf();
-        let placement = profile_parser::analyze_run(&dir, &report.result).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+        let placement = npugate_profile::analyze_run(&dir, &report.result).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
         contract::write_json(&dir.join(files::PLACEMENT), &placement)?;
         Ok((dir, placement))
     }

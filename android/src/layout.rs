@@ -148,7 +148,7 @@ mod tests {
     use super::*;
 
     fn result_with_status(dir: &Path, status: &str) {
-        let template = crate::target::mock::template_dir();
+        let template = crate::targets::mock::template_dir();
         std::fs::create_dir_all(dir).unwrap();
         let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(template.join(files::RESULT)).unwrap()).unwrap();
         json["status"] = status.into();

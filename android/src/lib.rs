@@ -2,7 +2,7 @@
 //! over it; nothing below `cmd` knows clap.
 //!
 //! The flow, one way for every command:
-//! [`target`] (where a harness runs) → [`run`] (one run on one target: stage, execute, check the
+//! [`targets`] (where a harness runs) → [`run`] (one run on one target: stage, execute, check the
 //! outputs, judge, place) → [`pipeline`] (result → placement → verdict → sinks), with [`rack`]
 //! running many targets at once (retries, timeouts, cancellation, panics) and [`sweep`] running
 //! plans of them night after night. [`compare`] runs two models interleaved on one target, and
@@ -41,4 +41,4 @@ pub mod runtime;
 pub mod samples;
 pub mod sweep;
 pub mod table;
-pub mod target;
+pub mod targets;

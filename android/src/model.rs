@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use harness_settings::{HarnessSettings, InputFile, ShapeSpec};
+use npugate_settings::{HarnessSettings, InputFile, ShapeSpec};
 use npugate_result::digest::model_digest;
 use npugate_result::ModelFile;
-use onnx_model::Model;
+use npugate_onnx::Model;
 use sha2::{Digest, Sha256};
 
 use crate::hash_cache::HashCache;
@@ -207,11 +207,11 @@ pub fn default_cache() -> PathBuf {
 pub mod testing {
     use std::path::Path;
 
-    use onnx_model::proto::tensor_shape_proto::dimension::Value as DimValue;
-    use onnx_model::proto::tensor_shape_proto::Dimension;
-    use onnx_model::proto::type_proto::{Tensor, Value};
-    use onnx_model::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto};
-    use onnx_model::Model;
+    use npugate_onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
+    use npugate_onnx::proto::tensor_shape_proto::Dimension;
+    use npugate_onnx::proto::type_proto::{Tensor, Value};
+    use npugate_onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto};
+    use npugate_onnx::Model;
 
     /// `y = Identity(x)` with `x` float32 of `dims` (`None`: a dim named `?`), written to `path`.
     pub fn identity_model(path: &Path, dims: &[Option<i64>]) {
@@ -305,8 +305,8 @@ mod tests {
 
     /// `identity_model` with its `x`-sized weights `w` stored in `location` beside it.
     fn with_external_weights(path: &Path, location: &str, dims: &[Option<i64>]) {
-        use onnx_model::proto::tensor_proto::DataLocation;
-        use onnx_model::proto::{StringStringEntryProto, TensorProto};
+        use npugate_onnx::proto::tensor_proto::DataLocation;
+        use npugate_onnx::proto::{StringStringEntryProto, TensorProto};
         identity_model(path, dims);
         let mut model = Model::read(path).unwrap();
         let entry = |key: &str, value: &str| StringStringEntryProto { key: Some(key.into()), value: Some(value.into()) };

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use harness_settings::HarnessSettings;
+use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_settings::HarnessSettings;
 use npugate_result::RunResult;
 
 use crate::runtime::RuntimeManifest;
-use crate::target::host::HostTarget;
-use crate::target::{Cancel, Job, Silent, Target};
+use crate::targets::host::HostTarget;
+use crate::targets::{Cancel, Job, Silent, Target};
 
 /// The longest the reference run may take.
 const REFERENCE_TIMEOUT: Duration = Duration::from_secs(3600);

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gate::export::{write_all, Format, Report};
-use gate::outputs::OutputsReport;
-use gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
+use npugate_gate::export::{write_all, Format, Report};
+use npugate_gate::outputs::OutputsReport;
+use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_result::{contract, files, RunResult};
 
 use crate::device_state::DeviceStateRecord;
@@ -68,7 +68,7 @@ impl OutputsCheck {
 /// outputs check, the background load of a device run, the rules and the baseline — one pure
 /// judgement that computes the outcome once.
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
-    let placement = profile_parser::analyze_run(dir, run);
+    let placement = npugate_profile::analyze_run(dir, run);
     let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
     let evidence = Evidence {
         run,
@@ -81,7 +81,7 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
         background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
     };
-    gate::judge(&evidence, &spec.rules)
+    npugate_gate::judge(&evidence, &spec.rules)
 }
 
 /// Saves the verdict next to the result it judged: `verdict.json` and `report.html`.
@@ -117,7 +117,7 @@ impl Sinks {
                 write_all(verdict, &self.formats, Some(&dir.join(name)))?;
                 String::new()
             }
-            None => gate::export::render_for_stdout(verdict, &self.formats),
+            None => npugate_gate::export::render_for_stdout(verdict, &self.formats),
         })
     }
 }

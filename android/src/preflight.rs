@@ -14,15 +14,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use harness_settings::qnn::QnnBackend;
-use harness_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, ShapeSpec};
+use npugate_settings::qnn::QnnBackend;
+use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, ShapeSpec};
 use npugate_result::{contract, files, RunStatus};
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 use crate::layout::Staging;
 use crate::runtime::RuntimeManifest;
-use crate::target::qemu::{self, QemuTarget};
-use crate::target::{Cancel, Job, Silent, Target};
+use crate::targets::qemu::{self, QemuTarget};
+use crate::targets::{Cancel, Job, Silent, Target};
 
 /// The runtime used when none is given: aarch64 ORT + the onnxruntime-qnn plugin from PyPI.
 pub const DEFAULT_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-linux-aarch64";
@@ -96,7 +96,7 @@ impl PreflightRequest<'_> {
                 backend.reason.as_deref().unwrap_or("no reason in the log")
             );
         }
-        let mut report = profile_parser::analyze_result_dir(staging.path()).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+        let mut report = npugate_profile::analyze_result_dir(staging.path()).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
         report.predicted = Some(PREDICTED.to_string());
         contract::write_json(&staging.path().join(files::PLACEMENT), &report)?;
         let dir = staging.commit(result.status == RunStatus::Complete)?.dir().to_path_buf();
@@ -123,7 +123,7 @@ fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
 }
 
 /// Nodes that would fall back to CPU against the model's wishes (not I/O quantization by design).
-pub fn unexpected_fallbacks(report: &PlacementReport) -> impl Iterator<Item = &profile_parser::report::FallbackNode> {
+pub fn unexpected_fallbacks(report: &PlacementReport) -> impl Iterator<Item = &npugate_profile::report::FallbackNode> {
     report.fallback.iter().filter(|f| !f.expected)
 }
 

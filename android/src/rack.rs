@@ -12,7 +12,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_PASS};
 use serde::{Deserialize, Serialize};
 
-use crate::target::{is_retryable, Cancel, Progress, Target};
+use crate::targets::{is_retryable, Cancel, Progress, Target};
 
 /// Schema of `rack.json`, the summary written next to the per-device result dirs.
 pub const RACK_SCHEMA: &str = "npugate.rack/1";
@@ -238,9 +238,9 @@ impl Progress for DeviceLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::mock::{Behaviour, MockTarget};
-    use crate::target::Job;
-    use harness_settings::HarnessSettings;
+    use crate::targets::mock::{Behaviour, MockTarget};
+    use crate::targets::Job;
+    use npugate_settings::HarnessSettings;
 
     /// A judged run in the tests: a directory and an exit code.
     struct Judged(PathBuf, u8);

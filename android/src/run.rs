@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
-use gate::Verdict;
+use npugate_gate::Verdict;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR, EXIT_PASS};
 use npugate_result::{files, RunResult, RunStatus};
 
@@ -15,7 +15,7 @@ use crate::model::PreparedModel;
 use crate::output_check::{Reference, ReferenceRequest};
 use crate::pipeline::{self, GateSpec, OutputsCheck};
 use crate::rack::Attempted;
-use crate::target::{Execution, Job, Progress, Retryable, Target};
+use crate::targets::{Execution, Job, Progress, Retryable, Target};
 
 /// Where a run's output reference comes from.
 #[derive(Debug, Clone, Copy)]
@@ -140,7 +140,7 @@ pub fn harness_result(execution: &Execution, dir: &Path, model: &PreparedModel) 
 }
 
 /// The output check of the run in `dir`: against a reference run now (inside `dir`) or one given.
-fn check_outputs(source: ReferenceSource<'_>, dir: &Path, run: &RunResult, cancel: &crate::target::Cancel) -> OutputsCheck {
+fn check_outputs(source: ReferenceSource<'_>, dir: &Path, run: &RunResult, cancel: &crate::targets::Cancel) -> OutputsCheck {
     let inside;
     let reference = match source {
         ReferenceSource::Ready(reference) => reference,
@@ -162,12 +162,12 @@ fn check_outputs(source: ReferenceSource<'_>, dir: &Path, run: &RunResult, cance
 mod tests {
     use std::time::Duration;
 
-    use harness_settings::HarnessSettings;
+    use npugate_settings::HarnessSettings;
 
     use super::*;
     use crate::rack::{run_rack, RackPolicy};
-    use crate::target::mock::{Behaviour, MockTarget};
-    use crate::target::{Cancel, Silent};
+    use crate::targets::mock::{Behaviour, MockTarget};
+    use crate::targets::{Cancel, Silent};
 
     /// Runs the mock's script through `run_on` on a rack with `retries`, judging by the default rules.
     fn rack_of(target: &MockTarget, retries: u32) -> (crate::rack::RackReport, tempfile::TempDir) {
@@ -227,7 +227,7 @@ mod tests {
         crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
         let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
-        let gate = GateSpec { rules: gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(), ..GateSpec::default() };
+        let gate = GateSpec { rules: npugate_gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(), ..GateSpec::default() };
         let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let report = run_on(&judged, &RunSpec { job, gate: Some(&gate), reference: None }, &dir.path().join("out"), &Silent).unwrap();
         assert_eq!(report.exit_code, npugate_result::contract::EXIT_FAIL);

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult, RunStatus};
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;

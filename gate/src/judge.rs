@@ -2,7 +2,7 @@
 //! and an optional baseline — and the rules into a [`Verdict`], in one pure function: [`judge`].
 
 use npugate_result::{RunResult, RunStatus};
-use profile_parser::report::{FallbackNode, NodePlacement, PlacementReport};
+use npugate_profile::report::{FallbackNode, NodePlacement, PlacementReport};
 
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;

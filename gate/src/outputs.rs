@@ -208,7 +208,7 @@ pub fn fmt_metric(value: f64, digits: usize) -> String {
 }
 
 /// Serde for f64 that keeps infinities and NaN (as `"inf"`, `"-inf"`, `"nan"`); use it with
-/// `#[serde(with = "gate::outputs::non_finite")]`.
+/// `#[serde(with = "npugate_gate::outputs::non_finite")]`.
 pub mod non_finite {
     use serde::{Deserialize, Deserializer, Serializer};
 

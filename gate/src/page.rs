@@ -5,7 +5,7 @@
 //! nothing from outside (every picture is inline SVG).
 //!
 //! ```
-//! use gate::page::{self, Plot, Px};
+//! use npugate_gate::page::{self, Plot, Px};
 //! use maud::html;
 //!
 //! let mut plot = Plot::new(page::HALF, 200.0, (0.0, 10.0), (0.0, 1.0));

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult};
-use profile_parser::report::{FallbackNode, PlacementReport};
+use npugate_profile::report::{FallbackNode, PlacementReport};
 use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;

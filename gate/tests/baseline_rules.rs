@@ -4,11 +4,11 @@
 mod common;
 
 use common::{detector_nodes, move_to_cpu, normal_series, placement, run, NORM, QNN};
-use gate::rules::RuleName;
-use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
+use npugate_gate::rules::RuleName;
+use npugate_gate::verdict::{CheckStatus, Outcome};
+use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
 use npugate_result::RunResult;
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 /// Judges a run and its placement against a baseline (`force`: across different fingerprints).
 fn against(run: &RunResult, report: &PlacementReport, baseline: &Baseline, force: bool, rules: &Rules) -> Verdict {

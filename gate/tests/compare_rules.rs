@@ -8,14 +8,14 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{detector_nodes, move_to_cpu, normal_series, placement, run, Node, CPU, NORM, QNN};
-use gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
-use gate::confirm::{Attempt, Confirmation};
-use gate::export::{write_all, Format};
-use gate::rules::RuleName;
-use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, Baseline, Comparison, Evidence, Rules};
+use npugate_gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
+use npugate_gate::confirm::{Attempt, Confirmation};
+use npugate_gate::export::{write_all, Format};
+use npugate_gate::rules::RuleName;
+use npugate_gate::verdict::{CheckStatus, Outcome};
+use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules};
 use npugate_result::RunResult;
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 /// The runs of an ABBA session: `rounds` rounds of 20 runs, A around `a_ms`, B around `b_ms` (2% CV),
 /// both scaled by `load(launch)` (two launches per round).

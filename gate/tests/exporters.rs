@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{detector_nodes, mixture, move_to_cpu, normal_series, placement, run, NORM, QNN};
-use gate::export::{write_all, Format};
-use gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
+use npugate_gate::export::{write_all, Format};
+use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
 
 fn failing_verdict() -> Verdict {
     let baseline_run = run(normal_series(200, 8.0, 3.0, 31));
@@ -125,7 +125,7 @@ fn terminal_colours_only_when_asked() {
     assert!(plain.contains("FAIL"), "{plain}");
     let coloured = Format::Terminal.exporter(true).render(&verdict);
     assert!(coloured.contains("\x1b[31mFAIL\x1b[0m"));
-    let placement = gate::export::placement_text(verdict.placement.as_ref().unwrap(), &verdict.rules, false);
+    let placement = npugate_gate::export::placement_text(verdict.placement.as_ref().unwrap(), &verdict.rules, false);
     assert!(placement.contains("Partitions (2)") && placement.contains("hint: export with opset 17"), "{placement}");
 }
 

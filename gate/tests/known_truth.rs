@@ -4,17 +4,17 @@
 mod common;
 
 use common::{detector_nodes, mixture, normal_series, placement, run, QNN};
-use gate::rules::RuleName;
-use gate::stats::LatencyStats;
-use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, Evidence, Rules};
+use npugate_gate::rules::RuleName;
+use npugate_gate::stats::LatencyStats;
+use npugate_gate::verdict::{CheckStatus, Outcome};
+use npugate_gate::{judge, Evidence, Rules};
 
 /// Judges the QNN fixture run with these latencies on the detector graph (all on QNN).
-fn judged(latencies_ns: Vec<u64>, rules: &Rules) -> gate::Verdict {
+fn judged(latencies_ns: Vec<u64>, rules: &Rules) -> npugate_gate::Verdict {
     judge(&Evidence::new(&run(latencies_ns), Ok(&placement(QNN, &detector_nodes()))), rules)
 }
 
-fn check_status(verdict: &gate::Verdict, rule: RuleName) -> CheckStatus {
+fn check_status(verdict: &npugate_gate::Verdict, rule: RuleName) -> CheckStatus {
     verdict.checks.iter().find(|c| c.rule == rule).unwrap_or_else(|| panic!("no {rule} check")).status
 }
 

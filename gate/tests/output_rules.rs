@@ -5,11 +5,11 @@
 mod common;
 
 use common::{detector_nodes, normal_series, placement, run, QNN};
-use gate::export::Format;
-use gate::outputs::{compare_tensors, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use gate::rules::RuleName;
-use gate::verdict::{CheckStatus, Outcome};
-use gate::{judge, Evidence, OutputsEvidence, Rules, Verdict};
+use npugate_gate::export::Format;
+use npugate_gate::outputs::{compare_tensors, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_gate::rules::RuleName;
+use npugate_gate::verdict::{CheckStatus, Outcome};
+use npugate_gate::{judge, Evidence, OutputsEvidence, Rules, Verdict};
 
 /// A report of two outputs: `boxes` equal to the reference, `scores` off by a known step.
 fn report(scores_error: f64) -> OutputsReport {

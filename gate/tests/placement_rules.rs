@@ -4,15 +4,15 @@
 mod common;
 
 use common::{detector_nodes, move_to_cpu, normal_series, placement, run, CPU, NORM, QNN};
-use gate::rules::RuleName;
-use gate::verdict::{Check, CheckStatus, Outcome};
-use gate::{judge, Evidence, Rules, Verdict};
+use npugate_gate::rules::RuleName;
+use npugate_gate::verdict::{Check, CheckStatus, Outcome};
+use npugate_gate::{judge, Evidence, Rules, Verdict};
 
 fn find(verdict: &Verdict, rule: RuleName) -> &Check {
     verdict.checks.iter().find(|c| c.rule == rule).unwrap_or_else(|| panic!("no {rule} check"))
 }
 
-fn fallback_run() -> (npugate_result::RunResult, profile_parser::report::PlacementReport) {
+fn fallback_run() -> (npugate_result::RunResult, npugate_profile::report::PlacementReport) {
     let mut nodes = detector_nodes();
     move_to_cpu(&mut nodes, NORM, 1800.0);
     (run(normal_series(100, 8.0, 3.0, 1)), placement(QNN, &nodes))
@@ -127,7 +127,7 @@ fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
     for fallback in report.fallback.iter_mut().filter(|f| !f.expected) {
         fallback.reason = Some("Cannot get shape".into());
     }
-    report.rejections = profile_parser::causes::aggregate(&report.fallback, QNN, Some("--shape images=1x3x640x640"));
+    report.rejections = npugate_profile::causes::aggregate(&report.fallback, QNN, Some("--shape images=1x3x640x640"));
     let run = run(normal_series(100, 8.0, 3.0, 1));
     let rules = Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap();
     let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use npugate_result::{FusionGroup, Fusions};
-use onnx_model::proto::GraphProto;
-use onnx_model::Model;
+use npugate_onnx::proto::GraphProto;
+use npugate_onnx::Model;
 
 /// Sets the optimized graph in `optimized` against the model in `model` (main graphs).
 pub fn map(model: &Path, optimized: &Path) -> Result<Fusions> {
@@ -115,7 +115,7 @@ impl UnionFind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onnx_model::proto::NodeProto;
+    use npugate_onnx::proto::NodeProto;
 
     fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
         NodeProto {

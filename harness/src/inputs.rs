@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use harness_settings::{InputFile, ShapeSpec};
+use npugate_settings::{InputFile, ShapeSpec};
 use npugate_result::{InputDescription, TensorSignature};
 use ort::memory::Allocator;
 use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};

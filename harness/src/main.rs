@@ -28,10 +28,10 @@ mod outputs;
 mod providers;
 mod session;
 
-use harness_settings::HarnessCommand as Args;
+use npugate_settings::HarnessCommand as Args;
 use backend::DidNotStart;
-use harness_settings::qnn::QnnBackend;
-use harness_settings::{EpDevice, EpKind};
+use npugate_settings::qnn::QnnBackend;
+use npugate_settings::{EpDevice, EpKind};
 use inputs::PreparedInput;
 use measure::BoundSession;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};

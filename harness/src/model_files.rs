@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::ModelFile;
-use onnx_model::Model;
+use npugate_onnx::Model;
 
 /// The model's files and identity.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,8 +45,8 @@ pub fn identify(model: &Path, bytes: u64, hashed: &[ModelFile]) -> Result<ModelI
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onnx_model::proto::tensor_proto::DataLocation;
-    use onnx_model::proto::{GraphProto, ModelProto, StringStringEntryProto, TensorProto};
+    use npugate_onnx::proto::tensor_proto::DataLocation;
+    use npugate_onnx::proto::{GraphProto, ModelProto, StringStringEntryProto, TensorProto};
 
     fn model_with_weights(dir: &Path) -> std::path::PathBuf {
         let tensor = TensorProto {

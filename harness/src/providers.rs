@@ -8,7 +8,7 @@ use std::ffi::{c_char, CStr};
 use std::ptr;
 
 use anyhow::{anyhow, bail, Result};
-use harness_settings::EpKind;
+use npugate_settings::EpKind;
 use ort::ep::{self, ArbitrarilyConfigurableExecutionProvider, ExecutionProviderDispatch};
 
 /// The EP options NNAPI takes (each `0` or `1`), as flags of `OrtSessionOptionsAppendExecutionProvider_Nnapi`.

@@ -13,7 +13,7 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use ort::AsPointer;
 
-use harness_settings::{EpKind, HarnessSettings, OptimizationLevel};
+use npugate_settings::{EpKind, HarnessSettings, OptimizationLevel};
 
 use crate::backend::DidNotStart;
 use crate::providers;

@@ -3,10 +3,10 @@
 
 mod support;
 
-use onnx_model::proto::tensor_shape_proto::dimension::Value as DimValue;
-use onnx_model::proto::type_proto::Value as TypeValue;
-use onnx_model::proto::{ModelProto, StringStringEntryProto};
-use onnx_model::{Dim, Model};
+use npugate_onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
+use npugate_onnx::proto::type_proto::Value as TypeValue;
+use npugate_onnx::proto::{ModelProto, StringStringEntryProto};
+use npugate_onnx::{Dim, Model};
 use proptest::prelude::*;
 
 use support::*;

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use onnx_model::proto::tensor_proto::DataType;
-use onnx_model::{Dim, ElementType, Model, ValueKind, ValueSignature};
+use npugate_onnx::proto::tensor_proto::DataType;
+use npugate_onnx::{Dim, ElementType, Model, ValueKind, ValueSignature};
 
 /// `$NPUGATE_CACHE/models/ch_PP-OCRv4_det_infer.onnx` (default cache `~/.cache/npugate`), if present.
 fn ppocr_det() -> Option<PathBuf> {

@@ -102,7 +102,7 @@ struct Measured {
 fn child_parse(path: &Path) {
     let start = Instant::now();
     let cpu_start = cpu_seconds();
-    let profile = profile_parser::result_dir::read_profile(path).expect("parse");
+    let profile = npugate_profile::result_dir::read_profile(path).expect("parse");
     let seconds = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_start;
     println!("{seconds} {cpu} {} {} {}", peak_rss_kb(), profile.event_count, profile.runs.len());

@@ -4,9 +4,9 @@
 mod common;
 
 use npugate_result::Assignment;
-use profile_parser::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
-use profile_parser::profile::Profile;
-use profile_parser::report::PlacementReport;
+use npugate_profile::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
+use npugate_profile::profile::Profile;
+use npugate_profile::report::PlacementReport;
 
 const MODELS: [&str; 4] = ["smallcnn", "smallcnn_qdq", "mixed", "resnet50"];
 

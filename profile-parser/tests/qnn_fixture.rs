@@ -10,9 +10,9 @@
 mod common;
 
 use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
-use profile_parser::placement::{build_report, GraphIo, PlacementInputs};
-use profile_parser::report::PlacementReport;
-use profile_parser::result_dir::read_rejections;
+use npugate_profile::placement::{build_report, GraphIo, PlacementInputs};
+use npugate_profile::report::PlacementReport;
+use npugate_profile::result_dir::read_rejections;
 
 const QNN: &str = "QNNExecutionProvider";
 
@@ -126,7 +126,7 @@ fn boundaries_and_shares_add_up() {
 
 #[test]
 fn qnn_csv_ops_attach_to_the_partition_holding_their_node() {
-    let csv = profile_parser::result_dir::read_qnn_csv(&common::fixture("synthetic/qnn_profile_detailed.csv")).unwrap();
+    let csv = npugate_profile::result_dir::read_qnn_csv(&common::fixture("synthetic/qnn_profile_detailed.csv")).unwrap();
     assert_eq!(csv.executes, 4, "2 runs × 2 partitions");
     let profile = common::profile("ort-1.31.1/a64_qemu_mixed_qnn_saver.json");
     let assignment = fixture_assignment();
@@ -153,7 +153,7 @@ fn qnn_csv_ops_attach_to_the_partition_holding_their_node() {
 /// real `Session_GetEpGraphAssignmentInfo` answer, taken after the layout transformation.
 #[test]
 fn real_qnn_result_directory_agrees_node_for_node() {
-    let r = profile_parser::analyze_result_dir(&common::fixture("harness-qnn-saver-mixed")).unwrap();
+    let r = npugate_profile::analyze_result_dir(&common::fixture("harness-qnn-saver-mixed")).unwrap();
     assert_eq!(r.preferred_ep, QNN);
     assert_eq!(r.runs_profiled, 2);
     assert!(r.predicted.as_deref().unwrap().contains("Saver"), "{:?}", r.predicted);

@@ -5,9 +5,9 @@ mod common;
 use std::path::Path;
 
 use proptest::prelude::*;
-use profile_parser::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
-use profile_parser::profile::parse_profile;
-use profile_parser::{analyze_result_dir, AnalyzeError};
+use npugate_profile::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
+use npugate_profile::profile::parse_profile;
+use npugate_profile::{analyze_result_dir, AnalyzeError};
 
 fn copy_fixture(relative: &str, dir: &Path, name: &str) {
     std::fs::copy(common::fixture(relative), dir.join(name)).unwrap();
@@ -30,7 +30,7 @@ fn analyzes_a_result_directory() {
     assert_eq!(r.preferred_flops_pct, 100.0);
     assert!(r.totals.flops > 0);
     let json = serde_json::to_string(&r).unwrap();
-    let back: profile_parser::report::PlacementReport = serde_json::from_str(&json).unwrap();
+    let back: npugate_profile::report::PlacementReport = serde_json::from_str(&json).unwrap();
     assert_eq!(back, r);
 }
 

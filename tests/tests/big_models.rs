@@ -211,7 +211,7 @@ fn a_compiled_model_with_its_context_file_is_deployed_as_a_set_and_runs_alone_un
         .arg("--out")
         .arg(&ctx));
     assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
-    let references = onnx_model::Model::read(&ctx).unwrap().file_references().unwrap();
+    let references = npugate_onnx::Model::read(&ctx).unwrap().file_references().unwrap();
     let names: Vec<&str> = references.ep_contexts.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(names, ["smallcnn_qdq_ctx.bin"], "the context binary is a file beside the model, named after it");
 

@@ -10,7 +10,7 @@ use npugate_e2e::devices::Rig;
 use npugate_e2e::htp::{npugate, preflight, soc};
 use npugate_e2e::{bin, describe, model, python, run};
 use npugate_result::RunResult;
-use onnx_model::Model;
+use npugate_onnx::Model;
 use serde_json::Value;
 
 fn stderr(output: &std::process::Output) -> String {

@@ -1,4 +1,4 @@
-//! Placement end to end: the real harness runs the test models, `profile_parser::analyze_result_dir`
+//! Placement end to end: the real harness runs the test models, `npugate_profile::analyze_result_dir`
 //! reads its result directory, and the placement computed from the profile must agree node for
 //! node with ORT's own `Session_GetEpGraphAssignmentInfo` (recorded in result.json).
 
@@ -8,7 +8,7 @@ use std::path::Path;
 use npugate_e2e::qnn::qnn_harness;
 use npugate_e2e::{describe, harness, model};
 use npugate_result::RunResult;
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 const CPU: &str = "CPUExecutionProvider";
 const QNN: &str = "QNNExecutionProvider";
@@ -26,7 +26,7 @@ fn cpu_placement(model_name: &str, out: &Path) -> (RunResult, PlacementReport) {
 
 fn analyzed(model_name: &str, out: &Path) -> (RunResult, PlacementReport) {
     let result = RunResult::read(out).unwrap();
-    let report = profile_parser::analyze_result_dir(out).unwrap_or_else(|e| panic!("{model_name}: {e}"));
+    let report = npugate_profile::analyze_result_dir(out).unwrap_or_else(|e| panic!("{model_name}: {e}"));
     (result, report)
 }
 

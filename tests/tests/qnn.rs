@@ -9,7 +9,7 @@ use std::process::Command;
 use npugate_e2e::qnn::{aarch64_harness, qemu_run, qemu_teardown_crash, qnn_file, qnn_harness, AARCH64_ORT};
 use npugate_e2e::{bin, describe, model, run};
 use npugate_result::{RunResult, RunStatus};
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 fn preflight(model_name: &str, out: &Path) -> (std::process::Output, Option<PlacementReport>) {
     let output = run(Command::new(bin("npugate"))

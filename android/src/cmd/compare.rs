@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gate::compare::CompareRules;
-use gate::export::Format;
-use harness_settings::HarnessSettings;
+use npugate_gate::compare::CompareRules;
+use npugate_gate::export::Format;
+use npugate_settings::HarnessSettings;
 
 use super::options::{DeviceRunArgs, HealthArgs};
 use super::run::{HOST_RUNTIME, LOCAL_TIMEOUT};
@@ -17,9 +17,9 @@ use crate::confirm::run_confirmed;
 use crate::layout::default_out_dir;
 use crate::pipeline::Sinks;
 use crate::runtime::RuntimeManifest;
-use crate::target::adb::AdbTarget;
-use crate::target::host::HostTarget;
-use crate::target::{Job, Silent, Target};
+use crate::targets::adb::AdbTarget;
+use crate::targets::host::HostTarget;
+use crate::targets::{Job, Silent, Target};
 use crate::{device_rack, devices, harnesses};
 
 /// Arguments of `npugate compare`.
@@ -132,7 +132,7 @@ pub fn run(mut args: CompareArgs) -> Result<u8> {
         Ok(text) => print!("{text}"),
         Err(error) => eprintln!("npugate: {}: error: {error:#}", target.name()),
     };
-    let work = |target: &AdbTarget, dir: &std::path::Path, progress: &dyn crate::target::Progress| {
+    let work = |target: &AdbTarget, dir: &std::path::Path, progress: &dyn crate::targets::Progress| {
         run_confirmed(args.confirm, dir, |d| compare_on(target, &spec, d, progress))
     };
     let rack = device_rack::on_devices(&targets, &out, &args.devices.policy(&cancel), work, &on_done)

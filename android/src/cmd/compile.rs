@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use harness_settings::ShapeSpec;
+use npugate_settings::ShapeSpec;
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 
 use crate::hexagon::{self, Soc};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::options::DeviceArgs;
 use crate::device_lock::{self, LockOptions};
 use crate::devices::{self, DeviceInfo};
-use crate::target::adb::DEFAULT_WORK_DIR;
+use crate::targets::adb::DEFAULT_WORK_DIR;
 use crate::history::{self, health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.

@@ -110,7 +110,7 @@ fn series_lines(report: &HistoryReport) -> String {
             let last = s.points.last();
             let latest = last
                 .map(|p| {
-                    let median = p.median_ns.map(gate::units::fmt_ms).unwrap_or_else(|| "–".into());
+                    let median = p.median_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
                     format!("{median} ({})", p.outcome)
                 })
                 .unwrap_or_default();

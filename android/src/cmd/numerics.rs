@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use harness_settings::{EpKind, HarnessSettings};
+use npugate_settings::{EpKind, HarnessSettings};
 
 use super::options::DeviceRunArgs;
 use super::run::HOST_RUNTIME;
@@ -16,10 +16,10 @@ use crate::numerics::{self, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_
 use crate::hexagon::Soc;
 use crate::htp::HostHtp;
 use crate::runtime::RuntimeManifest;
-use crate::target::adb::AdbTarget;
-use crate::target::host::HostTarget;
-use crate::target::wine::WineTarget;
-use crate::target::Target;
+use crate::targets::adb::AdbTarget;
+use crate::targets::host::HostTarget;
+use crate::targets::wine::WineTarget;
+use crate::targets::Target;
 use crate::{devices, harnesses};
 
 /// The longest a local harness run may take.

@@ -6,14 +6,14 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use ed25519_dalek::SigningKey;
-use gate::export::Format;
+use npugate_gate::export::Format;
 
 use crate::adb::Adb;
 use crate::device_state::parse_celsius;
 use crate::pipeline::{GateSpec, Sinks};
 use crate::rack::RackPolicy;
-use crate::target::adb::{AdbSettings, DEFAULT_WORK_DIR};
-use crate::target::Cancel;
+use crate::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
+use crate::targets::Cancel;
 
 /// Gate options of every command that judges a run.
 #[derive(Debug, Clone, Args)]

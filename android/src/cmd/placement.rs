@@ -23,13 +23,13 @@ pub struct PlacementArgs {
 
 /// Runs `npugate placement`.
 pub fn run(args: PlacementArgs) -> Result<u8> {
-    let report = profile_parser::analyze_result_dir(&args.result_dir)?;
+    let report = npugate_profile::analyze_result_dir(&args.result_dir)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let rules = gate::Rules::load(args.rules_file.as_deref(), &[])?;
+        let rules = npugate_gate::Rules::load(args.rules_file.as_deref(), &[])?;
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        print!("{}", gate::export::placement_text(&report, &rules, color));
+        print!("{}", npugate_gate::export::placement_text(&report, &rules, color));
     }
     Ok(EXIT_PASS)
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use harness_settings::{EpKind, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, KeyValue, ShapeSpec};
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
 
@@ -20,7 +20,7 @@ use crate::htp::{HostHtp, DEFAULT_SOC};
 use crate::layout::default_out_dir;
 use crate::preflight::{summary, unexpected_fallbacks, PreflightRequest, DEFAULT_RUNTIME};
 use crate::runtime::RuntimeManifest;
-use crate::target::qemu;
+use crate::targets::qemu;
 
 /// Which backend judges the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -147,7 +147,7 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, out: &std::path::Path) -
 
 /// `npugate preflight --ep openvino …`: the session on an EP of this machine.
 fn on_host(args: &PreflightArgs, ep: EpKind) -> Result<u8> {
-    let settings = harness_settings::HarnessSettings { ep, ..Default::default() };
+    let settings = npugate_settings::HarnessSettings { ep, ..Default::default() };
     let name = match &args.runtime {
         Some(name) => name.clone(),
         None => super::run::local_runtime(&settings)?,
@@ -164,7 +164,7 @@ fn on_host(args: &PreflightArgs, ep: EpKind) -> Result<u8> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let color = std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
-        print!("{}", gate::export::placement_text(&report, &gate::Rules::default(), color));
+        print!("{}", npugate_gate::export::placement_text(&report, &npugate_gate::Rules::default(), color));
         eprintln!("npugate: result and {} in {}", files::PLACEMENT, dir.display());
     }
     Ok(if unexpected_fallbacks(&report).next().is_some() { EXIT_FAIL } else { EXIT_PASS })

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ed25519_dalek::SigningKey;
-use gate::export::Format;
-use harness_settings::{EpKind, HarnessSettings};
+use npugate_gate::export::Format;
+use npugate_settings::{EpKind, HarnessSettings};
 use npugate_result::files;
 
 use super::options::{DeviceRunArgs, EvidenceArgs, GateArgs, HealthArgs};
@@ -20,12 +20,12 @@ use crate::output_check::ReferenceRequest;
 use crate::pipeline::{GateSpec, OutputsCheck, Sinks};
 use crate::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use crate::runtime::RuntimeManifest;
-use crate::target::adb::AdbTarget;
+use crate::targets::adb::AdbTarget;
 use crate::htp::compiled::CompiledFor;
 use crate::htp::HostHtp;
-use crate::target::host::HostTarget;
-use crate::target::wine::{self, WineTarget};
-use crate::target::{Cancel, Execution, Job, Silent, Target};
+use crate::targets::host::HostTarget;
+use crate::targets::wine::{self, WineTarget};
+use crate::targets::{Cancel, Execution, Job, Silent, Target};
 use crate::{consistency, device_rack, devices, harnesses};
 
 /// The runtime `--local` uses when none is given.
@@ -142,7 +142,7 @@ fn local(args: &RunArgs, common: &Common) -> Result<u8> {
     let reference = if args.settings.check_outputs {
         host_runtime = RuntimeManifest::load(HOST_RUNTIME)?;
         // The fp32 reference runs natively on this machine, also for a run on the HTP emulator.
-        host_harness = if runtime.target == crate::target::host_triple() { harness.clone() } else { harnesses::host()? };
+        host_harness = if runtime.target == crate::targets::host_triple() { harness.clone() } else { harnesses::host()? };
         Some(ReferenceSource::RunInside(reference_request(args, &host_harness, &host_runtime)))
     } else {
         None
@@ -253,7 +253,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
     let spec = RunSpec { job, gate: common.gate.as_ref(), reference: reference.as_ref().map(ReferenceSource::Ready) };
     let on_done = |target: &AdbTarget, report: &RunReport| {
         for warning in &report.execution.warnings {
-            eprintln!("npugate: {}: warning: {warning}", crate::target::Target::name(target));
+            eprintln!("npugate: {}: warning: {warning}", crate::targets::Target::name(target));
         }
         report_problems(&report.execution, &report.outputs, &report.placed);
         if let Some(verdict) = &report.verdict {
@@ -306,7 +306,7 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
 /// asked for, else the host ONNX Runtime (whose harness then names the EPs it has).
 pub(crate) fn local_runtime(settings: &HarnessSettings) -> Result<String> {
     let with_ep = match settings.ep.ort_name().filter(|_| settings.ep.is_accelerator()) {
-        Some(name) => crate::runtime::catalog::with_ep(&crate::target::host_triple(), name)?,
+        Some(name) => crate::runtime::catalog::with_ep(&crate::targets::host_triple(), name)?,
         None => None,
     };
     Ok(with_ep.unwrap_or_else(|| HOST_RUNTIME.to_string()))

@@ -13,7 +13,7 @@ use super::options::{DeviceRunArgs, EvidenceArgs};
 use crate::history::{self, HistoryFilter, HistoryReport, HistoryStore};
 use crate::matrix::{self, Matrix};
 use crate::sweep::{self, SweepOptions, SweepPlan, SweepSummary, SweepTarget};
-use crate::target::Target;
+use crate::targets::Target;
 
 /// Nights of history the matrix report's trends show.
 const TREND_NIGHTS: usize = 30;

@@ -18,14 +18,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
-use gate::export::{write_all, Format};
-use harness_settings::HarnessSettings;
+use npugate_gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
+use npugate_gate::export::{write_all, Format};
+use npugate_settings::HarnessSettings;
 use npugate_result::files;
 
 use crate::rack::Attempted;
 use crate::run::{run_on, RunReport, RunSpec};
-use crate::target::{Job, Progress, Target};
+use crate::targets::{Job, Progress, Target};
 
 /// Directory of the baseline's runs inside a comparison.
 pub const BASELINE_DIR: &str = "baseline";
@@ -145,7 +145,7 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
             ));
         }
     }
-    let placements: Vec<_> = placed.iter().map(|r| profile_parser::analyze_run(r.placed.dir(), &r.result).map_err(|e| e.to_string())).collect();
+    let placements: Vec<_> = placed.iter().map(|r| npugate_profile::analyze_run(r.placed.dir(), &r.result).map_err(|e| e.to_string())).collect();
     let (a_dir, b_dir) = (format!("{BASELINE_DIR}/{PLACEMENT_DIR}"), format!("{CANDIDATE_DIR}/{PLACEMENT_DIR}"));
     let (a_run, b_run) = (&placed[0].result, &placed[1].result);
     let (a_model, b_model) = (spec.baseline.display().to_string(), spec.candidate.display().to_string());
@@ -201,16 +201,16 @@ fn clear(out: &Path) -> Result<()> {
 mod tests {
     use std::time::Duration;
 
-    use gate::verdict::Outcome;
-    use gate::{Baseline, Rules};
+    use npugate_gate::verdict::Outcome;
+    use npugate_gate::{Baseline, Rules};
     use npugate_result::RunResult;
 
     use super::*;
     use crate::confirm::run_confirmed;
     use crate::pipeline::{self, GateSpec, OutputsCheck};
     use crate::runtime::RuntimeManifest;
-    use crate::target::mock::{Behaviour, MockTarget, Simulated};
-    use crate::target::{Cancel, Silent};
+    use crate::targets::mock::{Behaviour, MockTarget, Simulated};
+    use crate::targets::{Cancel, Silent};
 
     const ROUNDS: usize = 10;
 
@@ -300,14 +300,14 @@ mod tests {
         let out = work.path().join("out");
         let saved = out.join("baseline/round-01");
         let run = RunResult::read(&saved).unwrap();
-        let placement = profile_parser::analyze_run(&saved, &run).unwrap();
+        let placement = npugate_profile::analyze_run(&saved, &run).unwrap();
         let baseline = Baseline::from_run(&run, Some(&placement), "baseline/round-01").unwrap();
         let rules = Rules::load(None, &["disable=[\"cv_pct\", \"npu_flops_pct\"]".into()]).unwrap();
         let spec = GateSpec { rules, baseline: Some(baseline), force: false };
         let current = out.join(format!("candidate/round-{ROUNDS}"));
         let verdict = pipeline::judge(&current, &RunResult::read(&current).unwrap(), &OutputsCheck::NotRequested, &spec);
         assert_eq!(verdict.outcome, Outcome::Fail, "{:#?}", verdict.checks);
-        assert!(verdict.failures().all(|c| c.rule == gate::RuleName::BaselineMedianPct));
+        assert!(verdict.failures().all(|c| c.rule == npugate_gate::RuleName::BaselineMedianPct));
     }
 
     /// b.onnx 30% slower during the first session only (2 + 2·ROUNDS launches): a one-off.

@@ -96,7 +96,7 @@ pub struct VerdictSummary {
 
 impl VerdictSummary {
     /// The summary of a verdict.
-    pub fn of(verdict: &gate::Verdict) -> VerdictSummary {
+    pub fn of(verdict: &npugate_gate::Verdict) -> VerdictSummary {
         VerdictSummary {
             outcome: verdict.outcome.label().to_lowercase(),
             failed: verdict.failures().map(|check| check.rule.to_string()).collect(),

@@ -25,7 +25,7 @@ pub use manifest::{Manifest, VerdictSummary, MANIFEST_FILE, SIGNATURE_FILE};
 pub use sweep::for_sweep;
 pub use verify::verify;
 
-use harness_settings::HarnessSettings;
+use npugate_settings::HarnessSettings;
 use crate::runtime::manifest::MANIFEST_FILE as RUNTIME_MANIFEST;
 use crate::runtime::RuntimeManifest;
 use manifest::{

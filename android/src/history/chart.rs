@@ -2,8 +2,8 @@
 //! alike): a trend chart of median latency per night, one line per series, with failed nights
 //! ringed in red; and the `npugate history --html` page.
 
-use gate::page::{self, series_color, Plot, Px, WIDE};
-use gate::units::ms_number;
+use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
+use npugate_gate::units::ms_number;
 use maud::{html, Markup};
 
 use super::trend::{HistoryReport, Point, Series};

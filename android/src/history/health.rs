@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use gate::stats::median;
+use npugate_gate::stats::median;
 use serde::{Deserialize, Serialize};
 
 use super::store::{HistoryFilter, HistoryStore, StoredCell};

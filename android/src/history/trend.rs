@@ -1,10 +1,10 @@
 //! From stored cells to trends: one series per model × SoC × device × runtime, a point per night,
 //! and what changed since the previous night — judged like the gate judges a baseline, on the
-//! bootstrap interval of the median ratio (`gate::stats::median_ratio`), not on a fixed percentage.
+//! bootstrap interval of the median ratio (`npugate_gate::stats::median_ratio`), not on a fixed percentage.
 
 use std::collections::BTreeMap;
 
-use gate::stats::{median_ratio, MedianRatio};
+use npugate_gate::stats::{median_ratio, MedianRatio};
 use serde::Serialize;
 
 use super::health::DeviceHealth;
@@ -149,7 +149,7 @@ impl Change {
 
 /// The tolerance of the change judgement: the gate's default `baseline_median_pct`.
 pub fn default_tolerance_pct() -> f64 {
-    gate::Rules::default().baseline_median_pct.unwrap_or(0.0)
+    npugate_gate::Rules::default().baseline_median_pct.unwrap_or(0.0)
 }
 
 /// Groups stored cells into series and judges each series' last change.

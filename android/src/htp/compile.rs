@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use harness_settings::{KeyValue, ShapeSpec};
+use npugate_settings::{KeyValue, ShapeSpec};
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
-use onnx_model::Model;
-use profile_parser::result_dir::read_rejections;
+use npugate_onnx::Model;
+use npugate_profile::result_dir::read_rejections;
 
 use super::compiled::CompiledFor;
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
@@ -21,8 +21,8 @@ use super::HostHtp;
 use crate::hexagon::Soc;
 use crate::layout::Staging;
 use crate::runtime::manifest::qnn_sdk_version;
-use crate::target::wine::WineTarget;
-use crate::target::{Cancel, Job, Silent, Target};
+use crate::targets::wine::WineTarget;
+use crate::targets::{Cancel, Job, Silent, Target};
 
 /// The context model the session writes, inside the job's directory (the harness's working directory).
 const CONTEXT_FILE: &str = "model_ctx.onnx";
@@ -130,9 +130,9 @@ impl CompileRequest<'_> {
 /// EP leaves on the CPU by design (`offload_graph_io_quantization`), never "left on the CPU".
 fn graph_io_quantization(model: &Model, node: &str) -> bool {
     let index = model.index();
-    let Some(main) = index.graph(onnx_model::GraphId::MAIN) else { return false };
-    let Some(node) = index.nodes().iter().find(|n| n.graph == onnx_model::GraphId::MAIN && n.name() == node) else { return false };
-    let is = |names: &[onnx_model::proto::ValueInfoProto], value: Option<&String>| {
+    let Some(main) = index.graph(npugate_onnx::GraphId::MAIN) else { return false };
+    let Some(node) = index.nodes().iter().find(|n| n.graph == npugate_onnx::GraphId::MAIN && n.name() == node) else { return false };
+    let is = |names: &[npugate_onnx::proto::ValueInfoProto], value: Option<&String>| {
         value.is_some_and(|value| names.iter().any(|v| v.name.as_ref() == Some(value)))
     };
     match node.op_type() {

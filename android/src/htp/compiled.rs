@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use onnx_model::Model;
+use npugate_onnx::Model;
 
 use crate::runtime::manifest::qnn_sdk_version;
 

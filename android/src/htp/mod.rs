@@ -1,6 +1,6 @@
 //! The real Hexagon backend without a device: Qualcomm's x86_64 host build of the QNN HTP backend
 //! (`QnnHtp.dll`, from the `onnxruntime-qnn` win_amd64 wheel) with the Windows x64 ONNX Runtime,
-//! run under wine on this Linux machine ([`crate::target::wine`]). For a chosen Snapdragon
+//! run under wine on this Linux machine ([`crate::targets::wine`]). For a chosen Snapdragon
 //! (`soc_model`) it does what the device's backend would do before running: op validation and
 //! graph finalize (compile), and it writes context binaries and executes graphs on its emulator.
 //!
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use crate::runtime::RuntimeManifest;
-use crate::target::wine::{self, SETUP_HINT};
+use crate::targets::wine::{self, SETUP_HINT};
 
 /// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
 pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";

@@ -13,15 +13,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use harness_settings::qnn::QnnBackend;
-use harness_settings::{EpKind, HarnessSettings, QnnArgs, ShapeSpec};
+use npugate_settings::qnn::QnnBackend;
+use npugate_settings::{EpKind, HarnessSettings, QnnArgs, ShapeSpec};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use npugate_result::{files, RunResult};
-use profile_parser::ort_log::RejectionReasons;
-use profile_parser::placement::{build_report, GraphIo, PlacementInputs};
-use profile_parser::profile::Profile;
-use profile_parser::report::PlacementReport;
-use profile_parser::result_dir::{read_profile, read_rejections};
+use npugate_profile::ort_log::RejectionReasons;
+use npugate_profile::placement::{build_report, GraphIo, PlacementInputs};
+use npugate_profile::profile::Profile;
+use npugate_profile::report::PlacementReport;
+use npugate_profile::result_dir::{read_profile, read_rejections};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -30,8 +30,8 @@ use crate::hexagon::Soc;
 use crate::layout::Staging;
 use crate::rack::{self, Attempted, RackPolicy};
 use crate::runtime::RuntimeManifest;
-use crate::target::wine::WineTarget;
-use crate::target::{Cancel, Execution, Job, Progress, Target};
+use crate::targets::wine::WineTarget;
+use crate::targets::{Cancel, Execution, Job, Progress, Target};
 
 /// Schema of `preflight.json`.
 pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/1";

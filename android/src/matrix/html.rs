@@ -1,9 +1,9 @@
 //! `matrix.html`: self-contained (no scripts, no external resources), pictures as inline SVG, built
 //! with the gate's page API so it looks like every other npugate report.
 
-use gate::page::{self, series_color, Plot, Px, WIDE};
-use gate::units::ms_number;
-use gate::Outcome;
+use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
+use npugate_gate::units::ms_number;
+use npugate_gate::Outcome;
 use maud::{html, Markup};
 
 use super::report::{cell_row, Matrix, CELL_HEADER};

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use gate::export::markdown::table;
+use npugate_gate::export::markdown::table;
 
 use super::report::{cell_row, Matrix, CELL_HEADER};
 use crate::history::trend::sparkline;

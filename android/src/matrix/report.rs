@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 use crate::history::HistoryReport;
 use crate::sweep::{CellRecord, SweepSummary};
@@ -106,16 +106,16 @@ impl<'a> Matrix<'a> {
 
     /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished).
     pub(super) fn counts(&self) -> (usize, usize, usize, usize) {
-        let outcomes: Vec<gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
-        let count = |o: gate::Outcome| outcomes.iter().filter(|&&x| x == o).count();
+        let outcomes: Vec<npugate_gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
+        let count = |o: npugate_gate::Outcome| outcomes.iter().filter(|&&x| x == o).count();
         let unfinished = self.summary.cells.len() - outcomes.len();
-        (count(gate::Outcome::Pass), count(gate::Outcome::Fail), count(gate::Outcome::Error), unfinished)
+        (count(npugate_gate::Outcome::Pass), count(npugate_gate::Outcome::Fail), count(npugate_gate::Outcome::Error), unfinished)
     }
 }
 
 /// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback, failed rules.
 pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
-    let ms = |ns: f64| gate::units::ms_number(ns / 1e6);
+    let ms = |ns: f64| npugate_gate::units::ms_number(ns / 1e6);
     let median = match (&record.median_ns, &record.median_ci) {
         (Some(m), Some(ci)) => format!("{} [{}–{}]", ms(*m), ms(ci.lower), ms(ci.upper)),
         (Some(m), None) => ms(*m),
@@ -139,7 +139,7 @@ pub(super) const CELL_HEADER: [&str; 8] = ["device (SoC)", "runtime", "verdict",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profile_parser::report::NodePlacement;
+    use npugate_profile::report::NodePlacement;
 
     fn placement(eps: &[(&str, &str)]) -> PlacementReport {
         let mut report: PlacementReport = serde_json::from_value(serde_json::json!({

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use gate::outputs::{compare_tensors, OutputComparison};
+use npugate_gate::outputs::{compare_tensors, OutputComparison};
 use npugate_result::RunResult;
 
 use super::matching::{Layer, Probe};

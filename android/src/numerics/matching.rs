@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use onnx_model::{GraphId, Model, ModelIndex, NodeInfo};
+use npugate_onnx::{GraphId, Model, ModelIndex, NodeInfo};
 use serde::{Deserialize, Serialize};
 
 use super::quant::QuantParams;

@@ -30,17 +30,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use harness_settings::HarnessSettings;
+use npugate_settings::HarnessSettings;
 use npugate_result::digest::sha256_file;
 use npugate_result::{contract, files};
-use onnx_model::Model;
+use npugate_onnx::Model;
 
 use crate::device_rack::result_dir_names;
 use crate::output_check::ReferenceRequest;
 use crate::rack::{run_rack, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
 use crate::runtime::RuntimeManifest;
-use crate::target::{Cancel, Job, Target};
+use crate::targets::{Cancel, Job, Target};
 use compare::{compare_run, Saved};
 use matching::{Matching, Selection};
 use report::{Header, Instrumentation, ModelRef, NumericsReport, TargetReport, TargetRun, INSTRUMENTATION_NOTE};
@@ -224,7 +224,7 @@ fn target_run(name: &str, dir: &str, finished: Option<&RunReport>, infrastructur
         eps: Vec::new(),
     };
     let Some(report) = finished else { return failed(infrastructure.unwrap_or_else(|| "the run did not finish".into())) };
-    let fingerprint = gate::fingerprint::Fingerprint::of(&report.result);
+    let fingerprint = npugate_gate::fingerprint::Fingerprint::of(&report.result);
     let mut target = blank_target(name, Some(dir), None);
     (target.device, target.soc, target.ep) = (fingerprint.device, fingerprint.soc, report.result.execution.preferred_ep.clone());
     target.placement = Some(placement::Placement::of(&report.result.assignment));
@@ -254,7 +254,7 @@ fn blank_target(name: &str, dir: Option<&str>, error: Option<String>) -> TargetR
         placement: None,
         first_divergence: None,
         largest_drop: None,
-        outcome: gate::Outcome::Error,
+        outcome: npugate_gate::Outcome::Error,
         error,
     }
 }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use npugate_result::Assignment;
-use onnx_model::{GraphId, Model};
-use profile_parser::placement::strip_token_suffix;
+use npugate_onnx::{GraphId, Model};
+use npugate_profile::placement::strip_token_suffix;
 use serde::{Deserialize, Serialize};
 
 /// How many nodes each EP ran, and in how many partitions.

@@ -5,8 +5,8 @@
 //! QDQ node groups that ONNX Runtime fuses (into `QLinearConv` on the CPU, into one quantized op
 //! on QNN) stay intact.
 
-use onnx_model::proto::NodeProto;
-use onnx_model::{tensor_values, Model};
+use npugate_onnx::proto::NodeProto;
+use npugate_onnx::{tensor_values, Model};
 
 /// The constants of one `DequantizeLinear` node.
 #[derive(Debug, Clone, PartialEq)]

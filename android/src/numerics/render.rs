@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gate::export::{paint, text_table, BOLD, GREEN, RED, YELLOW};
-use gate::outputs::fmt_metric;
-use gate::page::{self, Plot, Px};
-use gate::Outcome;
+use npugate_gate::export::{paint, text_table, BOLD, GREEN, RED, YELLOW};
+use npugate_gate::outputs::fmt_metric;
+use npugate_gate::page::{self, Plot, Px};
+use npugate_gate::Outcome;
 use maud::{html, Markup};
 
 use super::matching::{Side, UnmatchedReason};

@@ -2,8 +2,8 @@
 //! target with the fp32 reference, and the first divergence — the earliest layer whose SQNR falls
 //! below the threshold while the layers feeding it were above it.
 
-use gate::outputs::{OutputComparison, OutputMetrics};
-use gate::Outcome;
+use npugate_gate::outputs::{OutputComparison, OutputMetrics};
+use npugate_gate::Outcome;
 use npugate_result::contract::{Document, Schema};
 #[cfg(test)]
 use npugate_result::contract;
@@ -138,13 +138,13 @@ pub struct Divergence {
     /// The node's operator.
     pub op_type: String,
     /// Its SQNR, dB (the lowest among `targets`).
-    #[serde(with = "gate::outputs::non_finite")]
+    #[serde(with = "npugate_gate::outputs::non_finite")]
     pub sqnr_db: f64,
     /// Its cosine similarity there.
-    #[serde(with = "gate::outputs::non_finite")]
+    #[serde(with = "npugate_gate::outputs::non_finite")]
     pub cosine: f64,
     /// Its largest absolute error there.
-    #[serde(with = "gate::outputs::non_finite")]
+    #[serde(with = "npugate_gate::outputs::non_finite")]
     pub max_abs_err: f64,
     /// The layers feeding it, each with its SQNR there (all above the threshold).
     pub inputs: Vec<InputSqnr>,
@@ -173,7 +173,7 @@ pub struct InputSqnr {
     /// The float tensor.
     pub tensor: String,
     /// Its SQNR, dB.
-    #[serde(with = "gate::outputs::non_finite")]
+    #[serde(with = "npugate_gate::outputs::non_finite")]
     pub sqnr_db: f64,
 }
 

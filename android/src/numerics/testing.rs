@@ -1,8 +1,8 @@
 //! Models, comparisons and reports with known truth, shared by the unit tests of this module.
 
-use gate::outputs::{compare_tensors, OutputComparison};
-use onnx_model::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
-use onnx_model::Model;
+use npugate_gate::outputs::{compare_tensors, OutputComparison};
+use npugate_onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use npugate_onnx::Model;
 
 use super::matching::{Matching, Selection};
 use super::report::{Header, Instrumentation, ModelRef, NumericsReport, TargetRun, INSTRUMENTATION_NOTE};

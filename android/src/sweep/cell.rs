@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use gate::stats::ConfidenceInterval;
-use gate::{Outcome, Verdict};
+use npugate_gate::stats::ConfidenceInterval;
+use npugate_gate::{Outcome, Verdict};
 use serde::{Deserialize, Serialize};
 
 use npugate_result::{contract, files};

@@ -12,7 +12,7 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
-use harness_settings::{EpKind, HarnessSettings};
+use npugate_settings::{EpKind, HarnessSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
 use crate::devices::{self, DeviceInfo};
@@ -22,9 +22,9 @@ use crate::pipeline::GateSpec;
 use crate::rack::{self, Attempted, RackPolicy};
 use crate::run::{run_on, RunSpec};
 use crate::runtime::RuntimeManifest;
-use crate::target::adb::{AdbSettings, AdbTarget};
-use crate::target::wine::WineTarget;
-use crate::target::{is_retryable, Job, Progress, Target};
+use crate::targets::adb::{AdbSettings, AdbTarget};
+use crate::targets::wine::WineTarget;
+use crate::targets::{is_retryable, Job, Progress, Target};
 
 /// How to run a plan.
 pub struct SweepOptions<'a> {
@@ -85,7 +85,7 @@ pub fn host_htp_targets(plan: &SweepPlan) -> Vec<SweepTarget<WineTarget>> {
                 os: Some("host HTP emulator (wine)".into()),
                 soc: Some(soc.model.into()),
                 hexagon_arch: Some(soc.arch.into()),
-                target: Some(crate::target::wine::TRIPLE.into()),
+                target: Some(crate::targets::wine::TRIPLE.into()),
                 ..DeviceInfo::default()
             };
             SweepTarget { target: WineTarget::for_soc(*soc).named(&name), info, dir: name, chosen_by: "socs".into(), host_htp: true }
@@ -370,7 +370,7 @@ fn run_cell<T: Target>(
 fn describe(record: &CellRecord) -> String {
     let mut parts = vec![record.outcome.label().to_lowercase()];
     if let Some(median) = record.median_ns {
-        parts.push(format!("median {}", gate::units::fmt_ms(median)));
+        parts.push(format!("median {}", npugate_gate::units::fmt_ms(median)));
     }
     if let Some(cv) = record.cv_pct {
         parts.push(format!("CV {cv:.1}%"));
@@ -388,8 +388,8 @@ fn describe(record: &CellRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::mock::{Behaviour, MockTarget};
-    use crate::target::{Cancel, Execution};
+    use crate::targets::mock::{Behaviour, MockTarget};
+    use crate::targets::{Cancel, Execution};
 
     /// A mock device that "kills the sweep" (sets the interrupt) after `kill_after` runs.
     struct KilledAfter {
@@ -427,7 +427,7 @@ mod tests {
     }
 
     fn device(target: KilledAfter) -> SweepTarget<KilledAfter> {
-        let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(crate::target::host_triple()), ..Default::default() };
+        let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(crate::targets::host_triple()), ..Default::default() };
         SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), host_htp: false }
     }
 

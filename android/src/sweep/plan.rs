@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gate::Rules;
+use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use harness_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
 use crate::hexagon::Soc;
 use crate::runtime::RuntimeManifest;
 

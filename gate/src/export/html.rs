@@ -3,7 +3,7 @@
 //! strip with partitions and boundaries, and the fallback table.
 
 use maud::{html, Markup};
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 use super::{
     compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,

@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 use crate::compare::CompareVerdict;
 use crate::outputs::fmt_metric;

@@ -3,7 +3,7 @@
 //! consistency table, for `npugate outputs compare`.
 
 use comfy_table::{presets, CellAlignment, Table};
-use profile_parser::report::PlacementReport;
+use npugate_profile::report::PlacementReport;
 
 use super::consistency::{self, DeviceOutputs};
 use super::{

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use npugate_result::RunResult;
-use profile_parser::report::{
+use npugate_profile::report::{
     Boundaries, EpShare, FallbackNode, NodePlacement, Partition, PlacementReport, TimeStats, Totals, Transition,
     PLACEMENT_SCHEMA,
 };
@@ -140,7 +140,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
         })
         .collect();
     fallback.sort_by(|a, b| b.flops_pct.total_cmp(&a.flops_pct));
-    let rejections = profile_parser::causes::aggregate(&fallback, preferred, None);
+    let rejections = npugate_profile::causes::aggregate(&fallback, preferred, None);
     PlacementReport {
         schema: PLACEMENT_SCHEMA.into(),
         model_sha256: "5d41402abc4b2a76b9719d911017c592b2ad8c6f1d3e4a5b6c7d8e9f00112233".into(),

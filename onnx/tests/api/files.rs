@@ -1,6 +1,6 @@
 //! External-data tensors and EPContext context files: found everywhere, paths checked, rewritten.
 
-use onnx_model::{ExternalDataError, GraphPath, LocateError, Model, TensorHolder};
+use npugate_onnx::{ExternalDataError, GraphPath, LocateError, Model, TensorHolder};
 
 use crate::support::*;
 
@@ -41,7 +41,7 @@ fn external_tensors_are_found_everywhere_with_offset_and_length() {
         TensorHolder::Attribute {
             graph: GraphPath {
                 function: None,
-                steps: vec![onnx_model::SubgraphStep {
+                steps: vec![npugate_onnx::SubgraphStep {
                     node: "if".into(),
                     attribute: "then_branch".into(),
                     index: None

@@ -1,6 +1,6 @@
 //! Walking the main graph and every subgraph, and lookups by name.
 
-use onnx_model::{Dim, GraphId, ValueRole};
+use npugate_onnx::{Dim, GraphId, ValueRole};
 
 use crate::support::*;
 
@@ -71,7 +71,7 @@ fn graphs_list_their_inputs_outputs_initializers_and_value_info() {
     let index = model.index();
     let main = index.graph(GraphId::MAIN).unwrap();
     let names =
-        |signatures: Vec<onnx_model::ValueSignature>| signatures.into_iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        |signatures: Vec<npugate_onnx::ValueSignature>| signatures.into_iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(names(main.inputs()), ["x: float32[batch, 8]", "M: float32[]"]);
     assert_eq!(names(main.outputs()), ["y: float32[batch, 8]"]);
     assert_eq!(names(main.initializers()), ["M: float32[]"]);

@@ -1,6 +1,6 @@
 //! Exposing intermediate tensors as graph outputs.
 
-use onnx_model::{Dim, Model, OutputError, ValueKind};
+use npugate_onnx::{Dim, Model, OutputError, ValueKind};
 
 use crate::support::nested_model;
 
@@ -23,7 +23,7 @@ fn outputs_are_added_with_their_value_info_or_by_name() {
     // Adding again changes nothing; what was added survives a round trip.
     assert!(model.add_outputs(&["a"]).unwrap().is_empty());
     let back = Model::from_bytes(model.to_bytes().unwrap()).unwrap();
-    let a = back.index().graph(onnx_model::GraphId::MAIN).unwrap().outputs().remove(1);
+    let a = back.index().graph(npugate_onnx::GraphId::MAIN).unwrap().outputs().remove(1);
     assert_eq!(a.dims.unwrap(), [Dim::Named("batch".into()), Dim::Fixed(8)]);
     assert_eq!(back.intermediate_tensors(), ["loop_out", "beam_out"]);
 }
@@ -48,6 +48,6 @@ fn a_subgraph_tensor_or_an_unknown_name_is_refused_and_nothing_changes() {
     let error = model.add_outputs(&["x"]).unwrap_err();
     assert!(error.to_string().contains("\"x\"") && error.to_string().contains("graph input"), "{error}");
     assert_eq!(model, before);
-    let mut graphless = Model::from(onnx_model::proto::ModelProto::default());
+    let mut graphless = Model::from(npugate_onnx::proto::ModelProto::default());
     assert!(graphless.add_outputs(&["a"]).is_err());
 }

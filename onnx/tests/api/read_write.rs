@@ -2,7 +2,7 @@
 //! metadata.
 
 use bytes::Bytes;
-use onnx_model::{Model, ReadError, MAX_PROTOBUF_BYTES};
+use npugate_onnx::{Model, ReadError, MAX_PROTOBUF_BYTES};
 
 use crate::support::*;
 
@@ -106,7 +106,7 @@ fn metadata_is_read_set_and_replaced_in_place() {
     let mut proto = model.clone().into_proto();
     proto
         .metadata_props
-        .push(onnx_model::proto::StringStringEntryProto { key: Some("author".into()), value: Some("dup".into()) });
+        .push(npugate_onnx::proto::StringStringEntryProto { key: Some("author".into()), value: Some("dup".into()) });
     let mut model = Model::from(proto);
     model.set_metadata("author", "one");
     let entries: Vec<(&str, &str)> = model.metadata_entries().collect();

@@ -1,9 +1,9 @@
 //! Real inputs, dynamic dims, `--shape` flags and rewriting input dims — every error path.
 
-use onnx_model::proto::tensor_proto::DataType;
-use onnx_model::proto::type_proto::{Sequence, Value as TypeValue};
-use onnx_model::proto::{TypeProto, ValueInfoProto};
-use onnx_model::{Dim, ElementType, ShapeError, ValueKind};
+use npugate_onnx::proto::tensor_proto::DataType;
+use npugate_onnx::proto::type_proto::{Sequence, Value as TypeValue};
+use npugate_onnx::proto::{TypeProto, ValueInfoProto};
+use npugate_onnx::{Dim, ElementType, ShapeError, ValueKind};
 
 use crate::support::*;
 
@@ -12,7 +12,7 @@ fn shape(name: &str, dims: &[i64]) -> (String, Vec<i64>) {
 }
 
 /// PP-OCR's classifier: `x: float32[?, 3, ?, ?]` — one symbolic name for three different sizes.
-fn cls_like() -> onnx_model::Model {
+fn cls_like() -> npugate_onnx::Model {
     relu_model(&["?", "3", "?", "?"])
 }
 

@@ -1,16 +1,16 @@
 //! Builds small ONNX models in code (no Python): dims written as strings, nodes, graphs.
 #![allow(dead_code)] // each test binary uses a different part
 
-use onnx_model::proto::tensor_proto::{DataLocation, DataType};
-use onnx_model::proto::tensor_shape_proto::dimension::Value as DimValue;
-use onnx_model::proto::tensor_shape_proto::Dimension;
-use onnx_model::proto::type_proto::{Tensor, Value as TypeValue};
-use onnx_model::proto::{
+use npugate_onnx::proto::tensor_proto::{DataLocation, DataType};
+use npugate_onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
+use npugate_onnx::proto::tensor_shape_proto::Dimension;
+use npugate_onnx::proto::type_proto::{Tensor, Value as TypeValue};
+use npugate_onnx::proto::{
     attribute_proto::AttributeType, AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, SparseTensorProto, StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto,
     ValueInfoProto,
 };
-use onnx_model::Model;
+use npugate_onnx::Model;
 
 /// A dim: `"3"` → dim_value 3, `""` → neither value nor param, anything else → dim_param.
 pub fn dim(text: &str) -> Dimension {

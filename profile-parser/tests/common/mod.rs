@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use npugate_result::Assignment;
-use profile_parser::profile::Profile;
-use profile_parser::result_dir::read_profile;
+use npugate_profile::profile::Profile;
+use npugate_profile::result_dir::read_profile;
 
 /// Path of a fixture file under `tests/fixtures`.
 pub fn fixture(relative: &str) -> PathBuf {

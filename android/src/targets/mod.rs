@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness_settings::HarnessSettings;
+use npugate_settings::HarnessSettings;
 
 use crate::hash_cache::HashCache;
 use crate::model::{ModelFiles, PreparedModel};

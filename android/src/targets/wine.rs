@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use harness_settings::{EpKind, HarnessSettings};
+use npugate_settings::{EpKind, HarnessSettings};
 
 use super::host::LocalLaunch;
 use super::{Execution, Job, Progress, Target};

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
-use harness_settings::HarnessCommand;
+use npugate_settings::HarnessCommand;
 use npugate_result::files;
 
 use super::{Execution, Job, Progress, Target};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use harness_settings::HarnessCommand;
+use npugate_settings::HarnessCommand;
 use npugate_result::{contract, files};
 use serde::{Deserialize, Serialize};
 
@@ -354,8 +354,8 @@ fn file_name(path: &Path) -> String {
 mod tests {
     use super::*;
     use crate::runtime::manifest::{EpLibrary, RuntimeFile};
-    use crate::target::Cancel;
-    use harness_settings::HarnessSettings;
+    use crate::targets::Cancel;
+    use npugate_settings::HarnessSettings;
 
     fn runtime(dir: &Path) -> crate::runtime::RuntimeManifest {
         let file = |name: &str, role: &str, arch: Option<&str>| RuntimeFile {
