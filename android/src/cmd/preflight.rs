@@ -147,7 +147,7 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, out: &std::path::Path) -
 
 /// `npugate preflight --ep openvino …`: the session on an EP of this machine.
 fn on_host(args: &PreflightArgs, ep: EpKind) -> Result<u8> {
-    let settings = npugate_settings::HarnessSettings { ep, ..Default::default() };
+    let settings = npugate_settings::HarnessSettings::from(npugate_settings::SessionSettings { ep, ..Default::default() });
     let name = match &args.runtime {
         Some(name) => name.clone(),
         None => super::run::local_runtime(&settings)?,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpKind, HarnessSettings, QnnArgs, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, QnnArgs, SessionSettings, ShapeSpec};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use npugate_result::{files, RunResult};
 use npugate_profile::ort_log::RejectionReasons;
@@ -189,11 +189,8 @@ impl HtpPreflightRequest<'_> {
         let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
-        let reference_settings = HarnessSettings {
-            session_only: true,
-            shapes: self.shapes.to_vec(),
-            ..HarnessSettings::default()
-        };
+        let reference_settings =
+            HarnessSettings { session_only: true, ..HarnessSettings::from(SessionSettings { shapes: self.shapes.to_vec(), ..SessionSettings::default() }) };
         let soc_settings = soc_settings(self.shapes, self.fp16);
         // The node shapes depend on the model and ONNX Runtime only: computed once, then reused.
         let reference_dir = reference_cache(&prepared.files.digest, &self.host.runtime);
@@ -277,14 +274,13 @@ impl HtpPreflightRequest<'_> {
 /// The settings of every SoC job (and of a compile): QNN on the HTP backend, validation on,
 /// session only.
 pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings {
-    HarnessSettings {
+    let session = SessionSettings {
         ep: EpKind::Qnn,
-        session_only: true,
-        no_reference_pass: true,
         shapes: shapes.to_vec(),
         qnn: QnnArgs { qnn_backend: Some(QnnBackend::Type("htp")), enable_htp_fp16_precision: Some(fp16), ..QnnArgs::default() },
-        ..HarnessSettings::default()
-    }
+        ..SessionSettings::default()
+    };
+    HarnessSettings { session_only: true, no_reference_pass: true, ..HarnessSettings::from(session) }
 }
 
 /// Runs one job into `dir` (replaced), keeping whatever the harness wrote.

@@ -12,7 +12,7 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
-use npugate_settings::{EpKind, HarnessSettings};
+use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
 use crate::devices::{self, DeviceInfo};
@@ -340,7 +340,7 @@ fn run_cell<T: Target>(
     };
     let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
     let settings = match device.host_htp {
-        true => HarnessSettings { ep: EpKind::Qnn, ..settings.clone() },
+        true => HarnessSettings { session: SessionSettings { ep: EpKind::Qnn, ..settings.session.clone() }, ..settings.clone() },
         false => settings.clone(),
     };
     let job = Job {

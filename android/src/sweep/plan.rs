@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 use crate::hexagon::Soc;
 use crate::runtime::RuntimeManifest;
 
@@ -226,7 +226,10 @@ impl SweepPlan {
     /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
     pub fn cell_settings(&self, model: &PlannedModel, runtime: &RuntimeManifest) -> HarnessSettings {
         match self.runtime_eps.get(&runtime.name) {
-            Some(RuntimeEp { ep, ep_options }) => HarnessSettings { ep: *ep, ep_options: ep_options.clone(), ..model.settings.clone() },
+            Some(RuntimeEp { ep, ep_options }) => HarnessSettings {
+                session: SessionSettings { ep: *ep, ep_options: ep_options.clone(), ..model.settings.session.clone() },
+                ..model.settings.clone()
+            },
             None => model.settings.clone(),
         }
     }
