@@ -55,10 +55,7 @@ impl ReferenceRequest<'_> {
             ..SessionSettings::default()
         };
         let settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, ..HarnessSettings::from(session) };
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
-        }
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        crate::layout::RESULT_DIR.replace(dir, "--out")?;
         let job = Job {
             harness: self.harness,
             runtime: self.runtime,

@@ -288,8 +288,7 @@ mod tests {
 
     #[test]
     fn input_paths_are_mapped_for_a_target() {
-        let mut settings = HarnessSettings::default();
-        settings.inputs = vec!["x=/host/a.npy".parse().unwrap()];
+        let settings = HarnessSettings::from(SessionSettings { inputs: vec!["x=/host/a.npy".parse().unwrap()], ..SessionSettings::default() });
         let mapped = settings.with_input_paths(|input| PathBuf::from(format!("/device/{}.npy", input.input)));
         assert_eq!(mapped.inputs[0].to_string(), "x=/device/x.npy");
         assert_eq!(settings.inputs[0].path, PathBuf::from("/host/a.npy"));

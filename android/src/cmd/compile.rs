@@ -2,56 +2,76 @@
 //! backend: an EPContext model with the context binary embedded (or beside it, `--context-file`),
 //! stamped with what it was compiled for. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still written), 2 error.
 
-use std::path::PathBuf;
-
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
-use npugate_settings::ShapeSpec;
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
+use npugate_settings::{EpKind, SessionSettings};
 
-use crate::hexagon::{self, Soc};
+use super::options::{EmulatorArgs, ModelArg, OutArg, RuntimeArgs};
 use crate::htp::compile::CompileRequest;
 use crate::htp::HostHtp;
+use crate::plan::{Command, Installed, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]
 pub struct CompileArgs {
-    /// The ONNX model.
-    #[arg(long, value_name = "PATH")]
-    pub model: PathBuf,
-    /// The Snapdragon to compile for, e.g. SM8650.
-    #[arg(long, value_name = "SOC", value_parser = hexagon::find)]
-    pub soc: Soc,
-    /// Concrete shape for a dynamic input, `name=1x3x224x224` (repeatable).
-    #[arg(long = "shape", value_name = "NAME=DIMS")]
-    pub shapes: Vec<ShapeSpec>,
-    /// The EPContext model to write (default: <model>_ctx.onnx next to the model).
-    #[arg(long, value_name = "PATH")]
-    pub out: Option<PathBuf>,
-    /// Runtime (name or directory) [default: qnn-2.7.0-ort-1.31.1-windows-x86_64].
-    #[arg(long, value_name = "NAME")]
-    pub runtime: Option<String>,
-    /// The Windows harness (default: the cargo layout's x86_64-pc-windows-gnu build).
-    #[arg(long, value_name = "PATH")]
-    pub harness: Option<PathBuf>,
-    /// Compile float graphs in fp16 (as the device run would) [default: 1].
-    #[arg(long, value_name = "0|1", default_value = "1", value_parser = clap::builder::BoolishValueParser::new())]
-    pub enable_htp_fp16_precision: bool,
+    /// `--model`.
+    #[command(flatten)]
+    pub model: ModelArg,
+    /// `--soc`: the Snapdragon to compile for (one), e.g. SM8650; `--qnn`: the QNN version that compiles.
+    #[command(flatten)]
+    pub emulator: EmulatorArgs,
+    /// `--out`: the EPContext model to write [default: <model>_ctx.onnx next to the model].
+    #[command(flatten)]
+    pub out: OutArg,
+    /// `--runtime`, `--harness`.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Write the context binary as a `.bin` file beside the model (embed mode 0, what large models
     /// use) instead of inside it; the two are deployed together.
     #[arg(long)]
     pub context_file: bool,
+    /// How the session is made (`--shape`, `--enable-htp-fp16-precision` [default: 1], …).
+    #[command(flatten)]
+    pub session: SessionSettings,
+}
+
+impl CompileArgs {
+    /// The plan request these flags make.
+    pub fn request(&self) -> Result<Request<'_>> {
+        if self.emulator.socs().len() != 1 {
+            bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
+        }
+        Ok(Request {
+            command: Command::Compile,
+            model: &self.model.model,
+            place: Place::Emulator,
+            ep: EpKind::Qnn,
+            runtime: self.runtime.runtime.as_deref(),
+            harness: self.runtime.harness.harness.as_deref(),
+            socs: self.emulator.socs(),
+            qnn: self.emulator.qnn(),
+            out: None,
+        })
+    }
 }
 
 /// Runs `npugate compile`.
 pub fn run(args: CompileArgs) -> Result<u8> {
-    let model = args.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.display()))?;
-    let out = args.out.clone().unwrap_or_else(|| {
+    let model = args.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.model.display()))?;
+    let out = args.out.out.clone().unwrap_or_else(|| {
         let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
         model.with_file_name(format!("{stem}_ctx.onnx"))
     });
-    let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
-    let request = CompileRequest { host: &host, model: &model, shapes: &args.shapes, soc: args.soc, fp16: args.enable_htp_fp16_precision, context_file: args.context_file };
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    plan.announce();
+    let [planned] = plan.targets.as_slice() else {
+        bail!("compile uses one QNN version: pass one --qnn");
+    };
+    let host = HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() };
+    let soc = planned.soc.context("an emulator target has its SoC")?;
+    let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
+    let request = CompileRequest { host: &host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file };
     let compiled = request.run(&out, &super::options::interrupt_flag())?;
     println!("{}: compiled for {}", compiled.path.display(), compiled.compiled_for.describe());
     for file in &compiled.context_files {

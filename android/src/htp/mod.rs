@@ -57,7 +57,7 @@ impl HostHtp {
 }
 
 /// Refuses a runtime that is not a Windows x64 QNN plugin runtime with the HTP backend.
-fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
+pub fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
     let fix = format!("pass --runtime {HOST_HTP_RUNTIME} (npugate runtime fetch {HOST_HTP_RUNTIME})");
     if runtime.target != wine::TRIPLE {
         bail!("runtime {} is built for {}, but the host HTP runs the {} harness under wine; {fix}", runtime.name, runtime.target, wine::TRIPLE);

@@ -36,9 +36,11 @@ use npugate_result::{contract, files};
 use npugate_onnx::Model;
 
 use crate::device_rack::result_dir_names;
+use crate::layout::Ownership;
 use crate::output_check::ReferenceRequest;
 use crate::rack::{run_rack, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
+use crate::plan::Planned;
 use crate::runtime::RuntimeManifest;
 use crate::targets::{Cancel, Job, Target};
 use compare::{compare_run, Saved};
@@ -108,12 +110,8 @@ pub struct NumericsRequest<'a> {
 /// Where the model under test runs.
 #[derive(Clone, Copy)]
 pub struct Targets<'a> {
-    /// The targets, each run in parallel with the others.
-    pub targets: &'a [&'a dyn Target],
-    /// The harness built for them.
-    pub harness: &'a Path,
-    /// The runtime they load.
-    pub runtime: &'a RuntimeManifest,
+    /// The targets with the harness and runtime of each, run in parallel with each other.
+    pub planned: &'a [Planned],
     /// Extra environment of the harness.
     pub env: &'a [(&'a str, &'a str)],
     /// The longest one harness run may take.
@@ -133,7 +131,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     let same = std::fs::canonicalize(request.model).ok() == std::fs::canonicalize(request.reference_model).ok();
     let reference = if same { None } else { Some(load(request.reference_model, request.settings)?) };
     let reference = reference.as_ref().unwrap_or(&model);
-    let names = result_dir_names(&on.targets.iter().map(|t| t.name().to_string()).collect::<Vec<_>>());
+    let names = result_dir_names(&on.planned.iter().map(|p| p.target.name().to_string()).collect::<Vec<_>>());
     let selection = match request.tensors {
         TensorChoice::All => Selection::All,
         TensorChoice::Names(names) => Selection::Only { tensors: names.iter().cloned().collect(), strict: true },
@@ -158,21 +156,12 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
-    let job = Job {
-        harness: on.harness,
-        runtime: on.runtime,
-        model: &instrumented.model,
-        prepared: None,
-        settings: &settings,
-        env: on.env,
-        timeout: on.timeout,
-        cancel: request.cancel,
-    };
-    let rack = on_every_target(on, &RunSpec { job, gate: None, reference: None }, out, &names);
+    let rack = on_every_target(on, &instrumented.model, &settings, request.cancel, out, &names);
     let reference_saved = Saved { dir: &reference_run.dir, result: &reference_run.result };
     let runs: Vec<TargetRun> = on
-        .targets
+        .planned
         .iter()
+        .map(|p| &p.target)
         .zip(&rack.results)
         .zip(&rack.report.devices)
         .zip(&names)
@@ -202,11 +191,21 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     Ok(report)
 }
 
-/// Runs `spec` on every target in parallel, each into `dir/<its name>`.
-fn on_every_target(on: &Targets<'_>, spec: &RunSpec<'_>, dir: &Path, names: &[String]) -> Rack<RunReport> {
-    run_rack(on.targets, on.policy, |target, progress| {
-        let index = on.targets.iter().position(|t| std::ptr::addr_eq(*t, target)).unwrap_or_default();
-        run_on(target, spec, &dir.join(&names[index]), progress)
+/// Runs `model` with `settings` on every target in parallel (each with its own harness and
+/// runtime), each into `dir/<its name>`.
+fn on_every_target(on: &Targets<'_>, model: &Path, settings: &HarnessSettings, cancel: &Cancel, dir: &Path, names: &[String]) -> Rack<RunReport> {
+    let specs: Vec<RunSpec> = on
+        .planned
+        .iter()
+        .map(|p| {
+            let job = Job { harness: &p.harness, runtime: &p.runtime, model, prepared: None, settings, env: on.env, timeout: on.timeout, cancel };
+            RunSpec { job, gate: None, reference: None }
+        })
+        .collect();
+    let targets: Vec<&dyn Target> = on.planned.iter().map(|p| p.target.as_ref()).collect();
+    run_rack(&targets, on.policy, |target, progress| {
+        let index = targets.iter().position(|t| std::ptr::addr_eq(*t, target)).unwrap_or_default();
+        run_on(target, &specs[index], &dir.join(&names[index]), progress)
     })
 }
 
@@ -294,17 +293,7 @@ fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: Option<&M
 /// saved) and the tensors that cross a partition boundary on any of them.
 fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, names: &[String]) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
-    let job = Job {
-        harness: on.harness,
-        runtime: on.runtime,
-        model: request.model,
-        prepared: None,
-        settings: &settings,
-        env: on.env,
-        timeout: on.timeout,
-        cancel: request.cancel,
-    };
-    let rack = on_every_target(on, &RunSpec { job, gate: None, reference: None }, &request.out.join(PLAIN_DIR), names);
+    let rack = on_every_target(on, request.model, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();
     for (outcome, finished) in rack.report.devices.iter().zip(&rack.results) {
         let Some(report) = finished else {
@@ -317,7 +306,7 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
         tensors.extend(placement::boundary_tensors(model, &report.result.assignment));
     }
     if tensors.is_empty() {
-        let targets: Vec<&str> = on.targets.iter().map(|t| t.name()).collect();
+        let targets: Vec<&str> = on.planned.iter().map(|p| p.target.name()).collect();
         bail!(
             "--tensors boundaries: no tensor crosses a partition boundary on {} (the model runs in one partition there; \
              the plain runs are in {}); pass --tensors all",
@@ -346,12 +335,11 @@ fn relative(path: &Path, base: &Path) -> String {
 
 /// Refuses an output directory that holds something else than an earlier numerics report.
 fn prepare_out(out: &Path) -> Result<()> {
-    let foreign = out.is_dir()
-        && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
-        && !out.join(files::NUMERICS).is_file()
-        && !out.join(files::INSTRUMENTED_DIR).is_dir();
-    if foreign {
-        bail!("{} is not empty and holds no npugate numerics report; choose another --out", out.display());
-    }
+    const NUMERICS_DIR: Ownership = Ownership {
+        marker: files::NUMERICS,
+        what: "npugate numerics report",
+        own_names: &[files::INSTRUMENTED_DIR, files::NUMERICS_REFERENCE_DIR, PLAIN_DIR, files::NUMERICS_HTML],
+    };
+    NUMERICS_DIR.check(out, "--out")?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
 }

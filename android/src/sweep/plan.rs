@@ -188,9 +188,7 @@ impl SweepPlan {
                 Some(name) => name,
                 None => path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             };
-            if name.is_empty() || name.starts_with('.') || !name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                return Err(field_error(field("name"), format!("{name:?} must be letters, digits, `.`, `_` or `-` (it names a directory)")));
-            }
+            crate::paths::check_plain_name(&name, "the model name").map_err(|e| field_error(field("name"), e.to_string()))?;
             if !names.insert(name.clone()) {
                 return Err(field_error(field("name"), format!("two models are named {name:?}; give one another name = \"…\"")));
             }
@@ -220,6 +218,7 @@ impl SweepPlan {
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
+        crate::paths::check_plain_name(&name, "the sweep name").map_err(|e| field_error("name".into(), e.to_string()))?;
         Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtime, models })
     }
 
@@ -326,8 +325,10 @@ mod tests {
         let runtime = runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let cases = [
-            (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 3: unknown field `runz`"),
+            (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 2: unknown setting `runz`"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model file"),
+            (format!("name = \"../x\"\nruntimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n"), "name: the sweep name \"../x\" must be"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\nname = \"a/b\"\npath = \"a.onnx\"\n"), "model[0].name: the model name \"a/b\""),
             ("runtimes = [\"ort-0.0.0-nowhere\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes[0]: runtime \"ort-0.0.0-nowhere\""),
             (format!("runtimes = [{runtime:?}]\n[[device]]\n[[model]]\npath = \"a.onnx\"\n"), "device[0]: give exactly one"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"), "unknown field `cv_pc`"),
@@ -336,7 +337,7 @@ mod tests {
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"y=1x3\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
-            (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 3: dimension \"big\""),
+            (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 2: dimension \"big\""),
             ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
             ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
             (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
