@@ -453,7 +453,13 @@ fn windows_runtime(runtime: Option<&str>, resources: &dyn Resources) -> bool {
 
 /// The harness for `runtime`'s target: `--harness`, else the one built for it; it must exist.
 fn harness(request: &Request<'_>, runtime: &RuntimeManifest, resources: &dyn Resources) -> Result<PathBuf> {
-    let path = match request.harness {
+    harness_for(request.harness, runtime, resources)
+}
+
+/// The harness that runs `runtime`: `explicit` (`--harness`), else the one built for the runtime's
+/// target; it must exist. The rule of every plan and of every sweep cell.
+pub fn harness_for(explicit: Option<&Path>, runtime: &RuntimeManifest, resources: &dyn Resources) -> Result<PathBuf> {
+    let path = match explicit {
         Some(path) => path.to_path_buf(),
         None => resources.harness(&runtime.target)?,
     };

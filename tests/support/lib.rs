@@ -65,9 +65,53 @@ pub fn python() -> PathBuf {
     path
 }
 
-/// Runs a command to completion, capturing output.
+/// The longest one command of an end-to-end test may run: `$NPUGATE_E2E_TIMEOUT` seconds, default
+/// 900 — far above any command's normal time on a loaded 2-core machine, so a hang fails the test
+/// that caused it instead of stalling CI.
+pub fn command_timeout() -> std::time::Duration {
+    let seconds = std::env::var("NPUGATE_E2E_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(900);
+    std::time::Duration::from_secs(seconds)
+}
+
+/// Runs a command to completion, capturing output. A command still running after
+/// [`command_timeout`] is killed with everything it started (its own process group) and the test
+/// fails, naming itself and the command.
 pub fn run(command: &mut Command) -> Output {
-    command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = std::time::Instant::now() + command_timeout();
+    let status = loop {
+        match child.try_wait().unwrap_or_else(|e| panic!("cannot wait for {command:?}: {e}")) {
+            Some(status) => break status,
+            None if std::time::Instant::now() >= deadline => {
+                let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+                let _ = child.wait();
+                let test = std::thread::current().name().unwrap_or("this test").to_string();
+                panic!("{test}: {command:?} ran past {}s (NPUGATE_E2E_TIMEOUT) and was killed with everything it started", command_timeout().as_secs());
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
 }
 
 /// Stdout and stderr of an output, for assertion messages.

@@ -149,14 +149,6 @@ impl SweepPlan {
             }
             socs.push(soc);
         }
-        let htp_runtime = match (socs.is_empty(), &raw.htp_runtime) {
-            (true, Some(_)) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
-            (true, None) => None,
-            (false, name) => {
-                let host = crate::htp::HostHtp::locate(name.as_deref(), None).map_err(|e| field_error("socs".into(), format!("{e:#}")))?;
-                Some(host.runtime)
-            }
-        };
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
         for (index, name) in raw.runtimes.iter().enumerate() {
             let manifest = RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
@@ -217,6 +209,31 @@ impl SweepPlan {
                 .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
+        let htp_runtime = match (socs.is_empty(), &raw.htp_runtime) {
+            (true, Some(_)) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None) => None,
+            (false, name) => {
+                // The host-HTP cells resolve like `npugate run --local --ep qnn --soc …` of each
+                // model (a compiled model is checked against every SoC).
+                let mut runtime = None;
+                for model in &models {
+                    let request = crate::plan::Request {
+                        command: crate::plan::Command::Run,
+                        model: &model.path,
+                        place: crate::plan::Place::Emulator,
+                        ep: EpKind::Qnn,
+                        runtime: name.as_deref(),
+                        harness: None,
+                        socs: socs.clone(),
+                        qnn: crate::plan::QnnChoice::Any,
+                        out: None,
+                    };
+                    let plan = crate::plan::Plan::resolve(&request, &crate::plan::Installed).map_err(|e| field_error("socs".into(), format!("{e:#}")))?;
+                    runtime = plan.targets.into_iter().next().map(|planned| planned.runtime);
+                }
+                runtime
+            }
+        };
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
         crate::paths::check_plain_name(&name, "the sweep name").map_err(|e| field_error("name".into(), e.to_string()))?;
         Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtime, models })
