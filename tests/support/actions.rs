@@ -460,8 +460,9 @@ pub fn key_values(text: &str) -> BTreeMap<String, String> {
         if line.is_empty() {
             continue;
         }
-        match (line.split_once("<<"), line.split_once('=')) {
-            (Some((name, delimiter)), equals) if equals.map_or(true, |(before, _)| before.len() > name.len()) => {
+        let heredoc = line.split_once("<<").filter(|(name, _)| !name.contains('='));
+        match (heredoc, line.split_once('=')) {
+            (Some((name, delimiter)), _) => {
                 let body: Vec<&str> = lines.by_ref().take_while(|l| *l != delimiter).collect();
                 values.insert(name.to_string(), body.join("\n"));
             }

@@ -82,7 +82,7 @@ fn assert_uploaded_report(run: &ActionRun) -> PathBuf {
     assert_eq!(run.uploads.len(), 1, "{}", run.describe());
     let upload = &run.uploads[0];
     let report_dir = PathBuf::from(run.output("report_dir"));
-    assert_eq!(upload.paths, [report_dir.clone()], "the upload takes the report directory");
+    assert_eq!(upload.paths, std::slice::from_ref(&report_dir), "the upload takes the report directory");
     for file in ["summary.md", "npugate.stderr"] {
         assert!(upload.files.contains(&report_dir.join(file)), "{file} is not in the artifact: {:?}", upload.files);
     }
