@@ -511,3 +511,103 @@ fn the_gitlab_template_cloned_from_its_repository_fails_a_planted_fallback() {
     assert!(run.log.contains("Det node det"), "the log names it too");
     assert!(run.artifacts.iter().any(|f| f.ends_with("report.html")), "artifacts are kept when the job fails: {:?}", run.artifacts);
 }
+
+#[test]
+fn the_simulated_runner_behaves_as_github_does() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("action.yml"),
+        r#"name: probe
+description: what the simulated runner must do as GitHub does
+inputs:
+  who: { description: d, required: true }
+  mode: { description: d, default: Fast }
+outputs:
+  greeting: { description: d, value: "${{ steps.first.outputs.greeting }}" }
+  block: { description: d, value: "${{ steps.first.outputs.block }}" }
+runs:
+  using: composite
+  steps:
+    - id: first
+      shell: bash
+      env: { WHO: "${{ inputs.who }}" }
+      run: |
+        echo "input variable: ${INPUT_WHO:-none}"
+        echo "greeting=hello $WHO" >> "$GITHUB_OUTPUT"
+        printf 'block<<END\nline 1\nline 2\nEND\n' >> "$GITHUB_OUTPUT"
+        echo "CARRIED=from the first step" >> "$GITHUB_ENV"
+        mkdir -p "$RUNNER_TEMP/bin" && printf '#!/bin/sh\necho tool ran\n' > "$RUNNER_TEMP/bin/probe-tool" && chmod +x "$RUNNER_TEMP/bin/probe-tool"
+        echo "$RUNNER_TEMP/bin" >> "$GITHUB_PATH"
+        echo "::warning title=a%3Ab::50%25 done"
+        echo "probe summary" >> "$GITHUB_STEP_SUMMARY"
+    - id: second
+      if: inputs.mode == 'FAST'
+      shell: bash
+      run: |
+        echo "$CARRIED"
+        probe-tool
+        false | true
+        echo "pipefail did not stop the step"
+    - id: skipped
+      shell: bash
+      run: echo never
+    - id: cleanup
+      if: ${{ failure() }}
+      shell: bash
+      run: echo "cleanup after ${{ steps.second.outcome }}"
+"#,
+    )
+    .unwrap();
+    let run = ActionRunner::new(dir.path()).run(&[("who", "World")]);
+    let step = |id: &str| run.steps.iter().find(|s| s.label == id).unwrap();
+    // No INPUT_* for a composite action's steps (actions/runner#665): inputs come through expressions only.
+    assert!(step("first").stdout.contains("input variable: none"), "{}", run.describe());
+    assert_eq!((run.output("greeting"), run.output("block")), ("hello World", "line 1\nline 2"));
+    // `==` ignores case; GITHUB_ENV and GITHUB_PATH reach the next step; pipefail fails it.
+    let second = step("second");
+    assert_eq!((second.outcome, second.exit_code), (Outcome::Failure, Some(1)), "{}", run.describe());
+    assert!(second.stdout.contains("from the first step") && second.stdout.contains("tool ran"), "{}", run.describe());
+    assert!(!second.stdout.contains("pipefail did not stop"), "{}", run.describe());
+    assert_eq!(step("skipped").outcome, Outcome::Skipped, "a failed step skips the next unless it asks");
+    assert_eq!(step("cleanup").stdout.trim(), "cleanup after failure");
+    assert_eq!((run.conclusion, run.exit_code), (Outcome::Failure, 1));
+    assert_eq!((run.annotations[0].title.as_deref(), run.annotations[0].message.as_str()), (Some("a:b"), "50% done"));
+    assert_eq!(run.summary, "probe summary\n");
+}
+
+#[test]
+fn the_simulated_pipeline_resolves_and_runs_a_job_as_gitlab_does() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("base.yml"),
+        ".base:\n  variables: { BASE: from-base, OVER: base }\n  before_script: [echo before]\n  artifacts:\n    when: always\n    paths: [out/]\n    reports: { junit: \"out/*.xml\", dotenv: out/vars.env }\n",
+    )
+    .unwrap();
+    let ci_file = project.path().join(".gitlab-ci.yml");
+    std::fs::write(
+        &ci_file,
+        r#"include:
+  - local: base.yml
+variables: { GLOBAL: g, OVER: global }
+job:
+  extends: .base
+  variables: { OVER: job, REF: "${GLOBAL}-$OVER" }
+  parallel: { matrix: [{ AXIS: [a, b] }] }
+  script:
+    - echo "over=$OVER ref=$REF axis=$AXIS pipeline=$FROM_PIPELINE base=$BASE"
+    - mkdir -p out && echo "KEY=v" > out/vars.env && echo '<testsuite/>' > out/r.xml
+    - false | true
+    - echo "pipefail did not stop the job"
+  after_script: [echo after]
+"#,
+    )
+    .unwrap();
+    let pipeline = Pipeline::load(project.path(), &ci_file, &[]);
+    let job = pipeline.job("job");
+    let run = pipeline.run(&job, &[("AXIS", "b")], &[("FROM_PIPELINE", "p")], &|program: &Path| Command::new(program));
+    assert!(run.log.contains("over=job ref=g-job axis=b pipeline=p base=from-base"), "{}", run.describe());
+    assert!(run.log.contains("before") && run.log.contains("after") && !run.log.contains("pipefail did not stop"), "{}", run.describe());
+    assert_eq!(run.exit_code, 1, "{}", run.describe());
+    assert_eq!((run.junit.len(), run.dotenv.get("KEY").map(String::as_str)), (1, Some("v")), "artifacts: when always keeps them");
+    assert!(run.artifacts.contains(&project.path().join("out/vars.env")));
+}
