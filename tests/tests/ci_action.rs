@@ -275,13 +275,26 @@ fn the_action_compares_against_the_base_branch_model_and_names_the_node_that_mov
 }
 
 #[test]
-fn the_action_installs_npugate_from_its_checkout() {
-    let runner = ActionRunner::new(&repo()).env("CARGO_TARGET_DIR", &bin("npugate").parent().unwrap().parent().unwrap().display().to_string());
-    let action = runner.run(&[("model", &model("smallcnn.onnx").display().to_string()), ("rules", CALM_CV)]);
+fn the_action_installs_npugate_from_its_checkout_with_the_host_htp() {
+    // No npugate-bin: install builds the checkout (`cargo build --release --workspace --bins`, a no-op
+    // after scripts/setup's identical build) and, for `ep: qnn` on this machine, the Windows harness.
+    npugate_e2e::htp::windows_harness();
+    let target_dir = bin("npugate").parent().unwrap().parent().unwrap().display().to_string();
+    let runner = ActionRunner::new(&repo()).env("CARGO_TARGET_DIR", &target_dir);
+    let action = runner.run(&[
+        ("model", &model("smallcnn_qdq.onnx").display().to_string()),
+        ("ep", "qnn"),
+        ("soc", "SM8650"),
+        ("args", "--runs 1 --warmup 0 --profile-runs 1"),
+    ]);
     assert_eq!((action.conclusion, action.exit_code, action.output("verdict")), (Outcome::Success, 0, "pass"), "{}", action.describe());
     let installed = action.steps[0].outputs.get("npugate").cloned().unwrap_or_default();
     assert_eq!(PathBuf::from(&installed), bin("npugate"), "install built the checkout's npugate into CARGO_TARGET_DIR");
-    assert!(action.steps[0].stderr.contains("building npugate in"), "{}", action.describe());
+    let log = &action.steps[0].stderr;
+    assert!(log.contains("building npugate in") && log.contains("building the Windows harness"), "{}", action.describe());
+    // The QDQ model's graph-input Quantize / graph-output Dequantize are on the CPU by design: expected, not fallback.
+    let verdict = json(&PathBuf::from(action.output("report_dir")).join("result/verdict.json"));
+    assert!((output_number(&action, "npu_flops_pct") - preferred_share(&verdict["placement"])).abs() < 1e-4);
 }
 
 #[test]
