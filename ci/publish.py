@@ -57,7 +57,7 @@ def read_document(path: Path, schema: str) -> dict:
 
 @dataclass
 class Target:
-    """One judged target: this machine, a device, or a sweep cell."""
+    """One judged target: this machine or a device."""
 
     label: str
     document: Optional[dict] = None
