@@ -158,7 +158,9 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
     Some(std::fs::read(png).expect("read the screenshot"))
 }
 
+pub mod actions;
 pub mod devices;
+pub mod gitlab;
 pub mod htp;
 pub mod qnn;
 pub mod sweeps;
@@ -188,4 +190,18 @@ pub fn old_ort_lib() -> PathBuf {
     let unpack = run(Command::new("python3").args(["-c", script]).arg(&wheel).arg(SHA256).arg(&lib));
     assert!(unpack.status.success(), "unpack {}: {}", wheel.display(), describe(&unpack));
     lib
+}
+
+/// Variables of this process a simulated CI runner's job keeps (the rest of the test's environment,
+/// e.g. cargo's, is no part of a CI job's).
+pub const RUNNER_ENV: [&str; 8] = ["PATH", "HOME", "LANG", "NPUGATE_CACHE", "CARGO_HOME", "RUSTUP_HOME", "CARGO_TARGET_DIR", "TMPDIR"];
+
+/// Every file under `path` (itself, when it is a file), sorted.
+pub fn files_under(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path).into_iter().flatten().flatten().flat_map(|e| files_under(&e.path())).collect();
+    files.sort();
+    files
 }
