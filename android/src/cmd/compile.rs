@@ -7,7 +7,7 @@ use clap::Args;
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_settings::{EpKind, SessionSettings};
 
-use super::options::{EmulatorArgs, ModelArg, OutArg, RuntimeArgs};
+use super::options::{EmulatorArgs, SubjectArgs};
 use crate::htp::compile::CompileRequest;
 use crate::htp::HostHtp;
 use crate::plan::{Command, Installed, Place, Plan, Request};
@@ -15,18 +15,13 @@ use crate::plan::{Command, Installed, Place, Plan, Request};
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]
 pub struct CompileArgs {
-    /// `--model`.
+    /// `--model`, `--runtime`, `--harness`, `--out`: the EPContext model to write [default:
+    /// <model>_ctx.onnx next to the model].
     #[command(flatten)]
-    pub model: ModelArg,
+    pub subject: SubjectArgs,
     /// `--soc`: the Snapdragon to compile for (one), e.g. SM8650; `--qnn`: the QNN version that compiles.
     #[command(flatten)]
     pub emulator: EmulatorArgs,
-    /// `--out`: the EPContext model to write [default: <model>_ctx.onnx next to the model].
-    #[command(flatten)]
-    pub out: OutArg,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
     /// Write the context binary as a `.bin` file beside the model (embed mode 0, what large models
     /// use) instead of inside it; the two are deployed together.
     #[arg(long)]
@@ -42,24 +37,14 @@ impl CompileArgs {
         if self.emulator.socs().len() != 1 {
             bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
         }
-        Ok(Request {
-            command: Command::Compile,
-            model: &self.model.model,
-            place: Place::Emulator,
-            ep: EpKind::Qnn,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: self.emulator.socs(),
-            qnn: self.emulator.qnn(),
-            out: None,
-        })
+        Ok(Request { out: None, ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator)) })
     }
 }
 
 /// Runs `npugate compile`.
 pub fn run(args: CompileArgs) -> Result<u8> {
-    let model = args.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.model.display()))?;
-    let out = args.out.out.clone().unwrap_or_else(|| {
+    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
+    let out = args.subject.out.out.clone().unwrap_or_else(|| {
         let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
         model.with_file_name(format!("{stem}_ctx.onnx"))
     });
