@@ -13,7 +13,7 @@ use crate::adb::Adb;
 use crate::device_state::parse_celsius;
 use crate::hexagon::{Soc, SocChoice};
 use crate::pipeline::{GateSpec, Sinks};
-use crate::plan::{Command, DevicePlace, Place, QnnChoice, Request};
+use crate::plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, Request};
 use crate::rack::RackPolicy;
 use crate::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
 use crate::targets::Cancel;
@@ -121,7 +121,7 @@ impl PlaceArgs {
                 selectors: self.devices.devices.devices.clone(),
                 settings: self.devices.adb_settings(),
                 run_timeout: self.devices.run_timeout(),
-                skip_noisy: health.and_then(HealthArgs::history),
+                skip_noisy: health.map(HealthArgs::noisy).transpose()?.flatten(),
             }));
         }
         match emulator.filter(|e| !e.socs.is_empty() || !e.qnn.is_empty()) {
@@ -353,9 +353,18 @@ pub struct HealthArgs {
 }
 
 impl HealthArgs {
-    /// The history whose noisy devices are left out, with `--skip-noisy`.
-    pub fn history(&self) -> Option<PathBuf> {
-        self.skip_noisy.then(|| self.history.path())
+    /// With `--skip-noisy`: the devices the history flags as noisy, each with why (none when there
+    /// is no history yet, which is said).
+    pub fn noisy(&self) -> Result<Option<NoisyDevices>> {
+        if !self.skip_noisy {
+            return Ok(None);
+        }
+        let path = self.history.path();
+        let Some(health) = crate::history::health::load(&path)? else {
+            eprintln!("npugate: --skip-noisy: no history at {} yet, so no device is skipped", path.display());
+            return Ok(Some(NoisyDevices::default()));
+        };
+        Ok(Some(NoisyDevices(health.into_iter().filter(|h| h.noisy).map(|h| (h.serial, h.summary)).collect())))
     }
 }
 
