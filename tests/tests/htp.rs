@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use npugate_e2e::devices::Rig;
+use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::htp::{npugate, preflight, soc};
 use npugate_e2e::{bin, describe, model, python, run};
 use npugate_result::RunResult;
@@ -185,7 +185,7 @@ fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs
 
     // A board whose kernel reads SM8350 (chip id 439) refuses it before anything is pushed.
     let port = 6201;
-    let rig = Rig::up_with(&[(port, Some(439))]);
+    let rig = Rig::up_with(&[Device::new(port).soc_id(439)]);
     let devices = run(rig.command(bin("npugate")).args(["devices", "--json"]));
     assert!(String::from_utf8_lossy(&devices.stdout).contains("\"soc\": \"SM8350\""), "{}", describe(&devices));
     let on_device = run(rig
