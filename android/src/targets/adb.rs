@@ -216,8 +216,9 @@ fn adb_error(error: AdbError) -> anyhow::Error {
 /// and the runtime's libraries, keeping only the Stub/Skel of the device's Hexagon arch.
 fn files_for(job: &Job<'_>, device: &DeviceInfo, model: &ModelFiles, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
     let serial = &device.serial;
-    let target = device.target.as_deref().ok_or_else(|| {
-        anyhow::anyhow!("device {serial}: unknown ABI {:?}; no harness target for it", device.abi.as_deref().unwrap_or("?"))
+    let target = device.target.as_deref().ok_or_else(|| match device.abi.as_deref() {
+        Some(abi) => anyhow::anyhow!("device {serial}: unknown ABI {abi:?}; no harness target for it"),
+        None => anyhow::anyhow!("device {serial}: its ABI is unknown (getprop ro.product.cpu.abi and uname -m gave nothing); no harness target for it"),
     })?;
     super::check_runtime(&format!("device {serial}"), target, job.runtime)?;
     let mut files = vec![
