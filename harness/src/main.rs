@@ -11,7 +11,7 @@ use clap::Parser;
 use npugate_result::digest::sha256_file;
 use npugate_result::{
     files, Artifacts, Assignment, BackendHealth, ExecutionConfig, FixedFrom, HistogramSummary, LibraryIdentity, ModelInfo, RunResult,
-    RunSettings, RunStatus, RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
+    RunSettings, RunStatus, RuntimeIdentity, TimedLog, Timings, ToolInfo, RUN_RESULT_SCHEMA,
 };
 use ort::environment::Environment;
 use ort::memory::DeviceType;
@@ -138,6 +138,7 @@ fn run(args: &Args) -> Result<()> {
             ep_device,
             context_model: args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string()),
             emulated: None,
+            timed_log: None,
         },
         settings: RunSettings {
             warmup: args.settings.warmup,
@@ -161,9 +162,12 @@ fn run(args: &Args) -> Result<()> {
         result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
     }
 
+    // The timed session logs at an app's level (nothing per inference); a session-only run has no
+    // timed runs and its one session is the VERBOSE account.
+    let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let created = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    let created = plan.create(&env, "timed", timed_level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
         Ok(session) => session,
@@ -174,12 +178,7 @@ fn run(args: &Args) -> Result<()> {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
     }
     result.assignment = session::assignment(&timed);
-    result.backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| backend::assess(&backend::log_since(&log, log_start), &result.assignment, &ep_name, adsp_problem().as_deref()));
-    result.execution.emulated = emulation(args, result.backend.as_ref());
+    let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
     result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
     let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass;
@@ -192,7 +191,14 @@ fn run(args: &Args) -> Result<()> {
         (Ok(()), Ok(Vec::new()))
     } else {
         let mut bound = BoundSession::new(timed, &prepared)?;
+        // ONNX Runtime's own loggers (arenas, the QNN backend's messages) log at the timed level too
+        // while the model runs, as in an app; the VERBOSE account is logged before and after.
+        env.set_log_level(session::log_level(args.settings.ort_log_level));
+        let runs_start = backend::log_position(&log);
         let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
+        let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
+        env.set_log_level(ort::logging::LogLevel::Verbose);
+        result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
         // After the timed loop, never inside it: one extra run whose outputs are saved.
         let saved_outputs = match (&measured, args.settings.check_outputs) {
             (Ok(()), true) => outputs::save(&mut bound, &out),
@@ -216,7 +222,12 @@ fn run(args: &Args) -> Result<()> {
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
+        .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result, &mut account));
+    if args.settings.ep.is_accelerator() {
+        let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
+        result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
+        result.execution.emulated = emulation(args, result.backend.as_ref());
+    }
     let finished = match &result.backend {
         Some(health) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
         _ => finished,
@@ -280,7 +291,20 @@ fn emulation(args: &Args, backend: Option<&BackendHealth>) -> Option<String> {
     })
 }
 
-/// The steps after the timed runs: library identity, profiled pass, reference pass.
+/// The VERBOSE account of the EP when no profiled session gave it: a session created (log id
+/// `account`, at the environment's VERBOSE level) and dropped only for what its set-up logs — the
+/// backend's health, its power configuration. Returns the log written meanwhile; a failure to
+/// create it is a warning (the log then holds why).
+fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: &mut Vec<String>) -> String {
+    let start = backend::log_position(log);
+    if let Err(error) = plan.create(env, "account", None) {
+        warnings.push(format!("the VERBOSE account session of the EP could not be created: {error:#}"));
+    }
+    backend::log_since(log, start)
+}
+
+/// The steps after the timed runs: library identity, profiled pass, reference pass. The profiled
+/// session logs VERBOSE: what it logged while it was created is the EP's account (`account`).
 fn finish(
     args: &Args,
     env: &Environment,
@@ -288,6 +312,7 @@ fn finish(
     prepared: &[PreparedInput],
     out: &Path,
     result: &mut RunResult,
+    account: &mut Option<String>,
 ) -> Result<()> {
     // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
     if !args.settings.session_only {
@@ -303,7 +328,11 @@ fn finish(
         // A CPU-EP session saves its optimized graph (weights in a side file), so fused kernels can
         // be traced back to the nodes they replaced; compiling EPs cannot serialize their graphs.
         let optimized = (args.settings.ep == EpKind::Cpu).then(|| out.join(OPTIMIZED_GRAPH));
-        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref())?;
+        let log = out.join(files::ORT_LOG);
+        let log_start = backend::log_position(&log);
+        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref());
+        *account = Some(backend::log_since(&log, log_start));
+        let session = session?;
         profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         if let Some(optimized) = &optimized {
@@ -466,7 +495,7 @@ fn with_context_cache(
         let log_start = backend::log_position(&log);
         let start = Instant::now();
         let compiling = plan.with_session_config(&context_cache::write_config(&context_model));
-        let session = compiling.create(env, "compile").map_err(|e| {
+        let session = compiling.create(env, "compile", None).map_err(|e| {
             let e = e.context(
                 "--context-cache: cold session creation (compile, then write the context binary) failed; only EPs that \
                  compile (QNN HTP/GPU, OpenVINO, TensorRT, …) make context binaries",

@@ -8,12 +8,13 @@ use anyhow::{anyhow, bail, Context, Result};
 use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
 use ort::device::Device;
 use ort::environment::Environment;
+use ort::logging::LogLevel;
 use ort::memory::DeviceType;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use ort::AsPointer;
 
-use npugate_settings::{EpKind, HarnessSettings, OptimizationLevel};
+use npugate_settings::{EpKind, HarnessSettings, OptimizationLevel, OrtLogLevel};
 
 use crate::backend::DidNotStart;
 use crate::providers;
@@ -134,9 +135,14 @@ pub fn register_ep(env: &Environment, settings: &HarnessSettings, library: Optio
 
 impl SessionPlan {
     /// Creates a session from this plan. `log_id` tags the session's log lines (`timed`,
-    /// `compile`) so log readers can tell the sessions apart.
-    pub fn create(&self, env: &Environment, log_id: &str) -> Result<Session> {
-        let builder = self.builder(env, log_id, self.optimization)?;
+    /// `compile`, `account`) so log readers can tell the sessions apart. `level` is the session's
+    /// own log level (ONNX Runtime's, which the QNN EP also gives its backend when it sets it up);
+    /// `None` logs at the environment's level, VERBOSE.
+    pub fn create(&self, env: &Environment, log_id: &str, level: Option<OrtLogLevel>) -> Result<Session> {
+        let mut builder = self.builder(env, log_id, self.optimization)?;
+        if let Some(level) = level {
+            builder = builder.with_log_level(log_level(level)).map_err(|e| anyhow!("cannot set the session's log level: {e}"))?;
+        }
         let builder = self.attach_ep(env, builder, &self.ep_options)?;
         commit(builder, &self.model)
     }
@@ -282,6 +288,17 @@ fn with_cpu_device(env: &Environment, builder: SessionBuilder) -> Result<Session
 
 fn commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> {
     builder.commit_from_file(model).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()))
+}
+
+/// ONNX Runtime's severity of a `--ort-log-level`.
+pub fn log_level(level: OrtLogLevel) -> LogLevel {
+    match level {
+        OrtLogLevel::Verbose => LogLevel::Verbose,
+        OrtLogLevel::Info => LogLevel::Info,
+        OrtLogLevel::Warning => LogLevel::Warning,
+        OrtLogLevel::Error => LogLevel::Error,
+        OrtLogLevel::Fatal => LogLevel::Fatal,
+    }
 }
 
 fn optimization_level(level: OptimizationLevel) -> GraphOptimizationLevel {

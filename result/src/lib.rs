@@ -281,6 +281,22 @@ pub struct ExecutionConfig {
     /// nothing about a device, so the gate leaves latency rules unjudged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
+    /// How the timed session logged (absent in results of harnesses before it had its own level,
+    /// whose timed session logged at VERBOSE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_log: Option<TimedLog>,
+}
+
+/// The timed session's logging: an app logs at WARNING or less, and every line logged inside the
+/// timed loop is work (formatting, a file write) the app would not do.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TimedLog {
+    /// ONNX Runtime's log level of the timed session, which the EP gives its backend
+    /// (`verbose`, `info`, `warning`, `error`, `fatal`).
+    pub level: String,
+    /// Lines written to `ort.log` from the first inference to the last timed run (first, warmup
+    /// and timed runs; by every logger of the process).
+    pub lines_during_runs: u64,
 }
 
 /// Run counts and input generation settings.
@@ -424,6 +440,36 @@ pub struct BackendHealth {
     /// One-line reason when it did not start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the QNN HTP backend reported about the power configuration it set up for the session
+    /// (absent for other EPs and backends, and when the log holds no such record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub htp_power: Option<HtpPowerReport>,
+}
+
+/// The HTP power configuration of a session, as the QNN EP and the backend logged it when the
+/// session was set up: what the EP asked for and whether the backend applied it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HtpPowerReport {
+    /// The performance mode the EP set (`burst`, …), or kept when it equalled the backend's
+    /// (`default`: nothing to set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance_mode: Option<String>,
+    /// RPC polling time the EP set, µs (`burst` sets 9999).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_polling_time_us: Option<u64>,
+    /// RPC control latency the EP set, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_control_latency_us: Option<u64>,
+    /// The backend's own account of the settings it set (DCVS, power mode, voltage corners, …), in log order.
+    pub backend_settings: Vec<String>,
+    /// Status the backend's `setPowerConfig` returned (`0x0` = success), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// True when the backend set the configuration and said nothing against it.
+    pub applied: bool,
+    /// Why it was not applied, in the backend's or the EP's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applied: Option<String>,
 }
 
 /// Files written next to `result.json` (paths relative to the result directory).

@@ -104,7 +104,8 @@ fn qnn_profiling_goes_to_the_profiled_session_only() {
     let output = qnn_harness(
         &model("smallcnn.onnx"),
         dir.path(),
-        &["--qnn-backend", "htp", "--ep-option", &saver, "--ep-option", "skip_backend_op_validation=1", "--qnn-profiling", "basic"],
+        // At INFO the timed session traces its options (at the default WARNING it logs none).
+        &["--qnn-backend", "htp", "--ep-option", &saver, "--ep-option", "skip_backend_op_validation=1", "--qnn-profiling", "basic", "--ort-log-level", "info"],
     );
     let result = RunResult::read(dir.path()).unwrap_or_else(|e| panic!("{e}\n{}", describe(&output)));
     assert!(!result.execution.ep_options.contains_key("profiling_level"), "{:?}", result.execution.ep_options);
