@@ -155,7 +155,7 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
     let preferred = per_ep.iter().find(|s| s.ep == inputs.preferred_ep);
     let io_quantization = IoQuantization::new(inputs, graph);
     let fallback = fallback_list(&nodes, inputs, &io_quantization, total_flops);
-    note_inserted_io_quantization(inputs, &coverage, &io_quantization, &mut warnings);
+    note_inserted_nodes(inputs, &coverage, &io_quantization, &mut warnings);
     let mut report_partitions: Vec<Partition> = partitions.iter().map(|p| p.to_report(&nodes, inputs.profile)).collect();
     if let Some(qnn) = inputs.qnn {
         attach_backend_ops(&mut report_partitions, qnn, &mut warnings);
@@ -263,6 +263,8 @@ fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &Plac
         .filter(|g| g.kernels.is_empty())
         .flat_map(|g| g.nodes.iter().map(String::as_str))
         .collect();
+    // A reference pass that knows none of the nodes is of another model: it cannot tell which ran.
+    let reference_knows_the_model = graph.nodes.iter().any(|n| reference.contains_key(n.name.as_str()));
     let mut unknown_ops: BTreeMap<&str, usize> = BTreeMap::new();
     let mut split = Vec::new();
     let mut nodes = Vec::with_capacity(graph.nodes.len());
@@ -296,11 +298,14 @@ fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &Plac
                 None => None,
             },
         };
-        let not_placed = match ep {
-            Some(_) => None,
-            None if folded_groups.contains(&name) => Some(NotPlaced::FoldedAtLoad),
-            None if model_node.subgraph && found.is_none() && inputs.reference.is_some() => Some(NotPlaced::NotRun),
-            None => Some(NotPlaced::Unattributed),
+        // A subgraph node the reference pass (which ran every taken branch) did not see sat in a
+        // branch that was not taken, wherever ONNX Runtime assigned it.
+        let not_run = model_node.subgraph && found.is_none() && reference_knows_the_model;
+        let (ep, not_placed) = match ep {
+            _ if not_run => (None, Some(NotPlaced::NotRun)),
+            Some(ep) => (Some(ep), None),
+            None if folded_groups.contains(&name) => (None, Some(NotPlaced::FoldedAtLoad)),
+            None => (None, Some(NotPlaced::Unattributed)),
         };
         nodes.push(Node {
             name,
@@ -370,7 +375,7 @@ struct MatchedPartition {
     ep: String,
     fused_node: usize,
     fused_name: String,
-    /// The model nodes its subgraph's nodes stand for.
+    /// The model nodes its subgraph's nodes stand for, in model order.
     model_nodes: Vec<usize>,
 }
 
@@ -434,7 +439,11 @@ fn match_partitions(assignment: &Assignment, coverage: &Coverage<'_>, profile: &
                 ep: ep.to_string(),
                 fused_node,
                 fused_name: profile.nodes[fused_node].name.clone(),
-                model_nodes: coverage.union(subgraph.nodes.iter().map(|n| n.name.as_str())),
+                model_nodes: {
+                    let mut inside = coverage.union(subgraph.nodes.iter().map(|n| n.name.as_str()));
+                    inside.sort_unstable();
+                    inside
+                },
             });
         }
     }
@@ -573,8 +582,9 @@ fn per_run_time(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -> Vec<
         .collect()
 }
 
-/// Per-EP nodes, FLOPs and time. Node and FLOP counts are the placed model nodes'; time comes
-/// from the profile's kernels grouped by `args.provider`. `time_pct` is the EP's share of all
+/// Per-EP nodes, FLOPs and time. Node and FLOP counts are the placed model nodes'; when their
+/// known FLOPs are 0 (a model of data movement only), the FLOP shares are the node shares. Time
+/// comes from the profile's kernels grouped by `args.provider`. `time_pct` is the EP's share of all
 /// kernel time summed over the profiled runs (so shares add up to 100 %); `time_us_per_run` is the
 /// median over runs of the EP's per-run sum.
 fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) -> Vec<EpShare> {
@@ -603,6 +613,12 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
             }
         })
         .collect();
+    if total_flops == 0 {
+        // Nothing but data movement (or FLOPs unknown everywhere): the FLOP shares are the node shares.
+        for share in &mut shares {
+            share.flops_pct = share.nodes_pct;
+        }
+    }
     shares.sort_by(|a, b| b.flops.cmp(&a.flops).then(b.nodes.cmp(&a.nodes)).then(a.ep.cmp(&b.ep)));
     shares
 }
@@ -661,26 +677,45 @@ impl<'a> IoQuantization<'a> {
     }
 }
 
-/// Names, in one line, the graph-I/O Q/DQ nodes ONNX Runtime inserted (no model node) that run
-/// off the preferred EP by design: they are no model node, so no count includes them.
-fn note_inserted_io_quantization(inputs: &PlacementInputs<'_>, coverage: &Coverage<'_>, io: &IoQuantization<'_>, warnings: &mut Vec<String>) {
-    let inserted: Vec<&str> = inputs
-        .assignment
-        .subgraphs
-        .iter()
-        .filter(|s| s.ep != inputs.preferred_ep)
-        .flat_map(|s| &s.nodes)
-        .filter(|n| coverage.model_nodes(&n.name).is_empty() && io.names.is_some() && io.by_design(&n.name, &n.op_type, None))
-        .map(|n| n.name.as_str())
-        .collect();
-    if !inserted.is_empty() {
+/// Names, in one line each, the nodes ONNX Runtime inserted (they stand for no model node, so no
+/// count includes them) that run off the preferred EP: graph-I/O Q/DQ on the CPU by design — by
+/// the partitioned graph's tensor names, or, for those the EP's layout transformation inserted
+/// (no graph of ours has them), by the EP's own reason — and any others.
+fn note_inserted_nodes(inputs: &PlacementInputs<'_>, coverage: &Coverage<'_>, io: &IoQuantization<'_>, warnings: &mut Vec<String>) {
+    let (mut by_design, mut other): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for node in inputs.assignment.subgraphs.iter().filter(|s| s.ep != inputs.preferred_ep).flat_map(|s| &s.nodes) {
+        if !coverage.model_nodes(&node.name).is_empty() {
+            continue;
+        }
+        let offload_reason = inputs.rejections.and_then(|r| r.reason(&node.name)).is_some_and(|r| is_io_offload_reason(&r));
+        if io.offloaded && (io.names.is_some_and(|names| names.contains(&node.name)) || offload_reason) {
+            by_design.push(&node.name);
+        } else {
+            other.push(&node.name);
+        }
+    }
+    if !by_design.is_empty() {
         warnings.push(format!(
             "ONNX Runtime inserted {} graph-I/O QuantizeLinear/DequantizeLinear node(s) that run on the CPU by design \
              ({IO_OFFLOAD_OPTION}); no model node, not counted: {}",
-            inserted.len(),
-            preview(&inserted)
+            by_design.len(),
+            preview(&by_design)
         ));
     }
+    if !other.is_empty() {
+        warnings.push(format!(
+            "ONNX Runtime inserted {} node(s) that run off {}; no model node, not counted: {}",
+            other.len(),
+            inputs.preferred_ep,
+            preview(&other)
+        ));
+    }
+}
+
+/// The QNN EP's reason for leaving a graph-I/O Q/DQ to the CPU ("QNN EP is configured to not take
+/// DQ nodes that generate a graph output", `simple_op_builder.cc`).
+fn is_io_offload_reason(reason: &str) -> bool {
+    reason.contains("configured to not take") && (reason.contains("graph output") || reason.contains("graph input"))
 }
 
 /// Every placed node not on the preferred EP, most FLOPs first (unknown FLOPs last), then by time.
