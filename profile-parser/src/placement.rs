@@ -104,7 +104,8 @@ struct Node<'a> {
     reference: Option<&'a ProfiledNode>,
     /// FLOPs from the reference pass's shapes; `None` when unknown.
     flops: Option<u64>,
-    /// The nodes of the partitioned graph that stand for it (their names find the EP's reasons).
+    /// The nodes of the partitioned graph that stand for it and are no model node themselves (a
+    /// fused `Gemm`): the EP's reasons for them are its reasons.
     run_nodes: Vec<&'a str>,
     profile_ep: Option<&'a str>,
     time_us_per_run: Option<f64>,
@@ -315,7 +316,7 @@ fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &Plac
             not_placed,
             reference: found,
             flops,
-            run_nodes: standing.iter().map(|&(run, _)| run).collect(),
+            run_nodes: standing.iter().map(|&(run, _)| run).filter(|run| coverage.model_node(run).is_none()).collect(),
             profile_ep: None,
             time_us_per_run: None,
         });
