@@ -350,12 +350,15 @@ fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &Plac
         warnings.push(format!("{} node(s) were folded away when ONNX Runtime loaded the model: they never run", count(NotPlaced::FoldedAtLoad)));
     }
     if count(NotPlaced::Unattributed) > 0 {
-        let unattributed: Vec<&str> = nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).map(|n| n.name).collect();
+        let unattributed: Vec<&Node<'_>> = nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).collect();
+        let names: Vec<&str> = unattributed.iter().map(|n| n.name).collect();
+        let moved_data_only = unattributed.iter().all(|n| KNOWN_ZERO_OPS.contains(&n.op_type));
         warnings.push(format!(
-            "{} node(s) with {} FLOPs could not be traced to a node ONNX Runtime placed: unknown to every share ({})",
-            unattributed.len(),
+            "{} node(s) with {} FLOPs could not be traced to a node ONNX Runtime placed{}: unknown to every share ({})",
+            names.len(),
             flops_of(NotPlaced::Unattributed),
-            preview(&unattributed)
+            if moved_data_only { " (an EP's layout transformation replaces Transpose and Q/DQ nodes with new ones)" } else { "" },
+            preview(&names)
         ));
     }
     nodes
