@@ -408,7 +408,7 @@ pub(crate) fn name_nodes(nodes: &[Culprit]) -> String {
     format!(": {}{tail}", named.join("; "))
 }
 
-/// `; the EP rejected them: 330 nodes: Cannot get shape → …; 2 nodes: …` — the EP's reasons by
+/// `; by cause: 330 nodes: Cannot get shape (e.g. …) → …; 2 nodes: …` — the EP's reasons by
 /// cause (see [`PlacementReport::rejections`]), and a preferred EP that claimed nothing said so.
 fn causes_note(report: &PlacementReport) -> String {
     const NAMED_CAUSES: usize = 3;
