@@ -91,3 +91,64 @@ impl<'m> ModelIndex<'m> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{AttributeProto, ModelProto, ValueInfoProto};
+
+    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+        NodeProto {
+            name: (!name.is_empty()).then(|| name.to_string()),
+            op_type: Some(op.into()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn value(name: &str) -> ValueInfoProto {
+        ValueInfoProto { name: Some(name.into()), ..Default::default() }
+    }
+
+    #[test]
+    fn unnamed_nodes_get_onnx_runtimes_names_constants_take_no_index_subgraphs_count_from_zero() {
+        let branch = GraphProto { node: vec![node("", "Relu", &["x"], &["t"]), node("", "Neg", &["t"], &["u"])], ..Default::default() };
+        let mut if_node = node("", "If", &["c"], &["y"]);
+        if_node.attribute.push(AttributeProto { name: Some("then_branch".into()), g: Some(branch), ..Default::default() });
+        let graph = GraphProto {
+            node: vec![
+                node("", "Constant", &[], &["k"]),
+                node("", "QuantizeLinear", &["x", "s"], &["q"]),
+                node("named", "DequantizeLinear", &["q", "s"], &["d"]),
+                node("", "Constant", &[], &["k2"]),
+                if_node,
+                node("", "DequantizeLinear", &["d", "s"], &["out"]),
+            ],
+            input: vec![value("x")],
+            output: vec![value("out")],
+            ..Default::default()
+        };
+        let mut model = Model::from_bytes(prost::Message::encode_to_vec(&ModelProto { graph: Some(graph), ..Default::default() })).unwrap();
+        assert!(model.has_unnamed_nodes());
+        assert_eq!(model.name_nodes_as_onnx_runtime(), 5);
+        assert!(!model.has_unnamed_nodes());
+        let index = model.index();
+        let names: Vec<(&str, &str)> = index.nodes().iter().map(|n| (n.name(), n.op_type())).collect();
+        assert_eq!(
+            names,
+            [
+                ("", "Constant"),
+                ("QuantizeLinear_0", "QuantizeLinear"),
+                ("named", "DequantizeLinear"),
+                ("", "Constant"),
+                ("If_2", "If"),
+                ("Relu_0", "Relu"),
+                ("Neg_1", "Neg"),
+                ("DequantizeLinear_3", "DequantizeLinear"),
+            ]
+        );
+        let io: Vec<&str> = index.io_quantization().iter().map(|n| n.name()).collect();
+        assert_eq!(io, ["QuantizeLinear_0", "DequantizeLinear_3"], "`named` reads a quantized tensor, not a graph input");
+    }
+}

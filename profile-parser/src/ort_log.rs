@@ -357,6 +357,41 @@ mod tests {
         assert_eq!(r.op_types.get("conv1_token_1").map(String::as_str), Some("Conv"), "from the EP's refusal line");
     }
 
+    /// The backend names QNN ops (`mm/MatMulAddFusion_2`: the node's name and the EP's counter);
+    /// the EP's block that follows names the ONNX nodes.
+    const FUSED_REFUSAL: &str = "\
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <I> QnnBackend_validateOpConfig started, backend = 0x1
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <E> Unsupported datatypes for the HTP Op 'FullyConnected' in the node 'mm/MatMulAddFusion_2'.
+[W:onnxruntime:timed, qnn_model_wrapper.cc:565 CreateQnnNode] QNN.backendValidateOpConfig() failed for node `mm/MatMulAddFusion_2` of type `FullyConnected` with error code 3110
+[V:onnxruntime:timed, qnn_execution_provider.cc:1713 LogNodeSupport] Validation FAILED for 1 nodes in OrtNodeUnit (Gemm) :
+\tOperator type: Gemm Node name: mm/MatMulAddFusion Node index: 9
+\tREASON : Failed to add node.
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <I> QnnBackend_validateOpConfig started, backend = 0x1
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <E> Unsupported datatypes for the HTP Op 'Prelu' in the node 'prelu_2'.
+[W:onnxruntime:timed, qnn_model_wrapper.cc:565 CreateQnnNode] QNN.backendValidateOpConfig() failed for node `prelu_2` of type `Prelu` with error code 3110
+[V:onnxruntime:timed, qnn_execution_provider.cc:1713 LogNodeSupport] Validation FAILED for 1 nodes in OrtNodeUnit (Erf) :
+\tOperator type: Erf Node name: erf Node index: 4
+\tREASON : Operators of type `Erf` are not supported by QNN EP.
+";
+
+    #[test]
+    fn the_backends_account_of_a_qnn_op_goes_to_the_onnx_nodes_of_the_block_that_follows() {
+        let r = parse_rejections(FUSED_REFUSAL.as_bytes()).unwrap();
+        let gemm = r.reason("mm/MatMulAddFusion").unwrap();
+        assert!(gemm.starts_with("QNN backend: Unsupported datatypes for the HTP Op 'FullyConnected'") && gemm.ends_with("(EP: Failed to add node.)"), "{gemm}");
+        assert_eq!(r.reason("erf").as_deref(), Some("Operators of type `Erf` are not supported by QNN EP."), "prelu_2 does not start with erf");
+        // Traced to the model: the fused Gemm stands for the model's MatMul and Add; QNN's op names are no model node.
+        let graph = ModelGraph {
+            nodes: ["mm", "add", "erf", "prelu"].iter().map(|n| npugate_result::GraphNode { name: n.to_string(), op_type: "X".into(), ..Default::default() }).collect(),
+            partitioned: Some(npugate_result::Fusions {
+                groups: vec![npugate_result::FusionGroup { kernels: vec!["mm/MatMulAddFusion".into()], nodes: vec!["mm".into(), "add".into()] }],
+            }),
+            ..Default::default()
+        };
+        let refused: Vec<(String, bool)> = r.model_nodes(&graph).into_iter().map(|n| (n.name, n.reason.is_some_and(|r| r.starts_with("QNN backend")))).collect();
+        assert_eq!(refused, [("mm".to_string(), true), ("add".to_string(), true), ("erf".to_string(), false)]);
+    }
+
     #[test]
     fn finalize_errors_are_kept_in_order_without_noise() {
         let r = parse_rejections(HTP_REFUSAL.as_bytes()).unwrap();
