@@ -592,7 +592,7 @@ fn moved_nodes(view: &PlacementView<'_>, before: &crate::baseline::BaselinePlace
     view.report
         .nodes
         .iter()
-        .filter(|n| n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
+        .filter(|n| n.not_placed.is_none() && n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
         .filter(|n| !rules.allows(&n.name, &n.op_type))
         .filter(|n| !view.excused.iter().any(|e| e.name == n.name))
         .map(|n| moved_culprit(view.report, n, Some(&before.preferred_ep)))
