@@ -408,7 +408,7 @@ pub(crate) fn name_nodes(nodes: &[Culprit]) -> String {
     format!(": {}{tail}", named.join("; "))
 }
 
-/// `; the EP rejected them: 330 nodes: Cannot get shape → …; 2 nodes: …` — the EP's reasons by
+/// `; by cause: 330 nodes: Cannot get shape (e.g. …) → …; 2 nodes: …` — the EP's reasons by
 /// cause (see [`PlacementReport::rejections`]), and a preferred EP that claimed nothing said so.
 fn causes_note(report: &PlacementReport) -> String {
     const NAMED_CAUSES: usize = 3;
@@ -592,7 +592,7 @@ fn moved_nodes(view: &PlacementView<'_>, before: &crate::baseline::BaselinePlace
     view.report
         .nodes
         .iter()
-        .filter(|n| n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
+        .filter(|n| n.not_placed.is_none() && n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
         .filter(|n| !rules.allows(&n.name, &n.op_type))
         .filter(|n| !view.excused.iter().any(|e| e.name == n.name))
         .map(|n| moved_culprit(view.report, n, Some(&before.preferred_ep)))

@@ -134,11 +134,8 @@ fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
     assert_eq!(verdict.outcome, Outcome::Fail, "a verdict (exit 1), not an error");
     let share = find(&verdict, RuleName::NpuFlopsPct);
     assert!(share.message.contains("QNNExecutionProvider started but claimed no node"), "{}", share.message);
-    assert!(
-        share.message.contains("by cause: 28 nodes: Cannot get shape → the model has dynamic input dims; pass --shape images=1x3x640x640"),
-        "{}",
-        share.message
-    );
+    assert!(share.message.contains("by cause: 28 nodes: Cannot get shape (e.g. "), "{}", share.message);
+    assert!(share.message.contains(", …) → the model has dynamic input dims; pass --shape images=1x3x640x640"), "{}", share.message);
     let count = find(&verdict, RuleName::MaxFallbackNodes);
     assert!(count.message.starts_with("max_fallback_nodes: 28 nodes > 0"), "{}", count.message);
     assert!(count.message.contains("by cause: 28 nodes: Cannot get shape"), "{}", count.message);

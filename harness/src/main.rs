@@ -20,6 +20,7 @@ mod backend;
 mod context_cache;
 mod fingerprint;
 mod fusions;
+mod graph;
 mod inputs;
 mod measure;
 mod model_files;
@@ -83,9 +84,11 @@ fn run(args: &Args) -> Result<()> {
         (None, EpKind::Qnn) => DeviceChoice::Prefer(backend_hardware(&args.settings.qnn.backend())),
         (None, _) => DeviceChoice::Only,
     };
+    let loaded = graph::LoadedModel::read(&args.model)?;
     let plan = SessionPlan {
         model: args.model.clone(),
         source_model: args.model.clone(),
+        renamed: loaded.renamed.clone(),
         ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
         ep_options,
         profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
@@ -155,6 +158,7 @@ fn run(args: &Args) -> Result<()> {
         session_error: None,
         artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
         fusions: None,
+        graph: None,
         fingerprint: fingerprint::collect(),
         warnings: Vec::new(),
     };
@@ -162,6 +166,7 @@ fn run(args: &Args) -> Result<()> {
         result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
     }
 
+    result.graph = Some(model_graph(&loaded, &env, &plan, &out, &mut result.warnings));
     // The timed session logs at an app's level (nothing per inference); a session-only run has no
     // timed runs and its one session is the VERBOSE account.
     let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
@@ -199,6 +204,13 @@ fn run(args: &Args) -> Result<()> {
         let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
         env.set_log_level(ort::logging::LogLevel::Verbose);
         result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
+        let allocated: Vec<&str> = bound.allocated_on_run().collect();
+        if !allocated.is_empty() {
+            result.warnings.push(format!(
+                "output(s) {} have no static declared shape, or another shape than declared: ONNX Runtime allocates them on every run",
+                allocated.join(", ")
+            ));
+        }
         // After the timed loop, never inside it: one extra run whose outputs are saved.
         let saved_outputs = match (&measured, args.settings.check_outputs) {
             (Ok(()), true) => outputs::save(&mut bound, &out),
@@ -222,7 +234,7 @@ fn run(args: &Args) -> Result<()> {
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result, &mut account));
+        .and_then(|()| finish(args, &env, &loaded.model, &plan, &prepared, &out, &mut result, &mut account));
     if args.settings.ep.is_accelerator() {
         let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
@@ -244,6 +256,23 @@ fn run(args: &Args) -> Result<()> {
 const OPTIMIZED_GRAPH: &str = "optimized_graph.onnx";
 /// Its weights, kept out of the graph file so that reading it stays cheap.
 const OPTIMIZED_WEIGHTS: &str = "optimized_graph.weights";
+/// The graph ONNX Runtime partitions, saved by a CPU session, read and removed at once.
+const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
+
+/// The model's own nodes and the graph ONNX Runtime partitions set against them. A model ONNX
+/// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning.
+fn model_graph(loaded: &graph::LoadedModel, env: &Environment, plan: &SessionPlan, out: &Path, warnings: &mut Vec<String>) -> npugate_result::ModelGraph {
+    let mut graph = loaded.graph();
+    let path = out.join(PARTITIONED_GRAPH);
+    let traced = plan.save_partitioned_graph(env, &path).and_then(|()| loaded.add_partitioned(&mut graph, &path));
+    for file in [path.clone(), path.with_extension("weights")] {
+        let _ = std::fs::remove_file(file);
+    }
+    if let Err(error) = traced {
+        warnings.push(format!("the nodes ONNX Runtime partitions could not be traced to the model's nodes: {error:#}"));
+    }
+    graph
+}
 
 /// `--session-only` and the EP refused the session: the refusal is the finding, so it is written
 /// into `result.json` (`session_error`, with the backend health read from the log) before the
@@ -308,6 +337,7 @@ fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: 
 fn finish(
     args: &Args,
     env: &Environment,
+    model: &npugate_onnx::Model,
     plan: &SessionPlan,
     prepared: &[PreparedInput],
     out: &Path,
@@ -336,7 +366,7 @@ fn finish(
         profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         if let Some(optimized) = &optimized {
-            match fusions::map(&args.model, optimized) {
+            match fusions::map(model, optimized) {
                 Ok(fusions) => result.fusions = Some(fusions),
                 Err(error) => result.warnings.push(format!("kernels could not be traced to the model's nodes: {error:#}")),
             }

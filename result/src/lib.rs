@@ -111,6 +111,10 @@ pub struct RunResult {
     /// graph optimizations fused, renamed or folded them (CPU-EP sessions; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fusions: Option<Fusions>,
+    /// The model's own nodes as ONNX Runtime names them, and the graph ONNX Runtime partitions set
+    /// against them: what every share is counted in (absent in results of older harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<ModelGraph>,
     /// The machine the harness ran on.
     pub fingerprint: SystemFingerprint,
     /// Non-fatal observations, each a full sentence.
@@ -426,6 +430,52 @@ pub struct FusionGroup {
     pub kernels: Vec<String>,
     /// Original node names, as the assignment names them.
     pub nodes: Vec<String>,
+}
+
+/// The model's own nodes and how ONNX Runtime regroups them before it partitions the graph: the
+/// unit npugate counts nodes and FLOPs in, whatever ONNX Runtime or an EP fused.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelGraph {
+    /// Every node ONNX Runtime loads (`Constant` nodes become initializers at load and are not
+    /// listed): the main graph's and, flagged, those of subgraphs (`If`/`Loop`/`Scan` bodies).
+    pub nodes: Vec<GraphNode>,
+    /// How many of them had no name and are named `<op_type>_<index>`, as ONNX Runtime shows them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub named: usize,
+    /// The graph ONNX Runtime partitions among the EPs — the model after its load-time, EP-independent
+    /// optimizations (level 1: MatMul+Add → Gemm, GELU and LayerNorm fusion, constant folding, QDQ
+    /// propagation, …), whose nodes `Session_GetEpGraphAssignmentInfo` lists — set against the model:
+    /// each group's `kernels` are nodes of that graph (as the assignment names them) and `nodes`
+    /// the model nodes they stand for. A node that kept its name and neighbours is no group; a
+    /// group without kernels was folded away at load. An EP's node that stands for model nodes
+    /// (an `EPContext` node of a compiled model) is one more group. `None` when ONNX Runtime's CPU
+    /// EP could not optimize the model (see the warnings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitioned: Option<Fusions>,
+    /// Nodes of the model or of the partitioned graph (ONNX Runtime inserts some) that quantize a
+    /// graph input or dequantize into a graph output: the QNN EP leaves them to the CPU by design.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_quantization: Vec<String>,
+}
+
+/// One node of the model.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GraphNode {
+    /// Its name, or `<op_type>_<index>` when it has none (as ONNX Runtime shows it).
+    pub name: String,
+    /// Operator type.
+    pub op_type: String,
+    /// Operator domain (empty for the default ONNX domain).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub domain: String,
+    /// True for a node inside a subgraph (an `If` branch, a `Loop` body): it runs only when its
+    /// branch is taken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subgraph: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What the log says about the accelerator: did it start (its device present, its backend up)?

@@ -75,7 +75,8 @@ fn an_a16w16_conv_net_is_refused_on_v68_and_taken_on_v75() {
     let v68 = soc(&report, "SM8350");
     assert_eq!((v68["outcome"].as_str(), v68["compiled"].as_bool()), (Some("fail"), Some(false)), "{v68:#}");
     assert!(v68["error"].as_str().unwrap().contains("ONNX Runtime refused the session for SM8350 (v68)"), "{v68:#}");
-    let conv = fallback(v68, "conv1_token_1");
+    // The model's node, not the name the layout transformation gave it (`conv1_token_1`).
+    let conv = fallback(v68, "conv1");
     assert_eq!(conv["op_type"], "Conv");
     let reason = conv["reason"].as_str().unwrap();
     assert!(reason.contains("has incorrect Value 68, expected >= 73.") && reason.contains("[needs Hexagon v73 or newer; SM8350 is v68]"), "{reason}");
