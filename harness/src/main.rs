@@ -234,7 +234,7 @@ fn run(args: &Args) -> Result<()> {
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(args, &env, &loaded.model, &plan, &prepared, &out, &mut result, &mut account));
+        .and_then(|()| finish(&AfterRuns { args, env: &env, model: &loaded.model, plan: &plan, prepared: &prepared, out: &out }, &mut result, &mut account));
     if args.settings.ep.is_accelerator() {
         let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
@@ -332,18 +332,20 @@ fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: 
     backend::log_since(log, start)
 }
 
+/// What the steps after the timed runs work with.
+struct AfterRuns<'a> {
+    args: &'a Args,
+    env: &'a Environment,
+    model: &'a npugate_onnx::Model,
+    plan: &'a SessionPlan,
+    prepared: &'a [PreparedInput],
+    out: &'a Path,
+}
+
 /// The steps after the timed runs: library identity, profiled pass, reference pass. The profiled
 /// session logs VERBOSE: what it logged while it was created is the EP's account (`account`).
-fn finish(
-    args: &Args,
-    env: &Environment,
-    model: &npugate_onnx::Model,
-    plan: &SessionPlan,
-    prepared: &[PreparedInput],
-    out: &Path,
-    result: &mut RunResult,
-    account: &mut Option<String>,
-) -> Result<()> {
+fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<String>) -> Result<()> {
+    let AfterRuns { args, env, model, plan, prepared, out } = *after;
     // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
     if !args.settings.session_only {
         result.runtime.libraries = library_identities(args, &plan.ep_options)?;
