@@ -102,11 +102,6 @@ fn run_plan(plan_file: &Path, args: &SweepArgs) -> Result<u8> {
     let devices_args = &args.devices;
     let adb = devices_args.devices.adb()?;
     let cut = Cut { units: sweep::plan_units(&plan, &adb, &devices_args.devices.devices)?, shard: args.shard };
-    if let Some(shard) = args.shard {
-        let taken: Vec<String> = cut.taken().map(|(_, unit)| unit.label()).collect();
-        let taken = if taken.is_empty() { "nothing (the plan has fewer units than shards)".to_string() } else { taken.join(", ") };
-        eprintln!("npugate sweep: shard {shard} of {} unit(s): {taken}", cut.units.len());
-    }
     let mut devices: Vec<SweepTarget<Box<dyn Target>>> =
         sweep::resolve_devices(&plan, &adb, &cut, &devices_args.adb_settings())?.into_iter().map(SweepTarget::boxed).collect();
     devices.extend(sweep::host_htp_targets(&plan, &cut).into_iter().map(SweepTarget::boxed));

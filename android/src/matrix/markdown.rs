@@ -11,7 +11,6 @@ use crate::history::trend::sparkline;
 pub fn render(m: &Matrix) -> String {
     let s = m.summary;
     let (pass, fail, error, unfinished) = m.counts();
-    let absent = m.absent();
     let mut out = format!(
         "# npugate sweep {} — night {}\n\n{} device(s) × {} runtime(s) × {} model(s): **{pass} passed, {fail} failed, {error} not judged, {unfinished} unfinished{}** ({}).\n\n",
         s.name,
@@ -19,7 +18,7 @@ pub fn render(m: &Matrix) -> String {
         s.devices.len(),
         s.runtimes.len(),
         s.models.len(),
-        if absent.is_empty() { String::new() } else { format!(", {} absent", absent.len()) },
+        m.missing_shards().map(|missing| format!(", {missing}")).unwrap_or_default(),
         m.when()
     );
     for model in &s.models {
@@ -57,6 +56,7 @@ pub fn render(m: &Matrix) -> String {
     if !unfinished.is_empty() {
         let _ = writeln!(out, "\n## Unfinished cells\n\n{}", unfinished.join("\n"));
     }
+    let absent = m.absent();
     if !absent.is_empty() {
         let _ = writeln!(out, "\n## Absent cells (their shard was not merged: run it, then merge again)\n\n- {}", absent.join("\n- "));
     }

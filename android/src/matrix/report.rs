@@ -134,6 +134,13 @@ impl<'a> Matrix<'a> {
         lines
     }
 
+    /// `shard 2/3 missing` (`shards 1/3, 2/3 missing`) when a merge lacks shards, for the headline.
+    pub(super) fn missing_shards(&self) -> Option<String> {
+        let merged = self.summary.merged.as_ref().filter(|merged| !merged.missing.is_empty())?;
+        let shards: Vec<String> = merged.missing.iter().map(|m| format!("{}/{}", m.index, merged.count)).collect();
+        Some(format!("{} {} missing", if shards.len() == 1 { "shard" } else { "shards" }, shards.join(", ")))
+    }
+
     /// `cells finished 2026-01-01T02:00:03Z – 2026-01-01T02:41:17Z`: when the sweep ran, from its
     /// cells alone, so a merge of shards and an unsharded run with the same cells say the same.
     pub(super) fn when(&self) -> String {

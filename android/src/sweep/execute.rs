@@ -135,7 +135,13 @@ pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], option
         }
         None => None,
     };
-    let summary = Mutex::new(initial_summary(plan, options, devices, shard)?);
+    let summary = initial_summary(plan, options, devices, shard)?;
+    if let Some(shard) = options.cut.shard {
+        let taken: Vec<String> = options.cut.taken().map(|(_, unit)| unit.label()).collect();
+        let taken = if taken.is_empty() { "none (the plan has fewer units than shards)".to_string() } else { taken.join(", ") };
+        eprintln!("npugate sweep: shard {shard} of {} unit(s): {taken}", options.cut.units.len());
+    }
+    let summary = Mutex::new(summary);
     lock(&summary).write(out)?;
 
     let targets: Vec<&T> = devices.iter().map(|d| &d.target).collect();
@@ -260,7 +266,7 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
             match (&previous.shard, &shard) {
                 (Some(before), Some(now)) => {
                     if let Some(why) = before.differs_from(now) {
-                        bail!("{} {why}; resume it with --shard {} and the plan it started with, or choose another --out", out.display(), before.shard);
+                        bail!("{} {why}, or choose another --out", out.display());
                     }
                 }
                 (Some(before), None) => bail!("{} holds shard {} of its sweep; resume it with --shard {}, or choose another --out", out.display(), before.shard, before.shard),

@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(absent, ["c / rt-test / m0", "c / rt-test / m1"]);
         let (html, markdown) = write_matrix(&merged, &out);
         assert!(markdown.contains("## Absent cells") && markdown.contains("- c / rt-test / m1: absent (shard 3/3 was not merged)"), "{markdown}");
-        assert!(markdown.contains("0 unfinished, 2 absent**"), "{markdown}");
+        assert!(markdown.contains("0 unfinished, shard 3/3 missing**"), "{markdown}");
         assert!(html.contains("c / rt-test / m0: absent (shard 3/3 was not merged)"), "{html}");
 
         let without_class = merge(&[dirs[0].clone(), dirs[2].clone()], &out).unwrap();

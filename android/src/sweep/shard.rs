@@ -125,17 +125,17 @@ impl ShardInfo {
         self.units.iter().map(|u| (u.shard, &u.unit, u.runtimes.as_slice())).collect()
     }
 
-    /// Why a sweep directory holding this shard cannot be resumed as `other`, if it cannot.
+    /// Why a sweep directory holding this shard cannot be resumed as `other`, and the fix, if it cannot.
     pub fn differs_from(&self, other: &ShardInfo) -> Option<String> {
         if self.shard != other.shard {
-            return Some(format!("holds shard {} of its sweep, not {}", self.shard, other.shard));
+            return Some(format!("holds shard {} of its sweep, not {}; resume it with --shard {}", self.shard, other.shard, self.shard));
         }
         if self.plan_sha256 != other.plan_sha256 {
-            return Some(format!("holds shard {} of another version of the plan (sha256 {})", self.shard, self.plan_sha256));
+            return Some(format!("holds shard {} of another version of the plan (sha256 {}); resume it with that plan", self.shard, self.plan_sha256));
         }
         if self.plan_cut() != other.plan_cut() {
             let units: Vec<String> = self.units.iter().map(|u| u.unit.label()).collect();
-            return Some(format!("holds shard {} of a plan cut into other units ({})", self.shard, units.join(", ")));
+            return Some(format!("holds shard {} of a plan cut into other units ({}); resume it with those devices", self.shard, units.join(", ")));
         }
         None
     }
