@@ -12,7 +12,7 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
-use super::shard::{Cut, ShardInfo};
+use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
 use super::unit::{self, host_htp_dir, Unit};
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
@@ -77,10 +77,7 @@ impl<T: Target + 'static> SweepTarget<T> {
 impl<T> SweepTarget<T> {
     /// The runtimes of this target's cells: the host-HTP runtime, or the plan's device runtimes.
     fn runtimes<'p>(&self, plan: &'p SweepPlan) -> Vec<&'p RuntimeManifest> {
-        match self.host_htp {
-            true => plan.htp_runtime.iter().collect(),
-            false => plan.runtimes.iter().collect(),
-        }
+        cell_runtimes(plan, self.host_htp)
     }
 }
 
@@ -128,13 +125,7 @@ impl Attempted for DeviceCells {
 pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], options: &SweepOptions) -> Result<SweepSummary> {
     let out = options.out;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let shard = match options.cut.shard {
-        Some(shard) => {
-            let resolved: Vec<(usize, String)> = devices.iter().map(|d| (d.unit, d.info.serial.clone())).collect();
-            Some(ShardInfo::new(plan, shard, options.cut, &resolved)?)
-        }
-        None => None,
-    };
+    let shard = options.cut.shard.map(|shard| shard_info(plan, shard, options.cut, devices)).transpose()?;
     let summary = initial_summary(plan, options, devices, shard)?;
     if let Some(shard) = options.cut.shard {
         let taken: Vec<String> = options.cut.taken().map(|(_, unit)| unit.label()).collect();
@@ -162,7 +153,64 @@ pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], option
     Ok(summary)
 }
 
-/// The device units of `cut` this sweep runs (see [`unit::plan_units`]) as devices over `adb`, each
+/// The plan's units in plan order: its `[[device]]` entries — or, without any, the devices
+/// `requested` chooses (`--device SERIAL|all`, listed over `adb`) — then its host-HTP SoCs. A serial
+/// or a SoC class listed twice is one unit. Nothing is probed.
+pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<Vec<Unit>> {
+    let mut units: Vec<Unit> = Vec::new();
+    if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
+        // Host-HTP cells only: no device is needed.
+    } else if plan.devices.is_empty() {
+        units.extend(devices::select(adb, requested)?.into_iter().map(Unit::Device));
+    } else {
+        anyhow::ensure!(
+            requested.is_empty(),
+            "{} chooses devices ([[device]]); drop --device, or remove the plan's [[device]] entries",
+            plan.file.display()
+        );
+        for spec in &plan.devices {
+            let unit = match (&spec.serial, &spec.soc) {
+                (Some(serial), _) => Unit::Serial(serial.clone()),
+                (None, Some(soc)) => Unit::Soc(soc.to_ascii_uppercase()),
+                (None, None) => continue, // refused when the plan was loaded
+            };
+            if !units.contains(&unit) {
+                units.push(unit);
+            }
+        }
+    }
+    units.extend(plan.socs.iter().map(|soc| Unit::HostHtp(soc.model.to_string())));
+    Ok(units)
+}
+
+/// The runtimes of a target's cells: the plan's host-HTP runtime for the host HTP emulator, else the
+/// plan's device runtimes.
+fn cell_runtimes(plan: &SweepPlan, host_htp: bool) -> Vec<&RuntimeManifest> {
+    match host_htp {
+        true => plan.htp_runtime.iter().collect(),
+        false => plan.runtimes.iter().collect(),
+    }
+}
+
+/// The record of the shard `cut` makes of `plan` (see [`super::shard`]), with the devices this
+/// shard resolved its units to.
+fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarget<T>]) -> Result<ShardInfo> {
+    let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file).with_context(|| format!("cannot read sweep plan {}", plan.file.display()))?;
+    let units = cut
+        .units
+        .iter()
+        .enumerate()
+        .map(|(position, unit)| ShardUnit {
+            shard: Shard::of_unit(position, shard.count),
+            unit: unit.clone(),
+            runtimes: cell_runtimes(plan, matches!(unit, Unit::HostHtp(_))).into_iter().map(|runtime| runtime.name.clone()).collect(),
+            devices: devices.iter().filter(|d| d.unit == position).map(|d| d.info.serial.clone()).collect(),
+        })
+        .collect();
+    Ok(ShardInfo { shard, plan_sha256, units })
+}
+
+/// The device units of `cut` this sweep runs (see [`plan_units`]) as devices over `adb`, each
 /// probed and every runtime checked against its target. A SoC class takes the connected devices of
 /// that SoC the plan does not name by serial.
 pub fn resolve_devices(plan: &SweepPlan, adb: &Adb, cut: &Cut, settings: &AdbSettings) -> Result<Vec<SweepTarget<AdbTarget>>> {

@@ -14,10 +14,9 @@ pub mod summary;
 pub mod unit;
 
 pub use cell::CellRecord;
-pub use execute::{host_htp_targets, resolve_devices, run_sweep, SweepOptions, SweepTarget};
+pub use execute::{host_htp_targets, plan_units, resolve_devices, run_sweep, SweepOptions, SweepTarget};
 pub use merge::merge;
 pub use night::{now_rfc3339, parse_night, today};
 pub use plan::SweepPlan;
 pub use shard::{Cut, Shard};
 pub use summary::{finished_cells, FinishedCell, SweepSummary};
-pub use unit::plan_units;

@@ -8,10 +8,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::plan::SweepPlan;
 use super::unit::Unit;
 
 /// `--shard I/N`: the I-th of N shards, 1 ≤ I ≤ N.
@@ -102,24 +100,6 @@ pub struct ShardUnit {
 }
 
 impl ShardInfo {
-    /// The record of `cut` (which has a shard) run from `plan`; `resolved` holds, for each device
-    /// this shard runs, its unit's position and its serial, in sweep order.
-    pub fn new(plan: &SweepPlan, shard: Shard, cut: &Cut, resolved: &[(usize, String)]) -> Result<ShardInfo> {
-        let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file).with_context(|| format!("cannot read sweep plan {}", plan.file.display()))?;
-        let units = cut
-            .units
-            .iter()
-            .enumerate()
-            .map(|(position, unit)| ShardUnit {
-                shard: Shard::of_unit(position, shard.count),
-                unit: unit.clone(),
-                runtimes: unit.runtimes(plan).into_iter().map(|runtime| runtime.name.clone()).collect(),
-                devices: resolved.iter().filter(|(at, _)| *at == position).map(|(_, serial)| serial.clone()).collect(),
-            })
-            .collect();
-        Ok(ShardInfo { shard, plan_sha256, units })
-    }
-
     /// The cut without what only this shard knows (its units' devices): equal for every shard of one sweep.
     pub fn plan_cut(&self) -> Vec<(u32, &Unit, &[String])> {
         self.units.iter().map(|u| (u.shard, &u.unit, u.runtimes.as_slice())).collect()

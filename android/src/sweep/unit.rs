@@ -2,15 +2,9 @@
 //! plan (one serial, or a SoC class: every connected device of that SoC), each host-HTP SoC of
 //! `socs`, or — for a plan without `[[device]]` — each device `--device` chose. Units are listed
 //! in plan order before any device is probed; a shard (`--shard I/N`) takes whole units, so one
-//! phone is never in two shards.
+//! phone is never in two shards. (`execute::plan_units` lists a plan's units.)
 
-use anyhow::Result;
 use serde::{Deserialize, Serialize};
-
-use super::plan::SweepPlan;
-use crate::adb::Adb;
-use crate::devices;
-use crate::runtime::RuntimeManifest;
 
 /// One unit of a sweep: what one shard takes whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,49 +49,11 @@ impl Unit {
             Unit::Soc(_) => None,
         }
     }
-
-    /// The runtimes of its cells: the plan's host-HTP runtime for a host-HTP SoC, else the plan's runtimes.
-    pub fn runtimes<'p>(&self, plan: &'p SweepPlan) -> Vec<&'p RuntimeManifest> {
-        match self {
-            Unit::HostHtp(_) => plan.htp_runtime.iter().collect(),
-            _ => plan.runtimes.iter().collect(),
-        }
-    }
 }
 
 /// The directory (and target name) of the host HTP emulator as `soc`: `htp-SM8650`.
 pub fn host_htp_dir(soc: &str) -> String {
     format!("htp-{soc}")
-}
-
-/// The plan's units in plan order: its `[[device]]` entries — or, without any, the devices
-/// `requested` chooses (`--device SERIAL|all`, listed over `adb`) — then its host-HTP SoCs. A serial
-/// or a SoC class listed twice is one unit. Nothing is probed.
-pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<Vec<Unit>> {
-    let mut units: Vec<Unit> = Vec::new();
-    if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
-        // Host-HTP cells only: no device is needed.
-    } else if plan.devices.is_empty() {
-        units.extend(devices::select(adb, requested)?.into_iter().map(Unit::Device));
-    } else {
-        anyhow::ensure!(
-            requested.is_empty(),
-            "{} chooses devices ([[device]]); drop --device, or remove the plan's [[device]] entries",
-            plan.file.display()
-        );
-        for spec in &plan.devices {
-            let unit = match (&spec.serial, &spec.soc) {
-                (Some(serial), _) => Unit::Serial(serial.clone()),
-                (None, Some(soc)) => Unit::Soc(soc.to_ascii_uppercase()),
-                (None, None) => continue, // refused when the plan was loaded
-            };
-            if !units.contains(&unit) {
-                units.push(unit);
-            }
-        }
-    }
-    units.extend(plan.socs.iter().map(|soc| Unit::HostHtp(soc.model.to_string())));
-    Ok(units)
 }
 
 /// The serials the plan names one by one: a SoC class leaves them to their own units.
