@@ -148,7 +148,10 @@ fn unfinished_section(m: &Matrix) -> Markup {
     }
     html! {
         section {
-            h2 { "Unfinished cells (a rerun of the same command redoes them)" }
+            h2 {
+                @if m.summary.merged.is_some() { "Unfinished cells (resume their shard, then merge again)" }
+                @else { "Unfinished cells (a rerun of the same command redoes them)" }
+            }
             ul { @for c in unfinished { li.err { (c.key.label()) ": " (c.error.as_deref().unwrap_or("not run")) } } }
         }
     }

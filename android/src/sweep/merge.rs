@@ -165,9 +165,16 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
 /// Refuses an `out` that is one of the shards (or inside one), or that holds anything but a
 /// merged sweep: a merge replaces only a merge.
 fn check_out(out: &Path, inputs: &[PathBuf]) -> Result<()> {
-    let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let target = canonical(out);
-    if let Some(input) = inputs.iter().find(|input| target.starts_with(canonical(input))) {
+    // A path as the file system resolves it; one that does not exist yet, below its resolved parent.
+    let resolved = |path: &Path| {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        std::fs::canonicalize(&absolute).unwrap_or_else(|_| match (absolute.parent(), absolute.file_name()) {
+            (Some(parent), Some(name)) => std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf()).join(name),
+            _ => absolute.clone(),
+        })
+    };
+    let target = resolved(out);
+    if let Some(input) = inputs.iter().find(|input| target.starts_with(resolved(input))) {
         bail!("--out {} is inside shard result {}; choose a folder of its own", out.display(), input.display());
     }
     if !out.exists() || SweepSummary::read(out).is_some_and(|summary| summary.merged.is_some()) {
@@ -367,6 +374,9 @@ mod tests {
         assert!(error(&[dirs[0].clone(), unsharded.clone()], &out).contains("holds a sweep run without --shard"));
         assert!(error(&[work.path().join("nowhere")], &out).contains("holds no sweep (sweep.json missing"));
         assert!(error(&dirs, &dirs[0].join("merged")).contains("is inside shard result"));
+        std::os::unix::fs::symlink(&dirs[0], work.path().join("link")).unwrap();
+        let roundabout = work.path().join("link").join("merged");
+        assert!(error(&dirs, &roundabout).contains("is inside shard result"), "a path that does not exist yet, resolved");
         // Another night's shard.
         let other = work.path().join("other-night");
         std::fs::create_dir_all(&other).unwrap();
