@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use npugate_e2e::devices::Rig;
-use npugate_e2e::sweeps::{finished_cells, write_plan, RUNTIMES};
+use npugate_e2e::sweeps::{finished_cells, start_and_kill_after_first_cell, write_plan, RUNTIMES};
 use npugate_e2e::{bin, describe, model, run, screenshot};
 use serde_json::Value;
 
@@ -33,19 +33,6 @@ fn identity(cell: &Path) -> (u64, i64, i64, Vec<u8>) {
     let file = cell.join("result.json");
     let meta = std::fs::metadata(&file).unwrap();
     (meta.ino(), meta.mtime(), meta.mtime_nsec(), std::fs::read(file).unwrap())
-}
-
-/// Starts the sweep and SIGKILLs it as soon as the first cell is marked finished.
-fn start_and_kill_after_first_cell(mut command: Command, out: &Path) {
-    let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start npugate sweep");
-    let start = Instant::now();
-    while finished_cells(out).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(120), "no cell finished within 120 s");
-        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before any cell was marked finished");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().expect("SIGKILL npugate");
-    child.wait().unwrap();
 }
 
 #[test]

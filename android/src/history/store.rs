@@ -133,7 +133,9 @@ impl HistoryStore {
     }
 
     /// Records a sweep's finished cells with their latencies (read from each cell's verdict). A sweep
-    /// of the same name and night is replaced, so recording a resumed sweep again is idempotent.
+    /// of the same name and night is replaced, so recording a resumed sweep again is idempotent; a
+    /// shard's result (`--shard`) replaces only its own devices' cells of that night, so shards
+    /// recording into one store make the night together (and their merge replaces it whole).
     pub fn record(&mut self, summary: &SweepSummary, sweep_dir: &Path) -> Result<usize> {
         let mut rows: Vec<(FinishedCell, String)> = Vec::new();
         for cell in finished_cells(sweep_dir)? {
@@ -142,14 +144,21 @@ impl HistoryStore {
         }
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let tx = self.connection.transaction().map_err(fail)?;
-        tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night]).map_err(fail)?;
         let sweep_dir_text = std::fs::canonicalize(sweep_dir).unwrap_or_else(|_| sweep_dir.to_path_buf()).display().to_string();
+        if summary.shard.is_none() {
+            tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night]).map_err(fail)?;
+        }
         tx.execute(
-            "INSERT INTO sweeps (name, night, started_at, sweep_dir) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO sweeps (name, night, started_at, sweep_dir) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name, night) DO NOTHING",
             params![summary.name, summary.night, summary.started_at, sweep_dir_text],
         )
         .map_err(fail)?;
-        let sweep_id = tx.last_insert_rowid();
+        let sweep_id: i64 = tx
+            .query_row("SELECT id FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night], |row| row.get(0))
+            .map_err(fail)?;
+        for device in &summary.devices {
+            tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir]).map_err(fail)?;
+        }
         for (FinishedCell { record, dir }, latencies) in &rows {
             tx.execute(
                 "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
