@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use npugate_e2e::devices::Rig;
+use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::sweeps::{finished_cells, start_and_kill_after_first_cell, RUNTIMES};
 use npugate_e2e::{bin, describe, files_under, model, run};
 use serde_json::Value;
@@ -24,7 +24,7 @@ const FAILING: &str = "cv_pct = 100000, median_ms = 0.0001";
 
 /// Three phones; the second reads as an SM8650 board (kernel chip id 557).
 fn rig(ports: [u16; 3]) -> Rig {
-    Rig::up_with(&[(ports[0], None), (ports[1], Some(557)), (ports[2], None)])
+    Rig::up_with(&[Device::new(ports[0]), Device::new(ports[1]).soc_id(557), Device::new(ports[2])])
 }
 
 /// A plan naming the first and third phone by serial and the second by its SoC class.
