@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use npugate_settings::{EpKind, HarnessSettings, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
 use npugate_result::{contract, files};
 use npugate_profile::report::PlacementReport;
 
@@ -36,6 +36,8 @@ pub struct HostPreflight<'a> {
     pub ep_options: &'a [KeyValue],
     /// Shapes of dynamic inputs.
     pub shapes: &'a [ShapeSpec],
+    /// Input data (`--input`) of its inferences.
+    pub inputs: &'a [InputFile],
 }
 
 impl HostPreflight<'_> {
@@ -49,6 +51,7 @@ impl HostPreflight<'_> {
             ep: self.ep,
             ep_options: self.ep_options.to_vec(),
             shapes: self.shapes.to_vec(),
+            inputs: self.inputs.to_vec(),
             ..HarnessSettings::default()
         };
         let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };

@@ -82,6 +82,11 @@ pub struct HarnessSettings {
     /// A session the EP refuses is recorded in result.json (`session_error`).
     #[arg(long)]
     pub session_only: bool,
+    /// With `--session-only`: run one untimed inference after the session is created, so a graph
+    /// that compiles and fails at run time is caught; a failed inference is recorded in result.json
+    /// (`inference_error`). Needs inputs like a full run (`--input`, `--seed`).
+    #[arg(long, requires = "session_only")]
+    pub execute_once: bool,
     /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
@@ -147,6 +152,7 @@ impl HarnessSettings {
             (self.strict, "--strict"),
             (self.check_outputs, "--check-outputs"),
             (self.session_only, "--session-only"),
+            (self.execute_once, "--execute-once"),
         ];
         args.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
         if let Some(name) = &self.ep_name {

@@ -14,6 +14,7 @@ use super::options::DeviceRunArgs;
 use super::run::HOST_RUNTIME;
 use crate::numerics::{self, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
 use crate::hexagon::Soc;
+use crate::htp::versions::QnnChoice;
 use crate::htp::HostHtp;
 use crate::runtime::RuntimeManifest;
 use crate::targets::adb::AdbTarget;
@@ -41,6 +42,11 @@ pub struct NumericsArgs {
     /// (repeatable, e.g. `--soc SM8350 --soc SM8650`): per-chipset numerics without a device.
     #[arg(long = "soc", value_name = "SOC", value_parser = crate::hexagon::find, conflicts_with = "local")]
     pub socs: Vec<Soc>,
+    /// With `--soc`: the QNN version of the host HTP emulator (repeatable, e.g. `--qnn 2.49.40 --qnn
+    /// 2.51.0`, or `all`): each SoC runs under each version, and each version's outputs are also
+    /// compared with the previous version's, naming the first layer where they diverge.
+    #[arg(long = "qnn", value_name = "VERSION|all", requires = "socs", conflicts_with = "runtime")]
+    pub qnn: Vec<QnnChoice>,
     /// Runtime (library set) of the target; `--local` defaults to the host ONNX Runtime.
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
@@ -88,13 +94,26 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
     let host_harness = harnesses::host()?;
     let host_runtime = RuntimeManifest::load(HOST_RUNTIME)?;
     let mut emulator_harness = None;
-    let (runtime, targets): (RuntimeManifest, Vec<Box<dyn Target>>) = if !args.socs.is_empty() {
+    let mut pairs = Vec::new();
+    let (runtimes, targets): (Vec<RuntimeManifest>, Vec<Box<dyn Target>>) = if !args.socs.is_empty() {
         if args.settings.ep != EpKind::Qnn || args.devices.devices.wanted() {
             bail!("--soc runs the model on the host HTP emulator: it needs --ep qnn and no --device");
         }
-        let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
-        emulator_harness = Some(host.harness);
-        (host.runtime, args.socs.iter().map(|soc| Box::new(WineTarget::for_soc(*soc)) as Box<dyn Target>).collect())
+        let hosts = HostHtp::for_versions(args.runtime.as_deref(), &args.qnn, args.harness.as_deref())?;
+        let several = hosts.len() > 1;
+        let (mut runtimes, mut targets): (Vec<RuntimeManifest>, Vec<Box<dyn Target>>) = (Vec::new(), Vec::new());
+        for soc in &args.socs {
+            for (version, host) in hosts.iter().enumerate() {
+                if version > 0 {
+                    pairs.push((targets.len() - 1, targets.len()));
+                }
+                let name = if several { format!("{}-qnn{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
+                targets.push(Box::new(WineTarget::for_soc(*soc).named(&name)));
+                runtimes.push(host.runtime.clone());
+            }
+        }
+        emulator_harness = hosts.into_iter().next().map(|host| host.harness);
+        (runtimes, targets)
     } else if !args.local && args.devices.devices.wanted() {
         let adb = args.devices.devices.adb()?;
         let serials = devices::select(&adb, &args.devices.devices.devices)?;
@@ -103,16 +122,16 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
             .iter()
             .map(|serial| Box::new(AdbTarget::new(&adb, serial, &args.devices.adb_settings())) as Box<dyn Target>)
             .collect();
-        (RuntimeManifest::load(name)?, targets)
+        (vec![RuntimeManifest::load(name)?], targets)
     } else if args.local {
-        (RuntimeManifest::load(args.runtime.as_deref().unwrap_or(HOST_RUNTIME))?, vec![Box::new(HostTarget::new())])
+        (vec![RuntimeManifest::load(args.runtime.as_deref().unwrap_or(HOST_RUNTIME))?], vec![Box::new(HostTarget::new())])
     } else {
         bail!("choose where to run: --local (this machine), --device SERIAL|all (over adb) or --ep qnn --soc SOC (the host HTP emulator)");
     };
     let harness = match (emulator_harness, &args.harness) {
         (Some(path), _) => path,
         (None, Some(path)) => path.clone(),
-        (None, None) => harnesses::for_target(&runtime.target)?,
+        (None, None) => harnesses::for_target(&runtimes[0].target)?,
     };
     let timeout = if args.local || !args.socs.is_empty() { LOCAL_TIMEOUT } else { args.devices.run_timeout() };
     let out = args.out.clone().unwrap_or_else(|| {
@@ -133,7 +152,8 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
     };
     let target_refs: Vec<&dyn Target> = targets.iter().map(Box::as_ref).collect();
     let policy = args.devices.policy(&cancel);
-    let on = Targets { targets: &target_refs, harness: &harness, runtime: &runtime, env: &[], timeout, policy: &policy };
+    let runtime_refs: Vec<&RuntimeManifest> = runtimes.iter().collect();
+    let on = Targets { targets: &target_refs, harness: &harness, runtimes: &runtime_refs, pairs: &pairs, env: &[], timeout, policy: &policy };
     let report = numerics::run(&request, &on)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -9,13 +9,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use npugate_settings::{EpKind, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, InputFile, KeyValue, ShapeSpec};
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
 
 use crate::harnesses;
 use crate::hexagon::{self, Soc};
 use crate::htp::preflight::{summary as htp_summary, HtpPreflightRequest, REPORT_FILE};
+use crate::htp::versions::QnnChoice;
 use crate::htp::{HostHtp, DEFAULT_SOC};
 use crate::layout::default_out_dir;
 use crate::preflight::{summary, unexpected_fallbacks, PreflightRequest, DEFAULT_RUNTIME};
@@ -50,7 +51,8 @@ pub struct PreflightArgs {
     /// qnn-2.7.0-ort-1.31.1-linux-aarch64 with saver].
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
-    /// Result directory (default: npugate-results/<model>/preflight).
+    /// Result directory (default: npugate-results/<model>/preflight-htp; -saver with `--backend
+    /// saver`, -<ep> with `--ep`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// The harness (default: the cargo layout's x86_64-pc-windows-gnu build with htp, built by
@@ -60,6 +62,17 @@ pub struct PreflightArgs {
     /// Concrete shape for a dynamic input, `name=1x3x224x224` (repeatable).
     #[arg(long = "shape", value_name = "NAME=DIMS")]
     pub shapes: Vec<ShapeSpec>,
+    /// Real input data from a `.npy` file, `name=file.npy` (repeatable), for the emulated
+    /// inference and the CPU reference job (default: seeded random inputs).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    pub inputs: Vec<InputFile>,
+    /// QNN version of the host HTP backend (repeatable), e.g. `2.49.40`, `2.51`, or `all` (every
+    /// fetched host-HTP runtime): one matrix SoC × QNN version, and what changed between versions.
+    #[arg(long = "qnn", value_name = "VERSION|all", conflicts_with = "runtime")]
+    pub qnn: Vec<QnnChoice>,
+    /// Validate and compile only: no emulated inference after the compile (the host HTP backend).
+    #[arg(long)]
+    pub no_execute: bool,
     /// Run float graphs in fp16 on HTP (as the device run would) [default: 1].
     #[arg(long, value_name = "0|1", default_value = "1", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub enable_htp_fp16_precision: bool,
@@ -93,10 +106,9 @@ pub fn run(args: PreflightArgs) -> Result<u8> {
         return on_host(&args, ep);
     }
     let model = args.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.display()))?;
-    let out = args.out.clone().unwrap_or_else(|| default_out_dir(&model, "preflight"));
     match args.backend {
-        PreflightBackend::Htp => host_htp(&args, &model, &out),
-        PreflightBackend::Saver => saver(&args, &model, &out),
+        PreflightBackend::Htp => host_htp(&args, &model, &args.out.clone().unwrap_or_else(|| default_out_dir(&model, "preflight-htp"))),
+        PreflightBackend::Saver => saver(&args, &model, &args.out.clone().unwrap_or_else(|| default_out_dir(&model, "preflight-saver"))),
     }
 }
 
@@ -108,8 +120,16 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, out: &std::path::Path
     if socs.is_empty() {
         socs.push(hexagon::find(DEFAULT_SOC).map_err(anyhow::Error::msg)?);
     }
-    let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
-    let request = HtpPreflightRequest { host: &host, model, shapes: &args.shapes, socs: &socs, fp16: args.enable_htp_fp16_precision };
+    let hosts = HostHtp::for_versions(args.runtime.as_deref(), &args.qnn, args.harness.as_deref())?;
+    let request = HtpPreflightRequest {
+        hosts: &hosts,
+        model,
+        shapes: &args.shapes,
+        inputs: &args.inputs,
+        socs: &socs,
+        fp16: args.enable_htp_fp16_precision,
+        execute: !args.no_execute,
+    };
     let report = request.run(out, &super::options::interrupt_flag())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -123,6 +143,8 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, out: &std::path::Path
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.
 fn saver(args: &PreflightArgs, model: &std::path::Path, out: &std::path::Path) -> Result<u8> {
     anyhow::ensure!(args.socs.is_empty(), "--soc needs the host HTP backend (--backend htp); the Saver backend judges no SoC");
+    anyhow::ensure!(args.qnn.is_empty(), "--qnn chooses the host HTP backend's QNN version (--backend htp); with the Saver backend pass --runtime");
+    anyhow::ensure!(args.inputs.is_empty(), "--input feeds the host HTP's emulated inference (--backend htp); the Saver backend runs nothing");
     let runtime = RuntimeManifest::load(args.runtime.as_deref().unwrap_or(DEFAULT_RUNTIME))?;
     let harness = match &args.harness {
         Some(path) => path.clone(),
@@ -157,8 +179,17 @@ fn on_host(args: &PreflightArgs, ep: EpKind) -> Result<u8> {
         Some(path) => path.clone(),
         None => harnesses::host()?,
     };
-    let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, "preflight"));
-    let preflight = crate::host_preflight::HostPreflight { harness: &harness, runtime: &runtime, model: &args.model, ep, ep_options: &args.ep_options, shapes: &args.shapes };
+    let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.model, &format!("preflight-{}", ep.cli_name())));
+    anyhow::ensure!(args.qnn.is_empty() && args.socs.is_empty(), "--qnn and --soc choose the host HTP backend (--ep qnn); --ep {} runs on this machine", ep.cli_name());
+    let preflight = crate::host_preflight::HostPreflight {
+        harness: &harness,
+        runtime: &runtime,
+        model: &args.model,
+        ep,
+        ep_options: &args.ep_options,
+        shapes: &args.shapes,
+        inputs: &args.inputs,
+    };
     let (dir, report) = preflight.run(&out, &super::options::interrupt_flag())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

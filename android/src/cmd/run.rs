@@ -22,6 +22,7 @@ use crate::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use crate::runtime::RuntimeManifest;
 use crate::targets::adb::AdbTarget;
 use crate::htp::compiled::CompiledFor;
+use crate::htp::versions::QnnChoice;
 use crate::htp::HostHtp;
 use crate::targets::host::HostTarget;
 use crate::targets::wine::{self, WineTarget};
@@ -57,6 +58,10 @@ pub struct RunArgs {
     /// SM8350 [default: SM8650]. Outputs are checked, latency is not judged.
     #[arg(long, value_name = "SOC", value_parser = crate::hexagon::find)]
     pub soc: Option<crate::hexagon::Soc>,
+    /// With `--local --ep qnn`: the QNN version of the host HTP emulator, e.g. `2.49.40` or `2.51`
+    /// (chooses its runtime; one version per run — a sweep plan's `qnn = [...]` runs several).
+    #[arg(long = "qnn", value_name = "VERSION", conflicts_with = "runtime")]
+    pub qnn: Vec<QnnChoice>,
     /// Only measure: skip placement analysis and the gate.
     #[arg(long)]
     pub no_gate: bool,
@@ -175,8 +180,8 @@ fn emulated_htp(args: &RunArgs) -> Result<Option<(HostHtp, WineTarget)>> {
         Some(name) => RuntimeManifest::load(name).is_ok_and(|r| r.target == wine::TRIPLE),
     };
     if args.settings.ep != EpKind::Qnn || !wine_runtime {
-        if args.soc.is_some() {
-            bail!("--soc chooses the SoC of the host HTP emulator: it needs --ep qnn (and a Windows x64 runtime, the default)");
+        if args.soc.is_some() || !args.qnn.is_empty() {
+            bail!("--soc and --qnn choose the SoC and QNN version of the host HTP emulator: they need --ep qnn (and a Windows x64 runtime, the default)");
         }
         return Ok(None);
     }
@@ -187,7 +192,14 @@ fn emulated_htp(args: &RunArgs) -> Result<Option<(HostHtp, WineTarget)>> {
         Some(soc) => soc,
         None => crate::hexagon::find(crate::htp::DEFAULT_SOC).map_err(anyhow::Error::msg)?,
     };
-    let host = HostHtp::locate(args.runtime.as_deref(), args.harness.as_deref())?;
+    let host = match HostHtp::for_versions(args.runtime.as_deref(), &args.qnn, args.harness.as_deref())?.as_slice() {
+        [one] => one.clone(),
+        several => bail!(
+            "--qnn names {} QNN versions ({}); a run takes one (a sweep plan's qnn = [...] runs several)",
+            several.len(),
+            several.iter().map(HostHtp::qnn_sdk).collect::<Vec<_>>().join(", ")
+        ),
+    };
     if let Some(compiled) = CompiledFor::read(&args.model)? {
         let name = format!("the host HTP emulator as {}", soc.model);
         for warning in compiled.check(&args.model, &name, Some(soc.model), Some(soc.arch), &host.runtime.name, host.runtime.qnn_build().as_deref())? {
@@ -227,8 +239,8 @@ fn on_devices(args: &RunArgs, common: &Common) -> Result<u8> {
             runtime
         }
     };
-    if args.soc.is_some() {
-        bail!("--soc chooses the SoC of the host HTP emulator (--local --ep qnn); a device is the SoC it is");
+    if args.soc.is_some() || !args.qnn.is_empty() {
+        bail!("--soc and --qnn choose the SoC and QNN version of the host HTP emulator (--local --ep qnn); a device is the SoC it is and runs the --runtime it gets");
     }
     check_compiled_model(args, &adb, &serials, &runtime)?;
     let harness = match &args.harness {

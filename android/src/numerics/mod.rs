@@ -41,9 +41,9 @@ use crate::rack::{run_rack, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
 use crate::runtime::RuntimeManifest;
 use crate::targets::{Cancel, Job, Target};
-use compare::{compare_run, Saved};
+use compare::{compare_run, compare_runs, Saved};
 use matching::{Matching, Selection};
-use report::{Header, Instrumentation, ModelRef, NumericsReport, TargetReport, TargetRun, INSTRUMENTATION_NOTE};
+use report::{Header, Instrumentation, ModelRef, NumericsReport, TargetPair, TargetReport, TargetRun, INSTRUMENTATION_NOTE};
 
 /// The default divergence threshold, dB.
 pub const DEFAULT_MIN_SQNR_DB: f64 = 20.0;
@@ -112,14 +112,25 @@ pub struct Targets<'a> {
     pub targets: &'a [&'a dyn Target],
     /// The harness built for them.
     pub harness: &'a Path,
-    /// The runtime they load.
-    pub runtime: &'a RuntimeManifest,
+    /// The runtime each target loads: one for all, or one per target (e.g. a QNN version per
+    /// host-HTP target).
+    pub runtimes: &'a [&'a RuntimeManifest],
+    /// Pairs of targets (indices) whose runs are also compared with each other directly, layer
+    /// by layer (one SoC under two QNN versions).
+    pub pairs: &'a [(usize, usize)],
     /// Extra environment of the harness.
     pub env: &'a [(&'a str, &'a str)],
     /// The longest one harness run may take.
     pub timeout: Duration,
     /// Retries and cancellation.
     pub policy: &'a RackPolicy,
+}
+
+impl<'a> Targets<'a> {
+    /// The runtime target `index` loads.
+    fn runtime(&self, index: usize) -> &'a RuntimeManifest {
+        self.runtimes.get(index).or(self.runtimes.first()).copied().expect("numerics targets have a runtime")
+    }
 }
 
 /// Runs the whole comparison and writes `numerics.json` and `numerics.html` into the output
@@ -158,17 +169,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
-    let job = Job {
-        harness: on.harness,
-        runtime: on.runtime,
-        model: &instrumented.model,
-        prepared: None,
-        settings: &settings,
-        env: on.env,
-        timeout: on.timeout,
-        cancel: request.cancel,
-    };
-    let rack = on_every_target(on, &RunSpec { job, gate: None, reference: None }, out, &names);
+    let rack = on_every_target(on, request, &instrumented.model, &settings, out, &names);
     let reference_saved = Saved { dir: &reference_run.dir, result: &reference_run.result };
     let runs: Vec<TargetRun> = on
         .targets
@@ -195,18 +196,41 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
             note: INSTRUMENTATION_NOTE.into(),
         },
     };
-    let report = NumericsReport::assemble(header, &matching, runs);
+    let mut report = NumericsReport::assemble(header, &matching, runs);
+    report.between_targets = on
+        .pairs
+        .iter()
+        .map(|&(from, to)| {
+            let saved = |index: usize| -> Result<Saved<'_>, String> {
+                let finished = rack.results[index].as_ref().filter(|r| r.execution.succeeded());
+                finished.map(|r| Saved { dir: r.placed.dir(), result: &r.result }).ok_or_else(|| format!("the run on {} did not finish", on.targets[index].name()))
+            };
+            let compared = saved(from).and_then(|a| saved(to).and_then(|b| compare_runs(&matching.layers, a, b).map_err(|e| format!("{e:#}"))));
+            TargetPair::judge(on.targets[from].name(), on.targets[to].name(), &matching, compared, request.min_sqnr_db)
+        })
+        .collect();
     contract::write_json(&out.join(files::NUMERICS), &report).with_context(|| format!("cannot write {}", out.join(files::NUMERICS).display()))?;
     contract::write_atomic(&out.join(files::NUMERICS_HTML), render::html(&report).as_bytes())
         .with_context(|| format!("cannot write {}", out.join(files::NUMERICS_HTML).display()))?;
     Ok(report)
 }
 
-/// Runs `spec` on every target in parallel, each into `dir/<its name>`.
-fn on_every_target(on: &Targets<'_>, spec: &RunSpec<'_>, dir: &Path, names: &[String]) -> Rack<RunReport> {
+/// Runs `model` with `settings` on every target (with its runtime) in parallel, each into
+/// `dir/<its name>`.
+fn on_every_target(on: &Targets<'_>, request: &NumericsRequest<'_>, model: &Path, settings: &HarnessSettings, dir: &Path, names: &[String]) -> Rack<RunReport> {
     run_rack(on.targets, on.policy, |target, progress| {
         let index = on.targets.iter().position(|t| std::ptr::addr_eq(*t, target)).unwrap_or_default();
-        run_on(target, spec, &dir.join(&names[index]), progress)
+        let job = Job {
+            harness: on.harness,
+            runtime: on.runtime(index),
+            model,
+            prepared: None,
+            settings,
+            env: on.env,
+            timeout: on.timeout,
+            cancel: request.cancel,
+        };
+        run_on(target, &RunSpec { job, gate: None, reference: None }, &dir.join(&names[index]), progress)
     })
 }
 
@@ -294,17 +318,7 @@ fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: Option<&M
 /// saved) and the tensors that cross a partition boundary on any of them.
 fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, names: &[String]) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
-    let job = Job {
-        harness: on.harness,
-        runtime: on.runtime,
-        model: request.model,
-        prepared: None,
-        settings: &settings,
-        env: on.env,
-        timeout: on.timeout,
-        cancel: request.cancel,
-    };
-    let rack = on_every_target(on, &RunSpec { job, gate: None, reference: None }, &request.out.join(PLAIN_DIR), names);
+    let rack = on_every_target(on, request, request.model, &settings, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();
     for (outcome, finished) in rack.report.devices.iter().zip(&rack.results) {
         let Some(report) = finished else {

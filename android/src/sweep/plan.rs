@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
 use crate::hexagon::Soc;
+use crate::htp::versions::QnnChoice;
 use crate::runtime::RuntimeManifest;
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -39,6 +40,10 @@ struct PlanFile {
     socs: Vec<String>,
     /// The runtime of the host-HTP cells (default: the pinned Windows x64 QNN runtime).
     htp_runtime: Option<String>,
+    /// QNN versions of the host-HTP cells (`"2.49.40"`, `"2.51"`, `"all"`): one runtime column
+    /// per version, instead of `htp_runtime`.
+    #[serde(default)]
+    qnn: Vec<String>,
     /// Models with their rules.
     model: Vec<ModelEntry>,
 }
@@ -101,8 +106,8 @@ pub struct SweepPlan {
     pub runtime_eps: BTreeMap<String, RuntimeEp>,
     /// SoCs of the host-HTP cells, in plan order.
     pub socs: Vec<Soc>,
-    /// The runtime of the host-HTP cells (loaded when `socs` is not empty).
-    pub htp_runtime: Option<RuntimeManifest>,
+    /// The runtimes of the host-HTP cells, one per QNN version (loaded when `socs` is not empty).
+    pub htp_runtimes: Vec<RuntimeManifest>,
     /// Models in plan order.
     pub models: Vec<PlannedModel>,
 }
@@ -149,12 +154,19 @@ impl SweepPlan {
             }
             socs.push(soc);
         }
-        let htp_runtime = match (socs.is_empty(), &raw.htp_runtime) {
-            (true, Some(_)) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
-            (true, None) => None,
-            (false, name) => {
-                let host = crate::htp::HostHtp::locate(name.as_deref(), None).map_err(|e| field_error("socs".into(), format!("{e:#}")))?;
-                Some(host.runtime)
+        let mut qnn: Vec<QnnChoice> = Vec::new();
+        for (index, text) in raw.qnn.iter().enumerate() {
+            qnn.push(text.parse().map_err(|e| field_error(format!("qnn[{index}]"), e))?);
+        }
+        let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, qnn.is_empty()) {
+            (true, Some(_), _) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None, false) => return Err(field_error("qnn".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None, true) => Vec::new(),
+            (false, Some(_), false) => return Err(field_error("qnn".into(), "htp_runtime and qnn both choose the host-HTP runtimes; keep one".into())),
+            (false, name, _) => {
+                let field = if qnn.is_empty() { "socs" } else { "qnn" };
+                let hosts = crate::htp::HostHtp::for_versions(name.as_deref(), &qnn, None).map_err(|e| field_error(field.into(), format!("{e:#}")))?;
+                hosts.into_iter().map(|host| host.runtime).collect()
             }
         };
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
@@ -220,7 +232,7 @@ impl SweepPlan {
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
-        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtime, models })
+        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtimes, models })
     }
 
     /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
@@ -231,9 +243,9 @@ impl SweepPlan {
         }
     }
 
-    /// Every runtime of the plan: the device runtimes, then the host-HTP runtime.
+    /// Every runtime of the plan: the device runtimes, then the host-HTP runtimes.
     pub fn all_runtimes(&self) -> impl Iterator<Item = &RuntimeManifest> {
-        self.runtimes.iter().chain(self.htp_runtime.as_ref())
+        self.runtimes.iter().chain(&self.htp_runtimes)
     }
 
     /// `plan-file: field: message` for errors found after loading (device selection).
@@ -337,6 +349,8 @@ mod tests {
             ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
             ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
             (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
+            (format!("runtimes = [{runtime:?}]\nqnn = [\"2.51\"]\n[[model]]\npath = \"a.onnx\"\n"), "qnn: applies to host-HTP cells only"),
+            ("socs = [\"SM8650\"]\nqnn = [\"latest\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "qnn[0]: --qnn \"latest\" is not a QNN version"),
             ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
         ];
         for (text, expected) in cases {
