@@ -35,7 +35,7 @@ pub fn npugate(args: &[&str], extra: &[&Path]) -> Output {
 }
 
 /// `npugate preflight --json` of the test model `model` for `socs` into `out`: the exit output and
-/// the parsed report (`npugate.htp-preflight/1`).
+/// the parsed report (`npugate.htp-preflight/2`).
 pub fn preflight(model: &Path, socs: &[&str], out: &Path) -> (Output, Value) {
     let mut args = vec!["preflight", "--json"];
     for soc in socs {
