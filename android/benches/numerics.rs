@@ -22,6 +22,7 @@ use npugate_settings::HarnessSettings;
 use npugate::numerics::compare::{compare_run, Saved};
 use npugate::numerics::matching::{Matching, Selection};
 use npugate::numerics::{self, NumericsRequest, TensorChoice, Targets};
+use npugate::plan::Planned;
 use npugate::rack::RackPolicy;
 use npugate::runtime::RuntimeManifest;
 use npugate::targets::host::HostTarget;
@@ -103,9 +104,9 @@ fn main() {
         out: &out,
         cancel: &cancel,
     };
-    let host: &dyn Target = &HostTarget::new();
+    let host = [Planned { target: Box::new(HostTarget::new()), runtime: runtime.clone(), harness: harness.clone(), soc: None, device: None }];
     let policy = RackPolicy { retries: 0, retry_pause: Duration::from_secs(1), cancel: cancel.clone() };
-    let on = Targets { targets: &[host], harness: &harness, runtime: &runtime, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
+    let on = Targets { planned: &host, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
     let started = Instant::now();
     let report = numerics::run(&request, &on).expect("numerics");
     let numerics_wall = started.elapsed().as_secs_f64();

@@ -1,6 +1,6 @@
-//! `npugate run --device …` (and `compare --device …`): the same work on every chosen device in
-//! parallel, each device's result in `<out>/<serial>/` as soon as it is judged, and `rack.json`
-//! next to them.
+//! The same work on several targets in parallel — devices of `run --device …` and `compare
+//! --device …`, the SoC × QNN targets of the host HTP emulator —, each target's result in
+//! `<out>/<name>/` as soon as it is judged, and `rack.json` next to them.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -8,44 +8,45 @@ use std::path::Path;
 use npugate_result::{contract, files};
 
 use crate::confirm::run_confirmed;
+use crate::layout::Ownership;
 use crate::rack::{self, Attempted, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
-use crate::targets::adb::AdbTarget;
 use crate::targets::{Progress, Target};
 
-/// Runs `spec` on every target (a latency failure rerun `confirm` times, see [`crate::confirm`]);
-/// each result lands in `out/<dir>/` and is handed to `on_done` (one device at a time, so reports
-/// do not interleave) as soon as it is judged. Writes `out/rack.json` and returns the rack.
-pub fn run_on_devices(
-    targets: &[AdbTarget],
-    spec: &RunSpec<'_>,
+/// Runs `specs[i]` on `targets[i]` (a latency failure rerun `confirm` times, see
+/// [`crate::confirm`]); each result lands in `out/<name>/` and is handed to `on_done` (one target
+/// at a time, so reports do not interleave) as soon as it is judged. Writes `out/rack.json`.
+pub fn run_on_targets(
+    targets: &[&dyn Target],
+    specs: &[RunSpec<'_>],
     confirm: u32,
     out: &Path,
     policy: &RackPolicy,
-    on_done: &(dyn Fn(&AdbTarget, &RunReport) + Sync),
+    on_done: &(dyn Fn(&dyn Target, &RunReport) + Sync),
 ) -> anyhow::Result<Rack<RunReport>> {
-    anyhow::ensure!(spec.job.model.is_file(), "model {} not found", spec.job.model.display());
-    on_devices(targets, out, policy, |target, dir, progress| run_confirmed(confirm, dir, |d| run_on(target, spec, d, progress)), on_done)
+    anyhow::ensure!(targets.len() == specs.len(), "one run spec per target");
+    on_targets(targets, out, policy, |index, target, dir, progress| run_confirmed(confirm, dir, |d| run_on(target, &specs[index], d, progress)), on_done)
 }
 
-/// Does `work(target, dir, progress)` on every target in parallel, `dir` being `out/<serial>/`
-/// (made safe); hands each finished result to `on_done` one device at a time; writes
+/// Does `work(index, target, dir, progress)` on every target in parallel, `dir` being
+/// `out/<name>/` (made safe); hands each finished result to `on_done` one target at a time; writes
 /// `out/rack.json` and returns the rack.
-pub fn on_devices<R: Attempted + Send>(
-    targets: &[AdbTarget],
+pub fn on_targets<'t, R: Attempted + Send>(
+    targets: &[&'t dyn Target],
     out: &Path,
     policy: &RackPolicy,
-    work: impl Fn(&AdbTarget, &Path, &dyn Progress) -> anyhow::Result<R> + Sync,
-    on_done: &(dyn Fn(&AdbTarget, &R) + Sync),
+    work: impl Fn(usize, &dyn Target, &Path, &dyn Progress) -> anyhow::Result<R> + Sync,
+    on_done: &(dyn Fn(&dyn Target, &R) + Sync),
 ) -> anyhow::Result<Rack<R>> {
-    let serials: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
-    let dirs = result_dir_names(&serials);
+    const RACK_DIR: Ownership = Ownership { marker: files::RACK, what: "npugate rack", own_names: &[files::OUTPUT_REFERENCE_DIR] };
+    let names: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
+    let dirs = result_dir_names(&names);
+    RACK_DIR.check(out, "--out")?;
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
     let printing = std::sync::Mutex::new(());
-    let refs: Vec<&AdbTarget> = targets.iter().collect();
-    let rack = rack::run_rack(&refs, policy, |target, progress| {
-        let index = targets.iter().position(|t| std::ptr::eq(t, target)).unwrap_or_default();
-        let report = work(target, &out.join(&dirs[index]), progress)?;
+    let rack = rack::run_rack(targets, policy, |target, progress| {
+        let index = targets.iter().position(|t| std::ptr::addr_eq(*t, target)).unwrap_or_default();
+        let report = work(index, target, &out.join(&dirs[index]), progress)?;
         let _turn = printing.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         on_done(target, &report);
         Ok(report)

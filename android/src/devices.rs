@@ -47,24 +47,6 @@ pub fn select(adb: &Adb, requested: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(chosen)
 }
 
-/// The one target triple the chosen devices share (probing each); devices of several targets
-/// need a runtime each, so the user must choose.
-pub fn common_target(adb: &Adb, serials: &[String]) -> anyhow::Result<String> {
-    let mut targets = std::collections::BTreeMap::<String, Vec<&str>>::new();
-    for serial in serials {
-        let info = probe(adb, serial)?;
-        let target = info.target.ok_or_else(|| anyhow::anyhow!("device {serial}: unknown ABI {:?}; pass --runtime NAME", info.abi.unwrap_or_default()))?;
-        targets.entry(target).or_default().push(serial);
-    }
-    match targets.len() {
-        1 => Ok(targets.into_keys().next().unwrap_or_default()),
-        _ => {
-            let groups: Vec<String> = targets.iter().map(|(target, serials)| format!("{target}: {}", serials.join(", "))).collect();
-            anyhow::bail!("the chosen devices run different targets ({}); pass --runtime NAME and choose devices of one target", groups.join("; "))
-        }
-    }
-}
-
 fn serials_or_none(known: &[crate::adb::DeviceEntry]) -> String {
     if known.is_empty() {
         return "none".into();

@@ -47,6 +47,22 @@ pub fn find(name: &str) -> Result<Soc, String> {
     })
 }
 
+/// What one `--soc` names: one SoC, or every known SoC (`all`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocChoice(pub Vec<Soc>);
+
+impl std::str::FromStr for SocChoice {
+    type Err = String;
+
+    /// `SM8650` → that SoC; `all` → every known SoC.
+    fn from_str(text: &str) -> Result<SocChoice, String> {
+        if text.eq_ignore_ascii_case("all") {
+            return Ok(SocChoice(all().to_vec()));
+        }
+        find(text).map(|soc| SocChoice(vec![soc]))
+    }
+}
+
 /// What identified the SoC, strongest first: `ro.soc.model`, then `ro.board.platform`, then the
 /// kernel's `/sys/devices/soc0/soc_id`.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +95,13 @@ pub fn identify(clues: &SocClues) -> Option<(&'static str, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_soc_choice_is_one_soc_or_all() {
+        assert_eq!("all".parse::<SocChoice>().unwrap().0, all());
+        assert_eq!("sm8350".parse::<SocChoice>().unwrap().0.iter().map(|s| s.model).collect::<Vec<_>>(), ["SM8350"]);
+        assert!("x".parse::<SocChoice>().unwrap_err().contains("known SoCs"));
+    }
 
     #[test]
     fn identifies_by_model_with_variant_suffix_then_platform_then_chip_id() {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 use npugate_result::{contract, files};
 use npugate_profile::report::PlacementReport;
 
@@ -44,16 +44,14 @@ impl HostPreflight<'_> {
     /// Creates the session on the EP into `out` and returns where the result is and the placement
     /// (also saved as `placement.json` there).
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
-        let settings = HarnessSettings {
-            warmup: 0,
-            runs: 1,
-            profile_runs: 1,
+        let session = SessionSettings {
             ep: self.ep,
             ep_options: self.ep_options.to_vec(),
             shapes: self.shapes.to_vec(),
             inputs: self.inputs.to_vec(),
-            ..HarnessSettings::default()
+            ..SessionSettings::default()
         };
+        let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
         let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
         let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;
         if !report.execution.succeeded() {

@@ -7,11 +7,77 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use npugate_result::files;
+use npugate_result::{contract, files};
+
+/// What proves a directory is npugate's own before npugate replaces, clears or writes into it: a
+/// JSON document in it whose `schema` is npugate's (its marker), or — for a directory an
+/// interrupted run left — nothing but names npugate writes there and directories that are
+/// themselves npugate result directories. Anything else is the user's: refused, naming the path.
+#[derive(Debug, Clone, Copy)]
+pub struct Ownership {
+    /// The document that marks a finished directory (`result.json`, `manifest.json`, …).
+    pub marker: &'static str,
+    /// What such a directory is, for messages (`npugate result`, `evidence bundle`, …).
+    pub what: &'static str,
+    /// Other names npugate writes there (a name ending in `*` is a prefix).
+    pub own_names: &'static [&'static str],
+}
+
+/// A result directory of one run (`result.json`).
+pub const RESULT_DIR: Ownership = Ownership { marker: files::RESULT, what: "npugate result", own_names: OWN_LEFTOVERS };
+
+impl Ownership {
+    /// Checks that `dir` may be taken over: missing, empty or npugate's (see [`Ownership`]).
+    pub fn check(&self, dir: &Path, option: &str) -> Result<()> {
+        if !dir.exists() {
+            return Ok(());
+        }
+        if !dir.is_dir() {
+            bail!("{} is a file; {option} needs a directory", dir.display());
+        }
+        let marker = dir.join(self.marker);
+        if contract::is_npugate_document(&marker) {
+            return Ok(());
+        }
+        if marker.exists() {
+            bail!(
+                "{} holds no {}: its {} is not npugate's (no npugate schema); nothing was changed — choose another {option}",
+                dir.display(),
+                self.what,
+                self.marker
+            );
+        }
+        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+            let entry = entry.with_context(|| format!("cannot read {}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let named = self.own_names.iter().any(|own| own.strip_suffix('*').map_or(*own == name, |prefix| name.starts_with(prefix)));
+            let result_dir = entry.path().is_dir() && contract::is_npugate_document(&entry.path().join(files::RESULT));
+            if !(named || result_dir || name.starts_with(".tmp-") || name.contains(".staging-")) {
+                bail!(
+                    "{} is not empty and holds no {} ({name} is not npugate's, and there is no {} of npugate's); \
+                     nothing was changed — choose another {option}",
+                    dir.display(),
+                    self.what,
+                    self.marker
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `dir` an empty directory: missing, or npugate's (removed first); else refused.
+    pub fn replace(&self, dir: &Path, option: &str) -> Result<()> {
+        self.check(dir, option)?;
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
+    }
+}
 
 /// Names npugate itself leaves in a result directory, besides `result.json`: a directory holding
-/// only these (e.g. the `ort.log` of a run that failed before measuring, written by an older
-/// npugate) is npugate's own and may be replaced.
+/// only these (e.g. the `ort.log` of a run that failed before measuring) is npugate's own and may
+/// be replaced.
 const OWN_LEFTOVERS: &[&str] = &[
     files::ORT_LOG,
     files::HARNESS_STDOUT,
@@ -57,12 +123,10 @@ impl Placed {
 }
 
 impl Staging {
-    /// Checks that `out` may take a result (missing, empty, or npugate's own) and makes an empty
-    /// staging directory next to it.
+    /// Checks that `out` may take a result (missing, empty, or npugate's own, [`RESULT_DIR`]) and
+    /// makes an empty staging directory next to it.
     pub fn next_to(out: &Path) -> Result<Staging> {
-        if out.exists() && !replaceable(out)? {
-            bail!("{} is not empty and holds no npugate result; choose another --out", out.display());
-        }
+        RESULT_DIR.check(out, "--out")?;
         let parent = match out.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
@@ -114,24 +178,6 @@ pub fn remove_stale_staging(out: &Path) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-}
-
-/// True when `dir` may be replaced by a new result: empty, an npugate result directory, or only
-/// npugate's own leftovers.
-fn replaceable(dir: &Path) -> Result<bool> {
-    if !dir.is_dir() {
-        return Ok(false);
-    }
-    if dir.join(files::RESULT).is_file() {
-        return Ok(true);
-    }
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        if !OWN_LEFTOVERS.contains(&name.as_str()) && !name.starts_with(".tmp-") {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 /// True when `dir` holds a result whose status is complete.
@@ -200,5 +246,18 @@ mod tests {
         std::fs::write(foreign.join("cat.jpg"), "meow").unwrap();
         let error = Staging::next_to(&foreign).unwrap_err().to_string();
         assert!(error.contains("photos") && error.contains("holds no npugate result"), "{error}");
+        // A result.json of the user's (any content but npugate's schema) does not make a folder npugate's.
+        let user = work.path().join("experiment");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::write(user.join(files::RESULT), r#"{"accuracy": 0.93}"#).unwrap();
+        std::fs::write(user.join("notes.txt"), "keep me").unwrap();
+        let error = Staging::next_to(&user).unwrap_err().to_string();
+        assert!(error.contains("experiment") && error.contains("its result.json is not npugate's") && !error.contains('\n'), "{error}");
+        assert_eq!(std::fs::read_to_string(user.join("notes.txt")).unwrap(), "keep me");
+        // Result directories of npugate's below a folder (a rack's devices) count as npugate's.
+        let rack = work.path().join("rack");
+        result_with_status(&rack.join("phone-a"), "complete");
+        std::fs::write(rack.join(files::ORT_LOG), "").unwrap();
+        assert!(RESULT_DIR.check(&rack, "--out").is_ok());
     }
 }

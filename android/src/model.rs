@@ -328,7 +328,7 @@ mod tests {
         let model = work.path().join("ext.onnx");
         with_external_weights(&model, "ext.weights", &[None, Some(3)]);
         std::fs::write(work.path().join("ext.weights"), [1u8; 16]).unwrap();
-        let settings = HarnessSettings { shapes: vec![shape("x=2x3")], ..HarnessSettings::default() };
+        let settings = HarnessSettings::from(npugate_settings::SessionSettings { shapes: vec![shape("x=2x3")], ..Default::default() });
         let given = for_run(&model, &settings, &work.path().join("cache")).unwrap();
         assert_eq!(given.files.referenced.len(), 1);
         assert_eq!(given.files.referenced[0].0.name, "ext.weights");

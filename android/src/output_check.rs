@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use npugate_settings::HarnessSettings;
+use npugate_settings::{HarnessSettings, SessionSettings};
 use npugate_result::RunResult;
 
 use crate::runtime::RuntimeManifest;
@@ -47,22 +47,15 @@ impl ReferenceRequest<'_> {
         if !self.model.is_file() {
             bail!("reference model {} not found; pass --reference-model with the float .onnx model", self.model.display());
         }
-        let settings = HarnessSettings {
-            runs: 1,
-            warmup: 0,
-            profile_runs: 0,
-            no_reference_pass: true,
-            check_outputs: true,
+        let session = SessionSettings {
             seed: self.settings.seed,
             shapes: self.settings.shapes.clone(),
             inputs: self.settings.inputs.clone(),
             intra_threads: self.settings.intra_threads,
-            ..HarnessSettings::default()
+            ..SessionSettings::default()
         };
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
-        }
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, ..HarnessSettings::from(session) };
+        crate::layout::RESULT_DIR.replace(dir, "--out")?;
         let job = Job {
             harness: self.harness,
             runtime: self.runtime,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings, ShapeSpec};
 use npugate_result::{contract, files, RunStatus};
 use npugate_profile::report::PlacementReport;
 
@@ -65,10 +65,7 @@ impl PreflightRequest<'_> {
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Preflight> {
         check_runtime(self.runtime)?;
         let saver = self.runtime.dir.join("libQnnSaver.so");
-        let settings = HarnessSettings {
-            warmup: 0,
-            runs: 1,
-            profile_runs: 1,
+        let session = SessionSettings {
             ep: EpKind::Qnn,
             ep_options: vec![
                 KeyValue { key: "qnn_saver_path".into(), value: saver.display().to_string() },
@@ -80,8 +77,9 @@ impl PreflightRequest<'_> {
                 enable_htp_fp16_precision: Some(self.fp16),
                 ..QnnArgs::default()
             },
-            ..HarnessSettings::default()
+            ..SessionSettings::default()
         };
+        let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
         // Without a Snapdragon the QNN plugin offers a device only when its CPU backend is enabled.
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
         let model = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;

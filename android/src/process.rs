@@ -99,8 +99,16 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
 struct KillOnDrop(Child);
 
 impl KillOnDrop {
+    /// Ends the child's whole process group (it leads one, see [`run`]): what it started — wine's
+    /// processes, a shell's pipeline — ends with it; then reaps the child.
     fn stop(&mut self) {
         if matches!(self.0.try_wait(), Ok(None)) {
+            if let Ok(group) = i32::try_from(self.0.id()) {
+                // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
+                unsafe {
+                    libc::kill(-group, libc::SIGKILL);
+                }
+            }
             let _ = self.0.kill();
         }
         let _ = self.0.wait();
@@ -148,6 +156,23 @@ mod tests {
         let after_name = &done.stdout[done.stdout.rfind(')').unwrap() + 1..];
         let process_group = after_name.split_whitespace().nth(2).unwrap();
         assert_eq!(process_group, pid, "{}", done.stdout);
+    }
+
+    #[test]
+    fn a_stopped_process_takes_what_it_started_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("grandchild.pid");
+        let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        assert!(matches!(run(sh(&script), Duration::from_millis(500), &|| false), Err(Stopped::Timeout { .. })));
+        let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+        // SIGKILL takes effect at once but not instantly: gone, or a zombie waiting for init, soon.
+        let state = || std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| stat.rsplit(')').next().and_then(|rest| rest.trim().chars().next()));
+        let ended = |s: Option<char>| matches!(s, None | Some('Z' | 'X'));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ended(state()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(ended(state()), "the grandchild {pid} still runs: {:?}", state());
     }
 
     #[test]

@@ -65,6 +65,19 @@ pub struct RackReport {
     pub seconds: f64,
 }
 
+impl RackReport {
+    /// One line per target: name, outcome in words, result directory (`-` when none came back).
+    pub fn lines(&self) -> String {
+        self.devices
+            .iter()
+            .map(|device| {
+                let dir = device.result_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "-".into());
+                format!("{}\t{}\t{dir}\n", device.serial, device.summary())
+            })
+            .collect()
+    }
+}
+
 impl contract::Document for RackReport {
     const SCHEMA: contract::Schema = contract::Schema::new(RACK_SCHEMA);
 }

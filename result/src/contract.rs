@@ -123,6 +123,17 @@ pub fn read<T: Document>(path: &Path) -> Result<T, ReadError> {
     parse(&text, path)
 }
 
+/// True when `path` is a JSON document npugate wrote: its `schema` is one of npugate's
+/// (`npugate.<name>/<major>`), whatever its version. What proves a directory is npugate's before
+/// npugate replaces it.
+pub fn is_npugate_document(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or_default();
+    let (name, major) = split_id(schema);
+    name.strip_prefix("npugate.").is_some_and(|rest| !rest.is_empty()) && !major.is_empty() && major.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Reads a document when `path` exists; `Ok(None)` when it does not.
 pub fn read_if_present<T: Document>(path: &Path) -> Result<Option<T>, ReadError> {
     match read(path) {
@@ -203,6 +214,24 @@ mod tests {
         std::fs::write(&path, "{").unwrap();
         assert!(matches!(read::<Note>(&path), Err(ReadError::Json { .. })));
         assert!(read_if_present::<Note>(&dir.path().join("absent.json")).unwrap().is_none());
+    }
+
+    #[test]
+    fn only_documents_with_an_npugate_schema_are_npugate_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("result.json");
+        for (text, ours) in [
+            (r#"{"schema":"npugate.run-result/1"}"#, true),
+            (r#"{"schema":"npugate.evidence/12","x":1}"#, true),
+            (r#"{"schema":"npugate./1"}"#, false),
+            (r#"{"schema":"other.run-result/1"}"#, false),
+            (r#"{"accuracy": 0.93}"#, false),
+            ("my notes", false),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(is_npugate_document(&path), ours, "{text}");
+        }
+        assert!(!is_npugate_document(&dir.path().join("absent.json")));
     }
 
     #[test]

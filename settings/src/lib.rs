@@ -18,11 +18,16 @@ pub use ep::{EpDevice, EpKind};
 pub use qnn::QnnArgs;
 pub use values::{InputFile, KeyValue, ShapeSpec};
 
-/// Measurement settings of one harness run. Repeatable options are typed values ([`values`]),
-/// validated when they are constructed.
+/// Everything one harness run does: how its session is made ([`SessionSettings`], reachable
+/// directly through `Deref`) and what the run measures. Repeatable options are typed values
+/// ([`values`]), validated when they are constructed. In TOML (a sweep plan's `[settings]`) every
+/// field is a key of one flat table; unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Args, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(try_from = "SettingsTable")]
 pub struct HarnessSettings {
+    /// How the model is loaded, fed and placed.
+    #[command(flatten)]
+    pub session: SessionSettings,
     /// Timed runs (≥ 20 for the CV rule to be judged).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
@@ -37,6 +42,28 @@ pub struct HarnessSettings {
     /// original node its shapes for FLOP accounting (FLOPs become unknown).
     #[arg(long)]
     pub no_reference_pass: bool,
+    /// Create the session, record where its nodes were placed and stop: no runs, no library hashes (the
+    /// EP's validation and compile only; with `ep.context_enable` the EP writes its context model).
+    /// A session the EP refuses is recorded in result.json (`session_error`).
+    #[arg(long)]
+    pub session_only: bool,
+    /// With `--session-only`: run one untimed inference after the session is created, so a graph
+    /// that compiles and fails at run time is caught; a failed inference is recorded in result.json
+    /// (`inference_error`). Needs inputs like a full run (`--input`, `--seed`).
+    #[arg(long, requires = "session_only")]
+    pub execute_once: bool,
+    /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
+    /// comparison with a reference; the timed loop is unchanged.
+    #[arg(long)]
+    pub check_outputs: bool,
+}
+
+/// How a harness session is made: the EP and its options, the inputs, the graph optimizations.
+/// Every command that creates a session takes these flags (`run`, `compare` and sweeps inside
+/// [`HarnessSettings`]; `preflight`, `compile` and `numerics` alone, since they time nothing).
+#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
+#[serde(default)]
+pub struct SessionSettings {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -77,31 +104,95 @@ pub struct HarnessSettings {
     /// context model there (timed as cold creation), every run then times loading it (warm creation).
     #[arg(long, value_name = "DIR")]
     pub context_cache: Option<PathBuf>,
-    /// Create the session, record where its nodes were placed and stop: no runs, no library hashes (the
-    /// EP's validation and compile only; with `ep.context_enable` the EP writes its context model).
-    /// A session the EP refuses is recorded in result.json (`session_error`).
-    #[arg(long)]
-    pub session_only: bool,
-    /// With `--session-only`: run one untimed inference after the session is created, so a graph
-    /// that compiles and fails at run time is caught; a failed inference is recorded in result.json
-    /// (`inference_error`). Needs inputs like a full run (`--input`, `--seed`).
-    #[arg(long, requires = "session_only")]
-    pub execute_once: bool,
-    /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
-    /// comparison with a reference; the timed loop is unchanged.
-    #[arg(long)]
-    pub check_outputs: bool,
     /// QNN execution provider options.
     #[command(flatten)]
     pub qnn: QnnArgs,
 }
 
+impl std::ops::Deref for HarnessSettings {
+    type Target = SessionSettings;
+
+    /// The session part: `settings.ep` reads `settings.session.ep`.
+    fn deref(&self) -> &SessionSettings {
+        &self.session
+    }
+}
+
+impl std::ops::DerefMut for HarnessSettings {
+    fn deref_mut(&mut self) -> &mut SessionSettings {
+        &mut self.session
+    }
+}
+
+/// Defaults from the clap attributes above: the command line is their one source of truth.
+fn clap_defaults<T: Args + clap::FromArgMatches>() -> T {
+    let matches = T::augment_args(clap::Command::new("defaults")).get_matches_from(["defaults"]);
+    T::from_arg_matches(&matches).expect("the clap defaults of the settings parse")
+}
+
 impl Default for HarnessSettings {
-    /// The command line's defaults (one source of truth: the clap attributes above).
+    /// The command line's defaults.
     fn default() -> Self {
-        use clap::FromArgMatches;
-        let matches = HarnessSettings::augment_args(clap::Command::new("defaults")).get_matches_from(["defaults"]);
-        HarnessSettings::from_arg_matches(&matches).expect("the defaults of HarnessSettings parse")
+        clap_defaults()
+    }
+}
+
+impl Default for SessionSettings {
+    /// The command line's defaults.
+    fn default() -> Self {
+        clap_defaults()
+    }
+}
+
+/// `[settings]` as written in TOML: one flat table, split into [`HarnessSettings`] with unknown
+/// keys refused (serde cannot deny unknown fields of a flattened struct itself).
+#[derive(Deserialize)]
+struct SettingsTable {
+    #[serde(flatten)]
+    session: SessionSettings,
+    #[serde(flatten)]
+    run: RunTable,
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
+}
+
+/// The measurement keys of [`SettingsTable`].
+#[derive(Deserialize)]
+#[serde(default)]
+struct RunTable {
+    runs: u32,
+    warmup: u32,
+    profile_runs: u32,
+    no_reference_pass: bool,
+    session_only: bool,
+    execute_once: bool,
+    check_outputs: bool,
+}
+
+impl Default for RunTable {
+    fn default() -> Self {
+        let d = HarnessSettings::default();
+        RunTable {
+            runs: d.runs,
+            warmup: d.warmup,
+            profile_runs: d.profile_runs,
+            no_reference_pass: d.no_reference_pass,
+            session_only: d.session_only,
+            execute_once: d.execute_once,
+            check_outputs: d.check_outputs,
+        }
+    }
+}
+
+impl TryFrom<SettingsTable> for HarnessSettings {
+    type Error = String;
+
+    fn try_from(table: SettingsTable) -> Result<HarnessSettings, String> {
+        if let Some(key) = table.unknown.keys().next() {
+            return Err(format!("unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"));
+        }
+        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } = table.run;
+        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs })
     }
 }
 
@@ -128,6 +219,13 @@ impl OptimizationLevel {
             OptimizationLevel::Extended => "extended",
             OptimizationLevel::All => "all",
         }
+    }
+}
+
+impl From<SessionSettings> for HarnessSettings {
+    /// A run of `session` with the default measurement settings.
+    fn from(session: SessionSettings) -> HarnessSettings {
+        HarnessSettings { session, ..HarnessSettings::default() }
     }
 }
 
@@ -195,14 +293,17 @@ mod tests {
         assert_eq!(custom.runs, 20);
         assert_eq!(custom.shapes, vec!["x=1x3".parse::<ShapeSpec>().unwrap()]);
         assert_eq!(custom.qnn.qnn_backend, Some(qnn::QnnBackend::Type("saver")));
-        assert!(toml::from_str::<HarnessSettings>("rns = 3").is_err(), "unknown keys are refused");
+        let unknown = toml::from_str::<HarnessSettings>("rns = 3").unwrap_err().to_string();
+        assert!(unknown.contains("unknown setting `rns`"), "{unknown}");
+        let both = toml::from_str::<HarnessSettings>("runs = 5\nseed = 7\nstrict = true").unwrap();
+        assert_eq!((both.runs, both.seed, both.strict, both.warmup), (5, 7, true, HarnessSettings::default().warmup));
         let bad = toml::from_str::<HarnessSettings>("shapes = [\"x=1x0\"]").unwrap_err().to_string();
         assert!(bad.contains("not a positive integer"), "{bad}");
     }
 
     #[test]
     fn input_paths_are_mapped_for_a_target() {
-        let settings = HarnessSettings { inputs: vec!["x=/host/a.npy".parse().unwrap()], ..HarnessSettings::default() };
+        let settings = HarnessSettings::from(SessionSettings { inputs: vec!["x=/host/a.npy".parse().unwrap()], ..SessionSettings::default() });
         let mapped = settings.with_input_paths(|input| PathBuf::from(format!("/device/{}.npy", input.input)));
         assert_eq!(mapped.inputs[0].to_string(), "x=/device/x.npy");
         assert_eq!(settings.inputs[0].path, PathBuf::from("/host/a.npy"));

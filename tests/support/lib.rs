@@ -65,9 +65,53 @@ pub fn python() -> PathBuf {
     path
 }
 
-/// Runs a command to completion, capturing output.
+/// The longest one command of an end-to-end test may run: `$NPUGATE_E2E_TIMEOUT` seconds, default
+/// 900 — far above any command's normal time on a loaded 2-core machine, so a hang fails the test
+/// that caused it instead of stalling CI.
+pub fn command_timeout() -> std::time::Duration {
+    let seconds = std::env::var("NPUGATE_E2E_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(900);
+    std::time::Duration::from_secs(seconds)
+}
+
+/// Runs a command to completion, capturing output. A command still running after
+/// [`command_timeout`] is killed with everything it started (its own process group) and the test
+/// fails, naming itself and the command.
 pub fn run(command: &mut Command) -> Output {
-    command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = std::time::Instant::now() + command_timeout();
+    let status = loop {
+        match child.try_wait().unwrap_or_else(|e| panic!("cannot wait for {command:?}: {e}")) {
+            Some(status) => break status,
+            None if std::time::Instant::now() >= deadline => {
+                let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+                let _ = child.wait();
+                let test = std::thread::current().name().unwrap_or("this test").to_string();
+                panic!("{test}: {command:?} ran past {}s (NPUGATE_E2E_TIMEOUT) and was killed with everything it started", command_timeout().as_secs());
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
 }
 
 /// Stdout and stderr of an output, for assertion messages.
@@ -114,7 +158,9 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
     Some(std::fs::read(png).expect("read the screenshot"))
 }
 
+pub mod actions;
 pub mod devices;
+pub mod gitlab;
 pub mod htp;
 pub mod qnn;
 pub mod sweeps;
@@ -144,4 +190,18 @@ pub fn old_ort_lib() -> PathBuf {
     let unpack = run(Command::new("python3").args(["-c", script]).arg(&wheel).arg(SHA256).arg(&lib));
     assert!(unpack.status.success(), "unpack {}: {}", wheel.display(), describe(&unpack));
     lib
+}
+
+/// Variables of this process a simulated CI runner's job keeps (the rest of the test's environment,
+/// e.g. cargo's, is no part of a CI job's).
+pub const RUNNER_ENV: [&str; 8] = ["PATH", "HOME", "LANG", "NPUGATE_CACHE", "CARGO_HOME", "RUSTUP_HOME", "CARGO_TARGET_DIR", "TMPDIR"];
+
+/// Every file under `path` (itself, when it is a file), sorted.
+pub fn files_under(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path).into_iter().flatten().flatten().flat_map(|e| files_under(&e.path())).collect();
+    files.sort();
+    files
 }

@@ -72,7 +72,7 @@ fn a_preflight_matrix_over_two_qnn_versions_on_two_socs_names_what_changed() {
     let v68 = verdict(&report, "SM8350", NEW);
     assert_eq!((v68["outcome"].as_str(), v68["compiled"].as_bool()), (Some("fail"), Some(false)), "{v68:#}");
     assert!(v68["error"].as_str().unwrap().contains("cannot compile for SM8350 (v68)") && v68["error"].as_str().unwrap().contains("GridSample"), "{v68:#}");
-    assert!(out.join(format!("SM8650-qnn{OLD}/result.json")).is_file() && out.join(format!("SM8350-qnn{NEW}/ort.log")).is_file());
+    assert!(out.join(format!("SM8650-qnn-{OLD}/result.json")).is_file() && out.join(format!("SM8350-qnn-{NEW}/ort.log")).is_file());
     // What changed between the versions, per SoC, with the earlier version's reason for what the later one took.
     let change = |soc: &str| report["changes"].as_array().unwrap().iter().find(|c| c["soc"] == soc).cloned().unwrap_or_else(|| panic!("{soc}: {report:#}"));
     let v75 = change("SM8650");
@@ -181,7 +181,7 @@ fn numerics_names_where_two_qnn_versions_outputs_first_differ() {
     assert!(matches!(output.status.code(), Some(0 | 1)), "{}", describe(&output));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     let names: Vec<&str> = report["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, [format!("SM8650-qnn{OLD}"), format!("SM8650-qnn{NEW}")]);
+    assert_eq!(names, [format!("SM8650-qnn-{OLD}"), format!("SM8650-qnn-{NEW}")]);
     let pairs = report["between_targets"].as_array().unwrap();
     assert_eq!(pairs.len(), 1, "{report:#}");
     let pair = &pairs[0];
@@ -208,7 +208,7 @@ fn numerics_names_where_two_qnn_versions_outputs_first_differ() {
         &["numerics", "--ep", "qnn", "--soc", "SM8650", "--qnn", OLD, "--qnn", NEW],
         &[Path::new("--model"), &model("normcnn_qdq.onnx"), Path::new("--reference-model"), &model("normcnn.onnx"), Path::new("--out"), &dir.path().join("text")],
     );
-    assert!(stdout(&text).contains(&format!("between targets: SM8650-qnn{NEW} against SM8650-qnn{OLD}: ")), "{}", describe(&text));
+    assert!(stdout(&text).contains(&format!("between targets: SM8650-qnn-{NEW} against SM8650-qnn-{OLD}: ")), "{}", describe(&text));
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn each_preflight_backend_has_its_own_default_folder() {
     let openvino = run(Command::new(bin("npugate")).current_dir(work.path()).args(["preflight", "--ep", "openvino", "--model"]).arg(&smallcnn));
     assert_eq!(openvino.status.code(), Some(0), "no collision with the HTP preflight's folder: {}", describe(&openvino));
     let results = work.path().join("npugate-results/smallcnn");
-    assert!(results.join("preflight-htp/preflight.json").is_file() && results.join("preflight-htp/SM8650/result.json").is_file());
+    assert!(results.join("preflight/preflight.json").is_file() && results.join("preflight/SM8650/result.json").is_file());
     assert!(results.join("preflight-openvino/placement.json").is_file());
 }
 

@@ -3,13 +3,13 @@
 
 use npugate_result::contract::EXIT_PASS;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::options::DeviceArgs;
+use super::options::{DeviceArgs, HistoryArg, JsonArg};
 use crate::device_lock::{self, LockOptions};
 use crate::devices::{self, DeviceInfo};
 use crate::targets::adb::DEFAULT_WORK_DIR;
-use crate::history::{self, health, health::DeviceHealth};
+use crate::history::{health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.
 #[derive(Debug, clap::Args)]
@@ -17,9 +17,9 @@ pub struct DevicesArgs {
     /// Devices (`--device` narrows the list), adb binary and adb server.
     #[command(flatten)]
     pub options: DeviceArgs,
-    /// Print `npugate.devices/1` JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: `npugate.devices/1` instead of a table.
+    #[command(flatten)]
+    pub json: JsonArg,
     /// Clear the lock of this device's work dir (left by a crashed npugate, corrupt, or written by
     /// a newer npugate); refused while its holder is alive unless --force.
     #[arg(long, value_name = "SERIAL")]
@@ -30,9 +30,9 @@ pub struct DevicesArgs {
     /// With --unlock: the work dir whose lock is cleared.
     #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
     pub work_dir: String,
-    /// History store each device's noise floor is learned from (default: <cache>/history.sqlite).
-    #[arg(long, value_name = "PATH")]
-    pub history: Option<PathBuf>,
+    /// `--history`: the store each device's noise floor is learned from.
+    #[command(flatten)]
+    pub history: HistoryArg,
 }
 
 /// Runs `npugate devices`.
@@ -52,10 +52,10 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
         let chosen = devices::select(&adb, &args.options.devices)?;
         list.devices.retain(|d| chosen.contains(&d.serial));
     }
-    let history = args.history.clone().unwrap_or_else(history::default_path);
+    let history = args.history.path();
     let mut health = health::load(&history)?.unwrap_or_default();
     health.retain(|h| list.devices.iter().any(|d| d.serial == h.serial));
-    if args.json {
+    if args.json.json {
         let mut json = serde_json::to_value(&list)?;
         json["health"] = serde_json::to_value(&health)?;
         println!("{}", serde_json::to_string_pretty(&json)?);

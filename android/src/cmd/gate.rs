@@ -24,6 +24,6 @@ pub fn run(args: GateCommandArgs) -> anyhow::Result<u8> {
     let result = RunResult::read(&args.result_dir)?;
     let verdict = pipeline::judge(&args.result_dir, &result, &OutputsCheck::saved_in(&args.result_dir), &spec);
     pipeline::save(&verdict, &args.result_dir)?;
-    args.options.sinks().emit(&verdict)?;
+    args.options.output.sinks(false).emit(&verdict)?;
     Ok(verdict.outcome.exit_code())
 }

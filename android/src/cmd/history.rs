@@ -8,15 +8,17 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::history::trend::{self, sparkline, HistoryReport};
-use crate::history::{self, chart, health, HistoryFilter, HistoryStore};
+use crate::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
+
+use super::options::{HistoryArg, JsonArg};
 
 /// Arguments of `npugate history`.
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// History store (default: <cache>/history.sqlite).
-    #[arg(long, value_name = "PATH")]
-    pub history: Option<PathBuf>,
+    /// `--history`: the store to query.
+    #[command(flatten)]
+    pub history: HistoryArg,
     /// Only this model.
     #[arg(long)]
     pub model: Option<String>,
@@ -42,9 +44,9 @@ pub struct HistoryArgs {
     /// percent (default: the gate's baseline_median_pct, 10; 0 = the interval alone decides).
     #[arg(long, value_name = "PCT")]
     pub tolerance_pct: Option<f64>,
-    /// Print `npugate.history/1` JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: `npugate.history/1` instead of the table.
+    #[command(flatten)]
+    pub json: JsonArg,
     /// Also write an HTML page with a trend chart per SoC and model.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -52,7 +54,7 @@ pub struct HistoryArgs {
 
 /// Runs `npugate history`.
 pub fn run(args: HistoryArgs) -> Result<u8> {
-    let path = args.history.clone().unwrap_or_else(history::default_path);
+    let path = args.history.path();
     if !path.is_file() {
         bail!("no history at {}; run `npugate sweep` first, or pass --history PATH", path.display());
     }
@@ -78,7 +80,7 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
         std::fs::write(html, chart::history_page(&report)).with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("npugate history: trend chart in {}", html.display());
     }
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", terminal(&report));

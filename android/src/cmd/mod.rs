@@ -109,3 +109,83 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every command that runs a harness turns its flags into a [`crate::plan::Request`] and
+    //! resolves it with [`Plan::resolve`]: the same rules whichever command asks.
+
+    use super::*;
+    use crate::plan::fake::Fake;
+    use crate::plan::{Kind, Plan};
+
+    /// A resolved plan in brief: its kind, (target, runtime) per target, its output folder below
+    /// `npugate-results/m`.
+    type Brief = (Kind, Vec<(String, String)>, std::path::PathBuf);
+
+    /// The command `args` parse into, resolved on the fake machine.
+    fn resolved(args: &[&str]) -> Result<Brief, String> {
+        let model = tempfile::tempdir().unwrap();
+        let path = model.path().join("m.onnx");
+        npugate_onnx::Model::from(npugate_onnx::proto::ModelProto { graph: Some(Default::default()), ..Default::default() }).write(&path).unwrap();
+        let line: Vec<String> = std::iter::once("npugate".to_string()).chain(args.iter().map(|a| a.replace("M.onnx", &path.display().to_string()))).collect();
+        let cli = Cli::try_parse_from(&line).map_err(|e| e.to_string())?;
+        let fake = Fake::machine();
+        let plan = match &cli.command {
+            Command::Run(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Compare(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Numerics(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Preflight(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Compile(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            other => panic!("{other:?} runs no harness"),
+        }
+        .map_err(|e| format!("{e:#}"))?;
+        let targets = plan.targets.iter().map(|t| (t.target.name().to_string(), t.runtime.name.clone())).collect();
+        let leaf = plan.out.strip_prefix("npugate-results/m").map(|p| p.to_path_buf()).unwrap_or(plan.out.clone());
+        Ok((plan.kind, targets, leaf))
+    }
+
+    fn one(kind: Kind, target: &str, runtime: &str, leaf: &str) -> Result<Brief, String> {
+        Ok((kind, vec![(target.to_string(), runtime.to_string())], leaf.into()))
+    }
+
+    #[test]
+    fn run_resolves_through_the_plan() {
+        assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "local"));
+        assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "qnn", "--qnn", "2.49"]), one(Kind::Emulator, "SM8650", "qnn-2.5.0-ort-1.31.1-windows-x86_64", "htp"));
+        assert_eq!(resolved(&["run", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "devices"));
+        assert!(resolved(&["run", "--model", "M.onnx"]).unwrap_err().contains("choose where to run"));
+    }
+
+    #[test]
+    fn compare_resolves_through_the_plan() {
+        let compare = |extra: &[&str]| resolved(&[&["compare", "--baseline-model", "M.onnx", "--model", "M.onnx"], extra].concat());
+        assert_eq!(compare(&["--local", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "compare"));
+        assert_eq!(compare(&["--device", "phone-b", "--ep", "qnn"]), one(Kind::Devices, "phone-b", "qnn-2.7.0-ort-1.31.1-android", "compare"));
+        assert!(compare(&["--local", "--ep", "qnn"]).unwrap_err().contains("compare on --device"));
+    }
+
+    #[test]
+    fn numerics_resolves_through_the_plan() {
+        assert_eq!(resolved(&["numerics", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "numerics"));
+        assert_eq!(resolved(&["numerics", "--local", "--model", "M.onnx"]), one(Kind::Host, "local", "ort-1.31.1-linux-x86_64", "numerics"));
+        let emulated = resolved(&["numerics", "--ep", "qnn", "--soc", "SM8350", "--qnn", "all", "--model", "M.onnx"]).unwrap();
+        assert_eq!(emulated.1.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["SM8350-qnn-2.49.40", "SM8350-qnn-2.51.0"]);
+        assert!(resolved(&["numerics", "--soc", "SM8350", "--model", "M.onnx"]).unwrap_err().contains("they need --ep qnn"));
+    }
+
+    #[test]
+    fn preflight_resolves_through_the_plan() {
+        let all = resolved(&["preflight", "--model", "M.onnx", "--soc", "all"]).unwrap();
+        assert_eq!((all.0, all.1.len(), all.2.as_path()), (Kind::Emulator, crate::hexagon::all().len(), std::path::Path::new("preflight")));
+        assert_eq!(resolved(&["preflight", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "preflight-openvino"));
+        let saver = resolved(&["preflight", "--model", "M.onnx", "--backend", "saver"]).unwrap_err();
+        assert!(saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"), "{saver}");
+    }
+
+    #[test]
+    fn compile_resolves_through_the_plan() {
+        assert_eq!(resolved(&["compile", "--model", "M.onnx", "--soc", "SM8550", "--qnn", "2.51"]), one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "compile"));
+        assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
+    }
+}

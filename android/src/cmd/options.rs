@@ -10,26 +10,137 @@ use npugate_gate::export::Format;
 
 use crate::adb::Adb;
 use crate::device_state::parse_celsius;
+use crate::hexagon::{Soc, SocChoice};
 use crate::pipeline::{GateSpec, Sinks};
+use crate::plan::{DevicePlace, Place, QnnChoice};
 use crate::rack::RackPolicy;
 use crate::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
 use crate::targets::Cancel;
 
-/// Gate options of every command that judges a run.
+/// `--model`: the model every harness command runs.
 #[derive(Debug, Clone, Args)]
-pub struct GateArgs {
-    /// Gate rules file (TOML); defaults: cv_pct <= 8, npu_flops_pct >= 98.
+pub struct ModelArg {
+    /// The ONNX model (its external data and context binaries beside it are part of it).
+    #[arg(long, value_name = "PATH")]
+    pub model: PathBuf,
+}
+
+/// `--out`: where a command writes.
+#[derive(Debug, Clone, Args)]
+pub struct OutArg {
+    /// Where the results go [default: npugate-results/<model>/<where>, e.g. …/local, …/compare,
+    /// …/preflight; `compile`: <model>_ctx.onnx beside the model]. A directory that exists is
+    /// replaced only when it holds npugate's own results.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+}
+
+/// `--json`: the command's typed report on stdout instead of text.
+#[derive(Debug, Clone, Args)]
+pub struct JsonArg {
+    /// Print the command's versioned JSON report (`npugate.<report>/N`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--harness`: the harness binary, when the command should not find it.
+#[derive(Debug, Clone, Args)]
+pub struct HarnessArg {
+    /// The harness binary [default: the one built for the runtime's target: next to npugate for
+    /// this machine, the cargo layout's <triple>/release build for others].
+    #[arg(long, value_name = "PATH")]
+    pub harness: Option<PathBuf>,
+}
+
+/// `--runtime` and `--harness`: what runs the model, when the command should not choose.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeArgs {
+    /// Runtime (library set) name or directory [default: the newest fetched runtime for the target
+    /// with the --ep (and --qnn) asked for; the choice is printed].
+    #[arg(long, value_name = "NAME")]
+    pub runtime: Option<String>,
+    /// `--harness`.
+    #[command(flatten)]
+    pub harness: HarnessArg,
+}
+
+/// `--soc` and `--qnn`: the Snapdragons and QNN versions of Qualcomm's host HTP emulator.
+#[derive(Debug, Clone, Args)]
+pub struct EmulatorArgs {
+    /// Snapdragon the host HTP emulator is configured as (repeatable), e.g. SM8350, SM8650; `all` =
+    /// every known SoC (v68 to v81) [default: SM8650]. The emulator only: a device is the SoC it is.
+    #[arg(long = "soc", value_name = "SOC|all")]
+    pub socs: Vec<SocChoice>,
+    /// QNN version of the runtime (repeatable), e.g. 2.51 or 2.49.40; `all` = every QNN version
+    /// fetched [default: the newest]. Each SoC × QNN version is one target.
+    #[arg(long = "qnn", value_name = "VERSION|all")]
+    pub qnn: Vec<String>,
+}
+
+impl EmulatorArgs {
+    /// The SoCs named, each once, in order.
+    pub fn socs(&self) -> Vec<Soc> {
+        let mut socs: Vec<Soc> = Vec::new();
+        for soc in self.socs.iter().flat_map(|choice| choice.0.iter()) {
+            if !socs.contains(soc) {
+                socs.push(*soc);
+            }
+        }
+        socs
+    }
+
+    /// The QNN choice.
+    pub fn qnn(&self) -> QnnChoice {
+        QnnChoice::from_flags(&self.qnn)
+    }
+}
+
+/// `--local` or the devices: where `run`, `compare` and `numerics` run.
+#[derive(Debug, Clone, Args)]
+pub struct PlaceArgs {
+    /// Run on this machine (no device needed); with `--ep qnn`, on Qualcomm's host HTP emulator.
+    #[arg(long)]
+    pub local: bool,
+    /// Devices over adb (`--device SERIAL|all`, `--adb`, `--adb-server`, `--work-dir`, `--retries`, …).
+    #[command(flatten)]
+    pub devices: DeviceRunArgs,
+}
+
+impl PlaceArgs {
+    /// `--local`, or the devices (`--device`, `ANDROID_SERIAL`); `--skip-noisy` leaves noisy
+    /// devices out. Neither: an error naming both.
+    pub fn place(&self, health: Option<&HealthArgs>) -> Result<Place> {
+        if self.local {
+            return Ok(Place::Local);
+        }
+        if !self.devices.devices.wanted() {
+            anyhow::bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)");
+        }
+        Ok(Place::Devices(DevicePlace {
+            adb: self.devices.devices.adb()?,
+            selectors: self.devices.devices.devices.clone(),
+            settings: self.devices.adb_settings(),
+            run_timeout: self.devices.run_timeout(),
+            skip_noisy: health.and_then(HealthArgs::history),
+        }))
+    }
+}
+
+/// Gate rules: `--gate FILE` and `--rule NAME=VALUE`.
+#[derive(Debug, Clone, Args)]
+pub struct RulesArgs {
+    /// Gate rules file (TOML); defaults: cv_pct <= 8, npu_flops_pct >= 98 (`compare`:
+    /// max_slowdown_pct 5, placement_must_match).
     #[arg(long = "gate", value_name = "FILE")]
     pub rules_file: Option<PathBuf>,
     /// Override one rule, `name=value` (repeatable), e.g. `--rule median_ms=12`.
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rule_overrides: Vec<String>,
-    /// Baseline to compare against (from `npugate baseline save`).
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-    /// Compare against a baseline even when the fingerprints differ.
-    #[arg(long)]
-    pub force: bool,
+}
+
+/// Where a verdict goes: `--format` (repeatable) and `--report`.
+#[derive(Debug, Clone, Args)]
+pub struct FormatArgs {
     /// Output format (repeatable): terminal, json, markdown, github, junit, html.
     #[arg(long = "format", value_name = "FORMAT", default_value = "terminal")]
     pub formats: Vec<Format>,
@@ -38,15 +149,35 @@ pub struct GateArgs {
     pub report: Option<PathBuf>,
 }
 
+impl FormatArgs {
+    /// Where the verdict goes; `json` (from `--json`) replaces the formats with JSON.
+    pub fn sinks(&self, json: bool) -> Sinks {
+        let formats = if json { vec![Format::Json] } else { self.formats.clone() };
+        Sinks { formats, report: self.report.clone() }
+    }
+}
+
+/// Gate options of every command that judges a run: rules, baseline, formats.
+#[derive(Debug, Clone, Args)]
+pub struct GateArgs {
+    /// `--gate`, `--rule`.
+    #[command(flatten)]
+    pub rules: RulesArgs,
+    /// Baseline to compare against (from `npugate baseline save`).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Compare against a baseline even when the fingerprints differ.
+    #[arg(long)]
+    pub force: bool,
+    /// `--format`, `--report`.
+    #[command(flatten)]
+    pub output: FormatArgs,
+}
+
 impl GateArgs {
     /// The rules and baseline.
     pub fn spec(&self) -> Result<GateSpec> {
-        GateSpec::load(self.rules_file.as_deref(), &self.rule_overrides, self.baseline.as_deref(), self.force)
-    }
-
-    /// Where the verdict goes.
-    pub fn sinks(&self) -> Sinks {
-        Sinks { formats: self.formats.clone(), report: self.report.clone() }
+        GateSpec::load(self.rules.rules_file.as_deref(), &self.rules.rule_overrides, self.baseline.as_deref(), self.force)
     }
 }
 
@@ -125,6 +256,21 @@ impl DeviceRunArgs {
     }
 }
 
+/// `--history`: the SQLite history store of sweeps, noise floors and trends.
+#[derive(Debug, Clone, Args)]
+pub struct HistoryArg {
+    /// The history store (SQLite) [default: <cache>/history.sqlite].
+    #[arg(long, value_name = "PATH")]
+    pub history: Option<PathBuf>,
+}
+
+impl HistoryArg {
+    /// `--history`, or the default store.
+    pub fn path(&self) -> PathBuf {
+        self.history.clone().unwrap_or_else(crate::history::default_path)
+    }
+}
+
 /// Leaving noisy devices out of a rack (`run`, `compare`): their noise floor, learned from the
 /// history, drifted well above their peers' (see `npugate devices`).
 #[derive(Debug, Clone, Args)]
@@ -132,34 +278,15 @@ pub struct HealthArgs {
     /// Skip the devices the history flags as noisy (each named on stderr).
     #[arg(long)]
     pub skip_noisy: bool,
-    /// History store the noise floors are learned from (default: <cache>/history.sqlite).
-    #[arg(long, value_name = "PATH", requires = "skip_noisy")]
-    pub history: Option<PathBuf>,
+    /// `--history`: the store the noise floors are learned from.
+    #[command(flatten)]
+    pub history: HistoryArg,
 }
 
 impl HealthArgs {
-    /// `serials` without the noisy ones when `--skip-noisy` is given; an error when none is left.
-    pub fn keep_healthy(&self, serials: Vec<String>) -> Result<Vec<String>> {
-        if !self.skip_noisy {
-            return Ok(serials);
-        }
-        let path = self.history.clone().unwrap_or_else(crate::history::default_path);
-        let Some(health) = crate::history::health::load(&path)? else {
-            eprintln!("npugate: --skip-noisy: no history at {} yet, so no device is skipped", path.display());
-            return Ok(serials);
-        };
-        let (kept, skipped): (Vec<String>, Vec<String>) =
-            serials.into_iter().partition(|serial| !health.iter().any(|h| &h.serial == serial && h.noisy));
-        for serial in &skipped {
-            let why = health.iter().find(|h| &h.serial == serial).map(|h| h.summary.as_str()).unwrap_or_default();
-            eprintln!("npugate: skipping {serial}: {why}");
-        }
-        anyhow::ensure!(
-            !kept.is_empty(),
-            "every chosen device is flagged noisy ({}); see `npugate devices`, or run without --skip-noisy",
-            skipped.join(", ")
-        );
-        Ok(kept)
+    /// The history whose noisy devices are left out, with `--skip-noisy`.
+    pub fn history(&self) -> Option<PathBuf> {
+        self.skip_noisy.then(|| self.history.path())
     }
 }
 

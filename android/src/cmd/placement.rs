@@ -8,26 +8,28 @@ use anyhow::Result;
 use clap::Args;
 use npugate_result::contract::EXIT_PASS;
 
+use super::options::{JsonArg, RulesArgs};
+
 /// Arguments of `npugate placement`.
 #[derive(Debug, Args)]
 pub struct PlacementArgs {
     /// A result directory (as written by `npugate run` or `npugate-harness`).
     pub result_dir: PathBuf,
-    /// Print the placement report as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Rules file whose allow-lists mark nodes as allowed in the table.
-    #[arg(long = "gate", value_name = "FILE")]
-    pub rules_file: Option<PathBuf>,
+    /// `--json`: `npugate.placement/1` instead of the table.
+    #[command(flatten)]
+    pub json: JsonArg,
+    /// Rules (`--gate FILE`, `--rule NAME=VALUE`) whose allow-lists mark nodes as allowed in the table.
+    #[command(flatten)]
+    pub rules: RulesArgs,
 }
 
 /// Runs `npugate placement`.
 pub fn run(args: PlacementArgs) -> Result<u8> {
     let report = npugate_profile::analyze_result_dir(&args.result_dir)?;
-    if args.json {
+    if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let rules = npugate_gate::Rules::load(args.rules_file.as_deref(), &[])?;
+        let rules = npugate_gate::Rules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
         print!("{}", npugate_gate::export::placement_text(&report, &rules, color));
     }

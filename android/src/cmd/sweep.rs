@@ -9,7 +9,7 @@ use clap::Args;
 
 use npugate_result::contract::EXIT_ERROR;
 
-use super::options::{DeviceRunArgs, EvidenceArgs};
+use super::options::{DeviceRunArgs, EvidenceArgs, HarnessArg, HistoryArg, OutArg};
 use crate::history::{self, HistoryFilter, HistoryReport, HistoryStore};
 use crate::matrix::{self, Matrix};
 use crate::sweep::{self, SweepOptions, SweepPlan, SweepSummary, SweepTarget};
@@ -24,18 +24,19 @@ pub struct SweepArgs {
     /// The sweep plan (TOML): devices, runtimes, models with their rules, settings.
     #[arg(long, value_name = "FILE")]
     pub plan: PathBuf,
-    /// Sweep directory; running again with the same one resumes (default: npugate-sweeps/<name>/<night>).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
+    /// `--out`: the sweep directory; running again with the same one resumes [default:
+    /// npugate-sweeps/<name>/<night>].
+    #[command(flatten)]
+    pub out: OutArg,
     /// The night this sweep belongs to (default: today, UTC).
     #[arg(long, value_name = "YYYY-MM-DD", value_parser = sweep::parse_night)]
     pub night: Option<String>,
-    /// History store (SQLite) to record the sweep in (default: <cache>/history.sqlite).
-    #[arg(long, value_name = "PATH")]
-    pub history: Option<PathBuf>,
-    /// The harness binary (default: the one built for each device's target).
-    #[arg(long, value_name = "PATH")]
-    pub harness: Option<PathBuf>,
+    /// `--history`: the store the sweep is recorded in.
+    #[command(flatten)]
+    pub history: HistoryArg,
+    /// `--harness` [default: the one built for each runtime's target].
+    #[command(flatten)]
+    pub harness: HarnessArg,
     /// adb, work dir, retries, cooldown and timeouts (`--device` only when the plan has no [[device]]).
     #[command(flatten)]
     pub devices: DeviceRunArgs,
@@ -49,7 +50,7 @@ pub fn run(args: SweepArgs) -> Result<u8> {
     let plan = SweepPlan::load(&args.plan)?;
     let bundle = args.evidence.bundle()?;
     let night = args.night.clone().unwrap_or_else(sweep::today);
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
+    let out = args.out.out.clone().unwrap_or_else(|| PathBuf::from("npugate-sweeps").join(&plan.name).join(&night));
     let adb = args.devices.devices.adb()?;
     let mut devices: Vec<SweepTarget<Box<dyn Target>>> = sweep::resolve_devices(&plan, &adb, &args.devices.devices.devices, &args.devices.adb_settings())?
         .into_iter()
@@ -60,12 +61,12 @@ pub fn run(args: SweepArgs) -> Result<u8> {
     let options = SweepOptions {
         out: &out,
         night: args.night.as_deref(),
-        harness: args.harness.as_deref(),
+        harness: args.harness.harness.as_deref(),
         policy: &policy,
         run_timeout: args.devices.run_timeout(),
     };
     let summary = sweep::run_sweep(&plan, &devices, &options)?;
-    let history_path = args.history.clone().unwrap_or_else(history::default_path);
+    let history_path = args.history.path();
     let (trends, history_ok) = match record_and_trend(&summary, &out, &history_path) {
         Ok(trends) => (Some(trends), true),
         Err(error) => {
@@ -85,7 +86,7 @@ pub fn run(args: SweepArgs) -> Result<u8> {
         history_path.display()
     );
     if let Some((bundle_dir, key)) = &bundle {
-        let manifest = crate::evidence::for_sweep(&plan, &out, args.harness.as_deref(), &written)?.write(bundle_dir, key)?;
+        let manifest = crate::evidence::for_sweep(&plan, &out, args.harness.harness.as_deref(), &written)?.write(bundle_dir, key)?;
         eprintln!("npugate sweep: evidence bundle of {} files signed in {}", manifest.files.len(), bundle_dir.display());
     }
     let code = summary.exit_code.unwrap_or(EXIT_ERROR);

@@ -17,12 +17,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use npugate_gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
 use npugate_gate::export::{write_all, Format};
 use npugate_settings::HarnessSettings;
 use npugate_result::files;
 
+use crate::layout::Ownership;
 use crate::rack::Attempted;
 use crate::run::{run_on, RunReport, RunSpec};
 use crate::targets::{Job, Progress, Target};
@@ -177,24 +178,12 @@ fn round_dir(index: usize) -> String {
     format!("round-{:02}", index + 1)
 }
 
-/// Makes `out` an empty directory: missing, empty, or holding only what a comparison writes
-/// (it is replaced); anything else is refused.
+/// Makes `out` an empty directory: missing, empty, or a comparison of npugate's (it is replaced,
+/// also when cut short); anything else is refused.
 fn clear(out: &Path) -> Result<()> {
-    if out.is_dir() {
-        let own = |name: &str| {
-            [BASELINE_DIR, CANDIDATE_DIR, files::COMPARE, files::REPORT_HTML].contains(&name) || name.starts_with("attempt-")
-        };
-        for entry in std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            if !own(&name) {
-                bail!("{} is not empty and holds no npugate comparison ({name}); choose another --out", out.display());
-            }
-        }
-        std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
-    } else if out.exists() {
-        bail!("{} is a file; --out needs a directory", out.display());
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+    const COMPARISON: Ownership =
+        Ownership { marker: files::COMPARE, what: "npugate comparison", own_names: &[BASELINE_DIR, CANDIDATE_DIR, files::REPORT_HTML, "attempt-*"] };
+    COMPARISON.replace(out, "--out")
 }
 
 #[cfg(test)]

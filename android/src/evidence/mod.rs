@@ -26,6 +26,7 @@ pub use sweep::for_sweep;
 pub use verify::verify;
 
 use npugate_settings::HarnessSettings;
+use crate::layout::Ownership;
 use crate::runtime::manifest::MANIFEST_FILE as RUNTIME_MANIFEST;
 use crate::runtime::RuntimeManifest;
 use manifest::{
@@ -168,16 +169,8 @@ impl Bundle {
 
 /// `out` made an empty directory: a previous bundle there is replaced, anything else refused.
 fn prepare(out: &Path) -> Result<()> {
-    if out.exists() {
-        let mut entries = std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?;
-        if entries.next().is_some() {
-            if !out.join(MANIFEST_FILE).is_file() {
-                bail!("{} is not empty and holds no evidence bundle; choose another --evidence directory", out.display());
-            }
-            std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
-        }
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+    const BUNDLE: Ownership = Ownership { marker: MANIFEST_FILE, what: "evidence bundle", own_names: &[] };
+    BUNDLE.replace(out, "--evidence directory")
 }
 
 /// Copies `source` to `out/bundle_path` and describes the copy.
@@ -276,6 +269,14 @@ mod tests {
         bundle.write(&first, &key).unwrap();
         let err = bundle.write(&fixture(), &key).unwrap_err().to_string();
         assert!(err.contains("holds no evidence bundle"), "{err}");
+        // Someone else's manifest.json does not make a folder a bundle: it survives, untouched.
+        let foreign = work.path().join("release");
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::fs::write(foreign.join(MANIFEST_FILE), r#"{"files": []}"#).unwrap();
+        std::fs::write(foreign.join("notes.txt"), "keep me").unwrap();
+        let err = bundle.write(&foreign, &key).unwrap_err().to_string();
+        assert!(err.contains("release") && err.contains("holds no evidence bundle"), "{err}");
+        assert_eq!(std::fs::read_to_string(foreign.join("notes.txt")).unwrap(), "keep me");
     }
 
     #[test]

@@ -11,7 +11,6 @@ pub mod compat;
 pub mod compile;
 pub mod compiled;
 pub mod preflight;
-pub mod versions;
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +18,6 @@ use anyhow::{bail, Result};
 
 use crate::runtime::RuntimeManifest;
 use crate::targets::wine::{self, SETUP_HINT};
-use versions::QnnChoice;
 
 /// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
 pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";
@@ -47,26 +45,6 @@ impl HostHtp {
         }
         let name = runtime.unwrap_or(HOST_HTP_RUNTIME);
         let runtime = RuntimeManifest::load(name)?;
-        HostHtp::with_runtime(runtime, harness)
-    }
-
-    /// One host HTP per QNN version `qnn` chooses (`--qnn`, oldest first), or the one `runtime`
-    /// names (default [`HOST_HTP_RUNTIME`]) when `qnn` is empty; giving both is refused.
-    pub fn for_versions(runtime: Option<&str>, qnn: &[QnnChoice], harness: Option<&Path>) -> Result<Vec<HostHtp>> {
-        if qnn.is_empty() {
-            return Ok(vec![HostHtp::locate(runtime, harness)?]);
-        }
-        if let Some(name) = runtime {
-            bail!("--runtime {name} and --qnn both choose the host HTP's runtime; drop one");
-        }
-        if !wine::installed() {
-            bail!("wine is not installed; {SETUP_HINT}");
-        }
-        versions::choose(qnn, &crate::runtime::choose::fetched())?.into_iter().map(|runtime| HostHtp::with_runtime(runtime, harness)).collect()
-    }
-
-    /// `runtime` (checked) with the harness (default: the cargo layout's Windows build).
-    fn with_runtime(runtime: RuntimeManifest, harness: Option<&Path>) -> Result<HostHtp> {
         check_runtime(&runtime)?;
         let harness = match harness {
             Some(path) => path.to_path_buf(),
@@ -85,7 +63,7 @@ impl HostHtp {
 }
 
 /// Refuses a runtime that is not a Windows x64 QNN plugin runtime with the HTP backend.
-fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
+pub fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
     let fix = format!("pass --runtime {HOST_HTP_RUNTIME} (npugate runtime fetch {HOST_HTP_RUNTIME})");
     if runtime.target != wine::TRIPLE {
         bail!("runtime {} is built for {}, but the host HTP runs the {} harness under wine; {fix}", runtime.name, runtime.target, wine::TRIPLE);

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, SessionSettings, ShapeSpec};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use npugate_result::{files, RunResult};
 use npugate_profile::ort_log::RejectionReasons;
@@ -270,7 +270,7 @@ struct PlannedJob<'h> {
 
 impl HtpPreflightRequest<'_> {
     /// Judges the model for every SoC and QNN version into `out` (`<SOC>/` result dirs, or
-    /// `<SOC>-qnn<version>/` with several versions; `preflight.json`; the CPU reference job's node
+    /// `<SOC>-qnn-<version>/` with several versions; `preflight.json`; the CPU reference job's node
     /// shapes are kept in the cache for the next preflight of the model) and returns the report.
     /// Fails only when nothing can be judged: no runtime, the model cannot be read or fixed, or
     /// ONNX Runtime cannot load it even on its CPU EP.
@@ -281,13 +281,10 @@ impl HtpPreflightRequest<'_> {
         let prepared = crate::model::prepare(self.model, self.shapes, self.inputs, &crate::model::default_cache())?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
-        let reference_settings = HarnessSettings {
-            session_only: true,
-            shapes: self.shapes.to_vec(),
-            inputs: self.inputs.to_vec(),
-            ..HarnessSettings::default()
-        };
-        let soc_settings = HarnessSettings { execute_once: self.execute, inputs: self.inputs.to_vec(), ..soc_settings(self.shapes, self.fp16) };
+        let reference_session = SessionSettings { shapes: self.shapes.to_vec(), inputs: self.inputs.to_vec(), ..SessionSettings::default() };
+        let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
+        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
+        soc_settings.session.inputs = self.inputs.to_vec();
         // The node shapes depend on the model, its inputs and ONNX Runtime only: computed once, then reused.
         let reference_dir = reference_cache(&prepared.files.digest, self.inputs, &first.runtime);
         let cached = cached_reference(&reference_dir);
@@ -298,7 +295,7 @@ impl HtpPreflightRequest<'_> {
         let several = self.hosts.len() > 1;
         for host in self.hosts {
             for soc in self.socs {
-                let name = if several { format!("{}-qnn{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
+                let name = if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
                 jobs.push(PlannedJob { target: WineTarget::for_soc(*soc).named(&name), host, soc: Some(*soc), dir: out.join(&name) });
             }
         }
@@ -416,14 +413,13 @@ pub fn version_changes(qnn: &[QnnRuntime], socs: &[SocVerdict]) -> Vec<VersionCh
 /// The settings of every SoC job (and of a compile): QNN on the HTP backend, validation on,
 /// session only.
 pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings {
-    HarnessSettings {
+    let session = SessionSettings {
         ep: EpKind::Qnn,
-        session_only: true,
-        no_reference_pass: true,
         shapes: shapes.to_vec(),
         qnn: QnnArgs { qnn_backend: Some(QnnBackend::Type("htp")), enable_htp_fp16_precision: Some(fp16), ..QnnArgs::default() },
-        ..HarnessSettings::default()
-    }
+        ..SessionSettings::default()
+    };
+    HarnessSettings { session_only: true, no_reference_pass: true, ..HarnessSettings::from(session) }
 }
 
 /// Runs one job into `dir` (replaced), keeping whatever the harness wrote.

@@ -36,9 +36,11 @@ use npugate_result::{contract, files};
 use npugate_onnx::Model;
 
 use crate::device_rack::result_dir_names;
+use crate::layout::Ownership;
 use crate::output_check::ReferenceRequest;
 use crate::rack::{run_rack, Rack, RackPolicy};
 use crate::run::{run_on, RunReport, RunSpec};
+use crate::plan::Planned;
 use crate::runtime::RuntimeManifest;
 use crate::targets::{Cancel, Job, Target};
 use compare::{compare_run, compare_runs, Saved};
@@ -108,16 +110,8 @@ pub struct NumericsRequest<'a> {
 /// Where the model under test runs.
 #[derive(Clone, Copy)]
 pub struct Targets<'a> {
-    /// The targets, each run in parallel with the others.
-    pub targets: &'a [&'a dyn Target],
-    /// The harness built for them.
-    pub harness: &'a Path,
-    /// The runtime each target loads: one for all, or one per target (e.g. a QNN version per
-    /// host-HTP target).
-    pub runtimes: &'a [&'a RuntimeManifest],
-    /// Pairs of targets (indices) whose runs are also compared with each other directly, layer
-    /// by layer (one SoC under two QNN versions).
-    pub pairs: &'a [(usize, usize)],
+    /// The targets with the harness and runtime of each, run in parallel with each other.
+    pub planned: &'a [Planned],
     /// Extra environment of the harness.
     pub env: &'a [(&'a str, &'a str)],
     /// The longest one harness run may take.
@@ -126,10 +120,11 @@ pub struct Targets<'a> {
     pub policy: &'a RackPolicy,
 }
 
-impl<'a> Targets<'a> {
-    /// The runtime target `index` loads.
-    fn runtime(&self, index: usize) -> &'a RuntimeManifest {
-        self.runtimes.get(index).or(self.runtimes.first()).copied().expect("numerics targets have a runtime")
+impl Targets<'_> {
+    /// Pairs of targets (indices) whose runs are also compared with each other, layer by layer:
+    /// consecutive targets that are one SoC of the host HTP emulator under two runtimes (QNN versions).
+    fn version_pairs(&self) -> Vec<(usize, usize)> {
+        (1..self.planned.len()).filter(|&i| self.planned[i].soc.is_some() && self.planned[i].soc == self.planned[i - 1].soc).map(|i| (i - 1, i)).collect()
     }
 }
 
@@ -144,7 +139,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     let same = std::fs::canonicalize(request.model).ok() == std::fs::canonicalize(request.reference_model).ok();
     let reference = if same { None } else { Some(load(request.reference_model, request.settings)?) };
     let reference = reference.as_ref().unwrap_or(&model);
-    let names = result_dir_names(&on.targets.iter().map(|t| t.name().to_string()).collect::<Vec<_>>());
+    let names = result_dir_names(&on.planned.iter().map(|p| p.target.name().to_string()).collect::<Vec<_>>());
     let selection = match request.tensors {
         TensorChoice::All => Selection::All,
         TensorChoice::Names(names) => Selection::Only { tensors: names.iter().cloned().collect(), strict: true },
@@ -169,11 +164,12 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
-    let rack = on_every_target(on, request, &instrumented.model, &settings, out, &names);
+    let rack = on_every_target(on, &instrumented.model, &settings, request.cancel, out, &names);
     let reference_saved = Saved { dir: &reference_run.dir, result: &reference_run.result };
     let runs: Vec<TargetRun> = on
-        .targets
+        .planned
         .iter()
+        .map(|p| &p.target)
         .zip(&rack.results)
         .zip(&rack.report.devices)
         .zip(&names)
@@ -198,15 +194,15 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     };
     let mut report = NumericsReport::assemble(header, &matching, runs);
     report.between_targets = on
-        .pairs
-        .iter()
-        .map(|&(from, to)| {
+        .version_pairs()
+        .into_iter()
+        .map(|(from, to)| {
             let saved = |index: usize| -> Result<Saved<'_>, String> {
                 let finished = rack.results[index].as_ref().filter(|r| r.execution.succeeded());
-                finished.map(|r| Saved { dir: r.placed.dir(), result: &r.result }).ok_or_else(|| format!("the run on {} did not finish", on.targets[index].name()))
+                finished.map(|r| Saved { dir: r.placed.dir(), result: &r.result }).ok_or_else(|| format!("the run on {} did not finish", on.planned[index].target.name()))
             };
             let compared = saved(from).and_then(|a| saved(to).and_then(|b| compare_runs(&matching.layers, a, b).map_err(|e| format!("{e:#}"))));
-            TargetPair::judge(on.targets[from].name(), on.targets[to].name(), &matching, compared, request.min_sqnr_db)
+            TargetPair::judge(on.planned[from].target.name(), on.planned[to].target.name(), &matching, compared, request.min_sqnr_db)
         })
         .collect();
     contract::write_json(&out.join(files::NUMERICS), &report).with_context(|| format!("cannot write {}", out.join(files::NUMERICS).display()))?;
@@ -215,22 +211,21 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     Ok(report)
 }
 
-/// Runs `model` with `settings` on every target (with its runtime) in parallel, each into
-/// `dir/<its name>`.
-fn on_every_target(on: &Targets<'_>, request: &NumericsRequest<'_>, model: &Path, settings: &HarnessSettings, dir: &Path, names: &[String]) -> Rack<RunReport> {
-    run_rack(on.targets, on.policy, |target, progress| {
-        let index = on.targets.iter().position(|t| std::ptr::addr_eq(*t, target)).unwrap_or_default();
-        let job = Job {
-            harness: on.harness,
-            runtime: on.runtime(index),
-            model,
-            prepared: None,
-            settings,
-            env: on.env,
-            timeout: on.timeout,
-            cancel: request.cancel,
-        };
-        run_on(target, &RunSpec { job, gate: None, reference: None }, &dir.join(&names[index]), progress)
+/// Runs `model` with `settings` on every target in parallel (each with its own harness and
+/// runtime), each into `dir/<its name>`.
+fn on_every_target(on: &Targets<'_>, model: &Path, settings: &HarnessSettings, cancel: &Cancel, dir: &Path, names: &[String]) -> Rack<RunReport> {
+    let specs: Vec<RunSpec> = on
+        .planned
+        .iter()
+        .map(|p| {
+            let job = Job { harness: &p.harness, runtime: &p.runtime, model, prepared: None, settings, env: on.env, timeout: on.timeout, cancel };
+            RunSpec { job, gate: None, reference: None }
+        })
+        .collect();
+    let targets: Vec<&dyn Target> = on.planned.iter().map(|p| p.target.as_ref()).collect();
+    run_rack(&targets, on.policy, |target, progress| {
+        let index = targets.iter().position(|t| std::ptr::addr_eq(*t, target)).unwrap_or_default();
+        run_on(target, &specs[index], &dir.join(&names[index]), progress)
     })
 }
 
@@ -318,7 +313,7 @@ fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: Option<&M
 /// saved) and the tensors that cross a partition boundary on any of them.
 fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, names: &[String]) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
-    let rack = on_every_target(on, request, request.model, &settings, &request.out.join(PLAIN_DIR), names);
+    let rack = on_every_target(on, request.model, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();
     for (outcome, finished) in rack.report.devices.iter().zip(&rack.results) {
         let Some(report) = finished else {
@@ -331,7 +326,7 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
         tensors.extend(placement::boundary_tensors(model, &report.result.assignment));
     }
     if tensors.is_empty() {
-        let targets: Vec<&str> = on.targets.iter().map(|t| t.name()).collect();
+        let targets: Vec<&str> = on.planned.iter().map(|p| p.target.name()).collect();
         bail!(
             "--tensors boundaries: no tensor crosses a partition boundary on {} (the model runs in one partition there; \
              the plain runs are in {}); pass --tensors all",
@@ -360,12 +355,11 @@ fn relative(path: &Path, base: &Path) -> String {
 
 /// Refuses an output directory that holds something else than an earlier numerics report.
 fn prepare_out(out: &Path) -> Result<()> {
-    let foreign = out.is_dir()
-        && std::fs::read_dir(out).with_context(|| format!("cannot read {}", out.display()))?.next().is_some()
-        && !out.join(files::NUMERICS).is_file()
-        && !out.join(files::INSTRUMENTED_DIR).is_dir();
-    if foreign {
-        bail!("{} is not empty and holds no npugate numerics report; choose another --out", out.display());
-    }
+    const NUMERICS_DIR: Ownership = Ownership {
+        marker: files::NUMERICS,
+        what: "npugate numerics report",
+        own_names: &[files::INSTRUMENTED_DIR, files::NUMERICS_REFERENCE_DIR, PLAIN_DIR, files::NUMERICS_HTML],
+    };
+    NUMERICS_DIR.check(out, "--out")?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
 }

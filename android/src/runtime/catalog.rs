@@ -42,6 +42,10 @@ pub struct CatalogEntry {
     pub ort_pairing: Option<String>,
     /// Wheels to unpack, in order.
     pub wheel: Vec<WheelPin>,
+    /// Why the runtime is used only when named (`--runtime`) and never picked for a command that
+    /// names none, e.g. a plugin that offers its devices on some hosts only.
+    #[serde(default)]
+    pub only_when_named: Option<String>,
 }
 
 /// A wheel pinned by version, platform and content hash.
@@ -77,14 +81,10 @@ pub fn find(name: &str) -> Result<CatalogEntry> {
     }
 }
 
-/// The first pinned runtime for `target` whose accelerator EP is `ep_name` (`OpenVINOExecutionProvider`
-/// → `openvino-1.24.1-linux-x86_64` on x86_64 Linux).
-pub fn with_ep(target: &str, ep_name: &str) -> Result<Option<String>> {
-    Ok(catalog()?
-        .runtime
-        .into_iter()
-        .find(|r| r.target == target && r.ep.as_ref().is_some_and(|ep| ep.name == ep_name))
-        .map(|r| r.name))
+/// True when the runtime named `name` may be picked for a command that names no runtime: every
+/// runtime but the catalog's `only_when_named` ones (imported runtimes included).
+pub fn pickable(name: &str) -> bool {
+    catalog().map(|c| c.runtime.iter().all(|r| r.name != name || r.only_when_named.is_none())).unwrap_or(true)
 }
 
 #[cfg(test)]
@@ -102,8 +102,7 @@ mod tests {
             }
         }
         assert!(find("nope").unwrap_err().to_string().contains("ort-1.31.1-linux-x86_64"));
-        let openvino = with_ep("x86_64-unknown-linux-gnu", "OpenVINOExecutionProvider").unwrap();
-        assert_eq!(openvino.as_deref(), Some("openvino-1.24.1-linux-x86_64"));
-        assert_eq!(with_ep("x86_64-unknown-linux-gnu", "CUDAExecutionProvider").unwrap(), None);
+        assert!(pickable("openvino-1.24.1-linux-x86_64") && pickable("an-imported-runtime"));
+        assert!(!pickable("openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64"), "its plugin lists no device on non-Intel hosts");
     }
 }

@@ -28,7 +28,7 @@ pub fn newest_for(target: &str, ep: Option<&str>, fetched: &[RuntimeManifest]) -
     let accelerator = ep.filter(|name| *name != "CPUExecutionProvider");
     let best = fetched
         .iter()
-        .filter(|runtime| runtime.target == target)
+        .filter(|runtime| runtime.target == target && super::catalog::pickable(&runtime.name))
         .filter(|runtime| accelerator.is_none_or(|name| runtime.ep.as_ref().is_some_and(|e| e.name == name)))
         .max_by(|a, b| version(&a.ort_version).cmp(&version(&b.ort_version)).then(b.ep.is_some().cmp(&a.ep.is_some())).then(b.name.cmp(&a.name)));
     if let Some(runtime) = best {

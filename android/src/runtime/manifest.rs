@@ -89,6 +89,7 @@ impl RuntimeManifest {
             );
         }
         let mut manifest: RuntimeManifest = contract::read(&file)?;
+        crate::paths::check_plain_name(&manifest.name, &format!("the runtime name in {}", file.display()))?;
         manifest.dir = dir;
         Ok(manifest)
     }
@@ -277,6 +278,19 @@ mod tests {
         bytes.extend_from_slice(b"v2.51.0.260929181845\0tail");
         std::fs::write(&file, bytes).unwrap();
         assert_eq!(qnn_build_in(&file).as_deref(), Some("v2.51.0.260929181845"));
+    }
+
+    #[test]
+    fn a_runtime_whose_name_would_leave_its_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("libonnxruntime.so"), "lib").unwrap();
+        let written = RuntimeManifest::write_for_dir(dir.path(), "ok-name", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]);
+        assert!(written.is_ok());
+        let file = dir.path().join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&file).unwrap().replace("\"ok-name\"", "\"../x\"");
+        std::fs::write(&file, text).unwrap();
+        let error = RuntimeManifest::load(&dir.path().display().to_string()).unwrap_err().to_string();
+        assert!(error.contains("runtime.json") && error.contains("\"../x\"") && error.contains("names a directory"), "{error}");
     }
 
     #[test]

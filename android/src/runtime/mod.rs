@@ -82,9 +82,7 @@ pub struct Staged {
 /// Builds runtime `name` in a staging directory with `fill` (which unpacks the files), writes its
 /// manifest, then replaces `<cache>/runtimes/<name>` with it in one rename.
 pub fn install(name: &str, fill: impl FnOnce(&std::path::Path) -> Result<Staged>) -> Result<RuntimeManifest> {
-    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-        anyhow::bail!("runtime name {name:?} is not a plain directory name; pass --name like qnn-2.6.0-android-v75");
-    }
+    crate::paths::check_plain_name(name, "runtime name").map_err(|e| anyhow::anyhow!("{e}; pass --name like qnn-2.6.0-android-v75"))?;
     let runtimes = crate::paths::runtimes_dir();
     std::fs::create_dir_all(&runtimes).with_context(|| format!("cannot create {}", runtimes.display()))?;
     let staging = tempfile::Builder::new()

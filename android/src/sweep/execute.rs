@@ -12,12 +12,11 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
-use npugate_settings::{EpKind, HarnessSettings};
+use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
 use crate::devices::{self, DeviceInfo};
 use crate::device_rack::result_dir_names;
-use crate::harnesses;
 use crate::pipeline::GateSpec;
 use crate::rack::{self, Attempted, RackPolicy};
 use crate::run::{run_on, RunSpec};
@@ -334,13 +333,10 @@ fn run_cell<T: Target>(
     let started = Instant::now();
     let dir = &key.dir(options.out);
     crate::layout::remove_stale_staging(dir);
-    let harness = match options.harness {
-        Some(path) => path.to_path_buf(),
-        None => harnesses::for_target(device.info.target.as_deref().unwrap_or("an unknown target"))?,
-    };
+    let harness = crate::plan::harness_for(options.harness, runtime, &crate::plan::Installed)?;
     let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
     let settings = match device.host_htp {
-        true => HarnessSettings { ep: EpKind::Qnn, ..settings.clone() },
+        true => HarnessSettings { session: SessionSettings { ep: EpKind::Qnn, ..settings.session.clone() }, ..settings.clone() },
         false => settings.clone(),
     };
     let job = Job {

@@ -10,9 +10,8 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 use crate::hexagon::Soc;
-use crate::htp::versions::QnnChoice;
 use crate::runtime::RuntimeManifest;
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -154,21 +153,6 @@ impl SweepPlan {
             }
             socs.push(soc);
         }
-        let mut qnn: Vec<QnnChoice> = Vec::new();
-        for (index, text) in raw.qnn.iter().enumerate() {
-            qnn.push(text.parse().map_err(|e| field_error(format!("qnn[{index}]"), e))?);
-        }
-        let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, qnn.is_empty()) {
-            (true, Some(_), _) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
-            (true, None, false) => return Err(field_error("qnn".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
-            (true, None, true) => Vec::new(),
-            (false, Some(_), false) => return Err(field_error("qnn".into(), "htp_runtime and qnn both choose the host-HTP runtimes; keep one".into())),
-            (false, name, _) => {
-                let field = if qnn.is_empty() { "socs" } else { "qnn" };
-                let hosts = crate::htp::HostHtp::for_versions(name.as_deref(), &qnn, None).map_err(|e| field_error(field.into(), format!("{e:#}")))?;
-                hosts.into_iter().map(|host| host.runtime).collect()
-            }
-        };
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
         for (index, name) in raw.runtimes.iter().enumerate() {
             let manifest = RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
@@ -200,9 +184,7 @@ impl SweepPlan {
                 Some(name) => name,
                 None => path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             };
-            if name.is_empty() || name.starts_with('.') || !name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-                return Err(field_error(field("name"), format!("{name:?} must be letters, digits, `.`, `_` or `-` (it names a directory)")));
-            }
+            crate::paths::check_plain_name(&name, "the model name").map_err(|e| field_error(field("name"), e.to_string()))?;
             if !names.insert(name.clone()) {
                 return Err(field_error(field("name"), format!("two models are named {name:?}; give one another name = \"…\"")));
             }
@@ -231,14 +213,51 @@ impl SweepPlan {
                 .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
+        let qnn = crate::plan::QnnChoice::from_flags(&raw.qnn);
+        let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, &qnn) {
+            (true, Some(_), _) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None, crate::plan::QnnChoice::Any) => Vec::new(),
+            (true, None, _) => return Err(field_error("qnn".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (false, name, _) => {
+                // The host-HTP cells resolve like `npugate run --local --ep qnn --soc … --qnn …` of
+                // each model (a compiled model is checked against every SoC and QNN version).
+                let field = if raw.qnn.is_empty() { "socs" } else { "qnn" };
+                let mut runtimes: Vec<RuntimeManifest> = Vec::new();
+                for model in &models {
+                    let request = crate::plan::Request {
+                        command: crate::plan::Command::Run,
+                        model: &model.path,
+                        place: crate::plan::Place::Emulator,
+                        ep: EpKind::Qnn,
+                        runtime: name.as_deref(),
+                        harness: None,
+                        socs: socs.clone(),
+                        qnn: qnn.clone(),
+                        out: None,
+                    };
+                    let plan = crate::plan::Plan::resolve(&request, &crate::plan::Installed).map_err(|e| field_error(field.into(), format!("{e:#}")))?;
+                    runtimes.clear();
+                    for planned in plan.targets {
+                        if !runtimes.iter().any(|r| r.dir == planned.runtime.dir) {
+                            runtimes.push(planned.runtime);
+                        }
+                    }
+                }
+                runtimes
+            }
+        };
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
+        crate::paths::check_plain_name(&name, "the sweep name").map_err(|e| field_error("name".into(), e.to_string()))?;
         Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtimes, models })
     }
 
     /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
     pub fn cell_settings(&self, model: &PlannedModel, runtime: &RuntimeManifest) -> HarnessSettings {
         match self.runtime_eps.get(&runtime.name) {
-            Some(RuntimeEp { ep, ep_options }) => HarnessSettings { ep: *ep, ep_options: ep_options.clone(), ..model.settings.clone() },
+            Some(RuntimeEp { ep, ep_options }) => HarnessSettings {
+                session: SessionSettings { ep: *ep, ep_options: ep_options.clone(), ..model.settings.session.clone() },
+                ..model.settings.clone()
+            },
             None => model.settings.clone(),
         }
     }
@@ -335,8 +354,10 @@ mod tests {
         let runtime = runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let cases = [
-            (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 3: unknown field `runz`"),
+            (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 2: unknown setting `runz`"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model file"),
+            (format!("name = \"../x\"\nruntimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n"), "name: the sweep name \"../x\" must be"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\nname = \"a/b\"\npath = \"a.onnx\"\n"), "model[0].name: the model name \"a/b\""),
             ("runtimes = [\"ort-0.0.0-nowhere\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes[0]: runtime \"ort-0.0.0-nowhere\""),
             (format!("runtimes = [{runtime:?}]\n[[device]]\n[[model]]\npath = \"a.onnx\"\n"), "device[0]: give exactly one"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"), "unknown field `cv_pc`"),
@@ -345,12 +366,11 @@ mod tests {
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"y=1x3\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"), "model[0].shapes: model"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
-            (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 3: dimension \"big\""),
+            (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 2: dimension \"big\""),
             ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
             ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
             (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
             (format!("runtimes = [{runtime:?}]\nqnn = [\"2.51\"]\n[[model]]\npath = \"a.onnx\"\n"), "qnn: applies to host-HTP cells only"),
-            ("socs = [\"SM8650\"]\nqnn = [\"latest\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "qnn[0]: --qnn \"latest\" is not a QNN version"),
             ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
         ];
         for (text, expected) in cases {

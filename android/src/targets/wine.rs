@@ -244,7 +244,7 @@ mod tests {
     fn a_soc_target_sets_the_soc_model_of_qnn_runs_only() {
         let target = WineTarget::for_soc(crate::hexagon::find("SM8350").unwrap());
         assert_eq!(target.name(), "SM8350");
-        let qnn = HarnessSettings { ep: EpKind::Qnn, ..HarnessSettings::default() };
+        let qnn = HarnessSettings::from(npugate_settings::SessionSettings { ep: EpKind::Qnn, ..Default::default() });
         assert_eq!(target.settings(&qnn).qnn.soc_model, Some(30));
         assert_eq!(target.settings(&HarnessSettings::default()).qnn.soc_model, None, "CPU runs stay CPU runs");
         assert_eq!(WineTarget::new().settings(&qnn).qnn.soc_model, None);

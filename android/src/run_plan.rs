@@ -1,0 +1,187 @@
+//! `npugate run` over a resolved [`Plan`]: one target (this machine, or one emulated SoC) runs into
+//! `<out>` itself; several (devices, SoCs × QNN versions of the emulator) run in parallel into
+//! `<out>/<name>/` with `rack.json` beside them. The output check's fp32 reference runs on this
+//! machine (once, shared by a rack); then the cross-target output table and the evidence bundle.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use ed25519_dalek::SigningKey;
+use npugate_result::files;
+use npugate_settings::HarnessSettings;
+
+use crate::confirm::run_confirmed;
+use crate::consistency;
+use crate::device_rack;
+use crate::evidence::{Bundle, VerdictSummary};
+use crate::layout::Placed;
+use crate::output_check::{Reference, ReferenceRequest};
+use crate::pipeline::{GateSpec, OutputsCheck, Sinks};
+use crate::plan::{self, Kind, Plan, Planned, Resources};
+use crate::rack::RackPolicy;
+use crate::run::{run_on, ReferenceSource, RunReport, RunSpec};
+use crate::runtime::RuntimeManifest;
+use crate::targets::{Cancel, Execution, Job, Silent, Target};
+
+/// What `npugate run` does on every target of its plan.
+pub struct RunOptions<'a> {
+    /// The model as the user named it.
+    pub model: &'a Path,
+    /// The model whose fp32 outputs are the reference (`--reference-model`; default: the model).
+    pub reference_model: Option<&'a Path>,
+    /// What to measure.
+    pub settings: &'a HarnessSettings,
+    /// The rules (`None`: only measure).
+    pub gate: Option<&'a GateSpec>,
+    /// Where verdicts go.
+    pub sinks: Sinks,
+    /// `--confirm K`.
+    pub confirm: u32,
+    /// Retries of a target whose transport failed.
+    pub retries: u32,
+    /// The evidence bundle to write, with its signing key.
+    pub evidence: Option<(&'a Path, &'a SigningKey)>,
+    /// Set on Ctrl-C.
+    pub cancel: Cancel,
+}
+
+/// Runs the plan; returns the exit code (0 pass, 1 a rule failed, 2 could not judge).
+pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources) -> Result<u8> {
+    let reference_tools = match options.settings.check_outputs {
+        true => Some(plan::reference_tools(resources)?),
+        false => None,
+    };
+    match (plan.kind, plan.targets.as_slice()) {
+        (Kind::Host | Kind::Emulator, [one]) => single(plan, one, options, reference_tools.as_ref()),
+        _ => rack(plan, options, reference_tools.as_ref()),
+    }
+}
+
+/// One target into `<out>`.
+fn single(plan: &Plan, one: &Planned, options: &RunOptions<'_>, reference_tools: Option<&(std::path::PathBuf, RuntimeManifest)>) -> Result<u8> {
+    let reference = reference_tools.map(|(harness, runtime)| ReferenceSource::RunInside(reference_request(options, harness, runtime)));
+    let spec = RunSpec { job: job(plan, one, options), gate: options.gate, reference };
+    let report = run_confirmed(options.confirm, &plan.out, |dir| run_on(one.target.as_ref(), &spec, dir, &Silent))?;
+    report_problems(&report.execution, &report.outputs, &report.placed);
+    match &report.verdict {
+        Some(verdict) => {
+            options.sinks.emit(verdict)?;
+            eprintln!("npugate: result, verdict and report in {}", report.placed.dir().display());
+        }
+        None => eprintln!("npugate: result in {}", report.placed.dir().display()),
+    }
+    if let Some((bundle_dir, key)) = options.evidence {
+        let verdict = report.verdict.as_ref().map(VerdictSummary::of);
+        let bundle = Bundle::new()
+            .run(one.target.name(), report.placed.dir(), &report.result, verdict)
+            .subject(options.model, options.reference_model, &one.harness, &one.runtime, options.settings)?;
+        write_evidence(bundle, bundle_dir, key)?;
+    }
+    Ok(report.exit_code)
+}
+
+/// Every target in parallel into `<out>/<name>/`.
+fn rack(plan: &Plan, options: &RunOptions<'_>, reference_tools: Option<&(std::path::PathBuf, RuntimeManifest)>) -> Result<u8> {
+    let reference: Option<Reference> = match reference_tools {
+        Some((harness, runtime)) => Some(reference_request(options, harness, runtime).run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.cancel)?),
+        None => None,
+    };
+    let specs: Vec<RunSpec> = plan
+        .targets
+        .iter()
+        .map(|one| RunSpec { job: job(plan, one, options), gate: options.gate, reference: reference.as_ref().map(ReferenceSource::Ready) })
+        .collect();
+    let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
+    let policy = RackPolicy { retries: options.retries, retry_pause: Duration::from_secs(1), cancel: options.cancel.clone() };
+    let on_done = |target: &dyn Target, report: &RunReport| {
+        for warning in &report.execution.warnings {
+            eprintln!("npugate: {}: warning: {warning}", target.name());
+        }
+        report_problems(&report.execution, &report.outputs, &report.placed);
+        if let Some(verdict) = &report.verdict {
+            match options.sinks.render_for_device(verdict, report.placed.dir()) {
+                Ok(text) => print!("{text}"),
+                Err(error) => eprintln!("npugate: error: {error:#}"),
+            }
+        }
+    };
+    let rack = device_rack::run_on_targets(&targets, &specs, options.confirm, &plan.out, &policy, &on_done)?;
+    print!("{}", rack.report.lines());
+    let finished: Vec<&RunReport> = rack.results.iter().flatten().collect();
+    if reference.is_some() {
+        let compared: Vec<_> = finished
+            .iter()
+            .filter_map(|report| match &report.outputs {
+                OutputsCheck::Compared(outputs) => Some((&report.result, outputs)),
+                _ => None,
+            })
+            .collect();
+        match consistency::table(&compared, consistency::TableFormat::Terminal, false) {
+            Ok(table) => print!("{table}"),
+            Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
+        }
+    }
+    if let Some((bundle_dir, key)) = options.evidence {
+        let mut bundle = Bundle::new();
+        for report in &finished {
+            let label = report.placed.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            bundle = bundle.run(&label, report.placed.dir(), &report.result, report.verdict.as_ref().map(VerdictSummary::of));
+        }
+        let first = &plan.targets[0];
+        bundle = bundle
+            .file("device", files::RACK, &plan.out.join(files::RACK))
+            .subject(options.model, options.reference_model, &first.harness, &first.runtime, options.settings)?;
+        for other in &plan.targets[1..] {
+            bundle = bundle.runtime(&other.runtime);
+        }
+        if let (Some(reference), Some((harness, runtime))) = (&reference, reference_tools) {
+            bundle = bundle
+                .run(files::OUTPUT_REFERENCE_DIR, &reference.dir, &reference.result, None)
+                .runtime(runtime)
+                .file("harness", "harness/host/npugate-harness", harness);
+        }
+        write_evidence(bundle, bundle_dir, key)?;
+    }
+    Ok(rack.report.exit_code)
+}
+
+/// The harness job of one planned target.
+fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>) -> Job<'a> {
+    Job {
+        harness: &one.harness,
+        runtime: &one.runtime,
+        model: options.model,
+        prepared: None,
+        settings: options.settings,
+        env: &[],
+        timeout: plan.timeout,
+        cancel: &options.cancel,
+    }
+}
+
+/// The output check's reference run: `--reference-model` (or the model) on the host.
+fn reference_request<'a>(options: &'a RunOptions<'_>, harness: &'a Path, runtime: &'a RuntimeManifest) -> ReferenceRequest<'a> {
+    ReferenceRequest { harness, runtime, model: options.reference_model.unwrap_or(options.model), settings: options.settings }
+}
+
+/// Says what went wrong besides the verdict: a harness that failed after measuring, an output
+/// check that could not be made, a result kept beside a complete one.
+fn report_problems(execution: &Execution, outputs: &OutputsCheck, placed: &Placed) {
+    if !execution.succeeded() {
+        eprintln!("npugate: error: the harness failed ({}) after measuring: {}", execution.status(), execution.last_message());
+    }
+    if let OutputsCheck::Failed(error) = outputs {
+        eprintln!("npugate: error: {error}");
+    }
+    if let Placed::Beside(dir) = placed {
+        eprintln!("npugate: the run is incomplete and was kept in {}; the complete result before it stays in place", dir.display());
+    }
+}
+
+/// Writes and signs an evidence bundle.
+fn write_evidence(bundle: Bundle, out: &Path, key: &SigningKey) -> Result<()> {
+    let manifest = bundle.write(out, key)?;
+    eprintln!("npugate: evidence bundle of {} files signed in {}", manifest.files.len(), out.display());
+    Ok(())
+}
