@@ -176,7 +176,7 @@ fn numerics_names_where_two_qnn_versions_outputs_first_differ() {
     let out = dir.path().join("numerics");
     let output = npugate(
         &["numerics", "--ep", "qnn", "--soc", "SM8650", "--qnn", OLD, "--qnn", NEW, "--json"],
-        &[Path::new("--model"), &model("normcnn_qdq.onnx"), Path::new("--reference-model"), &model("normcnn.onnx"), Path::new("--out"), &out],
+        &[Path::new("--model"), &model("smallcnn.onnx"), Path::new("--out"), &out],
     );
     assert!(matches!(output.status.code(), Some(0 | 1)), "{}", describe(&output));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -206,7 +206,7 @@ fn numerics_names_where_two_qnn_versions_outputs_first_differ() {
     }
     let text = npugate(
         &["numerics", "--ep", "qnn", "--soc", "SM8650", "--qnn", OLD, "--qnn", NEW],
-        &[Path::new("--model"), &model("normcnn_qdq.onnx"), Path::new("--reference-model"), &model("normcnn.onnx"), Path::new("--out"), &dir.path().join("text")],
+        &[Path::new("--model"), &model("smallcnn.onnx"), Path::new("--out"), &dir.path().join("text")],
     );
     assert!(stdout(&text).contains(&format!("between targets: SM8650-qnn-{NEW} against SM8650-qnn-{OLD}: ")), "{}", describe(&text));
 }

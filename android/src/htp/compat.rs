@@ -13,13 +13,12 @@ use anyhow::{Context, Result};
 use npugate_result::{contract, files, RunResult};
 use serde::{Deserialize, Serialize};
 
-use super::preflight::soc_settings;
+use super::preflight::{launch, soc_settings, Launched};
 use super::HostHtp;
 use crate::hexagon::Soc;
-use crate::layout::Staging;
-use crate::rack::{self, Attempted, RackPolicy};
+use crate::rack::{self, RackPolicy};
 use crate::targets::wine::WineTarget;
-use crate::targets::{Cancel, Execution, Job, Target};
+use crate::targets::{Cancel, Job, Target};
 
 /// Schema of a context compatibility matrix.
 pub const CONTEXT_COMPAT_SCHEMA: &str = "npugate.context-compat/1";
@@ -171,22 +170,6 @@ pub struct CompatRequest<'a> {
     pub measured_by: String,
 }
 
-/// One load's output directory and how its harness ended.
-struct Loaded {
-    dir: PathBuf,
-    execution: Execution,
-}
-
-impl Attempted for Loaded {
-    fn result_dir(&self) -> PathBuf {
-        self.dir.clone()
-    }
-
-    fn exit_code(&self) -> u8 {
-        0
-    }
-}
-
 impl CompatRequest<'_> {
     /// Loads every context under every QNN version, in parallel, each into `dir/<A>-on-<B>/`
     /// (kept), and returns the matrix (also written as `dir/context_compat.json`).
@@ -204,10 +187,7 @@ impl CompatRequest<'_> {
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
             let (_, _, context, host) = loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;
             let job = Job { harness: &host.harness, runtime: &host.runtime, model: context, prepared: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
-            let out = dir.join(target.name());
-            let staging = Staging::next_to(&out)?;
-            let execution = target.execute(&job, staging.path(), progress)?;
-            Ok(Loaded { dir: staging.commit(true)?.dir().to_path_buf(), execution })
+            launch(target, &job, &dir.join(target.name()), progress)
         });
         let pairs = loads
             .iter()
@@ -241,7 +221,7 @@ impl CompatRequest<'_> {
 }
 
 /// The outcome of one load from what its harness left.
-fn judge(loaded: &Loaded) -> (CompatOutcome, Option<String>) {
+fn judge(loaded: &Launched) -> (CompatOutcome, Option<String>) {
     let log = std::fs::read_to_string(loaded.dir.join(files::ORT_LOG)).unwrap_or_default();
     let with_qnn = |error: &str| {
         let qnn = qnn_errors(&log);

@@ -241,9 +241,11 @@ pub struct VersionChange {
 }
 
 /// One job's output directory and how its harness ended.
-struct Launched {
-    dir: PathBuf,
-    execution: Execution,
+pub(super) struct Launched {
+    /// Where the job's result directory ended up.
+    pub(super) dir: PathBuf,
+    /// How its harness ended.
+    pub(super) execution: Execution,
 }
 
 impl Attempted for Launched {
@@ -423,7 +425,7 @@ pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings 
 }
 
 /// Runs one job into `dir` (replaced), keeping whatever the harness wrote.
-fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progress) -> Result<Launched> {
+pub(super) fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progress) -> Result<Launched> {
     let staging = Staging::next_to(dir)?;
     let execution = target.execute(job, staging.path(), progress)?;
     let placed = staging.commit(true)?;

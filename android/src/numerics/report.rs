@@ -159,9 +159,9 @@ pub struct Divergence {
 /// Two targets' runs of the model compared with each other (the second against the first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetPair {
-    /// The first target (e.g. `SM8650-qnn2.49.40`).
+    /// The first target (e.g. `SM8650-qnn-2.49.40`).
     pub from: String,
-    /// The second (e.g. `SM8650-qnn2.51.0`).
+    /// The second (e.g. `SM8650-qnn-2.51.0`).
     pub to: String,
     /// Layers compared, and how many of them were bit-identical.
     pub compared_layers: usize,
