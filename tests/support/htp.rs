@@ -74,6 +74,6 @@ pub fn harness_under_wine(runtime: &str, model: &Path, out: &Path, args: &[&str]
         .arg(&harness)
         .args(["--ort-lib", &z(&runtime_file(runtime, "onnxruntime.dll"))])
         .args(["--ep-library", &z(&runtime_file(runtime, "onnxruntime_providers_qnn.dll"))])
-        .args(["--model", &z(model), "--out", &z(out), "--ep", "qnn", "--qnn-backend", "htp"])
+        .args(["--model", &z(model), "--out", &z(out), "--ep", "qnn", "--qnn-backend", "htp", "--no-reference-pass"])
         .args(args))
 }

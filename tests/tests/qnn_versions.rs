@@ -100,9 +100,12 @@ fn an_unknown_qnn_version_lists_the_available_ones() {
         let output = npugate(&args, &[Path::new("--model"), &model("smallcnn_qdq.onnx")]);
         assert_eq!(output.status.code(), Some(2), "{command:?}: {}", describe(&output));
         let error = stderr(&output);
-        assert!(error.contains("unknown QNN version \"2.99\"; the host-HTP runtimes have QNN"), "{command:?}: {error}");
-        assert!(error.contains(&format!("{OLD} ({HTP_RUNTIME_OLD})")) && error.contains(&format!("{NEW} ({HTP_RUNTIME})")), "{error}");
-        assert!(error.contains("2.47.0 (qnn-2.3.0-ort-1.27.0-windows-x86_64"), "the catalog's other versions are listed: {error}");
+        assert!(error.contains("--qnn 2.99: no runtime with QNN 2.99 is fetched for x86_64-pc-windows-gnu: "), "{command:?}: {error}");
+        // The versions there are: the fetched ones (the two the tests use at least), then the catalog's others with their fetch command.
+        let listed = error.split_once("x86_64-pc-windows-gnu: ").map(|(_, rest)| rest).unwrap_or_default();
+        assert!(listed.contains(OLD) && listed.contains(NEW), "{error}");
+        let known = ["2.47.0", "2.48.40", "2.49.40", "2.50.40", "2.51.0"];
+        assert!(known.iter().all(|v| listed.contains(v)), "every catalog version is named, fetched or with its fetch command: {error}");
         assert_eq!(error.lines().filter(|l| !l.trim().is_empty()).count(), 1, "one line: {error}");
     }
 }
@@ -123,7 +126,11 @@ fn context_compatibility_is_measured_matches_a_direct_load_and_guards_runs() {
         let context_node = compiled.index().nodes().iter().find(|n| n.op_type() == "EPContext").map(|n| n.name().to_string()).unwrap();
         assert_eq!(covers[0]["ep_context"], context_node.as_str(), "{covers:#}");
         let covered: Vec<&str> = covers[0]["source_nodes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-        assert!(covered.contains(&"conv1") && covered.contains(&"fc"), "{covered:?}");
+        assert!(covered.contains(&"conv1") && covered.contains(&"fc") && covered.contains(&"softmax"), "{covered:?}");
+        let source = Model::read(&qdq).unwrap();
+        let source_names: Vec<&str> = source.index().nodes().iter().map(|n| n.name()).collect();
+        assert!(covered.iter().all(|n| source_names.contains(n)), "only the source model's own nodes, none ORT inserted: {covered:?}");
+        assert!(!covered.contains(&"input_QuantizeLinear"), "the graph input's quantization stays on the CPU: {covered:?}");
         assert_eq!(compiled.metadata("npugate.compiled_for.source_model_digest").unwrap(), npugate_result::digest::sha256_file(&qdq).unwrap().0);
     }
     let matrix = read_json(&dir.path().join("smallcnn_qdq.context-compat/context_compat.json"));
@@ -311,12 +318,12 @@ fn a_sweep_with_two_qnn_versions_keys_cells_by_qnn_build_and_the_history_names_t
     };
     // One night, two QNN versions: one runtime column per version.
     let plan = work.path().join("versions.toml");
-    std::fs::write(&plan, format!("name = \"versions\"\nsocs = [\"SM8650\"]\nqnn = [\"{NEW}\", \"{OLD}\"]\n{settings}{model_entry}")).unwrap();
+    std::fs::write(&plan, format!("name = \"versions\"\nsocs = [\"SM8650\"]\nqnn = [\"{OLD}\", \"{NEW}\"]\n{settings}{model_entry}")).unwrap();
     let out = work.path().join("versions");
     let output = sweep(&plan, &out, "2026-11-20");
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let summary = read_json(&out.join("sweep.json"));
-    assert_eq!(summary["runtimes"], serde_json::json!([HTP_RUNTIME_OLD, HTP_RUNTIME]), "oldest QNN first");
+    assert_eq!(summary["runtimes"], serde_json::json!([HTP_RUNTIME_OLD, HTP_RUNTIME]), "one runtime column per QNN version, in the plan's order");
     for (runtime, build) in [(HTP_RUNTIME_OLD, "v2.47.0."), (HTP_RUNTIME, "v2.51.0.")] {
         let cell = read_json(&out.join(format!("htp-SM8650/{runtime}/smallcnn_qdq/cell.json")));
         assert!(cell["qnn_build"].as_str().unwrap().starts_with(build), "{cell:#}");
@@ -345,4 +352,34 @@ fn a_sweep_with_two_qnn_versions_keys_cells_by_qnn_build_and_the_history_names_t
     assert!(stdout(&text).contains("changed: QNN build v2.47.0."), "{}", describe(&text));
     let matrix = std::fs::read_to_string(work.path().join("2026-11-22/matrix.md")).unwrap();
     assert!(matrix.contains("changed: QNN build v2.47.0."), "the matrix's trend names it too: {matrix}");
+}
+
+#[test]
+fn an_ep_plugin_that_onnx_runtime_refuses_is_named_as_such_never_as_a_dead_backend() {
+    second_qnn_version();
+    let dir = tempfile::tempdir().unwrap();
+    // onnxruntime-qnn 2.3.0's plugin with ONNX Runtime 1.31.1, which refuses it (the catalog pairs it with 1.27.0).
+    let runtime = dir.path().join("qnn-2.3.0-ort-1.31.1");
+    runtime_as(HTP_RUNTIME_OLD, "qnn-2.3.0-ort-1.31.1", &runtime);
+    for core in ["onnxruntime.dll", "onnxruntime_providers_shared.dll"] {
+        std::fs::remove_file(runtime.join(core)).unwrap();
+        std::fs::hard_link(npugate_e2e::runtime_file(HTP_RUNTIME, core), runtime.join(core)).unwrap();
+    }
+    let mut manifest = read_json(&runtime.join("runtime.json"));
+    manifest["ort_version"] = "1.31.1".into();
+    std::fs::write(runtime.join("runtime.json"), serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let qdq = model("smallcnn_qdq.onnx");
+    let output = npugate(
+        &["preflight", "--json", "--soc", "SM8650", "--runtime", runtime.to_str().unwrap()],
+        &[Path::new("--model"), &qdq, Path::new("--out"), &dir.path().join("preflight")],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&output)));
+    let error = soc(&report, "SM8650")["error"].as_str().unwrap();
+    assert!(error.starts_with("could not judge: ONNX Runtime 1.31.1 refused the EP plugin onnxruntime_providers_qnn.dll of runtime qnn-2.3.0-ort-1.31.1"), "{error}");
+    assert!(error.contains("OrtEp has invalid ort_version_supported=0 (expected at least 22)") && error.contains(&format!("use runtime {HTP_RUNTIME_OLD}")), "{error}");
+    assert!(!error.contains("did not start"), "{error}");
+    let compile = npugate(&["compile", "--soc", "SM8650", "--runtime", runtime.to_str().unwrap()], &[Path::new("--model"), &qdq, Path::new("--out"), &dir.path().join("ctx.onnx")]);
+    assert_eq!(compile.status.code(), Some(2), "{}", describe(&compile));
+    assert!(stderr(&compile).contains("nothing was compiled: ONNX Runtime 1.31.1 refused the EP plugin"), "{}", describe(&compile));
 }

@@ -4,8 +4,10 @@
 //! (`soc_model`) it does what the device's backend would do before running: op validation and
 //! graph finalize (compile), and it writes context binaries and executes graphs on its emulator.
 //!
-//! [`preflight`] judges a model per SoC, [`compile`] writes an EPContext model for one SoC, and
-//! [`compiled`] reads what such a model was compiled for (and refuses a device it does not fit).
+//! [`preflight`] judges a model per SoC and QNN version, [`compile`] writes an EPContext model for
+//! one SoC, [`compat`] measures which QNN versions load which context binaries (and holds the
+//! measured rule), and [`compiled`] reads what such a model was compiled for (and refuses a device
+//! or runtime it does not fit).
 
 pub mod compat;
 pub mod compile;
