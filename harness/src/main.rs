@@ -11,7 +11,7 @@ use clap::Parser;
 use npugate_result::digest::sha256_file;
 use npugate_result::{
     files, Artifacts, Assignment, BackendHealth, ExecutionConfig, FixedFrom, HistogramSummary, LibraryIdentity, ModelInfo, RunResult,
-    RunSettings, RunStatus, RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
+    RunSettings, RunStatus, RuntimeIdentity, TimedLog, Timings, ToolInfo, RUN_RESULT_SCHEMA,
 };
 use ort::environment::Environment;
 use ort::memory::DeviceType;
@@ -20,6 +20,7 @@ mod backend;
 mod context_cache;
 mod fingerprint;
 mod fusions;
+mod graph;
 mod inputs;
 mod measure;
 mod model_files;
@@ -83,9 +84,11 @@ fn run(args: &Args) -> Result<()> {
         (None, EpKind::Qnn) => DeviceChoice::Prefer(backend_hardware(&args.settings.qnn.backend())),
         (None, _) => DeviceChoice::Only,
     };
+    let loaded = graph::LoadedModel::read(&args.model)?;
     let plan = SessionPlan {
         model: args.model.clone(),
         source_model: args.model.clone(),
+        renamed: loaded.renamed.clone(),
         ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
         ep_options,
         profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
@@ -138,6 +141,7 @@ fn run(args: &Args) -> Result<()> {
             ep_device,
             context_model: args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string()),
             emulated: None,
+            timed_log: None,
         },
         settings: RunSettings {
             warmup: args.settings.warmup,
@@ -155,6 +159,7 @@ fn run(args: &Args) -> Result<()> {
         inference_error: None,
         artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
         fusions: None,
+        graph: None,
         fingerprint: fingerprint::collect(),
         warnings: Vec::new(),
     };
@@ -162,9 +167,13 @@ fn run(args: &Args) -> Result<()> {
         result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
     }
 
+    result.graph = Some(model_graph(&loaded, &env, &plan, &out, &mut result.warnings));
+    // The timed session logs at an app's level (nothing per inference); a session-only run has no
+    // timed runs and its one session is the VERBOSE account.
+    let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let created = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    let created = plan.create(&env, "timed", timed_level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
         Ok(session) => session,
@@ -175,12 +184,7 @@ fn run(args: &Args) -> Result<()> {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
     }
     result.assignment = session::assignment(&timed);
-    result.backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| backend::assess(&backend::log_since(&log, log_start), &result.assignment, &ep_name, adsp_problem().as_deref()));
-    result.execution.emulated = emulation(args, result.backend.as_ref());
+    let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
     result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
     let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass || args.settings.execute_once;
@@ -192,7 +196,7 @@ fn run(args: &Args) -> Result<()> {
         if args.settings.execute_once {
             let log_start = backend::log_position(&log);
             let start = Instant::now();
-            match BoundSession::new(timed, &prepared).and_then(|bound| bound.run_once()) {
+            match BoundSession::new(timed, &prepared).and_then(|mut bound| bound.run_once()) {
                 Ok(()) => timings.first_inference_ns = elapsed_ns(start),
                 Err(error) => result.inference_error = Some(explained_inference_error(&error, &log, log_start)),
             }
@@ -202,7 +206,21 @@ fn run(args: &Args) -> Result<()> {
         (Ok(()), Ok(Vec::new()))
     } else {
         let mut bound = BoundSession::new(timed, &prepared)?;
+        // ONNX Runtime's own loggers (arenas, the QNN backend's messages) log at the timed level too
+        // while the model runs, as in an app; the VERBOSE account is logged before and after.
+        env.set_log_level(session::log_level(args.settings.ort_log_level));
+        let runs_start = backend::log_position(&log);
         let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
+        let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
+        env.set_log_level(ort::logging::LogLevel::Verbose);
+        result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
+        let allocated: Vec<&str> = bound.allocated_on_run().collect();
+        if !allocated.is_empty() {
+            result.warnings.push(format!(
+                "output(s) {} have no static declared shape, or another shape than declared: ONNX Runtime allocates them on every run",
+                allocated.join(", ")
+            ));
+        }
         // After the timed loop, never inside it: one extra run whose outputs are saved.
         let saved_outputs = match (&measured, args.settings.check_outputs) {
             (Ok(()), true) => outputs::save(&mut bound, &out),
@@ -226,7 +244,12 @@ fn run(args: &Args) -> Result<()> {
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
+        .and_then(|()| finish(&AfterRuns { args, env: &env, model: &loaded.model, plan: &plan, prepared: &prepared, out: &out }, &mut result, &mut account));
+    if args.settings.ep.is_accelerator() {
+        let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
+        result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
+        result.execution.emulated = emulation(args, result.backend.as_ref());
+    }
     let finished = match (&result.backend, &result.inference_error) {
         (Some(health), _) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
         (_, Some(failed)) => finished.and(Err(anyhow!("the session was created, but its first inference failed: {failed}"))),
@@ -244,6 +267,23 @@ fn run(args: &Args) -> Result<()> {
 const OPTIMIZED_GRAPH: &str = "optimized_graph.onnx";
 /// Its weights, kept out of the graph file so that reading it stays cheap.
 const OPTIMIZED_WEIGHTS: &str = "optimized_graph.weights";
+/// The graph ONNX Runtime partitions, saved by a CPU session, read and removed at once.
+const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
+
+/// The model's own nodes and the graph ONNX Runtime partitions set against them. A model ONNX
+/// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning.
+fn model_graph(loaded: &graph::LoadedModel, env: &Environment, plan: &SessionPlan, out: &Path, warnings: &mut Vec<String>) -> npugate_result::ModelGraph {
+    let mut graph = loaded.graph();
+    let path = out.join(PARTITIONED_GRAPH);
+    let traced = plan.save_partitioned_graph(env, &path).and_then(|()| loaded.add_partitioned(&mut graph, &path));
+    for file in [path.clone(), path.with_extension("weights")] {
+        let _ = std::fs::remove_file(file);
+    }
+    if let Err(error) = traced {
+        warnings.push(format!("the nodes ONNX Runtime partitions could not be traced to the model's nodes: {error:#}"));
+    }
+    graph
+}
 
 /// `--session-only` and the EP refused the session: the refusal is the finding, so it is written
 /// into `result.json` (`session_error`, with the backend health read from the log) before the
@@ -291,15 +331,32 @@ fn emulation(args: &Args, backend: Option<&BackendHealth>) -> Option<String> {
     })
 }
 
-/// The steps after the timed runs: library identity, profiled pass, reference pass.
-fn finish(
-    args: &Args,
-    env: &Environment,
-    plan: &SessionPlan,
-    prepared: &[PreparedInput],
-    out: &Path,
-    result: &mut RunResult,
-) -> Result<()> {
+/// The VERBOSE account of the EP when no profiled session gave it: a session created (log id
+/// `account`, at the environment's VERBOSE level) and dropped only for what its set-up logs — the
+/// backend's health, its power configuration. Returns the log written meanwhile; a failure to
+/// create it is a warning (the log then holds why).
+fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: &mut Vec<String>) -> String {
+    let start = backend::log_position(log);
+    if let Err(error) = plan.create(env, "account", None) {
+        warnings.push(format!("the VERBOSE account session of the EP could not be created: {error:#}"));
+    }
+    backend::log_since(log, start)
+}
+
+/// What the steps after the timed runs work with.
+struct AfterRuns<'a> {
+    args: &'a Args,
+    env: &'a Environment,
+    model: &'a npugate_onnx::Model,
+    plan: &'a SessionPlan,
+    prepared: &'a [PreparedInput],
+    out: &'a Path,
+}
+
+/// The steps after the timed runs: library identity, profiled pass, reference pass. The profiled
+/// session logs VERBOSE: what it logged while it was created is the EP's account (`account`).
+fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<String>) -> Result<()> {
+    let AfterRuns { args, env, model, plan, prepared, out } = *after;
     // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
     if !args.settings.session_only {
         result.runtime.libraries = library_identities(args, &plan.ep_options)?;
@@ -314,11 +371,15 @@ fn finish(
         // A CPU-EP session saves its optimized graph (weights in a side file), so fused kernels can
         // be traced back to the nodes they replaced; compiling EPs cannot serialize their graphs.
         let optimized = (args.settings.ep == EpKind::Cpu).then(|| out.join(OPTIMIZED_GRAPH));
-        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref())?;
+        let log = out.join(files::ORT_LOG);
+        let log_start = backend::log_position(&log);
+        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref());
+        *account = Some(backend::log_since(&log, log_start));
+        let session = session?;
         profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         if let Some(optimized) = &optimized {
-            match fusions::map(&args.model, optimized) {
+            match fusions::map(model, optimized) {
                 Ok(fusions) => result.fusions = Some(fusions),
                 Err(error) => result.warnings.push(format!("kernels could not be traced to the model's nodes: {error:#}")),
             }
@@ -477,7 +538,7 @@ fn with_context_cache(
         let log_start = backend::log_position(&log);
         let start = Instant::now();
         let compiling = plan.with_session_config(&context_cache::write_config(&context_model));
-        let session = compiling.create(env, "compile").map_err(|e| {
+        let session = compiling.create(env, "compile", None).map_err(|e| {
             let e = e.context(
                 "--context-cache: cold session creation (compile, then write the context binary) failed; only EPs that \
                  compile (QNN HTP/GPU, OpenVINO, TensorRT, …) make context binaries",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use npugate_result::{files, ReadError, RunResult, RunStatus};
 
 use crate::ort_log::{parse_rejections, RejectionReasons};
-use crate::placement::{build_report, GraphIo, PlacementInputs};
+use crate::placement::{build_report, PlacementInputs};
 use crate::profile::{parse_profile, Profile, ProfileError};
 use crate::qnn_csv::{parse_qnn_csv, QnnCsvError, QnnProfile};
 use crate::report::PlacementReport;
@@ -95,22 +95,13 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
     let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
     let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
     let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
-    let graph_io = GraphIo {
-        inputs: result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect(),
-        outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
-    };
-    let predicted = saver_prediction(result);
     let mut report = build_report(&PlacementInputs {
-        model_sha256: &result.model.sha256,
-        preferred_ep: &result.execution.preferred_ep,
-        assignment: &result.assignment,
         profile: profile.as_ref(),
         reference: reference.as_ref(),
         rejections: rejections.as_ref(),
         qnn: qnn.as_ref(),
-        graph_io: &graph_io,
-        predicted: predicted.as_deref(),
-        fusions: result.fusions.as_ref(),
+        predicted: saver_prediction(result).as_deref(),
+        ..PlacementInputs::of_run(result)
     });
     if let Some(fix) = shape_fix(result) {
         report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&fix));

@@ -96,6 +96,11 @@ pub struct SessionSettings {
     /// Graph optimization level of the timed and profiled sessions.
     #[arg(long, value_enum, default_value_t = OptimizationLevel::All)]
     pub optimization: OptimizationLevel,
+    /// Log level of the timed session (ONNX Runtime's and, through the EP, its backend's: QNN's):
+    /// what an app logs at. The session that gives the VERBOSE account (assignment, the backend's
+    /// reasons, ort.log) is another one, so nothing is logged per timed inference by default.
+    #[arg(long, value_enum, default_value_t = OrtLogLevel::Warning)]
+    pub ort_log_level: OrtLogLevel,
     /// Refuse CPU fallback: sets `session.disable_cpu_ep_fallback=1`, so a node the EP does not
     /// take (or a backend that did not start) fails session creation instead of running on CPU.
     #[arg(long)]
@@ -229,6 +234,35 @@ impl From<SessionSettings> for HarnessSettings {
     }
 }
 
+/// ONNX Runtime's log severities, least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrtLogLevel {
+    /// Everything, including per-inference traces of the EP and its backend.
+    Verbose,
+    /// Informational messages.
+    Info,
+    /// Warnings and errors (what apps usually log).
+    Warning,
+    /// Errors only.
+    Error,
+    /// Fatal errors only.
+    Fatal,
+}
+
+impl OrtLogLevel {
+    /// The command-line spelling.
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            OrtLogLevel::Verbose => "verbose",
+            OrtLogLevel::Info => "info",
+            OrtLogLevel::Warning => "warning",
+            OrtLogLevel::Error => "error",
+            OrtLogLevel::Fatal => "fatal",
+        }
+    }
+}
+
 impl HarnessSettings {
     /// The same settings with every `--input` file replaced by `map(file)` (e.g. its path on a target).
     pub fn with_input_paths(&self, mut map: impl FnMut(&InputFile) -> PathBuf) -> HarnessSettings {
@@ -245,6 +279,7 @@ impl HarnessSettings {
         args.extend(["--profile-runs".into(), self.profile_runs.to_string(), "--seed".into(), self.seed.to_string()]);
         args.extend(["--intra-threads".into(), self.intra_threads.to_string()]);
         args.extend(["--ep".into(), self.ep.cli_name().into(), "--optimization".into(), self.optimization.cli_name().into()]);
+        args.extend(["--ort-log-level".into(), self.ort_log_level.cli_name().into()]);
         let switches = [
             (self.no_reference_pass, "--no-reference-pass"),
             (self.strict, "--strict"),

@@ -12,7 +12,7 @@ use clap::Args;
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_settings::{EpKind, SessionSettings};
 
-use super::options::{EmulatorArgs, ModelArg, OutArg, RuntimeArgs};
+use super::options::{EmulatorArgs, SubjectArgs};
 use crate::htp::compat::CompatRequest;
 use crate::htp::compile::{CompileRequest, Compiled};
 use crate::htp::HostHtp;
@@ -21,21 +21,16 @@ use crate::plan::{Command, Installed, Place, Plan, Request};
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]
 pub struct CompileArgs {
-    /// `--model`.
+    /// `--model`, `--runtime`, `--harness`, `--out`: the EPContext model to write [default:
+    /// <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them
+    /// into [default: the model's].
     #[command(flatten)]
-    pub model: ModelArg,
+    pub subject: SubjectArgs,
     /// `--soc`: the Snapdragon to compile for (one), e.g. SM8650; `--qnn`: the QNN version that
-    /// compiles — several (or `all`): one `<model>_qnn<version>_ctx.onnx` each (in `--out`, then a
-    /// directory, default the model's), each loaded under every version (`context_compat.json`).
+    /// compiles — several (or `all`): one `<model>_qnn<version>_ctx.onnx` each, each then loaded
+    /// under every version (`<model>.context-compat/context_compat.json`).
     #[command(flatten)]
     pub emulator: EmulatorArgs,
-    /// `--out`: the EPContext model to write [default: <model>_ctx.onnx next to the model]; with
-    /// several QNN versions, the directory to write them into [default: the model's].
-    #[command(flatten)]
-    pub out: OutArg,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
     /// Write the context binary as a `.bin` file beside the model (embed mode 0, what large models
     /// use) instead of inside it; the two are deployed together.
     #[arg(long)]
@@ -51,23 +46,13 @@ impl CompileArgs {
         if self.emulator.socs().len() != 1 {
             bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
         }
-        Ok(Request {
-            command: Command::Compile,
-            model: &self.model.model,
-            place: Place::Emulator,
-            ep: EpKind::Qnn,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: self.emulator.socs(),
-            qnn: self.emulator.qnn(),
-            out: None,
-        })
+        Ok(Request { out: None, ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator)) })
     }
 }
 
 /// Runs `npugate compile`.
 pub fn run(args: CompileArgs) -> Result<u8> {
-    let model = args.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.model.display()))?;
+    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
     let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
@@ -79,12 +64,12 @@ pub fn run(args: CompileArgs) -> Result<u8> {
         CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }.run(out, &cancel)
     };
     if let [host] = hosts.as_slice() {
-        let out = args.out.out.clone().unwrap_or_else(|| model.with_file_name(format!("{stem}_ctx.onnx")));
+        let out = args.subject.out.out.clone().unwrap_or_else(|| model.with_file_name(format!("{stem}_ctx.onnx")));
         let compiled = compile(host, &out)?;
         print_compiled(&compiled);
         return Ok(if compiled.left_on_cpu.is_empty() { EXIT_PASS } else { EXIT_FAIL });
     }
-    let dir = args.out.out.clone().unwrap_or_else(|| model.parent().map(PathBuf::from).unwrap_or_default());
+    let dir = args.subject.out.out.clone().unwrap_or_else(|| model.parent().map(PathBuf::from).unwrap_or_default());
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut contexts = Vec::new();
     let mut left_on_cpu = false;

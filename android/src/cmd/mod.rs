@@ -154,6 +154,7 @@ mod tests {
         assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "local"));
         assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "qnn", "--qnn", "2.49"]), one(Kind::Emulator, "SM8650", "qnn-2.5.0-ort-1.31.1-windows-x86_64", "htp"));
         assert_eq!(resolved(&["run", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "devices"));
+        assert_eq!(resolved(&["run", "--ep", "qnn", "--soc", "SM8350", "--model", "M.onnx"]), one(Kind::Emulator, "SM8350", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "htp"));
         assert!(resolved(&["run", "--model", "M.onnx"]).unwrap_err().contains("choose where to run"));
     }
 

@@ -11,7 +11,7 @@ use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
 use npugate_settings::{EpKind, SessionSettings};
 
-use super::options::{EmulatorArgs, JsonArg, ModelArg, OutArg, RuntimeArgs};
+use super::options::{EmulatorArgs, JsonArg, SubjectArgs};
 use crate::htp::preflight::{summary as htp_summary, HtpPreflightRequest, REPORT_FILE};
 use crate::htp::HostHtp;
 use crate::plan::{Command, Installed, Kind, Place, Plan, Request};
@@ -30,9 +30,10 @@ pub enum PreflightBackend {
 /// Arguments of `npugate preflight`.
 #[derive(Debug, Args)]
 pub struct PreflightArgs {
-    /// `--model`.
+    /// `--model`, `--runtime`, `--harness`, `--out` [default: npugate-results/<model>/preflight;
+    /// …/preflight-saver; …/preflight-<ep>].
     #[command(flatten)]
-    pub model: ModelArg,
+    pub subject: SubjectArgs,
     /// `--soc`, `--qnn`: the Snapdragons and QNN versions to judge the model for (the host HTP backend only).
     #[command(flatten)]
     pub emulator: EmulatorArgs,
@@ -43,12 +44,6 @@ pub struct PreflightArgs {
     /// Validate and compile only: no emulated inference per SoC after the compile (the host HTP).
     #[arg(long)]
     pub no_execute: bool,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    /// `--out` [default: npugate-results/<model>/preflight; …/preflight-saver; …/preflight-<ep>].
-    #[command(flatten)]
-    pub out: OutArg,
     /// `--json`: `npugate.htp-preflight/2` (`npugate.placement/1` with saver or another EP).
     #[command(flatten)]
     pub json: JsonArg,
@@ -73,23 +68,13 @@ impl PreflightArgs {
             (false, PreflightBackend::Htp) => (Place::Emulator, EpKind::Qnn),
             (false, PreflightBackend::Saver) => (Place::Qemu, EpKind::Qnn),
         };
-        Ok(Request {
-            command: Command::Preflight,
-            model: &self.model.model,
-            place,
-            ep,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: self.emulator.socs(),
-            qnn: self.emulator.qnn(),
-            out: self.out.out.as_deref(),
-        })
+        Ok(self.subject.request(Command::Preflight, place, ep, Some(&self.emulator)))
     }
 }
 
 /// Runs `npugate preflight`.
 pub fn run(args: PreflightArgs) -> Result<u8> {
-    let model = args.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.model.display()))?;
+    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     match plan.kind {

@@ -128,7 +128,8 @@ impl CompileRequest<'_> {
         compiled_for.stamp(&mut model);
         let context_files = write_with_context_files(model, &job_dir, out)?;
         let placement = placement_of(&result, &rejections, None, self.soc);
-        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !graph_io_quantization(&source, &node.name)).collect();
+        // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
+        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
         Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
     }
 }
@@ -164,22 +165,6 @@ fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_resu
             EpContextCover { ep_context: context.to_string(), source_nodes }
         })
         .collect()
-}
-
-/// True for a QuantizeLinear of a graph input or a DequantizeLinear of a graph output: what the QNN
-/// EP leaves on the CPU by design (`offload_graph_io_quantization`), never "left on the CPU".
-fn graph_io_quantization(model: &Model, node: &str) -> bool {
-    let index = model.index();
-    let Some(main) = index.graph(npugate_onnx::GraphId::MAIN) else { return false };
-    let Some(node) = index.nodes().iter().find(|n| n.graph == npugate_onnx::GraphId::MAIN && n.name() == node) else { return false };
-    let is = |names: &[npugate_onnx::proto::ValueInfoProto], value: Option<&String>| {
-        value.is_some_and(|value| names.iter().any(|v| v.name.as_ref() == Some(value)))
-    };
-    match node.op_type() {
-        "QuantizeLinear" => is(&main.proto.input, node.inputs().first()),
-        "DequantizeLinear" => is(&main.proto.output, node.outputs().first()),
-        _ => false,
-    }
 }
 
 /// Writes `model` to `out` atomically, with its context binaries (files in `from` it refers to)

@@ -21,8 +21,8 @@ use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, SessionSettings, ShapeSpec};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use npugate_result::{files, RunResult};
-use npugate_profile::ort_log::RejectionReasons;
-use npugate_profile::placement::{build_report, GraphIo, PlacementInputs};
+use npugate_profile::ort_log::{RefusedNode, RejectionReasons};
+use npugate_profile::placement::{build_report, PlacementInputs};
 use npugate_profile::profile::Profile;
 use npugate_profile::report::PlacementReport;
 use npugate_profile::result_dir::{read_profile, read_rejections};
@@ -538,17 +538,19 @@ fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, Stri
         }
         verdict.outcome = SocOutcome::Fail;
         verdict.error = Some(refusal(soc, refused, &rejections));
-        // The nodes the backend refused itself first: the rest are their node units' Q/DQ companions.
-        let mut names: Vec<&str> = rejections.nodes().collect();
-        names.sort_by_key(|name| (!rejections.backend.contains_key(*name), *name));
-        verdict.fallback = names
+        // The model nodes the backend refused itself first: the rest are their node units' Q/DQ
+        // companions. Without the model's graph (an older harness), the names the log uses.
+        let mut refused = match &result.graph {
+            Some(graph) => rejections.model_nodes(graph),
+            None => rejections
+                .nodes()
+                .map(|name| RefusedNode { name: name.into(), op_type: rejections.op_types.get(name).cloned().unwrap_or_default(), reason: rejections.reason(name) })
+                .collect(),
+        };
+        refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
+        verdict.fallback = refused
             .into_iter()
-            .map(|name| FallbackEntry {
-                name: name.to_string(),
-                op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
-                reason: rejections.reason(name).map(|r| arch_hint(&r, soc)),
-                expected: false,
-            })
+            .map(|node| FallbackEntry { name: node.name, op_type: node.op_type, reason: node.reason.map(|r| arch_hint(&r, soc)), expected: false })
             .collect();
         return verdict;
     }
@@ -579,23 +581,9 @@ fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, Stri
 /// assignment, the log's reasons (with the arch a node needs spelled out) and, when given, the
 /// reference's node shapes for FLOPs.
 pub(super) fn placement_of(result: &RunResult, rejections: &RejectionReasons, reference: Option<&Profile>, soc: Soc) -> PlacementReport {
-    let graph_io = GraphIo {
-        inputs: result.model.inputs.iter().map(|i| i.shape.clone()).collect(),
-        outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
-    };
     let label = format!("{LABEL}; SoC {} ({})", soc.model, soc.arch);
-    let mut placement = build_report(&PlacementInputs {
-        model_sha256: &result.model.sha256,
-        preferred_ep: &result.execution.preferred_ep,
-        assignment: &result.assignment,
-        profile: None,
-        reference,
-        rejections: Some(rejections),
-        qnn: None,
-        graph_io: &graph_io,
-        predicted: Some(&label),
-        fusions: None,
-    });
+    let mut placement =
+        build_report(&PlacementInputs { reference, rejections: Some(rejections), predicted: Some(&label), ..PlacementInputs::of_run(result) });
     for node in &mut placement.fallback {
         node.reason = node.reason.take().map(|r| arch_hint(&r, soc));
     }

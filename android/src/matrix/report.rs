@@ -156,6 +156,7 @@ mod tests {
                 op_type: "LayerNormalization".into(),
                 domain: String::new(),
                 ep: ep.to_string(),
+                not_placed: None,
                 input_shapes: vec![],
                 output_shapes: vec![],
                 flops: None,

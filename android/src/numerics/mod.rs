@@ -337,9 +337,12 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
     Ok(tensors)
 }
 
-/// Reads a model with `--shape` applied (the instrumented copies are run as they are).
+/// Reads a model with `--shape` applied (the instrumented copies are run as they are), its unnamed
+/// nodes named as ONNX Runtime shows them, so layers and partition boundaries match the runs.
 fn load(path: &Path, settings: &HarnessSettings) -> Result<Model> {
-    crate::model::check(path, &settings.shapes, &settings.inputs)
+    let mut model = crate::model::check(path, &settings.shapes, &settings.inputs)?;
+    model.name_nodes_as_onnx_runtime();
+    Ok(model)
 }
 
 /// The model file and its sha256.
