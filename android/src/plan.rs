@@ -520,10 +520,21 @@ fn by_qnn(triple: &str, choice: &QnnChoice, fetched: &[RuntimeManifest], resourc
     let available = || {
         let mut versions: Vec<&str> = candidates.iter().map(|c| c.1.as_str()).collect();
         versions.dedup();
-        if versions.is_empty() {
+        let fetched = if versions.is_empty() {
             format!("none is fetched for {triple} (npugate runtime list shows what can be fetched)")
         } else {
             format!("fetched for {triple}: {}", versions.join(", "))
+        };
+        let fetchable: Vec<String> = crate::runtime::catalog::catalog()
+            .map(|catalog| catalog.runtime)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|entry| entry.target == triple)
+            .filter_map(|entry| entry.qnn_sdk.filter(|sdk| !versions.contains(&sdk.as_str())).map(|sdk| format!("{sdk} (npugate runtime fetch {})", entry.name)))
+            .collect();
+        match fetchable.is_empty() {
+            true => fetched,
+            false => format!("{fetched}; in the catalog, not fetched: {}", fetchable.join(", ")),
         }
     };
     match choice {

@@ -156,6 +156,7 @@ fn run(args: &Args) -> Result<()> {
         assignment: Assignment::default(),
         backend: None,
         session_error: None,
+        inference_error: None,
         artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
         fusions: None,
         graph: None,
@@ -186,13 +187,22 @@ fn run(args: &Args) -> Result<()> {
     let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
     result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
-    let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass;
+    let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass || args.settings.execute_once;
     let prepared = match needs_inputs {
         true => inputs::prepare(timed.inputs(), &args.settings.shapes, &args.settings.inputs, args.settings.seed)?,
         false => Vec::new(),
     };
     let (measured, saved_outputs) = if args.settings.session_only {
-        drop(timed);
+        if args.settings.execute_once {
+            let log_start = backend::log_position(&log);
+            let start = Instant::now();
+            match BoundSession::new(timed, &prepared).and_then(|mut bound| bound.run_once()) {
+                Ok(()) => timings.first_inference_ns = elapsed_ns(start),
+                Err(error) => result.inference_error = Some(explained_inference_error(&error, &log, log_start)),
+            }
+        } else {
+            drop(timed);
+        }
         (Ok(()), Ok(Vec::new()))
     } else {
         let mut bound = BoundSession::new(timed, &prepared)?;
@@ -240,8 +250,9 @@ fn run(args: &Args) -> Result<()> {
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
         result.execution.emulated = emulation(args, result.backend.as_ref());
     }
-    let finished = match &result.backend {
-        Some(health) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
+    let finished = match (&result.backend, &result.inference_error) {
+        (Some(health), _) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
+        (_, Some(failed)) => finished.and(Err(anyhow!("the session was created, but its first inference failed: {failed}"))),
         _ => finished,
     };
     if let Err(error) = &finished {
@@ -555,6 +566,16 @@ fn explain_with_backend(error: anyhow::Error, ep: &PreferredEp, log: &Path, log_
         (Some(reason), _) => error.context(DidNotStart::new(&ep.name, reason)),
         (None, Some(logged)) if !format!("{error:#}").contains(&logged) => anyhow!("{error:#}; ORT logged: {logged}"),
         (None, _) => error,
+    }
+}
+
+/// A failed inference in the EP's own words: ORT's error, and the first error ORT logged since
+/// `log_start` when it says more (e.g. QNN's message for a kernel that failed).
+fn explained_inference_error(error: &anyhow::Error, log: &Path, log_start: u64) -> String {
+    let message = format!("{error:#}");
+    match backend::first_logged_error(&backend::log_since(log, log_start)) {
+        Some(logged) if !message.contains(&logged) => format!("{message}; ORT logged: {logged}"),
+        _ => message,
     }
 }
 

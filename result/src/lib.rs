@@ -105,6 +105,10 @@ pub struct RunResult {
     /// it for the chosen SoC). Nothing was run; `assignment` is unavailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_error: Option<String>,
+    /// Why the one inference of a `--session-only --execute-once` run failed: the session was
+    /// created (the EP validated and compiled the graph), running it was not possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_error: Option<String>,
     /// Output files in the result directory, relative to it.
     pub artifacts: Artifacts,
     /// Which kernels of the profiled session stand for which original nodes, where ONNX Runtime's

@@ -47,6 +47,11 @@ pub struct HarnessSettings {
     /// A session the EP refuses is recorded in result.json (`session_error`).
     #[arg(long)]
     pub session_only: bool,
+    /// With `--session-only`: run one untimed inference after the session is created, so a graph
+    /// that compiles and fails at run time is caught; a failed inference is recorded in result.json
+    /// (`inference_error`). Needs inputs like a full run (`--input`, `--seed`).
+    #[arg(long, requires = "session_only")]
+    pub execute_once: bool,
     /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
@@ -165,13 +170,22 @@ struct RunTable {
     profile_runs: u32,
     no_reference_pass: bool,
     session_only: bool,
+    execute_once: bool,
     check_outputs: bool,
 }
 
 impl Default for RunTable {
     fn default() -> Self {
         let d = HarnessSettings::default();
-        RunTable { runs: d.runs, warmup: d.warmup, profile_runs: d.profile_runs, no_reference_pass: d.no_reference_pass, session_only: d.session_only, check_outputs: d.check_outputs }
+        RunTable {
+            runs: d.runs,
+            warmup: d.warmup,
+            profile_runs: d.profile_runs,
+            no_reference_pass: d.no_reference_pass,
+            session_only: d.session_only,
+            execute_once: d.execute_once,
+            check_outputs: d.check_outputs,
+        }
     }
 }
 
@@ -182,8 +196,8 @@ impl TryFrom<SettingsTable> for HarnessSettings {
         if let Some(key) = table.unknown.keys().next() {
             return Err(format!("unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"));
         }
-        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, check_outputs } = table.run;
-        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, check_outputs })
+        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } = table.run;
+        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs })
     }
 }
 
@@ -271,6 +285,7 @@ impl HarnessSettings {
             (self.strict, "--strict"),
             (self.check_outputs, "--check-outputs"),
             (self.session_only, "--session-only"),
+            (self.execute_once, "--execute-once"),
         ];
         args.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
         if let Some(name) = &self.ep_name {

@@ -31,7 +31,7 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     let dir = tempfile::tempdir().unwrap();
     let (output, report) = preflight(&model("htp_reject.onnx"), &["SM8650"], &dir.path().join("out"));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
-    assert_eq!(report["schema"], "npugate.htp-preflight/1");
+    assert_eq!(report["schema"], "npugate.htp-preflight/2");
     assert!(report["label"].as_str().unwrap().contains("the device did not run"), "{report:#}");
     let verdict = soc(&report, "SM8650");
     assert_eq!((verdict["outcome"].as_str(), verdict["compiled"].as_bool(), verdict["htp_arch"].as_str()), (Some("fail"), Some(true), Some("v75")));

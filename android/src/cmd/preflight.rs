@@ -41,7 +41,10 @@ pub struct PreflightArgs {
     /// builder rules only, under qemu).
     #[arg(long, value_enum, default_value_t = PreflightBackend::Htp)]
     pub backend: PreflightBackend,
-    /// `--json`: `npugate.htp-preflight/1` (`npugate.placement/1` with saver or another EP).
+    /// Validate and compile only: no emulated inference per SoC after the compile (the host HTP).
+    #[arg(long)]
+    pub no_execute: bool,
+    /// `--json`: `npugate.htp-preflight/2` (`npugate.placement/1` with saver or another EP).
     #[command(flatten)]
     pub json: JsonArg,
     /// How the session is made (`--shape`, `--input`, `--enable-htp-fp16-precision` [default: 1], …).
@@ -81,15 +84,28 @@ pub fn run(args: PreflightArgs) -> Result<u8> {
     }
 }
 
-/// The host HTP backend, every SoC in parallel.
+/// The host HTP backend, every SoC × QNN version in parallel.
 fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u8> {
-    let Some(runtime) = plan.shared_runtime() else {
-        bail!("preflight judges one QNN version at a time here; pass one --qnn");
-    };
-    let host = HostHtp { harness: plan.targets[0].harness.clone(), runtime: runtime.clone() };
-    let socs: Vec<_> = plan.targets.iter().filter_map(|t| t.soc).collect();
+    let mut hosts: Vec<HostHtp> = Vec::new();
+    let mut socs = Vec::new();
+    for planned in &plan.targets {
+        if !hosts.iter().any(|host| host.runtime.dir == planned.runtime.dir) {
+            hosts.push(HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() });
+        }
+        if let Some(soc) = planned.soc.filter(|soc| !socs.contains(soc)) {
+            socs.push(soc);
+        }
+    }
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
-    let request = HtpPreflightRequest { host: &host, model, shapes: &args.session.shapes, socs: &socs, fp16 };
+    let request = HtpPreflightRequest {
+        hosts: &hosts,
+        model,
+        shapes: &args.session.shapes,
+        inputs: &args.session.inputs,
+        socs: &socs,
+        fp16,
+        execute: !args.no_execute,
+    };
     let report = request.run(&plan.out, &super::options::interrupt_flag())?;
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -128,6 +144,7 @@ fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result
         ep: args.session.ep,
         ep_options: &args.session.ep_options,
         shapes: &args.session.shapes,
+        inputs: &args.session.inputs,
     };
     let (dir, report) = preflight.run(&plan.out, &super::options::interrupt_flag())?;
     if args.json.json {

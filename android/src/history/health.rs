@@ -177,6 +177,7 @@ mod tests {
             soc: soc.into(),
             runtime: "rt".into(),
             model: model.into(),
+            axes: Default::default(),
             outcome: "pass".into(),
             median_ns: Some(median_ms * 1e6),
             cv_pct: Some(cv_pct),

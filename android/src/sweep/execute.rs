@@ -55,8 +55,8 @@ pub struct SweepTarget<T> {
     pub chosen_by: String,
     /// The position of its unit in the plan (see [`super::unit`]).
     pub unit: usize,
-    /// True for the host HTP emulator as one SoC: its cells run the plan's `htp_runtime` with
-    /// `--ep qnn` (placement and outputs; speed is not judged).
+    /// True for the host HTP emulator as one SoC: its cells run the plan's host-HTP runtimes (one
+    /// per QNN version) with `--ep qnn` (placement and outputs; speed is not judged).
     pub host_htp: bool,
 }
 
@@ -187,7 +187,7 @@ pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<V
 /// plan's device runtimes.
 fn cell_runtimes(plan: &SweepPlan, host_htp: bool) -> Vec<&RuntimeManifest> {
     match host_htp {
-        true => plan.htp_runtime.iter().collect(),
+        true => plan.htp_runtimes.iter().collect(),
         false => plan.runtimes.iter().collect(),
     }
 }
@@ -457,8 +457,9 @@ fn run_cell<T: Target>(
         serial: device.info.serial.clone(),
         soc: device.info.soc.clone().or(fingerprint_soc).unwrap_or_else(|| "unknown".into()),
         model: device.info.model.clone(),
+        fingerprint: device.info.fingerprint.clone().or_else(|| device.info.os.clone()).or_else(|| Some(verdict.subject.fingerprint.device.clone())),
     };
-    let record = CellRecord::new(key.clone(), cell_device, verdict, run.exit_code, started.elapsed().as_secs_f64());
+    let record = CellRecord::new(key.clone(), cell_device, verdict, runtime.qnn_build(), run.exit_code, started.elapsed().as_secs_f64());
     record.write_marker(run.placed.dir())?;
     Ok(record)
 }

@@ -379,6 +379,7 @@ mod tests {
             ort_library: "libonnxruntime.so".into(),
             ep: Some(EpLibrary { name: "QNNExecutionProvider".into(), attach: "plugin".into(), library: Some("libqnn_ep.so".into()) }),
             sources: vec![],
+            qnn_build: None,
             files: vec![
                 file("libonnxruntime.so", "ort", None),
                 file("libQnnHtp.so", "qnn_backend", None),
