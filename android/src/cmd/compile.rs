@@ -20,6 +20,7 @@ use crate::plan::{Command, Installed, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |out| out.help("The EPContext model to write [default: <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them into [default: the model's]")))]
 pub struct CompileArgs {
     /// `--model`, `--runtime`, `--harness`, `--out`: the EPContext model to write [default:
     /// <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them

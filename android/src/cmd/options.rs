@@ -30,8 +30,8 @@ pub struct ModelArg {
 #[derive(Debug, Clone, Args)]
 pub struct OutArg {
     /// Where the results go [default: npugate-results/<model>/<where>, e.g. …/local, …/compare,
-    /// …/preflight; `compile`: <model>_ctx.onnx beside the model]. A directory that exists is
-    /// replaced only when it holds npugate's own results.
+    /// …/preflight]. A directory that exists is replaced only when it holds npugate's own results.
+    // `compile` and `sweep` replace this help with their own default (`mut_arg`).
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }

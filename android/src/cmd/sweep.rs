@@ -23,6 +23,7 @@ const TREND_NIGHTS: usize = 30;
 /// Arguments of `npugate sweep`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(mut_arg("out", |out| out.help("The sweep directory; running again with the same one resumes [default: npugate-sweeps/<name>/<night>, a shard's …/<night>-shard-I-of-N]. A directory that exists is replaced only when it holds npugate's own sweep")))]
 pub struct SweepArgs {
     /// `npugate sweep merge`: put shard results together.
     #[command(subcommand)]
@@ -65,6 +66,7 @@ pub enum SweepCommand {
 
 /// Arguments of `npugate sweep merge`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |out| out.help("The merged sweep directory: missing, empty, or an earlier merge, which is replaced [default: npugate-sweeps/<name>/<night>]")))]
 pub struct MergeArgs {
     /// The shard results: the --out folders of `npugate sweep --shard I/N`, one per shard.
     #[arg(value_name = "DIR", required = true)]
