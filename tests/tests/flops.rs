@@ -4,7 +4,7 @@
 //! ONNX Runtime shows them; outputs whose shape is not the declared one. Runs the real `npugate`
 //! with the real ONNX Runtime on models made by `scripts/make-test-models`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use npugate_e2e::{bin, describe, independent_count, model, python, run};
