@@ -77,6 +77,7 @@ fn main() {
         runtime: &runtime,
         model: &model,
         prepared: None,
+        reference_model: None,
         settings: &plain_settings,
         env: &[],
         timeout: Duration::from_secs(3600),

@@ -162,7 +162,7 @@ mod tests {
         overrides.extend(extra_rules.iter().map(|r| r.to_string()));
         let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
         let (settings, cancel, runtime) = (HarnessSettings::default(), Cancel::new(), RuntimeManifest::for_tests(work.path()));
-        let job = Job { harness: &model, runtime: &runtime, model: &model, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job { harness: &model, runtime: &runtime, model: &model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = work.path().join("out");
         let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Silent)).unwrap();

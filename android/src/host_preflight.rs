@@ -52,7 +52,7 @@ impl HostPreflight<'_> {
             ..SessionSettings::default()
         };
         let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
-        let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
+        let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
         let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;
         if !report.execution.succeeded() {
             anyhow::bail!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message());

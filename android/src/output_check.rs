@@ -61,6 +61,7 @@ impl ReferenceRequest<'_> {
             runtime: self.runtime,
             model: self.model,
             prepared: None,
+            reference_model: None,
             settings: &settings,
             env: &[],
             timeout: REFERENCE_TIMEOUT,

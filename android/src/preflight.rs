@@ -83,7 +83,7 @@ impl PreflightRequest<'_> {
         // Without a Snapdragon the QNN plugin offers a device only when its CPU backend is enabled.
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
         let model = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
-        let job = Job { harness: self.harness, runtime: self.runtime, model: &model.path, prepared: Some(&model), settings: &settings, env: &env, timeout: TIMEOUT, cancel };
+        let job = Job { harness: self.harness, runtime: self.runtime, model: &model.path, prepared: Some(&model), reference_model: None, settings: &settings, env: &env, timeout: TIMEOUT, cancel };
         let staging = Staging::next_to(out)?;
         let execution = QemuTarget.execute(&job, staging.path(), &Silent)?;
         let result = crate::run::harness_result(&execution, staging.path(), &model)?;

@@ -282,6 +282,7 @@ mod tests {
                 runtime: &runtime,
                 model: dir.path(),
                 prepared: None,
+                reference_model: None,
                 settings: &settings,
                 env: &[],
                 timeout: Duration::from_millis(200),
@@ -366,7 +367,7 @@ mod tests {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
             let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
-            let job = Job { harness: dir.path(), runtime: &runtime, model: dir.path(), prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(60), cancel: &cancel };
+            let job = Job { harness: dir.path(), runtime: &runtime, model: dir.path(), prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(60), cancel: &cancel };
             target.execute(&job, dir.path(), progress)?;
             Ok(Judged(PathBuf::new(), 0))
         };

@@ -176,7 +176,7 @@ mod tests {
         crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
         let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel, gate) = (HarnessSettings::default(), Cancel::new(), GateSpec::default());
-        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = dir.path().join("out");
         let policy = RackPolicy { retries, retry_pause: Duration::ZERO, cancel: Cancel::new() };
@@ -228,7 +228,7 @@ mod tests {
         let runtime = crate::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let gate = GateSpec { rules: npugate_gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(), ..GateSpec::default() };
-        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let report = run_on(&judged, &RunSpec { job, gate: Some(&gate), reference: None }, &dir.path().join("out"), &Silent).unwrap();
         assert_eq!(report.exit_code, npugate_result::contract::EXIT_FAIL);
         let verdict = report.verdict.unwrap();

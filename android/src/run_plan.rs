@@ -3,7 +3,7 @@
 //! `<out>/<name>/` with `rack.json` beside them. The output check's fp32 reference runs on this
 //! machine (once, shared by a rack); then the cross-target output table and the evidence bundle.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -15,6 +15,7 @@ use crate::confirm::run_confirmed;
 use crate::consistency;
 use crate::device_rack;
 use crate::evidence::{Bundle, VerdictSummary};
+use crate::htp::compiled::ReferenceChoice;
 use crate::layout::Placed;
 use crate::output_check::{Reference, ReferenceRequest};
 use crate::pipeline::{GateSpec, OutputsCheck, Sinks};
@@ -46,22 +47,39 @@ pub struct RunOptions<'a> {
     pub cancel: Cancel,
 }
 
+/// The reference of every target of one `npugate run`, decided once: the models (a compiled
+/// model's source) and the settings of the output check's reference run.
+struct References {
+    choice: ReferenceChoice,
+    /// The run's settings, with a compiled model's recorded source shapes when the run gave none.
+    settings: HarnessSettings,
+}
+
 /// Runs the plan; returns the exit code (0 pass, 1 a rule failed, 2 could not judge).
 pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources) -> Result<u8> {
-    let reference_tools = match options.settings.check_outputs {
+    let choice = ReferenceChoice::resolve(options.model, options.reference_model)?;
+    if let Some(skipped) = choice.skipped.as_deref().filter(|_| options.settings.check_outputs || !options.settings.no_reference_pass) {
+        eprintln!("npugate: warning: {skipped}");
+    }
+    let mut settings = options.settings.clone();
+    if settings.shapes.is_empty() {
+        settings.shapes = choice.source_shapes.clone();
+    }
+    let references = References { choice, settings };
+    let reference_tools = match options.settings.check_outputs && references.choice.outputs.is_some() {
         true => Some(plan::reference_tools(resources)?),
         false => None,
     };
     match (plan.kind, plan.targets.as_slice()) {
-        (Kind::Host | Kind::Emulator, [one]) => single(plan, one, options, reference_tools.as_ref()),
-        _ => rack(plan, options, reference_tools.as_ref()),
+        (Kind::Host | Kind::Emulator, [one]) => single(plan, one, options, &references, reference_tools.as_ref()),
+        _ => rack(plan, options, &references, reference_tools.as_ref()),
     }
 }
 
 /// One target into `<out>`.
-fn single(plan: &Plan, one: &Planned, options: &RunOptions<'_>, reference_tools: Option<&(std::path::PathBuf, RuntimeManifest)>) -> Result<u8> {
-    let reference = reference_tools.map(|(harness, runtime)| ReferenceSource::RunInside(reference_request(options, harness, runtime)));
-    let spec = RunSpec { job: job(plan, one, options), gate: options.gate, reference };
+fn single(plan: &Plan, one: &Planned, options: &RunOptions<'_>, references: &References, reference_tools: Option<&(PathBuf, RuntimeManifest)>) -> Result<u8> {
+    let reference = reference_tools.map(|(harness, runtime)| ReferenceSource::RunInside(reference_request(references, harness, runtime)));
+    let spec = RunSpec { job: job(plan, one, options, references), gate: options.gate, reference };
     let report = run_confirmed(options.confirm, &plan.out, |dir| run_on(one.target.as_ref(), &spec, dir, &Silent))?;
     report_problems(&report.execution, &report.outputs, &report.placed);
     match &report.verdict {
@@ -75,22 +93,22 @@ fn single(plan: &Plan, one: &Planned, options: &RunOptions<'_>, reference_tools:
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
         let bundle = Bundle::new()
             .run(one.target.name(), report.placed.dir(), &report.result, verdict)
-            .subject(options.model, options.reference_model, &one.harness, &one.runtime, options.settings)?;
+            .subject(options.model, references.choice.outputs.as_deref().filter(|r| *r != options.model), &one.harness, &one.runtime, options.settings)?;
         write_evidence(bundle, bundle_dir, key)?;
     }
     Ok(report.exit_code)
 }
 
 /// Every target in parallel into `<out>/<name>/`.
-fn rack(plan: &Plan, options: &RunOptions<'_>, reference_tools: Option<&(std::path::PathBuf, RuntimeManifest)>) -> Result<u8> {
+fn rack(plan: &Plan, options: &RunOptions<'_>, references: &References, reference_tools: Option<&(PathBuf, RuntimeManifest)>) -> Result<u8> {
     let reference: Option<Reference> = match reference_tools {
-        Some((harness, runtime)) => Some(reference_request(options, harness, runtime).run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.cancel)?),
+        Some((harness, runtime)) => Some(reference_request(references, harness, runtime).run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.cancel)?),
         None => None,
     };
     let specs: Vec<RunSpec> = plan
         .targets
         .iter()
-        .map(|one| RunSpec { job: job(plan, one, options), gate: options.gate, reference: reference.as_ref().map(ReferenceSource::Ready) })
+        .map(|one| RunSpec { job: job(plan, one, options, references), gate: options.gate, reference: reference.as_ref().map(ReferenceSource::Ready) })
         .collect();
     let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
     let policy = RackPolicy { retries: options.retries, retry_pause: Duration::from_secs(1), cancel: options.cancel.clone() };
@@ -131,7 +149,7 @@ fn rack(plan: &Plan, options: &RunOptions<'_>, reference_tools: Option<&(std::pa
         let first = &plan.targets[0];
         bundle = bundle
             .file("device", files::RACK, &plan.out.join(files::RACK))
-            .subject(options.model, options.reference_model, &first.harness, &first.runtime, options.settings)?;
+            .subject(options.model, references.choice.outputs.as_deref().filter(|r| *r != options.model), &first.harness, &first.runtime, options.settings)?;
         for other in &plan.targets[1..] {
             bundle = bundle.runtime(&other.runtime);
         }
@@ -147,12 +165,13 @@ fn rack(plan: &Plan, options: &RunOptions<'_>, reference_tools: Option<&(std::pa
 }
 
 /// The harness job of one planned target.
-fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>) -> Job<'a> {
+fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>, references: &'a References) -> Job<'a> {
     Job {
         harness: &one.harness,
         runtime: &one.runtime,
         model: options.model,
         prepared: None,
+        reference_model: references.choice.source.as_deref(),
         settings: options.settings,
         env: &[],
         timeout: plan.timeout,
@@ -160,9 +179,11 @@ fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>) -> Job<'a
     }
 }
 
-/// The output check's reference run: `--reference-model` (or the model) on the host.
-fn reference_request<'a>(options: &'a RunOptions<'_>, harness: &'a Path, runtime: &'a RuntimeManifest) -> ReferenceRequest<'a> {
-    ReferenceRequest { harness, runtime, model: options.reference_model.unwrap_or(options.model), settings: options.settings }
+/// The output check's reference run on the host: `--reference-model`, a compiled model's source,
+/// or the model itself (the caller checked there is one).
+fn reference_request<'a>(references: &'a References, harness: &'a Path, runtime: &'a RuntimeManifest) -> ReferenceRequest<'a> {
+    let model = references.choice.outputs.as_deref().unwrap_or(Path::new(""));
+    ReferenceRequest { harness, runtime, model, settings: &references.settings }
 }
 
 /// Says what went wrong besides the verdict: a harness that failed after measuring, an output

@@ -85,10 +85,20 @@ fn run(args: &Args) -> Result<()> {
         (None, _) => DeviceChoice::Only,
     };
     let loaded = graph::LoadedModel::read(&args.model)?;
+    // A compiled model's reference pass runs its source model (`--reference-model`).
+    let source = match (&args.reference_model, loaded.compiled) {
+        (Some(path), true) => Some((path, graph::LoadedModel::read(path).with_context(|| format!("--reference-model {}", path.display()))?)),
+        _ => None,
+    };
+    let reference_pass = !args.settings.no_reference_pass && (!loaded.compiled || source.is_some());
+    let (source_model, renamed) = match &source {
+        Some((path, source)) => ((*path).clone(), source.renamed.clone()),
+        None => (args.model.clone(), loaded.renamed.clone()),
+    };
     let plan = SessionPlan {
         model: args.model.clone(),
-        source_model: args.model.clone(),
-        renamed: loaded.renamed.clone(),
+        source_model,
+        renamed,
         ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
         ep_options,
         profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
@@ -147,7 +157,7 @@ fn run(args: &Args) -> Result<()> {
             warmup: args.settings.warmup,
             runs: args.settings.runs,
             profile_runs: args.settings.profile_runs,
-            reference_pass: !args.settings.no_reference_pass,
+            reference_pass,
             seed: args.settings.seed,
         },
         inputs: Vec::new(),
@@ -167,7 +177,21 @@ fn run(args: &Args) -> Result<()> {
         result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
     }
 
-    result.graph = Some(model_graph(&loaded, &env, &plan, &out, &mut result.warnings));
+    result.graph = Some(match &source {
+        _ if !loaded.compiled => model_graph(&loaded, &env, &plan, &out, &mut result.warnings),
+        Some((path, source)) => {
+            let sha256 = sha256_file(path).with_context(|| format!("cannot hash --reference-model {}", path.display()))?.0;
+            loaded.compiled_graph(Some(&graph::SourceModel { loaded: source, path, sha256 }))
+        }
+        None => loaded.compiled_graph(None),
+    });
+    if loaded.compiled && source.is_none() && !args.settings.no_reference_pass {
+        result.warnings.push(
+            "no reference pass: the model is compiled (EPContext nodes), which the CPU EP cannot run, and no source model was given \
+             (--reference-model): node shapes and FLOPs are unknown"
+                .into(),
+        );
+    }
     // The timed session logs at an app's level (nothing per inference); a session-only run has no
     // timed runs and its one session is the VERBOSE account.
     let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
@@ -187,7 +211,7 @@ fn run(args: &Args) -> Result<()> {
     let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
     result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
-    let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass || args.settings.execute_once;
+    let needs_inputs = !args.settings.session_only || reference_pass || args.settings.execute_once;
     let prepared = match needs_inputs {
         true => inputs::prepare(timed.inputs(), &args.settings.shapes, &args.settings.inputs, args.settings.seed)?,
         false => Vec::new(),
@@ -244,7 +268,7 @@ fn run(args: &Args) -> Result<()> {
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(&AfterRuns { args, env: &env, model: &loaded.model, plan: &plan, prepared: &prepared, out: &out }, &mut result, &mut account));
+        .and_then(|()| finish(&AfterRuns { args, env: &env, model: &loaded.model, plan: &plan, prepared: &prepared, out: &out, reference_pass }, &mut result, &mut account));
     if args.settings.ep.is_accelerator() {
         let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
@@ -351,12 +375,14 @@ struct AfterRuns<'a> {
     plan: &'a SessionPlan,
     prepared: &'a [PreparedInput],
     out: &'a Path,
+    /// Run the CPU reference pass (of the plan's source model).
+    reference_pass: bool,
 }
 
 /// The steps after the timed runs: library identity, profiled pass, reference pass. The profiled
 /// session logs VERBOSE: what it logged while it was created is the EP's account (`account`).
 fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<String>) -> Result<()> {
-    let AfterRuns { args, env, model, plan, prepared, out } = *after;
+    let AfterRuns { args, env, model, plan, prepared, out, reference_pass } = *after;
     // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
     if !args.settings.session_only {
         result.runtime.libraries = library_identities(args, &plan.ep_options)?;
@@ -392,7 +418,7 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
             result.artifacts.qnn_profile = Some(files::QNN_PROFILE.into());
         }
     }
-    if !args.settings.no_reference_pass {
+    if reference_pass {
         let start = Instant::now();
         let session = plan.create_reference(env, &out.join("reference"))?;
         profile(session, prepared, 1, &out.join(files::REFERENCE_PROFILE)).context("reference pass")?;

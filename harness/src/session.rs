@@ -86,7 +86,8 @@ pub struct PreferredEp {
 pub struct SessionPlan {
     /// The model the timed and profiled sessions load (an EP context model with `--context-cache`).
     pub model: PathBuf,
-    /// The model as given; the reference pass always runs it (the CPU EP cannot run EPContext nodes).
+    /// The model as given, or a compiled model's source model (`--reference-model`): the reference
+    /// pass always runs it (the CPU EP cannot run EPContext nodes).
     pub source_model: PathBuf,
     /// `source_model` with its unnamed nodes named as ONNX Runtime shows them, encoded: every
     /// session of the source model loads it from memory instead of the file (see [`crate::graph`]).

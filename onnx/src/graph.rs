@@ -342,6 +342,30 @@ impl<'m> ModelIndex<'m> {
         self.value_decls(name).iter().rev().map(|decl| &decl.signature).max_by_key(|s| informative(s))
     }
 
+    /// The main-graph nodes that compute `outputs` from `inputs`: walking back from each output
+    /// through the nodes that produce it, stopping at `inputs` (and at graph inputs and
+    /// initializers, which no node produces). This is the part of a source model that one compiled
+    /// node (an `EPContext` node with these inputs and outputs) replaced. In graph order.
+    pub fn nodes_between(&self, inputs: &[&str], outputs: &[&str]) -> Vec<&NodeInfo<'m>> {
+        let mut taken: Vec<usize> = Vec::new();
+        let mut pending: Vec<&str> = outputs.to_vec();
+        let mut seen: std::collections::HashSet<&str> = inputs.iter().copied().collect();
+        while let Some(value) = pending.pop() {
+            if !seen.insert(value) {
+                continue;
+            }
+            let Some(&position) = self.producers.get(value) else { continue };
+            let node = &self.nodes[position];
+            if node.graph != GraphId::MAIN || taken.contains(&position) {
+                continue;
+            }
+            taken.push(position);
+            pending.extend(node.proto.input.iter().map(String::as_str).filter(|i| !i.is_empty()));
+        }
+        taken.sort_unstable();
+        taken.into_iter().map(|position| &self.nodes[position]).collect()
+    }
+
     fn positions<'s>(
         &'s self,
         map: &'s HashMap<&'m str, Vec<usize>>,

@@ -14,7 +14,7 @@ use crate::ort_log::RejectionReasons;
 use crate::profile::{Profile, ProfiledNode};
 use crate::qnn_csv::QnnProfile;
 use crate::report::{
-    Boundaries, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport, TimeStats, Totals, Transition,
+    Boundaries, CompiledAttribution, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport, TimeStats, Totals, Transition,
     PLACEMENT_SCHEMA,
 };
 use crate::shape::TensorShape;
@@ -166,6 +166,11 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         model_sha256: inputs.model_sha256.to_string(),
         preferred_ep: inputs.preferred_ep.to_string(),
         predicted: inputs.predicted.map(str::to_string),
+        compiled: graph.compiled.as_ref().map(|c| CompiledAttribution {
+            attribution: c.attribution,
+            source_model: c.source_model.clone(),
+            source_sha256: c.source_sha256.clone(),
+        }),
         runs_profiled: inputs.profile.map_or(0, |p| p.runs.len()),
         totals: Totals {
             nodes: placed().count(),

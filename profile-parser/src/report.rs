@@ -18,6 +18,11 @@ pub struct PlacementReport {
     /// Set when the placement is a prediction, e.g. `predicted: HTP backend validation not run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted: Option<String>,
+    /// For a compiled model (`EPContext` nodes): how its `EPContext` nodes were given the source
+    /// nodes they replaced (`compile_record` | `source_model` | `unattributed`) and from which
+    /// source model (`result.json` `graph.compiled`, without the per-node list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<CompiledAttribution>,
     /// How many profiled runs the times are computed from.
     pub runs_profiled: usize,
     /// Whole-model totals.
@@ -46,6 +51,19 @@ pub struct PlacementReport {
     /// Named warnings: `FLOPs unknown for <op>`, nodes that could not be joined, truncated profiles, …
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// How a compiled model's `EPContext` nodes were attributed, in the placement report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CompiledAttribution {
+    /// How.
+    pub attribution: npugate_result::Attribution,
+    /// The source model whose nodes are counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_model: Option<String>,
+    /// Its sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_sha256: Option<String>,
 }
 
 impl Document for PlacementReport {

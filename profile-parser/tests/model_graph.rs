@@ -76,6 +76,11 @@ fn model_nodes_carry_their_flops_through_fusions_partitions_and_an_epcontext_nod
             ],
         }),
         io_quantization: vec!["q_in".into(), "dq_out".into()],
+        compiled: Some(npugate_result::CompiledGraph {
+            attribution: npugate_result::Attribution::CompileRecord,
+            source_model: Some("m.onnx".into()),
+            ..Default::default()
+        }),
     };
     let assignment = Assignment {
         source: "Session_GetEpGraphAssignmentInfo".into(),
@@ -105,6 +110,8 @@ fn model_nodes_carry_their_flops_through_fusions_partitions_and_an_epcontext_nod
         predicted: None,
         fusions: None,
     });
+    let compiled = report.compiled.as_ref().expect("the graph's attribution is in the placement");
+    assert_eq!((compiled.attribution, compiled.source_model.as_deref()), (npugate_result::Attribution::CompileRecord, Some("m.onnx")));
     let on = |name: &str| report.nodes.iter().find(|n| n.name == name).unwrap();
     assert_eq!((on("mm").ep.as_str(), on("mm").flops), (QNN, Some(2 * 64 * 32)), "the fused Gemm's EP, the MatMul's own FLOPs");
     assert_eq!((on("add").ep.as_str(), on("add").flops), (QNN, Some(32)));

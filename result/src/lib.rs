@@ -460,6 +460,67 @@ pub struct ModelGraph {
     /// graph input or dequantize into a graph output: the QNN EP leaves them to the CPU by design.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_quantization: Vec<String>,
+    /// For a compiled model (`EPContext` nodes): the nodes above are its source model's, and this
+    /// says how each `EPContext` node was given the source nodes it replaced (see [`CompiledGraph`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<CompiledGraph>,
+}
+
+/// Metadata key (`metadata_props`) under which `npugate compile` records, as JSON, which source
+/// nodes each `EPContext` node of the compiled model replaced (`[EpContextCover]`).
+pub const EP_CONTEXT_NODES_KEY: &str = "npugate.compiled_for.ep_context_nodes";
+
+/// One `EPContext` node of a compiled model and the nodes of the source model it stands for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EpContextCover {
+    /// Name of the `EPContext` node in the compiled model.
+    pub ep_context: String,
+    /// Names of the source model's nodes it replaced.
+    pub source_nodes: Vec<String>,
+}
+
+/// A compiled model set against its source model: where its `EPContext` nodes' source nodes (and
+/// so their FLOPs) came from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CompiledGraph {
+    /// How the `EPContext` nodes were attributed.
+    pub attribution: Attribution,
+    /// The source model whose nodes the graph lists (as the harness was given it), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_model: Option<String>,
+    /// Its sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_sha256: Option<String>,
+    /// Each `EPContext` node and the source nodes it stands for (empty when unattributed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ep_context_nodes: Vec<EpContextCover>,
+}
+
+/// How a compiled model's `EPContext` nodes were given the source nodes they replaced.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Attribution {
+    /// From the compile's own record (`npugate compile` wrote [`EP_CONTEXT_NODES_KEY`]): the
+    /// nodes of each QNN partition the compile session made, completed by the source nodes
+    /// between the `EPContext` node's input and output tensors.
+    CompileRecord,
+    /// From the source model's graph: the source nodes between each `EPContext` node's input and
+    /// output tensors (a model compiled elsewhere, e.g. by ONNX Runtime's `ep.context_enable`).
+    SourceModel,
+    /// No source model: each `EPContext` node counts as one node of unknown FLOPs.
+    #[default]
+    Unattributed,
+}
+
+impl Attribution {
+    /// How the terminal report says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Attribution::CompileRecord => "the compile record (the source nodes each EPContext node replaced, written by npugate compile)",
+            Attribution::SourceModel => "the source model's graph (the source nodes between each EPContext node's inputs and outputs)",
+            Attribution::Unattributed => "nothing: no source model, so each EPContext node is one node of unknown FLOPs (pass --reference-model)",
+        }
+    }
 }
 
 /// One node of the model.

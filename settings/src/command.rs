@@ -46,6 +46,12 @@ pub struct HarnessCommand {
     #[arg(long = "model-file", value_name = "NAME=SHA256:BYTES")]
     pub model_files: Vec<npugate_result::ModelFile>,
 
+    /// The source model of a compiled (`EPContext`) model: the CPU reference pass runs it (the CPU
+    /// EP cannot run `EPContext` nodes), and placement counts nodes and FLOPs in its nodes. A
+    /// compiled model without it gets no reference pass (a warning says so).
+    #[arg(long, value_name = "PATH")]
+    pub reference_model: Option<PathBuf>,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -65,6 +71,9 @@ impl HarnessCommand {
         }
         if let Some(sha256) = &self.fixed_from_sha256 {
             args.extend(["--fixed-from-sha256".into(), sha256.clone()]);
+        }
+        if let Some(reference) = &self.reference_model {
+            args.extend(["--reference-model".into(), path(reference)]);
         }
         for file in &self.model_files {
             args.extend(["--model-file".into(), file.to_string()]);

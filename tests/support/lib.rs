@@ -205,3 +205,17 @@ pub fn files_under(path: &Path) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// `scripts/count-macs` on `model`: the independent count (`flops` = 2 × MACs of Conv/MatMul/Gemm,
+/// with onnx's own shape inference, no npugate code).
+pub fn independent_count(model: &Path, shapes: &[&str]) -> serde_json::Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/count-macs");
+    let mut command = Command::new(python());
+    command.arg(script).arg(model);
+    for shape in shapes {
+        command.args(["--shape", shape]);
+    }
+    let output = run(&mut command);
+    assert!(output.status.success(), "count-macs {}: {}", model.display(), describe(&output));
+    serde_json::from_slice(&output.stdout).expect("count-macs prints JSON")
+}

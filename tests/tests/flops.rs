@@ -4,29 +4,16 @@
 //! ONNX Runtime shows them; outputs whose shape is not the declared one. Runs the real `npugate`
 //! with the real ONNX Runtime on models made by `scripts/make-test-models`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use npugate_e2e::{bin, describe, model, python, run};
+use npugate_e2e::{bin, describe, independent_count, model, python, run};
 use npugate_profile::report::{NodePlacement, PlacementReport};
 use npugate_result::RunResult;
 use serde_json::Value;
 
 /// Share rules only: the CV of a 2-core machine shared with other builds says nothing here.
 const NO_CV: &str = "disable=[\"cv_pct\"]";
-
-/// `scripts/count-macs` on `model`: the independent count (`flops` = 2 × MACs of Conv/MatMul/Gemm).
-fn independent_count(model: &Path, shapes: &[&str]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/count-macs");
-    let mut command = Command::new(python());
-    command.arg(script).arg(model);
-    for shape in shapes {
-        command.args(["--shape", shape]);
-    }
-    let output = run(&mut command);
-    assert!(output.status.success(), "count-macs {}: {}", model.display(), describe(&output));
-    serde_json::from_slice(&output.stdout).expect("count-macs prints JSON")
-}
 
 /// `npugate run --local` of `model` into `out` with `extra` flags.
 fn run_local(model: &Path, out: &Path, extra: &[&str]) -> Output {

@@ -76,7 +76,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         .targets
         .iter()
         .map(|one| CompareSpec {
-            job: Job { harness: &one.harness, runtime: &one.runtime, model: args.target.model(), prepared: None, settings: &args.settings, env: &[], timeout: plan.timeout, cancel: &cancel },
+            job: Job { harness: &one.harness, runtime: &one.runtime, model: args.target.model(), prepared: None, reference_model: None, settings: &args.settings, env: &[], timeout: plan.timeout, cancel: &cancel },
             baseline: &args.baseline_model,
             candidate: args.target.model(),
             rounds: args.rounds as usize,

@@ -3,13 +3,12 @@
 //! version; exit 0 no divergence, 1 a divergence, 2 could not judge.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
 use npugate_settings::{HarnessSettings, SessionSettings};
 
-use super::options::{EmulatorArgs, TargetArgs};
+use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
 use crate::numerics::{self, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
 use crate::plan::{self, Command, Installed, Plan, Request};
 
@@ -21,9 +20,9 @@ pub struct NumericsArgs {
     /// --soc`, the host HTP emulator), `--json` (`npugate.numerics/1`).
     #[command(flatten)]
     pub target: TargetArgs,
-    /// The float model whose fp32 CPU run is the reference (default: the model itself).
-    #[arg(long, value_name = "PATH")]
-    pub reference_model: Option<PathBuf>,
+    /// `--reference-model`: the float model whose fp32 CPU run is the reference.
+    #[command(flatten)]
+    pub reference: ReferenceArg,
     /// `--soc`, `--qnn`: with `--ep qnn`, the host HTP emulator as these Snapdragons and QNN
     /// versions (per-chipset numerics without a device).
     #[command(flatten)]
@@ -53,7 +52,7 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
     if !args.min_sqnr_db.is_finite() {
         bail!("--min-sqnr-db {} is not a number of dB; pass e.g. --min-sqnr-db 20", args.min_sqnr_db);
     }
-    for path in std::iter::once(args.target.model()).chain(args.reference_model.as_deref()) {
+    for path in std::iter::once(args.target.model()).chain(args.reference.reference_model.as_deref()) {
         if !path.is_file() {
             bail!("model {} not found", path.display());
         }
@@ -66,7 +65,7 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
     let settings = HarnessSettings::from(args.session.clone());
     let request = NumericsRequest {
         model: args.target.model(),
-        reference_model: args.reference_model.as_deref().unwrap_or(args.target.model()),
+        reference_model: args.reference.reference_model.as_deref().unwrap_or(args.target.model()),
         tensors: &tensors,
         min_sqnr_db: args.min_sqnr_db,
         settings: &settings,

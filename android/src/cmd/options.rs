@@ -26,6 +26,17 @@ pub struct ModelArg {
     pub model: PathBuf,
 }
 
+/// `--reference-model`: the model whose fp32 CPU run is the reference.
+#[derive(Debug, Clone, Args)]
+pub struct ReferenceArg {
+    /// The model whose fp32 CPU run is the reference: the float model of a QDQ model (outputs
+    /// checked against it), or the source model of a compiled (EPContext) model, which the CPU EP
+    /// cannot run (its reference pass, FLOPs and output check) [default: the model itself; for a
+    /// compiled model, the source recorded by npugate compile when it is at hand and unchanged].
+    #[arg(long, value_name = "PATH")]
+    pub reference_model: Option<PathBuf>,
+}
+
 /// `--out`: where a command writes.
 #[derive(Debug, Clone, Args)]
 pub struct OutArg {

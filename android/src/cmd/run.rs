@@ -2,13 +2,11 @@
 //! HTP emulator with `--ep qnn`) or on devices over adb (`--device`), check its outputs, judge it
 //! and report. Exit code 0 pass, 1 a rule failed, 2 the run could not be judged.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::Args;
 use npugate_settings::HarnessSettings;
 
-use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, TargetArgs};
+use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
 use crate::plan::{Command, Installed, Plan, Request};
 use crate::run_plan::{self, RunOptions};
 
@@ -26,10 +24,9 @@ pub struct RunArgs {
     /// Only measure: skip placement analysis and the gate.
     #[arg(long)]
     pub no_gate: bool,
-    /// Model whose fp32 CPU outputs are the reference, e.g. the float model of a QDQ model
-    /// (default: the model itself). Needs --check-outputs.
-    #[arg(long, value_name = "PATH", requires = "check_outputs")]
-    pub reference_model: Option<PathBuf>,
+    /// `--reference-model`: the float model of a QDQ model, the source of a compiled model.
+    #[command(flatten)]
+    pub reference: ReferenceArg,
     /// When only latency rules fail, rerun K more times and fail only when most attempts fail;
     /// every attempt is kept (`attempt-N/`) and listed in the verdict.
     #[arg(long, value_name = "K", default_value_t = 0)]
@@ -66,7 +63,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     plan.announce();
     let options = RunOptions {
         model: args.target.model(),
-        reference_model: args.reference_model.as_deref(),
+        reference_model: args.reference.reference_model.as_deref(),
         settings: &args.settings,
         gate: gate.as_ref(),
         sinks: args.gate.output.sinks(args.target.json.json),

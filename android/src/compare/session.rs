@@ -229,7 +229,7 @@ mod tests {
         let cancel = Cancel::new();
         let rules = CompareRules::default();
         let (a, b) = (work.join(baseline), work.join(candidate));
-        let job = Job { harness: &a, runtime: &runtime, model: &a, prepared: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job { harness: &a, runtime: &runtime, model: &a, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
         let spec = CompareSpec { job, baseline: &a, candidate: &b, rounds: ROUNDS, runs_per_round: 20, rules: &rules };
         run_confirmed(confirm, &work.join("out"), |dir| compare_on(target, &spec, dir, &Silent)).unwrap()
     }

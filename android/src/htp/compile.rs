@@ -16,7 +16,7 @@ use npugate_onnx::Model;
 use npugate_profile::placement::strip_token_suffix;
 use npugate_profile::result_dir::read_rejections;
 
-use super::compiled::{CompiledFor, EpContextCover};
+use super::compiled::{source_path_from, CompiledFor, EpContextCover};
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
 use crate::hexagon::Soc;
@@ -82,6 +82,7 @@ impl CompileRequest<'_> {
             runtime: &self.host.runtime,
             model: &prepared.path,
             prepared: Some(&prepared),
+            reference_model: None,
             settings: &settings,
             env: &[],
             timeout: TIMEOUT,
@@ -121,6 +122,7 @@ impl CompileRequest<'_> {
             runtime: self.host.runtime.name.clone(),
             source_model_sha256: source_sha256,
             source_model_digest: source_digest,
+            source_model: source_path_from(out, self.model),
             ep_context_nodes: ep_context_covers(&model, &source, &result.assignment),
             source_shapes: self.shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
             fp16: if self.fp16 { "1" } else { "0" }.into(),

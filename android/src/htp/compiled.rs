@@ -5,14 +5,18 @@
 //! measured rule ([`super::compat`]) says refuses it: a run refuses such a device or runtime
 //! before anything is pushed, naming both sides, and warns on a pair never measured.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use npugate_onnx::Model;
-use serde::{Deserialize, Serialize};
+use npugate_result::EP_CONTEXT_NODES_KEY;
+use npugate_settings::ShapeSpec;
 
 use super::compat::{ContextCompat, Verdict};
 use crate::runtime::manifest::qnn_sdk_version;
+
+/// Operator type of the node that holds a compiled model's context binary.
+const EP_CONTEXT: &str = "EPContext";
 
 /// Prefix of every metadata key npugate writes.
 const PREFIX: &str = "npugate.compiled_for.";
@@ -38,6 +42,9 @@ pub struct CompiledFor {
     pub source_model_sha256: String,
     /// Digest of the model as the user gave it (over the `.onnx` and every file it refers to).
     pub source_model_digest: String,
+    /// Where the model as the user gave it was: relative to the compiled model's folder when it
+    /// can be (`../m.onnx`), else absolute; empty when unknown (models compiled before the field).
+    pub source_model: String,
     /// Which source nodes each EPContext node of the compiled model covers, in graph order.
     pub ep_context_nodes: Vec<EpContextCover>,
     /// `--shape` values that fixed its inputs (space-separated; empty when none).
@@ -49,13 +56,7 @@ pub struct CompiledFor {
 /// One EPContext node of a compiled model and the nodes of the source model it stands for: the
 /// compile session's assignment gives the nodes of each QNN partition, in order, and each partition
 /// becomes one EPContext node, in the same order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EpContextCover {
-    /// Name of the EPContext node in the compiled model.
-    pub ep_context: String,
-    /// Names of the source model's nodes it replaced, as the QNN EP reported them.
-    pub source_nodes: Vec<String>,
-}
+pub use npugate_result::EpContextCover;
 
 impl CompiledFor {
     /// The metadata entries, keys in a fixed order (so the written bytes are deterministic).
@@ -70,12 +71,13 @@ impl CompiledFor {
             ("runtime", self.runtime.clone()),
             ("source_model_sha256", self.source_model_sha256.clone()),
             ("source_model_digest", self.source_model_digest.clone()),
+            ("source_model", self.source_model.clone()),
             ("source_shapes", self.source_shapes.clone()),
             ("enable_htp_fp16_precision", self.fp16.clone()),
-            ("ep_context_nodes", serde_json::to_string(&self.ep_context_nodes).unwrap_or_default()),
         ]
         .into_iter()
         .map(|(key, value)| (format!("{PREFIX}{key}"), value))
+        .chain([(EP_CONTEXT_NODES_KEY.to_string(), serde_json::to_string(&self.ep_context_nodes).unwrap_or_default())])
         .collect()
     }
 
@@ -97,10 +99,10 @@ impl CompiledFor {
             bail!("its metadata {PREFIX}qnn_soc_model is {qnn_soc_model:?}, not a number; compile it again with npugate compile");
         };
         // Models compiled before the record existed have none.
-        let covers = get("ep_context_nodes");
+        let covers = model.metadata(EP_CONTEXT_NODES_KEY).unwrap_or_default();
         let ep_context_nodes = match covers.is_empty() {
             true => Vec::new(),
-            false => serde_json::from_str(&covers)
+            false => serde_json::from_str(covers)
                 .map_err(|e| anyhow::anyhow!("its metadata {PREFIX}ep_context_nodes is not the JSON npugate writes ({e}); compile it again with npugate compile"))?,
         };
         Ok(Some(CompiledFor {
@@ -113,6 +115,7 @@ impl CompiledFor {
             runtime: get("runtime"),
             source_model_sha256: get("source_model_sha256"),
             source_model_digest: get("source_model_digest"),
+            source_model: get("source_model"),
             ep_context_nodes,
             source_shapes: get("source_shapes"),
             fp16: get("enable_htp_fp16_precision"),
@@ -205,6 +208,98 @@ impl CompiledFor {
     }
 }
 
+/// What a run's reference pass and output check use, decided once per command from `--model` and
+/// `--reference-model`. For a model that is not compiled: the model itself (the output check: the
+/// given reference model, else the model). For a compiled (`EPContext`) model, whose nodes the CPU
+/// EP cannot run: its source model — the one given, else the one recorded at compile time when it
+/// is at hand and still has the recorded digest — or none, with one line saying why and what to pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReferenceChoice {
+    /// A compiled model's source model: the harness's reference pass runs it, and placement counts
+    /// in its nodes (`--reference-model` of the harness). `None` for a model that is not compiled.
+    pub source: Option<PathBuf>,
+    /// The model whose fp32 CPU outputs are `--check-outputs`' reference; `None`: no reference.
+    pub outputs: Option<PathBuf>,
+    /// `--shape` values that fixed the source model's inputs at compile time (its reference run
+    /// needs them when the source has dynamic dims and the run gave none).
+    pub source_shapes: Vec<ShapeSpec>,
+    /// Why a compiled model gets no reference pass, one line with the fix; `None` when it gets one.
+    pub skipped: Option<String>,
+}
+
+impl ReferenceChoice {
+    /// The choice for `model` with `--reference-model` `given`.
+    pub fn resolve(model: &Path, given: Option<&Path>) -> Result<ReferenceChoice> {
+        let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let compiled = onnx.index().nodes().iter().any(|n| n.op_type() == EP_CONTEXT);
+        if !compiled {
+            return Ok(ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() });
+        }
+        let record = CompiledFor::of(&onnx).map_err(|e| e.context(format!("model {}", model.display())))?;
+        let shapes = match &record {
+            Some(record) => record.source_shapes.split_whitespace().map(str::parse).collect::<Result<Vec<ShapeSpec>, String>>().unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let source = match given {
+            Some(given) => Ok(given.to_path_buf()),
+            None => recorded_source(model, record.as_ref()),
+        };
+        Ok(match source {
+            Ok(path) => ReferenceChoice { source: Some(path.clone()), outputs: Some(path), source_shapes: shapes, skipped: None },
+            Err(why) => ReferenceChoice {
+                skipped: Some(format!(
+                    "no reference pass and no output check for {}: it is compiled (EPContext nodes, which the CPU EP cannot run) and {why}; \
+                     pass --reference-model <its source .onnx> to count its FLOPs and check its outputs",
+                    model.display()
+                )),
+                ..ReferenceChoice::default()
+            },
+        })
+    }
+}
+
+/// The source model `record` names, relative to `model`'s folder, when it is there and still the
+/// model that was compiled (same digest); else why not.
+fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::Result<PathBuf, String> {
+    let Some(record) = record.filter(|r| !r.source_model.is_empty()) else {
+        return Err("names no source model (it was not compiled by npugate compile, or before it recorded one)".into());
+    };
+    let recorded = model.parent().unwrap_or(Path::new("")).join(&record.source_model);
+    let Ok(path) = recorded.canonicalize().map_err(drop).and_then(|path| if path.is_file() { Ok(path) } else { Err(()) }) else {
+        return Err(format!("its source model {} (recorded at compile time) is not there", recorded.display()));
+    };
+    let digest = crate::model::ModelFiles::read(&path, &crate::hash_cache::HashCache::default_cache()).map(|files| files.digest);
+    match digest {
+        Ok(digest) if digest == record.source_model_digest => Ok(path),
+        Ok(digest) => Err(format!(
+            "its source model {} changed since it was compiled (digest {digest}, compiled from {})",
+            path.display(),
+            record.source_model_digest
+        )),
+        Err(error) => Err(format!("its source model {} cannot be read ({error:#})", path.display())),
+    }
+}
+
+/// Where `source` is, seen from the folder of `compiled`: relative when both resolve (`../m.onnx`),
+/// else absolute (as given when even that fails).
+pub fn source_path_from(compiled: &Path, source: &Path) -> String {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (source, folder) = (absolute(source), absolute(compiled).parent().map(Path::to_path_buf).unwrap_or_default());
+    relative_path(&folder, &source).unwrap_or(source).display().to_string()
+}
+
+/// `to` relative to the folder `from` (both absolute, without `..`), when they share a root.
+fn relative_path(from: &Path, to: &Path) -> Option<PathBuf> {
+    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    if common == 0 || from[common..].iter().chain(&to[common..]).any(|c| matches!(c, std::path::Component::ParentDir)) {
+        return None;
+    }
+    let mut path: PathBuf = from[common..].iter().map(|_| std::path::Component::ParentDir).collect();
+    path.extend(&to[common..]);
+    Some(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +315,7 @@ mod tests {
             runtime: "qnn-2.7.0-ort-1.31.1-windows-x86_64".into(),
             source_model_sha256: "ab".into(),
             source_model_digest: "ab".into(),
+            source_model: "../m.onnx".into(),
             ep_context_nodes: vec![EpContextCover { ep_context: "QNN_ctx_0".into(), source_nodes: vec!["conv".into(), "relu".into()] }],
             source_shapes: String::new(),
             fp16: "1".into(),

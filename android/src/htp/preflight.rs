@@ -311,6 +311,7 @@ impl HtpPreflightRequest<'_> {
                 runtime: &planned.host.runtime,
                 model: &prepared.path,
                 prepared: Some(&prepared),
+                reference_model: None,
                 settings,
                 env: &[],
                 timeout: TIMEOUT,

@@ -218,7 +218,7 @@ fn on_every_target(on: &Targets<'_>, model: &Path, settings: &HarnessSettings, c
         .planned
         .iter()
         .map(|p| {
-            let job = Job { harness: &p.harness, runtime: &p.runtime, model, prepared: None, settings, env: on.env, timeout: on.timeout, cancel };
+            let job = Job { harness: &p.harness, runtime: &p.runtime, model, prepared: None, reference_model: None, settings, env: on.env, timeout: on.timeout, cancel };
             RunSpec { job, gate: None, reference: None }
         })
         .collect();

@@ -445,6 +445,7 @@ fn run_cell<T: Target>(
         runtime,
         model: &model.path,
         prepared: None,
+        reference_model: None,
         settings: &settings,
         env: &[],
         timeout: options.run_timeout,

@@ -112,7 +112,8 @@ impl Target for AdbTarget {
         let device = devices::probe(adb, serial).map_err(adb_error)?;
         let mut warnings: Vec<String> = device.gap().into_iter().collect();
         let model_files = job.model_files()?;
-        let files = files_for(job, &device, &model_files, &mut warnings)?;
+        let reference_files = job.reference_model.map(|path| ModelFiles::read(path, &crate::hash_cache::HashCache::default_cache())).transpose()?;
+        let files = files_for(job, &device, (&model_files, reference_files.as_ref()), &mut warnings)?;
         let shell: Arc<dyn DeviceShell> = Arc::new(adb.device(serial));
         progress.step("lock");
         let cancelled = || job.cancel.is_cancelled();
@@ -150,7 +151,7 @@ impl Target for AdbTarget {
 
         let before = device_state::read(&*shell).map_err(adb_error)?;
         progress.step("run");
-        let layout = Layout::new(job, &model_files, work_dir, lock.run());
+        let layout = Layout::new(job, (&model_files, reference_files.as_ref()), work_dir, lock.run());
         let command = harness_command(job, &layout);
         let started = Instant::now();
         let shell_out = adb.shell_until(serial, &command, job.timeout, "run the harness", &cancelled);
@@ -212,33 +213,19 @@ fn adb_error(error: AdbError) -> anyhow::Error {
     }
 }
 
-/// The files this device needs: its harness, the model with every file it refers to, the inputs
-/// and the runtime's libraries, keeping only the Stub/Skel of the device's Hexagon arch.
-fn files_for(job: &Job<'_>, device: &DeviceInfo, model: &ModelFiles, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
+/// The files this device needs: its harness, the model with every file it refers to (and so a
+/// compiled model's source model, `reference`), the inputs and the runtime's libraries, keeping only the Stub/Skel of the device's Hexagon arch.
+fn files_for(job: &Job<'_>, device: &DeviceInfo, (model, reference): (&ModelFiles, Option<&ModelFiles>), warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
     let serial = &device.serial;
     let target = device.target.as_deref().ok_or_else(|| match device.abi.as_deref() {
         Some(abi) => anyhow::anyhow!("device {serial}: unknown ABI {abi:?}; no harness target for it"),
         None => anyhow::anyhow!("device {serial}: its ABI is unknown (getprop ro.product.cpu.abi and uname -m gave nothing); no harness target for it"),
     })?;
     super::check_runtime(&format!("device {serial}"), target, job.runtime)?;
-    let mut files = vec![
-        DeployFile::hashed(job.harness, HARNESS.into(), true)?,
-        DeployFile {
-            local: job.model.to_path_buf(),
-            remote: model_path(job.model, model),
-            sha256: model.sha256.clone(),
-            bytes: model.bytes,
-            executable: false,
-        },
-    ];
-    for (file, local) in &model.referenced {
-        files.push(DeployFile {
-            local: local.clone(),
-            remote: format!("{}/{}", model_dir(model), file.name),
-            sha256: file.sha256.clone(),
-            bytes: file.bytes,
-            executable: false,
-        });
+    let mut files = vec![DeployFile::hashed(job.harness, HARNESS.into(), true)?];
+    files.extend(model_deploy_files(job.model, model));
+    if let (Some(path), Some(reference)) = (job.reference_model, reference) {
+        files.extend(model_deploy_files(path, reference));
     }
     for (index, input) in job.settings.inputs.iter().enumerate() {
         files.push(DeployFile::hashed(&input.path, input_path(index, &input.path), false)?);
@@ -268,6 +255,19 @@ fn files_for(job: &Job<'_>, device: &DeviceInfo, model: &ModelFiles, warnings: &
     Ok(files)
 }
 
+/// The `.onnx` at `path` and every file it refers to, in the model's own directory.
+fn model_deploy_files(path: &Path, model: &ModelFiles) -> Vec<DeployFile> {
+    let onnx = DeployFile { local: path.to_path_buf(), remote: model_path(path, model), sha256: model.sha256.clone(), bytes: model.bytes, executable: false };
+    let referenced = model.referenced.iter().map(|(file, local)| DeployFile {
+        local: local.clone(),
+        remote: format!("{}/{}", model_dir(model), file.name),
+        sha256: file.sha256.clone(),
+        bytes: file.bytes,
+        executable: false,
+    });
+    std::iter::once(onnx).chain(referenced).collect()
+}
+
 /// The model's own directory on the device, `models/<digest>`: the `.onnx` and the files it
 /// refers to sit together under their own names, as ONNX Runtime expects (it accepts external data
 /// only inside the model's folder), and two models never share one.
@@ -292,7 +292,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(job: &Job<'_>, model: &ModelFiles, work: &str, run_id: &str) -> Layout {
+    fn new(job: &Job<'_>, (model, reference): (&ModelFiles, Option<&ModelFiles>), work: &str, run_id: &str) -> Layout {
         let runtime_dir = format!("{work}/runtimes/{}", job.runtime.name);
         // A CPU run never loads the runtime's plugin EP (a plugin runtime serves CPU runs too).
         let ep_library = job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref()).filter(|_| job.settings.ep.is_accelerator());
@@ -310,6 +310,7 @@ impl Layout {
             runtime_name: Some(job.runtime.name.clone()),
             fixed_from_sha256: job.fixed_from().map(str::to_string),
             model_files: model.hints(),
+            reference_model: job.reference_model.zip(reference).map(|(path, files)| format!("{work}/{}", model_path(path, files)).into()),
             settings,
         };
         Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command }
@@ -405,7 +406,7 @@ mod tests {
     }
 
     fn job<'a>(runtime: &'a crate::runtime::RuntimeManifest, model: &'a Path, harness: &'a Path, settings: &'a HarnessSettings, cancel: &'a Cancel) -> Job<'a> {
-        Job { harness, runtime, model, prepared: None, settings, env: &[], timeout: Duration::from_secs(1), cancel }
+        Job { harness, runtime, model, prepared: None, reference_model: None, settings, env: &[], timeout: Duration::from_secs(1), cancel }
     }
 
     #[test]
@@ -425,7 +426,7 @@ mod tests {
         };
         let mut warnings = Vec::new();
         let model_files = model_files(dir.path());
-        let files = files_for(&job, &device, &model_files, &mut warnings).unwrap();
+        let files = files_for(&job, &device, (&model_files, None), &mut warnings).unwrap();
         let names: Vec<&str> = files.iter().map(|f| f.remote.as_str()).collect();
         let model_dir = format!("models/{}", "d".repeat(64));
         assert_eq!(names[1..3], [format!("{model_dir}/m.onnx"), format!("{model_dir}/sub/w.bin")], "the model's files sit together");
@@ -439,12 +440,12 @@ mod tests {
         assert!(warnings.is_empty());
 
         let unknown = DeviceInfo { hexagon_arch: None, ..device.clone() };
-        let files = files_for(&job, &unknown, &model_files, &mut warnings).unwrap();
+        let files = files_for(&job, &unknown, (&model_files, None), &mut warnings).unwrap();
         assert!(!files.iter().any(|f| f.remote.contains("Skel")));
         assert!(warnings[0].contains("v73, v75"), "{warnings:?}");
 
         let linux = DeviceInfo { target: Some("x86_64-unknown-linux-gnu".into()), ..device };
-        let err = files_for(&job, &linux, &model_files, &mut warnings).unwrap_err().to_string();
+        let err = files_for(&job, &linux, (&model_files, None), &mut warnings).unwrap_err().to_string();
         assert!(err.contains("R5CX") && err.contains("qnn-test"), "{err}");
     }
 
@@ -484,7 +485,7 @@ mod tests {
         let runtime = runtime(dir.path());
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &harness, &settings, &cancel);
-        let layout = Layout::new(&job, &model_files(dir.path()), work, "run-1");
+        let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1");
         let file = DeployFile { local: model.clone(), remote: "models/m.onnx".into(), sha256: "a".repeat(64), bytes: 1, executable: true };
         scripts.extend([
             crate::adb::wrapped(&harness_command(&job, &layout)),
@@ -516,7 +517,7 @@ mod tests {
         let work = work.to_str().unwrap();
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &fake, &settings, &cancel);
-        let layout = Layout::new(&job, &model_files(dir.path()), work, "run-1");
+        let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1");
         let out = shell.run(&harness_command(&job, &layout), Duration::from_secs(30), "run the fake harness").unwrap();
         assert_eq!(out.exit_code, 0, "{}", out.stderr);
         let seen = std::fs::read_to_string(Path::new(&layout.out).join("seen")).unwrap();

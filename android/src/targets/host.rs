@@ -67,6 +67,7 @@ impl LocalLaunch<'_> {
             runtime_name: Some(job.runtime.name.clone()),
             fixed_from_sha256: job.fixed_from().map(str::to_string),
             model_files: model_files.hints(),
+            reference_model: job.reference_model.map(path),
             settings: job.settings.with_input_paths(|input| path(&input.path)),
         };
         let mut program = self.program;

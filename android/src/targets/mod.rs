@@ -38,6 +38,9 @@ pub struct Job<'a> {
     /// `model` prepared for the run (its files hashed; a copy with fixed input shapes); `None`:
     /// the model as given, whose files the target locates and hashes itself.
     pub prepared: Option<&'a PreparedModel>,
+    /// A compiled model's source model, deployed beside it: the harness's CPU reference pass runs
+    /// it and placement counts in its nodes (see [`crate::htp::compiled::ReferenceChoice`]).
+    pub reference_model: Option<&'a Path>,
     /// What to measure; `--input` files are host paths (the target maps them to its own).
     pub settings: &'a HarnessSettings,
     /// Extra environment of the harness process (e.g. `ORT_QNN_ENABLE_CPU_BACKEND=1`).

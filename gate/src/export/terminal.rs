@@ -90,6 +90,14 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         report.preferred_time_pct.map(|t| format!(", {t:.1}% of kernel time")).unwrap_or_default()
     );
     out.push_str(&format!("  {}\n", flops_coverage(&report.totals)));
+    if let Some(compiled) = &report.compiled {
+        let line = match &compiled.source_model {
+            Some(source) => format!("compiled model, counted in the nodes of its source model {source}; EPContext nodes attributed by {}", compiled.attribution.describe()),
+            None => format!("compiled model; EPContext nodes attributed by {}", compiled.attribution.describe()),
+        };
+        let unattributed = compiled.attribution == npugate_result::Attribution::Unattributed;
+        out.push_str(&format!("  {}\n", if unattributed { paint(color, YELLOW, &line) } else { line }));
+    }
     if let Some(predicted) = &report.predicted {
         out.push_str(&format!("  {}\n", paint(color, YELLOW, predicted)));
     }

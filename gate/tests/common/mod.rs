@@ -146,6 +146,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
         model_sha256: "5d41402abc4b2a76b9719d911017c592b2ad8c6f1d3e4a5b6c7d8e9f00112233".into(),
         preferred_ep: preferred.into(),
         predicted: None,
+        compiled: None,
         runs_profiled: 10,
         per_ep,
         totals: Totals {

@@ -90,3 +90,29 @@ fn an_unnamed_node_holding_a_subgraph_is_named_by_op_and_position() {
     let index = model.index();
     assert_eq!(index.graphs()[1].path.to_string(), "main > If#1.then_branch");
 }
+
+#[test]
+fn the_nodes_between_a_cut_are_what_a_compiled_node_replaced() {
+    // x → q → a → b → c → dq → y, with b also reading the initializer w through wdq; c is cut out.
+    let mut cut = graph(
+        "cut",
+        vec![
+            node("QuantizeLinear", "q", &["x"], &["xq"]),
+            node("Relu", "a", &["xq"], &["ta"]),
+            node("DequantizeLinear", "wdq", &["w"], &["wf"]),
+            node("Add", "b", &["ta", "wf"], &["tb"]),
+            node("Relu", "c", &["tb"], &["tc"]),
+            node("DequantizeLinear", "dq", &["tc"], &["y"]),
+        ],
+        vec![tensor_value("x", Some(&["1"]))],
+        vec![tensor_value("y", Some(&["1"]))],
+    );
+    cut.initializer.push(initializer("w", &[1]));
+    let model = model(cut);
+    let index = model.index();
+    let names = |nodes: Vec<&npugate_onnx::NodeInfo<'_>>| nodes.iter().map(|n| n.name().to_string()).collect::<Vec<_>>();
+    assert_eq!(names(index.nodes_between(&["xq"], &["tb"])), ["a", "wdq", "b"], "weights' DQ inside, the graph-input Q outside");
+    assert_eq!(names(index.nodes_between(&["x"], &["y"])), ["q", "a", "wdq", "b", "c", "dq"]);
+    assert!(index.nodes_between(&["tb"], &["tb"]).is_empty());
+    assert!(index.nodes_between(&[], &["no_such_value"]).is_empty());
+}

@@ -1,0 +1,171 @@
+//! A compiled (EPContext) model is a first-class model (issue 23, item 1): `npugate compile` →
+//! `npugate run --local --ep qnn --soc SM8650` with default flags, its reference pass and output
+//! check on the source model, its FLOPs counted in the source's nodes; a partially compiled model
+//! naming its CPU nodes; and ONNX Runtime's own compiled output (`ep.context_enable`, embed mode 0
+//! and 1). Real ONNX Runtime 1.31.1 with onnxruntime-qnn 2.7.0's x86_64 HTP backend under wine, on
+//! models made by `scripts/make-test-models`.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use npugate_e2e::htp::{harness_under_wine, npugate, HTP_RUNTIME};
+use npugate_e2e::{describe, independent_count, model};
+use npugate_onnx::Model;
+use serde_json::Value;
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("valid JSON")
+}
+
+/// `model` copied into `dir` (so that the source recorded at compile time is a file the test owns).
+fn copy_model(name: &str, dir: &Path) -> PathBuf {
+    let copy = dir.join(name);
+    std::fs::copy(model(name), &copy).expect("copy the test model");
+    copy
+}
+
+/// `npugate run --local --ep qnn --soc SM8650` of `model` into `out`, with `extra` flags.
+fn emulate(model: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run", "--local", "--ep", "qnn", "--soc", "SM8650"];
+    args.extend(extra);
+    npugate(&args, &[Path::new("--model"), model, Path::new("--out"), out])
+}
+
+/// The placement of the verdict in `dir`.
+fn placement_in(dir: &Path) -> Value {
+    read_json(&dir.join("verdict.json"))["placement"].clone()
+}
+
+/// The fallback entry named `name` of a placement.
+fn fallback<'a>(placement: &'a Value, name: &str) -> &'a Value {
+    placement["fallback"].as_array().unwrap().iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} is no fallback: {placement:#}"))
+}
+
+/// The names of a model's EPContext nodes.
+fn ep_context_nodes(model: &Path) -> Vec<String> {
+    let model = Model::read(model).unwrap();
+    model.index().nodes().iter().filter(|n| n.op_type() == "EPContext").map(|n| n.name().to_string()).collect()
+}
+
+#[test]
+fn compile_then_run_with_default_flags_counts_the_source_flops_and_checks_outputs_against_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = copy_model("smallcnn_qdq.onnx", dir.path());
+    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    let recorded = Model::read(&ctx).unwrap().metadata("npugate.compiled_for.source_model").map(str::to_string);
+    assert_eq!(recorded.as_deref(), Some("../smallcnn_qdq.onnx"), "the source is recorded relative to the compiled model");
+
+    // Default flags (plus --check-outputs): the reference pass and the output check run the source.
+    let out = dir.path().join("run");
+    let run = emulate(&ctx, &out, &["--check-outputs"]);
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&run));
+    assert!(!stderr(&run).contains("no reference pass"), "{}", describe(&run));
+    let placement = placement_in(&out);
+    assert!(placement["preferred_flops_pct"].as_f64().unwrap() >= 98.0, "{placement:#}");
+    assert_eq!(placement["compiled"]["attribution"], "compile_record", "{placement:#}");
+    let source_sha256 = npugate_result::digest::sha256_file(&source).unwrap().0;
+    assert_eq!(placement["compiled"]["source_sha256"], source_sha256.as_str());
+    // Counted in the source's own nodes, Conv/Gemm FLOPs equal to the independent count, all on the HTP.
+    let nodes = placement["nodes"].as_array().unwrap();
+    let source_nodes = Model::read(&source).unwrap().index().nodes().len();
+    assert_eq!(placement["totals"]["model_nodes"].as_u64(), Some(source_nodes as u64), "{placement:#}");
+    let heavy: Vec<&Value> = nodes.iter().filter(|n| n["op_type"] == "Conv" || n["op_type"] == "Gemm").collect();
+    assert!(heavy.iter().all(|n| n["ep"] == "QNNExecutionProvider"), "{heavy:#?}");
+    let counted: u64 = heavy.iter().map(|n| n["flops"].as_u64().unwrap()).sum();
+    assert_eq!(counted, independent_count(&source, &[])["flops"].as_u64().unwrap());
+    // Graph-I/O Q/DQ the EP leaves to the CPU are by design; nothing else is off the HTP.
+    let off: Vec<(&str, bool)> = placement["fallback"].as_array().unwrap().iter().map(|f| (f["name"].as_str().unwrap(), f["expected"].as_bool().unwrap())).collect();
+    assert_eq!(off.len(), 2, "{off:?}");
+    assert!(off.iter().all(|&(_, expected)| expected), "{off:?}");
+    let outputs = read_json(&out.join("outputs.json"));
+    assert_eq!(outputs["reference"]["model_sha256"], source_sha256.as_str(), "outputs checked against the source: {outputs:#}");
+    assert!(outputs["outputs"][0]["metrics"]["cosine"].as_f64().unwrap() > 0.99, "{outputs:#}");
+    assert!(out.join("reference_profile.json").is_file(), "the harness's reference pass ran the source");
+
+    // The source moved away: one line says why there is no reference pass and what to pass.
+    let moved = dir.path().join("elsewhere.onnx");
+    std::fs::rename(&source, &moved).unwrap();
+    let quick = ["--runs", "3", "--warmup", "0", "--profile-runs", "1"];
+    let without = emulate(&ctx, &dir.path().join("without"), &quick);
+    let text = stderr(&without);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("no reference pass and no output check")).collect();
+    assert_eq!(lines.len(), 1, "{}", describe(&without));
+    assert!(lines[0].contains("is not there") && lines[0].contains("pass --reference-model"), "{}", lines[0]);
+    assert!(String::from_utf8_lossy(&without.stdout).contains("EPContext nodes attributed by nothing"), "{}", describe(&without));
+    assert_eq!(placement_in(&dir.path().join("without"))["compiled"]["attribution"], "unattributed");
+    // Given again with --reference-model, wherever it is.
+    let given = emulate(&ctx, &dir.path().join("given"), &[&quick[..], &["--reference-model", moved.to_str().unwrap()]].concat());
+    assert_eq!(given.status.code(), Some(0), "{}", describe(&given));
+    let placement = placement_in(&dir.path().join("given"));
+    assert_eq!((placement["compiled"]["attribution"].as_str(), placement["preferred_flops_pct"].as_f64()), (Some("compile_record"), Some(100.0)));
+}
+
+#[test]
+fn a_partially_compiled_model_names_its_cpu_nodes_and_graph_io_quantization_is_by_design() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = copy_model("compiled_split_qdq.onnx", dir.path());
+    let ctx = dir.path().join("split_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(1), "nodes left on the CPU: {}", describe(&compile));
+    assert!(String::from_utf8_lossy(&compile.stdout).contains("left on the CPU: det (Det)"), "{}", describe(&compile));
+    let compiled = Model::read(&ctx).unwrap();
+    let ops: Vec<&str> = compiled.index().nodes().iter().map(|n| n.op_type()).collect();
+    assert_eq!(ops.iter().filter(|op| **op == "EPContext").count(), 2, "{ops:?}");
+    let det = ops.iter().position(|op| *op == "Det").expect("the Det stays a plain node");
+    assert!(ops[..det].contains(&"EPContext") && ops[det..].contains(&"EPContext"), "the Det sits between the two EPContext nodes: {ops:?}");
+
+    let out = dir.path().join("run");
+    let run = emulate(&ctx, &out, &["--runs", "3", "--warmup", "0", "--profile-runs", "1"]);
+    assert_eq!(run.status.code(), Some(1), "the Det fails the FLOPs rule: {}", describe(&run));
+    let placement = placement_in(&out);
+    assert_eq!(placement["compiled"]["attribution"], "compile_record");
+    assert_eq!(placement["partitions"].as_array().unwrap().len(), 2, "{placement:#}");
+    let det = fallback(&placement, "det");
+    assert_eq!((det["op_type"].as_str(), det["expected"].as_bool()), (Some("Det"), Some(false)), "{det:#}");
+    assert_eq!(fallback(&placement, "x_QuantizeLinear")["expected"], true, "graph-input quantization is by design");
+    let blamed: Vec<&str> = placement["fallback"].as_array().unwrap().iter().filter(|f| f["expected"] == false).map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(blamed, ["det"]);
+    let gate = String::from_utf8_lossy(&run.stdout);
+    assert!(gate.contains("FAIL    npu_flops_pct") && gate.contains("Det node det"), "{}", describe(&run));
+}
+
+#[test]
+fn onnx_runtimes_own_compiled_output_runs_the_same_way_in_embed_mode_0_and_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = copy_model("smallcnn_qdq.onnx", dir.path());
+    for embed in ["0", "1"] {
+        // ONNX Runtime's own compile (the real ORT + QNN plugin under wine, no npugate in between).
+        let made = dir.path().join(format!("ort-embed{embed}"));
+        let embed_mode = format!("ep.context_embed_mode={embed}");
+        let args = ["--session-only", "--soc-model", "57", "--session-config", "ep.context_enable=1", "--session-config", &embed_mode, "--session-config", "ep.context_file_path=ort_ctx.onnx"];
+        let compiled = harness_under_wine(HTP_RUNTIME, &source, &made, &args);
+        assert!(compiled.status.success(), "{}", describe(&compiled));
+        let ctx = made.join("ort_ctx.onnx");
+        assert_eq!(ep_context_nodes(&ctx).len(), 1);
+        let files = Model::read(&ctx).unwrap().file_references().unwrap().ep_contexts.len();
+        assert_eq!(files, if embed == "0" { 1 } else { 0 }, "embed mode {embed}");
+
+        // Without npugate's record: attributed by the source model's graph, and the run says so.
+        let out = dir.path().join(format!("run-embed{embed}"));
+        let run = emulate(&ctx, &out, &["--runs", "3", "--warmup", "0", "--profile-runs", "1", "--check-outputs", "--reference-model", source.to_str().unwrap()]);
+        assert_eq!(run.status.code(), Some(0), "{}", describe(&run));
+        assert!(String::from_utf8_lossy(&run.stdout).contains("EPContext nodes attributed by the source model's graph"), "{}", describe(&run));
+        let placement = placement_in(&out);
+        assert_eq!(placement["compiled"]["attribution"], "source_model", "{placement:#}");
+        assert!(placement["preferred_flops_pct"].as_f64().unwrap() >= 98.0, "{placement:#}");
+        assert_eq!(read_json(&out.join("outputs.json"))["outputs"][0]["metrics"]["cosine"].as_f64().map(|c| c > 0.99), Some(true));
+    }
+    // Without a source: unattributed, said once on the terminal and in the placement.
+    let ctx = dir.path().join("ort-embed1/ort_ctx.onnx");
+    let out = dir.path().join("run-unattributed");
+    let run = emulate(&ctx, &out, &["--runs", "3", "--warmup", "0", "--profile-runs", "1"]);
+    assert_eq!(stderr(&run).matches("no reference pass and no output check").count(), 1, "{}", describe(&run));
+    assert!(stderr(&run).contains("names no source model"), "{}", describe(&run));
+    assert_eq!(placement_in(&out)["compiled"]["attribution"], "unattributed");
+}
