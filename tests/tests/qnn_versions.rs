@@ -85,7 +85,9 @@ fn a_preflight_matrix_over_two_qnn_versions_on_two_socs_names_what_changed() {
     let text = npugate(&["preflight", "--qnn", OLD, "--qnn", NEW, "--soc", "SM8350", "--soc", "SM8650"], &[Path::new("--model"), &ops, Path::new("--out"), &dir.path().join("text")]);
     let printed = stdout(&text);
     assert!(printed.contains(&format!("QNN {OLD}: OUTCOME NODES / FLOPS ON HTP  QNN {NEW}: OUTCOME NODES / FLOPS ON HTP")), "{printed}");
-    assert!(printed.contains("SM8350  v68   FAIL compiled 75.0% / "), "{printed}");
+    // Two model nodes, LpPool left to the CPU: half of the nodes (the layout Transposes ONNX Runtime
+    // inserts for the HTP are not the model's and are not counted).
+    assert!(printed.contains("SM8350  v68   FAIL compiled 50.0% / "), "{printed}");
     assert!(printed.contains(&format!("what changed from QNN {OLD} to QNN {NEW}:\n")), "{printed}");
     assert!(printed.contains("  SM8350: compile compiled → not compiled"), "{printed}");
     assert!(printed.contains(&format!("    newly accepted by {NEW} (rejected by {OLD}): lppool (LpPool): Operators of type `LpPool` are not supported")), "{printed}");
