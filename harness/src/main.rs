@@ -20,7 +20,9 @@ mod backend;
 mod context_cache;
 mod fingerprint;
 mod fusions;
+mod generate;
 mod inputs;
+mod kv;
 mod measure;
 mod model_files;
 mod ort_env;
@@ -52,114 +54,35 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<()> {
-    let model_bytes = check_model_file(&args.model)?;
-    check_ep_flags(args)?;
-    let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
-    let ep_options = match args.settings.ep {
-        EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
-        _ => given_ep_options,
-    };
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
-    let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
-    let log = out.join(files::ORT_LOG);
-    let mut timings = Timings::default();
-
-    let start = Instant::now();
-    let env = ort_env::create_environment(&args.ort_lib, &log)?;
-    timings.ort_init_ns = elapsed_ns(start);
-    let ort_version = ort_env::ort_version(&args.ort_lib)?;
-
-    let start = Instant::now();
-    let (ep_name, attach) = session::register_ep(&env, &args.settings, args.ep_library.as_deref(), &args.ort_lib)?;
-    timings.ep_register_ns = elapsed_ns(start);
-
-    let mut session_config: Vec<(String, String)> =
-        args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
-    if args.settings.strict {
-        session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
+    if let Some(config) = npugate_onnx::genai::config_path(&args.model) {
+        return generate::run(args, &config);
     }
-    let device = match (args.settings.ep_device, args.settings.ep) {
-        (Some(device), _) => DeviceChoice::Require(hardware(device)),
-        (None, EpKind::Qnn) => DeviceChoice::Prefer(backend_hardware(&args.settings.qnn.backend())),
-        (None, _) => DeviceChoice::Only,
-    };
-    let plan = SessionPlan {
-        model: args.model.clone(),
-        source_model: args.model.clone(),
-        ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
-        ep_options,
-        profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
-        session_config,
-        optimization: args.settings.optimization,
-        intra_threads: args.settings.intra_threads,
-    };
-    let ep_device = match attach {
-        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, &ep_name, device)?)),
-        Attach::Cpu | Attach::Builtin => None,
-    };
+    if let Some(flag) = args.settings.generation.given_flags().first() {
+        bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {} is a single model; drop it", args.model.display());
+    }
+    let model_bytes = check_model_file(&args.model)?;
+    let mut setup = Setup::new(args, &args.model)?;
     let identity = model_files::identify(&args.model, model_bytes, &args.model_files)?;
     let plan = match &args.settings.context_cache {
-        Some(dir) => with_context_cache(args, &env, plan, dir, &identity.digest, &ort_version, &mut timings)?,
-        None => plan,
+        Some(dir) => with_context_cache(args, &setup.env, setup.plan.clone(), dir, &identity.digest, &setup.ort_version, &mut setup.timings)?,
+        None => setup.plan.clone(),
     };
-
-    let mut result = RunResult {
-        schema: RUN_RESULT_SCHEMA.to_string(),
-        status: RunStatus::Complete,
-        error: None,
-        tool: ToolInfo {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
-        },
-        model: ModelInfo {
-            path: args.model.display().to_string(),
-            sha256: identity.sha256,
-            bytes: model_bytes,
-            digest: identity.digest,
-            files: identity.files,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
-                sha256: sha256.clone(),
-                shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
-            }),
-        },
-        runtime: RuntimeIdentity { name: args.runtime_name.clone(), ort_version, ort_build_info: ort::info().to_string(), libraries: Vec::new() },
-        execution: ExecutionConfig {
-            requested_ep: args.settings.ep.cli_name().into(),
-            preferred_ep: ep_name.clone(),
-            attach: attach.name().into(),
-            ep_options: plan.ep_options.iter().cloned().collect(),
-            session_config: plan.session_config.iter().cloned().collect(),
-            optimization_level: args.settings.optimization.cli_name().into(),
-            intra_op_threads: args.settings.intra_threads,
-            profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
-            ep_device,
-            context_model: args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string()),
-            emulated: None,
-        },
-        settings: RunSettings {
-            warmup: args.settings.warmup,
-            runs: args.settings.runs,
-            profile_runs: args.settings.profile_runs,
-            reference_pass: !args.settings.no_reference_pass,
-            seed: args.settings.seed,
-        },
+    let model = ModelInfo {
+        path: args.model.display().to_string(),
+        sha256: identity.sha256,
+        bytes: model_bytes,
+        digest: identity.digest,
+        files: identity.files,
         inputs: Vec::new(),
-        timings: Timings::default(),
-        histogram: None,
-        assignment: Assignment::default(),
-        backend: None,
-        session_error: None,
-        artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
-        fusions: None,
-        fingerprint: fingerprint::collect(),
-        warnings: Vec::new(),
+        outputs: Vec::new(),
+        fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
+            sha256: sha256.clone(),
+            shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
+        }),
     };
-    if args.settings.session_only {
-        result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
-    }
+    let mut result = setup.result(args, model, &plan);
+    result.execution.context_model = args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string());
+    let Setup { out, log, env, mut timings, ep_name, .. } = setup;
 
     let log_start = backend::log_position(&log);
     let start = Instant::now();
@@ -227,6 +150,132 @@ fn run(args: &Args) -> Result<()> {
     }
     result.write(&out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
     finished
+}
+
+/// What every run sets up before its first session: the output directory and log, ONNX Runtime
+/// with the EP registered, and the plan its sessions are made from.
+pub struct Setup {
+    /// The output directory, resolved.
+    pub out: PathBuf,
+    /// `ort.log` in it.
+    pub log: PathBuf,
+    /// The ORT environment (VERBOSE logger into `log`).
+    pub env: Environment,
+    /// Init and registration times so far.
+    pub timings: Timings,
+    /// The loaded ORT's version.
+    pub ort_version: String,
+    /// The preferred EP's ORT name.
+    pub ep_name: String,
+    /// How it attaches.
+    pub attach: Attach,
+    /// The plugin device it sits on, described.
+    pub ep_device: Option<String>,
+    /// How sessions of `model` are made.
+    pub plan: SessionPlan,
+}
+
+impl Setup {
+    /// Checks the EP flags, creates the output directory and the environment, registers the EP and
+    /// plans sessions of `model`.
+    pub fn new(args: &Args, model: &Path) -> Result<Setup> {
+        check_ep_flags(args)?;
+        let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
+        let ep_options = match args.settings.ep {
+            EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
+            _ => given_ep_options,
+        };
+        std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
+        let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
+        let log = out.join(files::ORT_LOG);
+        let mut timings = Timings::default();
+
+        let start = Instant::now();
+        let env = ort_env::create_environment(&args.ort_lib, &log)?;
+        timings.ort_init_ns = elapsed_ns(start);
+        let ort_version = ort_env::ort_version(&args.ort_lib)?;
+
+        let start = Instant::now();
+        let (ep_name, attach) = session::register_ep(&env, &args.settings, args.ep_library.as_deref(), &args.ort_lib)?;
+        timings.ep_register_ns = elapsed_ns(start);
+
+        let mut session_config: Vec<(String, String)> =
+            args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+        if args.settings.strict {
+            session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
+        }
+        let device = match (args.settings.ep_device, args.settings.ep) {
+            (Some(device), _) => DeviceChoice::Require(hardware(device)),
+            (None, EpKind::Qnn) => DeviceChoice::Prefer(backend_hardware(&args.settings.qnn.backend())),
+            (None, _) => DeviceChoice::Only,
+        };
+        let plan = SessionPlan {
+            model: model.to_path_buf(),
+            source_model: model.to_path_buf(),
+            ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
+            ep_options,
+            profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
+            session_config,
+            optimization: args.settings.optimization,
+            intra_threads: args.settings.intra_threads,
+        };
+        let ep_device = match attach {
+            Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, &ep_name, device)?)),
+            Attach::Cpu | Attach::Builtin => None,
+        };
+        Ok(Setup { out, log, env, timings, ort_version, ep_name, attach, ep_device, plan })
+    }
+
+    /// The result of this run before anything is measured: `model` and `plan` as given.
+    pub fn result(&self, args: &Args, model: ModelInfo, plan: &SessionPlan) -> RunResult {
+        let mut result = RunResult {
+            schema: RUN_RESULT_SCHEMA.to_string(),
+            status: RunStatus::Complete,
+            error: None,
+            tool: ToolInfo {
+                name: env!("CARGO_PKG_NAME").into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+            },
+            model,
+            runtime: RuntimeIdentity { name: args.runtime_name.clone(), ort_version: self.ort_version.clone(), ort_build_info: ort::info().to_string(), libraries: Vec::new() },
+            execution: ExecutionConfig {
+                requested_ep: args.settings.ep.cli_name().into(),
+                preferred_ep: self.ep_name.clone(),
+                attach: self.attach.name().into(),
+                ep_options: plan.ep_options.iter().cloned().collect(),
+                session_config: plan.session_config.iter().cloned().collect(),
+                optimization_level: args.settings.optimization.cli_name().into(),
+                intra_op_threads: args.settings.intra_threads,
+                profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
+                ep_device: self.ep_device.clone(),
+                context_model: None,
+                emulated: None,
+            },
+            settings: RunSettings {
+                warmup: args.settings.warmup,
+                runs: args.settings.runs,
+                profile_runs: args.settings.profile_runs,
+                reference_pass: !args.settings.no_reference_pass,
+                seed: args.settings.seed,
+            },
+            inputs: Vec::new(),
+            timings: Timings::default(),
+            histogram: None,
+            assignment: Assignment::default(),
+            backend: None,
+            session_error: None,
+            artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
+            fusions: None,
+            generation: None,
+            fingerprint: fingerprint::collect(),
+            warnings: Vec::new(),
+        };
+        if args.settings.session_only {
+            result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
+        }
+        result
+    }
 }
 
 /// The profiled session's optimized graph, read and removed before the result is written.

@@ -18,6 +18,23 @@ pub struct BoundSession {
     run_options: RunOptions<NoSelectedOutputs>,
 }
 
+/// Quiet run options for timed runs: per-run logging stays out of the loop (session creation is
+/// logged at VERBOSE).
+pub fn quiet_run_options() -> Result<RunOptions<NoSelectedOutputs>> {
+    let mut run_options = RunOptions::new().map_err(|e| anyhow!("cannot create run options: {e}"))?;
+    run_options.set_log_level(LogLevel::Warning).map_err(|e| anyhow!("cannot set the run log level: {e}"))?;
+    Ok(run_options)
+}
+
+/// One raw `RunWithBinding` call: nothing else happens between the caller's clock reads.
+#[inline(always)]
+pub fn run_with_binding(session: &Session, run_options: &RunOptions<NoSelectedOutputs>, binding: &IoBinding) -> Result<()> {
+    // SAFETY: session, run options and binding are alive for the call; ORT does not retain them.
+    let status = unsafe { (ort::api().RunWithBinding)(session.ptr().cast_mut(), run_options.ptr(), binding.ptr()) };
+    // SAFETY: `status` was just returned by ORT.
+    unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("inference failed: {e}"))
+}
+
 /// What the measurement loop produced.
 #[derive(Debug, Default)]
 pub struct Measurement {
@@ -44,10 +61,7 @@ impl BoundSession {
                 .bind_output_to_device(output.name(), &cpu)
                 .map_err(|e| anyhow!("cannot bind output {:?}: {e}", output.name()))?;
         }
-        let mut run_options = RunOptions::new().map_err(|e| anyhow!("cannot create run options: {e}"))?;
-        // Keep per-run logging out of the timed loop; session creation is logged at VERBOSE.
-        run_options.set_log_level(LogLevel::Warning).map_err(|e| anyhow!("cannot set the run log level: {e}"))?;
-        Ok(BoundSession { session, binding, run_options })
+        Ok(BoundSession { session, binding, run_options: quiet_run_options()? })
     }
 
     /// Mutable access to the underlying session (to end profiling).
@@ -58,12 +72,7 @@ impl BoundSession {
     /// One inference through the binding.
     #[inline(always)]
     pub fn run_once(&self) -> Result<()> {
-        // SAFETY: session, run options and binding are alive for the call; ORT does not retain them.
-        let status = unsafe {
-            (ort::api().RunWithBinding)(self.session.ptr().cast_mut(), self.run_options.ptr(), self.binding.ptr())
-        };
-        // SAFETY: `status` was just returned by ORT.
-        unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("inference failed: {e}"))
+        run_with_binding(&self.session, &self.run_options, &self.binding)
     }
 
     /// One more inference through the binding, outside any timing, returning the outputs.

@@ -43,6 +43,8 @@ pub struct Generation {
     /// The harness process's peak resident memory (`VmHWM`), where the OS reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
+    /// The prompt's token ids (seeded, the same in every generation).
+    pub prompt_ids: Vec<i64>,
     /// Token ids of the first timed generation: the first from the prompt's logits, then one per
     /// decode step (`gen_tokens + 1` ids, greedy).
     pub tokens: Vec<i64>,
