@@ -12,7 +12,7 @@ use crate::rules::{RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{
-    BaselineComparison, Check, CheckStatus, Culprit, Outcome, Subject, Verdict, VERDICT_SCHEMA,
+    BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA,
 };
 
 /// How many blamed nodes a check message names before "and N more".
@@ -91,6 +91,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         ));
     }
     let mut checks = latency_checks(latency.as_ref(), rules);
+    checks.extend(generation_checks(run, rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
     let baseline = evidence.baseline.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
@@ -129,6 +130,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         first_inference_ns: run.timings.first_inference_ns,
         session_create_ns: run.timings.session_create_ns,
         placement: placement.cloned(),
+        generation: run.generation.as_ref().map(GenerationSummary::of),
         baseline,
         outputs: outputs.cloned(),
         errors,
@@ -137,7 +139,17 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
 }
 
 /// Rules that read speed, which an emulator's runs say nothing about.
-const SPEED_RULES: &[RuleName] = &[RuleName::CvPct, RuleName::MedianMs, RuleName::P95Ms, RuleName::P99Ms, RuleName::BaselineMedianPct];
+const SPEED_RULES: &[RuleName] = &[
+    RuleName::CvPct,
+    RuleName::MedianMs,
+    RuleName::P95Ms,
+    RuleName::P99Ms,
+    RuleName::BaselineMedianPct,
+    RuleName::MaxTtftMs,
+    RuleName::MinDecodeTokS,
+    RuleName::MinPrefillTokS,
+    RuleName::DecodeCvPct,
+];
 
 /// On an emulated run the speed rules become `not applicable`, each with the reason; placement
 /// and output rules stay judged.
@@ -278,6 +290,55 @@ fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
         out.push(match latency {
             None => unjudged(rule, max, Unit::Ms, format!("{rule}: the run has no timed runs")),
             Some(s) => with_clusters(percentile_check(s, rule, percentile, max), s),
+        });
+    }
+    out
+}
+
+/// The rules of an LLM folder's generation: median TTFT, prefill and decode tokens per second,
+/// the decode steps' CV. Unjudged for a run of a single model.
+fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
+    let generation = run.generation.as_ref();
+    let mut out = Vec::new();
+    let not_llm = |rule: RuleName| format!("{rule}: applies to an LLM model folder run (--model DIR with genai_config.json); this run is of a single model");
+    if let Some(max) = limit(rules, RuleName::MaxTtftMs, rules.max_ttft_ms) {
+        out.push(match generation.and_then(|g| g.ttft.as_ref()) {
+            None => unjudged(RuleName::MaxTtftMs, max, Unit::Ms, not_llm(RuleName::MaxTtftMs)),
+            Some(ttft) => {
+                let ms = ttft.median_ns / 1e6;
+                let (ok, op) = if ms <= max { (true, "<=") } else { (false, ">") };
+                let message = format!("max_ttft_ms: median time to first token {} {op} {} ms (95% CI {}–{}, N={} generations)", fmt_ms(ttft.median_ns), fmt_limit(max), fmt_ms(ttft.median_ci.lower), fmt_ms(ttft.median_ci.upper), ttft.n);
+                with_clusters(check(RuleName::MaxTtftMs, pass_or_fail(ok), Some(ms), max, Unit::Ms, message), ttft)
+            }
+        });
+    }
+    let rates = [
+        (RuleName::MinDecodeTokS, rules.min_decode_tok_s, generation.map(|g| (g.decode_tok_s, g.decode.as_ref())), "decode"),
+        (RuleName::MinPrefillTokS, rules.min_prefill_tok_s, generation.map(|g| (g.prefill_tok_s, g.ttft.as_ref())), "prefill"),
+    ];
+    for (rule, value, measured, what) in rates {
+        let Some(min) = limit(rules, rule, value) else { continue };
+        out.push(match measured {
+            None | Some((_, None)) => unjudged(rule, min, Unit::TokensPerSecond, not_llm(rule)),
+            Some((rate, Some(series))) => {
+                let (ok, op) = if rate >= min { (true, ">=") } else { (false, "<") };
+                let message = format!("{rule}: {what} {rate:.1} tok/s {op} {} tok/s (median {} per {}, N={})", fmt_limit(min), fmt_ms(series.median_ns), if what == "decode" { "token" } else { "prompt" }, series.n);
+                with_clusters(check(rule, pass_or_fail(ok), Some(rate), min, Unit::TokensPerSecond, message), series)
+            }
+        });
+    }
+    if let Some(max) = limit(rules, RuleName::DecodeCvPct, rules.decode_cv_pct) {
+        out.push(match generation.and_then(|g| g.decode.as_ref()) {
+            None => unjudged(RuleName::DecodeCvPct, max, Unit::Percent, not_llm(RuleName::DecodeCvPct)),
+            Some(decode) if decode.n < stats::MIN_RUNS_FOR_CV => {
+                let message = format!("decode_cv_pct: a CV limit needs at least {} decode steps, this run has {}; pass more --gen-tokens or --generations", stats::MIN_RUNS_FOR_CV, decode.n);
+                check(RuleName::DecodeCvPct, CheckStatus::Fail, None, max, Unit::Percent, message)
+            }
+            Some(decode) => {
+                let (ok, op) = if decode.cv_pct <= max { (true, "<=") } else { (false, ">") };
+                let message = format!("decode_cv_pct {} {op} {}% (per-token stdev {}, mean {}, N={} steps)", fmt_pct(decode.cv_pct), fmt_limit(max), fmt_ms(decode.stdev_ns), fmt_ms(decode.mean_ns), decode.n);
+                with_clusters(check(RuleName::DecodeCvPct, pass_or_fail(ok), Some(decode.cv_pct), max, Unit::Percent, message), decode)
+            }
         });
     }
     out

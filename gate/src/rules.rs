@@ -70,6 +70,18 @@ pub struct Rules {
     /// run was timed (needs a device run's `device_state.json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_background_cpu_pct: Option<f64>,
+    /// LLM folders: highest median time to first token (the prompt's graph runs), milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ttft_ms: Option<f64>,
+    /// LLM folders: fewest generated tokens per second (1 / median decode step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_decode_tok_s: Option<f64>,
+    /// LLM folders: fewest prompt tokens per second (prompt tokens / median TTFT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_prefill_tok_s: Option<f64>,
+    /// LLM folders: highest CV of the decode steps, percent (needs 20 steps over all generations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_cv_pct: Option<f64>,
     /// Rules switched off, by name (e.g. `disable = ["cv_pct"]` for a median-only gate).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disable: Vec<RuleName>,
@@ -98,6 +110,10 @@ impl Default for Rules {
             min_sqnr_db: None,
             max_abs_err: None,
             max_background_cpu_pct: None,
+            max_ttft_ms: None,
+            min_decode_tok_s: None,
+            min_prefill_tok_s: None,
+            decode_cv_pct: None,
             disable: Vec::new(),
         }
     }
@@ -141,6 +157,14 @@ pub enum RuleName {
     MaxAbsErr,
     /// [`Rules::max_background_cpu_pct`].
     MaxBackgroundCpuPct,
+    /// [`Rules::max_ttft_ms`].
+    MaxTtftMs,
+    /// [`Rules::min_decode_tok_s`].
+    MinDecodeTokS,
+    /// [`Rules::min_prefill_tok_s`].
+    MinPrefillTokS,
+    /// [`Rules::decode_cv_pct`].
+    DecodeCvPct,
     /// [`crate::compare::CompareRules::max_slowdown_pct`].
     MaxSlowdownPct,
     /// [`crate::compare::CompareRules::placement_must_match`].
@@ -168,6 +192,10 @@ impl RuleName {
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
             RuleName::MaxBackgroundCpuPct => "max_background_cpu_pct",
+            RuleName::MaxTtftMs => "max_ttft_ms",
+            RuleName::MinDecodeTokS => "min_decode_tok_s",
+            RuleName::MinPrefillTokS => "min_prefill_tok_s",
+            RuleName::DecodeCvPct => "decode_cv_pct",
             RuleName::MaxSlowdownPct => "max_slowdown_pct",
             RuleName::PlacementMustMatch => "placement_must_match",
         }
@@ -184,6 +212,10 @@ impl RuleName {
                 | RuleName::P99Ms
                 | RuleName::BaselineMedianPct
                 | RuleName::MaxSlowdownPct
+                | RuleName::MaxTtftMs
+                | RuleName::MinDecodeTokS
+                | RuleName::MinPrefillTokS
+                | RuleName::DecodeCvPct
         )
     }
 }

@@ -199,7 +199,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     generation.kv.mode = generator.kv.mode().into();
     generation.kv.allocated_bytes = generator.kv.allocated_bytes();
     let measured = generator.measure(&prompt, &spec, &mut generation);
-    timings.first_inference_ns = generation.ttft_ns.first().copied().unwrap_or_default();
+    // The cold start of the gate's latency series (decode steps): the first decode step run.
+    timings.first_inference_ns = generator.first_step_ns;
     let saved = match (&measured, args.settings.check_outputs) {
         (Ok(last_logits), true) => save_outputs(&out, &generation.tokens, last_logits).map(Some),
         _ => Ok(None),
@@ -481,6 +482,8 @@ struct Generator {
     /// Tokens per prompt run.
     chunk: i64,
     vocab: usize,
+    /// The first decode step ever run (cold), nanoseconds.
+    first_step_ns: u64,
 }
 
 /// What a step's binding expects ONNX Runtime to write where (KV outputs), for the copy check.
@@ -498,7 +501,7 @@ impl Generator {
         if let Some(graph) = llm.phase(false).find(|g| g.fixed_sequence(&llm.names).is_some_and(|s| s != 1)) {
             bail!("{}: graph {} runs on generated tokens but takes {} tokens at a time; a token generator takes 1", llm.config.display(), graph.file, graph.fixed_sequence(&llm.names).unwrap_or_default());
         }
-        Ok(Generator { prompt: stages(prompt, chunk)?, token: stages(token, 1)?, kv, chunk, vocab })
+        Ok(Generator { prompt: stages(prompt, chunk)?, token: stages(token, 1)?, kv, chunk, vocab, first_step_ns: 0 })
     }
 
     /// Warmup generations, then the timed ones into `generation`; returns the last logits of
@@ -543,6 +546,9 @@ impl Generator {
         run.tokens.push(next);
         for _ in 0..gen {
             let (ns, copies, last) = self.step(Phase::Token, &[next], past, check)?;
+            if self.first_step_ns == 0 {
+                self.first_step_ns = ns;
+            }
             run.decode_ns.push(ns);
             run.copies += copies;
             past += 1;

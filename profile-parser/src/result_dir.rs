@@ -91,9 +91,25 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         });
     }
     let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
+    let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
+    let mut report = match &result.generation {
+        Some(generation) => crate::graphs::analyze_generation(dir, result, generation, rejections.as_ref())?,
+        None => single_model(dir, result, rejections.as_ref())?,
+    };
+    if result.status == RunStatus::Incomplete {
+        report.warnings.push(format!(
+            "result.json is incomplete ({}): the placement may miss what was not measured",
+            result.error.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    Ok(report)
+}
+
+/// The placement of a run of one `.onnx`.
+fn single_model(dir: &Path, result: &RunResult, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+    let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
     let profile = present(files::PROFILE).map(|p| read_profile(&p)).transpose()?;
     let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
-    let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
     let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
     let graph_io = GraphIo {
         inputs: result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect(),
@@ -106,7 +122,7 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         assignment: &result.assignment,
         profile: profile.as_ref(),
         reference: reference.as_ref(),
-        rejections: rejections.as_ref(),
+        rejections,
         qnn: qnn.as_ref(),
         graph_io: &graph_io,
         predicted: predicted.as_deref(),
@@ -114,12 +130,6 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
     });
     if let Some(fix) = shape_fix(result) {
         report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&fix));
-    }
-    if result.status == RunStatus::Incomplete {
-        report.warnings.push(format!(
-            "result.json is incomplete ({}): the placement may miss what was not measured",
-            result.error.as_deref().unwrap_or("no reason given")
-        ));
     }
     if profile.is_none() && result.settings.profile_runs > 0 {
         report.warnings.push(format!("{} is missing although profile runs were requested", files::PROFILE));

@@ -82,7 +82,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let bundle = args.evidence.bundle()?;
     // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape) is
     // one error before any device is touched, not one infrastructure failure per device.
-    crate::model::check(&args.model.model, &args.settings.shapes, &args.settings.inputs)?;
+    crate::model::check_any(&args.model.model, &args.settings)?;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     let options = RunOptions {

@@ -1,0 +1,186 @@
+//! Placement of an LLM model folder: a wrapper around [`build_report`] per graph and phase, merged
+//! into one report of the whole model in which every graph's FLOPs and time count as often as the
+//! graph runs in a generation (a prompt processor once per prompt chunk, a token generator once
+//! per decode step) and every node is named after its graph (`token-generator:positions/neg1`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use npugate_result::{Generation, GraphRun, RunResult};
+
+use crate::ort_log::RejectionReasons;
+use crate::placement::{build_report, GraphIo, PlacementInputs};
+use crate::report::{EpShare, FallbackNode, GraphPlacement, NodePlacement, PlacementReport, Totals, PLACEMENT_SCHEMA};
+use crate::result_dir::{read_profile, AnalyzeError};
+
+/// `graph:node`: a node of one graph of a model folder.
+pub fn qualified(graph: &str, node: &str) -> String {
+    format!("{graph}:{node}")
+}
+
+/// The placement of a generation run: one report per graph and phase (in `graphs`), merged.
+pub fn analyze_generation(dir: &Path, result: &RunResult, generation: &Generation, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+    let preferred = result.execution.preferred_ep.as_str();
+    let mut parts: Vec<(&GraphRun, String, u32, PlacementReport)> = Vec::new();
+    for graph in &generation.graphs {
+        let io = GraphIo {
+            inputs: graph.inputs.iter().map(|i| i.shape.clone()).collect(),
+            outputs: graph.outputs.iter().map(|o| o.shape.clone()).collect(),
+        };
+        for phase in &graph.phases {
+            let read = |file: &Option<String>| file.as_ref().map(|f| read_profile(&dir.join(f))).transpose();
+            let profile = read(&phase.profile)?;
+            let reference = read(&phase.reference_profile)?;
+            let report = build_report(&PlacementInputs {
+                model_sha256: &graph.sha256,
+                preferred_ep: preferred,
+                assignment: &graph.assignment,
+                profile: profile.as_ref(),
+                reference: reference.as_ref(),
+                rejections,
+                qnn: None,
+                graph_io: &io,
+                predicted: None,
+                fusions: None,
+            });
+            parts.push((graph, phase.phase.clone(), phase.runs, report));
+        }
+    }
+    Ok(merge(&result.model.digest, preferred, &parts))
+}
+
+/// One node of the whole model while the reports are merged.
+struct Merged {
+    node: NodePlacement,
+    flops: Option<u64>,
+    time_us: Option<f64>,
+    fallback: Option<FallbackNode>,
+}
+
+/// The whole model from its (graph, phase) reports: nodes once per graph, FLOPs and time summed
+/// over the phases weighted by runs per generation.
+fn merge(digest: &str, preferred: &str, parts: &[(&GraphRun, String, u32, PlacementReport)]) -> PlacementReport {
+    let mut nodes: BTreeMap<(usize, String), Merged> = BTreeMap::new();
+    let mut order: Vec<(usize, String)> = Vec::new();
+    let mut graph_index: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let mut graphs = Vec::new();
+    let mut partitions = Vec::new();
+    for (graph, phase, runs, report) in parts {
+        let next = graph_index.len();
+        let index = *graph_index.entry(graph.id.as_str()).or_insert(next);
+        let weight = f64::from(*runs);
+        for node in &report.nodes {
+            let key = (index, node.name.clone());
+            let flops = node.flops.map(|f| f * u64::from(*runs));
+            let time = node.time_us_per_run.map(|t| t * weight);
+            match nodes.get_mut(&key) {
+                Some(merged) => {
+                    merged.flops = merged.flops.zip(flops).map(|(a, b)| a + b);
+                    merged.time_us = add(merged.time_us, time);
+                }
+                None => {
+                    let mut placed = node.clone();
+                    placed.name = qualified(&graph.id, &node.name);
+                    let fallback = report.fallback.iter().find(|f| f.name == node.name).cloned().map(|mut f| {
+                        f.name = qualified(&graph.id, &f.name);
+                        f
+                    });
+                    order.push(key.clone());
+                    nodes.insert(key, Merged { node: placed, flops, time_us: time, fallback });
+                }
+            }
+        }
+        partitions.extend(report.partitions.iter().cloned().map(|mut p| {
+            p.nodes = p.nodes.iter().map(|n| qualified(&graph.id, n)).collect();
+            p
+        }));
+        warnings.extend(report.warnings.iter().map(|w| format!("{} ({phase}): {w}", graph.file)));
+        let fallback_nodes = report.fallback.iter().filter(|f| !f.expected).count();
+        graphs.push(GraphPlacement {
+            graph: graph.id.clone(),
+            file: graph.file.clone(),
+            phase: phase.clone(),
+            runs: *runs,
+            flops_per_run: report.totals.flops,
+            nodes: report.totals.nodes,
+            preferred_flops_pct: report.preferred_flops_pct,
+            preferred_nodes_pct: report.preferred_nodes_pct,
+            fallback_nodes,
+        });
+    }
+    let merged: Vec<Merged> = order.into_iter().filter_map(|key| nodes.remove(&key)).collect();
+    let total_flops: u64 = merged.iter().filter_map(|m| m.flops).sum();
+    let total_time: Option<f64> = merged.iter().map(|m| m.time_us).fold(None, add);
+    let mut by_ep: BTreeMap<&str, (usize, u64, Option<f64>)> = BTreeMap::new();
+    for m in &merged {
+        let entry = by_ep.entry(m.node.ep.as_str()).or_default();
+        entry.0 += 1;
+        entry.1 += m.flops.unwrap_or(0);
+        entry.2 = add(entry.2, m.time_us);
+    }
+    let count = merged.len();
+    let mut per_ep: Vec<EpShare> = by_ep
+        .into_iter()
+        .map(|(ep, (n, flops, time))| EpShare {
+            ep: ep.to_string(),
+            nodes: n,
+            nodes_pct: percent(n as f64, count as f64),
+            flops,
+            flops_pct: percent(flops as f64, total_flops as f64),
+            time_us_per_run: time,
+            time_pct: time.zip(total_time).map(|(t, all)| percent(t, all)),
+        })
+        .collect();
+    per_ep.sort_by(|a, b| b.flops.cmp(&a.flops).then(a.ep.cmp(&b.ep)));
+    let preferred_share = per_ep.iter().find(|s| s.ep == preferred);
+    let mut fallback: Vec<FallbackNode> = merged
+        .iter()
+        .filter_map(|m| {
+            m.fallback.clone().map(|mut f| {
+                f.flops = m.flops;
+                f.flops_pct = percent(m.flops.unwrap_or(0) as f64, total_flops as f64);
+                f.time_us_per_run = m.time_us;
+                f
+            })
+        })
+        .collect();
+    fallback.sort_by(|a, b| (b.flops.is_some(), b.flops).cmp(&(a.flops.is_some(), a.flops)).then(a.name.cmp(&b.name)));
+    PlacementReport {
+        schema: PLACEMENT_SCHEMA.to_string(),
+        model_sha256: digest.to_string(),
+        preferred_ep: preferred.to_string(),
+        predicted: None,
+        runs_profiled: parts.iter().map(|(_, _, _, r)| r.runs_profiled).max().unwrap_or(0),
+        totals: Totals { nodes: count, flops: total_flops, flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(), time_us_per_run: total_time },
+        preferred_flops_pct: preferred_share.map_or(0.0, |s| s.flops_pct),
+        preferred_nodes_pct: preferred_share.map_or(0.0, |s| s.nodes_pct),
+        preferred_time_pct: total_time.map(|_| preferred_share.and_then(|s| s.time_pct).unwrap_or(0.0)),
+        per_ep,
+        partitions,
+        boundaries: Default::default(),
+        rejections: crate::causes::aggregate(&fallback, preferred, None),
+        fallback,
+        nodes: merged
+            .into_iter()
+            .map(|m| NodePlacement { flops: m.flops, time_us_per_run: m.time_us, ..m.node })
+            .collect(),
+        graphs,
+        warnings,
+    }
+}
+
+fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
+fn percent(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
+}
