@@ -129,7 +129,10 @@ pub fn open_folder(config: &Path) -> Result<LlmModel> {
 pub fn check_any(model: &Path, settings: &HarnessSettings) -> Result<()> {
     match genai::config_path(model) {
         Some(config) => {
-            open_folder(&config)?;
+            let llm = open_folder(&config)?;
+            let lengths = &settings.generation;
+            let defaults = (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
+            llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults).map_err(anyhow::Error::msg)?;
             if let Some(flag) = [(!settings.shapes.is_empty(), "--shape"), (!settings.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
                 bail!("{flag} does not apply to the LLM model folder {}: a generation feeds its own ids, positions and KV cache (--prompt-tokens, --gen-tokens)", model.display());
             }

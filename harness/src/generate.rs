@@ -76,44 +76,11 @@ impl Spec {
     /// whole chunks. Unset lengths take the defaults, shortened to what the model holds.
     pub fn resolve(args: &Args, llm: &LlmModel) -> Result<Spec> {
         let settings = &args.settings.generation;
-        let capacity = capacity(llm)?;
-        let chunk = llm.phase(true).find_map(|g| g.fixed_sequence(&llm.names)).unwrap_or(1).max(1) as u32;
-        let prompt = match settings.prompt_tokens {
-            Some(given) => given.get(),
-            None => {
-                let fitting = DEFAULT_PROMPT_TOKENS.min(capacity / 2).max(1);
-                (fitting / chunk * chunk).max(chunk)
-            }
-        };
-        let gen = match settings.gen_tokens {
-            Some(given) => given.get(),
-            None => DEFAULT_GEN_TOKENS.min(capacity.saturating_sub(prompt)).max(1),
-        };
-        let config = llm.config.display();
-        if prompt % chunk != 0 {
-            bail!("--prompt-tokens {prompt}: the prompt graph of {config} takes {chunk} tokens at a time (its input_ids is static); pass a multiple of {chunk}");
-        }
-        if prompt + gen > capacity {
-            bail!(
-                "--prompt-tokens {prompt} + --gen-tokens {gen} = {} tokens, more than {config} holds ({capacity}: model.context_length{}); pass fewer",
-                prompt + gen,
-                if capacity < llm.context_length { " and the static KV cache" } else { "" }
-            );
-        }
+        let (prompt, gen) = llm
+            .lengths(settings.prompt_tokens.map(|c| c.get()), settings.gen_tokens.map(|c| c.get()), (DEFAULT_PROMPT_TOKENS, DEFAULT_GEN_TOKENS))
+            .map_err(anyhow::Error::msg)?;
         Ok(Spec { prompt, gen, warmup: settings.warmup_generations(), generations: settings.generations() })
     }
-}
-
-/// The most tokens a generation can hold: the context length, and a static cache's length.
-fn capacity(llm: &LlmModel) -> Result<u32> {
-    let mut capacity = llm.context_length;
-    let past_key = npugate_onnx::genai::layer_name(&llm.names.past_key, 0);
-    for graph in &llm.graphs {
-        if let Some(length) = graph.input(&past_key).and_then(|s| s.dims.as_ref()?.get(2)?.fixed()) {
-            capacity = capacity.min(u32::try_from(length).unwrap_or(0));
-        }
-    }
-    Ok(capacity)
 }
 
 /// Runs the folder whose config is `config`: sessions, warmup and timed generations, the
@@ -316,7 +283,7 @@ fn graph_runs(llm: &LlmModel, spec: &Spec, assignments: &[Assignment]) -> Result
 
 /// Tokens per prompt run: a static prompt graph's sequence length, else the whole prompt.
 fn prompt_chunk(llm: &LlmModel, spec: &Spec) -> u32 {
-    llm.phase(true).find_map(|g| g.fixed_sequence(&llm.names)).map_or(spec.prompt, |s| s.max(1) as u32)
+    llm.prompt_chunk().unwrap_or(spec.prompt)
 }
 
 fn signature(value: &npugate_onnx::ValueSignature) -> npugate_result::TensorSignature {
@@ -374,9 +341,15 @@ impl KvStore {
         let declared = llm.graphs.iter().find_map(|g| g.input(&past_key)).ok_or_else(|| anyhow!("no graph takes {past_key:?}"))?;
         let dims = declared.dims.clone().unwrap_or_default();
         let fixed = |i: usize| dims.get(i).and_then(|d| d.fixed());
-        let (heads, head_size) = match (fixed(1), fixed(3), dims.len()) {
+        // The graph's fixed dims, else the config's num_key_value_heads and head_size.
+        let from_config = |value: Option<u32>| value.map(i64::from);
+        let (heads, head_size) = match (fixed(1).or(from_config(llm.kv_heads)), fixed(3).or(from_config(llm.head_size)), dims.len()) {
             (Some(h), Some(d), 4) => (h, d),
-            _ => bail!("{}: the KV input {past_key:?} must be [batch, kv_heads, sequence, head_size] with fixed heads and head size, not {}", llm.config.display(), declared.shape_pattern()),
+            _ => bail!(
+                "{}: the KV input {past_key:?} is {}: its heads and head size must be fixed in the graph or given as model.decoder.num_key_value_heads and model.decoder.head_size",
+                llm.config.display(),
+                declared.shape_pattern()
+            ),
         };
         let fixed_length = fixed(2);
         let shared = llm.share_buffer && fixed_length.is_some();

@@ -161,6 +161,10 @@ pub struct LlmModel {
     pub layers: u32,
     /// The names the loop feeds and reads.
     pub names: IoNames,
+    /// `model.decoder.num_key_value_heads`, when given (the KV cache's second dim).
+    pub kv_heads: Option<u32>,
+    /// `model.decoder.head_size`, when given (the KV cache's last dim).
+    pub head_size: Option<u32>,
     /// `search.past_present_share_buffer`: past and present KV share one buffer (static caches).
     pub share_buffer: bool,
     /// The graphs in run order.
@@ -206,7 +210,8 @@ impl LlmModel {
             };
             graphs.push(read_graph(config, &folder, &field, id, entry, &names, layers, layout)?);
         }
-        let llm = LlmModel { config: config.to_path_buf(), folder, model_type: model.kind, layout, context_length, layers, names, share_buffer: file.search.past_present_share_buffer, graphs };
+        let (kv_heads, head_size) = (positive(decoder.num_key_value_heads), positive(decoder.head_size));
+        let llm = LlmModel { config: config.to_path_buf(), folder, model_type: model.kind, layout, context_length, layers, names, kv_heads, head_size, share_buffer: file.search.past_present_share_buffer, graphs };
         llm.check_flow()?;
         Ok(llm)
     }
@@ -227,6 +232,37 @@ impl LlmModel {
         }
         files.sort();
         files
+    }
+
+    /// The most tokens a generation can hold: the context length, and a static KV cache's length.
+    pub fn capacity(&self) -> u32 {
+        let past_key = layer_name(&self.names.past_key, 0);
+        let fixed = self.graphs.iter().filter_map(|g| g.input(&past_key)?.dims.as_ref()?.get(2)?.fixed()).filter_map(|n| u32::try_from(n).ok());
+        fixed.fold(self.context_length, u32::min)
+    }
+
+    /// Tokens per prompt run of a static prompt graph (its fixed input_ids length), else `None`.
+    pub fn prompt_chunk(&self) -> Option<u32> {
+        self.phase(true).find_map(|g| g.fixed_sequence(&self.names)).and_then(|s| u32::try_from(s).ok()).filter(|&s| s > 0)
+    }
+
+    /// The prompt and generated lengths of a generation: `prompt` and `gen` as asked, or the
+    /// defaults shortened to what the model holds. Refused in one line: a prompt that is no
+    /// multiple of a static prompt graph's length, or more tokens than the context (or cache) holds.
+    pub fn lengths(&self, prompt: Option<u32>, gen: Option<u32>, defaults: (u32, u32)) -> Result<(u32, u32), String> {
+        let capacity = self.capacity();
+        let chunk = self.prompt_chunk().unwrap_or(1);
+        let prompt = prompt.unwrap_or_else(|| ((defaults.0.min(capacity / 2).max(1)) / chunk * chunk).max(chunk));
+        let gen = gen.unwrap_or_else(|| defaults.1.min(capacity.saturating_sub(prompt)).max(1));
+        let config = self.config.display();
+        if prompt % chunk != 0 {
+            return Err(format!("--prompt-tokens {prompt}: the prompt graph of {config} takes {chunk} tokens at a time (its input_ids is static); pass a multiple of {chunk}"));
+        }
+        if prompt + gen > capacity {
+            let what = if capacity < self.context_length { "model.context_length and the static KV cache" } else { "model.context_length" };
+            return Err(format!("--prompt-tokens {prompt} + --gen-tokens {gen} = {} tokens, more than {config} holds ({capacity}: {what}); pass fewer", prompt + gen));
+        }
+        Ok((prompt, gen))
     }
 
     /// The graphs that run in the prompt phase and in the token phase, in order.
@@ -387,6 +423,8 @@ struct SearchSection {
 struct DecoderSection {
     filename: Option<String>,
     num_hidden_layers: Option<i64>,
+    num_key_value_heads: Option<i64>,
+    head_size: Option<i64>,
     #[serde(default)]
     inputs: InputNames,
     #[serde(default)]

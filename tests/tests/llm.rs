@@ -174,7 +174,7 @@ fn generation_rules_judge_ttft_and_tokens_per_second() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("rules");
     let folder = model_folder("tinyllm");
-    let output = run_local(&folder, &out, &["--prompt-tokens", "8", "--gen-tokens", "4", "--generations", "2", "--profile-runs", "0", "--no-reference-pass", "--rule", "min_decode_tok_s=1"]);
+    let output = run_local(&folder, &out, &["--prompt-tokens", "8", "--gen-tokens", "4", "--generations", "2", "--profile-runs", "1", "--rule", "min_decode_tok_s=1"]);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     // Limits no machine meets, judged on the same result.
     let fail = run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--rule", "max_ttft_ms=0.000001", "--rule", "min_decode_tok_s=1e12", "--rule", "min_prefill_tok_s=1e12", "--rule", "decode_cv_pct=5"]));
@@ -195,7 +195,7 @@ fn bad_model_folders_and_lengths_are_one_line_exit_2_before_anything_runs() {
     let config = std::fs::read_to_string(source.join("genai_config.json")).unwrap();
     let cases: Vec<(String, Vec<&str>, &str)> = vec![
         (config.replace("\"model.onnx\"", "\"missing.onnx\""), vec![], "model.decoder.filename: names missing.onnx, which is not in"),
-        (config.replace("\"position_ids\": \"position_ids\"", "\"position_ids\": \"positions\""), vec![], ""),
+        (config.replace("\"position_ids\": \"position_ids\"", "\"position_ids\": \"positions\""), vec![], "graph model.onnx has inputs the config does not name (position_ids)"),
         (config.replace("\"input_ids\": \"input_ids\"", "\"input_ids\": \"tokens\""), vec![], "model.decoder.inputs.input_ids: \"tokens\": graph model.onnx has no input of that name"),
         (config.clone(), vec!["--prompt-tokens", "60", "--gen-tokens", "8"], "--prompt-tokens 60 + --gen-tokens 8 = 68 tokens, more than"),
         (config.clone(), vec!["--gen-tokens", "0"], "0 leaves nothing to measure"),
@@ -205,17 +205,40 @@ fn bad_model_folders_and_lengths_are_one_line_exit_2_before_anything_runs() {
         std::fs::write(copy.join("genai_config.json"), &text_config).unwrap();
         let out = work.path().join("out");
         let output = run_local(&copy, &out, &extra);
-        if needle.is_empty() {
-            // A graph without the optional input the config names: fed only what it has.
-            let ok = run_local(&copy, &out, &["--prompt-tokens", "4", "--gen-tokens", "2", "--generations", "1", "--profile-runs", "0", "--no-reference-pass"]);
-            assert_eq!(ok.status.code(), Some(0), "{}", describe(&ok));
-            continue;
-        }
         assert_eq!(output.status.code(), Some(2), "{extra:?}: {}", describe(&output));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(needle), "{needle}: {stderr}");
         assert!(!out.exists(), "nothing ran: {}", out.display());
     }
     let lines = run_local(&copy, &work.path().join("x"), &["--prompt-tokens", "60", "--gen-tokens", "8"]);
-    assert_eq!(String::from_utf8_lossy(&lines.stderr).trim().lines().count(), 1, "{}", describe(&lines));
+    let stderr = String::from_utf8_lossy(&lines.stderr);
+    assert!(stderr.trim().lines().count() == 1 && stderr.starts_with("npugate: error: --prompt-tokens 60"), "refused before a runtime is even chosen: {}", describe(&lines));
+}
+
+#[test]
+fn the_output_of_onnxruntime_genais_own_model_builder_runs_and_generates_its_tokens() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("builder");
+    let folder = model_folder("genai_builder_llama");
+    let output = run_local(&folder, &out, &["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "2"]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let generation = RunResult::read(&out).unwrap().generation.unwrap();
+    assert_eq!((generation.layout.as_str(), generation.kv.mode.as_str(), generation.kv.copies_per_step), ("decoder", "ping_pong", 0.0));
+    // onnxruntime-genai itself, greedy on the same prompt: its tokens until it stops at EOS.
+    let builder_python = npugate_e2e::cache_dir().join("genai-builder-venv/bin/python");
+    let script = r#"
+import json, sys, onnxruntime_genai as og
+model = og.Model(sys.argv[1]); prompt = json.loads(sys.argv[2])
+params = og.GeneratorParams(model); params.set_search_options(max_length=len(prompt) + int(sys.argv[3]) + 1, do_sample=False)
+generator = og.Generator(model, params); generator.append_tokens(prompt)
+tokens = []
+while not generator.is_done():
+    generator.generate_next_token(); tokens.append(int(generator.get_next_tokens()[0]))
+print(json.dumps(tokens))
+"#;
+    let genai = run(Command::new(builder_python).arg("-c").arg(script).args([text(&folder), &serde_json::to_string(&generation.prompt_ids).unwrap(), "8"]));
+    assert!(genai.status.success(), "{}", describe(&genai));
+    let tokens: Vec<i64> = serde_json::from_slice(&genai.stdout).unwrap();
+    assert!(!tokens.is_empty() && tokens.len() <= generation.tokens.len());
+    assert_eq!(tokens, generation.tokens[..tokens.len()], "npugate's greedy tokens = onnxruntime-genai's (up to its EOS)");
 }
