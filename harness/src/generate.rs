@@ -35,7 +35,8 @@ use sha2::{Digest, Sha256};
 use crate::kv::{self, Buffer, View};
 use crate::measure::{quiet_run_options, run_with_binding};
 use crate::session::SessionPlan;
-use crate::{Args, Setup};
+use crate::setup::{self, Setup};
+use npugate_settings::HarnessCommand as Args;
 
 /// Session config entry with which sessions in one process share the EP's context: the QNN EP
 /// loads a context binary that several graphs' EPContext nodes name once, and shares weights.
@@ -105,26 +106,26 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let start = Instant::now();
     let mut sessions = Vec::new();
     for (graph, plan) in llm.graphs.iter().zip(&plans) {
-        let created = plan.create(&env, &format!("timed:{}", graph.id)).map_err(|e| crate::explain_with_backend(e, &plan.ep, &log, log_start));
+        let created = plan.create(&env, &format!("timed:{}", graph.id)).map_err(|e| setup::explain_with_backend(e, &plan.ep, &log, log_start));
         match created {
             Ok(session) => sessions.push(Rc::new(session)),
             Err(error) if args.settings.session_only => {
-                timings.session_create_ns = crate::elapsed_ns(start);
+                timings.session_create_ns = setup::elapsed_ns(start);
                 let error = error.context(format!("graph {} ({})", graph.id, graph.file));
-                return crate::refused(args, &out, result, timings, &log, log_start, error);
+                return setup::refused(args, &out, result, timings, &log, log_start, error);
             }
             Err(error) => return Err(error.context(format!("graph {} ({})", graph.id, graph.file))),
         }
     }
-    timings.session_create_ns = crate::elapsed_ns(start);
+    timings.session_create_ns = setup::elapsed_ns(start);
     let assignments: Vec<Assignment> = sessions.iter().map(|s| crate::session::assignment(s)).collect();
     result.assignment = merged(&assignments);
     result.backend = args
         .settings
         .ep
         .is_accelerator()
-        .then(|| crate::backend::assess(&crate::backend::log_since(&log, log_start), &result.assignment, &ep_name, crate::adsp_problem().as_deref()));
-    result.execution.emulated = crate::emulation(args, result.backend.as_ref());
+        .then(|| crate::backend::assess(&crate::backend::log_since(&log, log_start), &result.assignment, &ep_name, setup::adsp_problem().as_deref()));
+    result.execution.emulated = setup::emulation(args, result.backend.as_ref());
     let prompt = prompt_ids(&llm, spec.prompt, args.settings.seed)?;
     result.inputs = vec![describe_prompt(&llm, &prompt, args.settings.seed)];
     let mut generation = Generation {
@@ -182,7 +183,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     // The gate's latency series of a generation: every decode step (per-token latency).
     timings.latencies_ns = generation.decode_ns.iter().flatten().copied().collect();
     timings.loop_wall_ns = generation.wall_ns.iter().sum();
-    result.histogram = crate::histogram(&timings.latencies_ns);
+    result.histogram = setup::histogram(&timings.latencies_ns);
     if let Ok(Some((saved, signatures))) = &saved {
         result.artifacts.outputs = saved.clone();
         result.model.outputs = signatures.clone();
@@ -742,21 +743,21 @@ fn save_outputs(out: &Path, tokens: &[i64], logits: &[f32]) -> Result<(Vec<Strin
 #[allow(clippy::too_many_arguments)]
 fn finish(args: &Args, env: &Environment, llm: &LlmModel, plans: &[SessionPlan], prompt: &[i64], spec: &Spec, out: &Path, result: &mut npugate_result::RunResult) -> Result<()> {
     let first = plans.first().ok_or_else(|| anyhow!("the model has no graph"))?;
-    result.runtime.libraries = crate::library_identities(args, &first.ep_options)?;
+    result.runtime.libraries = setup::library_identities(args, &first.ep_options)?;
     let Some(generation) = result.generation.as_mut() else { return Ok(()) };
     if args.settings.profile_runs > 0 {
         let start = Instant::now();
         let profiled = |graph: usize, phase: Phase| plans[graph].create_profiled(env, &out.join(format!("profile-{}-{}", graph, phase.name())), None);
         let written = profile_generation(llm, spec, prompt, spec.gen, profiled).context("profiled pass")?;
         attach(generation, written, out, "profile", |p, file| p.profile = Some(file))?;
-        result.timings.profiled_pass_ns = crate::elapsed_ns(start);
+        result.timings.profiled_pass_ns = setup::elapsed_ns(start);
     }
     if !args.settings.no_reference_pass {
         let start = Instant::now();
         let reference = |graph: usize, phase: Phase| plans[graph].create_reference(env, &out.join(format!("reference-{}-{}", graph, phase.name())));
         let written = profile_generation(llm, spec, prompt, 1, reference).context("reference pass")?;
         attach(generation, written, out, "reference_profile", |p, file| p.reference_profile = Some(file))?;
-        result.timings.reference_pass_ns = crate::elapsed_ns(start);
+        result.timings.reference_pass_ns = setup::elapsed_ns(start);
     }
     Ok(())
 }

@@ -4,49 +4,32 @@
 //! per decode step) and every node is named after its graph (`token-generator:positions/neg1`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use npugate_result::{Generation, GraphRun, RunResult};
+use npugate_result::GraphRun;
 
-use crate::ort_log::RejectionReasons;
-use crate::placement::{build_report, GraphIo, PlacementInputs};
+use crate::placement::GraphIo;
 use crate::report::{EpShare, FallbackNode, GraphPlacement, NodePlacement, PlacementReport, Totals, PLACEMENT_SCHEMA};
-use crate::result_dir::{read_profile, AnalyzeError};
 
 /// `graph:node`: a node of one graph of a model folder.
 pub fn qualified(graph: &str, node: &str) -> String {
     format!("{graph}:{node}")
 }
 
-/// The placement of a generation run: one report per graph and phase (in `graphs`), merged.
-pub fn analyze_generation(dir: &Path, result: &RunResult, generation: &Generation, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
-    let preferred = result.execution.preferred_ep.as_str();
-    let mut parts: Vec<(&GraphRun, String, u32, PlacementReport)> = Vec::new();
-    for graph in &generation.graphs {
-        let io = GraphIo {
-            inputs: graph.inputs.iter().map(|i| i.shape.clone()).collect(),
-            outputs: graph.outputs.iter().map(|o| o.shape.clone()).collect(),
-        };
-        for phase in &graph.phases {
-            let read = |file: &Option<String>| file.as_ref().map(|f| read_profile(&dir.join(f))).transpose();
-            let profile = read(&phase.profile)?;
-            let reference = read(&phase.reference_profile)?;
-            let report = build_report(&PlacementInputs {
-                model_sha256: &graph.sha256,
-                preferred_ep: preferred,
-                assignment: &graph.assignment,
-                profile: profile.as_ref(),
-                reference: reference.as_ref(),
-                rejections,
-                qnn: None,
-                graph_io: &io,
-                predicted: None,
-                fusions: None,
-            });
-            parts.push((graph, phase.phase.clone(), phase.runs, report));
-        }
-    }
-    Ok(merge(&result.model.digest, preferred, &parts))
+/// One graph of a model folder in one phase, with its placement.
+pub struct GraphPart<'a> {
+    /// The graph.
+    pub graph: &'a GraphRun,
+    /// `prompt` or `token`.
+    pub phase: String,
+    /// Runs per generation in this phase.
+    pub runs: u32,
+    /// Its placement ([`crate::placement::build_report`] on its assignment and this phase's profiles).
+    pub report: PlacementReport,
+}
+
+/// The graph I/O of `graph`, as the placement reads it.
+pub fn graph_io(graph: &GraphRun) -> GraphIo {
+    GraphIo { inputs: graph.inputs.iter().map(|i| i.shape.clone()).collect(), outputs: graph.outputs.iter().map(|o| o.shape.clone()).collect() }
 }
 
 /// One node of the whole model while the reports are merged.
@@ -59,14 +42,14 @@ struct Merged {
 
 /// The whole model from its (graph, phase) reports: nodes once per graph, FLOPs and time summed
 /// over the phases weighted by runs per generation.
-fn merge(digest: &str, preferred: &str, parts: &[(&GraphRun, String, u32, PlacementReport)]) -> PlacementReport {
+pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> PlacementReport {
     let mut nodes: BTreeMap<(usize, String), Merged> = BTreeMap::new();
     let mut order: Vec<(usize, String)> = Vec::new();
     let mut graph_index: BTreeMap<&str, usize> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut graphs = Vec::new();
     let mut partitions = Vec::new();
-    for (graph, phase, runs, report) in parts {
+    for GraphPart { graph, phase, runs, report } in parts {
         let next = graph_index.len();
         let index = *graph_index.entry(graph.id.as_str()).or_insert(next);
         let weight = f64::from(*runs);
@@ -151,7 +134,7 @@ fn merge(digest: &str, preferred: &str, parts: &[(&GraphRun, String, u32, Placem
         model_sha256: digest.to_string(),
         preferred_ep: preferred.to_string(),
         predicted: None,
-        runs_profiled: parts.iter().map(|(_, _, _, r)| r.runs_profiled).max().unwrap_or(0),
+        runs_profiled: parts.iter().map(|p| p.report.runs_profiled).max().unwrap_or(0),
         totals: Totals { nodes: count, flops: total_flops, flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(), time_us_per_run: total_time },
         preferred_flops_pct: preferred_share.map_or(0.0, |s| s.flops_pct),
         preferred_nodes_pct: preferred_share.map_or(0.0, |s| s.nodes_pct),

@@ -4,7 +4,9 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use npugate_result::{files, ReadError, RunResult, RunStatus};
+use npugate_result::{files, Generation, ReadError, RunResult, RunStatus};
+
+use crate::graphs::GraphPart;
 
 use crate::ort_log::{parse_rejections, RejectionReasons};
 use crate::placement::{build_report, GraphIo, PlacementInputs};
@@ -93,7 +95,7 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
     let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
     let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
     let mut report = match &result.generation {
-        Some(generation) => crate::graphs::analyze_generation(dir, result, generation, rejections.as_ref())?,
+        Some(generation) => generation_report(dir, result, generation, rejections.as_ref())?,
         None => single_model(dir, result, rejections.as_ref())?,
     };
     if result.status == RunStatus::Incomplete {
@@ -103,6 +105,34 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         ));
     }
     Ok(report)
+}
+
+/// The placement of an LLM folder's generation: each graph in each phase on its own profiles,
+/// merged with every graph weighted by its runs per generation ([`crate::graphs::merge`]).
+fn generation_report(dir: &Path, result: &RunResult, generation: &Generation, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+    let preferred = result.execution.preferred_ep.as_str();
+    let mut parts = Vec::new();
+    for graph in &generation.graphs {
+        let io = crate::graphs::graph_io(graph);
+        for phase in &graph.phases {
+            let read = |file: &Option<String>| file.as_ref().map(|f| read_profile(&dir.join(f))).transpose();
+            let (profile, reference) = (read(&phase.profile)?, read(&phase.reference_profile)?);
+            let report = build_report(&PlacementInputs {
+                model_sha256: &graph.sha256,
+                preferred_ep: preferred,
+                assignment: &graph.assignment,
+                profile: profile.as_ref(),
+                reference: reference.as_ref(),
+                rejections,
+                qnn: None,
+                graph_io: &io,
+                predicted: None,
+                fusions: None,
+            });
+            parts.push(GraphPart { graph, phase: phase.phase.clone(), runs: phase.runs, report });
+        }
+    }
+    Ok(crate::graphs::merge(&result.model.digest, preferred, &parts))
 }
 
 /// The placement of a run of one `.onnx`.
