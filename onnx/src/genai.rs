@@ -255,7 +255,7 @@ impl LlmModel {
         let prompt = prompt.unwrap_or_else(|| ((defaults.0.min(capacity / 2).max(1)) / chunk * chunk).max(chunk));
         let gen = gen.unwrap_or_else(|| defaults.1.min(capacity.saturating_sub(prompt)).max(1));
         let config = self.config.display();
-        if prompt % chunk != 0 {
+        if !prompt.is_multiple_of(chunk) {
             return Err(format!("--prompt-tokens {prompt}: the prompt graph of {config} takes {chunk} tokens at a time (its input_ids is static); pass a multiple of {chunk}"));
         }
         if prompt + gen > capacity {
