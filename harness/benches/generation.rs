@@ -7,26 +7,16 @@
 //! Environment: `NPUGATE_CACHE` (runtime and models as `scripts/setup` leaves them), `BENCH_PROMPT`
 //! (default 32), `BENCH_GEN` (default 32), `BENCH_GENERATIONS` (default 20), `BENCH_ROUNDS` (default 5).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use support::{cache, env_number, median};
+
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, Tensor};
-
-fn cache() -> PathBuf {
-    std::env::var_os("NPUGATE_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/npugate"))
-}
-
-fn env_number(name: &str, default: u32) -> u32 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn median(values: &[f64]) -> f64 {
-    npugate_stats::median(values).expect("at least one value")
-}
 
 /// One loop's per-token decode latencies and the wall time per generated token.
 struct Round {

@@ -21,7 +21,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::{LlmGraph, LlmModel};
 use npugate_result::digest::{model_digest, sha256_file};
-use npugate_result::{files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelInfo, RunStatus};
+use npugate_result::{files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelInfo};
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
 use npugate_stats::{median, LatencyStats};
@@ -194,16 +194,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let finished = measured.map(drop).and_then(|()| saved.map(drop)).and_then(|()| {
         finish(args, &env, &llm, &plans, &prompt, &spec, &out, &mut result)
     });
-    let finished = match &result.backend {
-        Some(health) if !health.started => Err(crate::backend::failure(health, &result.assignment, &ep_name).into()),
-        _ => finished,
-    };
-    if let Err(error) = &finished {
-        result.status = RunStatus::Incomplete;
-        result.error = Some(format!("{error:#}"));
-    }
-    result.write(&out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
-    finished
+    setup::conclude(result, finished, &ep_name, &out)
 }
 
 /// The session plan of one graph: the run's plan on the graph's file; with QNN and several

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use npugate_result::{files, FixedFrom, ModelInfo, RunResult, RunStatus, Timings};
+use npugate_result::{files, FixedFrom, ModelInfo, RunResult, Timings};
 use ort::environment::Environment;
 
 mod backend;
@@ -33,7 +33,7 @@ use inputs::PreparedInput;
 use measure::BoundSession;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
 use session::SessionPlan;
-use setup::{adsp_problem, elapsed_ns, emulation, explain_with_backend, histogram, library_identities, refused, Setup};
+use setup::{adsp_problem, conclude, elapsed_ns, emulation, explain_with_backend, histogram, library_identities, refused, Setup};
 
 /// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
@@ -136,16 +136,7 @@ fn run(args: &Args) -> Result<()> {
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
         .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
-    let finished = match &result.backend {
-        Some(health) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
-        _ => finished,
-    };
-    if let Err(error) = &finished {
-        result.status = RunStatus::Incomplete;
-        result.error = Some(format!("{error:#}"));
-    }
-    result.write(&out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
-    finished
+    conclude(result, finished, &ep_name, &out)
 }
 
 /// The profiled session's optimized graph, read and removed before the result is written.

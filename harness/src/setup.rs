@@ -336,3 +336,19 @@ pub fn histogram(latencies_ns: &[u64]) -> Option<HistogramSummary> {
 pub fn elapsed_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
+
+/// Writes the result of a run that measured something: a backend that did not start fails it
+/// loudly (after the CPU numbers that prove it are kept), any failure after the timed runs makes
+/// it `incomplete` with the error; returns how the run finished.
+pub fn conclude(mut result: RunResult, finished: Result<()>, ep_name: &str, out: &Path) -> Result<()> {
+    let finished = match &result.backend {
+        Some(health) if !health.started => Err(backend::failure(health, &result.assignment, ep_name).into()),
+        _ => finished,
+    };
+    if let Err(error) = &finished {
+        result.status = RunStatus::Incomplete;
+        result.error = Some(format!("{error:#}"));
+    }
+    result.write(out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
+    finished
+}

@@ -71,3 +71,18 @@ fn a_graph_the_htp_rejects_in_the_token_generator_only_fails_the_gate_naming_gra
     assert!(result.execution.emulated.is_some());
     assert!(verdict["checks"].as_array().unwrap().iter().any(|c| c["rule"] == "cv_pct" && c["status"] == "not_applicable"));
 }
+
+#[test]
+fn preflight_of_a_folder_judges_each_graph_per_soc_in_one_line() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("preflight");
+    let folder = model_folder("tinyllm_qnn_fallback");
+    let output = run(Command::new(bin("npugate")).args(["preflight", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&out));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("graph prompt-processor (prompt.onnx) on SM8650 (v75): pass: every node on the HTP, compiled"), "{stdout}");
+    assert!(stdout.contains("graph token-generator (token.onnx) on SM8650 (v75): fail: 2 node(s) left to the CPU (positions/neg1, positions/neg2)"), "{stdout}");
+    for graph in ["prompt-processor", "token-generator"] {
+        assert!(out.join(graph).join("preflight.json").is_file(), "{graph}'s report");
+    }
+}
