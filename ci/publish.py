@@ -3,7 +3,8 @@
 Called by `ci/npugate-ci run` after npugate ended. Layout of the work directory:
 
     result/            npugate's --out: verdict.json | compare.json (one run on this machine),
-                       rack.json + <serial>/ (devices), sweep.json + matrix.md (a sweep)
+                       rack.json + <serial>/ (devices), sweep.json + matrix.md (a sweep, a merge of
+                       shards); a shard of a sweep writes shard-I-of-N/ instead (--result)
     report/            verdict|compare.{txt,md,github.txt,junit.xml} of a run on this machine
     result/<serial>/report/   the same for each device
     evidence/          the signed evidence bundle, when a key was given
@@ -121,10 +122,9 @@ class Outcome:
         return {"npu_flops_pct": pick(flops, min), "median_ms": pick(medians, max), "cv_pct": pick(cvs, max)}
 
 
-def collect(mode: str, work: Path, exit_code: int) -> Outcome:
-    """Reads every document of the run in `work`."""
+def collect(mode: str, work: Path, result: Path, exit_code: int) -> Outcome:
+    """Reads every document of the run in `work` (npugate's --out is `result`)."""
     outcome = Outcome(mode=mode, exit_code=exit_code)
-    result = work / "result"
     try:
         if mode == "sweep":
             if (result / "sweep.json").is_file():
@@ -159,13 +159,13 @@ def last_error(work: Path) -> str:
     return (errors or [line for line in lines if line.strip()] or ["npugate wrote no result; see the job log"])[-1].strip()
 
 
-def summary(outcome: Outcome, work: Path) -> str:
+def summary(outcome: Outcome, work: Path, result: Path) -> str:
     """The Markdown verdict: npugate's own Markdown per target, headed per device when there are several."""
     parts = []
     for problem in outcome.problems:
         parts.append(f"**npugate-ci could not read a result:** {problem}\n")
     if outcome.mode == "sweep":
-        matrix = work / "result" / "matrix.md"
+        matrix = result / "matrix.md"
         parts.append(matrix.read_text(encoding="utf-8") if matrix.is_file() else "")
     several = len(outcome.targets) > 1
     if several:
@@ -217,12 +217,14 @@ def main() -> int:
     parser.add_argument("--platform", choices=["github", "gitlab"], required=True)
     parser.add_argument("--mode", choices=["run", "compare", "sweep"], required=True)
     parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--result", default="result", help="npugate's --out below --work (a shard's: shard-I-of-N)")
     parser.add_argument("--exit-code", type=int, required=True)
     args = parser.parse_args()
 
-    outcome = collect(args.mode, args.work, args.exit_code)
+    result = args.work / args.result
+    outcome = collect(args.mode, args.work, result, args.exit_code)
     outputs = {"verdict": outcome.verdict(), **outcome.numbers(), "report_dir": str(args.work), "exit_code": str(args.exit_code)}
-    markdown = summary(outcome, args.work)
+    markdown = summary(outcome, args.work, result)
     (args.work / "summary.md").write_text(markdown, encoding="utf-8")
     junit = args.work / "junit"
     for target in outcome.targets:

@@ -6,7 +6,7 @@
 //! no attempt is hidden. Each attempt goes through the target again, which waits for
 //! `--cooldown-until` first when it is set.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use npugate_gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation};
@@ -16,7 +16,7 @@ use npugate_result::contract::EXIT_ERROR;
 use npugate_result::files;
 
 use crate::compare::CompareReport;
-use crate::layout::Placed;
+use crate::layout::{link_tree, Placed};
 use crate::run::RunReport;
 
 /// A judged attempt the confirmation loop can count and finish.
@@ -73,26 +73,6 @@ fn move_into(out: &Path, name: &str) -> Result<()> {
     std::fs::rename(out, &aside).with_context(|| format!("cannot move {} aside", out.display()))?;
     std::fs::create_dir(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::rename(&aside, out.join(name)).with_context(|| format!("cannot move the first attempt into {}", out.join(name).display()))
-}
-
-/// Links every file below `from` into `to` (hard links; copies where linking fails), keeping the
-/// tree, except the top-level files named in `rewritten` (the caller writes them anew, and writing
-/// through a hard link would change the attempt's own copy).
-fn link_tree(from: &Path, to: &Path, rewritten: &[&str]) -> Result<()> {
-    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
-    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
-        let entry = entry?;
-        if rewritten.iter().any(|name| entry.file_name() == *name) {
-            continue;
-        }
-        let (source, target): (PathBuf, PathBuf) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type()?.is_dir() {
-            link_tree(&source, &target, &[])?;
-        } else if std::fs::hard_link(&source, &target).is_err() {
-            std::fs::copy(&source, &target).with_context(|| format!("cannot copy {} to {}", source.display(), target.display()))?;
-        }
-    }
-    Ok(())
 }
 
 impl Confirmable for RunReport {

@@ -142,14 +142,8 @@ done"#;
 /// The wanted blobs whose content on the device really hashes to their name (a partial push
 /// from an interrupted run does not count). A device without `sha256sum` has none.
 fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) -> Result<BTreeSet<String>, AdbError> {
-    let script = format!(
-        "mkdir -p {dir} && cd {dir} && BLOB_STAT={stat} && set -- {names} && {CHECK_BLOBS}",
-        dir = quote(blobs),
-        stat = quote(BLOB_STAT),
-        names = command_line(wanted.iter().copied()),
-    );
     let timeout = Duration::from_secs(120);
-    let out = adb.shell_ok(serial, &script, timeout, "check blobs on the device")?;
+    let out = adb.shell_ok(serial, &check_script(blobs, wanted), timeout, "check blobs on the device")?;
     Ok(out
         .lines()
         .filter_map(|line| line.strip_prefix("present "))
@@ -158,10 +152,26 @@ fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) 
         .collect())
 }
 
+/// The device-side script of [`blobs_present`]: [`CHECK_BLOBS`] in `blobs` over `wanted`.
+pub(crate) fn check_script(blobs: &str, wanted: &BTreeSet<&str>) -> String {
+    format!(
+        "mkdir -p {dir} && cd {dir} && BLOB_STAT={stat} && set -- {names} && {CHECK_BLOBS}",
+        dir = quote(blobs),
+        stat = quote(BLOB_STAT),
+        names = command_line(wanted.iter().copied()),
+    )
+}
+
 /// Creates the named hard links to the blobs (and makes executables executable) and records the
-/// stat of the blobs just pushed, in one shell call. `ln -f` replaces what a name pointed to
-/// before (an older blob, or a symlink of an older npugate).
+/// stat of the blobs just pushed, in one shell call.
 fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile], pushed: &[&DeployFile]) -> Result<(), AdbError> {
+    adb.shell_ok(serial, &link_script(work_dir, files, pushed), Duration::from_secs(60), "link deployed files")?;
+    Ok(())
+}
+
+/// The device-side script of [`link`]. `ln -f` replaces what a name pointed to before (an older
+/// blob, or a symlink of an older npugate).
+pub(crate) fn link_script(work_dir: &str, files: &[DeployFile], pushed: &[&DeployFile]) -> String {
     let mut steps = Vec::new();
     // A blob that just arrived in full is verified: remember its stat (see CHECK_BLOBS).
     for file in pushed {
@@ -185,6 +195,5 @@ fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile], pushed: &
         let blob = format!("{work_dir}/blobs/{}", file.sha256);
         steps.push(format!("ln -f {} {}", quote(&blob), quote(&format!("{work_dir}/{}", file.remote))));
     }
-    adb.shell_ok(serial, &steps.join(" && "), Duration::from_secs(60), "link deployed files")?;
-    Ok(())
+    steps.join(" && ")
 }

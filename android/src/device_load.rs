@@ -4,6 +4,11 @@
 //! harness and the first of the sample after it give the busiest processes over the run itself.
 //! The harness of the run is not among them: it starts after the first sample and has ended
 //! before the second.
+//!
+//! On Android `/proc` is mounted `hidepid=2,gid=readproc`: a shell outside the readproc group
+//! sees only its own user's processes (pid 1, init, is then invisible). The sample says so, and
+//! the gate then does not pass a background check it could not see (see
+//! `npugate_gate::background`).
 
 use std::collections::BTreeMap;
 
@@ -17,11 +22,12 @@ const BUSIEST: usize = 5;
 /// Processes below this share (percent of one core) are not listed.
 const LISTED_PCT: f64 = 1.0;
 
-/// Device-side script: load average, clock ticks per second, then two snapshots of every
-/// process's `stat` line, each after a `snapshot <uptime>` line. A process that ends while `cat`
-/// reads makes it fail; that is no failure of the sample.
+/// Device-side script: load average, clock ticks per second, whether other users' processes are
+/// hidden, then two snapshots of every process's `stat` line, each after a `snapshot <uptime>`
+/// line. A process that ends while `cat` reads makes it fail; that is no failure of the sample.
 pub const SAMPLE_SCRIPT: &str = r#"echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
 echo "ticks $(getconf CLK_TCK 2>/dev/null)"
+[ -r /proc/1/stat ] || echo "hidden other users"
 snap() { echo "snapshot $(cut -d' ' -f1 /proc/uptime)"; cat /proc/[0-9]*/stat 2>/dev/null || true; }
 snap
 sleep 0.5
@@ -40,6 +46,10 @@ pub struct DeviceLoad {
     pub busiest: Vec<ProcessCpu>,
     /// npugate harnesses running on the device (of any work dir), with their share.
     pub harnesses: Vec<ProcessCpu>,
+    /// True when the sample saw only the shell user's own processes (`/proc` mounted `hidepid`
+    /// and the shell outside the readproc group): the busiest processes of other users are unknown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub others_hidden: bool,
     /// The counters of the sample's first and last snapshot, for the window of the run.
     #[serde(skip)]
     snapshots: Option<(Snapshot, Snapshot)>,
@@ -69,6 +79,7 @@ impl DeviceLoad {
     /// Parses what [`SAMPLE_SCRIPT`] printed; lines it cannot read are skipped.
     pub fn parse(text: &str) -> DeviceLoad {
         let mut loadavg = None;
+        let mut others_hidden = false;
         let mut ticks_per_s = 100.0;
         let mut snapshots: Vec<Snapshot> = Vec::new();
         for line in text.lines() {
@@ -77,13 +88,15 @@ impl DeviceLoad {
                 loadavg = <[f64; 3]>::try_from(values).ok();
             } else if let Some(rest) = line.strip_prefix("ticks ") {
                 ticks_per_s = rest.trim().parse::<f64>().ok().filter(|t| *t > 0.0).unwrap_or(ticks_per_s);
+            } else if line == "hidden other users" {
+                others_hidden = true;
             } else if let Some(rest) = line.strip_prefix("snapshot ") {
                 snapshots.push(Snapshot { uptime_s: rest.trim().parse().unwrap_or(f64::NAN), ticks_per_s, processes: BTreeMap::new() });
             } else if let (Some(snapshot), Some((key, value))) = (snapshots.last_mut(), parse_stat(line)) {
                 snapshot.processes.insert(key, value);
             }
         }
-        let mut load = DeviceLoad { loadavg, ..DeviceLoad::default() };
+        let mut load = DeviceLoad { loadavg, others_hidden, ..DeviceLoad::default() };
         if let [first, .., last] = snapshots.as_slice() {
             let shares = shares(first, last);
             load.sample_s = round_to(last.uptime_s - first.uptime_s, 2);
@@ -189,6 +202,8 @@ mod tests {
         let names: Vec<(&str, f64)> = load.busiest.iter().map(|p| (p.name.as_str(), p.cpu_pct.round())).collect();
         assert_eq!(names, [("npugate-harness", 100.0), ("busy) loop", 90.0), ("newcomer", 20.0)]);
         assert_eq!(load.harnesses.len(), 1);
+        assert!(!load.others_hidden);
+        assert!(DeviceLoad::parse(&format!("hidden other users\n{text}")).others_hidden);
         assert_eq!(DeviceLoad::parse("nothing useful"), DeviceLoad::default());
     }
 

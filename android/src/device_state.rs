@@ -203,7 +203,14 @@ impl DeviceStateRecord {
                 other_harnesses.push(harness.clone());
             }
         }
-        Some(BackgroundLoad { window, busiest, other_harnesses })
+        let blind = self.before.load.iter().chain(after).any(|l| l.others_hidden).then(|| {
+            format!(
+                "device {}'s shell sees only its own user's processes (/proc is mounted hidepid and adb's shell is not in the \
+                 readproc group), so what else kept the device busy {window} is unknown",
+                self.serial
+            )
+        });
+        Some(BackgroundLoad { window, busiest, other_harnesses, blind })
     }
 }
 
@@ -346,6 +353,20 @@ mod tests {
         let without_after = DeviceStateRecord::new("R5CX", None, state(100.0, 0, false), None);
         assert!(without_after.background().unwrap().window.contains("just before the run"));
         assert!(DeviceStateRecord::new("R5CX", None, parse_state(PHONE), None).background().is_none());
+    }
+
+    #[test]
+    fn a_sample_that_saw_only_its_own_user_says_the_background_is_unknown() {
+        let state = |uptime: f64, hidden: bool| {
+            let sample = format!("{}{}", if hidden { "hidden other users\n" } else { "" }, load_sample(uptime, 0, false));
+            DeviceState { load: Some(crate::device_load::DeviceLoad::parse(&sample)), ..parse_state(PHONE) }
+        };
+        let blind = DeviceStateRecord::new("R5CX", None, state(100.0, true), Some(state(110.5, true))).background().unwrap().blind;
+        let blind = blind.expect("a blind sample is named");
+        assert!(blind.contains("device R5CX's shell sees only its own user's processes") && blind.contains("readproc"), "{blind}");
+        assert!(blind.contains("during the 10.0 s harness run"), "{blind}");
+        let seeing = DeviceStateRecord::new("R5CX", None, state(100.0, false), Some(state(110.5, false)));
+        assert_eq!(seeing.background().unwrap().blind, None);
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::adb::{Adb, AdbError};
+use crate::adb::commands::APPLETS;
+use crate::adb::{Adb, AdbError, DeviceShell};
 use crate::hexagon::{self, SocClues};
 
 /// Schema of `npugate devices --json`.
@@ -97,13 +98,24 @@ pub struct DeviceInfo {
     /// Every raw value read (property or file → value), for the record.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub raw: BTreeMap<String, String>,
+    /// Applets of npugate's device command set the device's shell does not find (toybox builds
+    /// differ: Debian's has no `tr`); what npugate reads or does with them is missing on this device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_commands: Vec<String>,
     /// Why probing failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_error: Option<String>,
 }
 
-/// Device-side script printing `key=value` lines; every source is optional.
-const PROBE_SCRIPT: &str = r#"p() { printf '%s=%s\n' "$1" "$2"; }
+/// Device-side script printing `key=value` lines; every source is optional. First a `missing=NAME`
+/// line for each applet of the device command set ([`APPLETS`]) the shell does not find, so a
+/// value that could not be read for lack of one is a named gap, never a silent blank. The shell
+/// drops the NUL that ends `/proc/device-tree/model` (mksh, dash and bash all do), so no `tr` is
+/// needed: Debian's toybox has none.
+fn probe_script() -> String {
+    format!(
+        r#"p() {{ printf '%s=%s\n' "$1" "$2"; }}
+for c in {applets}; do command -v "$c" >/dev/null 2>&1 || p missing "$c"; done
 if command -v getprop >/dev/null 2>&1; then
   for k in ro.product.model ro.product.manufacturer ro.soc.manufacturer ro.soc.model ro.board.platform \
            ro.build.version.release ro.build.version.sdk ro.product.cpu.abi ro.build.fingerprint; do
@@ -114,13 +126,21 @@ p soc0.soc_id "$(cat /sys/devices/soc0/soc_id 2>/dev/null)"
 p uname.m "$(uname -m 2>/dev/null)"
 p uname.r "$(uname -r 2>/dev/null)"
 p os_release.pretty_name "$( (. /etc/os-release && echo "$PRETTY_NAME") 2>/dev/null)"
-p device_tree.model "$(tr -d '\000' </proc/device-tree/model 2>/dev/null)"
-"#;
+p device_tree.model "$(cat /proc/device-tree/model 2>/dev/null)"
+"#,
+        applets = APPLETS.join(" ")
+    )
+}
 
 /// Reads everything [`DeviceInfo`] holds from one online device (one `adb shell`).
 pub fn probe(adb: &Adb, serial: &str) -> Result<DeviceInfo, AdbError> {
-    let stdout = adb.shell_ok(serial, PROBE_SCRIPT, Duration::from_secs(30), "probe device")?;
-    Ok(describe(serial, "device", parse_key_values(&stdout)))
+    probe_shell(&adb.device(serial))
+}
+
+/// [`probe`] through any device shell.
+pub(crate) fn probe_shell(shell: &dyn DeviceShell) -> Result<DeviceInfo, AdbError> {
+    let stdout = shell.run_ok(&probe_script(), Duration::from_secs(30), "probe device")?;
+    Ok(describe(shell.name(), "device", &stdout))
 }
 
 /// Lists every device the server knows; online ones are probed, a failed probe is recorded.
@@ -142,16 +162,39 @@ pub fn list(adb: &Adb) -> anyhow::Result<DeviceList> {
     Ok(DeviceList { schema: DEVICE_LIST_SCHEMA.into(), devices })
 }
 
-fn parse_key_values(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .filter_map(|line| line.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(_, v)| !v.is_empty())
-        .collect()
+impl DeviceInfo {
+    /// One sentence naming the device's missing applets, when it misses any.
+    pub fn gap(&self) -> Option<String> {
+        (!self.missing_commands.is_empty()).then(|| {
+            format!(
+                "device {} lacks {} (not on its shell's PATH): npugate's device-side scripts use them, so what they read or do is \
+                 missing on this device (README, \"Device-side commands\")",
+                self.serial,
+                self.missing_commands.join(", ")
+            )
+        })
+    }
 }
 
-/// Builds the typed description from the raw `key=value` pairs of [`PROBE_SCRIPT`].
-fn describe(serial: &str, state: &str, raw: BTreeMap<String, String>) -> DeviceInfo {
+/// What the probe printed: the `key=value` pairs with a value, and the missing applets.
+fn parse_probe(text: &str) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut raw = BTreeMap::new();
+    let mut missing = Vec::new();
+    for (key, value) in text.lines().filter_map(|line| line.split_once('=')).map(|(k, v)| (k.trim(), v.trim())) {
+        match key {
+            "missing" => missing.push(value.to_string()),
+            _ if !value.is_empty() => {
+                raw.insert(key.to_string(), value.to_string());
+            }
+            _ => {}
+        }
+    }
+    (raw, missing)
+}
+
+/// Builds the typed description from what [`probe_script`] printed.
+fn describe(serial: &str, state: &str, probed: &str) -> DeviceInfo {
+    let (raw, missing_commands) = parse_probe(probed);
     let get = |k: &str| raw.get(k).cloned();
     let android = raw.keys().any(|k| k.starts_with("ro."));
     let clues = SocClues {
@@ -173,6 +216,7 @@ fn describe(serial: &str, state: &str, raw: BTreeMap<String, String>) -> DeviceI
         abi,
         fingerprint: if android { get("ro.build.fingerprint") } else { get("uname.r") },
         raw,
+        missing_commands,
         probe_error: None,
     }
 }
@@ -198,7 +242,7 @@ mod tests {
                    ro.build.version.release=14\nro.product.cpu.abi=arm64-v8a\n\
                    ro.build.fingerprint=samsung/e3q/e3q:14/UP1A/1:user/release-keys\nsoc0.soc_id=557\n\
                    uname.m=aarch64\nuname.r=6.1.25\nos_release.pretty_name=\n";
-        let info = describe("R5CX", "device", parse_key_values(out));
+        let info = describe("R5CX", "device", out);
         assert_eq!(info.os.as_deref(), Some("android"));
         assert_eq!(info.model.as_deref(), Some("SM-S928B"));
         assert_eq!((info.soc.as_deref(), info.hexagon_arch.as_deref()), (Some("SM8650"), Some("v75")));
@@ -209,10 +253,22 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_runs_on_a_phone_shell_and_names_missing_applets() {
+        let info = probe_shell(&crate::adb::LocalShell).unwrap();
+        assert_eq!(info.missing_commands, Vec::<String>::new(), "Debian's toybox has every applet of the set");
+        assert_eq!(info.abi.as_deref(), Some(std::env::consts::ARCH));
+        assert_eq!(info.gap(), None);
+        let info = describe("board", "device", "missing=tr\nmissing=sha256sum\nuname.m=aarch64\n");
+        assert_eq!(info.missing_commands, ["tr", "sha256sum"]);
+        assert!(info.gap().unwrap().starts_with("device board lacks tr, sha256sum (not on its shell's PATH)"), "{:?}", info.gap());
+        assert!(!info.raw.contains_key("missing"));
+    }
+
+    #[test]
     fn linux_board_without_getprop_uses_uname_and_sysfs() {
         let out = "soc0.soc_id=519\nuname.m=aarch64\nuname.r=6.6.0-qcom\n\
                    os_release.pretty_name=Debian GNU/Linux 13 (trixie)\ndevice_tree.model=Qualcomm RB5=x\n";
-        let info = describe("board", "device", parse_key_values(out));
+        let info = describe("board", "device", out);
         assert_eq!(info.os.as_deref(), Some("linux"));
         assert_eq!(info.model.as_deref(), Some("Qualcomm RB5=x"));
         assert_eq!(info.hexagon_arch.as_deref(), Some("v73"));

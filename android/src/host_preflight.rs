@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use npugate_settings::{EpKind, HarnessSettings, KeyValue, SessionSettings, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 use npugate_result::{contract, files};
 use npugate_profile::report::PlacementReport;
 
@@ -36,13 +36,21 @@ pub struct HostPreflight<'a> {
     pub ep_options: &'a [KeyValue],
     /// Shapes of dynamic inputs.
     pub shapes: &'a [ShapeSpec],
+    /// Input data (`--input`) of its inferences.
+    pub inputs: &'a [InputFile],
 }
 
 impl HostPreflight<'_> {
     /// Creates the session on the EP into `out` and returns where the result is and the placement
     /// (also saved as `placement.json` there).
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
-        let session = SessionSettings { ep: self.ep, ep_options: self.ep_options.to_vec(), shapes: self.shapes.to_vec(), ..SessionSettings::default() };
+        let session = SessionSettings {
+            ep: self.ep,
+            ep_options: self.ep_options.to_vec(),
+            shapes: self.shapes.to_vec(),
+            inputs: self.inputs.to_vec(),
+            ..SessionSettings::default()
+        };
         let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
         let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
         let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;

@@ -91,6 +91,26 @@ const OWN_LEFTOVERS: &[&str] = &[
     "result.json.tmp",
 ];
 
+/// Links every file below `from` into `to` (hard links; copies where linking fails), keeping the
+/// tree, except the top-level files named in `rewritten` (the caller writes them anew, and writing
+/// through a hard link would change the attempt's own copy).
+pub fn link_tree(from: &Path, to: &Path, rewritten: &[&str]) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let entry = entry?;
+        if rewritten.iter().any(|name| entry.file_name() == *name) {
+            continue;
+        }
+        let (source, target): (PathBuf, PathBuf) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            link_tree(&source, &target, &[])?;
+        } else if std::fs::hard_link(&source, &target).is_err() {
+            std::fs::copy(&source, &target).with_context(|| format!("cannot copy {} to {}", source.display(), target.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// `npugate-results/<model stem>/<target>`.
 pub fn default_out_dir(model: &Path, target: &str) -> PathBuf {
     let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());

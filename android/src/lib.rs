@@ -19,6 +19,7 @@ pub mod device_lock;
 pub mod device_rack;
 pub mod device_state;
 pub mod devices;
+pub mod ep_plugin;
 pub mod evidence;
 pub mod harnesses;
 pub mod hash_cache;

@@ -64,8 +64,30 @@ pub struct DevicePlace {
     pub settings: AdbSettings,
     /// The limit of one harness run on a device.
     pub run_timeout: Duration,
-    /// `--skip-noisy`: the history whose noisy devices are left out.
-    pub skip_noisy: Option<PathBuf>,
+    /// `--skip-noisy`: the devices the history flags as noisy, left out.
+    pub skip_noisy: Option<NoisyDevices>,
+}
+
+/// Devices whose noise floor drifted well above their peers' (see `npugate devices`): serial and
+/// why, from the history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoisyDevices(pub Vec<(String, String)>);
+
+impl NoisyDevices {
+    /// `serials` without the noisy ones (each named on stderr); an error when none is left.
+    pub fn keep_healthy(&self, serials: Vec<String>) -> Result<Vec<String>> {
+        let why = |serial: &str| self.0.iter().find(|(noisy, _)| noisy == serial).map(|(_, why)| why.clone());
+        let (kept, skipped): (Vec<String>, Vec<String>) = serials.into_iter().partition(|serial| why(serial).is_none());
+        for serial in &skipped {
+            eprintln!("npugate: skipping {serial}: {}", why(serial).unwrap_or_default());
+        }
+        anyhow::ensure!(
+            !kept.is_empty(),
+            "every chosen device is flagged noisy ({}); see `npugate devices`, or run without --skip-noisy",
+            skipped.join(", ")
+        );
+        Ok(kept)
+    }
 }
 
 /// `--qnn`: which QNN version(s) the runtime must carry.
@@ -340,8 +362,8 @@ impl Plan {
     /// one runtime for their common target.
     fn devices(&mut self, place: &DevicePlace, request: &Request<'_>, resources: &dyn Resources) -> Result<()> {
         let mut serials = resources.select_devices(&place.adb, &place.selectors)?;
-        if let Some(history) = &place.skip_noisy {
-            serials = crate::history::health::keep_healthy(serials, history)?;
+        if let Some(noisy) = &place.skip_noisy {
+            serials = noisy.keep_healthy(serials)?;
         }
         let mut probed = Vec::new();
         for serial in &serials {
@@ -498,10 +520,21 @@ fn by_qnn(triple: &str, choice: &QnnChoice, fetched: &[RuntimeManifest], resourc
     let available = || {
         let mut versions: Vec<&str> = candidates.iter().map(|c| c.1.as_str()).collect();
         versions.dedup();
-        if versions.is_empty() {
+        let fetched = if versions.is_empty() {
             format!("none is fetched for {triple} (npugate runtime list shows what can be fetched)")
         } else {
             format!("fetched for {triple}: {}", versions.join(", "))
+        };
+        let fetchable: Vec<String> = crate::runtime::catalog::catalog()
+            .map(|catalog| catalog.runtime)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|entry| entry.target == triple)
+            .filter_map(|entry| entry.qnn_sdk.filter(|sdk| !versions.contains(&sdk.as_str())).map(|sdk| format!("{sdk} (npugate runtime fetch {})", entry.name)))
+            .collect();
+        match fetchable.is_empty() {
+            true => fetched,
+            false => format!("{fetched}; in the catalog, not fetched: {}", fetchable.join(", ")),
         }
     };
     match choice {
@@ -707,6 +740,14 @@ mod tests {
         assert_eq!(names(&cpu), vec![("phone-b".into(), "ort-1.31.1-android".into())]);
         let error = Plan::resolve(&request(Command::Run, devices(&[]), EpKind::Cpu), &fake).unwrap_err().to_string();
         assert!(error.contains("choose with --device"), "{error}");
+        let noisy = |serials: &[&str]| {
+            let Place::Devices(mut place) = devices(&["all"]) else { unreachable!() };
+            place.skip_noisy = Some(NoisyDevices(serials.iter().map(|s| (s.to_string(), "noise floor 30%".to_string())).collect()));
+            Plan::resolve(&request(Command::Compare, Place::Devices(place), EpKind::Cpu), &fake)
+        };
+        assert_eq!(names(&noisy(&["phone-b"]).unwrap()), vec![("phone-a".into(), "ort-1.31.1-android".into())]);
+        let none_left = noisy(&["phone-a", "phone-b"]).unwrap_err().to_string();
+        assert!(none_left.contains("every chosen device is flagged noisy (phone-a, phone-b)"), "{none_left}");
     }
 
     #[test]

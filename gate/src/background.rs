@@ -1,7 +1,10 @@
 //! Background load: whether something else kept the device busy while a run was timed. The host
 //! records the device's busiest processes over the harness run (`device_state.json`); this turns
 //! them into the `max_background_cpu_pct` check when the rule is set, and into a warning otherwise.
-//! Other npugate harnesses seen on the device are always a warning.
+//! Other npugate harnesses seen on the device are always a warning. A device whose shell sees only
+//! its own user's processes (Android's `/proc` is mounted `hidepid`; a shell outside the readproc
+//! group) cannot pass the check: it is `not_applicable` with why, unless a process it did see was
+//! over the limit.
 
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +42,9 @@ pub struct BackgroundLoad {
     pub busiest: Vec<ProcessCpu>,
     /// Other npugate harnesses seen on the device just before or just after the run.
     pub other_harnesses: Vec<ProcessCpu>,
+    /// Why other users' processes were invisible to the sample, when they were (then `busiest`
+    /// holds only the shell user's own processes).
+    pub blind: Option<String>,
 }
 
 /// What `load` says, as the verdict takes it: the `max_background_cpu_pct` check when the rule is
@@ -56,6 +62,7 @@ pub fn assess(rules: &Rules, load: Option<&BackgroundLoad>) -> (Option<Check>, V
         }
     }
     let busiest = load.and_then(|l| l.busiest.iter().max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct)));
+    let blind = load.and_then(|l| l.blind.as_deref());
     let Some(limit) = rules.max_background_cpu_pct.filter(|_| rules.enabled(rule)) else {
         if let (Some(load), Some(process)) = (load, busiest.filter(|p| p.cpu_pct >= WARN_BACKGROUND_CPU_PCT)) {
             warnings.push(format!(
@@ -63,6 +70,9 @@ pub fn assess(rules: &Rules, load: Option<&BackgroundLoad>) -> (Option<Check>, V
                 process.describe(),
                 load.window
             ));
+        }
+        if let Some(why) = blind {
+            warnings.push(format!("background load unknown: {why}"));
         }
         return (None, warnings);
     };
@@ -72,12 +82,19 @@ pub fn assess(rules: &Rules, load: Option<&BackgroundLoad>) -> (Option<Check>, V
             None,
             format!("{rule}: no background load recorded for this run (device runs record it in device_state.json)"),
         ),
+        (Some(load), Some(process)) if process.cpu_pct > limit => {
+            let seen = if blind.is_some() { " (of the processes the device's shell could see)" } else { "" };
+            let message = format!("{rule}: busiest other process{seen} {} {} (> {}%)", process.describe(), load.window, fmt_limit(limit));
+            (CheckStatus::Fail, Some(process.cpu_pct), message)
+        }
+        (Some(_), _) if blind.is_some() => {
+            let why = blind.unwrap_or_default();
+            (CheckStatus::NotApplicable, None, format!("{rule}: not applicable: {why}"))
+        }
         (Some(load), None) => (CheckStatus::Pass, Some(0.0), format!("{rule}: no other process was busy {} (0% <= {}%)", load.window, fmt_limit(limit))),
         (Some(load), Some(process)) => {
-            let ok = process.cpu_pct <= limit;
-            let op = if ok { "<=" } else { ">" };
-            let message = format!("{rule}: busiest other process {} {} ({op} {}%)", process.describe(), load.window, fmt_limit(limit));
-            (if ok { CheckStatus::Pass } else { CheckStatus::Fail }, Some(process.cpu_pct), message)
+            let message = format!("{rule}: busiest other process {} {} (<= {}%)", process.describe(), load.window, fmt_limit(limit));
+            (CheckStatus::Pass, Some(process.cpu_pct), message)
         }
     };
     let check = Check { rule, status, measured, limit: Some(limit), unit: Unit::Percent, message, nodes: Vec::new(), clusters: None };
@@ -97,6 +114,7 @@ mod tests {
             window: "during the 3.0 s harness run".into(),
             busiest: vec![ProcessCpu { pid: 7, name: "kswapd0".into(), cpu_pct: 3.0 }, ProcessCpu { pid: 812, name: "cc1plus".into(), cpu_pct }],
             other_harnesses: vec![],
+            blind: None,
         }
     }
 
@@ -124,5 +142,23 @@ mod tests {
         assert!(warnings[0].contains("another npugate harness") && warnings[0].contains("pid 99"), "{warnings:?}");
         let (disabled, _) = assess(&rules(&["max_background_cpu_pct=20", "disable=[\"max_background_cpu_pct\"]"]), None);
         assert!(disabled.is_none());
+    }
+
+    #[test]
+    fn a_sample_blind_to_other_users_never_passes_silently() {
+        let why = "the device's shell sees only its own processes";
+        let blind = |cpu_pct: f64| BackgroundLoad { blind: Some(why.into()), ..busy(cpu_pct) };
+        let (check, warnings) = assess(&rules(&["max_background_cpu_pct=20"]), Some(&blind(10.0)));
+        let check = check.unwrap();
+        assert_eq!((check.status, check.measured), (CheckStatus::NotApplicable, None));
+        assert!(check.message.contains(why), "{}", check.message);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (check, _) = assess(&rules(&["max_background_cpu_pct=20"]), Some(&blind(97.0)));
+        let check = check.unwrap();
+        assert_eq!(check.status, CheckStatus::Fail, "what it did see was too busy");
+        assert!(check.message.contains("of the processes the device's shell could see"), "{}", check.message);
+        let (check, warnings) = assess(&rules(&[]), Some(&BackgroundLoad { busiest: vec![], ..blind(0.0) }));
+        assert!(check.is_none());
+        assert_eq!(warnings, [format!("background load unknown: {why}")]);
     }
 }

@@ -469,7 +469,7 @@ pub(crate) fn name_nodes(nodes: &[Culprit]) -> String {
     format!(": {}{tail}", named.join("; "))
 }
 
-/// `; the EP rejected them: 330 nodes: Cannot get shape → …; 2 nodes: …` — the EP's reasons by
+/// `; by cause: 330 nodes: Cannot get shape (e.g. …) → …; 2 nodes: …` — the EP's reasons by
 /// cause (see [`PlacementReport::rejections`]), and a preferred EP that claimed nothing said so.
 fn causes_note(report: &PlacementReport) -> String {
     const NAMED_CAUSES: usize = 3;
@@ -653,7 +653,7 @@ fn moved_nodes(view: &PlacementView<'_>, before: &crate::baseline::BaselinePlace
     view.report
         .nodes
         .iter()
-        .filter(|n| n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
+        .filter(|n| n.not_placed.is_none() && n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
         .filter(|n| !rules.allows(&n.name, &n.op_type))
         .filter(|n| !view.excused.iter().any(|e| e.name == n.name))
         .map(|n| moved_culprit(view.report, n, Some(&before.preferred_ep)))
@@ -724,8 +724,28 @@ fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&
             out.push(format!("placement is a prediction: {predicted}"));
         }
     }
+    out.extend(htp_performance_mode_warning(run));
     out.extend(run.warnings.iter().cloned());
     out
+}
+
+/// A warning when the QNN HTP backend did not apply the `htp_performance_mode` the run asked for
+/// (the timed runs then ran in the backend's default power state), or left no record of it.
+fn htp_performance_mode_warning(run: &RunResult) -> Option<String> {
+    let options = &run.execution.ep_options;
+    let requested = options.get("htp_performance_mode").filter(|mode| *mode != "default")?;
+    let htp = options.get("backend_type").is_some_and(|t| t == "htp")
+        || options.get("backend_path").is_some_and(|p| p.to_ascii_lowercase().contains("htp"));
+    let backend = run.backend.as_ref().filter(|b| htp && b.started)?;
+    let said = match &backend.htp_power {
+        None => "the log holds no account of the HTP backend's power configuration (a harness older than the account, or a log below VERBOSE)".to_string(),
+        Some(power) if !power.applied => format!("not applied: {}", power.not_applied.as_deref().unwrap_or("the backend did not set it")),
+        Some(power) => match power.performance_mode.as_deref() {
+            Some(mode) if mode != requested => format!("the EP set {mode} instead"),
+            _ => return None,
+        },
+    };
+    Some(format!("htp_performance_mode={requested} was requested, but {said}; the timed runs ran in whatever power state the HTP was in"))
 }
 
 #[cfg(test)]

@@ -134,11 +134,8 @@ fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
     assert_eq!(verdict.outcome, Outcome::Fail, "a verdict (exit 1), not an error");
     let share = find(&verdict, RuleName::NpuFlopsPct);
     assert!(share.message.contains("QNNExecutionProvider started but claimed no node"), "{}", share.message);
-    assert!(
-        share.message.contains("by cause: 28 nodes: Cannot get shape → the model has dynamic input dims; pass --shape images=1x3x640x640"),
-        "{}",
-        share.message
-    );
+    assert!(share.message.contains("by cause: 28 nodes: Cannot get shape (e.g. "), "{}", share.message);
+    assert!(share.message.contains(", …) → the model has dynamic input dims; pass --shape images=1x3x640x640"), "{}", share.message);
     let count = find(&verdict, RuleName::MaxFallbackNodes);
     assert!(count.message.starts_with("max_fallback_nodes: 28 nodes > 0"), "{}", count.message);
     assert!(count.message.contains("by cause: 28 nodes: Cannot get shape"), "{}", count.message);
@@ -161,4 +158,32 @@ fn an_emulated_run_leaves_speed_rules_not_applicable_and_still_judges_placement(
     clean.execution.emulated = Some("emulator".into());
     let verdict = judge(&Evidence::new(&clean, Ok(&report)), &rules);
     assert_eq!(verdict.outcome, Outcome::Pass, "not-applicable checks never make the outcome an error: {:?}", verdict.checks);
+}
+
+#[test]
+fn a_requested_htp_performance_mode_the_backend_did_not_apply_is_a_warning() {
+    use npugate_result::HtpPowerReport;
+    let (mut run, report) = (common::run(vec![1_000_000; 30]), placement(QNN, &detector_nodes()));
+    run.execution.ep_options.insert("htp_performance_mode".into(), "burst".into());
+    let warnings = |run: &npugate_result::RunResult| judge(&Evidence::new(run, Ok(&report)), &Rules::default()).warnings;
+    let backend = run.backend.as_mut().unwrap();
+    backend.htp_power = Some(HtpPowerReport {
+        performance_mode: Some("burst".into()),
+        status: Some("0x0".into()),
+        applied: false,
+        not_applied: Some("QNN HTP backend: No perf settings support on this platform".into()),
+        ..HtpPowerReport::default()
+    });
+    let said = warnings(&run);
+    assert!(
+        said.iter().any(|w| w.starts_with("htp_performance_mode=burst was requested, but not applied: QNN HTP backend: No perf settings support")),
+        "{said:?}"
+    );
+    let applied = HtpPowerReport { applied: true, not_applied: None, ..run.backend.as_ref().unwrap().htp_power.clone().unwrap() };
+    run.backend.as_mut().unwrap().htp_power = Some(applied);
+    assert!(!warnings(&run).iter().any(|w| w.contains("htp_performance_mode")), "applied: no warning");
+    run.backend.as_mut().unwrap().htp_power = None;
+    assert!(warnings(&run).iter().any(|w| w.contains("holds no account of the HTP backend's power configuration")));
+    run.execution.ep_options.insert("backend_path".into(), "libQnnSaver.so".into());
+    assert!(!warnings(&run).iter().any(|w| w.contains("htp_performance_mode")), "not the HTP backend: nothing to apply");
 }

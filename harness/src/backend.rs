@@ -13,7 +13,7 @@ use std::fmt;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use npugate_result::{Assignment, BackendHealth};
+use npugate_result::{Assignment, BackendHealth, HtpPowerReport};
 
 /// The QNN EP's name, whose backend health is read from QNN's own log lines.
 const QNN: &str = "QNNExecutionProvider";
@@ -93,6 +93,19 @@ pub fn log_since(log: &Path, start: u64) -> String {
     String::from_utf8_lossy(&text).into_owned()
 }
 
+/// Lines written to the log between two of its lengths (`start..end`, from [`log_position`]); 0
+/// when unreadable.
+pub fn lines_between(log: &Path, start: u64, end: u64) -> u64 {
+    let mut window = Vec::new();
+    if let Ok(mut file) = std::fs::File::open(log) {
+        if file.seek(SeekFrom::Start(start)).is_ok() {
+            // An unreadable log counts nothing; the count is a record, not a decision.
+            let _ = file.take(end.saturating_sub(start)).read_to_end(&mut window);
+        }
+    }
+    window.iter().filter(|b| **b == b'\n').count() as u64
+}
+
 /// Why an Android `ADSP_LIBRARY_PATH` cannot work: the DSP loader splits it on `;` only, so a
 /// `:`-separated list is one nonexistent directory and the Skel never loads.
 pub fn adsp_library_path_problem(value: &str) -> Option<String> {
@@ -127,7 +140,88 @@ pub fn assess(log: &str, assignment: &Assignment, ep: &str, adsp_problem: Option
     if let Some(problem) = adsp_problem.filter(|_| reason.is_some()) {
         evidence.push(problem.to_string());
     }
-    BackendHealth { started: reason.is_none(), evidence, reason }
+    let htp_power = (ep == QNN).then(|| htp_power(log)).flatten();
+    BackendHealth { started: reason.is_none(), evidence, reason, htp_power }
+}
+
+/// The QNN EP's lines about the power configuration it asks for (`qnn_htp_power_config_manager.cc`).
+const POWER_MODE_SET: &str = "Updating htp performance mode to: ";
+const POWER_MODE_KEPT: &str = "Requested htp performance mode is the same as last set (";
+const RPC_POLLING_SET: &str = "Updating rpc polling time to: ";
+const RPC_POLLING_KEPT: &str = "Requested rpc polling time is the same as last set (";
+const RPC_LATENCY_SET: &str = "Updating rpc control latency to: ";
+const RPC_LATENCY_KEPT: &str = "Requested rpc control latency is the same as last set (";
+/// The QNN EP's errors when the power configuration could not be set.
+const POWER_ERRORS: &[&str] = &["Unable to set HTP power configurations.", "Failed to create HTP power config id."];
+/// The backend's own start and end of setting a power configuration.
+const SET_POWER_STARTED: &str = "htpPerfInfrastructureSetPowerConfig started";
+const SET_POWER_DONE: &str = "htpPerfInfrastructureSetPowerConfig done. status ";
+/// The backend's word that it cannot apply performance settings (Qualcomm's host build says it).
+const NO_PERF_SUPPORT: &str = "No perf settings support on this platform";
+/// Backend lines inside the block that say nothing about the settings.
+const POWER_NOISE: &[&str] = &["Get HTP power device instance", "Deactivated logger"];
+/// At most this many of the backend's settings lines are kept.
+const MAX_POWER_SETTINGS: usize = 32;
+
+/// What the QNN EP and the HTP backend logged about the power configuration set up for the
+/// session (its first `setPowerConfig` in `log`); `None` when the log has no such line (another
+/// backend, or a log below VERBOSE).
+pub fn htp_power(log: &str) -> Option<HtpPowerReport> {
+    let mut report = HtpPowerReport::default();
+    let mut seen = false;
+    let mut in_block = false;
+    let mut block_done = false;
+    for line in log.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let after = |marker: &str| line.find(marker).map(|at| &line[at + marker.len()..]);
+        let number = |marker: &str| after(marker).and_then(leading_number);
+        if let Some(mode) = after(POWER_MODE_SET).map(|m| m.trim_end_matches('.')).or_else(|| after(POWER_MODE_KEPT).and_then(|m| m.split(')').next())) {
+            report.performance_mode.get_or_insert_with(|| mode.to_string());
+            seen = true;
+        } else if let Some(us) = number(RPC_POLLING_SET).or_else(|| number(RPC_POLLING_KEPT)) {
+            report.rpc_polling_time_us.get_or_insert(us);
+            seen = true;
+        } else if let Some(us) = number(RPC_LATENCY_SET).or_else(|| number(RPC_LATENCY_KEPT)) {
+            report.rpc_control_latency_us.get_or_insert(us);
+            seen = true;
+        } else if let Some(error) = POWER_ERRORS.iter().find_map(|marker| message_from(line, marker)) {
+            report.not_applied.get_or_insert(format!("QNN EP: {error}"));
+            seen = true;
+        } else if line.contains(SET_POWER_STARTED) && !block_done {
+            in_block = true;
+            seen = true;
+        } else if let Some(status) = after(SET_POWER_DONE).filter(|_| in_block) {
+            report.status = Some(status.trim().to_string());
+            (in_block, block_done) = (false, true);
+        } else if in_block {
+            let Some(message) = qnn_message(line) else { continue };
+            if message.contains(NO_PERF_SUPPORT) {
+                report.not_applied.get_or_insert(format!("QNN HTP backend: {NO_PERF_SUPPORT}"));
+            }
+            let noise = POWER_NOISE.iter().any(|n| message.contains(n)) || report.backend_settings.last().is_some_and(|l| l == message);
+            if !noise && report.backend_settings.len() < MAX_POWER_SETTINGS {
+                report.backend_settings.push(message.to_string());
+            }
+        }
+    }
+    if let Some(status) = report.status.as_deref().filter(|s| *s != "0x0") {
+        report.not_applied.get_or_insert(format!("QNN HTP backend: setPowerConfig returned status {status}"));
+    }
+    if report.status.is_none() && report.not_applied.is_none() && report.performance_mode.as_deref() != Some("default") {
+        report.not_applied = Some("the log holds no record of the HTP backend setting the power configuration".into());
+    }
+    report.applied = report.not_applied.is_none();
+    seen.then_some(report)
+}
+
+/// The message of a QNN backend line (`… <V> message`), without its level tag.
+fn qnn_message(line: &str) -> Option<&str> {
+    ["<V> ", "<I> ", "<W> ", "<E> "].iter().find_map(|tag| line.find(tag).map(|at| line[at + tag.len()..].trim()))
+}
+
+/// The number a text starts with (`9999us.` → 9999).
+fn leading_number(text: &str) -> Option<u64> {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The backend failure the log names, if any: the most telling cause, then the QNN EP's
@@ -281,6 +375,55 @@ mod tests {
         assert_eq!(dead.to_string(), "OpenVINOExecutionProvider did not start: Device NPU is not available");
         assert!(DidNotStart::is_cause_of(&dead.context("timed session")));
         assert!(!DidNotStart::is_cause_of(&anyhow::anyhow!("cannot create a session")));
+    }
+
+    /// The power configuration block of a real session set up by Qualcomm's host HTP backend
+    /// (QNN 2.51 in onnxruntime-qnn 2.7.0 under wine, SM8650, `htp_performance_mode=burst`),
+    /// trimmed to the lines the parser reads and a few it skips.
+    const EMULATOR_POWER_LOG: &str = "\
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <I> htpPerfInfrastructureCreatePowerConfigId done. status 0x0
+[V:onnxruntime:profiled, qnn_htp_power_config_manager.cc:39 onnxruntime::qnn::power::HtpPowerConfigManager::AddRpcPollingTime] Updating rpc polling time to: 9999us.
+[V:onnxruntime:profiled, qnn_htp_power_config_manager.cc:57 onnxruntime::qnn::power::HtpPowerConfigManager::AddRpcControlLatency] Requested rpc control latency is the same as last set (0). Ignoring request
+[V:onnxruntime:profiled, qnn_htp_power_config_manager.cc:113 onnxruntime::qnn::power::HtpPowerConfigManager::AddHtpPerformanceMode] Updating htp performance mode to: burst.
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <I> htpPerfInfrastructureSetPowerConfig started for powerConfigId: 172534280
+
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> Get HTP power device instance for device id 0 core id 0 processDomain id 0 coreType 0
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> set power settings rpc polling time 9999
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> set power settings rpc polling time 9999
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> No perf settings support on this platform
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> set power settings DCVS V3 for context id 172534280:
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> dcvsEnable 0
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> powerMode 16
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <I> htpPerfInfrastructureSetPowerConfig done. status 0x0
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <I> htpPerfInfrastructureSetPowerConfig started for powerConfigId: 1
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 onnxruntime::qnn::QnnLogging]  <V> powerMode 99
+";
+
+    #[test]
+    fn the_power_configuration_is_read_from_the_setup_log() {
+        let report = htp_power(EMULATOR_POWER_LOG).unwrap();
+        assert_eq!(report.performance_mode.as_deref(), Some("burst"));
+        assert_eq!((report.rpc_polling_time_us, report.rpc_control_latency_us), (Some(9999), Some(0)));
+        assert_eq!(report.status.as_deref(), Some("0x0"));
+        assert_eq!(
+            report.backend_settings,
+            ["set power settings rpc polling time 9999", "No perf settings support on this platform", "set power settings DCVS V3 for context id 172534280:", "dcvsEnable 0", "powerMode 16"]
+        );
+        assert!(!report.applied, "the host build says it cannot");
+        assert_eq!(report.not_applied.as_deref(), Some("QNN HTP backend: No perf settings support on this platform"));
+
+        // A device's backend that set it without complaint (the same block without the host build's line).
+        let device = EMULATOR_POWER_LOG.replace("No perf settings support on this platform", "setSleepLatency 1");
+        let report = htp_power(&device).unwrap();
+        assert!(report.applied && report.not_applied.is_none(), "{report:?}");
+        let failed = device.replace("status 0x0", "status 0x3ea");
+        assert_eq!(htp_power(&failed).unwrap().not_applied.as_deref(), Some("QNN HTP backend: setPowerConfig returned status 0x3ea"));
+        let unrecorded = "[V:onnxruntime:profiled, x.cc:1 F] Updating htp performance mode to: burst.";
+        assert!(htp_power(unrecorded).unwrap().not_applied.unwrap().contains("no record"));
+        let default = "[V:onnxruntime:profiled, x.cc:1 F] Requested htp performance mode is the same as last set (default). Ignoring request";
+        let report = htp_power(default).unwrap();
+        assert_eq!((report.performance_mode.as_deref(), report.applied), (Some("default"), true));
+        assert_eq!(htp_power("[W:onnxruntime:timed, x.cc:1 F] something else"), None);
     }
 
     #[test]

@@ -13,11 +13,10 @@ use npugate_result::{FusionGroup, Fusions};
 use npugate_onnx::proto::GraphProto;
 use npugate_onnx::Model;
 
-/// Sets the optimized graph in `optimized` against the model in `model` (main graphs).
-pub fn map(model: &Path, optimized: &Path) -> Result<Fusions> {
-    let read = |path: &Path| Model::read(path).map_err(|e| anyhow!("{e}"));
-    let (original, optimized) = (read(model)?, read(optimized)?);
-    let (Some(a), Some(b)) = (original.proto().graph.as_ref(), optimized.proto().graph.as_ref()) else {
+/// Sets the optimized graph in `optimized` against `model` (main graphs).
+pub fn map(model: &Model, optimized: &Path) -> Result<Fusions> {
+    let optimized = Model::read(optimized).map_err(|e| anyhow!("{e}"))?;
+    let (Some(a), Some(b)) = (model.proto().graph.as_ref(), optimized.proto().graph.as_ref()) else {
         return Ok(Fusions::default());
     };
     Ok(groups(a, b))

@@ -21,7 +21,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::{LlmGraph, LlmModel};
 use npugate_result::digest::{model_digest, sha256_file};
-use npugate_result::{files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelInfo};
+use npugate_result::{files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelGraph, ModelInfo, RunResult, TimedLog};
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
 use npugate_stats::{median, LatencyStats};
@@ -32,6 +32,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
+use crate::graph::LoadedModel;
 use crate::kv::{self, Buffer, View};
 use crate::measure::{quiet_run_options, run_with_binding};
 use crate::session::SessionPlan;
@@ -100,13 +101,18 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.settings.runs = spec.generations;
     result.settings.warmup = spec.warmup;
     let Setup { out, log, env, mut timings, ep_name, plan, .. } = setup;
-    let plans: Vec<SessionPlan> = llm.graphs.iter().map(|graph| graph_plan(&plan, graph, llm.graphs.len())).collect();
+    let loaded = llm.graphs.iter().map(|graph| LoadedModel::read(&graph.path)).collect::<Result<Vec<_>>>()?;
+    let plans: Vec<SessionPlan> = llm.graphs.iter().zip(&loaded).map(|(graph, loaded)| graph_plan(&plan, graph, loaded, llm.graphs.len())).collect();
+    let model_graphs: Vec<ModelGraph> = loaded.iter().zip(&plans).map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings)).collect();
 
+    // The timed sessions log at an app's level (nothing per inference); a session-only run has no
+    // timed runs and its sessions are the VERBOSE account.
+    let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = crate::backend::log_position(&log);
     let start = Instant::now();
     let mut sessions = Vec::new();
     for (graph, plan) in llm.graphs.iter().zip(&plans) {
-        let created = plan.create(&env, &format!("timed:{}", graph.id)).map_err(|e| setup::explain_with_backend(e, &plan.ep, &log, log_start));
+        let created = plan.create(&env, &format!("timed:{}", graph.id), timed_level).map_err(|e| setup::explain_with_backend(e, &plan.ep, &log, log_start));
         match created {
             Ok(session) => sessions.push(Rc::new(session)),
             Err(error) if args.settings.session_only => {
@@ -120,12 +126,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     timings.session_create_ns = setup::elapsed_ns(start);
     let assignments: Vec<Assignment> = sessions.iter().map(|s| crate::session::assignment(s)).collect();
     result.assignment = merged(&assignments);
-    result.backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| crate::backend::assess(&crate::backend::log_since(&log, log_start), &result.assignment, &ep_name, setup::adsp_problem().as_deref()));
-    result.execution.emulated = setup::emulation(args, result.backend.as_ref());
+    let mut account = args.settings.session_only.then(|| crate::backend::log_since(&log, log_start));
     let prompt = prompt_ids(&llm, spec.prompt, args.settings.seed)?;
     result.inputs = vec![describe_prompt(&llm, &prompt, args.settings.seed)];
     let mut generation = Generation {
@@ -149,13 +150,14 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
         peak_rss_bytes: None,
         prompt_ids: prompt.clone(),
         tokens: Vec::new(),
-        graphs: graph_runs(&llm, &spec, &assignments)?,
+        graphs: graph_runs(&llm, &spec, &assignments, model_graphs)?,
     };
 
     if args.settings.session_only {
         drop(sessions);
         result.timings = timings;
         result.generation = Some(generation);
+        assess_backend(args, &mut result, account, &env, &plans, &log, &ep_name);
         result.write(&out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
         return Ok(());
     }
@@ -166,7 +168,13 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let mut generator = Generator::new(&llm, &spec, by_phase(Phase::Prompt), by_phase(Phase::Token))?;
     generation.kv.mode = generator.kv.mode().into();
     generation.kv.allocated_bytes = generator.kv.allocated_bytes();
+    // ONNX Runtime's own loggers log at the timed level too while the graphs run, as in an app.
+    env.set_log_level(crate::session::log_level(args.settings.ort_log_level));
+    let runs_start = crate::backend::log_position(&log);
     let measured = generator.measure(&prompt, &spec, &mut generation);
+    let lines_during_runs = crate::backend::lines_between(&log, runs_start, crate::backend::log_position(&log));
+    env.set_log_level(ort::logging::LogLevel::Verbose);
+    result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
     // The cold start of the gate's latency series (decode steps): the first decode step run.
     timings.first_inference_ns = generator.first_step_ns;
     let saved = match (&measured, args.settings.check_outputs) {
@@ -191,16 +199,27 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.timings = timings;
     result.generation = Some(generation);
 
-    let finished = measured.map(drop).and_then(|()| saved.map(drop)).and_then(|()| {
-        finish(args, &env, &llm, &plans, &prompt, &spec, &out, &mut result)
-    });
+    let after = AfterRuns { args, env: &env, llm: &llm, plans: &plans, prompt: &prompt, spec: &spec, out: &out };
+    let finished = measured.map(drop).and_then(|()| saved.map(drop)).and_then(|()| finish(&after, &mut result, &mut account));
+    assess_backend(args, &mut result, account, &env, &plans, &log, &ep_name);
     setup::conclude(result, finished, &ep_name, &out)
+}
+
+/// The accelerator's health and emulation from the VERBOSE account: the session-only sessions'
+/// or the profiled pass's set-up log, else one account session per graph.
+fn assess_backend(args: &Args, result: &mut RunResult, account: Option<String>, env: &Environment, plans: &[SessionPlan], log: &Path, ep_name: &str) {
+    if !args.settings.ep.is_accelerator() {
+        return;
+    }
+    let account = account.unwrap_or_else(|| plans.iter().map(|plan| setup::account_session(env, plan, log, &mut result.warnings)).collect());
+    result.backend = Some(crate::backend::assess(&account, &result.assignment, ep_name, setup::adsp_problem().as_deref()));
+    result.execution.emulated = setup::emulation(args, result.backend.as_ref());
 }
 
 /// The session plan of one graph: the run's plan on the graph's file; with QNN and several
 /// graphs, one shared EP context across them (what onnxruntime-genai sets for QNN).
-fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, graphs: usize) -> SessionPlan {
-    let mut plan = SessionPlan { model: graph.path.clone(), source_model: graph.path.clone(), ..plan.clone() };
+fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, graphs: usize) -> SessionPlan {
+    let mut plan = SessionPlan { model: graph.path.clone(), source_model: graph.path.clone(), renamed: loaded.renamed.clone(), ..plan.clone() };
     if plan.ep.kind == EpKind::Qnn && graphs > 1 && !plan.session_config.iter().any(|(k, _)| k == SHARE_EP_CONTEXTS) {
         plan.session_config.push((SHARE_EP_CONTEXTS.into(), "1".into()));
     }
@@ -246,10 +265,10 @@ fn merged(assignments: &[Assignment]) -> Assignment {
 }
 
 /// Each graph with its phases: runs per generation and the shapes fed.
-fn graph_runs(llm: &LlmModel, spec: &Spec, assignments: &[Assignment]) -> Result<Vec<GraphRun>> {
+fn graph_runs(llm: &LlmModel, spec: &Spec, assignments: &[Assignment], model_graphs: Vec<ModelGraph>) -> Result<Vec<GraphRun>> {
     let chunk = prompt_chunk(llm, spec);
     let mut runs = Vec::new();
-    for (graph, assignment) in llm.graphs.iter().zip(assignments) {
+    for ((graph, assignment), model_graph) in llm.graphs.iter().zip(assignments).zip(model_graphs) {
         let mut phases = Vec::new();
         if graph.run_on_prompt {
             phases.push(GraphPhase { phase: Phase::Prompt.name().into(), runs: spec.prompt / chunk, input_shapes: Vec::new(), profile: None, reference_profile: None });
@@ -267,6 +286,7 @@ fn graph_runs(llm: &LlmModel, spec: &Spec, assignments: &[Assignment]) -> Result
             inputs: graph.inputs.iter().map(signature).collect(),
             outputs: graph.outputs.iter().map(signature).collect(),
             assignment: assignment.clone(),
+            graph: Some(model_graph),
             phases,
         });
     }
@@ -729,17 +749,38 @@ fn save_outputs(out: &Path, tokens: &[i64], logits: &[f32]) -> Result<(Vec<Strin
     ))
 }
 
+/// What the steps after the timed generations work with.
+struct AfterRuns<'a> {
+    args: &'a Args,
+    env: &'a Environment,
+    llm: &'a LlmModel,
+    plans: &'a [SessionPlan],
+    prompt: &'a [i64],
+    spec: &'a Spec,
+    out: &'a Path,
+}
+
 /// After the timed generations: library identities, the profiled generation (a session per
-/// graph and phase) and the reference pass (one prompt and one decode step on the CPU EP).
-#[allow(clippy::too_many_arguments)]
-fn finish(args: &Args, env: &Environment, llm: &LlmModel, plans: &[SessionPlan], prompt: &[i64], spec: &Spec, out: &Path, result: &mut npugate_result::RunResult) -> Result<()> {
+/// graph and phase) and the reference pass (one prompt and one decode step on the CPU EP). The
+/// profiled sessions log VERBOSE: what they logged while they were created is the EP's account.
+fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<String>) -> Result<()> {
+    let AfterRuns { args, env, llm, plans, prompt, spec, out } = *after;
     let first = plans.first().ok_or_else(|| anyhow!("the model has no graph"))?;
     result.runtime.libraries = setup::library_identities(args, &first.ep_options)?;
     let Some(generation) = result.generation.as_mut() else { return Ok(()) };
     if args.settings.profile_runs > 0 {
         let start = Instant::now();
-        let profiled = |graph: usize, phase: Phase| plans[graph].create_profiled(env, &out.join(format!("profile-{}-{}", graph, phase.name())), None);
-        let written = profile_generation(llm, spec, prompt, spec.gen, profiled).context("profiled pass")?;
+        let log = out.join(files::ORT_LOG);
+        let created_log = std::cell::RefCell::new(String::new());
+        let profiled = |graph: usize, phase: Phase| {
+            let log_start = crate::backend::log_position(&log);
+            let session = plans[graph].create_profiled(env, &out.join(format!("profile-{}-{}", graph, phase.name())), None);
+            created_log.borrow_mut().push_str(&crate::backend::log_since(&log, log_start));
+            session
+        };
+        let written = profile_generation(llm, spec, prompt, spec.gen, profiled);
+        *account = Some(created_log.into_inner());
+        let written = written.context("profiled pass")?;
         attach(generation, written, out, "profile", |p, file| p.profile = Some(file))?;
         result.timings.profiled_pass_ns = setup::elapsed_ns(start);
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use npugate_result::{files, FixedFrom, ModelInfo, RunResult, Timings};
+use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
 use ort::environment::Environment;
 
 mod backend;
@@ -16,6 +16,7 @@ mod context_cache;
 mod fingerprint;
 mod fusions;
 mod generate;
+mod graph;
 mod inputs;
 mod kv;
 mod measure;
@@ -33,7 +34,7 @@ use inputs::PreparedInput;
 use measure::BoundSession;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
 use session::SessionPlan;
-use setup::{adsp_problem, conclude, elapsed_ns, emulation, explain_with_backend, histogram, library_identities, refused, Setup};
+use setup::{account_session, adsp_problem, conclude, model_graph, elapsed_ns, emulation, explain_with_backend, histogram, library_identities, refused, Setup};
 
 /// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
@@ -58,6 +59,8 @@ fn run(args: &Args) -> Result<()> {
     }
     let model_bytes = check_model_file(&args.model)?;
     let mut setup = Setup::new(args, &args.model)?;
+    let loaded = graph::LoadedModel::read(&args.model)?;
+    setup.plan.renamed = loaded.renamed.clone();
     let identity = model_files::identify(&args.model, model_bytes, &args.model_files)?;
     let plan = match &args.settings.context_cache {
         Some(dir) => with_context_cache(args, &setup.env, setup.plan.clone(), dir, &identity.digest, &setup.ort_version, &mut setup.timings)?,
@@ -80,9 +83,13 @@ fn run(args: &Args) -> Result<()> {
     result.execution.context_model = args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string());
     let Setup { out, log, env, mut timings, ep_name, .. } = setup;
 
+    result.graph = Some(model_graph(&loaded, &env, &plan, &out, &mut result.warnings));
+    // The timed session logs at an app's level (nothing per inference); a session-only run has no
+    // timed runs and its one session is the VERBOSE account.
+    let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let created = plan.create(&env, "timed").map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    let created = plan.create(&env, "timed", timed_level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
         Ok(session) => session,
@@ -93,25 +100,43 @@ fn run(args: &Args) -> Result<()> {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
     }
     result.assignment = session::assignment(&timed);
-    result.backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| backend::assess(&backend::log_since(&log, log_start), &result.assignment, &ep_name, adsp_problem().as_deref()));
-    result.execution.emulated = emulation(args, result.backend.as_ref());
+    let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
     result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
-    let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass;
+    let needs_inputs = !args.settings.session_only || !args.settings.no_reference_pass || args.settings.execute_once;
     let prepared = match needs_inputs {
         true => inputs::prepare(timed.inputs(), &args.settings.shapes, &args.settings.inputs, args.settings.seed)?,
         false => Vec::new(),
     };
     let (measured, saved_outputs) = if args.settings.session_only {
-        drop(timed);
+        if args.settings.execute_once {
+            let log_start = backend::log_position(&log);
+            let start = Instant::now();
+            match BoundSession::new(timed, &prepared).and_then(|mut bound| bound.run_once()) {
+                Ok(()) => timings.first_inference_ns = elapsed_ns(start),
+                Err(error) => result.inference_error = Some(explained_inference_error(&error, &log, log_start)),
+            }
+        } else {
+            drop(timed);
+        }
         (Ok(()), Ok(Vec::new()))
     } else {
         let mut bound = BoundSession::new(timed, &prepared)?;
+        // ONNX Runtime's own loggers (arenas, the QNN backend's messages) log at the timed level too
+        // while the model runs, as in an app; the VERBOSE account is logged before and after.
+        env.set_log_level(session::log_level(args.settings.ort_log_level));
+        let runs_start = backend::log_position(&log);
         let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
+        let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
+        env.set_log_level(ort::logging::LogLevel::Verbose);
+        result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
+        let allocated: Vec<&str> = bound.allocated_on_run().collect();
+        if !allocated.is_empty() {
+            result.warnings.push(format!(
+                "output(s) {} have no static declared shape, or another shape than declared: ONNX Runtime allocates them on every run",
+                allocated.join(", ")
+            ));
+        }
         // After the timed loop, never inside it: one extra run whose outputs are saved.
         let saved_outputs = match (&measured, args.settings.check_outputs) {
             (Ok(()), true) => outputs::save(&mut bound, &out),
@@ -135,7 +160,12 @@ fn run(args: &Args) -> Result<()> {
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
     let finished = measured
         .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(args, &env, &plan, &prepared, &out, &mut result));
+        .and_then(|()| finish(&AfterRuns { args, env: &env, model: &loaded.model, plan: &plan, prepared: &prepared, out: &out }, &mut result, &mut account));
+    if args.settings.ep.is_accelerator() {
+        let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
+        result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
+        result.execution.emulated = emulation(args, result.backend.as_ref());
+    }
     conclude(result, finished, &ep_name, &out)
 }
 
@@ -144,15 +174,20 @@ const OPTIMIZED_GRAPH: &str = "optimized_graph.onnx";
 /// Its weights, kept out of the graph file so that reading it stays cheap.
 const OPTIMIZED_WEIGHTS: &str = "optimized_graph.weights";
 
-/// The steps after the timed runs: library identity, profiled pass, reference pass.
-fn finish(
-    args: &Args,
-    env: &Environment,
-    plan: &SessionPlan,
-    prepared: &[PreparedInput],
-    out: &Path,
-    result: &mut RunResult,
-) -> Result<()> {
+/// What the steps after the timed runs work with.
+struct AfterRuns<'a> {
+    args: &'a Args,
+    env: &'a Environment,
+    model: &'a npugate_onnx::Model,
+    plan: &'a SessionPlan,
+    prepared: &'a [PreparedInput],
+    out: &'a Path,
+}
+
+/// The steps after the timed runs: library identity, profiled pass, reference pass. The profiled
+/// session logs VERBOSE: what it logged while it was created is the EP's account (`account`).
+fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<String>) -> Result<()> {
+    let AfterRuns { args, env, model, plan, prepared, out } = *after;
     // A session-only run (preflight, compile) hashes nothing: its runtime's manifest holds the hashes.
     if !args.settings.session_only {
         result.runtime.libraries = library_identities(args, &plan.ep_options)?;
@@ -167,11 +202,15 @@ fn finish(
         // A CPU-EP session saves its optimized graph (weights in a side file), so fused kernels can
         // be traced back to the nodes they replaced; compiling EPs cannot serialize their graphs.
         let optimized = (args.settings.ep == EpKind::Cpu).then(|| out.join(OPTIMIZED_GRAPH));
-        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref())?;
+        let log = out.join(files::ORT_LOG);
+        let log_start = backend::log_position(&log);
+        let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref());
+        *account = Some(backend::log_since(&log, log_start));
+        let session = session?;
         profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         if let Some(optimized) = &optimized {
-            match fusions::map(&args.model, optimized) {
+            match fusions::map(model, optimized) {
                 Ok(fusions) => result.fusions = Some(fusions),
                 Err(error) => result.warnings.push(format!("kernels could not be traced to the model's nodes: {error:#}")),
             }
@@ -236,7 +275,7 @@ fn with_context_cache(
         let log_start = backend::log_position(&log);
         let start = Instant::now();
         let compiling = plan.with_session_config(&context_cache::write_config(&context_model));
-        let session = compiling.create(env, "compile").map_err(|e| {
+        let session = compiling.create(env, "compile", None).map_err(|e| {
             let e = e.context(
                 "--context-cache: cold session creation (compile, then write the context binary) failed; only EPs that \
                  compile (QNN HTP/GPU, OpenVINO, TensorRT, …) make context binaries",
@@ -250,3 +289,12 @@ fn with_context_cache(
     Ok(SessionPlan { model: context_model, ..plan })
 }
 
+/// A failed inference in the EP's own words: ORT's error, and the first error ORT logged since
+/// `log_start` when it says more (e.g. QNN's message for a kernel that failed).
+fn explained_inference_error(error: &anyhow::Error, log: &Path, log_start: u64) -> String {
+    let message = format!("{error:#}");
+    match backend::first_logged_error(&backend::log_since(log, log_start)) {
+        Some(logged) if !message.contains(&logged) => format!("{message}; ORT logged: {logged}"),
+        _ => message,
+    }
+}

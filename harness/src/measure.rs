@@ -1,12 +1,23 @@
 //! The measurement loop: inputs and outputs are bound once, then every run is one raw
 //! `RunWithBinding` call between two monotonic clock reads — nothing is allocated in the loop.
+//!
+//! An output bound to a device keeps, after a run, the tensor ONNX Runtime allocated for it, and
+//! the next run writes into it as into a preallocated buffer, checked against the model's
+//! declared shape. That holds only for outputs whose shape is the declared, static one. An output
+//! whose real shape differs from the declaration (declared rank 2, real rank 3) or is not
+//! declared static (NonZero, TopK with a runtime k: the size depends on the data) is bound to the
+//! device again before every run, outside the clock reads, so ONNX Runtime allocates it anew, as
+//! a plain `session.run` would. Which outputs need that is known after the first run.
 
+use std::ffi::CString;
+use std::ptr;
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 use ort::logging::LogLevel;
 use ort::memory::MemoryInfo;
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session, SessionOutputs};
+use ort::value::ValueType;
 use ort::AsPointer;
 
 use crate::inputs::PreparedInput;
@@ -16,6 +27,12 @@ pub struct BoundSession {
     session: Session,
     binding: IoBinding,
     run_options: RunOptions<NoSelectedOutputs>,
+    cpu: MemoryInfo<'static>,
+    /// Outputs bound to the device again before every run (all of them until the first run).
+    allocate_on_run: Vec<CString>,
+    /// Every output's name and declared shape (`None`: not a tensor, or a dimension not static).
+    declared: Vec<(CString, Option<Vec<i64>>)>,
+    settled: bool,
 }
 
 /// Quiet run options for timed runs: per-run logging stays out of the loop (session creation is
@@ -56,12 +73,20 @@ impl BoundSession {
                 .map_err(|e| anyhow!("cannot bind input {:?}: {e}", input.description.name))?;
         }
         let cpu = MemoryInfo::default();
+        let mut declared = Vec::new();
         for output in session.outputs() {
             binding
                 .bind_output_to_device(output.name(), &cpu)
                 .map_err(|e| anyhow!("cannot bind output {:?}: {e}", output.name()))?;
+            let name = CString::new(output.name()).map_err(|_| anyhow!("output name {:?} holds a NUL byte", output.name()))?;
+            let shape = match output.dtype() {
+                ValueType::Tensor { shape, .. } if shape.iter().all(|&d| d >= 0) => Some(shape.to_vec()),
+                _ => None,
+            };
+            declared.push((name, shape));
         }
-        Ok(BoundSession { session, binding, run_options: quiet_run_options()? })
+        let allocate_on_run = declared.iter().map(|(name, _)| name.clone()).collect();
+        Ok(BoundSession { session, binding, run_options: quiet_run_options()?, cpu, allocate_on_run, declared, settled: false })
     }
 
     /// Mutable access to the underlying session (to end profiling).
@@ -69,26 +94,100 @@ impl BoundSession {
         &mut self.session
     }
 
-    /// One inference through the binding.
+    /// The outputs ONNX Runtime allocates on every run (their shape is not the declared static one).
+    pub fn allocated_on_run(&self) -> impl Iterator<Item = &str> {
+        self.allocate_on_run.iter().filter_map(|name| name.to_str().ok())
+    }
+
+    /// One inference through the binding: one raw `RunWithBinding`.
     #[inline(always)]
-    pub fn run_once(&self) -> Result<()> {
+    fn run_bound(&self) -> Result<()> {
         run_with_binding(&self.session, &self.run_options, &self.binding)
+    }
+
+    /// Binds the outputs that are allocated on every run to the device again (nothing for a
+    /// model whose outputs all have their declared static shape).
+    #[inline(always)]
+    fn rebind(&self) -> Result<()> {
+        for name in &self.allocate_on_run {
+            // SAFETY: binding and memory info are alive; ORT copies the name.
+            let status = unsafe { (ort::api().BindOutputToDevice)(self.binding.ptr().cast_mut(), name.as_ptr(), self.cpu.ptr()) };
+            // SAFETY: `status` was just returned by ORT.
+            unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("cannot bind output {name:?}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// After the first run: keeps preallocated only the outputs whose real shape is their
+    /// declared static one.
+    fn settle(&mut self) -> Result<()> {
+        let real = self.bound_output_shapes()?;
+        self.allocate_on_run = self
+            .declared
+            .iter()
+            .zip(real)
+            .filter(|((_, declared), real)| declared.is_none() || declared != real)
+            .map(|((name, _), _)| name.clone())
+            .collect();
+        self.settled = true;
+        Ok(())
+    }
+
+    /// The shapes of the tensors the last run left in the binding, in output order (`None`: not a tensor).
+    fn bound_output_shapes(&self) -> Result<Vec<Option<Vec<i64>>>> {
+        let api = ort::api();
+        let failed = |e: ort::Error| anyhow!("cannot read the outputs of the first run: {e}");
+        let mut allocator: *mut ort::sys::OrtAllocator = ptr::null_mut();
+        let mut values: *mut *mut ort::sys::OrtValue = ptr::null_mut();
+        let mut count = 0usize;
+        // SAFETY: the binding is alive; ORT returns `count` owned values in an array from `allocator`,
+        // each released below, then the array freed with the same allocator.
+        unsafe {
+            ort::Error::result_from_status((api.GetAllocatorWithDefaultOptions)(&mut allocator)).map_err(failed)?;
+            ort::Error::result_from_status((api.GetBoundOutputValues)(self.binding.ptr(), allocator, &mut values, &mut count))
+                .map_err(failed)?;
+            let mut shapes = Vec::with_capacity(count);
+            for i in 0..count {
+                let value = *values.add(i);
+                shapes.push(tensor_shape(value));
+                (api.ReleaseValue)(value);
+            }
+            if !values.is_null() {
+                ort::Error::result_from_status((api.AllocatorFree)(allocator, values.cast())).map_err(failed)?;
+            }
+            Ok(shapes)
+        }
+    }
+
+    /// One untimed inference: the outputs to allocate are bound again first, and the first run
+    /// settles which outputs those are.
+    pub fn run_once(&mut self) -> Result<()> {
+        self.rebind()?;
+        self.run_bound()?;
+        if !self.settled {
+            self.settle()?;
+        }
+        Ok(())
     }
 
     /// One more inference through the binding, outside any timing, returning the outputs.
     pub fn run_with_outputs(&mut self) -> Result<SessionOutputs<'_>> {
+        self.rebind()?;
         self.session.run_binding_with_options(&self.binding, &self.run_options).map_err(|e| anyhow!("inference failed: {e}"))
     }
 
     /// Runs the first inference, `warmup` discarded runs, then `runs` timed runs. On a failing run
     /// the latencies measured so far are kept in the returned measurement alongside the error.
-    pub fn measure(&self, warmup: u32, runs: u32) -> (Measurement, Result<()>) {
+    pub fn measure(&mut self, warmup: u32, runs: u32) -> (Measurement, Result<()>) {
         let mut measurement = Measurement::default();
         let start = Instant::now();
-        if let Err(e) = self.run_once() {
+        if let Err(e) = self.run_bound() {
             return (measurement, Err(e.context("first inference")));
         }
         measurement.first_inference_ns = start.elapsed().as_nanos() as u64;
+        if let Err(e) = self.settle() {
+            return (measurement, Err(e));
+        }
         for _ in 0..warmup {
             if let Err(e) = self.run_once() {
                 return (measurement, Err(e.context("warmup run")));
@@ -99,8 +198,12 @@ impl BoundSession {
         let mut failure = Ok(());
         let loop_start = Instant::now();
         for slot in latencies.iter_mut() {
+            if let Err(e) = self.rebind() {
+                failure = Err(e.context(format!("timed run {}", completed + 1)));
+                break;
+            }
             let t0 = Instant::now();
-            let outcome = self.run_once();
+            let outcome = self.run_bound();
             let t1 = Instant::now();
             if let Err(e) = outcome {
                 failure = Err(e.context(format!("timed run {}", completed + 1)));
@@ -113,5 +216,25 @@ impl BoundSession {
         latencies.truncate(completed);
         measurement.latencies_ns = latencies;
         (measurement, failure)
+    }
+}
+
+/// The dimensions of a tensor value; `None` for any other value.
+///
+/// # Safety
+/// `value` must be a valid `OrtValue`.
+unsafe fn tensor_shape(value: *mut ort::sys::OrtValue) -> Option<Vec<i64>> {
+    let api = ort::api();
+    let mut info: *mut ort::sys::OrtTensorTypeAndShapeInfo = ptr::null_mut();
+    // SAFETY: `value` is valid (the caller's contract); `info` is released before returning.
+    unsafe {
+        ort::Error::result_from_status((api.GetTensorTypeAndShape)(value, &mut info)).ok()?;
+        let mut rank = 0usize;
+        let shape = ort::Error::result_from_status((api.GetDimensionsCount)(info, &mut rank)).ok().and_then(|()| {
+            let mut dims = vec![0i64; rank];
+            ort::Error::result_from_status((api.GetDimensions)(info, dims.as_mut_ptr(), rank)).ok().map(|()| dims)
+        });
+        (api.ReleaseTensorTypeAndShapeInfo)(info);
+        shape
     }
 }

@@ -3,17 +3,19 @@
 use std::ffi::{c_char, CStr};
 use std::path::{Path, PathBuf};
 use std::ptr;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
 use ort::device::Device;
 use ort::environment::Environment;
+use ort::logging::LogLevel;
 use ort::memory::DeviceType;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 use ort::AsPointer;
 
-use npugate_settings::{EpKind, HarnessSettings, OptimizationLevel};
+use npugate_settings::{EpKind, HarnessSettings, OptimizationLevel, OrtLogLevel};
 
 use crate::backend::DidNotStart;
 use crate::providers;
@@ -24,6 +26,14 @@ pub const DISABLE_PREPACKING_KEY: &str = "session.disable_prepacking";
 
 /// Session config key that makes ORT record the node→EP assignment (ORT ≥ 1.24).
 pub const RECORD_ASSIGNMENT_KEY: &str = "session.record_ep_graph_assignment_info";
+
+/// Session config key naming the folder of a model loaded from memory, where ORT reads its
+/// external data.
+const EXTERNAL_DATA_FOLDER_KEY: &str = "session.model_external_initializers_file_folder_path";
+
+/// Session config entries that change ORT's graph optimizations: passed on to the session that
+/// saves the partitioned graph, so it is optimized as the timed session was.
+const OPTIMIZER_CONFIG_PREFIX: &str = "optimization.";
 
 /// How the execution provider reaches ONNX Runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +88,9 @@ pub struct SessionPlan {
     pub model: PathBuf,
     /// The model as given; the reference pass always runs it (the CPU EP cannot run EPContext nodes).
     pub source_model: PathBuf,
+    /// `source_model` with its unnamed nodes named as ONNX Runtime shows them, encoded: every
+    /// session of the source model loads it from memory instead of the file (see [`crate::graph`]).
+    pub renamed: Option<Arc<[u8]>>,
     /// The preferred EP.
     pub ep: PreferredEp,
     /// EP options (without prefix) of every EP session.
@@ -134,11 +147,16 @@ pub fn register_ep(env: &Environment, settings: &HarnessSettings, library: Optio
 
 impl SessionPlan {
     /// Creates a session from this plan. `log_id` tags the session's log lines (`timed`,
-    /// `compile`) so log readers can tell the sessions apart.
-    pub fn create(&self, env: &Environment, log_id: &str) -> Result<Session> {
-        let builder = self.builder(env, log_id, self.optimization)?;
+    /// `compile`, `account`) so log readers can tell the sessions apart. `level` is the session's
+    /// own log level (ONNX Runtime's, which the QNN EP also gives its backend when it sets it up);
+    /// `None` logs at the environment's level, VERBOSE.
+    pub fn create(&self, env: &Environment, log_id: &str, level: Option<OrtLogLevel>) -> Result<Session> {
+        let mut builder = self.builder(env, log_id, self.optimization)?;
+        if let Some(level) = level {
+            builder = builder.with_log_level(log_level(level)).map_err(|e| anyhow!("cannot set the session's log level: {e}"))?;
+        }
         let builder = self.attach_ep(env, builder, &self.ep_options)?;
-        commit(builder, &self.model)
+        self.commit(builder, &self.model)
     }
 
     /// Creates the profiled session (log id `profiled`): profiling on into `profile_prefix`, and,
@@ -150,19 +168,12 @@ impl SessionPlan {
             .with_profiling(profile_prefix)
             .map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
         if let Some(path) = optimized_graph {
-            let weights = path.with_extension("weights");
-            let weights = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            fn cannot(e: impl std::fmt::Display) -> anyhow::Error {
-                anyhow!("cannot save the optimized graph: {e}")
-            }
-            builder = builder.with_optimized_model_path(path).map_err(cannot)?;
-            builder = builder.with_config_entry("session.optimized_model_external_initializers_file_name", &weights).map_err(cannot)?;
-            builder = builder.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0").map_err(cannot)?;
+            builder = save_optimized_graph(builder, path)?;
         }
         let mut options = self.ep_options.clone();
         options.extend(self.profiling_ep_options.iter().cloned());
         builder = self.attach_ep(env, builder, &options)?;
-        commit(builder, &self.model)
+        self.commit(builder, &self.model)
     }
 
     /// The same plan with extra session configuration entries (e.g. `ep.context_enable`).
@@ -183,7 +194,40 @@ impl SessionPlan {
             .with_config_entry(DISABLE_PREPACKING_KEY, "1")
             .map_err(|e| anyhow!("{DISABLE_PREPACKING_KEY}: {e}"))?;
         let builder = with_cpu_device(env, builder)?;
-        commit(builder, &self.source_model)
+        self.commit(builder, &self.source_model)
+    }
+
+    /// Saves the graph ONNX Runtime partitions (the source model after its level-1, EP-independent
+    /// optimizations, at most the plan's level) to `path`, weights in a file beside it: a CPU session
+    /// that is created and dropped (log id `partitioned`). Only the optimizer settings of the
+    /// session configuration apply.
+    pub fn save_partitioned_graph(&self, env: &Environment, path: &Path) -> Result<()> {
+        let level = match self.optimization {
+            OptimizationLevel::Disable => OptimizationLevel::Disable,
+            _ => OptimizationLevel::Basic,
+        };
+        let plan = SessionPlan {
+            session_config: self.session_config.iter().filter(|(key, _)| key.starts_with(OPTIMIZER_CONFIG_PREFIX)).cloned().collect(),
+            ..self.clone()
+        };
+        let builder = plan.builder(env, "partitioned", level)?;
+        let builder = save_optimized_graph(builder, path)?;
+        let builder = with_cpu_device(env, builder)?;
+        drop(self.commit(builder, &self.source_model)?);
+        Ok(())
+    }
+
+    /// Creates the session of `model`: from memory when it is the source model and its nodes were
+    /// renamed (its external data read from its folder), else from the file.
+    fn commit(&self, mut builder: SessionBuilder, model: &Path) -> Result<Session> {
+        let Some(bytes) = self.renamed.as_deref().filter(|_| model == self.source_model) else {
+            return builder.commit_from_file(model).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()));
+        };
+        let folder = model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        builder = builder
+            .with_config_entry(EXTERNAL_DATA_FOLDER_KEY, folder.display().to_string())
+            .map_err(|e| anyhow!("{EXTERNAL_DATA_FOLDER_KEY}: {e}"))?;
+        builder.commit_from_memory(bytes).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()))
     }
 
     fn builder(&self, env: &Environment, log_id: &str, optimization: OptimizationLevel) -> Result<SessionBuilder> {
@@ -280,8 +324,32 @@ fn with_cpu_device(env: &Environment, builder: SessionBuilder) -> Result<Session
     builder.with_devices(cpu, None).map_err(|e| anyhow!("cannot attach the CPU EP device: {e}"))
 }
 
-fn commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> {
-    builder.commit_from_file(model).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()))
+/// Makes the session save its optimized graph to `path`, its weights in a file beside it
+/// (`<name without extension>.weights`), so that reading the graph stays cheap.
+fn save_optimized_graph(builder: SessionBuilder, path: &Path) -> Result<SessionBuilder> {
+    let weights = path.with_extension("weights");
+    let weights = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    fn cannot(e: impl std::fmt::Display) -> anyhow::Error {
+        anyhow!("cannot save the optimized graph: {e}")
+    }
+    builder
+        .with_optimized_model_path(path)
+        .map_err(cannot)?
+        .with_config_entry("session.optimized_model_external_initializers_file_name", &weights)
+        .map_err(cannot)?
+        .with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0")
+        .map_err(cannot)
+}
+
+/// ONNX Runtime's severity of a `--ort-log-level`.
+pub fn log_level(level: OrtLogLevel) -> LogLevel {
+    match level {
+        OrtLogLevel::Verbose => LogLevel::Verbose,
+        OrtLogLevel::Info => LogLevel::Info,
+        OrtLogLevel::Warning => LogLevel::Warning,
+        OrtLogLevel::Error => LogLevel::Error,
+        OrtLogLevel::Fatal => LogLevel::Fatal,
+    }
 }
 
 fn optimization_level(level: OptimizationLevel) -> GraphOptimizationLevel {

@@ -17,6 +17,7 @@ use ort::environment::Environment;
 use ort::memory::DeviceType;
 
 use crate::backend::{self, DidNotStart};
+use crate::graph::LoadedModel;
 use crate::session::{self, Attach, DeviceChoice, PreferredEp, SessionPlan};
 use crate::{fingerprint, ort_env};
 
@@ -80,6 +81,7 @@ impl Setup {
         let plan = SessionPlan {
             model: model.to_path_buf(),
             source_model: model.to_path_buf(),
+            renamed: Default::default(),
             ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
             ep_options,
             profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
@@ -119,6 +121,7 @@ impl Setup {
                 ep_device: self.ep_device.clone(),
                 context_model: None,
                 emulated: None,
+                timed_log: None,
             },
             settings: RunSettings {
                 warmup: args.settings.warmup,
@@ -133,9 +136,11 @@ impl Setup {
             assignment: Assignment::default(),
             backend: None,
             session_error: None,
+            inference_error: None,
             artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
             fusions: None,
             generation: None,
+            graph: None,
             fingerprint: fingerprint::collect(),
             warnings: Vec::new(),
         };
@@ -333,16 +338,48 @@ pub fn histogram(latencies_ns: &[u64]) -> Option<HistogramSummary> {
     })
 }
 
+/// Nanoseconds since `start`.
 pub fn elapsed_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
 
+/// The VERBOSE account of the EP when no profiled session gave it: a session created (log id
+/// `account`, at the environment's VERBOSE level) and dropped only for what its set-up logs — the
+/// backend's health, its power configuration. Returns the log written meanwhile; a failure to
+/// create it is a warning (the log then holds why).
+pub fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: &mut Vec<String>) -> String {
+    let start = backend::log_position(log);
+    if let Err(error) = plan.create(env, "account", None) {
+        warnings.push(format!("the VERBOSE account session of the EP could not be created: {error:#}"));
+    }
+    backend::log_since(log, start)
+}
+
+/// The graph ONNX Runtime partitions, saved by a CPU session, read and removed at once.
+const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
+
+/// The model's own nodes and the graph ONNX Runtime partitions set against them. A model ONNX
+/// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning.
+pub fn model_graph(loaded: &LoadedModel, env: &Environment, plan: &SessionPlan, out: &Path, warnings: &mut Vec<String>) -> npugate_result::ModelGraph {
+    let mut graph = loaded.graph();
+    let path = out.join(PARTITIONED_GRAPH);
+    let traced = plan.save_partitioned_graph(env, &path).and_then(|()| loaded.add_partitioned(&mut graph, &path));
+    for file in [path.clone(), path.with_extension("weights")] {
+        let _ = std::fs::remove_file(file);
+    }
+    if let Err(error) = traced {
+        warnings.push(format!("the nodes ONNX Runtime partitions could not be traced to the model's nodes: {error:#}"));
+    }
+    graph
+}
+
 /// Writes the result of a run that measured something: a backend that did not start fails it
-/// loudly (after the CPU numbers that prove it are kept), any failure after the timed runs makes
-/// it `incomplete` with the error; returns how the run finished.
+/// loudly (after the CPU numbers that prove it are kept), so does a first inference that failed;
+/// any failure after the timed runs makes it `incomplete` with the error; returns how the run finished.
 pub fn conclude(mut result: RunResult, finished: Result<()>, ep_name: &str, out: &Path) -> Result<()> {
-    let finished = match &result.backend {
-        Some(health) if !health.started => Err(backend::failure(health, &result.assignment, ep_name).into()),
+    let finished = match (&result.backend, &result.inference_error) {
+        (Some(health), _) if !health.started => Err(backend::failure(health, &result.assignment, ep_name).into()),
+        (_, Some(failed)) => finished.and(Err(anyhow!("the session was created, but its first inference failed: {failed}"))),
         _ => finished,
     };
     if let Err(error) = &finished {

@@ -8,6 +8,9 @@
 //!   dims to concrete sizes for ONNX Runtime's QNN execution provider.
 //! - Graph: [`Model::index`] walks the main graph and every subgraph (`If`/`Loop`/`Scan` bodies,
 //!   recursively) and looks nodes and values up by name.
+//! - Names: [`Model::name_nodes_as_onnx_runtime`] names unnamed nodes as ONNX Runtime shows them
+//!   (`<op_type>_<index>`); [`ModelIndex::io_quantization`] finds graph-input `QuantizeLinear` and
+//!   graph-output `DequantizeLinear` nodes.
 //! - Files: [`Model::file_references`] lists external-data tensors and EPContext context files
 //!   with checked relative paths; [`Model::rewrite_file_references`] changes them;
 //!   [`Model::locate_files`] finds them on disk, inside the model's folder and long enough.
@@ -28,6 +31,7 @@ pub mod genai;
 mod graph;
 mod located;
 mod model;
+mod naming;
 mod outputs;
 mod shape;
 mod value;
@@ -37,6 +41,7 @@ pub use external::{EpContextFile, ExternalDataError, ExternalTensor, FileReferen
 pub use located::{LocateError, LocatedFile};
 pub use graph::{GraphId, GraphInfo, GraphPath, ModelIndex, NodeInfo, SubgraphStep, ValueDecl, ValueRole};
 pub use model::{Model, ReadError, WriteError, MAX_PROTOBUF_BYTES};
+pub use naming::CONSTANT;
 pub use outputs::OutputError;
 pub use shape::{FixedInput, FixedShapes, ShapeError};
 pub use value::{Dim, ElementType, ValueKind, ValueSignature};

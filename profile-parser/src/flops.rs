@@ -21,8 +21,8 @@
 //!   - LayerNormalization, InstanceNormalization, GroupNormalization: 5 per element (mean, centred
 //!     square, variance sum, normalize, affine); SkipLayerNormalization: +1 for the skip add;
 //!     SimplifiedLayerNormalization / RMSNorm: 4; BatchNormalization (inference): 2;
-//!   - pooling and reductions: 1 per input element (kernel size is not in the profile; exact for
-//!     global pooling and non-overlapping windows);
+//!   - pooling, reductions and TopK: 1 per input element (kernel size is not in the profile; exact
+//!     for global pooling and non-overlapping windows);
 //!   - Resize / Upsample: 1 per output element (the interpolation mode is not in the profile);
 //!   - Det: ⅔·n³ per matrix (LU).
 //! * **Known zero**: data movement, shape and type ops (Reshape, Transpose, Gather, Concat, Slice,
@@ -77,7 +77,7 @@ const POOL_REDUCE_OPS: &[&str] = &[
     "MaxPool", "AveragePool", "LpPool", "GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool", "NhwcMaxPool",
     "QLinearGlobalAveragePool", "QLinearAveragePool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
     "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax",
-    "ArgMin", "MaxRoiPool",
+    "ArgMin", "MaxRoiPool", "TopK",
 ];
 
 /// FLOPs of one node. `inputs`/`outputs` are the shapes ORT recorded, in operand order.

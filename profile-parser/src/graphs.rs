@@ -49,10 +49,19 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
     let mut warnings = Vec::new();
     let mut graphs = Vec::new();
     let mut partitions = Vec::new();
+    // Per graph, what its own totals say beside the placed nodes (the same in every phase but FLOPs).
+    let mut beside: BTreeMap<usize, Beside> = BTreeMap::new();
     for GraphPart { graph, phase, runs, report } in parts {
         let next = graph_index.len();
         let index = *graph_index.entry(graph.id.as_str()).or_insert(next);
         let weight = f64::from(*runs);
+        let totals = &report.totals;
+        let entry = beside.entry(index).or_default();
+        entry.model_nodes = totals.model_nodes;
+        entry.unattributed_nodes = entry.unattributed_nodes.max(totals.unattributed_nodes);
+        entry.unattributed_flops += totals.unattributed_flops * u64::from(*runs);
+        entry.folded_nodes = entry.folded_nodes.max(totals.folded_nodes);
+        entry.not_run_nodes = entry.not_run_nodes.max(totals.not_run_nodes);
         for node in &report.nodes {
             let key = (index, node.name.clone());
             let flops = node.flops.map(|f| f * u64::from(*runs));
@@ -135,7 +144,23 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         preferred_ep: preferred.to_string(),
         predicted: None,
         runs_profiled: parts.iter().map(|p| p.report.runs_profiled).max().unwrap_or(0),
-        totals: Totals { nodes: count, flops: total_flops, flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(), time_us_per_run: total_time },
+        totals: {
+            let unattributed_flops: u64 = beside.values().map(|b| b.unattributed_flops).sum();
+            let model_flops = total_flops + unattributed_flops;
+            Totals {
+                nodes: count,
+                flops: total_flops,
+                flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(),
+                model_nodes: beside.values().map(|b| b.model_nodes).sum(),
+                model_flops,
+                unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),
+                unattributed_flops,
+                flops_covered_pct: if model_flops > 0 { percent(total_flops as f64, model_flops as f64) } else { 100.0 },
+                folded_nodes: beside.values().map(|b| b.folded_nodes).sum(),
+                not_run_nodes: beside.values().map(|b| b.not_run_nodes).sum(),
+                time_us_per_run: total_time,
+            }
+        },
         preferred_flops_pct: preferred_share.map_or(0.0, |s| s.flops_pct),
         preferred_nodes_pct: preferred_share.map_or(0.0, |s| s.nodes_pct),
         preferred_time_pct: total_time.map(|_| preferred_share.and_then(|s| s.time_pct).unwrap_or(0.0)),
@@ -151,6 +176,16 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         graphs,
         warnings,
     }
+}
+
+/// One graph's totals beside its placed nodes, over its phases (unattributed FLOPs weighted by runs).
+#[derive(Default)]
+struct Beside {
+    model_nodes: Option<usize>,
+    unattributed_nodes: usize,
+    unattributed_flops: u64,
+    folded_nodes: usize,
+    not_run_nodes: usize,
 }
 
 fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {

@@ -5,6 +5,7 @@
 //! [`flops::node_flops`], [`placement::build_report`].
 
 pub mod causes;
+pub mod coverage;
 pub mod event_stream;
 pub mod flops;
 pub mod graphs;

@@ -12,6 +12,11 @@
 //! its `<E>` messages (some spanning several lines: the datatypes requested and the sets
 //! supported) come first, then the EP's `QNN.backendValidateOpConfig() failed for node `X``.
 //!
+//! The backend names the QNN op it refused (`dense_3/MatMulAddFusion_2`, `p_re_lu_10_2`: the
+//! node's name, maybe a suffix, and a counter the EP appends on every validation pass), not the
+//! ONNX node; its account is given to the nodes of the EP's `Validation FAILED` block that follows
+//! when one of them is the start of that QNN name.
+//!
 //! A message starts at a line beginning with `[` (the logger's prefix differs between loggers:
 //! `[V:onnxruntime:, file:line Func]`, `[ort Verbose] …`); the lines after it up to the next such
 //! line belong to it. GetCapability runs several times (before and after the layout
@@ -19,6 +24,10 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
+
+use npugate_result::ModelGraph;
+
+use crate::coverage::{strip_token_suffix, Coverage};
 
 /// Marker of a failed-validation header line.
 const FAILED_MARKER: &str = "Validation FAILED for";
@@ -65,14 +74,43 @@ pub struct RejectionReasons {
 
 impl RejectionReasons {
     /// The reason for a node, when the log has one: the backend's own (`QNN HTP: …`) followed by
-    /// the EP's, or either alone.
+    /// the EP's, or either alone. A node the layout transformation renamed (`conv_token_3`) is
+    /// also found by its model name.
     pub fn reason(&self, node: &str) -> Option<String> {
-        match (self.backend.get(node), self.by_node.get(node)) {
+        let lookup = |map: &'_ BTreeMap<String, String>| -> Option<String> {
+            map.get(node).or_else(|| map.iter().find(|(k, _)| strip_token_suffix(k) == node).map(|(_, v)| v)).cloned()
+        };
+        match (lookup(&self.backend), lookup(&self.by_node)) {
             (Some(backend), Some(ep)) => Some(format!("QNN backend: {backend} (EP: {ep})")),
             (Some(backend), None) => Some(format!("QNN backend: {backend}")),
-            (None, Some(ep)) => Some(ep.clone()),
+            (None, Some(ep)) => Some(ep),
             (None, None) => None,
         }
+    }
+
+    /// The model nodes the log gives a reason for, each with its op type and reason, in model
+    /// order: the names the EP and the backend used (layout-renamed nodes, nodes of the graph ONNX
+    /// Runtime partitions) traced to the model's own nodes; QNN's internal op names are no model node.
+    pub fn model_nodes(&self, graph: &ModelGraph) -> Vec<RefusedNode> {
+        let coverage = Coverage::new(graph.nodes.iter().map(|n| n.name.as_str()), graph.partitioned.iter().flat_map(|p| &p.groups));
+        let mut refused: Vec<(usize, Option<String>)> = Vec::new();
+        for name in self.nodes() {
+            for node in coverage.model_nodes(name) {
+                match refused.iter_mut().find(|(n, _)| *n == node) {
+                    Some((_, reason)) => {
+                        if reason.is_none() {
+                            *reason = self.reason(name);
+                        }
+                    }
+                    None => refused.push((node, self.reason(&graph.nodes[node].name).or_else(|| self.reason(name)))),
+                }
+            }
+        }
+        refused.sort_by_key(|(node, _)| *node);
+        refused
+            .into_iter()
+            .map(|(node, reason)| RefusedNode { name: graph.nodes[node].name.clone(), op_type: graph.nodes[node].op_type.clone(), reason })
+            .collect()
     }
 
     /// Every node with a reason, in name order.
@@ -82,6 +120,17 @@ impl RejectionReasons {
         names.dedup();
         names.into_iter()
     }
+}
+
+/// A model node the log gives a reason for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedNode {
+    /// The model node's name.
+    pub name: String,
+    /// Its operator type.
+    pub op_type: String,
+    /// The backend's and the EP's reason.
+    pub reason: Option<String>,
 }
 
 /// One log message: its first line and the lines that continue it.
@@ -96,17 +145,20 @@ pub fn parse_rejections<R: BufRead>(reader: R) -> std::io::Result<RejectionReaso
     let mut pending: Vec<Message> = Vec::new();
     let mut finalizing = false;
     let mut current: Option<Message> = None;
+    // The QNN op the backend refused last and its account, for the EP's block that follows.
+    let mut refused: Option<(String, String)> = None;
     let mut handle = |message: Message, reasons: &mut RejectionReasons| {
         let line = &message.first;
         if line.contains(FAILED_MARKER) {
-            read_block(&message.rest, reasons);
+            read_block(&message.rest, reasons, refused.take());
         } else if line.contains(VALIDATION_START) {
             pending.clear();
         } else if let Some((node, op_type)) = refused_node(line) {
             let summary = summarize(&pending);
             pending.clear();
             if !summary.is_empty() {
-                reasons.backend.entry(node.to_string()).or_insert(summary);
+                reasons.backend.entry(node.to_string()).or_insert(summary.clone());
+                refused = Some((node.to_string(), summary));
             }
             if let Some(op_type) = op_type {
                 reasons.op_types.entry(node.to_string()).or_insert_with(|| op_type.to_string());
@@ -144,8 +196,10 @@ pub fn parse_rejections<R: BufRead>(reader: R) -> std::io::Result<RejectionReaso
     Ok(reasons)
 }
 
-/// The node lines and the reason of one `Validation FAILED` block.
-fn read_block(lines: &[String], reasons: &mut RejectionReasons) {
+/// The node lines and the reason of one `Validation FAILED` block; `refused` (the QNN op the
+/// backend refused just before, and its account) is given to the block's nodes when one of their
+/// names starts that QNN op's name.
+fn read_block(lines: &[String], reasons: &mut RejectionReasons, refused: Option<(String, String)>) {
     let mut nodes: Vec<(String, Option<String>)> = Vec::new();
     for line in lines {
         if let Some(at) = line.find(NODE_MARKER) {
@@ -155,7 +209,11 @@ fn read_block(lines: &[String], reasons: &mut RejectionReasons) {
             nodes.push((name.to_string(), op));
         } else if let Some(at) = line.find(REASON_MARKER) {
             let reason = line[at + REASON_MARKER.len()..].trim().to_string();
+            let backend = refused.filter(|(op, _)| nodes.iter().any(|(node, _)| !node.is_empty() && op.starts_with(node.as_str())));
             for (node, op) in nodes.drain(..) {
+                if let Some((_, account)) = &backend {
+                    reasons.backend.entry(node.clone()).or_insert_with(|| account.clone());
+                }
                 if let Some(op) = op {
                     reasons.op_types.insert(node.clone(), op);
                 }
@@ -297,6 +355,41 @@ mod tests {
         assert_eq!(r.reason("conv1_token_1").as_deref(), Some("QNN backend: [4294967295] has incorrect Value 68, expected >= 73."));
         assert_eq!(r.nodes().collect::<Vec<_>>(), ["conv1_token_1", "mm"]);
         assert_eq!(r.op_types.get("conv1_token_1").map(String::as_str), Some("Conv"), "from the EP's refusal line");
+    }
+
+    /// The backend names QNN ops (`mm/MatMulAddFusion_2`: the node's name and the EP's counter);
+    /// the EP's block that follows names the ONNX nodes.
+    const FUSED_REFUSAL: &str = "\
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <I> QnnBackend_validateOpConfig started, backend = 0x1
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <E> Unsupported datatypes for the HTP Op 'FullyConnected' in the node 'mm/MatMulAddFusion_2'.
+[W:onnxruntime:timed, qnn_model_wrapper.cc:565 CreateQnnNode] QNN.backendValidateOpConfig() failed for node `mm/MatMulAddFusion_2` of type `FullyConnected` with error code 3110
+[V:onnxruntime:timed, qnn_execution_provider.cc:1713 LogNodeSupport] Validation FAILED for 1 nodes in OrtNodeUnit (Gemm) :
+\tOperator type: Gemm Node name: mm/MatMulAddFusion Node index: 9
+\tREASON : Failed to add node.
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <I> QnnBackend_validateOpConfig started, backend = 0x1
+[V:onnxruntime:npugate, qnn_backend_manager.cc:519 QnnLogging]  <E> Unsupported datatypes for the HTP Op 'Prelu' in the node 'prelu_2'.
+[W:onnxruntime:timed, qnn_model_wrapper.cc:565 CreateQnnNode] QNN.backendValidateOpConfig() failed for node `prelu_2` of type `Prelu` with error code 3110
+[V:onnxruntime:timed, qnn_execution_provider.cc:1713 LogNodeSupport] Validation FAILED for 1 nodes in OrtNodeUnit (Erf) :
+\tOperator type: Erf Node name: erf Node index: 4
+\tREASON : Operators of type `Erf` are not supported by QNN EP.
+";
+
+    #[test]
+    fn the_backends_account_of_a_qnn_op_goes_to_the_onnx_nodes_of_the_block_that_follows() {
+        let r = parse_rejections(FUSED_REFUSAL.as_bytes()).unwrap();
+        let gemm = r.reason("mm/MatMulAddFusion").unwrap();
+        assert!(gemm.starts_with("QNN backend: Unsupported datatypes for the HTP Op 'FullyConnected'") && gemm.ends_with("(EP: Failed to add node.)"), "{gemm}");
+        assert_eq!(r.reason("erf").as_deref(), Some("Operators of type `Erf` are not supported by QNN EP."), "prelu_2 does not start with erf");
+        // Traced to the model: the fused Gemm stands for the model's MatMul and Add; QNN's op names are no model node.
+        let graph = ModelGraph {
+            nodes: ["mm", "add", "erf", "prelu"].iter().map(|n| npugate_result::GraphNode { name: n.to_string(), op_type: "X".into(), ..Default::default() }).collect(),
+            partitioned: Some(npugate_result::Fusions {
+                groups: vec![npugate_result::FusionGroup { kernels: vec!["mm/MatMulAddFusion".into()], nodes: vec!["mm".into(), "add".into()] }],
+            }),
+            ..Default::default()
+        };
+        let refused: Vec<(String, bool)> = r.model_nodes(&graph).into_iter().map(|n| (n.name, n.reason.is_some_and(|r| r.starts_with("QNN backend")))).collect();
+        assert_eq!(refused, [("mm".to_string(), true), ("add".to_string(), true), ("erf".to_string(), false)]);
     }
 
     #[test]

@@ -3,19 +3,21 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use npugate_result::{Assignment, Fusions};
+use npugate_result::{AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, RunResult};
 use npugate_stats::median;
 
+pub use crate::coverage::strip_token_suffix;
+use crate::coverage::Coverage;
 use crate::flops::{node_flops, FlopsError, KNOWN_ZERO_OPS};
 use crate::hints::fallback_hint;
 use crate::ort_log::RejectionReasons;
 use crate::profile::{Profile, ProfiledNode};
-use crate::shape::TensorShape;
 use crate::qnn_csv::QnnProfile;
 use crate::report::{
-    Boundaries, EpShare, FallbackNode, NodePlacement, Partition, PlacementReport, TimeStats, Totals, Transition,
+    Boundaries, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport, TimeStats, Totals, Transition,
     PLACEMENT_SCHEMA,
 };
+use crate::shape::TensorShape;
 
 /// The CPU EP's name.
 pub const CPU_EP: &str = "CPUExecutionProvider";
@@ -30,14 +32,17 @@ pub struct GraphIo {
 }
 
 /// Everything the placement is computed from; only the assignment is required.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PlacementInputs<'a> {
     /// sha256 of the model.
     pub model_sha256: &'a str,
     /// The EP the model should run on.
     pub preferred_ep: &'a str,
-    /// `Session_GetEpGraphAssignmentInfo`: original nodes per EP subgraph.
+    /// `Session_GetEpGraphAssignmentInfo`: the nodes of the partitioned graph per EP subgraph.
     pub assignment: &'a Assignment,
+    /// The model's own nodes and the partitioned graph set against them (`result.json` `graph`).
+    /// Without it (results of older harnesses) the assignment's nodes stand in for the model's.
+    pub graph: Option<&'a ModelGraph>,
     /// Profile of the profiled pass (same EP configuration).
     pub profile: Option<&'a Profile>,
     /// Profile of the reference pass (CPU EP, optimizations off): per-node shapes.
@@ -46,46 +51,113 @@ pub struct PlacementInputs<'a> {
     pub rejections: Option<&'a RejectionReasons>,
     /// QNN's per-op profiling.
     pub qnn: Option<&'a QnnProfile>,
-    /// Graph inputs/outputs, to recognise graph-I/O quantization placed on CPU by design.
-    pub graph_io: &'a GraphIo,
+    /// Graph inputs/outputs: recognises graph-I/O quantization by shape when `graph` is absent.
+    pub graph_io: GraphIo,
+    /// False when the EP was told to run graph-I/O quantization itself
+    /// (`offload_graph_io_quantization=0`): a Q/DQ left to the CPU is then a fallback like any other.
+    pub io_offload: bool,
     /// Set when the placement is a prediction (e.g. the QNN Saver backend executed nothing).
     pub predicted: Option<&'a str>,
     /// Kernels of the profiled session traced to the original nodes they replaced.
     pub fusions: Option<&'a Fusions>,
 }
 
-/// One original node while the report is assembled.
+impl<'a> PlacementInputs<'a> {
+    /// What `result` says about its placement: its model, preferred EP, assignment, graph, graph
+    /// I/O (the shapes fed, else those declared), I/O-offload option and traced fusions. Profiles,
+    /// log and QNN CSV are the caller's to add.
+    pub fn of_run(result: &'a RunResult) -> PlacementInputs<'a> {
+        let fed: Vec<Vec<Option<i64>>> = result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect();
+        let graph_io = GraphIo {
+            inputs: if fed.is_empty() { result.model.inputs.iter().map(|i| i.shape.clone()).collect() } else { fed },
+            outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
+        };
+        PlacementInputs {
+            model_sha256: &result.model.sha256,
+            preferred_ep: &result.execution.preferred_ep,
+            assignment: &result.assignment,
+            graph: result.graph.as_ref(),
+            profile: None,
+            reference: None,
+            rejections: None,
+            qnn: None,
+            graph_io,
+            io_offload: result.execution.ep_options.get(IO_OFFLOAD_OPTION).is_none_or(|v| v != "0"),
+            predicted: None,
+            fusions: result.fusions.as_ref(),
+        }
+    }
+}
+
+/// The QNN EP option that puts graph-input quantization and graph-output dequantization on the
+/// CPU by design (on unless set to `0`).
+pub const IO_OFFLOAD_OPTION: &str = "offload_graph_io_quantization";
+
+/// One model node while the report is assembled.
 struct Node<'a> {
     name: &'a str,
     op_type: &'a str,
     domain: &'a str,
-    ep: &'a str,
+    /// The EP it ran on; `None` with `not_placed` set.
+    ep: Option<&'a str>,
+    not_placed: Option<NotPlaced>,
     reference: Option<&'a ProfiledNode>,
-    /// True when the reference pass ran it (or it counts 0 FLOPs anyway).
+    /// FLOPs from the reference pass's shapes; `None` when unknown.
     flops: Option<u64>,
+    /// The nodes of the partitioned graph that stand for it and are no model node themselves (a
+    /// fused `Gemm`): the EP's reasons for them are its reasons.
+    run_nodes: Vec<&'a str>,
     profile_ep: Option<&'a str>,
     time_us_per_run: Option<f64>,
+}
+
+impl Node<'_> {
+    fn placed(&self) -> bool {
+        self.ep.is_some()
+    }
+
+    /// Its FLOPs when it runs: none for nodes folded away or not run.
+    fn running_flops(&self) -> Option<u64> {
+        match self.not_placed {
+            Some(NotPlaced::FoldedAtLoad | NotPlaced::NotRun) => None,
+            _ => self.flops,
+        }
+    }
 }
 
 /// Computes the placement report.
 pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
     let mut warnings = Vec::new();
-    let mut nodes = original_nodes(inputs, &mut warnings);
+    let legacy;
+    let graph = match inputs.graph {
+        Some(graph) => graph,
+        None => {
+            legacy = graph_of_assignment(inputs.assignment);
+            &legacy
+        }
+    };
+    let coverage = Coverage::new(graph.nodes.iter().map(|n| n.name.as_str()), graph.partitioned.iter().flat_map(|p| &p.groups));
+    let mut nodes = model_nodes(graph, &coverage, inputs, &mut warnings);
     let partitions = match inputs.profile {
-        Some(profile) => match_partitions(inputs.assignment, profile, &mut warnings),
+        Some(profile) => match_partitions(inputs.assignment, &coverage, profile, &mut warnings),
         None => Vec::new(),
     };
     if let Some(profile) = inputs.profile {
         witness_placement(&mut nodes, &partitions, profile, inputs, &mut warnings);
-        check_profile_model(profile, inputs.graph_io, &mut warnings);
+        check_profile_model(profile, &inputs.graph_io, &mut warnings);
         warnings.extend(profile.warnings.iter().map(|w| format!("profile: {w}")));
     }
-    let total_flops = flops_sum(nodes.iter());
+    let placed = || nodes.iter().filter(|n| n.placed());
+    let total_flops = flops_sum(placed());
+    let unattributed: Vec<&Node<'_>> = nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).collect();
+    let unattributed_flops = flops_sum(unattributed.iter().copied());
+    let model_flops = total_flops.saturating_add(unattributed_flops);
     let per_ep = ep_shares(&nodes, inputs.profile, total_flops);
     let preferred = per_ep.iter().find(|s| s.ep == inputs.preferred_ep);
-    let fallback = fallback_list(&nodes, inputs, total_flops);
-    let mut report_partitions: Vec<Partition> =
-        partitions.iter().map(|p| p.to_report(&nodes, inputs.profile)).collect();
+    let io_quantization = IoQuantization::new(inputs, graph);
+    let fallback = fallback_list(&nodes, inputs, &io_quantization, total_flops);
+    note_inserted_nodes(inputs, &coverage, &io_quantization, &mut warnings);
+    let mut report_partitions: Vec<Partition> = partitions.iter().map(|p| p.to_report(&nodes, inputs.profile)).collect();
     if let Some(qnn) = inputs.qnn {
         attach_backend_ops(&mut report_partitions, qnn, &mut warnings);
     }
@@ -96,9 +168,16 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         predicted: inputs.predicted.map(str::to_string),
         runs_profiled: inputs.profile.map_or(0, |p| p.runs.len()),
         totals: Totals {
-            nodes: nodes.len(),
+            nodes: placed().count(),
             flops: total_flops,
-            flops_unknown_nodes: nodes.iter().filter(|n| n.flops.is_none()).count(),
+            flops_unknown_nodes: placed().filter(|n| n.flops.is_none()).count(),
+            model_nodes: inputs.graph.map(|g| g.nodes.len()),
+            model_flops,
+            unattributed_nodes: unattributed.len(),
+            unattributed_flops,
+            flops_covered_pct: if model_flops > 0 { percent(total_flops as f64, model_flops as f64) } else { 100.0 },
+            folded_nodes: nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::FoldedAtLoad)).count(),
+            not_run_nodes: nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::NotRun)).count(),
             time_us_per_run: inputs.profile.and_then(|p| total_time_per_run(p, |_| true)),
         },
         preferred_flops_pct: preferred.map_or(0.0, |s| s.flops_pct),
@@ -121,7 +200,8 @@ impl Node<'_> {
             name: self.name.to_string(),
             op_type: self.op_type.to_string(),
             domain: self.domain.to_string(),
-            ep: self.ep.to_string(),
+            ep: self.ep.unwrap_or_default().to_string(),
+            not_placed: self.not_placed,
             input_shapes: shape_strings(self.reference.map(|r| r.input_shapes.as_slice())),
             output_shapes: shape_strings(self.reference.map(|r| r.output_shapes.as_slice())),
             flops: self.flops,
@@ -135,9 +215,10 @@ fn shape_strings(shapes: Option<&[TensorShape]>) -> Vec<String> {
     shapes.unwrap_or_default().iter().map(TensorShape::to_string).collect()
 }
 
-/// Sum of the known FLOPs, saturating (absurd shapes in a damaged profile must not overflow).
+/// Sum of the known FLOPs of the nodes that run, saturating (absurd shapes in a damaged profile
+/// must not overflow).
 fn flops_sum<'n, 'a: 'n>(nodes: impl Iterator<Item = &'n Node<'a>>) -> u64 {
-    nodes.filter_map(|n| n.flops).fold(0, u64::saturating_add)
+    nodes.filter_map(Node::running_flops).fold(0, u64::saturating_add)
 }
 
 fn percent(part: f64, whole: f64) -> f64 {
@@ -148,58 +229,138 @@ fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// Assigned nodes joined with their reference shapes by name, FLOPs computed; join failures become
-/// warnings. For an EP with a preferred layout the assignment is taken after the layout
-/// transformation, which renames nodes `<name>_token_<n>` and inserts `Transpose` nodes: a name is
-/// also tried without that suffix, and an inserted node of a known-zero op counts 0 FLOPs.
-fn original_nodes<'a>(inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) -> Vec<Node<'a>> {
+/// For results without the model's graph: the assignment's nodes stand in for the model's.
+fn graph_of_assignment(assignment: &Assignment) -> ModelGraph {
+    let mut nodes: Vec<GraphNode> = Vec::new();
+    for node in assignment.subgraphs.iter().flat_map(|s| &s.nodes) {
+        if !nodes.iter().any(|n| n.name == node.name) {
+            nodes.push(GraphNode { name: node.name.clone(), op_type: node.op_type.clone(), domain: node.domain.clone(), subgraph: false });
+        }
+    }
+    ModelGraph { nodes, ..ModelGraph::default() }
+}
+
+/// The model's nodes, each with its FLOPs (from the reference pass's shapes, joined by name) and
+/// the EP of the nodes of the partitioned graph that stand for it ([`Coverage`]): a node's own
+/// (same name) first, else theirs when they agree, else — one model node in nodes ONNX Runtime
+/// split across EPs — the EP that is not the preferred one, so the share never claims what may
+/// not have run there. A node nothing stands for was folded away at load (its group has no
+/// nodes left), did not run (a subgraph node the reference pass did not see: a branch not taken)
+/// or could not be attributed.
+fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) -> Vec<Node<'a>> {
     let reference: HashMap<&str, &ProfiledNode> =
         inputs.reference.map(|r| r.nodes.iter().map(|n| (n.name.as_str(), n)).collect()).unwrap_or_default();
-    let mut unknown_ops: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut nodes = Vec::new();
+    let mut candidates: Vec<Vec<(&'a str, &'a str)>> = vec![Vec::new(); graph.nodes.len()];
     for subgraph in &inputs.assignment.subgraphs {
-        for assigned in &subgraph.nodes {
-            let found = reference
-                .get(assigned.name.as_str())
-                .or_else(|| reference.get(strip_token_suffix(&assigned.name)))
-                .copied();
-            let flops = match found {
-                Some(r) => match node_flops(&assigned.op_type, &r.input_shapes, &r.output_shapes) {
-                    Ok(f) => Some(f),
-                    Err(FlopsError::UnknownOp(_)) => {
-                        *unknown_ops.entry(assigned.op_type.as_str()).or_default() += 1;
-                        None
-                    }
-                    Err(err) => {
-                        warnings.push(format!("{err} (node {})", assigned.name));
-                        None
-                    }
-                },
-                None => KNOWN_ZERO_OPS.contains(&assigned.op_type.as_str()).then_some(0),
-            };
-            nodes.push(Node {
-                name: &assigned.name,
-                op_type: &assigned.op_type,
-                domain: &assigned.domain,
-                ep: &subgraph.ep,
-                reference: found,
-                flops,
-                profile_ep: None,
-                time_us_per_run: None,
-            });
+        for run_node in &subgraph.nodes {
+            for model_node in coverage.model_nodes(&run_node.name) {
+                candidates[model_node].push((run_node.name.as_str(), subgraph.ep.as_str()));
+            }
         }
+    }
+    let folded_groups: Vec<&str> = graph
+        .partitioned
+        .iter()
+        .flat_map(|p| &p.groups)
+        .filter(|g| g.kernels.is_empty())
+        .flat_map(|g| g.nodes.iter().map(String::as_str))
+        .collect();
+    // A reference pass that knows none of the nodes is of another model: it cannot tell which ran.
+    let reference_knows_the_model = graph.nodes.iter().any(|n| reference.contains_key(n.name.as_str()));
+    let mut unknown_ops: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut split = Vec::new();
+    let mut nodes = Vec::with_capacity(graph.nodes.len());
+    for (index, model_node) in graph.nodes.iter().enumerate() {
+        let name = model_node.name.as_str();
+        let found = reference.get(name).or_else(|| reference.get(strip_token_suffix(name))).copied();
+        let flops = match found {
+            Some(r) => match node_flops(&model_node.op_type, &r.input_shapes, &r.output_shapes) {
+                Ok(f) => Some(f),
+                Err(FlopsError::UnknownOp(_)) => {
+                    *unknown_ops.entry(model_node.op_type.as_str()).or_default() += 1;
+                    None
+                }
+                Err(err) => {
+                    warnings.push(format!("{err} (node {name})"));
+                    None
+                }
+            },
+            None => KNOWN_ZERO_OPS.contains(&model_node.op_type.as_str()).then_some(0),
+        };
+        let standing = &candidates[index];
+        let own = standing.iter().find(|(run, _)| *run == name || strip_token_suffix(run) == name);
+        let ep = match own {
+            Some(&(_, ep)) => Some(ep),
+            None => match standing.first() {
+                Some(&(_, first)) if standing.iter().all(|&(_, ep)| ep == first) => Some(first),
+                Some(_) => {
+                    split.push(name);
+                    standing.iter().map(|&(_, ep)| ep).find(|ep| *ep != inputs.preferred_ep)
+                }
+                None => None,
+            },
+        };
+        // A subgraph node the reference pass (which ran every taken branch) did not see sat in a
+        // branch that was not taken, wherever ONNX Runtime assigned it.
+        let not_run = model_node.subgraph && found.is_none() && reference_knows_the_model;
+        let (ep, not_placed) = match ep {
+            _ if not_run => (None, Some(NotPlaced::NotRun)),
+            Some(ep) => (Some(ep), None),
+            None if folded_groups.contains(&name) => (None, Some(NotPlaced::FoldedAtLoad)),
+            None => (None, Some(NotPlaced::Unattributed)),
+        };
+        nodes.push(Node {
+            name,
+            op_type: &model_node.op_type,
+            domain: &model_node.domain,
+            ep,
+            not_placed,
+            reference: found,
+            flops,
+            run_nodes: standing.iter().map(|&(run, _)| run).filter(|run| coverage.model_node(run).is_none()).collect(),
+            profile_ep: None,
+            time_us_per_run: None,
+        });
     }
     for (op, count) in unknown_ops {
         warnings.push(format!("FLOPs unknown for {op} ({count} node(s))"));
+    }
+    if !split.is_empty() {
+        warnings.push(format!(
+            "{} model node(s) are fused with nodes on different EPs; counted on the EP that is not {}: {}",
+            split.len(),
+            inputs.preferred_ep,
+            preview(&split)
+        ));
     }
     let joined = nodes.iter().filter(|n| n.reference.is_some()).count();
     match inputs.reference {
         None => warnings.push("no reference profile: node shapes and FLOPs are unknown".to_string()),
         Some(_) if joined == 0 && !nodes.is_empty() => warnings.push(format!(
-            "{n} of {n} assigned node(s) are not in the reference profile (shapes and FLOPs unknown); is the reference profile from another model?",
+            "{n} of {n} model node(s) are not in the reference profile (shapes and FLOPs unknown); is the reference profile from another model?",
             n = nodes.len()
         )),
         Some(_) => {}
+    }
+    let count = |state| nodes.iter().filter(|n| n.not_placed == Some(state)).count();
+    let flops_of = |state| nodes.iter().filter(|n| n.not_placed == Some(state)).filter_map(|n| n.flops).fold(0u64, u64::saturating_add);
+    if count(NotPlaced::NotRun) > 0 {
+        warnings.push(format!("{} node(s) in subgraph branches did not run (an If/Loop branch not taken): no EP, no FLOPs counted", count(NotPlaced::NotRun)));
+    }
+    if count(NotPlaced::FoldedAtLoad) > 0 {
+        warnings.push(format!("{} node(s) were folded away when ONNX Runtime loaded the model: they never run", count(NotPlaced::FoldedAtLoad)));
+    }
+    if count(NotPlaced::Unattributed) > 0 {
+        let unattributed: Vec<&Node<'_>> = nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).collect();
+        let names: Vec<&str> = unattributed.iter().map(|n| n.name).collect();
+        let moved_data_only = unattributed.iter().all(|n| KNOWN_ZERO_OPS.contains(&n.op_type));
+        warnings.push(format!(
+            "{} node(s) with {} FLOPs could not be traced to a node ONNX Runtime placed{}: unknown to every share ({})",
+            names.len(),
+            flops_of(NotPlaced::Unattributed),
+            if moved_data_only { " (an EP's layout transformation replaces Transpose and Q/DQ nodes with new ones)" } else { "" },
+            preview(&names)
+        ));
     }
     nodes
 }
@@ -219,18 +380,18 @@ struct MatchedPartition {
     ep: String,
     fused_node: usize,
     fused_name: String,
-    /// Index of the first node of the subgraph in the flattened node list, and its node count.
-    nodes: std::ops::Range<usize>,
+    /// The model nodes its subgraph's nodes stand for, in model order.
+    model_nodes: Vec<usize>,
 }
 
 impl MatchedPartition {
     fn to_report(&self, nodes: &[Node<'_>], profile: Option<&Profile>) -> Partition {
-        let inside = &nodes[self.nodes.clone()];
+        let inside = self.model_nodes.iter().map(|&i| &nodes[i]);
         Partition {
             ep: self.ep.clone(),
             fused_name: self.fused_name.clone(),
-            nodes: inside.iter().map(|n| n.name.to_string()).collect(),
-            flops: flops_sum(inside.iter()),
+            nodes: inside.clone().map(|n| n.name.to_string()).collect(),
+            flops: flops_sum(inside),
             time: profile.and_then(|p| TimeStats::from_samples(&p.node_time_per_run(self.fused_node))),
             backend_ops: Vec::new(),
         }
@@ -253,61 +414,54 @@ fn fused_id(name: &str) -> u64 {
 /// `PlaceNode`), so an event is a partition when its name starts with its provider followed by `_`.
 /// ORT numbers fused nodes in partitioning order and the assignment lists an EP's subgraphs in the
 /// same order: the k-th fused node of an EP, by that id, is the k-th subgraph of that EP. When the
-/// counts differ the common prefix is matched and a warning says so.
-fn match_partitions(assignment: &Assignment, profile: &Profile, warnings: &mut Vec<String>) -> Vec<MatchedPartition> {
+/// counts differ the common prefix is matched and a warning says so. A partition stands for the
+/// model nodes its subgraph's nodes stand for.
+fn match_partitions(assignment: &Assignment, coverage: &Coverage<'_>, profile: &Profile, warnings: &mut Vec<String>) -> Vec<MatchedPartition> {
     let mut fused_by_ep: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, node) in profile.nodes.iter().enumerate() {
         if is_fused_partition(node) {
             fused_by_ep.entry(node.provider.as_str()).or_default().push(index);
         }
     }
-    let mut subgraph_ranges: BTreeMap<&str, Vec<std::ops::Range<usize>>> = BTreeMap::new();
-    let mut start = 0;
+    let mut subgraphs_of: BTreeMap<&str, Vec<&AssignedSubgraph>> = BTreeMap::new();
     for subgraph in &assignment.subgraphs {
-        let end = start + subgraph.nodes.len();
-        subgraph_ranges.entry(subgraph.ep.as_str()).or_default().push(start..end);
-        start = end;
+        subgraphs_of.entry(subgraph.ep.as_str()).or_default().push(subgraph);
     }
     let mut matched = Vec::new();
     for (ep, mut fused) in fused_by_ep {
         fused.sort_by_key(|&i| fused_id(&profile.nodes[i].name));
-        let ranges = subgraph_ranges.get(ep).cloned().unwrap_or_default();
-        if ranges.len() != fused.len() {
+        let subgraphs = subgraphs_of.get(ep).cloned().unwrap_or_default();
+        if subgraphs.len() != fused.len() {
             warnings.push(format!(
                 "{ep}: profile has {} fused partition node(s) but the assignment has {} subgraph(s); matched the first {}",
                 fused.len(),
-                ranges.len(),
-                fused.len().min(ranges.len())
+                subgraphs.len(),
+                fused.len().min(subgraphs.len())
             ));
         }
-        for (fused_node, range) in fused.into_iter().zip(ranges) {
+        for (fused_node, subgraph) in fused.into_iter().zip(subgraphs) {
             matched.push(MatchedPartition {
                 ep: ep.to_string(),
                 fused_node,
                 fused_name: profile.nodes[fused_node].name.clone(),
-                nodes: range,
+                model_nodes: {
+                    let mut inside = coverage.union(subgraph.nodes.iter().map(|n| n.name.as_str()));
+                    inside.sort_unstable();
+                    inside
+                },
             });
         }
     }
     matched
 }
 
-/// The name a layout-transformed kernel had before ORT appended `_token_<n>`.
-pub fn strip_token_suffix(name: &str) -> &str {
-    match name.rsplit_once("_token_") {
-        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
-        _ => name,
-    }
-}
-
-/// Records where the profile shows each node ran, and per-node time.
+/// Records where the profile shows each placed node ran, and per-node time.
 ///
 /// Nodes inside a matched partition ran where the partition's fused event ran. Other nodes are
 /// found by kernel name, exactly or after dropping a `_token_<n>` suffix (layout transformation),
 /// else through the traced fusions ([`Fusions`]): a group's kernel time is shared by its original
 /// nodes in proportion to their FLOPs, and a group without kernels was folded away (no time per
-/// run). A node that neither profile saw did not run at all (an `If` branch not taken): 0 FLOPs, no
-/// time. What remains unexplained is counted in one line each, never listed.
+/// run). What remains unexplained is counted in one line each, never listed.
 fn witness_placement<'a>(
     nodes: &mut [Node<'a>],
     partitions: &[MatchedPartition],
@@ -321,11 +475,9 @@ fn witness_placement<'a>(
         kernels_by_name.entry(strip_token_suffix(&kernel.name)).or_default().push(index);
         kernel_named.insert(&kernel.name, index);
     }
-    // A reference pass that knows none of the nodes is of another model: it cannot tell which ran.
-    let reference_knows_the_model = nodes.iter().any(|n| n.reference.is_some());
     let mut in_partition = vec![false; nodes.len()];
     for partition in partitions {
-        for index in partition.nodes.clone() {
+        for &index in &partition.model_nodes {
             in_partition[index] = true;
             nodes[index].profile_ep = Some(profile.nodes[partition.fused_node].provider.as_str());
         }
@@ -345,19 +497,16 @@ fn witness_placement<'a>(
         .unwrap_or_default();
     let mut individual_eps = profile.nodes.iter().filter(|k| !is_fused_partition(k)).map(|k| k.provider.as_str());
     let only_individual_ep = individual_eps.next().filter(|first| individual_eps.all(|ep| ep == *first));
-    let (mut folded, mut not_run, mut unattributed) = (0, 0, 0);
+    let (mut folded, mut unattributed) = (0, 0);
     let mut group_members: HashMap<usize, Vec<usize>> = HashMap::new();
     for (index, node) in nodes.iter_mut().enumerate() {
-        if in_partition[index] {
+        if in_partition[index] || !node.placed() {
             continue;
         }
         if let Some(kernels) = kernels_by_name.get(node.name).filter(|_| !group_of.contains_key(node.name)) {
             (node.time_us_per_run, node.profile_ep) = kernel_time(kernels);
         } else if let Some(&group) = group_of.get(node.name) {
             group_members.entry(group).or_default().push(index);
-        } else if reference_knows_the_model && node.reference.is_none() {
-            not_run += 1;
-            node.flops = Some(0);
         } else {
             unattributed += 1;
             node.profile_ep = only_individual_ep;
@@ -383,11 +532,8 @@ fn witness_placement<'a>(
             nodes[member].profile_ep = ep.or(only_individual_ep);
         }
     }
-    if not_run > 0 {
-        warnings.push(format!("{not_run} node(s) did not run in the profiled passes (e.g. If/Loop branches not taken): 0 FLOPs, no time"));
-    }
     if folded > 0 {
-        warnings.push(format!("{folded} node(s) were folded away by graph optimizations: no time per run"));
+        warnings.push(format!("{folded} node(s) were folded away by the profiled session's graph optimizations: no time per run"));
     }
     if unattributed > 0 {
         warnings.push(format!(
@@ -396,7 +542,7 @@ fn witness_placement<'a>(
         ));
     }
     let disagreeing: Vec<&str> =
-        nodes.iter().filter(|n| n.profile_ep.is_some_and(|p| p != n.ep)).map(|n| n.name).collect();
+        nodes.iter().filter(|n| n.profile_ep.is_some_and(|p| Some(p) != n.ep)).map(|n| n.name).collect();
     if !disagreeing.is_empty() {
         warnings.push(format!(
             "{} node(s) ran on another EP in the profile than the assignment says: {}",
@@ -441,12 +587,14 @@ fn per_run_time(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -> Vec<
         .collect()
 }
 
-/// Per-EP nodes, FLOPs and time. Node and FLOP counts come from the assignment; time from the
-/// profile's kernels grouped by `args.provider`. `time_pct` is the EP's share of all kernel time
-/// summed over the profiled runs (so shares add up to 100 %); `time_us_per_run` is the median
-/// over runs of the EP's per-run sum.
+/// Per-EP nodes, FLOPs and time. Node and FLOP counts are the placed model nodes'; when their
+/// known FLOPs are 0 (a model of data movement only), the FLOP shares are the node shares. Time
+/// comes from the profile's kernels grouped by `args.provider`. `time_pct` is the EP's share of all
+/// kernel time summed over the profiled runs (so shares add up to 100 %); `time_us_per_run` is the
+/// median over runs of the EP's per-run sum.
 fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) -> Vec<EpShare> {
-    let mut eps: Vec<&str> = nodes.iter().map(|n| n.ep).collect();
+    let placed: Vec<&Node<'_>> = nodes.iter().filter(|n| n.placed()).collect();
+    let mut eps: Vec<&str> = placed.iter().filter_map(|n| n.ep).collect();
     if let Some(p) = profile {
         eps.extend(p.nodes.iter().map(|n| n.provider.as_str()));
     }
@@ -456,13 +604,13 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
     let mut shares: Vec<EpShare> = eps
         .into_iter()
         .map(|ep| {
-            let on_ep: Vec<&Node<'_>> = nodes.iter().filter(|n| n.ep == ep).collect();
+            let on_ep: Vec<&Node<'_>> = placed.iter().copied().filter(|n| n.ep == Some(ep)).collect();
             let flops = flops_sum(on_ep.iter().copied());
             let ep_time = profile.map(|p| per_run_time(p, |k| k.provider == ep));
             EpShare {
                 ep: ep.to_string(),
                 nodes: on_ep.len(),
-                nodes_pct: percent(on_ep.len() as f64, nodes.len() as f64),
+                nodes_pct: percent(on_ep.len() as f64, placed.len() as f64),
                 flops,
                 flops_pct: percent(flops as f64, total_flops as f64),
                 time_us_per_run: ep_time.as_deref().and_then(median),
@@ -470,27 +618,127 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
             }
         })
         .collect();
+    if total_flops == 0 {
+        // Nothing but data movement (or FLOPs unknown everywhere): the FLOP shares are the node shares.
+        for share in &mut shares {
+            share.flops_pct = share.nodes_pct;
+        }
+    }
     shares.sort_by(|a, b| b.flops.cmp(&a.flops).then(b.nodes.cmp(&a.nodes)).then(a.ep.cmp(&b.ep)));
     shares
 }
 
-/// Every node not on the preferred EP, most FLOPs first (unknown FLOPs last), then by time.
-fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, total_flops: u64) -> Vec<FallbackNode> {
-    let reference_order: Vec<&ProfiledNode> = inputs
-        .reference
-        .map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect())
-        .unwrap_or_default();
+/// The one rule for graph-I/O quantization, in `run`, `preflight`, `compile` and the gate alike: a
+/// `QuantizeLinear` reading a graph input or a `DequantizeLinear` writing a graph output — of the
+/// model or inserted by ONNX Runtime — left to the CPU while the EP offloads graph-I/O quantization
+/// by design (`offload_graph_io_quantization`, on unless set to `0`) is on the CPU by design.
+/// Known by tensor names from the model's graph; for results without it, by shapes (see
+/// [`IoQuantization::by_shape`]).
+struct IoQuantization<'a> {
+    offloaded: bool,
+    names: Option<&'a [String]>,
+    reference_order: Vec<&'a ProfiledNode>,
+    graph_io: &'a GraphIo,
+}
+
+impl<'a> IoQuantization<'a> {
+    fn new(inputs: &'a PlacementInputs<'a>, graph: &'a ModelGraph) -> IoQuantization<'a> {
+        IoQuantization {
+            offloaded: inputs.io_offload && inputs.preferred_ep != CPU_EP,
+            names: inputs.graph.map(|_| graph.io_quantization.as_slice()),
+            reference_order: inputs.reference.map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect()).unwrap_or_default(),
+            graph_io: &inputs.graph_io,
+        }
+    }
+
+    /// Whether the node `name` of type `op_type` is on the CPU by design (when it is on the CPU).
+    fn by_design(&self, name: &str, op_type: &str, reference: Option<&ProfiledNode>) -> bool {
+        self.offloaded
+            && match self.names {
+                Some(names) => names.iter().any(|n| n == name),
+                None => self.by_shape(op_type, reference),
+            }
+    }
+
+    /// Without the graph: a `QuantizeLinear` whose input is shaped like a graph input and before
+    /// which only Q/DQ kernels ran, or a `DequantizeLinear` whose output is shaped like a graph
+    /// output and after which only `DequantizeLinear` kernels ran (the reference run's order).
+    fn by_shape(&self, op_type: &str, reference: Option<&ProfiledNode>) -> bool {
+        let Some(reference) = reference else { return false };
+        let order = &self.reference_order;
+        let Some(position) = order.iter().position(|r| std::ptr::eq(*r, reference)) else { return false };
+        let is_qdq = |r: &&ProfiledNode| matches!(r.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear");
+        match op_type {
+            "QuantizeLinear" => {
+                reference.input_shapes.first().is_some_and(|s| self.graph_io.inputs.iter().any(|i| dims_match(i, &s.dims)))
+                    && order[..position].iter().all(is_qdq)
+            }
+            "DequantizeLinear" => {
+                reference.output_shapes.first().is_some_and(|s| self.graph_io.outputs.iter().any(|o| dims_match(o, &s.dims)))
+                    && order[position + 1..].iter().all(|r| r.op_type == "DequantizeLinear")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Names, in one line each, the nodes ONNX Runtime inserted (they stand for no model node, so no
+/// count includes them) that run off the preferred EP: graph-I/O Q/DQ on the CPU by design — by
+/// the partitioned graph's tensor names, or, for those the EP's layout transformation inserted
+/// (no graph of ours has them), by the EP's own reason — and any others.
+fn note_inserted_nodes(inputs: &PlacementInputs<'_>, coverage: &Coverage<'_>, io: &IoQuantization<'_>, warnings: &mut Vec<String>) {
+    let (mut by_design, mut other): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for node in inputs.assignment.subgraphs.iter().filter(|s| s.ep != inputs.preferred_ep).flat_map(|s| &s.nodes) {
+        if !coverage.model_nodes(&node.name).is_empty() {
+            continue;
+        }
+        let offload_reason = inputs.rejections.and_then(|r| r.reason(&node.name)).is_some_and(|r| is_io_offload_reason(&r));
+        if io.offloaded && (io.names.is_some_and(|names| names.contains(&node.name)) || offload_reason) {
+            by_design.push(&node.name);
+        } else {
+            other.push(&node.name);
+        }
+    }
+    if !by_design.is_empty() {
+        warnings.push(format!(
+            "ONNX Runtime inserted {} graph-I/O QuantizeLinear/DequantizeLinear node(s) that run on the CPU by design \
+             ({IO_OFFLOAD_OPTION}); no model node, not counted: {}",
+            by_design.len(),
+            preview(&by_design)
+        ));
+    }
+    if !other.is_empty() {
+        warnings.push(format!(
+            "ONNX Runtime inserted {} node(s) that run off {}; no model node, not counted: {}",
+            other.len(),
+            inputs.preferred_ep,
+            preview(&other)
+        ));
+    }
+}
+
+/// The QNN EP's reason for leaving a graph-I/O Q/DQ to the CPU ("QNN EP is configured to not take
+/// DQ nodes that generate a graph output", `simple_op_builder.cc`).
+fn is_io_offload_reason(reason: &str) -> bool {
+    reason.contains("configured to not take") && (reason.contains("graph output") || reason.contains("graph input"))
+}
+
+/// Every placed node not on the preferred EP, most FLOPs first (unknown FLOPs last), then by time.
+/// Its reason is the EP's for it, or for a node of the partitioned graph that stands for it.
+fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, io: &IoQuantization<'_>, total_flops: u64) -> Vec<FallbackNode> {
     let mut list: Vec<FallbackNode> = nodes
         .iter()
-        .filter(|n| n.ep != inputs.preferred_ep)
+        .filter(|n| n.placed() && n.ep != Some(inputs.preferred_ep))
         .map(|n| {
             let input_shapes = shape_strings(n.reference.map(|r| r.input_shapes.as_slice()));
-            let expected = inputs.preferred_ep != CPU_EP && is_graph_io_quantization(n, &reference_order, inputs.graph_io);
-            let reason = inputs.rejections.and_then(|r| r.reason(n.name));
+            let expected = io.by_design(n.name, n.op_type, n.reference);
+            let reason = inputs
+                .rejections
+                .and_then(|r| r.reason(n.name).or_else(|| n.run_nodes.iter().find_map(|run| r.reason(run))));
             FallbackNode {
                 name: n.name.to_string(),
                 op_type: n.op_type.to_string(),
-                ep: n.ep.to_string(),
+                ep: n.ep.unwrap_or_default().to_string(),
                 hint: fallback_hint(n.op_type, reason.as_deref(), &input_shapes, expected, inputs.preferred_ep),
                 input_shapes,
                 flops: n.flops,
@@ -508,29 +756,6 @@ fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, total_flops: 
             .then(a.name.cmp(&b.name))
     });
     list
-}
-
-/// Whether a node is graph-input quantization or graph-output dequantization.
-///
-/// The profile has no tensor names, so this uses shapes and the reference run's execution order:
-/// a `QuantizeLinear` whose input is shaped like a graph input and before which only Q/DQ kernels
-/// ran, or a `DequantizeLinear` whose output is shaped like a graph output and after which only
-/// `DequantizeLinear` kernels ran. A graph output produced early in a multi-output model is missed.
-fn is_graph_io_quantization(node: &Node<'_>, reference_order: &[&ProfiledNode], io: &GraphIo) -> bool {
-    let Some(reference) = node.reference else { return false };
-    let Some(position) = reference_order.iter().position(|r| std::ptr::eq(*r, reference)) else { return false };
-    let is_qdq = |r: &&ProfiledNode| matches!(r.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear");
-    match node.op_type {
-        "QuantizeLinear" => {
-            reference.input_shapes.first().is_some_and(|s| io.inputs.iter().any(|i| dims_match(i, &s.dims)))
-                && reference_order[..position].iter().all(is_qdq)
-        }
-        "DequantizeLinear" => {
-            reference.output_shapes.first().is_some_and(|s| io.outputs.iter().any(|o| dims_match(o, &s.dims)))
-                && reference_order[position + 1..].iter().all(|r| r.op_type == "DequantizeLinear")
-        }
-        _ => false,
-    }
 }
 
 /// EP switches between consecutive kernels, per run; transitions listed for the first run, each

@@ -79,18 +79,57 @@ pub struct GraphPlacement {
     pub fallback_nodes: usize,
 }
 
-/// Whole-model totals.
+/// Whole-model totals. Nodes and FLOPs are the model's own: whatever ONNX Runtime or an EP fused
+/// is counted in the model nodes it stands for.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Totals {
-    /// Original nodes in the assignment.
+    /// Model nodes placed on an EP: the base of every node share.
     pub nodes: usize,
-    /// FLOPs of the nodes whose FLOPs are known (FLOPs = 2 × multiply-accumulates).
+    /// FLOPs of the placed nodes whose FLOPs are known (FLOPs = 2 × multiply-accumulates): the
+    /// base of every FLOP share.
     pub flops: u64,
-    /// Nodes whose FLOPs could not be computed.
+    /// Placed nodes whose FLOPs could not be computed.
     pub flops_unknown_nodes: usize,
+    /// Every node of the model ONNX Runtime loads (placed or not); absent in reports of results
+    /// without the model's graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_nodes: Option<usize>,
+    /// Known FLOPs of every model node that runs: the placed ones and the unattributed ones.
+    #[serde(default)]
+    pub model_flops: u64,
+    /// Nodes that run but could not be traced to a node ONNX Runtime placed, and their known FLOPs:
+    /// not in any share.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unattributed_nodes: usize,
+    /// Known FLOPs of the unattributed nodes.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unattributed_flops: u64,
+    /// Percent of the model's known FLOPs (`model_flops`) the FLOP shares are computed on (`flops`):
+    /// below 100 when FLOPs could not be attributed.
+    #[serde(default = "hundred")]
+    pub flops_covered_pct: f64,
+    /// Nodes ONNX Runtime folded away when it loaded the model (constant folding, eliminated
+    /// no-ops): they never run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folded_nodes: usize,
+    /// Nodes in subgraph branches that did not run (an `If` branch not taken).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_run_nodes: usize,
     /// Median over profiled runs of the summed kernel time (µs), when profiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_us_per_run: Option<f64>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn hundred() -> f64 {
+    100.0
 }
 
 /// One execution provider's share of the model.
@@ -202,7 +241,8 @@ pub struct Transition {
 /// Fallback nodes that share one rejection reason.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RejectionCause {
-    /// The EP's reason (`Cannot get shape`), or `no reason logged` when it gave none.
+    /// The EP's reason (`Cannot get shape`), or `no reason logged` when it gave none; node names
+    /// inside it are replaced by `…`, so one cause covers every node it rejected.
     pub reason: String,
     /// How many nodes it rejected for it.
     pub nodes: usize,
@@ -216,10 +256,16 @@ pub struct RejectionCause {
 }
 
 impl RejectionCause {
-    /// `5 nodes: Cannot get shape → the model has dynamic input dims; pass --shape x=1x3x32x32`.
+    /// `5 nodes: Cannot get shape (e.g. conv, relu, fc) → the model has dynamic input dims; pass
+    /// --shape x=1x3x32x32`; more examples than shown end in `…`.
     pub fn describe(&self) -> String {
         let hint = self.hint.as_deref().map(|h| format!(" → {h}")).unwrap_or_default();
-        format!("{} node{}: {}{hint}", self.nodes, if self.nodes == 1 { "" } else { "s" }, self.reason)
+        let more = if self.nodes > self.examples.len() { ", …" } else { "" };
+        let examples = match self.examples.as_slice() {
+            [] => String::new(),
+            names => format!(" (e.g. {}{more})", names.join(", ")),
+        };
+        format!("{} node{}: {}{examples}{hint}", self.nodes, if self.nodes == 1 { "" } else { "s" }, self.reason)
     }
 }
 
@@ -237,7 +283,7 @@ pub struct FallbackNode {
     /// FLOPs, `None` when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flops: Option<u64>,
-    /// Percent of the model's known FLOPs.
+    /// Percent of the placed nodes' known FLOPs (`totals.flops`).
     pub flops_pct: f64,
     /// Median kernel time per run (µs), when profiled and attributable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,8 +308,11 @@ pub struct NodePlacement {
     pub op_type: String,
     /// Operator domain.
     pub domain: String,
-    /// EP it was assigned to.
+    /// EP it was assigned to; empty when it ran on none (see `not_placed`).
     pub ep: String,
+    /// Why it is on no EP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_placed: Option<NotPlaced>,
     /// Input shapes from the reference pass.
     pub input_shapes: Vec<String>,
     /// Output shapes from the reference pass.
@@ -279,6 +328,18 @@ pub struct NodePlacement {
     /// not attributable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_us_per_run: Option<f64>,
+}
+
+/// Why a model node is on no EP.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NotPlaced {
+    /// ONNX Runtime folded it away when it loaded the model: it never runs.
+    FoldedAtLoad,
+    /// It sits in a subgraph branch that did not run (an `If` branch not taken).
+    NotRun,
+    /// It runs, but no node ONNX Runtime placed could be traced to it: its FLOPs are in no share.
+    Unattributed,
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use npugate_result::{files, Generation, ReadError, RunResult, RunStatus};
 use crate::graphs::GraphPart;
 
 use crate::ort_log::{parse_rejections, RejectionReasons};
-use crate::placement::{build_report, GraphIo, PlacementInputs};
+use crate::placement::{build_report, PlacementInputs};
 use crate::profile::{parse_profile, Profile, ProfileError};
 use crate::qnn_csv::{parse_qnn_csv, QnnCsvError, QnnProfile};
 use crate::report::PlacementReport;
@@ -113,21 +113,19 @@ fn generation_report(dir: &Path, result: &RunResult, generation: &Generation, re
     let preferred = result.execution.preferred_ep.as_str();
     let mut parts = Vec::new();
     for graph in &generation.graphs {
-        let io = crate::graphs::graph_io(graph);
         for phase in &graph.phases {
             let read = |file: &Option<String>| file.as_ref().map(|f| read_profile(&dir.join(f))).transpose();
             let (profile, reference) = (read(&phase.profile)?, read(&phase.reference_profile)?);
             let report = build_report(&PlacementInputs {
                 model_sha256: &graph.sha256,
-                preferred_ep: preferred,
                 assignment: &graph.assignment,
+                graph: graph.graph.as_ref(),
                 profile: profile.as_ref(),
                 reference: reference.as_ref(),
                 rejections,
-                qnn: None,
-                graph_io: &io,
-                predicted: None,
+                graph_io: crate::graphs::graph_io(graph),
                 fusions: None,
+                ..PlacementInputs::of_run(result)
             });
             parts.push(GraphPart { graph, phase: phase.phase.clone(), runs: phase.runs, report });
         }
@@ -141,22 +139,13 @@ fn single_model(dir: &Path, result: &RunResult, rejections: Option<&RejectionRea
     let profile = present(files::PROFILE).map(|p| read_profile(&p)).transpose()?;
     let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
     let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
-    let graph_io = GraphIo {
-        inputs: result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect(),
-        outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
-    };
-    let predicted = saver_prediction(result);
     let mut report = build_report(&PlacementInputs {
-        model_sha256: &result.model.sha256,
-        preferred_ep: &result.execution.preferred_ep,
-        assignment: &result.assignment,
         profile: profile.as_ref(),
         reference: reference.as_ref(),
         rejections,
         qnn: qnn.as_ref(),
-        graph_io: &graph_io,
-        predicted: predicted.as_deref(),
-        fusions: result.fusions.as_ref(),
+        predicted: saver_prediction(result).as_deref(),
+        ..PlacementInputs::of_run(result)
     });
     if let Some(fix) = shape_fix(result) {
         report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&fix));

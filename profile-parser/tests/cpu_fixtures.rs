@@ -21,7 +21,9 @@ fn cpu_report(model: &str, preferred: &str, assignment: &Assignment, io: &GraphI
         reference: Some(&reference),
         rejections: None,
         qnn: None,
-        graph_io: io,
+        graph_io: io.clone(),
+        graph: None,
+        io_offload: true,
         predicted: None,
         fusions: None,
     })

@@ -59,7 +59,9 @@ fn report() -> PlacementReport {
         reference: Some(&reference),
         rejections: Some(&rejections),
         qnn: None,
-        graph_io: &GraphIo { inputs: vec![vec![Some(1), Some(3), Some(64), Some(64)]], outputs: vec![] },
+        graph_io: GraphIo { inputs: vec![vec![Some(1), Some(3), Some(64), Some(64)]], outputs: vec![] },
+        graph: None,
+        io_offload: true,
         predicted: None,
         fusions: None,
     })
@@ -138,7 +140,9 @@ fn qnn_csv_ops_attach_to_the_partition_holding_their_node() {
         reference: None,
         rejections: None,
         qnn: Some(&csv),
-        graph_io: &GraphIo::default(),
+        graph_io: GraphIo::default(),
+        graph: None,
+        io_offload: true,
         predicted: None,
         fusions: None,
     });

@@ -81,7 +81,7 @@ fn zero_runs_and_profiles_of_another_model_are_named_warnings() {
     let all = r.warnings.join("\n");
     assert!(all.contains("is the reference profile from another model?"), "{all}");
     assert!(all.contains("is the profile from another model"), "{all}");
-    assert!(all.contains("12 of 12 assigned node(s) are not in the reference profile"), "{all}");
+    assert!(all.contains("12 of 12 model node(s) are not in the reference profile"), "{all}");
     assert!(!all.contains("did not run"), "a reference of another model says nothing about what ran: {all}");
     assert_eq!(r.totals.flops_unknown_nodes, 11, "all but `flatten`, a known-zero op");
 }
@@ -99,7 +99,9 @@ fn unknown_op_is_a_warning_with_flops_none() {
         reference: Some(&reference),
         rejections: None,
         qnn: None,
-        graph_io: &GraphIo::default(),
+        graph_io: GraphIo::default(),
+        graph: None,
+        io_offload: true,
         predicted: None,
         fusions: None,
     });
@@ -125,7 +127,9 @@ fn parse_and_report(bytes: &[u8]) {
             reference: Some(&profile),
             rejections: None,
             qnn: None,
-            graph_io: &GraphIo { inputs: vec![vec![Some(1)]], outputs: vec![vec![None]] },
+            graph_io: GraphIo { inputs: vec![vec![Some(1)]], outputs: vec![vec![None]] },
+        graph: None,
+        io_offload: true,
             predicted: None,
         fusions: None,
         });

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use npugate_stats::LatencyStats;
 
-use crate::{Assignment, TensorSignature};
+use crate::{Assignment, ModelGraph, TensorSignature};
 
 /// What a generation benchmark measured (`--model` an onnxruntime-genai folder).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -87,6 +87,10 @@ pub struct GraphRun {
     pub outputs: Vec<TensorSignature>,
     /// Its node→EP assignment (`Session_GetEpGraphAssignmentInfo`).
     pub assignment: Assignment,
+    /// Its own nodes and the graph ONNX Runtime partitions set against them (as `graph` of a
+    /// single model's result; absent in results of older harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<ModelGraph>,
     /// Per phase the graph runs in, its profiles (paths relative to the result directory).
     pub phases: Vec<GraphPhase>,
 }

@@ -107,6 +107,10 @@ pub struct RunResult {
     /// it for the chosen SoC). Nothing was run; `assignment` is unavailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_error: Option<String>,
+    /// Why the one inference of a `--session-only --execute-once` run failed: the session was
+    /// created (the EP validated and compiled the graph), running it was not possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_error: Option<String>,
     /// Output files in the result directory, relative to it.
     pub artifacts: Artifacts,
     /// Which kernels of the profiled session stand for which original nodes, where ONNX Runtime's
@@ -117,6 +121,10 @@ pub struct RunResult {
     /// each graph's placement (absent for a single `.onnx`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<Generation>,
+    /// The model's own nodes as ONNX Runtime names them, and the graph ONNX Runtime partitions set
+    /// against them: what every share is counted in (absent in results of older harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<ModelGraph>,
     /// The machine the harness ran on.
     pub fingerprint: SystemFingerprint,
     /// Non-fatal observations, each a full sentence.
@@ -287,6 +295,22 @@ pub struct ExecutionConfig {
     /// nothing about a device, so the gate leaves latency rules unjudged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<String>,
+    /// How the timed session logged (absent in results of harnesses before it had its own level,
+    /// whose timed session logged at VERBOSE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_log: Option<TimedLog>,
+}
+
+/// The timed session's logging: an app logs at WARNING or less, and every line logged inside the
+/// timed loop is work (formatting, a file write) the app would not do.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TimedLog {
+    /// ONNX Runtime's log level of the timed session, which the EP gives its backend
+    /// (`verbose`, `info`, `warning`, `error`, `fatal`).
+    pub level: String,
+    /// Lines written to `ort.log` from the first inference to the last timed run (first, warmup
+    /// and timed runs; by every logger of the process).
+    pub lines_during_runs: u64,
 }
 
 /// Run counts and input generation settings.
@@ -418,6 +442,52 @@ pub struct FusionGroup {
     pub nodes: Vec<String>,
 }
 
+/// The model's own nodes and how ONNX Runtime regroups them before it partitions the graph: the
+/// unit npugate counts nodes and FLOPs in, whatever ONNX Runtime or an EP fused.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelGraph {
+    /// Every node ONNX Runtime loads (`Constant` nodes become initializers at load and are not
+    /// listed): the main graph's and, flagged, those of subgraphs (`If`/`Loop`/`Scan` bodies).
+    pub nodes: Vec<GraphNode>,
+    /// How many of them had no name and are named `<op_type>_<index>`, as ONNX Runtime shows them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub named: usize,
+    /// The graph ONNX Runtime partitions among the EPs — the model after its load-time, EP-independent
+    /// optimizations (level 1: MatMul+Add → Gemm, GELU and LayerNorm fusion, constant folding, QDQ
+    /// propagation, …), whose nodes `Session_GetEpGraphAssignmentInfo` lists — set against the model:
+    /// each group's `kernels` are nodes of that graph (as the assignment names them) and `nodes`
+    /// the model nodes they stand for. A node that kept its name and neighbours is no group; a
+    /// group without kernels was folded away at load. An EP's node that stands for model nodes
+    /// (an `EPContext` node of a compiled model) is one more group. `None` when ONNX Runtime's CPU
+    /// EP could not optimize the model (see the warnings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitioned: Option<Fusions>,
+    /// Nodes of the model or of the partitioned graph (ONNX Runtime inserts some) that quantize a
+    /// graph input or dequantize into a graph output: the QNN EP leaves them to the CPU by design.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_quantization: Vec<String>,
+}
+
+/// One node of the model.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GraphNode {
+    /// Its name, or `<op_type>_<index>` when it has none (as ONNX Runtime shows it).
+    pub name: String,
+    /// Operator type.
+    pub op_type: String,
+    /// Operator domain (empty for the default ONNX domain).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub domain: String,
+    /// True for a node inside a subgraph (an `If` branch, a `Loop` body): it runs only when its
+    /// branch is taken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subgraph: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// What the log says about the accelerator: did it start (its device present, its backend up)?
 /// An accelerator that started and rejected nodes — even every node — started: the rejections are
 /// a placement verdict, not a dead backend.
@@ -430,6 +500,36 @@ pub struct BackendHealth {
     /// One-line reason when it did not start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the QNN HTP backend reported about the power configuration it set up for the session
+    /// (absent for other EPs and backends, and when the log holds no such record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub htp_power: Option<HtpPowerReport>,
+}
+
+/// The HTP power configuration of a session, as the QNN EP and the backend logged it when the
+/// session was set up: what the EP asked for and whether the backend applied it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HtpPowerReport {
+    /// The performance mode the EP set (`burst`, …), or kept when it equalled the backend's
+    /// (`default`: nothing to set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance_mode: Option<String>,
+    /// RPC polling time the EP set, µs (`burst` sets 9999).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_polling_time_us: Option<u64>,
+    /// RPC control latency the EP set, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_control_latency_us: Option<u64>,
+    /// The backend's own account of the settings it set (DCVS, power mode, voltage corners, …), in log order.
+    pub backend_settings: Vec<String>,
+    /// Status the backend's `setPowerConfig` returned (`0x0` = success), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// True when the backend set the configuration and said nothing against it.
+    pub applied: bool,
+    /// Why it was not applied, in the backend's or the EP's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applied: Option<String>,
 }
 
 /// Files written next to `result.json` (paths relative to the result directory).

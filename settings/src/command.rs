@@ -85,13 +85,14 @@ mod tests {
             "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
             "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--model-file", &model_file, "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
             "--ep", "qnn", "--ep-name", "QNNExecutionProvider", "--ep-device", "npu", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
-            "--intra-threads", "2", "--optimization", "basic", "--strict", "--context-cache", "/t/cache", "--check-outputs", "--session-only",
+            "--intra-threads", "2", "--optimization", "basic", "--ort-log-level", "error", "--strict", "--context-cache", "/t/cache", "--check-outputs", "--session-only",
             "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
             "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1", "--prompt-tokens", "16", "--gen-tokens", "4", "--warmup-generations", "0", "--generations", "2",
         ]);
         let again = HarnessCommand::parse_from(std::iter::once("h".to_string()).chain(given.to_argv()));
         assert_eq!(again, given);
         assert_eq!(again.settings.ep_options[0].value, "b=c");
+        assert_eq!(again.settings.ort_log_level, crate::OrtLogLevel::Error);
         assert_eq!(again.settings.inputs[0].path, PathBuf::from("/t/a.npy"));
     }
 

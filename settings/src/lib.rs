@@ -49,6 +49,11 @@ pub struct HarnessSettings {
     /// A session the EP refuses is recorded in result.json (`session_error`).
     #[arg(long)]
     pub session_only: bool,
+    /// With `--session-only`: run one untimed inference after the session is created, so a graph
+    /// that compiles and fails at run time is caught; a failed inference is recorded in result.json
+    /// (`inference_error`). Needs inputs like a full run (`--input`, `--seed`).
+    #[arg(long, requires = "session_only")]
+    pub execute_once: bool,
     /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
@@ -96,6 +101,11 @@ pub struct SessionSettings {
     /// Graph optimization level of the timed and profiled sessions.
     #[arg(long, value_enum, default_value_t = OptimizationLevel::All)]
     pub optimization: OptimizationLevel,
+    /// Log level of the timed session (ONNX Runtime's and, through the EP, its backend's: QNN's):
+    /// what an app logs at. The session that gives the VERBOSE account (assignment, the backend's
+    /// reasons, ort.log) is another one, so nothing is logged per timed inference by default.
+    #[arg(long, value_enum, default_value_t = OrtLogLevel::Warning)]
+    pub ort_log_level: OrtLogLevel,
     /// Refuse CPU fallback: sets `session.disable_cpu_ep_fallback=1`, so a node the EP does not
     /// take (or a backend that did not start) fails session creation instead of running on CPU.
     #[arg(long)]
@@ -167,13 +177,22 @@ struct RunTable {
     profile_runs: u32,
     no_reference_pass: bool,
     session_only: bool,
+    execute_once: bool,
     check_outputs: bool,
 }
 
 impl Default for RunTable {
     fn default() -> Self {
         let d = HarnessSettings::default();
-        RunTable { runs: d.runs, warmup: d.warmup, profile_runs: d.profile_runs, no_reference_pass: d.no_reference_pass, session_only: d.session_only, check_outputs: d.check_outputs }
+        RunTable {
+            runs: d.runs,
+            warmup: d.warmup,
+            profile_runs: d.profile_runs,
+            no_reference_pass: d.no_reference_pass,
+            session_only: d.session_only,
+            execute_once: d.execute_once,
+            check_outputs: d.check_outputs,
+        }
     }
 }
 
@@ -184,8 +203,8 @@ impl TryFrom<SettingsTable> for HarnessSettings {
         if let Some(key) = table.unknown.keys().next() {
             return Err(format!("unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"));
         }
-        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, check_outputs } = table.run;
-        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, check_outputs, generation: table.generation })
+        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } = table.run;
+        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs, generation: table.generation })
     }
 }
 
@@ -222,6 +241,35 @@ impl From<SessionSettings> for HarnessSettings {
     }
 }
 
+/// ONNX Runtime's log severities, least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrtLogLevel {
+    /// Everything, including per-inference traces of the EP and its backend.
+    Verbose,
+    /// Informational messages.
+    Info,
+    /// Warnings and errors (what apps usually log).
+    Warning,
+    /// Errors only.
+    Error,
+    /// Fatal errors only.
+    Fatal,
+}
+
+impl OrtLogLevel {
+    /// The command-line spelling.
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            OrtLogLevel::Verbose => "verbose",
+            OrtLogLevel::Info => "info",
+            OrtLogLevel::Warning => "warning",
+            OrtLogLevel::Error => "error",
+            OrtLogLevel::Fatal => "fatal",
+        }
+    }
+}
+
 impl HarnessSettings {
     /// The same settings with every `--input` file replaced by `map(file)` (e.g. its path on a target).
     pub fn with_input_paths(&self, mut map: impl FnMut(&InputFile) -> PathBuf) -> HarnessSettings {
@@ -238,11 +286,13 @@ impl HarnessSettings {
         args.extend(["--profile-runs".into(), self.profile_runs.to_string(), "--seed".into(), self.seed.to_string()]);
         args.extend(["--intra-threads".into(), self.intra_threads.to_string()]);
         args.extend(["--ep".into(), self.ep.cli_name().into(), "--optimization".into(), self.optimization.cli_name().into()]);
+        args.extend(["--ort-log-level".into(), self.ort_log_level.cli_name().into()]);
         let switches = [
             (self.no_reference_pass, "--no-reference-pass"),
             (self.strict, "--strict"),
             (self.check_outputs, "--check-outputs"),
             (self.session_only, "--session-only"),
+            (self.execute_once, "--execute-once"),
         ];
         args.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
         if let Some(name) = &self.ep_name {

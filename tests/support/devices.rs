@@ -2,6 +2,10 @@
 //! device inside a private network namespace; every command that must see those devices (adb,
 //! `npugate`) runs in that namespace through [`Rig::command`]. Dropping the rig stops every
 //! process in the namespace (adbds, adb servers, leftover harness runs).
+//!
+//! Each device is a phone's userland (see `scripts/adb-rig`): mksh and toybox, `adb shell` as uid
+//! 2000 with AOSP's groups, `/proc` mounted hidepid, `/data` with a phone's owners. What a test
+//! puts into a device's `/data` from the host must belong to the shell user ([`Rig::plant`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,6 +17,45 @@ pub struct Rig {
     state: tempfile::TempDir,
 }
 
+/// The uid (and gid) of `adb shell` on the devices: Android's `shell`.
+pub const SHELL_UID: u32 = 2000;
+
+/// One simulated device: its port and its options (`scripts/adb-rig up STATE PORT[:OPTION]...`).
+#[derive(Debug, Clone)]
+pub struct Device {
+    port: u16,
+    options: Vec<String>,
+}
+
+impl Device {
+    /// A device on `port` (outside 5555–5585): a Linux board with a phone's userland.
+    pub fn new(port: u16) -> Device {
+        Device { port, options: Vec::new() }
+    }
+
+    /// Its `/sys/devices/soc0/soc_id` reads `id`, as a Qualcomm board's does (e.g. 439 = SM8350).
+    pub fn soc_id(mut self, id: u32) -> Device {
+        self.options.push(format!("soc_id={id}"));
+        self
+    }
+
+    /// Its `getprop` answers from `file` (`NAME=VALUE` lines): with `ro.*` properties it is a phone.
+    pub fn props(mut self, file: &Path) -> Device {
+        self.options.push(format!("props={}", file.display()));
+        self
+    }
+
+    /// Its shell is not in the readproc group: it sees only its own user's processes.
+    pub fn without_readproc(mut self) -> Device {
+        self.options.push("no_readproc".into());
+        self
+    }
+
+    fn spec(&self) -> String {
+        std::iter::once(self.port.to_string()).chain(self.options.iter().cloned()).collect::<Vec<_>>().join(":")
+    }
+}
+
 /// `scripts/adb-rig` of this checkout.
 fn rig_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/adb-rig")
@@ -21,19 +64,14 @@ fn rig_script() -> PathBuf {
 impl Rig {
     /// Starts one adbd per port (outside 5555–5585) and connects the rig's adb server to each.
     pub fn up(ports: &[u16]) -> Rig {
-        Rig::up_with(&ports.iter().map(|port| (*port, None)).collect::<Vec<_>>())
+        Rig::up_with(&ports.iter().map(|port| Device::new(*port)).collect::<Vec<_>>())
     }
 
-    /// Like [`Rig::up`], a device given a kernel chip id reading `/sys/devices/soc0/soc_id` as a
-    /// Qualcomm board does (e.g. 439 = SM8350).
-    pub fn up_with(devices: &[(u16, Option<u32>)]) -> Rig {
+    /// Like [`Rig::up`], with each device's options.
+    pub fn up_with(devices: &[Device]) -> Rig {
         let state = tempfile::Builder::new().prefix("npugate-rig-").tempdir().expect("temp dir");
         let rig = Rig { state };
-        let specs = devices.iter().map(|(port, soc_id)| match soc_id {
-            Some(id) => format!("{port}:soc_id={id}"),
-            None => port.to_string(),
-        });
-        let output = crate::run(Command::new(rig_script()).arg("up").arg(rig.state.path()).args(specs));
+        let output = crate::run(Command::new(rig_script()).arg("up").arg(rig.state.path()).args(devices.iter().map(Device::spec)));
         assert!(
             output.status.success(),
             "adb-rig up failed (see scripts/adb-rig install):\n{}",
@@ -120,6 +158,30 @@ impl Rig {
             found.push((pid, parent, argv));
         }
         found
+    }
+
+    /// Writes `content` to `path` below the device's `/data` as its shell would have: the file and
+    /// every directory created for it belong to the shell user.
+    pub fn plant(&self, port: u16, path: &str, content: &[u8]) {
+        let data = self.device_data(port);
+        let file = data.join(path);
+        let mut missing = Vec::new();
+        let mut dir = file.parent().expect("a file below /data");
+        while !dir.exists() {
+            missing.push(dir.to_path_buf());
+            dir = dir.parent().expect("below /data");
+        }
+        std::fs::create_dir_all(file.parent().expect("a parent")).expect("create the file's directories");
+        std::fs::write(&file, content).expect("plant the file");
+        for owned in missing.iter().chain([&file]) {
+            std::os::unix::fs::chown(owned, Some(SHELL_UID), Some(SHELL_UID)).expect("give it to the shell user");
+        }
+    }
+
+    /// Removes the command `name` from the device's `/system/bin` (a toybox built without it).
+    pub fn remove_command(&self, port: u16, name: &str) {
+        let link = self.state.path().join(format!("dev-{port}/system/bin/{name}"));
+        std::fs::remove_file(&link).unwrap_or_else(|e| panic!("cannot remove {}: {e}", link.display()));
     }
 
     /// The device lock dir of the default work dir on the device on `port`, as seen from the host.

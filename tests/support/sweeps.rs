@@ -2,6 +2,8 @@
 //! headless-Chromium screenshot of an HTML report (kept so a person can look at it).
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The two real x86_64 ONNX Runtimes a host sweep compares (the "firmware axis" of the rig).
 pub const RUNTIMES: [&str; 2] = ["ort-1.31.1-linux-x86_64", "ort-1.24.4-linux-x86_64"];
@@ -35,6 +37,19 @@ pub fn finished_cells(sweep_dir: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
+}
+
+/// Starts the sweep and SIGKILLs it as soon as the first cell is marked finished.
+pub fn start_and_kill_after_first_cell(mut command: Command, out: &Path) {
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start npugate sweep");
+    let start = Instant::now();
+    while finished_cells(out).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(300), "no cell finished within 300 s");
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before any cell was marked finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("SIGKILL npugate");
+    child.wait().unwrap();
 }
 
 fn children(dir: &Path) -> Vec<PathBuf> {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use npugate_e2e::devices::Rig;
+use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::{bin, describe, model, python, run, sample};
 use npugate_result::RunResult;
 use serde_json::Value;
@@ -235,7 +235,7 @@ fn a_compiled_model_with_its_context_file_is_deployed_as_a_set_and_runs_alone_un
 
     // On a board (an SM8650 by its kernel's chip id) the .bin is deployed beside the model.
     let port = 6331;
-    let rig = Rig::up_with(&[(port, Some(557))]);
+    let rig = Rig::up_with(&[Device::new(port).soc_id(557)]);
     let device = work.path().join("device");
     let output = npugate_on(&rig, &["--device", &Rig::serial(port), "--no-gate"], &model_path, &device);
     let model_dir = rig.device_data(port).join(format!("local/tmp/npugate/models/{}", result.model.digest));

@@ -117,7 +117,7 @@ fn action_yml_and_the_gitlab_template_validate_against_their_published_schemas()
     let as_job = |job: &Value| serde_json::json!({ "npugate": job });
     assert_eq!(validate("gitlab-ci.json", &as_job(&template[".npugate"])), Vec::<String>::new(), "the template's job");
     let (_project, pipeline) = gitlab_project(&repo());
-    for name in ["npugate", "npugate-phone", "npugate-htp", "npugate-nightly"] {
+    for name in ["npugate", "npugate-phone", "npugate-htp", "npugate-nightly", "npugate-nightly-merge"] {
         let job = Value::Object(pipeline.job(name).config);
         assert_eq!(validate("gitlab-ci.json", &as_job(&job)), Vec::<String>::new(), "job {name} as GitLab resolves it");
     }
@@ -399,6 +399,79 @@ fn a_nightly_sweep_spreads_over_two_adb_servers_as_two_matrix_jobs() {
         swept.push(sweep["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap().to_string()).collect::<Vec<_>>());
     }
     assert_eq!(swept, [vec![Rig::serial(6441), Rig::serial(6442)], vec![Rig::serial(6443)]], "each phone in exactly one shard");
+}
+
+#[test]
+fn a_nightly_sweep_in_three_shard_jobs_is_merged_into_one_sweep_by_a_fourth() {
+    let ports = [6451, 6452, 6453];
+    let rig = Rig::up(&ports);
+    let launcher = |program: &Path| rig.command(program);
+    let runner = ActionRunner::new(&repo());
+    let plan = npugate_e2e::sweeps::write_plan(&runner.workspace(), &ports.map(Rig::serial), &["smallcnn"]);
+    // Where actions/download-artifact (pattern nightly-shard-*, merge-multiple) unpacks the shard jobs' artifacts.
+    let downloaded = runner.workspace().join("shards");
+    for shard in 1..=3 {
+        let history = runner.workspace().join(format!("shard-{shard}.sqlite"));
+        let job = runner.run_with(
+            &[
+                ("npugate-bin", &npugate_bin()),
+                ("plan", &plan.display().to_string()),
+                ("shard", &format!("{shard}/3")),
+                ("args", &format!("--history {} --night 2026-11-23", history.display())),
+                ("artifact-name", &format!("nightly-shard-{shard}")),
+            ],
+            &launcher,
+        );
+        assert_eq!((job.conclusion, job.exit_code, job.output("verdict")), (Outcome::Success, 0, "pass"), "{}", job.describe());
+        let report_dir = PathBuf::from(job.output("report_dir"));
+        let result = report_dir.join(format!("shard-{shard}-of-3"));
+        let sweep = json(&result.join("sweep.json"));
+        assert_eq!(sweep["shard"]["shard"]["index"], shard);
+        assert_eq!(sweep["devices"][0]["serial"], Rig::serial(ports[shard as usize - 1]), "shard {shard} takes the plan's device {shard}");
+        assert!(job.summary.contains(std::fs::read_to_string(result.join("matrix.md")).unwrap().trim()), "{}", job.summary);
+        let upload = &job.uploads[0];
+        assert!(upload.files.contains(&result.join("sweep.json")), "{:?}", upload.files);
+        for file in &upload.files {
+            let target = downloaded.join(file.strip_prefix(&report_dir).unwrap());
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(file, target).unwrap();
+        }
+    }
+
+    let merge = |shards: &str, name: &str| {
+        let history = runner.workspace().join(format!("{name}.sqlite"));
+        let inputs = [
+            ("npugate-bin", npugate_bin()),
+            ("merge", shards.to_string()),
+            ("args", format!("--history {}", history.display())),
+            ("artifact-name", name.to_string()),
+        ];
+        runner.run_with(&inputs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(), &launcher)
+    };
+    let merged = merge("shards/shard-*", "nightly");
+    assert_eq!((merged.conclusion, merged.exit_code, merged.output("verdict")), (Outcome::Success, 0, "pass"), "{}", merged.describe());
+    let report_dir = PathBuf::from(merged.output("report_dir"));
+    let sweep = json(&report_dir.join("result/sweep.json"));
+    assert_eq!(sweep["merged"]["shards"].as_array().unwrap().len(), 3);
+    let cells = sweep["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 6, "3 devices × 2 runtimes");
+    let highest = cells.iter().map(|c| num(&c["record"]["median_ns"]) / 1e6).fold(f64::MIN, f64::max);
+    assert!((output_number(&merged, "median_ms") - highest).abs() < 1e-4, "{} vs {highest}", merged.output("median_ms"));
+    let matrix = std::fs::read_to_string(report_dir.join("result/matrix.md")).unwrap();
+    assert!(matrix.contains("3 device(s) × 2 runtime(s) × 1 model(s): **6 passed"), "{matrix}");
+    assert!(merged.summary.contains(matrix.trim()), "the summary is the merged matrix report:\n{}", merged.summary);
+    assert!(merged.uploads[0].files.contains(&report_dir.join("result/sweep.json")));
+
+    // The job of shard 2 failed to deliver: its cells are named, the check fails as not judged.
+    let partial = merge("shards/shard-1-of-3 shards/shard-3-of-3", "nightly-partial");
+    assert_eq!((partial.conclusion, partial.exit_code, partial.output("verdict")), (Outcome::Failure, 2, "error"), "{}", partial.describe());
+    let absent: Vec<&str> = partial.annotations("error").iter().map(|a| a.message.as_str()).filter(|m| m.contains("absent")).collect();
+    assert_eq!(absent.len(), 2, "{:?}", partial.annotations);
+    assert!(absent.iter().all(|m| m.starts_with("smallcnn on 127.0.0.1_6452 with ort-") && m.ends_with(": absent: shard 2/3 was not merged")), "{absent:?}");
+    assert!(partial.summary.contains("## Absent cells"), "{}", partial.summary);
+    let nothing = merge("shards/shard-9-of-*", "nightly-nothing");
+    assert_eq!((nothing.conclusion, nothing.exit_code), (Outcome::Failure, 2), "{}", nothing.describe());
+    assert!(nothing.annotations("error").iter().any(|a| a.message.contains("merge (NPUGATE_MERGE) shards/shard-9-of-* matches no shard result")), "{:?}", nothing.annotations);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::process::{Child, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use npugate_e2e::devices::Rig;
+use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::{bin, describe, model, run};
 use serde_json::Value;
 
@@ -94,7 +94,7 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     let rig = Rig::up(&[6101]);
     let out = tempfile::tempdir().unwrap();
     let serial = Rig::serial(6101);
-    // The device comes from ANDROID_SERIAL; the rig has no thermal sensors, which the cooldown records.
+    // The device comes from ANDROID_SERIAL; its hottest readable sensor is at 36.5°C, below the cooldown's 40°C.
     let first = run(rig
         .command(bin("npugate"))
         .args(run_args(&model("smallcnn.onnx"), &out.path().join("first"), &["--cooldown-until", "40C"]))
@@ -102,7 +102,13 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
     let dir = result_dir(&out.path().join("first"), 6101);
     assert_complete_result(&dir);
-    assert_eq!(json(&dir.join("device_state.json"))["cooldown"]["outcome"], "no_sensor");
+    let state = json(&dir.join("device_state.json"));
+    assert_eq!(state["cooldown"]["outcome"], "reached", "{state}");
+    // Two of the three zones are readable by the shell (the PMIC's is not, as on phones); every
+    // CPU has its cpufreq files.
+    let zones: Vec<&str> = state["before"]["thermal_zones"].as_array().unwrap().iter().map(|z| z["kind"].as_str().unwrap()).collect();
+    assert_eq!(zones, ["cpu-0-0-usr", "gpuss-0-usr"], "{state}");
+    assert!(state["before"]["cpus"].as_array().unwrap().iter().all(|c| c["governor"] == "schedutil" && c["max_khz"] == 3302400), "{state}");
     let record = json(&dir.join("device_run.json"));
     assert_eq!(record["deploy"]["files_pushed"], 3, "{record}");
     assert!(record["deploy"]["bytes_pushed"].as_u64().unwrap() > 1_000_000, "{record}");
@@ -328,8 +334,8 @@ fn bad_locks_and_unwritable_work_dirs_are_named_with_the_fix() {
     let out = tempfile::tempdir().unwrap();
     let serial = Rig::serial(6113);
     let lock = rig.lock_dir(6113);
-    std::fs::create_dir_all(&lock).unwrap();
-    std::fs::write(lock.join("holder"), "\u{0}\u{1}not a lock record").unwrap();
+    let holder = "local/tmp/npugate/lock/holder";
+    rig.plant(6113, holder, "\u{0}\u{1}not a lock record".as_bytes());
     let corrupt = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("corrupt"), &["--device", &serial]);
     assert_eq!(corrupt.status.code(), Some(2), "{}", describe(&corrupt));
     let said = String::from_utf8_lossy(&corrupt.stdout);
@@ -338,12 +344,9 @@ fn bad_locks_and_unwritable_work_dirs_are_named_with_the_fix() {
 
     // A holder on another host with a fresh heartbeat is alive: --unlock refuses without --force.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    std::fs::write(
-        lock.join("holder"),
-        "schema=npugate.device-lock/1\nrun=run-1-a\nhost=lab-7\nhost_id=elsewhere\npid=4242\ncommand=npugate sweep\nstarted_at=2026-11-23T02:00:00Z\n",
-    )
-    .unwrap();
-    std::fs::write(lock.join("heartbeat"), format!("{now}\n")).unwrap();
+    let record = "schema=npugate.device-lock/1\nrun=run-1-a\nhost=lab-7\nhost_id=elsewhere\npid=4242\ncommand=npugate sweep\nstarted_at=2026-11-23T02:00:00Z\n";
+    rig.plant(6113, holder, record.as_bytes());
+    rig.plant(6113, "local/tmp/npugate/lock/heartbeat", format!("{now}\n").as_bytes());
     let refused = npugate(&rig, &["devices", "--unlock", &serial]);
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("host lab-7 pid 4242"), "{}", describe(&refused));
@@ -358,4 +361,91 @@ fn bad_locks_and_unwritable_work_dirs_are_named_with_the_fix() {
     assert_eq!(unwritable.status.code(), Some(2), "{}", describe(&unwritable));
     let said = String::from_utf8_lossy(&unwritable.stdout);
     assert!(said.contains("cannot take the lock in work dir /proc/npugate"), "{said}");
+
+    // /data is root's (0771): the shell cannot make a work dir there, and the error says why —
+    // mkdir's own words, not the lock's "No such file or directory".
+    let denied = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("data"), &["--device", &serial, "--work-dir", "/data/npugate"]);
+    assert_eq!(denied.status.code(), Some(2), "{}", describe(&denied));
+    let said = String::from_utf8_lossy(&denied.stdout);
+    assert!(said.contains("cannot take the lock in work dir /data/npugate: mkdir: '/data/npugate': Permission denied"), "{said}");
+    assert!(!said.contains("No such file or directory"), "{said}");
+}
+
+#[test]
+fn a_phone_is_identified_from_its_properties_and_a_missing_applet_is_a_named_gap() {
+    let props = tempfile::NamedTempFile::new().unwrap();
+    let fingerprint = "google/caiman/caiman:15/AP4A.250105.002/12701944:user/release-keys";
+    std::fs::write(
+        props.path(),
+        format!("ro.product.model=Pixel 9 Pro\nro.soc.model=SM8650\nro.board.platform=pineapple\nro.build.fingerprint={fingerprint}\n"),
+    )
+    .unwrap();
+    let rig = Rig::up_with(&[Device::new(6114).props(props.path()), Device::new(6115)]);
+    rig.remove_command(6115, "uname");
+    let listed = npugate(&rig, &["devices", "--json"]);
+    assert!(listed.status.success(), "{}", describe(&listed));
+    let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let (phone, board) = (&list["devices"][0], &list["devices"][1]);
+    assert_eq!((phone["os"].as_str(), phone["model"].as_str()), (Some("android"), Some("Pixel 9 Pro")), "{phone}");
+    assert_eq!((phone["soc"].as_str(), phone["hexagon_arch"].as_str()), (Some("SM8650"), Some("v75")), "{phone}");
+    assert_eq!(phone["fingerprint"].as_str(), Some(fingerprint));
+    assert!(phone.get("missing_commands").is_none(), "{phone}");
+    // The board lacks uname: its ABI is unknown, and the probe says why instead of a blank.
+    assert_eq!(board["missing_commands"], serde_json::json!(["uname"]), "{board}");
+    assert!(board.get("abi").is_none(), "{board}");
+    let table = npugate(&rig, &["devices"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("device 127.0.0.1:6115 lacks uname (not on its shell's PATH)"), "{text}");
+
+    // A phone without ro.product.cpu.abi names no harness target: refused before anything is pushed.
+    let out = tempfile::tempdir().unwrap();
+    let refused = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", &Rig::serial(6114)]);
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(String::from_utf8_lossy(&refused.stdout).contains("device 127.0.0.1:6114: its ABI is unknown"), "{}", describe(&refused));
+    assert!(!rig.device_data(6114).join("local/tmp/npugate").exists(), "nothing was pushed");
+}
+
+#[test]
+fn a_shell_that_cannot_see_other_users_makes_the_background_check_not_applicable() {
+    let rig = Rig::up_with(&[Device::new(6116).without_readproc(), Device::new(6117)]);
+    // A root process spinning on the host, which the devices share: the readproc shell sees it,
+    // the other one cannot.
+    let spinner = Spinner::start();
+    let out = tempfile::tempdir().unwrap();
+    let rule = ["--rule", "max_background_cpu_pct=20"];
+    let blind = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("blind"), &[&["--device", &Rig::serial(6116)][..], &rule].concat());
+    let seeing = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("seeing"), &[&["--device", &Rig::serial(6117)][..], &rule].concat());
+    drop(spinner);
+    assert_eq!(blind.status.code(), Some(0), "a check that could not see does not fail the run: {}", describe(&blind));
+    let verdict = json(&result_dir(&out.path().join("blind"), 6116).join("verdict.json"));
+    let check = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "max_background_cpu_pct").unwrap();
+    assert_eq!(check["status"], "not_applicable", "{check}");
+    let message = check["message"].as_str().unwrap();
+    assert!(message.contains("sees only its own user's processes") && message.contains("readproc"), "{message}");
+    let state = json(&result_dir(&out.path().join("blind"), 6116).join("device_state.json"));
+    assert_eq!(state["before"]["load"]["others_hidden"], true, "{state}");
+
+    assert!(seeing.status.code().is_some_and(|code| code < 2), "{}", describe(&seeing));
+    let verdict = json(&result_dir(&out.path().join("seeing"), 6117).join("verdict.json"));
+    let check = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "max_background_cpu_pct").unwrap();
+    assert!(check["status"] == "pass" || check["status"] == "fail", "the readproc shell judges it: {check}");
+    let state = json(&result_dir(&out.path().join("seeing"), 6117).join("device_state.json"));
+    assert!(state["before"]["load"].get("others_hidden").is_none(), "{state}");
+}
+
+/// A root process keeping one core busy until dropped.
+struct Spinner(Child);
+
+impl Spinner {
+    fn start() -> Spinner {
+        let child = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).stdout(Stdio::null()).spawn().unwrap();
+        Spinner(child)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -54,6 +54,13 @@ fn check_real_run(model_name: &str, runs: u32) {
         let path = out.join(artifact);
         assert!(path.metadata().map(|m| m.len() > 0).unwrap_or(false), "{} written", path.display());
     }
+    // The timed session logged at an app's level; the log holds the VERBOSE profiled session, and
+    // no line of the timed one below WARNING.
+    let timed_log = result.execution.timed_log.as_ref().expect("timed_log");
+    assert_eq!((timed_log.level.as_str(), timed_log.lines_during_runs), ("warning", 0), "{timed_log:?}");
+    let log = std::fs::read_to_string(out.join(files::ORT_LOG)).unwrap();
+    assert!(log.contains("[V:onnxruntime:profiled"), "the profiled session logs VERBOSE");
+    assert!(!log.contains("[V:onnxruntime:timed") && !log.contains("[I:onnxruntime:timed"), "the timed session logs WARNING and above only");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use npugate_e2e::devices::Rig;
+use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::htp::{npugate, preflight, soc};
 use npugate_e2e::{bin, describe, model, python, run};
 use npugate_result::RunResult;
@@ -31,7 +31,7 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     let dir = tempfile::tempdir().unwrap();
     let (output, report) = preflight(&model("htp_reject.onnx"), &["SM8650"], &dir.path().join("out"));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
-    assert_eq!(report["schema"], "npugate.htp-preflight/1");
+    assert_eq!(report["schema"], "npugate.htp-preflight/2");
     assert!(report["label"].as_str().unwrap().contains("the device did not run"), "{report:#}");
     let verdict = soc(&report, "SM8650");
     assert_eq!((verdict["outcome"].as_str(), verdict["compiled"].as_bool(), verdict["htp_arch"].as_str()), (Some("fail"), Some(true), Some("v75")));
@@ -75,7 +75,8 @@ fn an_a16w16_conv_net_is_refused_on_v68_and_taken_on_v75() {
     let v68 = soc(&report, "SM8350");
     assert_eq!((v68["outcome"].as_str(), v68["compiled"].as_bool()), (Some("fail"), Some(false)), "{v68:#}");
     assert!(v68["error"].as_str().unwrap().contains("ONNX Runtime refused the session for SM8350 (v68)"), "{v68:#}");
-    let conv = fallback(v68, "conv1_token_1");
+    // The model's node, not the name the layout transformation gave it (`conv1_token_1`).
+    let conv = fallback(v68, "conv1");
     assert_eq!(conv["op_type"], "Conv");
     let reason = conv["reason"].as_str().unwrap();
     assert!(reason.contains("has incorrect Value 68, expected >= 73.") && reason.contains("[needs Hexagon v73 or newer; SM8350 is v68]"), "{reason}");
@@ -141,6 +142,53 @@ fn a_uint8_qdq_model_on_the_emulator_is_within_one_output_step_of_the_cpu_ep() {
     assert_eq!(check("max_abs_err")["status"], "pass");
 }
 
+/// How many times the HTP emulator executed a graph, by its own `QnnGraph_execute started` lines
+/// in `ort.log` (an independent count of what the harness reports).
+fn graph_executions(log: &Path) -> usize {
+    std::fs::read_to_string(log).unwrap().lines().filter(|l| l.contains("<I> QnnGraph_execute started")).count()
+}
+
+#[test]
+fn the_timed_session_on_the_emulator_logs_nothing_per_inference_and_the_account_proves_the_power_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let qdq = model("smallcnn_qdq.onnx");
+    let emulate = |out: &Path, extra: &[&str]| {
+        let args = [&["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "20", "--warmup", "2", "--profile-runs", "1", "--no-reference-pass"][..], extra].concat();
+        let output = npugate(&args, &[Path::new("--model"), &qdq, Path::new("--out"), out]);
+        assert!(output.status.code().is_some_and(|c| c < 2), "{}", describe(&output));
+        (output, RunResult::read(out).unwrap())
+    };
+    let inferences = 1 + 2 + 20;
+
+    // The default: an app's WARNING. Nothing logged from the first inference to the last timed
+    // run; the one graph execution in the log is the profiled pass's, which logs VERBOSE.
+    let quiet = dir.path().join("warning");
+    let (output, result) = emulate(&quiet, &[]);
+    let timed_log = result.execution.timed_log.as_ref().expect("the timed session's log is recorded");
+    assert_eq!((timed_log.level.as_str(), timed_log.lines_during_runs), ("warning", 0), "{timed_log:?}");
+    assert_eq!(graph_executions(&quiet.join("ort.log")), 1, "only the profiled run logged its execution");
+    // The account (the profiled session's set-up, VERBOSE): the backend started, and the power
+    // configuration burst asks for — which Qualcomm's host build says it cannot apply.
+    let backend = result.backend.as_ref().unwrap();
+    assert!(backend.started && backend.evidence.iter().any(|e| e.contains("QNN SetupBackend succeed")), "{backend:?}");
+    let power = backend.htp_power.as_ref().expect("the HTP power configuration is recorded");
+    assert_eq!((power.performance_mode.as_deref(), power.rpc_polling_time_us), (Some("burst"), Some(9999)), "{power:?}");
+    assert!(!power.applied && power.not_applied.as_deref() == Some("QNN HTP backend: No perf settings support on this platform"), "{power:?}");
+    let said = stderr(&output) + &String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("htp_performance_mode=burst was requested, but not applied: QNN HTP backend: No perf settings support"), "{said}");
+
+    // VERBOSE, as the harness did before: every inference logs (the QNN EP and the backend).
+    let loud = dir.path().join("verbose");
+    let (_, result) = emulate(&loud, &["--ort-log-level", "verbose"]);
+    let timed_log = result.execution.timed_log.as_ref().unwrap();
+    assert_eq!(graph_executions(&loud.join("ort.log")), inferences + 1, "every timed-session inference logged its execution");
+    assert!(timed_log.lines_during_runs >= 10 * inferences as u64, "{timed_log:?}");
+    eprintln!("log lines per inference at verbose: {:.1}", timed_log.lines_during_runs as f64 / inferences as f64);
+    // ERROR: nothing either.
+    let (_, result) = emulate(&dir.path().join("error"), &["--ort-log-level", "error"]);
+    assert_eq!(result.execution.timed_log.as_ref().map(|t| t.lines_during_runs), Some(0));
+}
+
 #[test]
 fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs_and_refuses_another_chip() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,7 +233,7 @@ fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs
 
     // A board whose kernel reads SM8350 (chip id 439) refuses it before anything is pushed.
     let port = 6201;
-    let rig = Rig::up_with(&[(port, Some(439))]);
+    let rig = Rig::up_with(&[Device::new(port).soc_id(439)]);
     let devices = run(rig.command(bin("npugate")).args(["devices", "--json"]));
     assert!(String::from_utf8_lossy(&devices.stdout).contains("\"soc\": \"SM8350\""), "{}", describe(&devices));
     let on_device = run(rig

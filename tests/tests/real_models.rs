@@ -107,7 +107,7 @@ fn a_device_run_without_a_runtime_picks_the_newest_one_for_the_device_and_says_s
     let picked = run(&mut command);
     assert!(matches!(picked.status.code(), Some(0 | 1)), "{}", describe(&picked));
     assert!(
-        stderr(&picked).contains("no --runtime given: using ort-1.31.1-linux-x86_64 (the newest fetched runtime for x86_64-unknown-linux-gnu)"),
+        stderr(&picked).contains("no --runtime given: using ort-1.31.1-linux-x86_64 (ONNX Runtime 1.31.1; the newest fetched runtime for x86_64-unknown-linux-gnu)"),
         "{}",
         describe(&picked)
     );

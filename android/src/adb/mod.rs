@@ -1,6 +1,7 @@
 //! The `adb` client: runs the real `adb` binary (one process per step, each with a timeout) and
 //! tells transport failures (device gone, timeout — worth a retry) from failed commands.
 
+pub mod commands;
 pub mod quote;
 
 use std::path::{Path, PathBuf};
@@ -148,8 +149,7 @@ impl Adb {
         step: &str,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<ShellOutput, AdbError> {
-        let wrapped = format!("({script}\n); printf '\\n{EXIT_MARKER}%d\\n' $?");
-        let out = self.run_local(&["-s", serial, "shell", &wrapped], timeout, serial, step, cancelled)?;
+        let out = self.run_local(&["-s", serial, "shell", &wrapped(script)], timeout, serial, step, cancelled)?;
         let Some((stdout, exit_code)) = split_exit_marker(&out.stdout) else {
             self.fail_if_gone(serial, step, &out)?;
             return Err(AdbError::DeviceGone {
@@ -241,7 +241,13 @@ impl Adb {
     }
 }
 
-/// Somewhere to run a shell script: a device over adb, or (in tests) a local `/bin/sh`. Code that
+/// `script` in a subshell followed by the marker line that carries its exit status (see
+/// [`Adb::shell`]).
+pub(crate) fn wrapped(script: &str) -> String {
+    format!("({script}\n); printf '\\n{EXIT_MARKER}%d\\n' $?")
+}
+
+/// Somewhere to run a shell script: a device over adb, or (in tests) a local phone shell. Code that
 /// only needs to run scripts on a device (the device lock, the load sample) takes this, so it can
 /// be tested with real shell semantics and no device.
 pub trait DeviceShell: Send + Sync {
@@ -317,10 +323,36 @@ fn one_line(stderr: &str, stdout: &str) -> String {
     stderr.lines().chain(stdout.lines()).map(str::trim).find(|l| !l.is_empty()).unwrap_or("(no output)").to_string()
 }
 
-/// A local `/bin/sh` as the device, for tests of code that runs scripts on devices: the real
-/// shell semantics (and this machine's `/proc`), no adb.
+/// A local phone shell as the device, for tests of code that runs scripts on devices: mksh with
+/// only toybox's applets on its PATH (as `adb shell` on Android; both from Debian, installed by
+/// `scripts/setup`), this machine's `/proc`, no adb.
 #[cfg(test)]
 pub(crate) struct LocalShell;
+
+/// A directory holding `sh` (mksh) and every toybox applet (`target/phone-bin`, made once).
+#[cfg(test)]
+fn phone_bin() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let found = |name: &str| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).map(|dir| dir.join(name)).find(|path| path.is_file())
+        };
+        let (Some(mksh), Some(toybox)) = (found("mksh"), found("toybox")) else {
+            panic!("mksh and toybox are missing: run scripts/setup (apt-get install mksh toybox)");
+        };
+        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/phone-bin");
+        std::fs::create_dir_all(&bin).expect("create target/phone-bin");
+        let applets = String::from_utf8(Command::new(&toybox).output().expect("run toybox").stdout).expect("toybox lists applets");
+        for (name, program) in applets.split_whitespace().map(|applet| (applet, &toybox)).chain([("sh", &mksh)]) {
+            // Parallel test processes make the same links; one of them wins.
+            match std::os::unix::fs::symlink(program, bin.join(name)) {
+                Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => panic!("cannot link {name} in {}: {error}", bin.display()),
+                _ => {}
+            }
+        }
+        bin
+    })
+}
 
 #[cfg(test)]
 impl DeviceShell for LocalShell {
@@ -329,8 +361,9 @@ impl DeviceShell for LocalShell {
     }
 
     fn run(&self, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
-        let mut command = Command::new("/bin/sh");
-        command.arg("-c").arg(script);
+        let bin = phone_bin();
+        let mut command = Command::new(bin.join("sh"));
+        command.arg("-c").arg(script).env_clear().env("PATH", bin);
         let done = crate::process::run(command, timeout, &|| false)
             .map_err(|stopped| AdbError::Failed { serial: "local-sh".into(), step: step.into(), message: stopped.to_string() })?;
         Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-/// Quotes one word for a POSIX shell (Android's mksh/toybox sh, a Linux board's /bin/sh).
+/// Quotes one word for a POSIX shell (Android's mksh, a Linux board's /bin/sh).
 pub fn quote(word: &str) -> Cow<'_, str> {
     shell_words::quote(word)
 }
@@ -21,13 +21,23 @@ pub fn assignment(name: &str, value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adb::{DeviceShell, LocalShell};
     use std::process::Command;
+    use std::time::Duration;
 
-    /// Runs `printf '%s\n' <words>` through a real /bin/sh and returns the words it saw.
+    /// The shells the words must survive: this machine's /bin/sh and a phone's (mksh, toybox).
+    fn run_in_each_shell(line: &str) -> String {
+        let local = Command::new("/bin/sh").arg("-c").arg(line).output().unwrap();
+        assert!(local.status.success(), "{}", String::from_utf8_lossy(&local.stderr));
+        let phone = LocalShell.run_ok(line, Duration::from_secs(30), "quote test").unwrap();
+        let local = String::from_utf8(local.stdout).unwrap();
+        assert_eq!(local, phone, "/bin/sh and the phone shell differ");
+        local
+    }
+
+    /// Runs `printf '%s\n' <words>` through /bin/sh and the phone shell and returns the words they saw.
     fn words_seen_by_sh(line: &str) -> Vec<String> {
-        let out = Command::new("/bin/sh").arg("-c").arg(format!("printf '%s\\n' {line}")).output().unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+        run_in_each_shell(&format!("printf '%s\\n' {line}")).lines().map(str::to_string).collect()
     }
 
     #[test]
@@ -50,7 +60,6 @@ mod tests {
     #[test]
     fn assignment_keeps_semicolons_in_the_value() {
         let line = format!("{} sh -c 'printf %s \"$V\"'", assignment("V", "/a;/b c;$(d)"));
-        let out = Command::new("/bin/sh").arg("-c").arg(line).output().unwrap();
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), "/a;/b c;$(d)");
+        assert_eq!(run_in_each_shell(&line), "/a;/b c;$(d)");
     }
 }

@@ -9,11 +9,11 @@ use clap::Args;
 use npugate_gate::compare::CompareRules;
 use npugate_settings::HarnessSettings;
 
-use super::options::{FormatArgs, HealthArgs, JsonArg, ModelArg, OutArg, PlaceArgs, RulesArgs, RuntimeArgs};
+use super::options::{FormatArgs, HealthArgs, RulesArgs, TargetArgs};
 use crate::compare::{compare_on, CompareReport, CompareSpec};
 use crate::confirm::run_confirmed;
 use crate::device_rack;
-use crate::plan::{Command, Installed, Kind, Plan, QnnChoice, Request};
+use crate::plan::{Command, Installed, Kind, Plan, Request};
 use crate::targets::{Job, Silent, Target};
 
 /// Arguments of `npugate compare`.
@@ -22,21 +22,11 @@ pub struct CompareArgs {
     /// The baseline model A (e.g. the one on the main branch).
     #[arg(long, value_name = "PATH")]
     pub baseline_model: PathBuf,
-    /// `--model`: the candidate model B (the one under review).
+    /// `--model`: the candidate model B (the one under review); `--runtime`, `--harness`, `--out`
+    /// [default: npugate-results/<model>/compare; a rack puts each device in <out>/<serial>/],
+    /// `--local` or devices, `--json` (`npugate.compare/1`).
     #[command(flatten)]
-    pub model: ModelArg,
-    /// `--local`, or devices over adb (`--device SERIAL|all`, `--adb`, `--work-dir`, `--retries`, …).
-    #[command(flatten)]
-    pub place: PlaceArgs,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    /// `--out` [default: npugate-results/<model>/compare; a rack puts each device in <out>/<serial>/].
-    #[command(flatten)]
-    pub out: OutArg,
-    /// `--json`: `npugate.compare/1` instead of the terminal report.
-    #[command(flatten)]
-    pub json: JsonArg,
+    pub target: TargetArgs,
     /// Rounds: each model runs once per round, in ABBA order (AB, BA, AB, …).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=99))]
     pub rounds: u32,
@@ -65,17 +55,7 @@ pub struct CompareArgs {
 impl CompareArgs {
     /// The plan request these flags make.
     pub fn request(&self) -> Result<Request<'_>> {
-        Ok(Request {
-            command: Command::Compare,
-            model: &self.model.model,
-            place: self.place.place(Some(&self.health))?,
-            ep: self.settings.ep,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: Vec::new(),
-            qnn: QnnChoice::Any,
-            out: self.out.out.as_deref(),
-        })
+        self.target.request(Command::Compare, self.settings.ep, None, Some(&self.health))
     }
 }
 
@@ -84,11 +64,11 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     if args.settings.check_outputs {
         bail!("compare does not check outputs; check each model with `npugate run --check-outputs`");
     }
-    for model in [&args.baseline_model, &args.model.model] {
+    for model in [args.baseline_model.as_path(), args.target.model()] {
         crate::model::check_any(model, &args.settings)?;
     }
     let rules = CompareRules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
-    let sinks = args.output.sinks(args.json.json);
+    let sinks = args.output.sinks(args.target.json.json);
     let cancel = super::options::interrupt_flag();
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
@@ -96,9 +76,9 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         .targets
         .iter()
         .map(|one| CompareSpec {
-            job: Job { harness: &one.harness, runtime: &one.runtime, model: &args.model.model, prepared: None, settings: &args.settings, env: &[], timeout: plan.timeout, cancel: &cancel },
+            job: Job { harness: &one.harness, runtime: &one.runtime, model: args.target.model(), prepared: None, settings: &args.settings, env: &[], timeout: plan.timeout, cancel: &cancel },
             baseline: &args.baseline_model,
-            candidate: &args.model.model,
+            candidate: args.target.model(),
             rounds: args.rounds as usize,
             runs_per_round: args.runs_per_round,
             rules: &rules,
@@ -119,7 +99,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         run_confirmed(args.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
     };
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
-    let rack = device_rack::on_targets(&targets, &plan.out, &args.place.devices.policy(&cancel), work, &on_done)
+    let rack = device_rack::on_targets(&targets, &plan.out, &args.target.place.devices.policy(&cancel), work, &on_done)
         .with_context(|| format!("comparing on {}", names.join(", ")))?;
     print!("{}", rack.report.lines());
     Ok(rack.report.exit_code)

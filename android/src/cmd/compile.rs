@@ -1,32 +1,37 @@
 //! `npugate compile`: ahead-of-time compile a model for one Snapdragon on Qualcomm's host HTP
 //! backend: an EPContext model with the context binary embedded (or beside it, `--context-file`),
-//! stamped with what it was compiled for. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still written), 2 error.
+//! stamped with what it was compiled for. With several QNN versions (`--qnn A --qnn B`, `--qnn
+//! all`) one model per version, then each loaded under every version: the measured context
+//! compatibility matrix. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still
+//! written), 2 error.
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_settings::{EpKind, SessionSettings};
 
-use super::options::{EmulatorArgs, ModelArg, OutArg, RuntimeArgs};
-use crate::htp::compile::CompileRequest;
+use super::options::{EmulatorArgs, SubjectArgs};
+use crate::htp::compat::CompatRequest;
+use crate::htp::compile::{CompileRequest, Compiled};
 use crate::htp::HostHtp;
 use crate::plan::{Command, Installed, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]
+#[command(mut_arg("out", |out| out.help("The EPContext model to write [default: <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them into [default: the model's]")))]
 pub struct CompileArgs {
-    /// `--model`.
+    /// `--model`, `--runtime`, `--harness`, `--out`: the EPContext model to write [default:
+    /// <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them
+    /// into [default: the model's].
     #[command(flatten)]
-    pub model: ModelArg,
-    /// `--soc`: the Snapdragon to compile for (one), e.g. SM8650; `--qnn`: the QNN version that compiles.
+    pub subject: SubjectArgs,
+    /// `--soc`: the Snapdragon to compile for (one), e.g. SM8650; `--qnn`: the QNN version that
+    /// compiles — several (or `all`): one `<model>_qnn<version>_ctx.onnx` each, each then loaded
+    /// under every version (`<model>.context-compat/context_compat.json`).
     #[command(flatten)]
     pub emulator: EmulatorArgs,
-    /// `--out`: the EPContext model to write [default: <model>_ctx.onnx next to the model].
-    #[command(flatten)]
-    pub out: OutArg,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
     /// Write the context binary as a `.bin` file beside the model (embed mode 0, what large models
     /// use) instead of inside it; the two are deployed together.
     #[arg(long)]
@@ -42,37 +47,51 @@ impl CompileArgs {
         if self.emulator.socs().len() != 1 {
             bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
         }
-        Ok(Request {
-            command: Command::Compile,
-            model: &self.model.model,
-            place: Place::Emulator,
-            ep: EpKind::Qnn,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: self.emulator.socs(),
-            qnn: self.emulator.qnn(),
-            out: None,
-        })
+        Ok(Request { out: None, ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator)) })
     }
 }
 
 /// Runs `npugate compile`.
 pub fn run(args: CompileArgs) -> Result<u8> {
-    let model = args.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.model.display()))?;
-    let out = args.out.out.clone().unwrap_or_else(|| {
-        let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-        model.with_file_name(format!("{stem}_ctx.onnx"))
-    });
+    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
+    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
-    let [planned] = plan.targets.as_slice() else {
-        bail!("compile uses one QNN version: pass one --qnn");
-    };
-    let host = HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() };
-    let soc = planned.soc.context("an emulator target has its SoC")?;
+    let soc = plan.targets.first().and_then(|planned| planned.soc).context("an emulator target has its SoC")?;
+    let hosts: Vec<HostHtp> = plan.targets.iter().map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() }).collect();
+    let cancel = super::options::interrupt_flag();
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
-    let request = CompileRequest { host: &host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file };
-    let compiled = request.run(&out, &super::options::interrupt_flag())?;
+    let compile = |host: &HostHtp, out: &Path| {
+        CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }.run(out, &cancel)
+    };
+    if let [host] = hosts.as_slice() {
+        let out = args.subject.out.out.clone().unwrap_or_else(|| model.with_file_name(format!("{stem}_ctx.onnx")));
+        let compiled = compile(host, &out)?;
+        print_compiled(&compiled);
+        return Ok(if compiled.left_on_cpu.is_empty() { EXIT_PASS } else { EXIT_FAIL });
+    }
+    let dir = args.subject.out.out.clone().unwrap_or_else(|| model.parent().map(PathBuf::from).unwrap_or_default());
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut contexts = Vec::new();
+    let mut left_on_cpu = false;
+    for host in &hosts {
+        let compiled = compile(host, &dir.join(format!("{stem}_qnn{}_ctx.onnx", host.qnn_sdk())))?;
+        print_compiled(&compiled);
+        left_on_cpu |= !compiled.left_on_cpu.is_empty();
+        contexts.push((compiled.compiled_for.qnn_sdk.clone(), compiled.path));
+    }
+    let measured_by = std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let compat_dir = dir.join(format!("{stem}.context-compat"));
+    let matrix = CompatRequest { hosts: &hosts, soc, contexts: &contexts, model: &model_name, measured_by }.run(&compat_dir, &cancel)?;
+    println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
+    print!("{}", matrix.table());
+    eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
+    Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
+}
+
+/// What one compile wrote and left on the CPU.
+fn print_compiled(compiled: &Compiled) {
     println!("{}: compiled for {}", compiled.path.display(), compiled.compiled_for.describe());
     for file in &compiled.context_files {
         println!("  context binary beside it: {}", file.display());
@@ -81,5 +100,4 @@ pub fn run(args: CompileArgs) -> Result<u8> {
         println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
     }
     eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
-    Ok(if compiled.left_on_cpu.is_empty() { EXIT_PASS } else { EXIT_FAIL })
 }

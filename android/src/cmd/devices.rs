@@ -61,6 +61,7 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", table(&list.devices));
+        list.devices.iter().filter_map(DeviceInfo::gap).for_each(|gap| println!("{gap}"));
         print!("{}", health_lines(&health, &history));
     }
     Ok(EXIT_PASS)

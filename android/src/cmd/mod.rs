@@ -73,7 +73,8 @@ enum Command {
     Keygen(keygen::KeygenArgs),
     /// Check an evidence bundle offline: signature and every file's sha256; exit 0 valid, 1 tampered, 2 unusable.
     Verify(verify::VerifyArgs),
-    /// Run (or resume) a sweep plan: devices × runtimes × models; results, matrix report, history.
+    /// Run (or resume) a sweep plan: devices × runtimes × models, or one shard of it (--shard I/N);
+    /// results, matrix report, history. `sweep merge` puts shard results together.
     Sweep(sweep::SweepArgs),
     /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
     History(history::HistoryArgs),
@@ -154,6 +155,7 @@ mod tests {
         assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "local"));
         assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "qnn", "--qnn", "2.49"]), one(Kind::Emulator, "SM8650", "qnn-2.5.0-ort-1.31.1-windows-x86_64", "htp"));
         assert_eq!(resolved(&["run", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "devices"));
+        assert_eq!(resolved(&["run", "--ep", "qnn", "--soc", "SM8350", "--model", "M.onnx"]), one(Kind::Emulator, "SM8350", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "htp"));
         assert!(resolved(&["run", "--model", "M.onnx"]).unwrap_err().contains("choose where to run"));
     }
 
@@ -181,6 +183,20 @@ mod tests {
         assert_eq!(resolved(&["preflight", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "preflight-openvino"));
         let saver = resolved(&["preflight", "--model", "M.onnx", "--backend", "saver"]).unwrap_err();
         assert!(saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"), "{saver}");
+    }
+
+    #[test]
+    fn sweep_takes_a_plan_and_a_shard_or_merges_shard_results() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["npugate", "sweep"], args].concat()).map_err(|e| e.to_string());
+        let Command::Sweep(run) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else { panic!("sweep") };
+        assert_eq!((run.plan.as_deref(), run.shard, run.command.is_none()), (Some(std::path::Path::new("p.toml")), Some(crate::sweep::Shard { index: 2, count: 3 }), true));
+        let Command::Sweep(merge) = parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command else { panic!("sweep") };
+        let Some(sweep::SweepCommand::Merge(merge)) = merge.command else { panic!("merge") };
+        assert_eq!((merge.shards.len(), merge.out.out.as_deref(), merge.history.history.as_deref()), (2, Some(std::path::Path::new("m")), Some(std::path::Path::new("h.sqlite"))));
+        assert!(parse(&["--plan", "p.toml", "--shard", "4/3"]).unwrap_err().contains("\"4/3\" is not a shard; write I/N with 1 ≤ I ≤ N"));
+        assert!(parse(&["--shard", "1/3"]).unwrap_err().contains("--plan"), "a sweep needs its plan");
+        assert!(parse(&["merge"]).unwrap_err().contains("<DIR>"), "a merge needs shard results");
+        assert!(parse(&["--plan", "p.toml", "merge", "a"]).is_err(), "a plan or a merge, not both");
     }
 
     #[test]

@@ -6,13 +6,14 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use ed25519_dalek::SigningKey;
+use npugate_settings::EpKind;
 use npugate_gate::export::Format;
 
 use crate::adb::Adb;
 use crate::device_state::parse_celsius;
 use crate::hexagon::{Soc, SocChoice};
 use crate::pipeline::{GateSpec, Sinks};
-use crate::plan::{DevicePlace, Place, QnnChoice};
+use crate::plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, Request};
 use crate::rack::RackPolicy;
 use crate::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
 use crate::targets::Cancel;
@@ -29,8 +30,8 @@ pub struct ModelArg {
 #[derive(Debug, Clone, Args)]
 pub struct OutArg {
     /// Where the results go [default: npugate-results/<model>/<where>, e.g. …/local, …/compare,
-    /// …/preflight; `compile`: <model>_ctx.onnx beside the model]. A directory that exists is
-    /// replaced only when it holds npugate's own results.
+    /// …/preflight]. A directory that exists is replaced only when it holds npugate's own results.
+    // `compile` and `sweep` replace this help with their own default (`mut_arg`).
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }
@@ -107,22 +108,90 @@ pub struct PlaceArgs {
 }
 
 impl PlaceArgs {
-    /// `--local`, or the devices (`--device`, `ANDROID_SERIAL`); `--skip-noisy` leaves noisy
-    /// devices out. Neither: an error naming both.
-    pub fn place(&self, health: Option<&HealthArgs>) -> Result<Place> {
+    /// `--local`, or the devices (`--device`, `ANDROID_SERIAL`; `--skip-noisy` leaves noisy ones
+    /// out), or — neither given, but `--soc`/`--qnn` with `--ep qnn` — the host HTP emulator.
+    /// Nothing of these: an error naming the choices.
+    pub fn place(&self, ep: EpKind, emulator: Option<&EmulatorArgs>, health: Option<&HealthArgs>) -> Result<Place> {
         if self.local {
             return Ok(Place::Local);
         }
-        if !self.devices.devices.wanted() {
-            anyhow::bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)");
+        if self.devices.devices.wanted() {
+            return Ok(Place::Devices(DevicePlace {
+                adb: self.devices.devices.adb()?,
+                selectors: self.devices.devices.devices.clone(),
+                settings: self.devices.adb_settings(),
+                run_timeout: self.devices.run_timeout(),
+                skip_noisy: health.map(HealthArgs::noisy).transpose()?.flatten(),
+            }));
         }
-        Ok(Place::Devices(DevicePlace {
-            adb: self.devices.devices.adb()?,
-            selectors: self.devices.devices.devices.clone(),
-            settings: self.devices.adb_settings(),
-            run_timeout: self.devices.run_timeout(),
-            skip_noisy: health.and_then(HealthArgs::history),
-        }))
+        match emulator.filter(|e| !e.socs.is_empty() || !e.qnn.is_empty()) {
+            Some(_) if ep == EpKind::Qnn => Ok(Place::Local),
+            Some(_) => anyhow::bail!("--soc and --qnn run the model on Qualcomm's host HTP emulator: they need --ep qnn"),
+            None if emulator.is_some() => {
+                anyhow::bail!("choose where to run: --local (this machine), --device SERIAL|all (over adb) or --ep qnn --soc SOC (the host HTP emulator)")
+            }
+            None => anyhow::bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)"),
+        }
+    }
+}
+
+/// The model, what runs it and where results go: `--model`, `--runtime`, `--harness`, `--out`
+/// (every command that runs a harness).
+#[derive(Debug, Clone, Args)]
+pub struct SubjectArgs {
+    /// `--model`.
+    #[command(flatten)]
+    pub model: ModelArg,
+    /// `--runtime`, `--harness`.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// `--out`.
+    #[command(flatten)]
+    pub out: OutArg,
+}
+
+impl SubjectArgs {
+    /// The plan request of `command` at `place`, for `ep`, with the emulator's SoCs and QNN
+    /// versions when the command takes them.
+    pub fn request(&self, command: Command, place: Place, ep: EpKind, emulator: Option<&EmulatorArgs>) -> Request<'_> {
+        Request {
+            command,
+            model: &self.model.model,
+            place,
+            ep,
+            runtime: self.runtime.runtime.as_deref(),
+            harness: self.runtime.harness.harness.as_deref(),
+            socs: emulator.map(EmulatorArgs::socs).unwrap_or_default(),
+            qnn: emulator.map(EmulatorArgs::qnn).unwrap_or_default(),
+            out: self.out.out.as_deref(),
+        }
+    }
+}
+
+/// [`SubjectArgs`], where it runs ([`PlaceArgs`]) and `--json`: `run`, `compare`, `numerics`.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// `--model`, `--runtime`, `--harness`, `--out`.
+    #[command(flatten)]
+    pub subject: SubjectArgs,
+    /// `--local`, or devices over adb (`--device SERIAL|all`, `--adb`, `--work-dir`, `--retries`, …).
+    #[command(flatten)]
+    pub place: PlaceArgs,
+    /// `--json`: the command's typed report instead of text.
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+impl TargetArgs {
+    /// The plan request of `command` (see [`PlaceArgs::place`] for where it runs).
+    pub fn request(&self, command: Command, ep: EpKind, emulator: Option<&EmulatorArgs>, health: Option<&HealthArgs>) -> Result<Request<'_>> {
+        let place = self.place.place(ep, emulator, health)?;
+        Ok(self.subject.request(command, place, ep, emulator))
+    }
+
+    /// The model.
+    pub fn model(&self) -> &std::path::Path {
+        &self.subject.model.model
     }
 }
 
@@ -284,9 +353,18 @@ pub struct HealthArgs {
 }
 
 impl HealthArgs {
-    /// The history whose noisy devices are left out, with `--skip-noisy`.
-    pub fn history(&self) -> Option<PathBuf> {
-        self.skip_noisy.then(|| self.history.path())
+    /// With `--skip-noisy`: the devices the history flags as noisy, each with why (none when there
+    /// is no history yet, which is said).
+    pub fn noisy(&self) -> Result<Option<NoisyDevices>> {
+        if !self.skip_noisy {
+            return Ok(None);
+        }
+        let path = self.history.path();
+        let Some(health) = crate::history::health::load(&path)? else {
+            eprintln!("npugate: --skip-noisy: no history at {} yet, so no device is skipped", path.display());
+            return Ok(Some(NoisyDevices::default()));
+        };
+        Ok(Some(NoisyDevices(health.into_iter().filter(|h| h.noisy).map(|h| (h.serial, h.summary)).collect())))
     }
 }
 

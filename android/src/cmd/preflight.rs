@@ -11,7 +11,7 @@ use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
 use npugate_settings::{EpKind, SessionSettings};
 
-use super::options::{EmulatorArgs, JsonArg, ModelArg, OutArg, RuntimeArgs};
+use super::options::{EmulatorArgs, JsonArg, SubjectArgs};
 use crate::htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
 use crate::htp::HostHtp;
 use crate::plan::{Command, Installed, Kind, Place, Plan, Request};
@@ -30,9 +30,10 @@ pub enum PreflightBackend {
 /// Arguments of `npugate preflight`.
 #[derive(Debug, Args)]
 pub struct PreflightArgs {
-    /// `--model`.
+    /// `--model`, `--runtime`, `--harness`, `--out` [default: npugate-results/<model>/preflight;
+    /// …/preflight-saver; …/preflight-<ep>].
     #[command(flatten)]
-    pub model: ModelArg,
+    pub subject: SubjectArgs,
     /// `--soc`, `--qnn`: the Snapdragons and QNN versions to judge the model for (the host HTP backend only).
     #[command(flatten)]
     pub emulator: EmulatorArgs,
@@ -40,13 +41,10 @@ pub struct PreflightArgs {
     /// builder rules only, under qemu).
     #[arg(long, value_enum, default_value_t = PreflightBackend::Htp)]
     pub backend: PreflightBackend,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    /// `--out` [default: npugate-results/<model>/preflight; …/preflight-saver; …/preflight-<ep>].
-    #[command(flatten)]
-    pub out: OutArg,
-    /// `--json`: `npugate.htp-preflight/1` (`npugate.placement/1` with saver or another EP).
+    /// Validate and compile only: no emulated inference per SoC after the compile (the host HTP).
+    #[arg(long)]
+    pub no_execute: bool,
+    /// `--json`: `npugate.htp-preflight/2` (`npugate.placement/1` with saver or another EP).
     #[command(flatten)]
     pub json: JsonArg,
     /// How the session is made (`--shape`, `--input`, `--enable-htp-fp16-precision` [default: 1], …).
@@ -70,23 +68,13 @@ impl PreflightArgs {
             (false, PreflightBackend::Htp) => (Place::Emulator, EpKind::Qnn),
             (false, PreflightBackend::Saver) => (Place::Qemu, EpKind::Qnn),
         };
-        Ok(Request {
-            command: Command::Preflight,
-            model: &self.model.model,
-            place,
-            ep,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: self.emulator.socs(),
-            qnn: self.emulator.qnn(),
-            out: self.out.out.as_deref(),
-        })
+        Ok(self.subject.request(Command::Preflight, place, ep, Some(&self.emulator)))
     }
 }
 
 /// Runs `npugate preflight`.
 pub fn run(args: PreflightArgs) -> Result<u8> {
-    let model = args.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.model.model.display()))?;
+    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     match plan.kind {
@@ -96,18 +84,31 @@ pub fn run(args: PreflightArgs) -> Result<u8> {
     }
 }
 
-/// The host HTP backend, every SoC in parallel.
+/// The host HTP backend, every SoC × QNN version in parallel.
 fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u8> {
-    let Some(runtime) = plan.shared_runtime() else {
-        bail!("preflight judges one QNN version at a time here; pass one --qnn");
-    };
-    let host = HostHtp { harness: plan.targets[0].harness.clone(), runtime: runtime.clone() };
-    let socs: Vec<_> = plan.targets.iter().filter_map(|t| t.soc).collect();
+    let mut hosts: Vec<HostHtp> = Vec::new();
+    let mut socs = Vec::new();
+    for planned in &plan.targets {
+        if !hosts.iter().any(|host| host.runtime.dir == planned.runtime.dir) {
+            hosts.push(HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() });
+        }
+        if let Some(soc) = planned.soc.filter(|soc| !socs.contains(soc)) {
+            socs.push(soc);
+        }
+    }
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
     if let Some(config) = npugate_onnx::genai::config_path(model) {
-        return htp_per_graph(args, &config, &host, &socs, fp16, plan);
+        return htp_per_graph(args, &config, &hosts, &socs, fp16, plan);
     }
-    let request = HtpPreflightRequest { host: &host, model, shapes: &args.session.shapes, socs: &socs, fp16 };
+    let request = HtpPreflightRequest {
+        hosts: &hosts,
+        model,
+        shapes: &args.session.shapes,
+        inputs: &args.session.inputs,
+        socs: &socs,
+        fp16,
+        execute: !args.no_execute,
+    };
     let report = request.run(&plan.out, &super::options::interrupt_flag())?;
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -121,9 +122,9 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
 /// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own (into
 /// `<out>/<graph id>/`), one line per graph and SoC, then each graph's report; the exit code is
 /// the worst graph's.
-fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, host: &HostHtp, socs: &[crate::hexagon::Soc], fp16: bool, plan: &Plan) -> Result<u8> {
-    if !args.session.shapes.is_empty() {
-        bail!("--shape does not apply to the LLM model folder {}: its graphs declare their own shapes", config.display());
+fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, hosts: &[HostHtp], socs: &[crate::hexagon::Soc], fp16: bool, plan: &Plan) -> Result<u8> {
+    if let Some(flag) = [(!args.session.shapes.is_empty(), "--shape"), (!args.session.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
+        bail!("{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs", config.display());
     }
     let llm = crate::model::open_folder(config)?;
     let cancel = super::options::interrupt_flag();
@@ -131,7 +132,7 @@ fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, host: &HostHtp,
     let mut details = String::new();
     let mut lines = Vec::new();
     for graph in &llm.graphs {
-        let request = HtpPreflightRequest { host, model: &graph.path, shapes: &[], socs, fp16 };
+        let request = HtpPreflightRequest { hosts, model: &graph.path, shapes: &[], inputs: &[], socs, fp16, execute: !args.no_execute };
         let report = request.run(&plan.out.join(&graph.id), &cancel)?;
         for soc in &report.socs {
             let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
@@ -145,7 +146,8 @@ fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, host: &HostHtp,
                 (None, true) => format!("{outcome}: every node on the HTP, compiled"),
                 (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
             };
-            lines.push(format!("graph {} ({}) on {} ({}): {verdict}", graph.id, graph.file, soc.soc, soc.htp_arch));
+            let qnn = if hosts.len() > 1 { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
+            lines.push(format!("graph {} ({}) on {} ({}){qnn}: {verdict}", graph.id, graph.file, soc.soc, soc.htp_arch));
         }
         details.push_str(&format!("\ngraph {} ({}):\n{}", graph.id, graph.file, htp_summary(&report)));
         exit = exit.max(report.exit_code);
@@ -187,6 +189,7 @@ fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result
         ep: args.session.ep,
         ep_options: &args.session.ep_options,
         shapes: &args.session.shapes,
+        inputs: &args.session.inputs,
     };
     let (dir, report) = preflight.run(&plan.out, &super::options::interrupt_flag())?;
     if args.json.json {

@@ -8,32 +8,21 @@ use anyhow::Result;
 use clap::Args;
 use npugate_settings::HarnessSettings;
 
-use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, JsonArg, ModelArg, OutArg, PlaceArgs, RuntimeArgs};
+use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, TargetArgs};
 use crate::plan::{Command, Installed, Plan, Request};
 use crate::run_plan::{self, RunOptions};
 
 /// Arguments of `npugate run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `--model`.
+    /// `--model`, `--runtime`, `--harness`, `--out` [default: npugate-results/<model>/local, …/htp on
+    /// the emulator, …/devices], `--local` or devices, `--json` (the verdict, `npugate.verdict/1`).
     #[command(flatten)]
-    pub model: ModelArg,
-    /// `--local`, or devices over adb (`--device SERIAL|all`, `--adb`, `--work-dir`, `--retries`, …).
-    #[command(flatten)]
-    pub place: PlaceArgs,
-    /// `--runtime`, `--harness`.
-    #[command(flatten)]
-    pub runtime: RuntimeArgs,
-    /// `--soc`, `--qnn` (with `--local --ep qnn`: the host HTP emulator; outputs are checked,
-    /// latency is not judged).
+    pub target: TargetArgs,
+    /// `--soc`, `--qnn` (with `--ep qnn`: the host HTP emulator; outputs are checked, latency is
+    /// not judged).
     #[command(flatten)]
     pub emulator: EmulatorArgs,
-    /// `--out` [default: npugate-results/<model>/local, …/htp on the emulator, …/devices].
-    #[command(flatten)]
-    pub out: OutArg,
-    /// `--json`: the verdict (`npugate.verdict/1`) instead of the terminal report.
-    #[command(flatten)]
-    pub json: JsonArg,
     /// Only measure: skip placement analysis and the gate.
     #[arg(long)]
     pub no_gate: bool,
@@ -62,17 +51,7 @@ pub struct RunArgs {
 impl RunArgs {
     /// The plan request these flags make.
     pub fn request(&self) -> Result<Request<'_>> {
-        Ok(Request {
-            command: Command::Run,
-            model: &self.model.model,
-            place: self.place.place(Some(&self.health))?,
-            ep: self.settings.ep,
-            runtime: self.runtime.runtime.as_deref(),
-            harness: self.runtime.harness.harness.as_deref(),
-            socs: self.emulator.socs(),
-            qnn: self.emulator.qnn(),
-            out: self.out.out.as_deref(),
-        })
+        self.target.request(Command::Run, self.settings.ep, Some(&self.emulator), Some(&self.health))
     }
 }
 
@@ -82,17 +61,17 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let bundle = args.evidence.bundle()?;
     // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape) is
     // one error before any device is touched, not one infrastructure failure per device.
-    crate::model::check_any(&args.model.model, &args.settings)?;
+    crate::model::check_any(args.target.model(), &args.settings)?;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     let options = RunOptions {
-        model: &args.model.model,
+        model: args.target.model(),
         reference_model: args.reference_model.as_deref(),
         settings: &args.settings,
         gate: gate.as_ref(),
-        sinks: args.gate.output.sinks(args.json.json),
+        sinks: args.gate.output.sinks(args.target.json.json),
         confirm: args.confirm,
-        retries: args.place.devices.retries,
+        retries: args.target.place.devices.retries,
         evidence: bundle.as_ref().map(|(dir, key)| (dir.as_path(), key)),
         cancel: super::options::interrupt_flag(),
     };

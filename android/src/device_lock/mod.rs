@@ -10,7 +10,7 @@
 //! written by a newer npugate is never broken automatically: the error says how to clear it
 //! ([`unlock`], `npugate devices --unlock`).
 //!
-//! Everything runs through [`DeviceShell`], so the protocol is tested with a local `/bin/sh`.
+//! Everything runs through [`DeviceShell`], so the protocol is tested with a local phone shell (mksh, toybox).
 
 pub mod holder;
 pub mod script;
@@ -26,6 +26,10 @@ use self::holder::{Holder, RecordProblem, LOCK_SCHEMA};
 use self::script::{lock_dir, Attempt, DeviceHarness, Observation};
 use crate::adb::quote::command_line;
 use crate::adb::{AdbError, DeviceShell};
+
+/// A lock that vanishes between a failed `mkdir` and the look at it this many times in a row is
+/// no race: `mkdir` fails for another reason.
+const MAX_VANISHED: u32 = 10;
 
 /// How long to wait for a lock and when a holder counts as gone.
 #[derive(Debug, Clone)]
@@ -137,6 +141,7 @@ impl DeviceLock {
         let device = shell.name().to_string();
         let mut record = LockRecord { lock_dir: lock_dir(work_dir), holder: ours.clone(), waited_s: 0.0, waited_for: None, broken: vec![], orphans_stopped: vec![] };
         let mut waiting_since: Option<Instant> = None;
+        let mut vanished = 0;
         loop {
             if (reporter.cancelled)() {
                 return Err(LockError::Interrupted(device));
@@ -149,6 +154,15 @@ impl DeviceLock {
                     )))
                 }
                 Attempt::Held(observation) => observation,
+                Attempt::Vanished(_) if vanished < MAX_VANISHED => {
+                    vanished += 1;
+                    continue;
+                }
+                Attempt::Vanished(why) => {
+                    return Err(LockError::Unusable(format!(
+                        "device {device}: cannot take the lock in work dir {work_dir}: {why} ({MAX_VANISHED} times, though no lock was there)"
+                    )))
+                }
             };
             let holder = observation.holder.as_ref().ok();
             match judge(&observation, options.stale_after) {

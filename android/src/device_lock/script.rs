@@ -23,12 +23,12 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `harnesses` prints `harness PID RUN` for every `npugate-harness` process (by its name in
 /// `/proc/PID/stat`) whose working directory *is* a run dir below `$W/results` (compared by device
 /// and inode with `-ef`, so a harness of another work dir, another user or another chroot with the
-/// same paths never matches).
+/// same paths never matches). It exits 0 whatever the last directory compared was.
 const PRELUDE: &str = r#"harnesses() {
   for f in $(grep -l '(npugate-harness)' /proc/[0-9]*/stat 2>/dev/null); do
     p=${f#/proc/}; p=${p%/stat}
     for d in "$W"/results/*/; do
-      [ -d "$d" ] && [ "/proc/$p/cwd" -ef "$d" ] && { d=${d%/}; echo "harness $p ${d##*/}"; }
+      if [ -d "$d" ] && [ "/proc/$p/cwd" -ef "$d" ]; then d=${d%/}; echo "harness $p ${d##*/}"; fi
     done
   done
 }
@@ -80,7 +80,11 @@ pub enum Attempt {
     Taken,
     /// Someone holds it.
     Held(Observation),
-    /// The lock dir cannot be created (read-only work dir, no such path); what `mkdir` said.
+    /// It was held when the taker tried and released before it could look: try again (what
+    /// `mkdir` said, should it keep failing so: a full disk, say).
+    Vanished(String),
+    /// The work dir or the lock dir in it cannot be created (a read-only or foreign directory);
+    /// what `mkdir` said.
     Unwritable(String),
 }
 
@@ -103,23 +107,28 @@ fn run(shell: &dyn DeviceShell, work_dir: &str, vars: &[(&str, &str)], body: &st
 
 /// Tries once to take the lock with `holder`'s record.
 pub fn try_take(shell: &dyn DeviceShell, work_dir: &str, holder: &Holder) -> Result<Attempt, AdbError> {
-    const BODY: &str = r#"mkdir -p "$W" 2>/dev/null
-if e=$(mkdir "$L" 2>&1); then
+    // A work dir that cannot be created is named with mkdir's own words (`Permission denied`):
+    // the lock's mkdir below would only say that its parent does not exist. A lock released
+    // between the failed mkdir and the look at it has vanished: the taker tries again.
+    const BODY: &str = r#"if ! e=$(mkdir -p "$W" 2>&1); then echo "unwritable $e"
+elif e=$(mkdir "$L" 2>&1); then
   if printf '%s' "$REC" > "$L/holder.tmp" && mv -f "$L/holder.tmp" "$L/holder" && date +%s > "$L/heartbeat"; then
     echo taken
   else
     echo "unwritable cannot write $L/holder"; rm -rf "$L"
   fi
 elif [ -d "$L" ]; then inspect
+elif [ ! -e "$L" ] && [ -w "$W" ]; then echo "vanished $e"
 else echo "unwritable $e"
 fi
 "#;
     let out = run(shell, work_dir, &[("REC", &holder.to_text())], BODY, "take the device lock")?;
     Ok(match out.lines().next().unwrap_or("") {
         "taken" => Attempt::Taken,
-        first => match first.strip_prefix("unwritable ") {
-            Some(why) => Attempt::Unwritable(why.trim().to_string()),
-            None => Attempt::Held(parse_observation(&out)),
+        first => match (first.strip_prefix("unwritable "), first.strip_prefix("vanished ")) {
+            (Some(why), _) => Attempt::Unwritable(why.trim().to_string()),
+            (_, Some(why)) => Attempt::Vanished(why.trim().to_string()),
+            _ => Attempt::Held(parse_observation(&out)),
         },
     })
 }

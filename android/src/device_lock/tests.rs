@@ -1,5 +1,5 @@
 //! The lock's states — free, held, stale, corrupt, newer, unwritable, broken — and orphan stopping,
-//! run against a local `/bin/sh` in a temp dir: the same scripts, real shell semantics, real
+//! run against a local phone shell (mksh, toybox) in a temp dir: the same scripts, real shell semantics, real
 //! processes, no device.
 
 use std::path::{Path, PathBuf};

@@ -88,27 +88,6 @@ impl OwnNoise {
     }
 }
 
-/// `serials` without the devices the history at `history` flags as noisy (each named on
-/// stderr); an error when none is left. No history yet: every device is kept (and that is said).
-pub fn keep_healthy(serials: Vec<String>, history: &Path) -> Result<Vec<String>> {
-    let Some(health) = load(history)? else {
-        eprintln!("npugate: --skip-noisy: no history at {} yet, so no device is skipped", history.display());
-        return Ok(serials);
-    };
-    let (kept, skipped): (Vec<String>, Vec<String>) =
-        serials.into_iter().partition(|serial| !health.iter().any(|h| &h.serial == serial && h.noisy));
-    for serial in &skipped {
-        let why = health.iter().find(|h| &h.serial == serial).map(|h| h.summary.as_str()).unwrap_or_default();
-        eprintln!("npugate: skipping {serial}: {why}");
-    }
-    anyhow::ensure!(
-        !kept.is_empty(),
-        "every chosen device is flagged noisy ({}); see `npugate devices`, or run without --skip-noisy",
-        skipped.join(", ")
-    );
-    Ok(kept)
-}
-
 /// The health of every device that has cells, in serial order.
 pub fn assess(cells: &[StoredCell]) -> Vec<DeviceHealth> {
     let mut by_device: BTreeMap<&str, Vec<&StoredCell>> = BTreeMap::new();
@@ -198,6 +177,7 @@ mod tests {
             soc: soc.into(),
             runtime: "rt".into(),
             model: model.into(),
+            axes: Default::default(),
             outcome: "pass".into(),
             median_ns: Some(median_ms * 1e6),
             cv_pct: Some(cv_pct),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
 
 /// Schema version of the SQLite file (`PRAGMA user_version`).
-const STORE_VERSION: i64 = 2;
+const STORE_VERSION: i64 = 3;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS cells (
   device_model TEXT,
   runtime TEXT NOT NULL,
   ort_version TEXT NOT NULL,
+  qnn_build TEXT,
+  device_fingerprint TEXT,
   model TEXT NOT NULL,
   model_digest TEXT NOT NULL,
   outcome TEXT NOT NULL,
@@ -95,6 +97,8 @@ pub struct StoredCell {
     pub runtime: String,
     /// Model name.
     pub model: String,
+    /// What the cell ran: model digest, QNN build, ONNX Runtime, device fingerprint.
+    pub axes: CellAxes,
     /// `pass`, `fail` or `error`.
     pub outcome: String,
     /// Median latency (ns).
@@ -107,6 +111,48 @@ pub struct StoredCell {
     pub fallback_nodes: Option<i64>,
     /// Every timed run (ns).
     pub latencies_ns: Vec<u64>,
+}
+
+/// What a cell ran with, beside its key: the axes whose change between nights explains a flip.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CellAxes {
+    /// The model's digest.
+    pub model_digest: String,
+    /// The QNN build of the runtime's HTP backend (unknown for other runtimes and older records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qnn_build: Option<String>,
+    /// ONNX Runtime version.
+    pub ort_version: String,
+    /// The device's build fingerprint (unknown in older records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_fingerprint: Option<String>,
+}
+
+impl CellAxes {
+    /// Each axis that differs from `before`, as `name old → new` (an axis unknown on either night
+    /// is not compared).
+    pub fn changes_from(&self, before: &CellAxes) -> Vec<String> {
+        let short = |digest: &str| digest.chars().take(12).collect::<String>();
+        let mut changed = Vec::new();
+        if self.model_digest != before.model_digest {
+            changed.push(format!("model digest {} → {}", short(&before.model_digest), short(&self.model_digest)));
+        }
+        let known = |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(a), Some(b)) if a != b);
+        if known(&before.qnn_build, &self.qnn_build) {
+            changed.push(format!("QNN build {} → {}", before.qnn_build.as_deref().unwrap_or_default(), self.qnn_build.as_deref().unwrap_or_default()));
+        }
+        if self.ort_version != before.ort_version {
+            changed.push(format!("ONNX Runtime {} → {}", before.ort_version, self.ort_version));
+        }
+        if known(&before.device_fingerprint, &self.device_fingerprint) {
+            changed.push(format!(
+                "device fingerprint {} → {}",
+                before.device_fingerprint.as_deref().unwrap_or_default(),
+                self.device_fingerprint.as_deref().unwrap_or_default()
+            ));
+        }
+        changed
+    }
 }
 
 impl HistoryStore {
@@ -127,13 +173,19 @@ impl HistoryStore {
             // the one-file models of version 1 is the sha256 it stored.
             connection.execute_batch("ALTER TABLE cells RENAME COLUMN model_sha256 TO model_digest;").map_err(fail)?;
         }
+        if (1..3).contains(&version) {
+            // Version 3 records each cell's QNN build and device fingerprint (unknown before).
+            connection.execute_batch("ALTER TABLE cells ADD COLUMN qnn_build TEXT; ALTER TABLE cells ADD COLUMN device_fingerprint TEXT;").map_err(fail)?;
+        }
         connection.execute_batch(CREATE).map_err(fail)?;
         connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
         Ok(HistoryStore { connection, path: path.to_path_buf() })
     }
 
     /// Records a sweep's finished cells with their latencies (read from each cell's verdict). A sweep
-    /// of the same name and night is replaced, so recording a resumed sweep again is idempotent.
+    /// of the same name and night is replaced, so recording a resumed sweep again is idempotent; a
+    /// shard's result (`--shard`) replaces only its own devices' cells of that night, so shards
+    /// recording into one store make the night together (and their merge replaces it whole).
     pub fn record(&mut self, summary: &SweepSummary, sweep_dir: &Path) -> Result<usize> {
         let mut rows: Vec<(FinishedCell, String)> = Vec::new();
         for cell in finished_cells(sweep_dir)? {
@@ -142,19 +194,26 @@ impl HistoryStore {
         }
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let tx = self.connection.transaction().map_err(fail)?;
-        tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night]).map_err(fail)?;
         let sweep_dir_text = std::fs::canonicalize(sweep_dir).unwrap_or_else(|_| sweep_dir.to_path_buf()).display().to_string();
+        if summary.shard.is_none() {
+            tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night]).map_err(fail)?;
+        }
         tx.execute(
-            "INSERT INTO sweeps (name, night, started_at, sweep_dir) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO sweeps (name, night, started_at, sweep_dir) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name, night) DO NOTHING",
             params![summary.name, summary.night, summary.started_at, sweep_dir_text],
         )
         .map_err(fail)?;
-        let sweep_id = tx.last_insert_rowid();
+        let sweep_id: i64 = tx
+            .query_row("SELECT id FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night], |row| row.get(0))
+            .map_err(fail)?;
+        for device in &summary.devices {
+            tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir]).map_err(fail)?;
+        }
         for (FinishedCell { record, dir }, latencies) in &rows {
             tx.execute(
                 "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
-                   outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                   outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir, qnn_build, device_fingerprint)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                 params![
                     sweep_id,
                     record.key.device,
@@ -172,6 +231,8 @@ impl HistoryStore {
                     record.fallback_nodes.map(|n| n as i64),
                     latencies,
                     dir.display().to_string(),
+                    record.qnn_build,
+                    record.device.fingerprint,
                 ],
             )
             .map_err(fail)?;
@@ -206,7 +267,8 @@ impl HistoryStore {
             .connection
             .prepare(&format!(
                 "SELECT s.name, s.night, s.started_at, c.device, c.serial, c.soc, c.runtime, c.model, c.outcome,
-                        c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns
+                        c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns,
+                        c.model_digest, c.qnn_build, c.ort_version, c.device_fingerprint
                  FROM cells c JOIN sweeps s ON s.id = c.sweep_id
                  WHERE {conditions} AND s.night >= ?6
                  ORDER BY s.night, s.started_at, c.model, c.soc, c.device, c.runtime"
@@ -227,6 +289,7 @@ impl HistoryStore {
                     soc: row.get(5)?,
                     runtime: row.get(6)?,
                     model: row.get(7)?,
+                    axes: CellAxes { model_digest: row.get(14)?, qnn_build: row.get(15)?, ort_version: row.get(16)?, device_fingerprint: row.get(17)? },
                     outcome: row.get(8)?,
                     median_ns: row.get(9)?,
                     cv_pct: row.get(10)?,
@@ -250,7 +313,7 @@ mod tests {
         let path = dir.path().join("history.sqlite");
         {
             let connection = Connection::open(&path).unwrap();
-            connection.execute_batch(&CREATE.replace("model_digest", "model_sha256")).unwrap();
+            connection.execute_batch(&CREATE.replace("model_digest", "model_sha256").replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "")).unwrap();
             connection
                 .execute_batch(
                     "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
@@ -262,6 +325,8 @@ mod tests {
         let store = HistoryStore::open(&path).unwrap();
         let digest: String = store.connection.query_row("SELECT model_digest FROM cells", [], |row| row.get(0)).unwrap();
         assert_eq!(digest, "abc");
+        let qnn: Option<String> = store.connection.query_row("SELECT qnn_build FROM cells", [], |row| row.get(0)).unwrap();
+        assert_eq!(qnn, None, "version 3 adds the QNN build, unknown for older cells");
         let version: i64 = store.connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
         assert_eq!(version, STORE_VERSION);
         drop(store);

@@ -8,7 +8,7 @@ use npugate_gate::stats::{median_ratio, MedianRatio};
 use serde::Serialize;
 
 use super::health::DeviceHealth;
-use super::store::{HistoryFilter, StoredCell};
+use super::store::{CellAxes, HistoryFilter, StoredCell};
 
 /// Schema of `npugate history --json`.
 pub const HISTORY_SCHEMA: &str = "npugate.history/1";
@@ -79,6 +79,8 @@ pub struct Point {
     /// Unexpected fallback nodes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_nodes: Option<i64>,
+    /// What the cell ran with that night (model digest, QNN build, ONNX Runtime, device fingerprint).
+    pub axes: CellAxes,
     /// Every timed run (ns); kept for the change statistics, not printed.
     #[serde(skip)]
     pub latencies_ns: Vec<u64>,
@@ -102,6 +104,10 @@ pub struct Change {
     /// `0 → 2` when the number of fallback nodes changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_nodes: Option<String>,
+    /// What the cell ran with that changed between the two nights (`QNN build … → …`, `model digest …`,
+    /// `ONNX Runtime …`, `device fingerprint …`): the axis that explains a flip.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub axes: Vec<String>,
 }
 
 /// A latency change, judged on the interval of the median ratio.
@@ -119,9 +125,9 @@ pub enum LatencyChange {
 }
 
 impl Change {
-    /// True when anything changed: latency beyond the tolerance, outcome or fallback count.
+    /// True when anything changed: latency beyond the tolerance, outcome, fallback count or an axis the cell ran with.
     pub fn is_notable(&self) -> bool {
-        matches!(self.latency, LatencyChange::Slower | LatencyChange::Faster) || self.outcome.is_some() || self.fallback_nodes.is_some()
+        matches!(self.latency, LatencyChange::Slower | LatencyChange::Faster) || self.outcome.is_some() || self.fallback_nodes.is_some() || !self.axes.is_empty()
     }
 
     /// One line: `×1.064 (95% CI 1.021–1.105) slower since 2026-01-02; pass → fail`.
@@ -139,6 +145,9 @@ impl Change {
         }
         if let Some(outcome) = &self.outcome {
             parts.push(format!("gate {outcome}"));
+        }
+        if !self.axes.is_empty() {
+            parts.push(format!("changed: {}", self.axes.join(", ")));
         }
         if let Some(fallback) = &self.fallback_nodes {
             parts.push(format!("fallback nodes {fallback}"));
@@ -171,6 +180,7 @@ pub fn build(filter: &HistoryFilter, cells: Vec<StoredCell>, tolerance_pct: f64)
                 cv_pct: cell.cv_pct,
                 npu_flops_pct: cell.npu_flops_pct,
                 fallback_nodes: cell.fallback_nodes,
+                axes: cell.axes,
                 latencies_ns: cell.latencies_ns,
             },
         );
@@ -208,6 +218,7 @@ fn change(before: &Point, last: &Point, tolerance_pct: f64) -> Change {
         latency,
         outcome: differs(before.outcome.clone(), last.outcome.clone()),
         fallback_nodes: differs(fallback(before.fallback_nodes), fallback(last.fallback_nodes)),
+        axes: last.axes.changes_from(&before.axes),
     }
 }
 
@@ -241,6 +252,7 @@ mod tests {
             soc: "SM8650".into(),
             runtime: "rt".into(),
             model: "m".into(),
+            axes: CellAxes { model_digest: "abc".into(), qnn_build: Some("v2.49.40.260810104044".into()), ort_version: "1.31.1".into(), device_fingerprint: None },
             outcome: outcome.into(),
             median_ns: None,
             cv_pct: None,
@@ -270,6 +282,21 @@ mod tests {
         assert!(!change.is_notable());
         let strict = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_050_000), "pass")], 0.0);
         assert_eq!(strict.series[0].change.as_ref().unwrap().latency, LatencyChange::Slower, "without tolerance the interval decides");
+    }
+
+    #[test]
+    fn a_flip_names_the_axis_that_changed_beside_the_verdict() {
+        let filter = HistoryFilter { nights: 30, ..Default::default() };
+        let mut later = cell("2026-01-02", around(1_000_000), "fail");
+        later.axes.qnn_build = Some("v2.51.0.260929181845".into());
+        let report = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), later], 10.0);
+        let change = report.series[0].change.as_ref().unwrap();
+        assert_eq!(change.axes, ["QNN build v2.49.40.260810104044 → v2.51.0.260929181845"]);
+        assert!(change.sentence().ends_with("gate pass → fail; changed: QNN build v2.49.40.260810104044 → v2.51.0.260929181845"), "{}", change.sentence());
+        let mut unknown = cell("2026-01-02", around(1_000_000), "pass");
+        unknown.axes.qnn_build = None;
+        let report = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), unknown], 10.0);
+        assert!(report.series[0].change.as_ref().unwrap().axes.is_empty(), "an axis unknown on one night is not compared");
     }
 
     #[test]

@@ -13,9 +13,10 @@ use npugate_settings::{KeyValue, ShapeSpec};
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
 use npugate_onnx::Model;
+use npugate_profile::placement::strip_token_suffix;
 use npugate_profile::result_dir::read_rejections;
 
-use super::compiled::CompiledFor;
+use super::compiled::{CompiledFor, EpContextCover};
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
 use crate::hexagon::Soc;
@@ -92,6 +93,9 @@ impl CompileRequest<'_> {
             anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())
         })?;
         let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
+        if let Some(abi) = result.session_error.as_deref().and_then(|refused| crate::ep_plugin::refusal(refused, &self.host.runtime)) {
+            bail!("nothing was compiled: {abi}");
+        }
         if let Some(refused) = &result.session_error {
             let finalize = match rejections.finalize_errors.is_empty() {
                 true => String::new(),
@@ -105,6 +109,8 @@ impl CompileRequest<'_> {
         let context = job_dir.join(CONTEXT_FILE);
         let mut model = Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
+        let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let source_digest = crate::model::ModelFiles::read(self.model, &crate::hash_cache::HashCache::default_cache())?.digest;
         let compiled_for = CompiledFor {
             soc: self.soc.model.into(),
             htp_arch: self.soc.arch.into(),
@@ -114,32 +120,51 @@ impl CompileRequest<'_> {
             ort_version: result.runtime.ort_version.clone(),
             runtime: self.host.runtime.name.clone(),
             source_model_sha256: source_sha256,
+            source_model_digest: source_digest,
+            ep_context_nodes: ep_context_covers(&model, &source, &result.assignment),
             source_shapes: self.shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
             fp16: if self.fp16 { "1" } else { "0" }.into(),
         };
         compiled_for.stamp(&mut model);
         let context_files = write_with_context_files(model, &job_dir, out)?;
         let placement = placement_of(&result, &rejections, None, self.soc);
-        let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !graph_io_quantization(&source, &node.name)).collect();
+        // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
+        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
         Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
     }
 }
 
-/// True for a QuantizeLinear of a graph input or a DequantizeLinear of a graph output: what the QNN
-/// EP leaves on the CPU by design (`offload_graph_io_quantization`), never "left on the CPU".
-fn graph_io_quantization(model: &Model, node: &str) -> bool {
-    let index = model.index();
-    let Some(main) = index.graph(npugate_onnx::GraphId::MAIN) else { return false };
-    let Some(node) = index.nodes().iter().find(|n| n.graph == npugate_onnx::GraphId::MAIN && n.name() == node) else { return false };
-    let is = |names: &[npugate_onnx::proto::ValueInfoProto], value: Option<&String>| {
-        value.is_some_and(|value| names.iter().any(|v| v.name.as_ref() == Some(value)))
-    };
-    match node.op_type() {
-        "QuantizeLinear" => is(&main.proto.input, node.inputs().first()),
-        "DequantizeLinear" => is(&main.proto.output, node.outputs().first()),
-        _ => false,
+/// Which source nodes each EPContext node of `compiled` covers: the compile session's QNN
+/// partitions (`assignment`, in order) each became one EPContext node (in graph order). The
+/// partitions list the nodes as the EP saw them after ONNX Runtime's layout transformation
+/// (`conv1_token_1` for `conv1`, plus Transposes and Q/DQ pairs it inserted): each is named by the
+/// `source` node it came from, and the inserted ones — no node of the source — are left out. When
+/// the counts of partitions and EPContext nodes differ the record would be a guess, so none is made.
+fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_result::Assignment) -> Vec<EpContextCover> {
+    let partitions: Vec<&npugate_result::AssignedSubgraph> = assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").collect();
+    let index = compiled.index();
+    let contexts: Vec<&str> = index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.op_type() == "EPContext").map(|n| n.name()).collect();
+    if contexts.len() != partitions.len() {
+        return Vec::new();
     }
+    let source_index = source.index();
+    let source_names: std::collections::HashSet<&str> = source_index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN).map(|n| n.name()).collect();
+    let own_name = |name: &str| -> Option<String> {
+        [name, strip_token_suffix(name)].into_iter().find(|candidate| source_names.contains(candidate)).map(str::to_string)
+    };
+    contexts
+        .into_iter()
+        .zip(partitions)
+        .map(|(context, partition)| {
+            let mut source_nodes: Vec<String> = Vec::new();
+            for name in partition.nodes.iter().filter_map(|node| own_name(&node.name)) {
+                if !source_nodes.contains(&name) {
+                    source_nodes.push(name);
+                }
+            }
+            EpContextCover { ep_context: context.to_string(), source_nodes }
+        })
+        .collect()
 }
 
 /// Writes `model` to `out` atomically, with its context binaries (files in `from` it refers to)

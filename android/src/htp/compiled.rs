@@ -1,13 +1,17 @@
 //! What an EPContext model was compiled for, kept in its metadata (`metadata_props`) by `npugate
-//! compile`: the SoC, its Hexagon arch, the QNN SDK and backend build, ONNX Runtime, and the
-//! source model. A context binary for the wrong chip or QNN version fails on the device at load,
-//! so a run refuses a device or runtime the model does not fit, naming both sides.
+//! compile`: the SoC, its Hexagon arch, the QNN SDK and backend build, ONNX Runtime, the source
+//! model (sha256 and digest) and which source nodes each EPContext node covers. A context binary
+//! for the wrong chip fails on the device at load, and so does one for a QNN version that the
+//! measured rule ([`super::compat`]) says refuses it: a run refuses such a device or runtime
+//! before anything is pushed, naming both sides, and warns on a pair never measured.
 
 use std::path::Path;
 
 use anyhow::{bail, Result};
 use npugate_onnx::Model;
+use serde::{Deserialize, Serialize};
 
+use super::compat::{ContextCompat, Verdict};
 use crate::runtime::manifest::qnn_sdk_version;
 
 /// Prefix of every metadata key npugate writes.
@@ -32,10 +36,25 @@ pub struct CompiledFor {
     pub runtime: String,
     /// sha256 of the model as the user gave it.
     pub source_model_sha256: String,
+    /// Digest of the model as the user gave it (over the `.onnx` and every file it refers to).
+    pub source_model_digest: String,
+    /// Which source nodes each EPContext node of the compiled model covers, in graph order.
+    pub ep_context_nodes: Vec<EpContextCover>,
     /// `--shape` values that fixed its inputs (space-separated; empty when none).
     pub source_shapes: String,
     /// Float graphs compiled in fp16 (`1`) or not (`0`).
     pub fp16: String,
+}
+
+/// One EPContext node of a compiled model and the nodes of the source model it stands for: the
+/// compile session's assignment gives the nodes of each QNN partition, in order, and each partition
+/// becomes one EPContext node, in the same order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpContextCover {
+    /// Name of the EPContext node in the compiled model.
+    pub ep_context: String,
+    /// Names of the source model's nodes it replaced, as the QNN EP reported them.
+    pub source_nodes: Vec<String>,
 }
 
 impl CompiledFor {
@@ -50,8 +69,10 @@ impl CompiledFor {
             ("ort_version", self.ort_version.clone()),
             ("runtime", self.runtime.clone()),
             ("source_model_sha256", self.source_model_sha256.clone()),
+            ("source_model_digest", self.source_model_digest.clone()),
             ("source_shapes", self.source_shapes.clone()),
             ("enable_htp_fp16_precision", self.fp16.clone()),
+            ("ep_context_nodes", serde_json::to_string(&self.ep_context_nodes).unwrap_or_default()),
         ]
         .into_iter()
         .map(|(key, value)| (format!("{PREFIX}{key}"), value))
@@ -75,6 +96,13 @@ impl CompiledFor {
         let Ok(qnn_soc_model) = qnn_soc_model.parse() else {
             bail!("its metadata {PREFIX}qnn_soc_model is {qnn_soc_model:?}, not a number; compile it again with npugate compile");
         };
+        // Models compiled before the record existed have none.
+        let covers = get("ep_context_nodes");
+        let ep_context_nodes = match covers.is_empty() {
+            true => Vec::new(),
+            false => serde_json::from_str(&covers)
+                .map_err(|e| anyhow::anyhow!("its metadata {PREFIX}ep_context_nodes is not the JSON npugate writes ({e}); compile it again with npugate compile"))?,
+        };
         Ok(Some(CompiledFor {
             soc: soc.to_string(),
             htp_arch: get("htp_arch"),
@@ -84,6 +112,8 @@ impl CompiledFor {
             ort_version: get("ort_version"),
             runtime: get("runtime"),
             source_model_sha256: get("source_model_sha256"),
+            source_model_digest: get("source_model_digest"),
+            ep_context_nodes,
             source_shapes: get("source_shapes"),
             fp16: get("enable_htp_fp16_precision"),
         }))
@@ -110,10 +140,17 @@ impl CompiledFor {
     }
 
     /// Checks that `target` (a device or an emulated SoC, `name` in messages) with `soc`/`arch`
-    /// and a runtime whose QNN backend is `runtime_build` can load this context binary. An arch
-    /// or QNN version that differs is refused (both sides named); `Ok` carries warnings (a SoC
-    /// that cannot be identified, another SoC of the same arch, a runtime whose QNN build is unknown).
+    /// and a runtime whose QNN backend is `runtime_build` can load this context binary. Another
+    /// arch is refused, and so is a QNN version the measured rule ([`ContextCompat::measured`])
+    /// says refuses this context (both sides named, with the fix); `Ok` carries warnings (a SoC
+    /// that cannot be identified, another SoC of the same arch, a QNN pair never measured, a
+    /// runtime whose QNN build is unknown).
     pub fn check(&self, model: &Path, name: &str, soc: Option<&str>, arch: Option<&str>, runtime: &str, runtime_build: Option<&str>) -> Result<Vec<String>> {
+        self.check_with(&ContextCompat::measured()?, model, name, (soc, arch), runtime, runtime_build)
+    }
+
+    /// [`CompiledFor::check`] with the rule `rule`.
+    fn check_with(&self, rule: &ContextCompat, model: &Path, name: &str, (soc, arch): (Option<&str>, Option<&str>), runtime: &str, runtime_build: Option<&str>) -> Result<Vec<String>> {
         let mut warnings = Vec::new();
         let recompile = |for_soc: &str| format!("compile it for {for_soc}: npugate compile --model <source model> --soc {for_soc}");
         match (soc, arch) {
@@ -136,17 +173,42 @@ impl CompiledFor {
             )),
             _ => {}
         }
-        match runtime_build.map(qnn_sdk_version) {
-            Some(version) if version != self.qnn_sdk => bail!(
-                "model {} was compiled for {} (backend {}), but runtime {runtime} has QNN {version}: QNN loads context binaries of its own version; \
-                 run with a QNN {} runtime or compile the model again with this runtime's QNN",
+        let Some(version) = runtime_build.map(qnn_sdk_version) else {
+            warnings.push(format!("runtime {runtime} names no QNN HTP build, so its QNN version is not checked against {}", self.describe()));
+            return Ok(warnings);
+        };
+        if version == self.qnn_sdk {
+            return Ok(warnings);
+        }
+        match rule.verdict(&self.qnn_sdk, version, &self.htp_arch) {
+            Verdict::Fails(pair) => bail!(
+                "model {} was compiled for {} (backend {}), but runtime {runtime} has QNN {version}: a context binary from QNN {} {} on QNN {version} \
+                 (measured with {} as {} ({}) by `{}` on {}: {}); run it with a QNN {} runtime (--qnn {}) or compile it with QNN {version} \
+                 (npugate compile --qnn {version} --soc {} --model <source model>)",
                 model.display(),
                 self.describe(),
                 self.qnn_backend_build,
-                self.qnn_sdk
+                self.qnn_sdk,
+                if pair.outcome == super::compat::CompatOutcome::Refused { "is refused" } else { "fails to run" },
+                pair.model,
+                pair.soc,
+                pair.htp_arch,
+                rule.measured_by.join("`, `"),
+                rule.measured_at,
+                pair.error.as_deref().unwrap_or("no error recorded"),
+                self.qnn_sdk,
+                self.qnn_sdk,
+                self.soc
             ),
-            Some(_) => {}
-            None => warnings.push(format!("runtime {runtime} names no QNN HTP build, so its QNN version is not checked against {}", self.describe())),
+            Verdict::Works(_) => {}
+            Verdict::Untested => warnings.push(format!(
+                "model {} was compiled with QNN {}, and runtime {runtime} has QNN {version}: whether QNN {version} loads a context binary from \
+                 QNN {} was never measured (npugate compile --qnn {} --qnn {version} measures it); it may fail at load",
+                model.display(),
+                self.qnn_sdk,
+                self.qnn_sdk,
+                self.qnn_sdk
+            )),
         }
         Ok(warnings)
     }
@@ -166,8 +228,31 @@ mod tests {
             ort_version: "1.31.1".into(),
             runtime: "qnn-2.7.0-ort-1.31.1-windows-x86_64".into(),
             source_model_sha256: "ab".into(),
+            source_model_digest: "ab".into(),
+            ep_context_nodes: vec![EpContextCover { ep_context: "QNN_ctx_0".into(), source_nodes: vec!["conv".into(), "relu".into()] }],
             source_shapes: String::new(),
             fp16: "1".into(),
+        }
+    }
+
+    /// A rule measured on SM8650: 2.49.40's context runs on 2.51.0, 2.51.0's is refused by 2.49.40.
+    fn rule() -> ContextCompat {
+        let pair = |compiled: &str, loaded: &str, outcome| super::super::compat::CompatPair {
+            soc: "SM8650".into(),
+            htp_arch: "v75".into(),
+            model: "smallcnn_qdq.onnx".into(),
+            compiled_with: compiled.into(),
+            loaded_with: loaded.into(),
+            outcome,
+            error: None,
+        };
+        use super::super::compat::CompatOutcome::{Refused, Runs};
+        ContextCompat {
+            schema: super::super::compat::CONTEXT_COMPAT_SCHEMA.into(),
+            measured_by: vec!["npugate compile --qnn all --soc SM8650".into()],
+            measured_at: "2026-11-25T00:00:00Z".into(),
+            measured_on: "emulator".into(),
+            pairs: vec![pair("2.49.40", "2.51.0", Runs), pair("2.51.0", "2.49.40", Refused)],
         }
     }
 
@@ -192,10 +277,23 @@ mod tests {
         let error = compiled().check(model, "device d1", Some("SM8350"), Some("v68"), "rt", build).unwrap_err().to_string();
         assert!(error.contains("compiled for SM8650 (v75) with QNN 2.51.0") && error.contains("device d1 is SM8350 (v68)"), "{error}");
         assert!(error.contains("--soc SM8350"), "{error}");
-        let error = compiled().check(model, "device d1", Some("SM8650"), Some("v75"), "rt", Some("v2.50.0.1234567890")).unwrap_err().to_string();
-        assert!(error.contains("runtime rt has QNN 2.50.0"), "{error}");
         let warnings = compiled().check(model, "device d1", None, None, "rt", None).unwrap();
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert_eq!(compiled().check(model, "device d1", Some("SM8635"), Some("v75"), "rt", build).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_qnn_version_is_judged_by_the_measured_rule() {
+        let model = Path::new("m_ctx.onnx");
+        let v75 = (Some("SM8650"), Some("v75"));
+        let newer = compiled();
+        let error = newer.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.49.40.260810104044")).unwrap_err().to_string();
+        assert!(error.contains("compiled for SM8650 (v75) with QNN 2.51.0") && error.contains("runtime rt has QNN 2.49.40"), "{error}");
+        assert!(error.contains("is refused on QNN 2.49.40") && error.contains("npugate compile --qnn all --soc SM8650"), "{error}");
+        assert!(error.contains("--qnn 2.51.0") && error.contains("npugate compile --qnn 2.49.40 --soc SM8650"), "{error}");
+        let older = CompiledFor { qnn_sdk: "2.49.40".into(), qnn_backend_build: "v2.49.40.260810104044".into(), ..compiled() };
+        assert!(older.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.51.0.260929181845")).unwrap().is_empty(), "measured to load");
+        let untested = older.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.50.40.260831140417")).unwrap();
+        assert!(untested.len() == 1 && untested[0].contains("never measured"), "{untested:?}");
     }
 }

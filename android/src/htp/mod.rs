@@ -4,9 +4,12 @@
 //! (`soc_model`) it does what the device's backend would do before running: op validation and
 //! graph finalize (compile), and it writes context binaries and executes graphs on its emulator.
 //!
-//! [`preflight`] judges a model per SoC, [`compile`] writes an EPContext model for one SoC, and
-//! [`compiled`] reads what such a model was compiled for (and refuses a device it does not fit).
+//! [`preflight`] judges a model per SoC and QNN version, [`compile`] writes an EPContext model for
+//! one SoC, [`compat`] measures which QNN versions load which context binaries (and holds the
+//! measured rule), and [`compiled`] reads what such a model was compiled for (and refuses a device
+//! or runtime it does not fit).
 
+pub mod compat;
 pub mod compile;
 pub mod compiled;
 pub mod preflight;
@@ -53,6 +56,11 @@ impl HostHtp {
             bail!("harness {} does not exist; {SETUP_HINT}", harness.display());
         }
         Ok(HostHtp { harness, runtime })
+    }
+
+    /// The QNN SDK version of its backend (`2.49.40`), `?` when the library names none.
+    pub fn qnn_sdk(&self) -> String {
+        self.runtime.qnn_build().map_or_else(|| "?".into(), |build| crate::runtime::manifest::qnn_sdk_version(&build).to_string())
     }
 }
 

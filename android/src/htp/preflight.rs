@@ -1,24 +1,28 @@
-//! `npugate preflight` on the host HTP: for each chosen Snapdragon, a session on Qualcomm's x86_64
-//! HTP backend configured as that SoC, with the backend's own op validation on and the graph
-//! finalized (compiled), nothing run. Per SoC it reports the nodes and FLOPs the HTP claims, every
-//! node left to the CPU with the backend's own reason, and "cannot compile" when finalize fails.
+//! `npugate preflight` on the host HTP: for each chosen Snapdragon and QNN version, a session on
+//! Qualcomm's x86_64 HTP backend of that version configured as that SoC, with the backend's own op
+//! validation on and the graph finalized (compiled), then one emulated inference (unless
+//! `execute` is off), so a graph that compiles and fails at run time fails too. Per SoC and
+//! version it reports the nodes and FLOPs the HTP claims, every node left to the CPU with the
+//! backend's own reason, "cannot compile" when finalize fails and QNN's error when the inference
+//! fails; across versions, what changed ([`VersionChange`]).
 //!
-//! All SoCs and one CPU reference job (the model's node shapes, for FLOPs; it also proves that
-//! ONNX Runtime loads the model at all) run in parallel, one wine process each; the reference's
-//! shapes are kept in the cache, so the next preflight of the same model runs the SoCs only. A session that
-//! ONNX Runtime or QNN refuses to create is a verdict for that SoC — the device would fail the same
-//! way; a crash, a dead backend or missing wine is "could not judge".
+//! Every job (SoC × QNN version) and one CPU reference job (the model's node shapes, for FLOPs; it
+//! also proves that ONNX Runtime loads the model at all) run in parallel, one wine process each;
+//! the reference's shapes are kept in the cache, so the next preflight of the same model runs the
+//! SoCs only. A session that ONNX Runtime or QNN refuses to create is a verdict for that SoC — the
+//! device would fail the same way; a crash, a dead backend, an EP plugin ONNX Runtime refuses or
+//! missing wine is "could not judge". Every job keeps its result directory, failed or not.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpKind, HarnessSettings, QnnArgs, SessionSettings, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, SessionSettings, ShapeSpec};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use npugate_result::{files, RunResult};
-use npugate_profile::ort_log::RejectionReasons;
-use npugate_profile::placement::{build_report, GraphIo, PlacementInputs};
+use npugate_profile::ort_log::{RefusedNode, RejectionReasons};
+use npugate_profile::placement::{build_report, PlacementInputs};
 use npugate_profile::profile::Profile;
 use npugate_profile::report::PlacementReport;
 use npugate_profile::result_dir::{read_profile, read_rejections};
@@ -34,12 +38,12 @@ use crate::targets::wine::WineTarget;
 use crate::targets::{Cancel, Execution, Job, Progress, Target};
 
 /// Schema of `preflight.json`.
-pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/1";
+pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/2";
 /// The file the report is saved as in the preflight directory.
 pub const REPORT_FILE: &str = "preflight.json";
 /// The name of the CPU reference job (its directory is in the cache: see `reference_cache`).
 const REFERENCE_DIR: &str = "reference";
-/// The longest one SoC's validation and compile may take.
+/// The longest one SoC's validation, compile and inference may take.
 const TIMEOUT: Duration = Duration::from_secs(3600);
 /// What every report says it is.
 pub const LABEL: &str = "HTP validation and compile by Qualcomm's host backend (QNN's x86_64 build, under wine); the device did not run";
@@ -47,19 +51,23 @@ pub const LABEL: &str = "HTP validation and compile by Qualcomm's host backend (
 /// What a host-HTP preflight needs.
 #[derive(Debug, Clone)]
 pub struct HtpPreflightRequest<'a> {
-    /// The Windows harness and runtime.
-    pub host: &'a HostHtp,
+    /// The Windows harness and runtime of each QNN version to judge the model with, oldest first.
+    pub hosts: &'a [HostHtp],
     /// The model.
     pub model: &'a Path,
     /// Shapes of dynamic inputs.
     pub shapes: &'a [ShapeSpec],
+    /// Input data (`--input`) of the emulated inference and the CPU reference job.
+    pub inputs: &'a [InputFile],
     /// The SoCs to judge the model for, in report order.
     pub socs: &'a [Soc],
     /// Run float graphs in fp16 on HTP, as the device run would.
     pub fp16: bool,
+    /// Run one emulated inference per SoC after the compile (`--no-execute` turns it off).
+    pub execute: bool,
 }
 
-/// `preflight.json`: the verdict per SoC.
+/// `preflight.json`: the verdict per SoC and QNN version, and what changed between versions.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HtpPreflightReport {
     /// Always [`HTP_PREFLIGHT_SCHEMA`].
@@ -70,14 +78,16 @@ pub struct HtpPreflightReport {
     pub model: String,
     /// sha256 of the model as given.
     pub model_sha256: String,
-    /// The runtime that judged it.
-    pub runtime: String,
-    /// The QNN build of its HTP backend (`v2.51.0.260929181845`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qnn_build: Option<String>,
-    /// One verdict per SoC, in the order asked.
+    /// The QNN versions that judged it, oldest first.
+    pub qnn: Vec<QnnRuntime>,
+    /// True when each SoC also ran one emulated inference after the compile.
+    pub executed: bool,
+    /// One verdict per QNN version and SoC (versions in `qnn` order, SoCs in the order asked).
     pub socs: Vec<SocVerdict>,
-    /// Problems of the whole preflight that spare the verdicts (e.g. FLOPs unknown).
+    /// What changed from each QNN version to the next, per SoC where anything did.
+    #[serde(default)]
+    pub changes: Vec<VersionChange>,
+    /// Problems of the whole preflight that spare the verdicts (e.g. FLOPs unknown, and why).
     #[serde(default)]
     pub warnings: Vec<String>,
     /// 0 every SoC passes, 1 a SoC fails, 2 a SoC could not be judged.
@@ -88,7 +98,28 @@ impl contract::Document for HtpPreflightReport {
     const SCHEMA: contract::Schema = contract::Schema::new(HTP_PREFLIGHT_SCHEMA);
 }
 
-/// The verdict for one SoC.
+/// One QNN version of a preflight: its runtime and the build of its HTP backend.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QnnRuntime {
+    /// QNN SDK version, e.g. `2.51.0`.
+    pub sdk: String,
+    /// The HTP backend's build (`v2.51.0.260929181845`), read from the library.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// The runtime.
+    pub runtime: String,
+    /// Its ONNX Runtime version.
+    pub ort_version: String,
+}
+
+impl QnnRuntime {
+    /// The version of `host`.
+    pub fn of(host: &HostHtp) -> QnnRuntime {
+        QnnRuntime { sdk: host.qnn_sdk(), build: host.runtime.qnn_build(), runtime: host.runtime.name.clone(), ort_version: host.runtime.ort_version.clone() }
+    }
+}
+
+/// The verdict for one SoC with one QNN version.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SocVerdict {
     /// SoC model, e.g. `SM8650`.
@@ -97,12 +128,20 @@ pub struct SocVerdict {
     pub htp_arch: String,
     /// Its QNN `soc_model` id.
     pub qnn_soc_model: u32,
-    /// `pass` (every node claimed, graph compiled), `fail` (a node left to the CPU, or the session
-    /// refused / the graph not compiled) or `error` (could not judge).
+    /// The QNN version that judged it (`2.51.0`).
+    pub qnn_sdk: String,
+    /// The runtime of that version.
+    pub runtime: String,
+    /// `pass` (every node claimed, graph compiled and — when executed — run), `fail` (a node left
+    /// to the CPU, the session refused, the graph not compiled or its inference failed) or `error`
+    /// (could not judge).
     pub outcome: SocOutcome,
     /// True when the backend finalized (compiled) the graph for this SoC.
     pub compiled: bool,
-    /// Why the session was refused or could not be judged.
+    /// Whether the one emulated inference ran (`None` when it was not attempted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executed: Option<bool>,
+    /// Why the session was refused, the inference failed or the SoC could not be judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Every node left to the CPU, with the backend's and the EP's reasons.
@@ -119,6 +158,13 @@ pub struct SocVerdict {
     /// The full placement report (`npugate.placement/1`), when the session was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementReport>,
+}
+
+impl SocVerdict {
+    /// The nodes left to the CPU that count (not the graph I/O quantization left there by design).
+    fn rejected(&self) -> impl Iterator<Item = &FallbackEntry> {
+        self.fallback.iter().filter(|node| !node.expected)
+    }
 }
 
 /// The outcome for one SoC.
@@ -142,6 +188,15 @@ impl SocOutcome {
             SocOutcome::Error => EXIT_ERROR,
         }
     }
+
+    /// `PASS`, `FAIL`, `NOT JUDGED`.
+    pub fn label(self) -> &'static str {
+        match self {
+            SocOutcome::Pass => "PASS",
+            SocOutcome::Fail => "FAIL",
+            SocOutcome::Error => "NOT JUDGED",
+        }
+    }
 }
 
 /// A node left to the CPU.
@@ -159,10 +214,38 @@ pub struct FallbackEntry {
     pub expected: bool,
 }
 
+/// What changed for one SoC from one QNN version to the next.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VersionChange {
+    /// SoC model.
+    pub soc: String,
+    /// The earlier QNN version.
+    pub from_qnn: String,
+    /// The later QNN version.
+    pub to_qnn: String,
+    /// `pass → fail` when the outcome flipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// `compiled → not compiled` (or back) when the compile flipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<String>,
+    /// `ran → failed` (or back) when the emulated inference flipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executed: Option<String>,
+    /// Nodes the later version rejects and the earlier took, with the later version's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub newly_rejected: Vec<FallbackEntry>,
+    /// Nodes the later version takes and the earlier rejected, with the earlier version's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub newly_accepted: Vec<FallbackEntry>,
+}
+
 /// One job's output directory and how its harness ended.
-struct Launched {
-    dir: PathBuf,
-    execution: Execution,
+pub(super) struct Launched {
+    /// Where the job's result directory ended up.
+    pub(super) dir: PathBuf,
+    /// How its harness ended.
+    pub(super) execution: Execution,
 }
 
 impl Attempted for Launched {
@@ -179,37 +262,53 @@ impl Attempted for Launched {
     }
 }
 
+/// A job of the preflight: the CPU reference, or one SoC with one QNN version.
+struct PlannedJob<'h> {
+    target: WineTarget,
+    host: &'h HostHtp,
+    soc: Option<Soc>,
+    dir: PathBuf,
+}
+
 impl HtpPreflightRequest<'_> {
-    /// Judges the model for every SoC into `out` (`<SOC>/` result dirs, `preflight.json`; the
-    /// CPU reference job's node shapes are kept in the cache for the next preflight of the model) and returns the report. Fails only when nothing can be judged: the model
-    /// cannot be read or fixed, or ONNX Runtime cannot load it even on its CPU EP.
+    /// Judges the model for every SoC and QNN version into `out` (`<SOC>/` result dirs, or
+    /// `<SOC>-qnn-<version>/` with several versions; `preflight.json`; the CPU reference job's node
+    /// shapes are kept in the cache for the next preflight of the model) and returns the report.
+    /// Fails only when nothing can be judged: no runtime, the model cannot be read or fixed, or
+    /// ONNX Runtime cannot load it even on its CPU EP.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<HtpPreflightReport> {
+        let first = self.hosts.first().context("a preflight needs at least one host-HTP runtime")?;
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model)
             .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
-        let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
+        let prepared = crate::model::prepare(self.model, self.shapes, self.inputs, &crate::model::default_cache())?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
-        let reference_settings =
-            HarnessSettings { session_only: true, ..HarnessSettings::from(SessionSettings { shapes: self.shapes.to_vec(), ..SessionSettings::default() }) };
-        let soc_settings = soc_settings(self.shapes, self.fp16);
-        // The node shapes depend on the model and ONNX Runtime only: computed once, then reused.
-        let reference_dir = reference_cache(&prepared.files.digest, &self.host.runtime);
+        let reference_session = SessionSettings { shapes: self.shapes.to_vec(), inputs: self.inputs.to_vec(), ..SessionSettings::default() };
+        let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
+        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
+        soc_settings.session.inputs = self.inputs.to_vec();
+        // The node shapes depend on the model, its inputs and ONNX Runtime only: computed once, then reused.
+        let reference_dir = reference_cache(&prepared.files.digest, self.inputs, &first.runtime);
         let cached = cached_reference(&reference_dir);
-        let mut targets: Vec<WineTarget> = Vec::new();
+        let mut jobs: Vec<PlannedJob> = Vec::new();
         if cached.is_none() {
-            targets.push(WineTarget::new().named(REFERENCE_DIR));
+            jobs.push(PlannedJob { target: WineTarget::new().named(REFERENCE_DIR), host: first, soc: None, dir: reference_dir.clone() });
         }
-        targets.extend(self.socs.iter().map(|soc| WineTarget::for_soc(*soc)));
-        let refs: Vec<&WineTarget> = targets.iter().collect();
+        let several = self.hosts.len() > 1;
+        for host in self.hosts {
+            for soc in self.socs {
+                let name = if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
+                jobs.push(PlannedJob { target: WineTarget::for_soc(*soc).named(&name), host, soc: Some(*soc), dir: out.join(&name) });
+            }
+        }
+        let targets: Vec<&WineTarget> = jobs.iter().map(|job| &job.target).collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone() };
-        let rack = rack::run_rack(&refs, &policy, |target, progress| {
-            let (settings, dir) = match target.soc() {
-                Some(_) => (&soc_settings, out.join(target.name())),
-                None => (&reference_settings, reference_dir.clone()),
-            };
+        let rack = rack::run_rack(&targets, &policy, |target, progress| {
+            let planned = jobs.iter().find(|job| std::ptr::eq(&job.target, target)).context("a job of this preflight")?;
+            let settings = if planned.soc.is_some() { &soc_settings } else { &reference_settings };
             let job = Job {
-                harness: &self.host.harness,
-                runtime: &self.host.runtime,
+                harness: &planned.host.harness,
+                runtime: &planned.host.runtime,
                 model: &prepared.path,
                 prepared: Some(&prepared),
                 settings,
@@ -217,15 +316,15 @@ impl HtpPreflightRequest<'_> {
                 timeout: TIMEOUT,
                 cancel,
             };
-            launch(target, &job, &dir, progress)
+            launch(target, &job, &planned.dir, progress)
         });
         let mut warnings = Vec::new();
-        let mut outcomes = rack.report.devices.iter().zip(rack.results);
+        let mut outcomes = jobs.iter().zip(rack.report.devices.iter().zip(rack.results));
         let reference_profile = match cached {
             Some(profile) => Ok(profile),
             None => {
-                let (_, reference) = outcomes.next().context("the reference job is in the rack")?;
-                reference_shapes(reference.as_ref(), self.model)?
+                let (_, (outcome, reference)) = outcomes.next().context("the reference job is in the rack")?;
+                reference_shapes(reference.as_ref(), outcome.infrastructure_error.as_deref(), self.model)?
             }
         };
         let reference_profile = match reference_profile {
@@ -235,16 +334,15 @@ impl HtpPreflightRequest<'_> {
                 None
             }
         };
-        let socs: Vec<SocVerdict> = self
-            .socs
-            .iter()
-            .zip(outcomes)
-            .map(|(soc, (outcome, launched))| {
+        let socs: Vec<SocVerdict> = outcomes
+            .map(|(planned, (outcome, launched))| {
                 let attempt = match (launched, &outcome.infrastructure_error) {
                     (Some(launched), _) => Ok(launched),
                     (None, error) => Err(error.clone().unwrap_or_else(|| "the job did not finish".into())),
                 };
-                let mut verdict = judge_soc(*soc, attempt, reference_profile.as_ref());
+                let soc = planned.soc.expect("every job after the reference is a SoC's");
+                let mut verdict = judge_soc(soc, &planned.host.runtime, attempt, reference_profile.as_ref(), self.execute);
+                verdict.qnn_sdk = planned.host.qnn_sdk();
                 verdict.seconds = outcome.seconds;
                 verdict
             })
@@ -255,13 +353,15 @@ impl HtpPreflightRequest<'_> {
             }
         }
         let exit_code = socs.iter().map(|s| s.outcome.exit_code()).max().unwrap_or(EXIT_PASS);
+        let qnn: Vec<QnnRuntime> = self.hosts.iter().map(QnnRuntime::of).collect();
         let report = HtpPreflightReport {
             schema: HTP_PREFLIGHT_SCHEMA.into(),
             label: LABEL.into(),
             model: self.model.display().to_string(),
             model_sha256,
-            runtime: self.host.runtime.name.clone(),
-            qnn_build: self.host.runtime.qnn_build(),
+            changes: version_changes(&qnn, &socs),
+            qnn,
+            executed: self.execute,
             socs,
             warnings,
             exit_code,
@@ -269,6 +369,47 @@ impl HtpPreflightRequest<'_> {
         contract::write_json(&out.join(REPORT_FILE), &report)?;
         Ok(report)
     }
+}
+
+/// What changed for each SoC from each QNN version to the next (in `qnn` order); SoCs where
+/// nothing changed (same outcome, compile, inference and rejected nodes) are left out.
+pub fn version_changes(qnn: &[QnnRuntime], socs: &[SocVerdict]) -> Vec<VersionChange> {
+    let mut changes = Vec::new();
+    for pair in qnn.windows(2) {
+        let (from, to) = (&pair[0].sdk, &pair[1].sdk);
+        for before in socs.iter().filter(|s| &s.qnn_sdk == from) {
+            let Some(after) = socs.iter().find(|s| &s.qnn_sdk == to && s.soc == before.soc) else { continue };
+            let flip = |a: &str, b: &str| (a != b).then(|| format!("{a} → {b}"));
+            let compiled = |v: &SocVerdict| if v.compiled { "compiled" } else { "not compiled" };
+            let executed = |v: &SocVerdict| match v.executed {
+                Some(true) => "ran",
+                Some(false) => "failed",
+                None => "not run",
+            };
+            let missing_in = |from: &SocVerdict, to: &SocVerdict| -> Vec<FallbackEntry> {
+                to.rejected().filter(|node| !from.rejected().any(|n| n.name == node.name)).cloned().collect()
+            };
+            let change = VersionChange {
+                soc: before.soc.clone(),
+                from_qnn: from.clone(),
+                to_qnn: to.clone(),
+                outcome: flip(before.outcome.label(), after.outcome.label()),
+                compiled: flip(compiled(before), compiled(after)),
+                executed: flip(executed(before), executed(after)),
+                newly_rejected: missing_in(before, after),
+                newly_accepted: missing_in(after, before),
+            };
+            let changed = change.outcome.is_some()
+                || change.compiled.is_some()
+                || change.executed.is_some()
+                || !change.newly_rejected.is_empty()
+                || !change.newly_accepted.is_empty();
+            if changed {
+                changes.push(change);
+            }
+        }
+    }
+    changes
 }
 
 /// The settings of every SoC job (and of a compile): QNN on the HTP backend, validation on,
@@ -284,18 +425,23 @@ pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings 
 }
 
 /// Runs one job into `dir` (replaced), keeping whatever the harness wrote.
-fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progress) -> Result<Launched> {
+pub(super) fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progress) -> Result<Launched> {
     let staging = Staging::next_to(dir)?;
     let execution = target.execute(job, staging.path(), progress)?;
     let placed = staging.commit(true)?;
     Ok(Launched { dir: placed.dir().to_path_buf(), execution })
 }
 
-/// Where the CPU reference job of a model (its digest) on `runtime` keeps its node shapes:
-/// `<cache>/htp-reference/<sha256 of the model digest and the runtime>`.
-fn reference_cache(model_digest: &str, runtime: &RuntimeManifest) -> PathBuf {
+/// Where the CPU reference job of a model (its digest) with `inputs` on `runtime` keeps its node
+/// shapes: `<cache>/htp-reference/<sha256 of the model digest, the input files and the runtime>`.
+fn reference_cache(model_digest: &str, inputs: &[InputFile], runtime: &RuntimeManifest) -> PathBuf {
     let mut key = Sha256::new();
     key.update(format!("{model_digest}\n{}\n{}\n", runtime.name, runtime.ort_version));
+    for input in inputs {
+        // A given input file is part of the key by content: the same name with other data is another job.
+        let content = npugate_result::digest::sha256_file(&input.path).map(|(sha, _)| sha).unwrap_or_default();
+        key.update(format!("{}={content}\n", input.input));
+    }
     crate::paths::cache_dir().join("htp-reference").join(format!("{:x}", key.finalize()))
 }
 
@@ -308,21 +454,27 @@ fn cached_reference(dir: &Path) -> Option<Profile> {
 }
 
 /// The reference job's node shapes. `Err(Err)`: ONNX Runtime cannot load the model at all, so no
-/// SoC can be judged; `Ok(Err(why))`: the shapes are missing, the verdicts stand without FLOPs.
-fn reference_shapes(reference: Option<&Launched>, model: &Path) -> Result<Result<Profile, String>> {
+/// SoC can be judged; `Ok(Err(why))`: the shapes are missing — why, in the job's own words, and
+/// where its result directory is — and the verdicts stand without FLOPs.
+fn reference_shapes(reference: Option<&Launched>, infrastructure: Option<&str>, model: &Path) -> Result<Result<Profile, String>> {
     let Some(launched) = reference else {
-        return Ok(Err("the CPU reference job did not run".into()));
+        return Ok(Err(format!("the CPU reference job did not run: {}", infrastructure.unwrap_or("no reason given"))));
     };
+    let kept = format!("its result directory: {}", launched.dir.display());
     match RunResult::read(&launched.dir) {
         Ok(result) if result.session_error.is_some() => bail!(
-            "ONNX Runtime cannot load model {} even on its CPU EP: {}",
+            "ONNX Runtime cannot load model {} even on its CPU EP: {} ({kept})",
             model.display(),
             result.session_error.unwrap_or_default()
         ),
-        Ok(_) => Ok(read_profile(&launched.dir.join(files::REFERENCE_PROFILE)).map_err(|e| e.to_string())),
-        Err(_) if launched.execution.succeeded() => Ok(Err(format!("the CPU reference job wrote no result in {}", launched.dir.display()))),
+        Ok(result) => match (&result.error, read_profile(&launched.dir.join(files::REFERENCE_PROFILE))) {
+            (_, Ok(profile)) => Ok(Ok(profile)),
+            (Some(error), Err(_)) => Ok(Err(format!("the CPU reference job failed: {} ({kept})", error.trim()))),
+            (None, Err(missing)) => Ok(Err(format!("the CPU reference job left no node shapes: {missing} ({kept})"))),
+        },
+        Err(_) if launched.execution.succeeded() => Ok(Err(format!("the CPU reference job wrote no result ({kept})"))),
         Err(_) => bail!(
-            "ONNX Runtime (Windows x64, under wine) could not run model {} on its CPU EP ({}): {}",
+            "ONNX Runtime (Windows x64, under wine) could not run model {} on its CPU EP ({}): {} ({kept})",
             model.display(),
             launched.execution.status(),
             launched.execution.last_message()
@@ -330,15 +482,19 @@ fn reference_shapes(reference: Option<&Launched>, model: &Path) -> Result<Result
     }
 }
 
-/// The verdict for `soc` from its job: the result the harness wrote, the log's rejections and the
-/// reference's node shapes.
-fn judge_soc(soc: Soc, attempt: Result<Launched, String>, reference: Option<&Profile>) -> SocVerdict {
+/// The verdict for `soc` from its job on `runtime`: the result the harness wrote, the log's
+/// rejections and the reference's node shapes; `executed` when the job ran one inference after
+/// the compile.
+fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, String>, reference: Option<&Profile>, executed: bool) -> SocVerdict {
     let mut verdict = SocVerdict {
         soc: soc.model.into(),
         htp_arch: soc.arch.into(),
         qnn_soc_model: soc.qnn_soc_model,
+        qnn_sdk: String::new(),
+        runtime: runtime.name.clone(),
         outcome: SocOutcome::Error,
         compiled: false,
+        executed: None,
         error: None,
         fallback: Vec::new(),
         nodes_pct: None,
@@ -359,7 +515,12 @@ fn judge_soc(soc: Soc, attempt: Result<Launched, String>, reference: Option<&Pro
         Ok(result) => result,
         Err(_) => {
             let execution = &launched.execution;
-            verdict.error = Some(format!("could not judge: the harness ended ({}) without a result: {}", execution.status(), execution.last_message()));
+            verdict.error = Some(format!(
+                "could not judge: the harness ended ({}) without a result: {} (see {})",
+                execution.status(),
+                execution.last_message(),
+                launched.dir.join(files::HARNESS_STDERR).display()
+            ));
             return verdict;
         }
     };
@@ -367,23 +528,29 @@ fn judge_soc(soc: Soc, attempt: Result<Launched, String>, reference: Option<&Pro
     let backend_started = result.backend.as_ref().is_none_or(|b| b.started);
     let validated = !rejections.by_node.is_empty() || !rejections.backend.is_empty();
     if let Some(refused) = &result.session_error {
+        if let Some(abi) = crate::ep_plugin::refusal(refused, runtime) {
+            verdict.error = Some(format!("could not judge: {abi}"));
+            return verdict;
+        }
         if !backend_started && !validated {
             verdict.error = Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
             return verdict;
         }
         verdict.outcome = SocOutcome::Fail;
         verdict.error = Some(refusal(soc, refused, &rejections));
-        // The nodes the backend refused itself first: the rest are their node units' Q/DQ companions.
-        let mut names: Vec<&str> = rejections.nodes().collect();
-        names.sort_by_key(|name| (!rejections.backend.contains_key(*name), *name));
-        verdict.fallback = names
+        // The model nodes the backend refused itself first: the rest are their node units' Q/DQ
+        // companions. Without the model's graph (an older harness), the names the log uses.
+        let mut refused = match &result.graph {
+            Some(graph) => rejections.model_nodes(graph),
+            None => rejections
+                .nodes()
+                .map(|name| RefusedNode { name: name.into(), op_type: rejections.op_types.get(name).cloned().unwrap_or_default(), reason: rejections.reason(name) })
+                .collect(),
+        };
+        refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
+        verdict.fallback = refused
             .into_iter()
-            .map(|name| FallbackEntry {
-                name: name.to_string(),
-                op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
-                reason: rejections.reason(name).map(|r| arch_hint(&r, soc)),
-                expected: false,
-            })
+            .map(|node| FallbackEntry { name: node.name, op_type: node.op_type, reason: node.reason.map(|r| arch_hint(&r, soc)), expected: false })
             .collect();
         return verdict;
     }
@@ -398,6 +565,15 @@ fn judge_soc(soc: Soc, attempt: Result<Launched, String>, reference: Option<&Pro
     verdict.fallback = fallback_entries(&placement);
     verdict.outcome = if verdict.fallback.iter().any(|f| !f.expected) { SocOutcome::Fail } else { SocOutcome::Pass };
     verdict.placement = Some(placement);
+    if !executed {
+        return verdict;
+    }
+    verdict.executed = Some(result.inference_error.is_none());
+    if let Some(failed) = &result.inference_error {
+        verdict.outcome = SocOutcome::Fail;
+        let failed = failed.trim().trim_start_matches("inference failed: ");
+        verdict.error = Some(format!("compiled for {} ({}), but the first emulated inference failed: {failed}", soc.model, soc.arch));
+    }
     verdict
 }
 
@@ -405,23 +581,9 @@ fn judge_soc(soc: Soc, attempt: Result<Launched, String>, reference: Option<&Pro
 /// assignment, the log's reasons (with the arch a node needs spelled out) and, when given, the
 /// reference's node shapes for FLOPs.
 pub(super) fn placement_of(result: &RunResult, rejections: &RejectionReasons, reference: Option<&Profile>, soc: Soc) -> PlacementReport {
-    let graph_io = GraphIo {
-        inputs: result.model.inputs.iter().map(|i| i.shape.clone()).collect(),
-        outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
-    };
     let label = format!("{LABEL}; SoC {} ({})", soc.model, soc.arch);
-    let mut placement = build_report(&PlacementInputs {
-        model_sha256: &result.model.sha256,
-        preferred_ep: &result.execution.preferred_ep,
-        assignment: &result.assignment,
-        profile: None,
-        reference,
-        rejections: Some(rejections),
-        qnn: None,
-        graph_io: &graph_io,
-        predicted: Some(&label),
-        fusions: None,
-    });
+    let mut placement =
+        build_report(&PlacementInputs { reference, rejections: Some(rejections), predicted: Some(&label), ..PlacementInputs::of_run(result) });
     for node in &mut placement.fallback {
         node.reason = node.reason.take().map(|r| arch_hint(&r, soc));
     }
@@ -465,45 +627,119 @@ fn arch_hint(reason: &str, soc: Soc) -> String {
     }
 }
 
-/// The terminal report: the label, a table SoC × outcome, then every SoC's fallback nodes and errors.
+/// The terminal report: the label, the matrix SoC × QNN version, every SoC's fallback nodes and
+/// errors, then what changed between QNN versions.
 pub fn summary(report: &HtpPreflightReport) -> String {
-    let mut text = format!("preflight: {}\nmodel {}\n\n", report.label, report.model);
-    let pct = |value: Option<f64>| value.map_or_else(|| "-".to_string(), |v| format!("{v:.1}%"));
-    let rows = report.socs.iter().map(|s| {
-        let outcome = match s.outcome {
-            SocOutcome::Pass => "PASS",
-            SocOutcome::Fail => "FAIL",
-            SocOutcome::Error => "NOT JUDGED",
-        };
-        let left = s.fallback.iter().filter(|f| !f.expected).count();
-        vec![
-            s.soc.clone(),
-            s.htp_arch.clone(),
-            outcome.to_string(),
-            if s.compiled { "yes" } else { "no" }.to_string(),
-            pct(s.nodes_pct),
-            pct(s.flops_pct),
-            left.to_string(),
-            format!("{:.1} s", s.seconds),
-        ]
-    });
-    text.push_str(&crate::table::plain(&["SOC", "ARCH", "OUTCOME", "COMPILED", "NODES ON HTP", "FLOPS ON HTP", "LEFT TO CPU", "TIME"], rows));
+    let versions: Vec<String> = report.qnn.iter().map(|q| format!("QNN {} ({})", q.sdk, q.runtime)).collect();
+    let mut text = format!("preflight: {}\nmodel {}\n{}\n\n", report.label, report.model, versions.join(", "));
+    text.push_str(&matrix(report));
+    let several = report.qnn.len() > 1;
     for soc in &report.socs {
         if soc.error.is_none() && soc.fallback.is_empty() {
             continue;
         }
-        text.push_str(&format!("\n{} ({}):\n", soc.soc, soc.htp_arch));
+        let version = if several { format!(", QNN {}", soc.qnn_sdk) } else { String::new() };
+        text.push_str(&format!("\n{} ({}{version}):\n", soc.soc, soc.htp_arch));
         if let Some(error) = &soc.error {
             text.push_str(&format!("  {error}\n"));
         }
         for node in &soc.fallback {
             let kind = if node.expected { "on CPU by design" } else { "left to CPU" };
-            let reason = node.reason.as_deref().unwrap_or("no reason in the log");
-            text.push_str(&format!("  {kind}: {} ({}): {reason}\n", node.name, node.op_type));
+            text.push_str(&format!("  {kind}: {}\n", node_line(node)));
         }
+    }
+    if several {
+        text.push_str(&changes_text(report));
     }
     for warning in &report.warnings {
         text.push_str(&format!("\nwarning: {warning}\n"));
+    }
+    text
+}
+
+/// One row per SoC: with one QNN version its outcome, compile, inference, shares, nodes left and
+/// time; with several, one column per version holding the outcome, compile and shares.
+fn matrix(report: &HtpPreflightReport) -> String {
+    let pct = |value: Option<f64>| value.map_or_else(|| "-".to_string(), |v| format!("{v:.1}%"));
+    let ran = |s: &SocVerdict| match s.executed {
+        Some(true) => "yes",
+        Some(false) => "FAILED",
+        None => "-",
+    };
+    if report.qnn.len() <= 1 {
+        let rows = report.socs.iter().map(|s| {
+            vec![
+                s.soc.clone(),
+                s.htp_arch.clone(),
+                s.outcome.label().to_string(),
+                if s.compiled { "yes" } else { "no" }.to_string(),
+                ran(s).to_string(),
+                pct(s.nodes_pct),
+                pct(s.flops_pct),
+                s.rejected().count().to_string(),
+                format!("{:.1} s", s.seconds),
+            ]
+        });
+        let header = ["SOC", "ARCH", "OUTCOME", "COMPILED", "RAN", "NODES ON HTP", "FLOPS ON HTP", "LEFT TO CPU", "TIME"];
+        return crate::table::plain(&header, rows);
+    }
+    let mut socs: Vec<(&str, &str)> = Vec::new();
+    for s in &report.socs {
+        if !socs.iter().any(|(name, _)| *name == s.soc) {
+            socs.push((&s.soc, &s.htp_arch));
+        }
+    }
+    let rows = socs.iter().map(|(soc, arch)| {
+        let mut row = vec![soc.to_string(), arch.to_string()];
+        for version in &report.qnn {
+            let cell = report.socs.iter().find(|s| s.soc == *soc && s.qnn_sdk == version.sdk).map(|s| {
+                let compiled = if s.compiled { "compiled" } else { "not compiled" };
+                let ran = if s.executed == Some(false) { ", run failed" } else { "" };
+                format!("{} {compiled}{ran} {} / {}", s.outcome.label(), pct(s.nodes_pct), pct(s.flops_pct))
+            });
+            row.push(cell.unwrap_or_else(|| "-".into()));
+        }
+        row
+    });
+    let titles: Vec<String> = report.qnn.iter().map(|q| format!("QNN {}: OUTCOME NODES / FLOPS ON HTP", q.sdk)).collect();
+    let mut header = vec!["SOC", "ARCH"];
+    header.extend(titles.iter().map(String::as_str));
+    crate::table::plain(&header, rows)
+}
+
+/// `name (Op): reason`.
+fn node_line(node: &FallbackEntry) -> String {
+    format!("{} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"))
+}
+
+/// "What changed between QNN versions": one block per pair of consecutive versions where
+/// anything did, or one line saying nothing did.
+fn changes_text(report: &HtpPreflightReport) -> String {
+    if report.changes.is_empty() {
+        let versions: Vec<&str> = report.qnn.iter().map(|q| q.sdk.as_str()).collect();
+        return format!(
+            "\nwhat changed between QNN {}: nothing; every SoC has the same outcome, compile, inference and nodes left to the CPU\n",
+            versions.join(", ")
+        );
+    }
+    let mut text = String::new();
+    for pair in report.qnn.windows(2) {
+        let (from, to) = (&pair[0].sdk, &pair[1].sdk);
+        let changes: Vec<&VersionChange> = report.changes.iter().filter(|c| &c.from_qnn == from && &c.to_qnn == to).collect();
+        text.push_str(&format!("\nwhat changed from QNN {from} to QNN {to}:{}\n", if changes.is_empty() { " nothing" } else { "" }));
+        for change in changes {
+            let flips: Vec<String> = [("outcome", &change.outcome), ("compile", &change.compiled), ("inference", &change.executed)]
+                .into_iter()
+                .filter_map(|(what, flip)| flip.as_ref().map(|flip| format!("{what} {flip}")))
+                .collect();
+            text.push_str(&format!("  {}:{}\n", change.soc, if flips.is_empty() { String::new() } else { format!(" {}", flips.join(", ")) }));
+            for node in &change.newly_rejected {
+                text.push_str(&format!("    newly rejected by {to}: {}\n", node_line(node)));
+            }
+            for node in &change.newly_accepted {
+                text.push_str(&format!("    newly accepted by {to} (rejected by {from}): {}\n", node_line(node)));
+            }
+        }
     }
     text
 }
@@ -526,12 +762,75 @@ mod tests {
     fn a_crash_or_a_failed_launch_is_not_judged_and_says_why() {
         let dir = tempfile::tempdir().unwrap();
         let soc = find("SM8650").unwrap();
-        let crashed = judge_soc(soc, Ok(launched(&dir.path().join("a"), 3, None, "")), None);
+        let runtime = RuntimeManifest::for_tests(dir.path());
+        let crashed = judge_soc(soc, &runtime, Ok(launched(&dir.path().join("a"), 3, None, "")), None, true);
         assert_eq!(crashed.outcome, SocOutcome::Error);
-        assert!(crashed.error.unwrap().contains("without a result: npugate-harness: error: boom"));
-        let failed = judge_soc(soc, Err("wine is not installed; run scripts/setup".into()), None);
+        let error = crashed.error.unwrap();
+        assert!(error.contains("without a result: npugate-harness: error: boom") && error.contains("harness.stderr"), "{error}");
+        let failed = judge_soc(soc, &runtime, Err("wine is not installed; run scripts/setup".into()), None, true);
         assert_eq!((failed.outcome, failed.compiled), (SocOutcome::Error, false));
         assert!(failed.error.unwrap().contains("wine is not installed"));
+    }
+
+    fn verdict(soc: &str, qnn: &str, outcome: SocOutcome, compiled: bool, rejected: &[(&str, &str)]) -> SocVerdict {
+        SocVerdict {
+            soc: soc.into(),
+            htp_arch: "v75".into(),
+            qnn_soc_model: 57,
+            qnn_sdk: qnn.into(),
+            runtime: format!("rt-{qnn}"),
+            outcome,
+            compiled,
+            executed: None,
+            error: None,
+            fallback: rejected
+                .iter()
+                .map(|(name, reason)| FallbackEntry { name: (*name).into(), op_type: "Op".into(), reason: Some((*reason).into()), expected: false })
+                .chain(std::iter::once(FallbackEntry { name: "output_DQ".into(), op_type: "DequantizeLinear".into(), reason: None, expected: true }))
+                .collect(),
+            nodes_pct: None,
+            flops_pct: None,
+            seconds: 0.0,
+            result_dir: None,
+            placement: None,
+        }
+    }
+
+    #[test]
+    fn what_changed_between_versions_names_flips_and_nodes_with_each_versions_reason() {
+        let qnn = |sdk: &str| QnnRuntime { sdk: sdk.into(), build: None, runtime: format!("rt-{sdk}"), ort_version: "1.31.1".into() };
+        let versions = [qnn("2.49.40"), qnn("2.51.0")];
+        let socs = [
+            verdict("SM8350", "2.49.40", SocOutcome::Fail, false, &[]),
+            verdict("SM8650", "2.49.40", SocOutcome::Fail, true, &[("a", "old reason for a")]),
+            verdict("SM8350", "2.51.0", SocOutcome::Pass, true, &[]),
+            verdict("SM8650", "2.51.0", SocOutcome::Fail, true, &[("b", "new reason for b")]),
+        ];
+        let changes = version_changes(&versions, &socs);
+        assert_eq!(changes.len(), 2, "{changes:#?}");
+        let v68 = &changes[0];
+        assert_eq!((v68.soc.as_str(), v68.outcome.as_deref(), v68.compiled.as_deref()), ("SM8350", Some("FAIL → PASS"), Some("not compiled → compiled")));
+        let v75 = &changes[1];
+        assert_eq!(v75.outcome, None);
+        assert_eq!(v75.newly_rejected.iter().map(|n| (n.name.as_str(), n.reason.as_deref())).collect::<Vec<_>>(), [("b", Some("new reason for b"))]);
+        assert_eq!(v75.newly_accepted.iter().map(|n| (n.name.as_str(), n.reason.as_deref())).collect::<Vec<_>>(), [("a", Some("old reason for a"))]);
+        let report = HtpPreflightReport {
+            schema: HTP_PREFLIGHT_SCHEMA.into(),
+            label: LABEL.into(),
+            model: "m.onnx".into(),
+            model_sha256: String::new(),
+            qnn: versions.to_vec(),
+            executed: false,
+            socs: socs.to_vec(),
+            changes,
+            warnings: Vec::new(),
+            exit_code: 1,
+        };
+        let text = summary(&report);
+        assert!(text.contains("QNN 2.49.40: OUTCOME NODES / FLOPS ON HTP"), "{text}");
+        assert!(text.contains("what changed from QNN 2.49.40 to QNN 2.51.0:\n  SM8350: outcome FAIL → PASS, compile not compiled → compiled"), "{text}");
+        assert!(text.contains("    newly rejected by 2.51.0: b (Op): new reason for b"), "{text}");
+        assert!(text.contains("    newly accepted by 2.51.0 (rejected by 2.49.40): a (Op): old reason for a"), "{text}");
     }
 
     #[test]

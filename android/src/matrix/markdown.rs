@@ -6,20 +6,20 @@ use npugate_gate::export::markdown::table;
 
 use super::report::{cell_row, Matrix, CELL_HEADER};
 use crate::history::trend::sparkline;
-use crate::sweep::summary::CellState;
 
 /// The whole document.
 pub fn render(m: &Matrix) -> String {
     let s = m.summary;
     let (pass, fail, error, unfinished) = m.counts();
     let mut out = format!(
-        "# npugate sweep {} — night {}\n\n{} device(s) × {} runtime(s) × {} model(s): **{pass} passed, {fail} failed, {error} not judged, {unfinished} unfinished** (started {}).\n\n",
+        "# npugate sweep {} — night {}\n\n{} device(s) × {} runtime(s) × {} model(s): **{pass} passed, {fail} failed, {error} not judged, {unfinished} unfinished{}** ({}).\n\n",
         s.name,
         s.night,
         s.devices.len(),
         s.runtimes.len(),
         s.models.len(),
-        s.started_at
+        m.missing_shards().map(|missing| format!(", {missing}")).unwrap_or_default(),
+        m.when()
     );
     for model in &s.models {
         let _ = writeln!(out, "## {model}\n");
@@ -52,14 +52,13 @@ pub fn render(m: &Matrix) -> String {
             .collect();
         out.push_str(&table(&["SoC", "model", "device", "runtime", "median by night", "since the night before"], &rows));
     }
-    let unfinished: Vec<String> = s
-        .cells
-        .iter()
-        .filter(|c| c.state != CellState::Finished)
-        .map(|c| format!("- {}: {}", c.key.label(), c.error.as_deref().unwrap_or("not run")))
-        .collect();
+    let unfinished: Vec<String> = m.unfinished().map(|c| format!("- {}: {}", c.key.label(), c.error.as_deref().unwrap_or("not run"))).collect();
     if !unfinished.is_empty() {
         let _ = writeln!(out, "\n## Unfinished cells\n\n{}", unfinished.join("\n"));
+    }
+    let absent = m.absent();
+    if !absent.is_empty() {
+        let _ = writeln!(out, "\n## Absent cells (their shard was not merged: run it, then merge again)\n\n- {}", absent.join("\n- "));
     }
     out
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use npugate_profile::report::PlacementReport;
 
 use crate::history::HistoryReport;
+use crate::sweep::summary::{CellEntry, CellState};
 use crate::sweep::{CellRecord, SweepSummary};
 
 /// File name of the HTML matrix report in the sweep dir.
@@ -104,12 +105,50 @@ impl<'a> Matrix<'a> {
         self.summary.finished().filter(|r| r.key.model == model).collect()
     }
 
-    /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished).
+    /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished);
+    /// absent cells (see [`Matrix::absent`]) are not counted.
     pub(super) fn counts(&self) -> (usize, usize, usize, usize) {
         let outcomes: Vec<npugate_gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
         let count = |o: npugate_gate::Outcome| outcomes.iter().filter(|&&x| x == o).count();
-        let unfinished = self.summary.cells.len() - outcomes.len();
+        let unfinished = self.unfinished().count();
         (count(npugate_gate::Outcome::Pass), count(npugate_gate::Outcome::Fail), count(npugate_gate::Outcome::Error), unfinished)
+    }
+
+    /// Cells that did not finish (and are not absent), in summary order.
+    pub(super) fn unfinished(&self) -> impl Iterator<Item = &CellEntry> {
+        self.summary.cells.iter().filter(|c| !matches!(c.state, CellState::Finished | CellState::Absent))
+    }
+
+    /// What a merge of shards lacks: one line per absent cell (`device / runtime / model: absent (shard
+    /// 2/3 was not merged)`), and per unit of a missing shard whose devices only that shard knows (a SoC class).
+    pub(super) fn absent(&self) -> Vec<String> {
+        let cells = self.summary.cells.iter().filter(|c| c.state == CellState::Absent);
+        let mut lines: Vec<String> = cells.map(|c| format!("{}: absent ({})", c.key.label(), c.error.as_deref().unwrap_or("its shard was not merged"))).collect();
+        if let Some(merged) = &self.summary.merged {
+            for missing in &merged.missing {
+                for unit in missing.units.iter().filter(|unit| unit.known_dir().is_none()) {
+                    lines.push(format!("{}, every runtime and model: absent (shard {}/{} was not merged)", unit.label(), missing.index, merged.count));
+                }
+            }
+        }
+        lines
+    }
+
+    /// `shard 2/3 missing` (`shards 1/3, 2/3 missing`) when a merge lacks shards, for the headline.
+    pub(super) fn missing_shards(&self) -> Option<String> {
+        let merged = self.summary.merged.as_ref().filter(|merged| !merged.missing.is_empty())?;
+        let shards: Vec<String> = merged.missing.iter().map(|m| format!("{}/{}", m.index, merged.count)).collect();
+        Some(format!("{} {} missing", if shards.len() == 1 { "shard" } else { "shards" }, shards.join(", ")))
+    }
+
+    /// `cells finished 2026-01-01T02:00:03Z – 2026-01-01T02:41:17Z`: when the sweep ran, from its
+    /// cells alone, so a merge of shards and an unsharded run with the same cells say the same.
+    pub(super) fn when(&self) -> String {
+        let times = || self.summary.finished().map(|r| r.finished_at.as_str());
+        match (times().min(), times().max()) {
+            (Some(first), Some(last)) => format!("cells finished {first} – {last}"),
+            _ => "no cell finished".into(),
+        }
     }
 }
 
@@ -156,6 +195,7 @@ mod tests {
                 op_type: "LayerNormalization".into(),
                 domain: String::new(),
                 ep: ep.to_string(),
+                not_placed: None,
                 input_shapes: vec![],
                 output_shapes: vec![],
                 flops: None,

@@ -49,17 +49,44 @@ pub fn compare_run(layers: &[Layer], reference: Saved<'_>, run: Saved<'_>) -> Re
     Ok(layers.iter().map(|layer| compare_layer(layer, &reference_files, &run_files)).collect())
 }
 
+/// Compares every layer of run `to` with run `from`, both runs of the model under test (e.g. one
+/// SoC under two QNN versions): the model's own tensors against each other, dequantized alike.
+/// Refuses runs fed different inputs.
+pub fn compare_runs(layers: &[Layer], from: Saved<'_>, to: Saved<'_>) -> Result<Vec<Result<OutputComparison, String>>> {
+    crate::output_check::check_same_inputs(to.result, to.dir, from.result, from.dir)?;
+    let (from_files, to_files) = (from.files()?, to.files()?);
+    Ok(layers
+        .iter()
+        .map(|layer| {
+            let (from_shape, from_values) = read_exposed(layer, &from_files, "the first run")?;
+            let (shape, values) = read_exposed(layer, &to_files, "the second run")?;
+            compare(layer, (&from_shape, &from_values), (&shape, &values))
+        })
+        .collect())
+}
+
 /// One layer: read both tensors, dequantize the run's when its probe says so, compare.
 fn compare_layer(layer: &Layer, reference: &HashMap<&str, PathBuf>, run: &HashMap<&str, PathBuf>) -> Result<OutputComparison, String> {
-    let exposed = layer.probe.exposed();
     let reference_file = reference.get(layer.id.tensor.as_str()).ok_or_else(|| format!("the reference run saved no {:?}", layer.id.tensor))?;
-    let run_file = run.get(exposed).ok_or_else(|| format!("the run saved no {exposed:?}"))?;
     let (reference_shape, reference_values) = read_npy_f64(reference_file).map_err(|e| format!("{e:#}"))?;
+    let (shape, values) = read_exposed(layer, run, "the run")?;
+    compare(layer, (&reference_shape, &reference_values), (&shape, &values))
+}
+
+/// The layer's tensor as a run of the model under test saved it, dequantized when its probe says so.
+fn read_exposed(layer: &Layer, run: &HashMap<&str, PathBuf>, which: &str) -> Result<(Vec<u64>, Vec<f64>), String> {
+    let exposed = layer.probe.exposed();
+    let run_file = run.get(exposed).ok_or_else(|| format!("{which} saved no {exposed:?}"))?;
     let (shape, mut values) = read_npy_f64(run_file).map_err(|e| format!("{e:#}"))?;
     if let Probe::Dequantized { params, dequantize_node, .. } = &layer.probe {
         params.dequantize(&shape, &mut values).map_err(|e| format!("cannot dequantize {exposed:?} as {dequantize_node:?} does: {e}"))?;
     }
-    let mut comparison = compare_tensors(&layer.id.tensor, (&reference_shape, &reference_values), (&shape, &values)).map_err(|e| e.to_string())?;
+    Ok((shape, values))
+}
+
+/// `run` against `reference` for `layer`.
+fn compare(layer: &Layer, reference: (&[u64], &[f64]), run: (&[u64], &[f64])) -> Result<OutputComparison, String> {
+    let mut comparison = compare_tensors(&layer.id.tensor, reference, run).map_err(|e| e.to_string())?;
     if !layer.model_output {
         // Top-1 agreement means something for class scores, not for feature maps.
         comparison.metrics.top1_agreement_pct = None;

@@ -43,9 +43,9 @@ use crate::run::{run_on, RunReport, RunSpec};
 use crate::plan::Planned;
 use crate::runtime::RuntimeManifest;
 use crate::targets::{Cancel, Job, Target};
-use compare::{compare_run, Saved};
+use compare::{compare_run, compare_runs, Saved};
 use matching::{Matching, Selection};
-use report::{Header, Instrumentation, ModelRef, NumericsReport, TargetReport, TargetRun, INSTRUMENTATION_NOTE};
+use report::{Header, Instrumentation, ModelRef, NumericsReport, TargetPair, TargetReport, TargetRun, INSTRUMENTATION_NOTE};
 
 /// The default divergence threshold, dB.
 pub const DEFAULT_MIN_SQNR_DB: f64 = 20.0;
@@ -120,6 +120,14 @@ pub struct Targets<'a> {
     pub policy: &'a RackPolicy,
 }
 
+impl Targets<'_> {
+    /// Pairs of targets (indices) whose runs are also compared with each other, layer by layer:
+    /// consecutive targets that are one SoC of the host HTP emulator under two runtimes (QNN versions).
+    fn version_pairs(&self) -> Vec<(usize, usize)> {
+        (1..self.planned.len()).filter(|&i| self.planned[i].soc.is_some() && self.planned[i].soc == self.planned[i - 1].soc).map(|i| (i - 1, i)).collect()
+    }
+}
+
 /// Runs the whole comparison and writes `numerics.json` and `numerics.html` into the output
 /// directory; returns the report. Errors are for what makes any comparison impossible (bad
 /// models, a failed reference run); a failed target is reported in the report.
@@ -184,7 +192,19 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
             note: INSTRUMENTATION_NOTE.into(),
         },
     };
-    let report = NumericsReport::assemble(header, &matching, runs);
+    let mut report = NumericsReport::assemble(header, &matching, runs);
+    report.between_targets = on
+        .version_pairs()
+        .into_iter()
+        .map(|(from, to)| {
+            let saved = |index: usize| -> Result<Saved<'_>, String> {
+                let finished = rack.results[index].as_ref().filter(|r| r.execution.succeeded());
+                finished.map(|r| Saved { dir: r.placed.dir(), result: &r.result }).ok_or_else(|| format!("the run on {} did not finish", on.planned[index].target.name()))
+            };
+            let compared = saved(from).and_then(|a| saved(to).and_then(|b| compare_runs(&matching.layers, a, b).map_err(|e| format!("{e:#}"))));
+            TargetPair::judge(on.planned[from].target.name(), on.planned[to].target.name(), &matching, compared, request.min_sqnr_db)
+        })
+        .collect();
     contract::write_json(&out.join(files::NUMERICS), &report).with_context(|| format!("cannot write {}", out.join(files::NUMERICS).display()))?;
     contract::write_atomic(&out.join(files::NUMERICS_HTML), render::html(&report).as_bytes())
         .with_context(|| format!("cannot write {}", out.join(files::NUMERICS_HTML).display()))?;
@@ -317,9 +337,12 @@ fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, na
     Ok(tensors)
 }
 
-/// Reads a model with `--shape` applied (the instrumented copies are run as they are).
+/// Reads a model with `--shape` applied (the instrumented copies are run as they are), its unnamed
+/// nodes named as ONNX Runtime shows them, so layers and partition boundaries match the runs.
 fn load(path: &Path, settings: &HarnessSettings) -> Result<Model> {
-    crate::model::check(path, &settings.shapes, &settings.inputs)
+    let mut model = crate::model::check(path, &settings.shapes, &settings.inputs)?;
+    model.name_nodes_as_onnx_runtime();
+    Ok(model)
 }
 
 /// The model file and its sha256.

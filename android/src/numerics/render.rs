@@ -109,6 +109,33 @@ fn drop_lines(report: &NumericsReport) -> Vec<String> {
     report.targets.iter().filter_map(drop_line).collect()
 }
 
+/// One line per pair of targets compared directly: where the second first differs from and
+/// first diverges from the first.
+fn pair_lines(report: &NumericsReport) -> Vec<String> {
+    let at = |l: &super::report::PairLayer| format!("{} ({}) → {} (SQNR {} dB, max abs err {:.3e})", l.node, l.op_type, l.tensor, fmt_metric(l.sqnr_db, 1), l.max_abs_err);
+    report
+        .between_targets
+        .iter()
+        .map(|pair| {
+            let head = format!("{} against {}", pair.to, pair.from);
+            if let (Some(error), 0) = (&pair.error, pair.compared_layers) {
+                return format!("{head}: not compared: {error}");
+            }
+            let difference = match &pair.first_difference {
+                None => format!("identical at every one of {} compared layers", pair.compared_layers),
+                Some(first) => format!("{} of {} layers identical; first difference at {}", pair.identical_layers, pair.compared_layers, at(first)),
+            };
+            let divergence = match &pair.first_divergence {
+                Some(first) => format!("; first divergence (below {} dB) at {}", report.header.min_sqnr_db, at(first)),
+                None if pair.first_difference.is_some() => format!("; no layer below {} dB against each other", report.header.min_sqnr_db),
+                None => String::new(),
+            };
+            let error = pair.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default();
+            format!("{head}: {difference}{divergence}{error}")
+        })
+        .collect()
+}
+
 /// Unmatched tensors by side and reason, with up to [`NAMES_SHOWN`] names each.
 fn unmatched_lines(report: &NumericsReport) -> Vec<String> {
     let mut groups: BTreeMap<UnmatchedReason, Vec<&str>> = BTreeMap::new();
@@ -220,6 +247,9 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
         if let Some(placement) = &target.placement {
             out.push_str(&format!("placement of the instrumented model on {}: {}\n", target.name, placement_text(placement)));
         }
+    }
+    for line in pair_lines(report) {
+        out.push_str(&format!("between targets: {line}\n"));
     }
     for line in unmatched_lines(report) {
         out.push_str(&format!("not compared: {line}\n"));
@@ -338,6 +368,7 @@ pub fn html(report: &NumericsReport) -> String {
             ul {
                 @for (outcome, line) in verdict_lines(report) { li class=[(outcome == Outcome::Fail).then_some("err")] { (outcome.label()) " " (line) } }
                 @for line in drop_lines(report) { li { (line) } }
+                @for line in pair_lines(report) { li { "between targets: " (line) } }
             }
         }
         section { h2 { "SQNR per layer" } figure { (sqnr_plot(report)) figcaption { "Open circles on the top edge: above the axis, or identical to the reference (∞ dB); NaN on the bottom edge." } } }

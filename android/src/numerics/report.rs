@@ -35,6 +35,10 @@ pub struct NumericsReport {
     pub layers: Vec<LayerReport>,
     /// The earliest divergence on any target, in graph order (`null` when there is none).
     pub first_divergence: Option<Divergence>,
+    /// Targets compared with each other directly, layer by layer (one SoC under two QNN
+    /// versions): where their outputs first differ and first diverge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub between_targets: Vec<TargetPair>,
     /// Tensors of either model that were not compared, with why.
     pub unmatched: Vec<Unmatched>,
     /// `pass` (no divergence), `fail` (a divergence) or `error` (a target or layer could not be judged).
@@ -150,6 +154,79 @@ pub struct Divergence {
     pub inputs: Vec<InputSqnr>,
     /// The targets where this layer is a divergence origin.
     pub targets: Vec<String>,
+}
+
+/// Two targets' runs of the model compared with each other (the second against the first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetPair {
+    /// The first target (e.g. `SM8650-qnn-2.49.40`).
+    pub from: String,
+    /// The second (e.g. `SM8650-qnn-2.51.0`).
+    pub to: String,
+    /// Layers compared, and how many of them were bit-identical.
+    pub compared_layers: usize,
+    /// Of those, bit-identical on both.
+    pub identical_layers: usize,
+    /// The first layer, in graph order, whose values differ at all.
+    pub first_difference: Option<PairLayer>,
+    /// The first layer, in graph order, whose SQNR (second against first) falls below the threshold.
+    pub first_divergence: Option<PairLayer>,
+    /// Why the two could not be compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A layer of a [`TargetPair`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairLayer {
+    /// The model's node that computed the layer.
+    pub node: String,
+    /// The float tensor.
+    pub tensor: String,
+    /// The node's operator.
+    pub op_type: String,
+    /// SQNR of the second target against the first, dB.
+    #[serde(with = "npugate_gate::outputs::non_finite")]
+    pub sqnr_db: f64,
+    /// Largest absolute difference.
+    #[serde(with = "npugate_gate::outputs::non_finite")]
+    pub max_abs_err: f64,
+}
+
+impl TargetPair {
+    /// The pair judged from its per-layer comparisons (in [`Matching::layers`] order) against
+    /// `threshold` dB, or the error that kept them apart.
+    pub fn judge(from: &str, to: &str, matching: &Matching, compared: Result<Vec<Result<OutputComparison, String>>, String>, threshold: f64) -> TargetPair {
+        let mut pair = TargetPair { from: from.into(), to: to.into(), compared_layers: 0, identical_layers: 0, first_difference: None, first_divergence: None, error: None };
+        let layers = match compared {
+            Ok(layers) => layers,
+            Err(error) => {
+                pair.error = Some(error);
+                return pair;
+            }
+        };
+        let at = |i: usize, m: &OutputMetrics| {
+            let id = &matching.layers[i].id;
+            PairLayer { node: id.node.clone(), tensor: id.tensor.clone(), op_type: id.op_type.clone(), sqnr_db: m.sqnr_db, max_abs_err: m.max_abs_err }
+        };
+        for (i, layer) in layers.iter().enumerate() {
+            let Ok(compared) = layer else { continue };
+            let m = &compared.metrics;
+            pair.compared_layers += 1;
+            if m.max_abs_err == 0.0 {
+                pair.identical_layers += 1;
+            } else if pair.first_difference.is_none() {
+                pair.first_difference = Some(at(i, m));
+            }
+            if pair.first_divergence.is_none() && below(m.sqnr_db, threshold) {
+                pair.first_divergence = Some(at(i, m));
+            }
+        }
+        if let Some(Err(error)) = layers.iter().find(|l| l.is_err()) {
+            pair.error = Some(format!("{} of {} layers could not be compared, e.g.: {error}", layers.len() - pair.compared_layers, layers.len()));
+        }
+        pair
+    }
 }
 
 /// A layer's SQNR against the lowest SQNR of the layers feeding it.
@@ -268,6 +345,7 @@ impl NumericsReport {
             targets,
             layers,
             first_divergence: first,
+            between_targets: Vec::new(),
             unmatched: matching.unmatched.clone(),
             outcome,
         }
@@ -317,7 +395,7 @@ fn divergence(layers: &[LayerReport], matching: &Matching, i: usize, at: &[usize
 mod tests {
     use super::*;
     use crate::numerics::matching::Selection;
-    use crate::numerics::testing::{float, header, run, three_targets};
+    use crate::numerics::testing::{compared, float, header, run, three_targets};
 
     #[test]
     fn drift_starts_where_a_layer_falls_below_while_its_inputs_were_above() {
@@ -341,6 +419,18 @@ mod tests {
         let drop = report.targets[0].largest_drop.as_ref().expect("y loses 5 dB against r on a");
         assert_eq!((drop.tensor.as_str(), drop.from_db.round(), drop.to_db.round()), ("y", 40.0, 35.0));
         assert!(report.targets[1].largest_drop.is_none(), "r's input is exact, y gains on r");
+    }
+
+    #[test]
+    fn two_targets_compared_directly_name_their_first_difference_and_divergence() {
+        let matching = Matching::build(&float(), &float(), &Selection::All).unwrap();
+        let layers = vec![compared("c", None), compared("r", Some(45.0)), compared("y", Some(12.0))];
+        let pair = TargetPair::judge("SM8650-qnn2.49.40", "SM8650-qnn2.51.0", &matching, Ok(layers), 20.0);
+        assert_eq!((pair.compared_layers, pair.identical_layers), (3, 1));
+        assert_eq!(pair.first_difference.as_ref().map(|l| l.tensor.as_str()), Some(matching.layers[1].id.tensor.as_str()));
+        assert_eq!(pair.first_divergence.as_ref().map(|l| l.tensor.as_str()), Some(matching.layers[2].id.tensor.as_str()));
+        let failed = TargetPair::judge("a", "b", &matching, Err("the run on b failed".into()), 20.0);
+        assert_eq!((failed.error.as_deref(), failed.compared_layers), (Some("the run on b failed"), 0));
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn qdq() -> Model {
 }
 
 /// A comparison of `tensor` with the given SQNR (dB), `None` for identical tensors.
-fn compared(tensor: &str, sqnr_db: Option<f64>) -> Result<OutputComparison, String> {
+pub fn compared(tensor: &str, sqnr_db: Option<f64>) -> Result<OutputComparison, String> {
     let reference: Vec<f64> = (1..=100).map(|i| (i as f64).sin() + 2.0).collect();
     let power = reference.iter().map(|r| r * r).sum::<f64>() / reference.len() as f64;
     let output: Vec<f64> = match sqnr_db {

@@ -33,6 +33,13 @@ pub struct CatalogEntry {
     /// The accelerator EP, when any.
     #[serde(default)]
     pub ep: Option<EpLibrary>,
+    /// The QNN SDK version of the runtime's HTP backend (`2.49.40`), for QNN runtimes: what `--qnn`
+    /// chooses by before the runtime is fetched; the fetch checks it against the library itself.
+    #[serde(default)]
+    pub qnn_sdk: Option<String>,
+    /// Why this ONNX Runtime core was paired with the EP plugin (which cores it loads into, tried).
+    #[serde(default)]
+    pub ort_pairing: Option<String>,
     /// Wheels to unpack, in order.
     pub wheel: Vec<WheelPin>,
     /// Why the runtime is used only when named (`--runtime`) and never picked for a command that

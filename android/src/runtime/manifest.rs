@@ -31,6 +31,10 @@ pub struct RuntimeManifest {
     pub sources: Vec<String>,
     /// Every file of the runtime.
     pub files: Vec<RuntimeFile>,
+    /// The QNN build of its HTP backend library (`v2.49.40.260810104044`), read from the library
+    /// when the runtime was written; absent without an HTP backend (and in manifests written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_build: Option<String>,
     /// Directory holding the files (not serialized; set on load).
     #[serde(skip)]
     pub dir: PathBuf,
@@ -119,6 +123,7 @@ impl RuntimeManifest {
                 Ok(RuntimeFile { name: file, sha256, bytes, role: role.into(), hexagon_arch })
             })
             .collect::<Result<Vec<_>>>()?;
+        let qnn_build = htp_backend(&files).and_then(|backend| qnn_build_in(&dir.join(&backend.name)));
         let manifest = RuntimeManifest {
             schema: RUNTIME_SCHEMA.into(),
             name: name.into(),
@@ -128,6 +133,7 @@ impl RuntimeManifest {
             ep,
             sources,
             files,
+            qnn_build,
             dir: dir.to_path_buf(),
         };
         contract::write_json(&dir.join(MANIFEST_FILE), &manifest)
@@ -157,15 +163,16 @@ impl RuntimeManifest {
             ep: None,
             sources: Vec::new(),
             files: Vec::new(),
+            qnn_build: None,
             dir: dir.to_path_buf(),
         }
     }
 
-    /// The QNN build of the runtime's HTP backend library (e.g. `v2.51.0.260929181845`), read from
-    /// the library itself; `None` when the runtime has no HTP backend or the library names none.
+    /// The QNN build of the runtime's HTP backend library (e.g. `v2.51.0.260929181845`): as the
+    /// manifest recorded it from the library, else read from the library now; `None` when the
+    /// runtime has no HTP backend or the library names none.
     pub fn qnn_build(&self) -> Option<String> {
-        let backend = self.files.iter().find(|f| f.role == "qnn_backend" && f.name.contains("QnnHtp"))?;
-        qnn_build_in(&self.dir.join(&backend.name))
+        self.qnn_build.clone().or_else(|| qnn_build_in(&self.dir.join(&htp_backend(&self.files)?.name)))
     }
 
     /// Re-hashes every file; returns the names of files that are missing or changed.
@@ -176,6 +183,11 @@ impl RuntimeManifest {
             .map(|f| f.name.clone())
             .collect()
     }
+}
+
+/// The HTP backend library among a runtime's files (`libQnnHtp.so`, `QnnHtp.dll`).
+fn htp_backend(files: &[RuntimeFile]) -> Option<&RuntimeFile> {
+    files.iter().find(|f| f.role == "qnn_backend" && f.name.contains("QnnHtp"))
 }
 
 /// The first QNN build string (`v<major>.<minor>.<patch>.<build>`, the build at least 8 digits)

@@ -38,6 +38,9 @@ pub fn fetch(name: &str) -> Result<FetchOutcome> {
             pypi::extract(&wheel, &pin.members, staging)?;
             sources.push(format!("pypi:{}=={} ({})", pin.package, pin.version, pin.file));
         }
+        if let Some(expected) = &entry.qnn_sdk {
+            check_qnn_sdk(&entry.name, expected, staging)?;
+        }
         Ok(Staged {
             target: entry.target.clone(),
             ort_version: entry.ort_version.clone(),
@@ -47,6 +50,18 @@ pub fn fetch(name: &str) -> Result<FetchOutcome> {
         })
     })
     .map(FetchOutcome::Fetched)
+}
+
+/// Refuses a runtime whose HTP backend library (in `dir`) is not the QNN version the catalog
+/// pins (`expected`, e.g. `2.49.40`): the version `--qnn` chooses it by must be the library's own.
+fn check_qnn_sdk(name: &str, expected: &str, dir: &std::path::Path) -> Result<()> {
+    let backend = ["QnnHtp.dll", "libQnnHtp.so"].into_iter().map(|file| dir.join(file)).find(|path| path.is_file());
+    let build = backend.as_deref().and_then(manifest::qnn_build_in);
+    match build.as_deref().map(manifest::qnn_sdk_version) {
+        Some(found) if found == expected => Ok(()),
+        Some(found) => anyhow::bail!("runtime {name}: its HTP backend is QNN {found}, but the catalog pins QNN {expected}; the wheel changed"),
+        None => anyhow::bail!("runtime {name}: no QNN build found in its HTP backend library (the catalog pins QNN {expected})"),
+    }
 }
 
 /// What a runtime source put into a staging directory, besides the files themselves.

@@ -47,6 +47,10 @@ pub struct CellDevice {
     /// Product or board model, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The device's build (`ro.build.fingerprint`), else what the run's fingerprint names it
+    /// (`host HTP emulator …`, a CPU model): a change of it between nights is a new firmware.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 /// `cell.json`: what a finished cell measured and how it was judged (the numbers of the matrix).
@@ -60,6 +64,9 @@ pub struct CellRecord {
     pub device: CellDevice,
     /// ONNX Runtime version the harness loaded.
     pub ort_version: String,
+    /// The QNN build of the runtime's HTP backend (`v2.51.0.260929181845`), for QNN runtimes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_build: Option<String>,
     /// The model's digest (over the `.onnx` and every file it refers to).
     #[serde(alias = "model_sha256")]
     pub model_digest: String,
@@ -97,8 +104,8 @@ impl contract::Document for CellRecord {
 }
 
 impl CellRecord {
-    /// The record of a judged cell.
-    pub fn new(key: CellKey, device: CellDevice, verdict: &Verdict, exit_code: u8, seconds: f64) -> CellRecord {
+    /// The record of a judged cell whose runtime's HTP backend is QNN build `qnn_build`.
+    pub fn new(key: CellKey, device: CellDevice, verdict: &Verdict, qnn_build: Option<String>, exit_code: u8, seconds: f64) -> CellRecord {
         let latency = verdict.latency.as_ref();
         let placement = verdict.placement.as_ref();
         CellRecord {
@@ -106,6 +113,7 @@ impl CellRecord {
             key,
             device,
             ort_version: verdict.subject.fingerprint.ort_version.clone(),
+            qnn_build,
             model_digest: verdict.subject.fingerprint.model_digest.clone(),
             outcome: verdict.outcome,
             exit_code,

@@ -12,10 +12,12 @@ use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
+use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
+use super::unit::{self, host_htp_dir, Unit};
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use crate::adb::Adb;
-use crate::devices::{self, DeviceInfo};
+use crate::devices::{self, DeviceInfo, DeviceList};
 use crate::device_rack::result_dir_names;
 use crate::pipeline::GateSpec;
 use crate::rack::{self, Attempted, RackPolicy};
@@ -37,6 +39,8 @@ pub struct SweepOptions<'a> {
     pub policy: &'a RackPolicy,
     /// Limit for one harness run.
     pub run_timeout: Duration,
+    /// The plan's units, and the shard of them this sweep runs (`--shard`).
+    pub cut: &'a Cut,
 }
 
 /// A device of the sweep: where it runs and what it is.
@@ -49,35 +53,44 @@ pub struct SweepTarget<T> {
     pub dir: String,
     /// What chose it (`--device`, `serial`, `soc=SM8650`, `socs` for a host-HTP cell).
     pub chosen_by: String,
-    /// True for the host HTP emulator as one SoC: its cells run the plan's `htp_runtime` with
-    /// `--ep qnn` (placement and outputs; speed is not judged).
+    /// The position of its unit in the plan (see [`super::unit`]).
+    pub unit: usize,
+    /// True for the host HTP emulator as one SoC: its cells run the plan's host-HTP runtimes (one
+    /// per QNN version) with `--ep qnn` (placement and outputs; speed is not judged).
     pub host_htp: bool,
 }
 
 impl<T: Target + 'static> SweepTarget<T> {
     /// The same target behind a `Box<dyn Target>`, so devices and host-HTP SoCs share one sweep.
     pub fn boxed(self) -> SweepTarget<Box<dyn Target>> {
-        SweepTarget { target: Box::new(self.target), info: self.info, dir: self.dir, chosen_by: self.chosen_by, host_htp: self.host_htp }
+        SweepTarget {
+            target: Box::new(self.target),
+            info: self.info,
+            dir: self.dir,
+            chosen_by: self.chosen_by,
+            unit: self.unit,
+            host_htp: self.host_htp,
+        }
     }
 }
 
 impl<T> SweepTarget<T> {
     /// The runtimes of this target's cells: the host-HTP runtime, or the plan's device runtimes.
     fn runtimes<'p>(&self, plan: &'p SweepPlan) -> Vec<&'p RuntimeManifest> {
-        match self.host_htp {
-            true => plan.htp_runtime.iter().collect(),
-            false => plan.runtimes.iter().collect(),
-        }
+        cell_runtimes(plan, self.host_htp)
     }
 }
 
-/// The plan's `socs` as targets: Qualcomm's HTP emulator under wine configured as each SoC, in
-/// directories `htp-<SOC>`.
-pub fn host_htp_targets(plan: &SweepPlan) -> Vec<SweepTarget<WineTarget>> {
-    plan.socs
-        .iter()
-        .map(|soc| {
-            let name = format!("htp-{}", soc.model);
+/// The host-HTP units of `cut` this sweep runs as targets: Qualcomm's HTP emulator under wine
+/// configured as each SoC of the plan's `socs`, in directories `htp-<SOC>`.
+pub fn host_htp_targets(plan: &SweepPlan, cut: &Cut) -> Vec<SweepTarget<WineTarget>> {
+    cut.taken()
+        .filter_map(|(position, unit)| match unit {
+            Unit::HostHtp(name) => plan.socs.iter().find(|soc| soc.model == name.as_str()).map(|soc| (position, soc)),
+            _ => None,
+        })
+        .map(|(position, soc)| {
+            let name = host_htp_dir(soc.model);
             let info = DeviceInfo {
                 serial: name.clone(),
                 state: "device".into(),
@@ -87,7 +100,7 @@ pub fn host_htp_targets(plan: &SweepPlan) -> Vec<SweepTarget<WineTarget>> {
                 target: Some(crate::targets::wine::TRIPLE.into()),
                 ..DeviceInfo::default()
             };
-            SweepTarget { target: WineTarget::for_soc(*soc).named(&name), info, dir: name, chosen_by: "socs".into(), host_htp: true }
+            SweepTarget { target: WineTarget::for_soc(*soc).named(&name), info, dir: name, chosen_by: "socs".into(), unit: position, host_htp: true }
         })
         .collect()
 }
@@ -112,7 +125,14 @@ impl Attempted for DeviceCells {
 pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], options: &SweepOptions) -> Result<SweepSummary> {
     let out = options.out;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let summary = Mutex::new(initial_summary(plan, options, devices)?);
+    let shard = options.cut.shard.map(|shard| shard_info(plan, shard, options.cut, devices)).transpose()?;
+    let summary = initial_summary(plan, options, devices, shard)?;
+    if let Some(shard) = options.cut.shard {
+        let taken: Vec<String> = options.cut.taken().map(|(_, unit)| unit.label()).collect();
+        let taken = if taken.is_empty() { "none (the plan has fewer units than shards)".to_string() } else { taken.join(", ") };
+        eprintln!("npugate sweep: shard {shard} of {} unit(s): {taken}", options.cut.units.len());
+    }
+    let summary = Mutex::new(summary);
     lock(&summary).write(out)?;
 
     let targets: Vec<&T> = devices.iter().map(|d| &d.target).collect();
@@ -133,35 +153,85 @@ pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], option
     Ok(summary)
 }
 
-/// The plan's `[[device]]` entries (or the `requested` serials) as devices over `adb`, each
-/// probed and every runtime checked against its target.
-pub fn resolve_devices(
-    plan: &SweepPlan,
-    adb: &Adb,
-    requested: &[String],
-    settings: &AdbSettings,
-) -> Result<Vec<SweepTarget<AdbTarget>>> {
-    let mut chosen: Vec<(String, String)> = Vec::new();
+/// The plan's units in plan order: its `[[device]]` entries — or, without any, the devices
+/// `requested` chooses (`--device SERIAL|all`, listed over `adb`) — then its host-HTP SoCs. A serial
+/// or a SoC class listed twice is one unit. Nothing is probed.
+pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<Vec<Unit>> {
+    let mut units: Vec<Unit> = Vec::new();
     if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
         // Host-HTP cells only: no device is needed.
     } else if plan.devices.is_empty() {
-        for serial in devices::select(adb, requested)? {
-            chosen.push((serial, "--device".into()));
-        }
+        units.extend(devices::select(adb, requested)?.into_iter().map(Unit::Device));
     } else {
         anyhow::ensure!(
             requested.is_empty(),
             "{} chooses devices ([[device]]); drop --device, or remove the plan's [[device]] entries",
             plan.file.display()
         );
-        let listed = devices::list(adb)?;
-        for (index, spec) in plan.devices.iter().enumerate() {
-            if let Some(serial) = &spec.serial {
+        for spec in &plan.devices {
+            let unit = match (&spec.serial, &spec.soc) {
+                (Some(serial), _) => Unit::Serial(serial.clone()),
+                (None, Some(soc)) => Unit::Soc(soc.to_ascii_uppercase()),
+                (None, None) => continue, // refused when the plan was loaded
+            };
+            if !units.contains(&unit) {
+                units.push(unit);
+            }
+        }
+    }
+    units.extend(plan.socs.iter().map(|soc| Unit::HostHtp(soc.model.to_string())));
+    Ok(units)
+}
+
+/// The runtimes of a target's cells: the plan's host-HTP runtime for the host HTP emulator, else the
+/// plan's device runtimes.
+fn cell_runtimes(plan: &SweepPlan, host_htp: bool) -> Vec<&RuntimeManifest> {
+    match host_htp {
+        true => plan.htp_runtimes.iter().collect(),
+        false => plan.runtimes.iter().collect(),
+    }
+}
+
+/// The record of the shard `cut` makes of `plan` (see [`super::shard`]), with the devices this
+/// shard resolved its units to.
+fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarget<T>]) -> Result<ShardInfo> {
+    let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file).with_context(|| format!("cannot read sweep plan {}", plan.file.display()))?;
+    let units = cut
+        .units
+        .iter()
+        .enumerate()
+        .map(|(position, unit)| ShardUnit {
+            shard: Shard::of_unit(position, shard.count),
+            unit: unit.clone(),
+            runtimes: cell_runtimes(plan, matches!(unit, Unit::HostHtp(_))).into_iter().map(|runtime| runtime.name.clone()).collect(),
+            devices: devices.iter().filter(|d| d.unit == position).map(|d| d.info.serial.clone()).collect(),
+        })
+        .collect();
+    Ok(ShardInfo { shard, plan_sha256, units })
+}
+
+/// The device units of `cut` this sweep runs (see [`plan_units`]) as devices over `adb`, each
+/// probed and every runtime checked against its target. A SoC class takes the connected devices of
+/// that SoC the plan does not name by serial.
+pub fn resolve_devices(plan: &SweepPlan, adb: &Adb, cut: &Cut, settings: &AdbSettings) -> Result<Vec<SweepTarget<AdbTarget>>> {
+    let named = unit::named_serials(&cut.units);
+    let mut listed: Option<DeviceList> = None;
+    let mut chosen: Vec<(String, String, usize)> = Vec::new();
+    for (position, unit) in cut.taken() {
+        match unit {
+            Unit::Serial(serial) => {
                 let selected = devices::select(adb, std::slice::from_ref(serial))
-                    .map_err(|e| plan.error(&format!("device[{index}].serial"), format!("{e:#}")))?;
-                chosen.extend(selected.into_iter().map(|s| (s, "serial".into())));
-            } else if let Some(soc) = &spec.soc {
-                let matching = matching_soc(&listed.devices, soc);
+                    .map_err(|e| plan.error(&device_field(plan, unit), format!("{e:#}")))?;
+                chosen.extend(selected.into_iter().map(|s| (s, unit.chosen_by(), position)));
+            }
+            Unit::Device(serial) => chosen.push((serial.clone(), unit.chosen_by(), position)),
+            Unit::Soc(soc) => {
+                let listed = match &mut listed {
+                    Some(listed) => listed,
+                    None => listed.insert(devices::list(adb)?),
+                };
+                let (matching, by_serial): (Vec<String>, Vec<String>) =
+                    matching_soc(&listed.devices, soc).into_iter().partition(|s| !named.contains(&s.as_str()));
                 if matching.is_empty() {
                     let connected: Vec<String> = listed
                         .devices
@@ -169,18 +239,23 @@ pub fn resolve_devices(
                         .map(|d| format!("{} (SoC {})", d.serial, d.soc.as_deref().unwrap_or("unknown")))
                         .collect();
                     let connected = if connected.is_empty() { "none".to_string() } else { connected.join(", ") };
-                    return Err(plan.error(&format!("device[{index}].soc"), format!("no connected device has SoC {soc:?} (connected: {connected})")));
+                    let message = match by_serial.is_empty() {
+                        true => format!("no connected device has SoC {soc:?} (connected: {connected})"),
+                        false => format!("every connected device with SoC {soc:?} is named by serial in the plan ({}); drop this entry", by_serial.join(", ")),
+                    };
+                    return Err(plan.error(&device_field(plan, unit), message));
                 }
-                chosen.extend(matching.into_iter().map(|s| (s, format!("soc={soc}"))));
+                chosen.extend(matching.into_iter().map(|s| (s, unit.chosen_by(), position)));
             }
+            Unit::HostHtp(_) => {}
         }
     }
     let mut seen = std::collections::HashSet::new();
-    chosen.retain(|(serial, _)| seen.insert(serial.clone()));
-    let serials: Vec<String> = chosen.iter().map(|(s, _)| s.clone()).collect();
+    chosen.retain(|(serial, _, _)| seen.insert(serial.clone()));
+    let serials: Vec<String> = chosen.iter().map(|(s, _, _)| s.clone()).collect();
     let dirs = result_dir_names(&serials);
     let mut resolved = Vec::new();
-    for ((serial, chosen_by), dir) in chosen.into_iter().zip(dirs) {
+    for ((serial, chosen_by, unit), dir) in chosen.into_iter().zip(dirs) {
         let info = devices::probe(adb, &serial).with_context(|| format!("cannot probe device {serial}"))?;
         for (index, runtime) in plan.runtimes.iter().enumerate() {
             if info.target.as_deref() != Some(runtime.target.as_str()) {
@@ -196,9 +271,20 @@ pub fn resolve_devices(
             }
         }
         let target = AdbTarget::new(adb, &serial, settings);
-        resolved.push(SweepTarget { target, info, dir, chosen_by, host_htp: false });
+        resolved.push(SweepTarget { target, info, dir, chosen_by, unit, host_htp: false });
     }
     Ok(resolved)
+}
+
+/// The plan field of a `[[device]]` unit, for errors: `device[2].serial`, `device[0].soc`.
+fn device_field(plan: &SweepPlan, unit: &Unit) -> String {
+    let entry = plan.devices.iter().position(|spec| match unit {
+        Unit::Serial(serial) => spec.serial.as_ref() == Some(serial),
+        Unit::Soc(soc) => spec.soc.as_ref().is_some_and(|s| s.eq_ignore_ascii_case(soc)),
+        _ => false,
+    });
+    let key = if matches!(unit, Unit::Soc(_)) { "soc" } else { "serial" };
+    format!("device[{}].{key}", entry.unwrap_or_default())
 }
 
 /// Online devices whose SoC is `soc` (case-insensitive).
@@ -212,7 +298,7 @@ fn matching_soc(devices: &[DeviceInfo], soc: &str) -> Vec<String> {
 
 /// The summary to start from: this plan's cells, finished ones read from their markers; the night
 /// and start time of the sweep already in `out` when resuming.
-fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[SweepTarget<T>]) -> Result<SweepSummary> {
+fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[SweepTarget<T>], shard: Option<ShardInfo>) -> Result<SweepSummary> {
     let out = options.out;
     let (night, started_at) = match SweepSummary::read(out) {
         Some(previous) => {
@@ -221,6 +307,19 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
             }
             if options.night.is_some_and(|night| night != previous.night) {
                 bail!("{} holds the sweep of night {}; resume it without --night or choose another --out", out.display(), previous.night);
+            }
+            if previous.merged.is_some() {
+                bail!("{} holds a merged sweep (npugate sweep merge), which runs no cells; choose another --out", out.display());
+            }
+            match (&previous.shard, &shard) {
+                (Some(before), Some(now)) => {
+                    if let Some(why) = before.differs_from(now) {
+                        bail!("{} {why}, or choose another --out", out.display());
+                    }
+                }
+                (Some(before), None) => bail!("{} holds shard {} of its sweep; resume it with --shard {}, or choose another --out", out.display(), before.shard, before.shard),
+                (None, Some(now)) => bail!("{} holds a sweep run without --shard; resume it without --shard {}, or choose another --out", out.display(), now.shard),
+                (None, None) => {}
             }
             (previous.night, previous.started_at)
         }
@@ -261,6 +360,8 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
             .collect(),
         cells,
         exit_code: None,
+        shard,
+        merged: None,
     })
 }
 
@@ -356,8 +457,9 @@ fn run_cell<T: Target>(
         serial: device.info.serial.clone(),
         soc: device.info.soc.clone().or(fingerprint_soc).unwrap_or_else(|| "unknown".into()),
         model: device.info.model.clone(),
+        fingerprint: device.info.fingerprint.clone().or_else(|| device.info.os.clone()).or_else(|| Some(verdict.subject.fingerprint.device.clone())),
     };
-    let record = CellRecord::new(key.clone(), cell_device, verdict, run.exit_code, started.elapsed().as_secs_f64());
+    let record = CellRecord::new(key.clone(), cell_device, verdict, runtime.qnn_build(), run.exit_code, started.elapsed().as_secs_f64());
     record.write_marker(run.placed.dir())?;
     Ok(record)
 }
@@ -424,7 +526,7 @@ mod tests {
 
     fn device(target: KilledAfter) -> SweepTarget<KilledAfter> {
         let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(crate::targets::host_triple()), ..Default::default() };
-        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), host_htp: false }
+        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), unit: 0, host_htp: false }
     }
 
     #[test]
@@ -438,7 +540,9 @@ mod tests {
             let cancel = Cancel::new();
             let target = KilledAfter { mock: MockTarget::new("rig-1", vec![Behaviour::Measure(vec![1_000_000; 20])]), kill_after, cancel: cancel.clone() };
             let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel };
-            let options = SweepOptions { out: &out, night: Some("2026-11-23"), harness: Some(&harness), policy: &policy, run_timeout: Duration::from_secs(5) };
+            let cut = Cut { units: vec![Unit::Serial("rig-1".into())], shard: None };
+            let options =
+                SweepOptions { out: &out, night: Some("2026-11-23"), harness: Some(&harness), policy: &policy, run_timeout: Duration::from_secs(5), cut: &cut };
             let devices = [device(target)];
             let summary = run_sweep(&plan, &devices, &options).unwrap();
             (summary, devices[0].target.mock.calls())

@@ -39,6 +39,10 @@ struct PlanFile {
     socs: Vec<String>,
     /// The runtime of the host-HTP cells (default: the pinned Windows x64 QNN runtime).
     htp_runtime: Option<String>,
+    /// QNN versions of the host-HTP cells (`"2.49.40"`, `"2.51"`, `"all"`): one runtime column
+    /// per version, instead of `htp_runtime`.
+    #[serde(default)]
+    qnn: Vec<String>,
     /// Models with their rules.
     model: Vec<ModelEntry>,
 }
@@ -101,8 +105,8 @@ pub struct SweepPlan {
     pub runtime_eps: BTreeMap<String, RuntimeEp>,
     /// SoCs of the host-HTP cells, in plan order.
     pub socs: Vec<Soc>,
-    /// The runtime of the host-HTP cells (loaded when `socs` is not empty).
-    pub htp_runtime: Option<RuntimeManifest>,
+    /// The runtimes of the host-HTP cells, one per QNN version (loaded when `socs` is not empty).
+    pub htp_runtimes: Vec<RuntimeManifest>,
     /// Models in plan order.
     pub models: Vec<PlannedModel>,
 }
@@ -209,13 +213,16 @@ impl SweepPlan {
                 .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }
-        let htp_runtime = match (socs.is_empty(), &raw.htp_runtime) {
-            (true, Some(_)) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
-            (true, None) => None,
-            (false, name) => {
-                // The host-HTP cells resolve like `npugate run --local --ep qnn --soc …` of each
-                // model (a compiled model is checked against every SoC).
-                let mut runtime = None;
+        let qnn = crate::plan::QnnChoice::from_flags(&raw.qnn);
+        let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, &qnn) {
+            (true, Some(_), _) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None, crate::plan::QnnChoice::Any) => Vec::new(),
+            (true, None, _) => return Err(field_error("qnn".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (false, name, _) => {
+                // The host-HTP cells resolve like `npugate run --local --ep qnn --soc … --qnn …` of
+                // each model (a compiled model is checked against every SoC and QNN version).
+                let field = if raw.qnn.is_empty() { "socs" } else { "qnn" };
+                let mut runtimes: Vec<RuntimeManifest> = Vec::new();
                 for model in &models {
                     let request = crate::plan::Request {
                         command: crate::plan::Command::Run,
@@ -225,18 +232,23 @@ impl SweepPlan {
                         runtime: name.as_deref(),
                         harness: None,
                         socs: socs.clone(),
-                        qnn: crate::plan::QnnChoice::Any,
+                        qnn: qnn.clone(),
                         out: None,
                     };
-                    let plan = crate::plan::Plan::resolve(&request, &crate::plan::Installed).map_err(|e| field_error("socs".into(), format!("{e:#}")))?;
-                    runtime = plan.targets.into_iter().next().map(|planned| planned.runtime);
+                    let plan = crate::plan::Plan::resolve(&request, &crate::plan::Installed).map_err(|e| field_error(field.into(), format!("{e:#}")))?;
+                    runtimes.clear();
+                    for planned in plan.targets {
+                        if !runtimes.iter().any(|r| r.dir == planned.runtime.dir) {
+                            runtimes.push(planned.runtime);
+                        }
+                    }
                 }
-                runtime
+                runtimes
             }
         };
         let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
         crate::paths::check_plain_name(&name, "the sweep name").map_err(|e| field_error("name".into(), e.to_string()))?;
-        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtime, models })
+        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtimes, models })
     }
 
     /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
@@ -250,9 +262,9 @@ impl SweepPlan {
         }
     }
 
-    /// Every runtime of the plan: the device runtimes, then the host-HTP runtime.
+    /// Every runtime of the plan: the device runtimes, then the host-HTP runtimes.
     pub fn all_runtimes(&self) -> impl Iterator<Item = &RuntimeManifest> {
-        self.runtimes.iter().chain(self.htp_runtime.as_ref())
+        self.runtimes.iter().chain(&self.htp_runtimes)
     }
 
     /// `plan-file: field: message` for errors found after loading (device selection).
@@ -358,6 +370,7 @@ mod tests {
             ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
             ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
             (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
+            (format!("runtimes = [{runtime:?}]\nqnn = [\"2.51\"]\n[[model]]\npath = \"a.onnx\"\n"), "qnn: applies to host-HTP cells only"),
             ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
         ];
         for (text, expected) in cases {

@@ -9,6 +9,7 @@ use npugate_result::contract::{self, EXIT_ERROR, EXIT_PASS};
 use npugate_result::files;
 
 use super::cell::{CellKey, CellRecord};
+use super::shard::{MergeInfo, ShardInfo};
 use crate::rack::DeviceOutcome;
 
 /// Schema of `sweep.json`.
@@ -41,6 +42,12 @@ pub struct SweepSummary {
     /// 2 if any cell or device could not be judged, else 1 if any gate failed, else 0; absent while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<u8>,
+    /// A shard's result (`--shard I/N`): how the plan was cut and which part this is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// A merged sweep (`npugate sweep merge`): the shards it was put together from, and the missing ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeInfo>,
 }
 
 /// A device of the sweep.
@@ -73,6 +80,8 @@ pub enum CellState {
     Finished,
     /// Could not produce a judged result (redone by the next invocation).
     Failed,
+    /// In a merged sweep: its shard was not among the merged directories.
+    Absent,
 }
 
 /// One cell in the summary.
@@ -118,11 +127,12 @@ impl SweepSummary {
         self.cells.iter().filter_map(|c| c.record.as_ref())
     }
 
-    /// 2 if anything could not be judged, else 1 if any gate failed, else 0.
+    /// 2 if anything could not be judged (or, merged, a shard is missing), else 1 if any gate failed, else 0.
     pub fn overall_exit(&self) -> u8 {
         let cells = self.cells.iter().map(|c| c.record.as_ref().map_or(EXIT_ERROR, |record| record.exit_code));
         let devices = self.devices.iter().filter_map(|d| d.outcome.as_ref()).map(|o| o.exit_code);
-        cells.chain(devices).max().unwrap_or(EXIT_PASS)
+        let missing = self.merged.iter().filter(|merged| !merged.missing.is_empty()).map(|_| EXIT_ERROR);
+        cells.chain(devices).chain(missing).max().unwrap_or(EXIT_PASS)
     }
 }
 

@@ -110,7 +110,7 @@ impl Target for AdbTarget {
         let (adb, serial, work_dir) = (&self.adb, self.serial.as_str(), self.settings.work_dir.as_str());
         progress.step("probe");
         let device = devices::probe(adb, serial).map_err(adb_error)?;
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = device.gap().into_iter().collect();
         let model_files = job.model_files()?;
         let files = files_for(job, &device, &model_files, &mut warnings)?;
         let shell: Arc<dyn DeviceShell> = Arc::new(adb.device(serial));
@@ -173,7 +173,7 @@ impl Target for AdbTarget {
             format!("harness exited {}: {}", shell_out.exit_code, shell_out.stderr.lines().last().unwrap_or("(no stderr)"))
         })?;
         let pull_seconds = pulled.elapsed().as_secs_f64();
-        let _ = adb.shell(serial, &format!("rm -rf {}", quote(&layout.out)), Duration::from_secs(60), "clean up");
+        let _ = adb.shell(serial, &cleanup_script(&layout.out), Duration::from_secs(60), "clean up");
 
         std::fs::write(out.join(files::HARNESS_STDOUT), &shell_out.stdout)?;
         std::fs::write(out.join(files::HARNESS_STDERR), &shell_out.stderr)?;
@@ -216,8 +216,9 @@ fn adb_error(error: AdbError) -> anyhow::Error {
 /// and the runtime's libraries, keeping only the Stub/Skel of the device's Hexagon arch.
 fn files_for(job: &Job<'_>, device: &DeviceInfo, model: &ModelFiles, warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
     let serial = &device.serial;
-    let target = device.target.as_deref().ok_or_else(|| {
-        anyhow::anyhow!("device {serial}: unknown ABI {:?}; no harness target for it", device.abi.as_deref().unwrap_or("?"))
+    let target = device.target.as_deref().ok_or_else(|| match device.abi.as_deref() {
+        Some(abi) => anyhow::anyhow!("device {serial}: unknown ABI {abi:?}; no harness target for it"),
+        None => anyhow::anyhow!("device {serial}: its ABI is unknown (getprop ro.product.cpu.abi and uname -m gave nothing); no harness target for it"),
     })?;
     super::check_runtime(&format!("device {serial}"), target, job.runtime)?;
     let mut files = vec![
@@ -332,6 +333,11 @@ fn harness_command(job: &Job<'_>, layout: &Layout) -> String {
     )
 }
 
+/// Removes the run's result dir on the device once it is pulled.
+fn cleanup_script(out: &str) -> String {
+    format!("rm -rf {}", quote(out))
+}
+
 /// Pulls the device's result dir and moves its entries into `out` (an empty directory).
 fn pull_into(adb: &Adb, serial: &str, remote_dir: &str, out: &Path) -> anyhow::Result<()> {
     adb.pull(serial, remote_dir, out, Duration::from_secs(600)).map_err(adb_error)?;
@@ -373,6 +379,7 @@ mod tests {
             ort_library: "libonnxruntime.so".into(),
             ep: Some(EpLibrary { name: "QNNExecutionProvider".into(), attach: "plugin".into(), library: Some("libqnn_ep.so".into()) }),
             sources: vec![],
+            qnn_build: None,
             files: vec![
                 file("libonnxruntime.so", "ort", None),
                 file("libQnnHtp.so", "qnn_backend", None),
@@ -441,13 +448,68 @@ mod tests {
         assert!(err.contains("R5CX") && err.contains("qnn-test"), "{err}");
     }
 
+    /// A device that records every script run on it and answers each with nothing.
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<String>>);
+
+    impl DeviceShell for Recorder {
+        fn name(&self) -> &str {
+            "recorder"
+        }
+
+        fn run(&self, script: &str, _: Duration, _: &str) -> Result<crate::adb::ShellOutput, AdbError> {
+            self.0.lock().unwrap().push(script.to_string());
+            Ok(crate::adb::ShellOutput { stdout: String::new(), stderr: String::new(), exit_code: 0 })
+        }
+    }
+
+    #[test]
+    fn every_device_side_script_uses_only_the_device_command_set() {
+        use crate::device_lock::{holder::Holder, script};
+        let recorder = Recorder::default();
+        let work = "/data/local/tmp/npugate";
+        let _ = script::try_take(&recorder, work, &Holder::for_this_process("run-1"));
+        let _ = script::inspect(&recorder, work);
+        let _ = script::break_lock(&recorder, work, "run-1");
+        let _ = script::clear(&recorder, work);
+        let _ = script::heartbeat(&recorder, work, "run-1");
+        let _ = script::release(&recorder, work, "run-1");
+        let _ = script::stop_harnesses(&recorder, work, &["run-1"]);
+        let _ = device_state::read(&recorder);
+        let _ = devices::probe_shell(&recorder);
+        let mut scripts = recorder.0.into_inner().unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let (model, harness) = (dir.path().join("m.onnx"), dir.path().join("h"));
+        let runtime = runtime(dir.path());
+        let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
+        let job = job(&runtime, &model, &harness, &settings, &cancel);
+        let layout = Layout::new(&job, &model_files(dir.path()), work, "run-1");
+        let file = DeployFile { local: model.clone(), remote: "models/m.onnx".into(), sha256: "a".repeat(64), bytes: 1, executable: true };
+        scripts.extend([
+            crate::adb::wrapped(&harness_command(&job, &layout)),
+            cleanup_script(&layout.out),
+            deploy::check_script(&format!("{work}/blobs"), &[file.sha256.as_str()].into()),
+            deploy::link_script(work, std::slice::from_ref(&file), &[&file]),
+        ]);
+        assert_eq!(scripts.len(), 13, "every script of the lock, the state and load sample, the probe, the run and the deploy");
+        for script in &scripts {
+            let mut outside = crate::adb::commands::outside_the_set(script);
+            // The deployed harness is the one program of npugate's own the scripts start.
+            outside.retain(|command| *command != layout.harness);
+            assert!(outside.is_empty(), "commands outside the device command set {outside:?} in:\n{script}");
+        }
+    }
+
     #[test]
     fn the_harness_gets_the_npu_environment_and_hostile_names_stay_one_argument() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         std::fs::create_dir_all(work.join("bin")).unwrap();
         let fake = work.join("bin/npugate-harness");
-        std::fs::write(&fake, "#!/bin/sh\nprintf '%s\\n' \"$LD_LIBRARY_PATH\" \"$ADSP_LIBRARY_PATH\" \"$#\" \"$@\" > seen\n").unwrap();
+        // No /bin/sh on a phone: the fake harness is a script of the phone shell the test runs.
+        let shell = crate::adb::LocalShell;
+        std::fs::write(&fake, "printf '%s\\n' \"$LD_LIBRARY_PATH\" \"$ADSP_LIBRARY_PATH\" \"$#\" \"$@\" > seen\n").unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let model = dir.path().join("a b;rm -rf $(x).onnx");
         let runtime = runtime(dir.path());
@@ -455,8 +517,8 @@ mod tests {
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &fake, &settings, &cancel);
         let layout = Layout::new(&job, &model_files(dir.path()), work, "run-1");
-        let status = std::process::Command::new("/bin/sh").arg("-c").arg(harness_command(&job, &layout)).status().unwrap();
-        assert!(status.success());
+        let out = shell.run(&harness_command(&job, &layout), Duration::from_secs(30), "run the fake harness").unwrap();
+        assert_eq!(out.exit_code, 0, "{}", out.stderr);
         let seen = std::fs::read_to_string(Path::new(&layout.out).join("seen")).unwrap();
         let lines: Vec<&str> = seen.lines().collect();
         let runtime_dir = format!("{work}/runtimes/qnn-test");

@@ -118,7 +118,7 @@ impl Target for MockTarget {
             Behaviour::BackendDown(reason) => {
                 write_result(out, vec![1_000_000; 3], |result| {
                     result.status = RunStatus::Incomplete;
-                    result.backend = Some(BackendHealth { started: false, evidence: vec![reason.clone()], reason: Some(reason.clone()) });
+                    result.backend = Some(BackendHealth { started: false, evidence: vec![reason.clone()], reason: Some(reason.clone()), htp_power: None });
                 })?;
                 Ok(exited(3, format!("npugate-harness: error: QNN backend did not start: {reason}"), started))
             }

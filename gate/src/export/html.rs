@@ -393,6 +393,7 @@ fn placement_section(v: &Verdict, report: &PlacementReport) -> Markup {
             @if let Some(predicted) = &report.predicted { p.warn { (predicted) } }
             (page::table(&EP_HEADER, &ep_rows(report), &[1, 2, 3, 4, 5, 6]))
             figure { (ep_bars(report)) figcaption { "Share by EP: nodes, FLOPs and measured kernel time" } }
+            p.muted { (super::terminal::flops_coverage(&report.totals)) }
             @if !report.nodes.is_empty() {
                 figure {
                     (graph_strip(report, &v.rules))

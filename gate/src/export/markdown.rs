@@ -110,6 +110,7 @@ impl Exporter for MarkdownExporter {
         if let Some(report) = &v.placement {
             out.push_str(&format!("\n### Placement (preferred EP `{}`)\n\n", report.preferred_ep));
             out.push_str(&table(&EP_HEADER, &ep_rows(report)));
+            out.push_str(&format!("\n{}\n", cell(&super::terminal::flops_coverage(&report.totals))));
             if !report.fallback.is_empty() {
                 out.push_str(&format!(
                     "\n<details><summary>{} node(s) off {}</summary>\n\n",

@@ -148,7 +148,15 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
         predicted: None,
         runs_profiled: 10,
         per_ep,
-        totals: Totals { nodes: nodes.len(), flops: total_flops, flops_unknown_nodes: 0, time_us_per_run: Some(total_time) },
+        totals: Totals {
+            nodes: nodes.len(),
+            flops: total_flops,
+            model_nodes: Some(nodes.len()),
+            model_flops: total_flops,
+            flops_covered_pct: 100.0,
+            time_us_per_run: Some(total_time),
+            ..Totals::default()
+        },
         preferred_flops_pct: preferred_share.as_ref().map_or(0.0, |s| s.flops_pct),
         preferred_nodes_pct: preferred_share.as_ref().map_or(0.0, |s| s.nodes_pct),
         preferred_time_pct: Some(preferred_share.as_ref().and_then(|s| s.time_pct).unwrap_or(0.0)),
@@ -159,6 +167,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
         nodes: nodes
             .iter()
             .map(|n| NodePlacement {
+                not_placed: None,
                 name: n.name.clone(),
                 op_type: n.op_type.clone(),
                 domain: String::new(),
