@@ -40,8 +40,14 @@ use crate::setup::{self, Setup};
 use npugate_settings::HarnessCommand as Args;
 
 /// Session config entry with which sessions in one process share the EP's context: the QNN EP
-/// loads a context binary that several graphs' EPContext nodes name once, and shares weights.
+/// loads a context binary that several graphs' EPContext nodes name once, and shares weights; a
+/// compile (`ep.context_enable=1`) puts every graph of the group into one context binary.
 const SHARE_EP_CONTEXTS: &str = "ep.share_ep_contexts";
+/// Set on the last session of a sharing group: it writes the shared context binary (a compile)
+/// and ends the group (ONNX Runtime's EPContext design, "EPContext with weight sharing").
+const STOP_SHARE_EP_CONTEXTS: &str = "ep.stop_share_ep_contexts";
+/// Where a compile writes its EPContext model.
+const CONTEXT_FILE_PATH: &str = "ep.context_file_path";
 
 /// The two phases of a generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +108,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.settings.warmup = spec.warmup;
     let Setup { out, log, env, mut timings, ep_name, plan, .. } = setup;
     let loaded = llm.graphs.iter().map(|graph| LoadedModel::read(&graph.path)).collect::<Result<Vec<_>>>()?;
-    let plans: Vec<SessionPlan> = llm.graphs.iter().zip(&loaded).map(|(graph, loaded)| graph_plan(&plan, graph, loaded, llm.graphs.len())).collect();
+    let plans: Vec<SessionPlan> = llm.graphs.iter().zip(&loaded).enumerate().map(|(index, (graph, loaded))| graph_plan(&plan, graph, loaded, index, llm.graphs.len())).collect();
     let model_graphs: Vec<ModelGraph> = loaded.iter().zip(&plans).map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings)).collect();
 
     // The timed sessions log at an app's level (nothing per inference); a session-only run has no
@@ -216,12 +222,23 @@ fn assess_backend(args: &Args, result: &mut RunResult, account: Option<String>, 
     result.execution.emulated = setup::emulation(args, result.backend.as_ref());
 }
 
-/// The session plan of one graph: the run's plan on the graph's file; with QNN and several
-/// graphs, one shared EP context across them (what onnxruntime-genai sets for QNN).
-fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, graphs: usize) -> SessionPlan {
+/// The session plan of graph `index` of `graphs`: the run's plan on the graph's file; with QNN
+/// and several graphs, one shared EP context across them (what onnxruntime-genai sets for QNN),
+/// which the last graph's session ends. A compile of a folder writes each graph's EPContext model
+/// beside the path asked for, named after the graph's file (`token.onnx` → `token_ctx.onnx`).
+fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index: usize, graphs: usize) -> SessionPlan {
     let mut plan = SessionPlan { model: graph.path.clone(), source_model: graph.path.clone(), renamed: loaded.renamed.clone(), ..plan.clone() };
-    if plan.ep.kind == EpKind::Qnn && graphs > 1 && !plan.session_config.iter().any(|(k, _)| k == SHARE_EP_CONTEXTS) {
-        plan.session_config.push((SHARE_EP_CONTEXTS.into(), "1".into()));
+    if plan.ep.kind == EpKind::Qnn && graphs > 1 {
+        let last = index + 1 == graphs;
+        for (key, wanted) in [(SHARE_EP_CONTEXTS, true), (STOP_SHARE_EP_CONTEXTS, last)] {
+            if wanted && !plan.session_config.iter().any(|(k, _)| k == key) {
+                plan.session_config.push((key.into(), "1".into()));
+            }
+        }
+    }
+    if let Some((_, path)) = plan.session_config.iter_mut().find(|(key, _)| key == CONTEXT_FILE_PATH) {
+        let stem = Path::new(&graph.file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| graph.id.clone());
+        *path = Path::new(path.as_str()).with_file_name(format!("{stem}_ctx.onnx")).display().to_string();
     }
     plan
 }

@@ -216,6 +216,33 @@ impl LlmModel {
         Ok(llm)
     }
 
+    /// The config's text with each graph's `filename` replaced by `rename(graph id)` (the decoder's
+    /// id is `decoder`), every other field kept as written: the config of a folder whose graphs were
+    /// rewritten (e.g. compiled into EPContext graphs). A graph `rename` gives no new name keeps its own.
+    pub fn renamed_config(&self, rename: impl Fn(&str) -> Option<String>) -> Result<String, GenaiError> {
+        let error = |message: String| GenaiError { file: self.config.clone(), field: "model.decoder".into(), message };
+        let text = std::fs::read_to_string(&self.config).map_err(|e| error(format!("cannot be read ({e})")))?;
+        let mut config: serde_json::Value = serde_json::from_str(&text).map_err(|e| error(format!("is not valid JSON: {e}")))?;
+        let decoder = config.pointer_mut("/model/decoder").ok_or_else(|| error("is missing".into()))?;
+        let mut entries: Vec<(String, &mut serde_json::Value)> = match self.layout {
+            Layout::Decoder => vec![("decoder".to_string(), decoder)],
+            Layout::Pipeline => decoder
+                .get_mut("pipeline")
+                .and_then(serde_json::Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_object_mut)
+                .flat_map(|stage| stage.iter_mut().map(|(id, entry)| (id.clone(), entry)))
+                .collect(),
+        };
+        for (id, entry) in &mut entries {
+            if let (Some(name), Some(object)) = (rename(id), entry.as_object_mut()) {
+                object.insert("filename".into(), serde_json::Value::String(name));
+            }
+        }
+        serde_json::to_string_pretty(&config).map_err(|e| error(format!("cannot be written: {e}")))
+    }
+
     /// Every file of the model: the config, each graph and the files each graph refers to, as
     /// (name relative to the folder, path), sorted by name, each once.
     pub fn files(&self) -> Vec<(String, PathBuf)> {

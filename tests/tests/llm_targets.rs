@@ -86,3 +86,62 @@ fn preflight_of_a_folder_judges_each_graph_per_soc_in_one_line() {
         assert!(out.join(graph).join("preflight.json").is_file(), "{graph}'s report");
     }
 }
+
+/// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,
+/// embed_mode, main_context, the context binary it names).
+const EP_CONTEXT_NODES: &str = r#"
+import json, sys, onnx
+nodes = []
+for path in sys.argv[1:]:
+    for node in onnx.load(path, load_external_data=False).graph.node:
+        if node.op_type == "EPContext":
+            a = {x.name: onnx.helper.get_attribute_value(x) for x in node.attribute}
+            nodes.append([path.rsplit("/", 1)[-1], node.name, a.get("embed_mode"), a.get("main_context"), a["ep_cache_context"].decode()])
+print(json.dumps(nodes))
+"#;
+
+#[test]
+fn a_folder_compiles_into_one_weight_shared_context_whose_two_graphs_name_one_bin() {
+    let work = tempfile::tempdir().unwrap();
+    let compiled = work.path().join("tinyllm_qnn_ctx");
+    let folder = model_folder("tinyllm_qnn");
+    let output = run(Command::new(bin("npugate")).args(["compile", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&compiled));
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("graph prompt-processor compiled for SM8650") && stdout.contains("graph token-generator compiled for SM8650"), "{stdout}");
+    let mut written: Vec<String> = std::fs::read_dir(&compiled).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    written.sort();
+    let binaries: Vec<&String> = written.iter().filter(|name| name.ends_with(".bin")).collect();
+    assert_eq!(binaries.len(), 1, "one context binary: {written:?}");
+    for name in ["genai_config.json", "prompt_ctx.onnx", "token_ctx.onnx"] {
+        assert!(written.contains(&name.to_string()), "{name} in {written:?}");
+    }
+    // Both graphs load from that one .bin (the onnx package's reading of their EPContext nodes).
+    let graphs = [compiled.join("prompt_ctx.onnx"), compiled.join("token_ctx.onnx")];
+    let output = run(Command::new(npugate_e2e::python()).arg("-c").arg(EP_CONTEXT_NODES).args(&graphs));
+    assert!(output.status.success(), "{}", describe(&output));
+    let nodes: Vec<(String, String, i64, i64, String)> = serde_json::from_slice(&output.stdout).unwrap();
+    for graph in ["prompt_ctx.onnx", "token_ctx.onnx"] {
+        assert!(nodes.iter().any(|n| n.0 == graph), "{graph} has an EPContext node: {nodes:?}");
+    }
+    assert!(nodes.iter().all(|n| n.2 == 0 && &n.4 == binaries[0]), "every EPContext node names {}: {nodes:?}", binaries[0]);
+    let config = json(&compiled.join("genai_config.json"));
+    let pipeline = &config["model"]["decoder"]["pipeline"][0];
+    assert_eq!((pipeline["prompt-processor"]["filename"].as_str(), pipeline["token-generator"]["filename"].as_str()), (Some("prompt_ctx.onnx"), Some("token_ctx.onnx")));
+
+    // QNN prepared both graphs with weight sharing on (its own words in the compile's log).
+    let log = std::fs::read_to_string(work.path().join("tinyllm_qnn_ctx.compile").join("ort.log")).unwrap();
+    let shared: Vec<&str> = log.lines().filter(|line| line.contains("init graph option: weight_sharing_enabled = 1")).collect();
+    assert_eq!(shared.len(), 2, "both graphs prepared with weight sharing: {shared:?}");
+
+    // The emulator cannot load a weight-shared context (Qualcomm's host HTP crashes in
+    // QnnContext_createFromBinary): one line, exit 2, nothing run.
+    let out = work.path().join("run");
+    let mut command = Command::new(bin("npugate"));
+    command.args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--prompt-tokens", "8", "--gen-tokens", "4", "--model"]).arg(&compiled).arg("--out").arg(&out);
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("share one weight-shared context ({})", binaries[0])) && stderr.contains("emulate the folder it was compiled from"), "{stderr}");
+    assert!(!out.exists(), "nothing ran");
+}

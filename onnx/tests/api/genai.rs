@@ -100,3 +100,26 @@ fn bad_folders_are_one_line_naming_the_file_and_the_field() {
     assert!(LlmModel::open(&config).unwrap_err().to_string().contains("is not a valid genai config"));
     assert!(!LlmModel::open(&config).unwrap_err().to_string().contains('\n'));
 }
+
+#[test]
+fn a_renamed_config_names_new_graph_files_and_keeps_every_other_field() {
+    let dir = tempfile::tempdir().unwrap();
+    pipeline_folder(dir.path(), r#"["input_ids", "past_key_values.0.key", "past_key_values.0.value"]"#);
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    let text = llm.renamed_config(|id| (id == "token-generator").then(|| "token_ctx.onnx".to_string())).unwrap();
+    let renamed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join(GENAI_CONFIG)).unwrap()).unwrap();
+    let stages = &renamed["model"]["decoder"]["pipeline"][0];
+    assert_eq!(stages["token-generator"]["filename"], "token_ctx.onnx");
+    assert_eq!(stages["prompt-processor"]["filename"], "prompt.onnx", "a graph given no new name keeps its own");
+    let mut expected = original.clone();
+    expected["model"]["decoder"]["pipeline"][0]["token-generator"]["filename"] = "token_ctx.onnx".into();
+    assert_eq!(renamed, expected, "nothing else changed");
+
+    let decoder = tempfile::tempdir().unwrap();
+    decoder_folder(decoder.path());
+    let llm = LlmModel::open(&decoder.path().join(GENAI_CONFIG)).unwrap();
+    let renamed: serde_json::Value = serde_json::from_str(&llm.renamed_config(|id| Some(format!("{id}_ctx.onnx"))).unwrap()).unwrap();
+    assert_eq!(renamed["model"]["decoder"]["filename"], "decoder_ctx.onnx");
+    assert_eq!(renamed["model"]["decoder"]["unknown_field"], 3);
+}
