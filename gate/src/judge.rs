@@ -145,6 +145,7 @@ const SPEED_RULES: &[RuleName] = &[
     RuleName::P95Ms,
     RuleName::P99Ms,
     RuleName::BaselineMedianPct,
+    RuleName::BaselineTtftPct,
     RuleName::MaxTtftMs,
     RuleName::MinDecodeTokS,
     RuleName::MinPrefillTokS,
@@ -583,9 +584,13 @@ fn compare(
         fingerprint_differences: differences.clone(),
         forced: comparison.force && !differences.is_empty(),
         median_ratio: None,
+        ttft_ratio: None,
         moved_off_preferred: Vec::new(),
     };
     let median_limit = limit(rules, RuleName::BaselineMedianPct, rules.baseline_median_pct);
+    // TTFT is compared when both are LLM generations (the baseline saved one's TTFTs).
+    let ttft = run.generation.as_ref().map(|g| g.ttft_ns.as_slice()).filter(|t| !t.is_empty() && !baseline.ttft_ns.is_empty());
+    let ttft_limit = ttft.and(limit(rules, RuleName::BaselineTtftPct, rules.baseline_ttft_pct));
     let placement_on = rules.baseline_placement && rules.enabled(RuleName::BaselinePlacement);
     if refused {
         errors.push(format!(
@@ -597,6 +602,9 @@ fn compare(
         if let Some(pct) = median_limit {
             checks.push(unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, format!("baseline_median_pct: {why}")));
         }
+        if let Some(pct) = ttft_limit {
+            checks.push(unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, format!("baseline_ttft_pct: {why}")));
+        }
         if placement_on {
             checks.push(unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, format!("baseline_placement: {why}")));
         }
@@ -607,6 +615,13 @@ fn compare(
         checks.push(match &result.median_ratio {
             None => unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, "baseline_median_pct: no latencies to compare".into()),
             Some(r) => median_ratio_check(r, pct),
+        });
+    }
+    if let (Some(pct), Some(ttft)) = (ttft_limit, ttft) {
+        result.ttft_ratio = stats::median_ratio(ttft, &baseline.ttft_ns);
+        checks.push(match &result.ttft_ratio {
+            None => unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, "baseline_ttft_pct: too few generations to compare".into()),
+            Some(r) => ratio_check(RuleName::BaselineTtftPct, &format!("median time to first token is {:.3}× the baseline's", r.ratio), r.ratio, &r.ci, pct),
         });
     }
     if placement_on {

@@ -57,6 +57,11 @@ pub struct Rules {
     pub baseline_median_pct: Option<f64>,
     /// Against a baseline: no node that ran on the preferred EP may run elsewhere now.
     pub baseline_placement: bool,
+    /// LLM folders against a baseline of one: the median time to first token may grow by at most
+    /// this many percent, judged like `baseline_median_pct` on the bootstrap interval of the ratio
+    /// (the decode steps are the run's latencies: `baseline_median_pct` judges decode tok/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_ttft_pct: Option<f64>,
     /// Lowest cosine similarity of every output to its reference (needs `--check-outputs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_cosine: Option<f64>,
@@ -106,6 +111,7 @@ impl Default for Rules {
             allow_op_types: Vec::new(),
             baseline_median_pct: Some(10.0),
             baseline_placement: true,
+            baseline_ttft_pct: Some(10.0),
             min_cosine: None,
             min_sqnr_db: None,
             max_abs_err: None,
@@ -149,6 +155,8 @@ pub enum RuleName {
     BaselineMedianPct,
     /// [`Rules::baseline_placement`].
     BaselinePlacement,
+    /// [`Rules::baseline_ttft_pct`].
+    BaselineTtftPct,
     /// [`Rules::min_cosine`].
     MinCosine,
     /// [`Rules::min_sqnr_db`].
@@ -188,6 +196,7 @@ impl RuleName {
             RuleName::MaxBoundaries => "max_boundaries",
             RuleName::BaselineMedianPct => "baseline_median_pct",
             RuleName::BaselinePlacement => "baseline_placement",
+            RuleName::BaselineTtftPct => "baseline_ttft_pct",
             RuleName::MinCosine => "min_cosine",
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
@@ -211,6 +220,7 @@ impl RuleName {
                 | RuleName::P95Ms
                 | RuleName::P99Ms
                 | RuleName::BaselineMedianPct
+                | RuleName::BaselineTtftPct
                 | RuleName::MaxSlowdownPct
                 | RuleName::MaxTtftMs
                 | RuleName::MinDecodeTokS

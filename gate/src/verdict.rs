@@ -273,6 +273,9 @@ pub struct BaselineComparison {
     /// Median of this run / median of the baseline, with its interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_ratio: Option<MedianRatio>,
+    /// LLM folders: median TTFT of this run / the baseline's, with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ratio: Option<MedianRatio>,
     /// Nodes on the preferred EP in the baseline and elsewhere now (not excused).
     pub moved_off_preferred: Vec<Culprit>,
 }

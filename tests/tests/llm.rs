@@ -183,6 +183,25 @@ fn generation_rules_judge_ttft_and_tokens_per_second() {
     for needle in ["max_ttft_ms: median time to first token", "min_decode_tok_s: decode", "min_prefill_tok_s: prefill", "decode_cv_pct: a CV limit needs at least 20 decode steps, this run has 8"] {
         assert!(stdout.contains(needle), "{needle}: {stdout}");
     }
+
+    // A baseline keeps the TTFT of every generation; the run against itself is 1.000× (pass), against
+    // a baseline whose first tokens came after 1 ns the TTFT rule fails while the decode steps pass.
+    let saved = work.path().join("baseline.json");
+    let output = run(Command::new(bin("npugate")).args(["baseline", "save", text(&out), "--out", text(&saved)]));
+    assert!(output.status.success(), "{}", describe(&output));
+    let mut baseline = json(&saved);
+    let ttft: Vec<u64> = baseline["ttft_ns"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(ttft, json(&out.join("result.json"))["generation"]["ttft_ns"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect::<Vec<_>>());
+    let same = run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--baseline", text(&saved)]));
+    assert_eq!(same.status.code(), Some(0), "{}", describe(&same));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("baseline_ttft_pct: median time to first token is 1.000× the baseline's"), "{}", describe(&same));
+    baseline["ttft_ns"] = serde_json::json!([1, 1]);
+    std::fs::write(&saved, baseline.to_string()).unwrap();
+    let slower = run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--baseline", text(&saved)]));
+    assert_eq!(slower.status.code(), Some(1), "{}", describe(&slower));
+    let verdict = json(&out.join("verdict.json"));
+    let status = |rule: &str| verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == rule).map(|c| c["status"].clone());
+    assert_eq!((status("baseline_ttft_pct"), status("baseline_median_pct")), (Some("fail".into()), Some("pass".into())), "{verdict}");
 }
 
 #[test]

@@ -241,8 +241,9 @@ impl Exporter for TerminalExporter {
 
     fn render_compare(&self, v: &CompareVerdict) -> String {
         let c = self.color;
+        let ttft = v.ttft_sentence().map(|s| format!("  {s}\n")).unwrap_or_default();
         let mut out = format!(
-            "{} {} — {}\n  {}\n\n",
+            "{} {} — {}\n  {}\n{ttft}\n",
             paint(c, BOLD, "npugate compare:"),
             paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
             v.summary(),
