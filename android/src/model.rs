@@ -18,6 +18,7 @@ use anyhow::{bail, Context, Result};
 use npugate_settings::{HarnessSettings, InputFile, ShapeSpec};
 use npugate_result::digest::model_digest;
 use npugate_result::ModelFile;
+use npugate_onnx::genai::{self, LlmModel};
 use npugate_onnx::Model;
 use sha2::{Digest, Sha256};
 
@@ -57,10 +58,30 @@ impl ModelFiles {
         Ok(ModelFiles { sha256, bytes, referenced, digest, hash_time: started.elapsed() })
     }
 
-    /// Reads the model at `path` and returns [`ModelFiles::of`] it.
+    /// Reads the model at `path` and returns [`ModelFiles::of`] it; an LLM folder (or its
+    /// `genai_config.json`) is [`ModelFiles::of_folder`].
     pub fn read(path: &Path, cache: &HashCache) -> Result<ModelFiles> {
+        if let Some(config) = genai::config_path(path) {
+            return ModelFiles::of_folder(&open_folder(&config)?, cache);
+        }
         let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
         ModelFiles::of(path, &model, cache)
+    }
+
+    /// An LLM model folder as one model: its `genai_config.json` stands where a model's `.onnx`
+    /// does, every graph and the files each graph refers to are its referenced files (named
+    /// relative to the folder), all in one digest.
+    pub fn of_folder(llm: &LlmModel, cache: &HashCache) -> Result<ModelFiles> {
+        let started = Instant::now();
+        let (sha256, bytes) = cache.sha256(&llm.config).with_context(|| format!("cannot read {}", llm.config.display()))?;
+        let mut referenced = Vec::new();
+        for (name, path) in llm.files().into_iter().filter(|(_, path)| *path != llm.config) {
+            let (sha256, bytes) = cache.sha256(&path).with_context(|| format!("model {}: cannot read {}", llm.folder.display(), path.display()))?;
+            referenced.push((ModelFile { name, sha256, bytes }, path));
+        }
+        let listed: Vec<ModelFile> = referenced.iter().map(|(file, _)| file.clone()).collect();
+        let digest = model_digest(&sha256, bytes, &listed);
+        Ok(ModelFiles { sha256, bytes, referenced, digest, hash_time: started.elapsed() })
     }
 
     /// The referenced files as the harness's `--model-file` hints.
@@ -97,9 +118,41 @@ struct Checked {
     changed: Option<String>,
 }
 
+/// Opens the LLM folder whose config is `config` (every error one line naming the file and field).
+pub fn open_folder(config: &Path) -> Result<LlmModel> {
+    LlmModel::open(config).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Checks the model a run, a comparison or a sweep cell loads before anything runs: an LLM folder
+/// is opened and checked against its graphs (`--shape` and `--input` do not apply to it); a
+/// single `.onnx` is [`check`]ed with the shapes and inputs.
+pub fn check_any(model: &Path, settings: &HarnessSettings) -> Result<()> {
+    match genai::config_path(model) {
+        Some(config) => {
+            let llm = open_folder(&config)?;
+            let lengths = &settings.generation;
+            let defaults = (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
+            llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults).map_err(anyhow::Error::msg)?;
+            if let Some(flag) = [(!settings.shapes.is_empty(), "--shape"), (!settings.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
+                bail!("{flag} does not apply to the LLM model folder {}: a generation feeds its own ids, positions and KV cache (--prompt-tokens, --gen-tokens)", model.display());
+            }
+            Ok(())
+        }
+        None => {
+            if let Some(flag) = settings.generation.given_flags().first() {
+                bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {} is a single model; drop it", model.display());
+            }
+            check(model, &settings.shapes, &settings.inputs).map(drop)
+        }
+    }
+}
+
 /// Reads `model`, checks that every file it refers to is usable ([`Model::locate_files`]) and
 /// returns it with `shapes` applied (see [`apply_shapes`]). Nothing is written.
 pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Model> {
+    if genai::config_path(model).is_some() {
+        bail!("{} is an LLM model folder; this command takes a single .onnx model", model.display());
+    }
     let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
     onnx.locate_files(model.parent().unwrap_or(Path::new("."))).map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
     Ok(apply_shapes(onnx, model, shapes, inputs)?.model)
@@ -133,6 +186,11 @@ fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[I
 /// The model a run with `settings` loads: fixed by its `--shape`s when its EP needs static dims
 /// ([`prepare`]), else the model as given, checked; either way with its files located and hashed.
 pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result<PreparedModel> {
+    if let Some(config) = genai::config_path(model) {
+        check_any(model, settings)?;
+        let files = ModelFiles::of_folder(&open_folder(&config)?, &HashCache::default_cache())?;
+        return Ok(PreparedModel { path: config, fixed_from: None, files });
+    }
     if settings.ep.needs_static_shapes() {
         return prepare(model, &settings.shapes, &settings.inputs, cache);
     }

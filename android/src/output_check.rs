@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use npugate_settings::{HarnessSettings, SessionSettings};
+use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
 use npugate_result::RunResult;
 
 use crate::runtime::RuntimeManifest;
@@ -44,7 +44,8 @@ impl ReferenceRequest<'_> {
     /// Runs the reference into `dir` (replaced): the host harness, CPU EP, one run, no profiling,
     /// `--check-outputs`, and the seed, shapes, input files and threads of the run.
     pub fn run(&self, dir: &Path, cancel: &Cancel) -> Result<Reference> {
-        if !self.model.is_file() {
+        let folder = npugate_onnx::genai::config_path(self.model).filter(|config| config.is_file());
+        if !self.model.is_file() && folder.is_none() {
             bail!("reference model {} not found; pass --reference-model with the float .onnx model", self.model.display());
         }
         let session = SessionSettings {
@@ -54,7 +55,17 @@ impl ReferenceRequest<'_> {
             intra_threads: self.settings.intra_threads,
             ..SessionSettings::default()
         };
-        let settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, ..HarnessSettings::from(session) };
+        // An LLM folder's reference is one generation of the same prompt and length.
+        let generation = match folder {
+            Some(_) => GenerationSettings {
+                prompt_tokens: self.settings.generation.prompt_tokens,
+                gen_tokens: self.settings.generation.gen_tokens,
+                warmup_generations: Some(0),
+                generations: Some("1".parse().map_err(anyhow::Error::msg)?),
+            },
+            None => GenerationSettings::default(),
+        };
+        let settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, generation, ..HarnessSettings::from(session) };
         crate::layout::RESULT_DIR.replace(dir, "--out")?;
         let job = Job {
             harness: self.harness,

@@ -23,8 +23,12 @@ pub struct Baseline {
     pub source: String,
     /// Identity of the device, runtime and model.
     pub fingerprint: Fingerprint,
-    /// Every timed run, in run order (the median ratio is bootstrapped from these).
+    /// Every timed run, in run order (the median ratio is bootstrapped from these); an LLM
+    /// folder's decode steps.
     pub latencies_ns: Vec<u64>,
+    /// An LLM folder's time to first token per timed generation (absent for single models).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft_ns: Vec<u64>,
     /// Node placement, when a placement report was available.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<BaselinePlacement>,
@@ -84,6 +88,7 @@ impl Baseline {
             source: source.to_string(),
             fingerprint: Fingerprint::of(run),
             latencies_ns: run.timings.latencies_ns.clone(),
+            ttft_ns: run.generation.as_ref().map(|g| g.ttft_ns.clone()).unwrap_or_default(),
             placement: placement.map(|report| BaselinePlacement {
                 preferred_ep: report.preferred_ep.clone(),
                 nodes: report.nodes.iter().map(|n| (n.name.clone(), n.ep.clone())).collect(),

@@ -150,9 +150,12 @@ pub struct CompareVerdict {
     pub baseline: Side,
     /// The candidate B.
     pub candidate: Side,
-    /// B / A paired over the rounds.
+    /// B / A paired over the rounds (LLM folders: of the decode steps, i.e. of 1 / decode tok/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired: Option<PairedRatio>,
+    /// LLM folders: B / A of the time to first token, paired over the rounds (reported, not a rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_ttft: Option<PairedRatio>,
     /// Every round: order, both medians and their ratio.
     pub rounds: Vec<Round>,
     /// Every node whose EP differs between the two (the candidate's node, `baseline_ep` its EP in
@@ -259,6 +262,13 @@ impl CompareVerdict {
             None => "no paired ratio (no round with latencies on both sides)".into(),
         }
     }
+
+    /// LLM folders: `time to first token B/A 0.982× (95% CI 0.95–1.01×) paired over 10 rounds`.
+    pub fn ttft_sentence(&self) -> Option<String> {
+        self.paired_ttft.as_ref().map(|p| {
+            format!("time to first token B/A {:.3}× ({:.0}% CI {:.3}–{:.3}×) paired over {} rounds", p.ratio, p.ci.level * 100.0, p.ci.lower, p.ci.upper, p.round_ratios.len())
+        })
+    }
 }
 
 /// Judges a comparison. Never fails: what cannot be judged becomes an `unjudged` check or an error.
@@ -272,6 +282,8 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         .map(|r| (r.baseline.timings.latencies_ns.as_slice(), r.candidate.timings.latencies_ns.as_slice()))
         .collect();
     let paired = stats::paired_ratio(&pairs);
+    let ttft_pairs: Option<Vec<(&[u64], &[u64])>> = evidence.rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
+    let paired_ttft = ttft_pairs.filter(|pairs| !pairs.is_empty()).and_then(|pairs| stats::paired_ratio(&pairs));
     let baseline = side(&evidence.baseline, evidence.rounds.iter().map(|r| r.baseline), &rounds, |r| r.baseline_median_ns);
     let candidate = side(&evidence.candidate, evidence.rounds.iter().map(|r| r.candidate), &rounds, |r| r.candidate_median_ns);
 
@@ -353,12 +365,18 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         baseline,
         candidate,
         paired,
+        paired_ttft,
         rounds,
         placement_differences,
         errors,
         warnings,
         confirmation: None,
     }
+}
+
+/// An LLM generation's time to first token per timed generation.
+fn ttft_ns(run: &RunResult) -> Option<&[u64]> {
+    run.generation.as_ref().map(|g| g.ttft_ns.as_slice())
 }
 
 /// Round `index` when both sides have latencies.

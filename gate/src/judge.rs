@@ -12,7 +12,7 @@ use crate::rules::{RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{
-    BaselineComparison, Check, CheckStatus, Culprit, Outcome, Subject, Verdict, VERDICT_SCHEMA,
+    BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA,
 };
 
 /// How many blamed nodes a check message names before "and N more".
@@ -91,6 +91,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         ));
     }
     let mut checks = latency_checks(latency.as_ref(), rules);
+    checks.extend(generation_checks(run, rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
     let baseline = evidence.baseline.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
@@ -129,6 +130,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         first_inference_ns: run.timings.first_inference_ns,
         session_create_ns: run.timings.session_create_ns,
         placement: placement.cloned(),
+        generation: run.generation.as_ref().map(GenerationSummary::of),
         baseline,
         outputs: outputs.cloned(),
         errors,
@@ -137,7 +139,18 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
 }
 
 /// Rules that read speed, which an emulator's runs say nothing about.
-const SPEED_RULES: &[RuleName] = &[RuleName::CvPct, RuleName::MedianMs, RuleName::P95Ms, RuleName::P99Ms, RuleName::BaselineMedianPct];
+const SPEED_RULES: &[RuleName] = &[
+    RuleName::CvPct,
+    RuleName::MedianMs,
+    RuleName::P95Ms,
+    RuleName::P99Ms,
+    RuleName::BaselineMedianPct,
+    RuleName::BaselineTtftPct,
+    RuleName::MaxTtftMs,
+    RuleName::MinDecodeTokS,
+    RuleName::MinPrefillTokS,
+    RuleName::DecodeCvPct,
+];
 
 /// On an emulated run the speed rules become `not applicable`, each with the reason; placement
 /// and output rules stay judged.
@@ -278,6 +291,55 @@ fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
         out.push(match latency {
             None => unjudged(rule, max, Unit::Ms, format!("{rule}: the run has no timed runs")),
             Some(s) => with_clusters(percentile_check(s, rule, percentile, max), s),
+        });
+    }
+    out
+}
+
+/// The rules of an LLM folder's generation: median TTFT, prefill and decode tokens per second,
+/// the decode steps' CV. Unjudged for a run of a single model.
+fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
+    let generation = run.generation.as_ref();
+    let mut out = Vec::new();
+    let not_llm = |rule: RuleName| format!("{rule}: applies to an LLM model folder run (--model DIR with genai_config.json); this run is of a single model");
+    if let Some(max) = limit(rules, RuleName::MaxTtftMs, rules.max_ttft_ms) {
+        out.push(match generation.and_then(|g| g.ttft.as_ref()) {
+            None => unjudged(RuleName::MaxTtftMs, max, Unit::Ms, not_llm(RuleName::MaxTtftMs)),
+            Some(ttft) => {
+                let ms = ttft.median_ns / 1e6;
+                let (ok, op) = if ms <= max { (true, "<=") } else { (false, ">") };
+                let message = format!("max_ttft_ms: median time to first token {} {op} {} ms (95% CI {}–{}, N={} generations)", fmt_ms(ttft.median_ns), fmt_limit(max), fmt_ms(ttft.median_ci.lower), fmt_ms(ttft.median_ci.upper), ttft.n);
+                with_clusters(check(RuleName::MaxTtftMs, pass_or_fail(ok), Some(ms), max, Unit::Ms, message), ttft)
+            }
+        });
+    }
+    let rates = [
+        (RuleName::MinDecodeTokS, rules.min_decode_tok_s, generation.map(|g| (g.decode_tok_s, g.decode.as_ref())), "decode"),
+        (RuleName::MinPrefillTokS, rules.min_prefill_tok_s, generation.map(|g| (g.prefill_tok_s, g.ttft.as_ref())), "prefill"),
+    ];
+    for (rule, value, measured, what) in rates {
+        let Some(min) = limit(rules, rule, value) else { continue };
+        out.push(match measured {
+            None | Some((_, None)) => unjudged(rule, min, Unit::TokensPerSecond, not_llm(rule)),
+            Some((rate, Some(series))) => {
+                let (ok, op) = if rate >= min { (true, ">=") } else { (false, "<") };
+                let message = format!("{rule}: {what} {rate:.1} tok/s {op} {} tok/s (median {} per {}, N={})", fmt_limit(min), fmt_ms(series.median_ns), if what == "decode" { "token" } else { "prompt" }, series.n);
+                with_clusters(check(rule, pass_or_fail(ok), Some(rate), min, Unit::TokensPerSecond, message), series)
+            }
+        });
+    }
+    if let Some(max) = limit(rules, RuleName::DecodeCvPct, rules.decode_cv_pct) {
+        out.push(match generation.and_then(|g| g.decode.as_ref()) {
+            None => unjudged(RuleName::DecodeCvPct, max, Unit::Percent, not_llm(RuleName::DecodeCvPct)),
+            Some(decode) if decode.n < stats::MIN_RUNS_FOR_CV => {
+                let message = format!("decode_cv_pct: a CV limit needs at least {} decode steps, this run has {}; pass more --gen-tokens or --generations", stats::MIN_RUNS_FOR_CV, decode.n);
+                check(RuleName::DecodeCvPct, CheckStatus::Fail, None, max, Unit::Percent, message)
+            }
+            Some(decode) => {
+                let (ok, op) = if decode.cv_pct <= max { (true, "<=") } else { (false, ">") };
+                let message = format!("decode_cv_pct {} {op} {}% (per-token stdev {}, mean {}, N={} steps)", fmt_pct(decode.cv_pct), fmt_limit(max), fmt_ms(decode.stdev_ns), fmt_ms(decode.mean_ns), decode.n);
+                with_clusters(check(RuleName::DecodeCvPct, pass_or_fail(ok), Some(decode.cv_pct), max, Unit::Percent, message), decode)
+            }
         });
     }
     out
@@ -522,9 +584,13 @@ fn compare(
         fingerprint_differences: differences.clone(),
         forced: comparison.force && !differences.is_empty(),
         median_ratio: None,
+        ttft_ratio: None,
         moved_off_preferred: Vec::new(),
     };
     let median_limit = limit(rules, RuleName::BaselineMedianPct, rules.baseline_median_pct);
+    // TTFT is compared when both are LLM generations (the baseline saved one's TTFTs).
+    let ttft = run.generation.as_ref().map(|g| g.ttft_ns.as_slice()).filter(|t| !t.is_empty() && !baseline.ttft_ns.is_empty());
+    let ttft_limit = ttft.and(limit(rules, RuleName::BaselineTtftPct, rules.baseline_ttft_pct));
     let placement_on = rules.baseline_placement && rules.enabled(RuleName::BaselinePlacement);
     if refused {
         errors.push(format!(
@@ -536,6 +602,9 @@ fn compare(
         if let Some(pct) = median_limit {
             checks.push(unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, format!("baseline_median_pct: {why}")));
         }
+        if let Some(pct) = ttft_limit {
+            checks.push(unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, format!("baseline_ttft_pct: {why}")));
+        }
         if placement_on {
             checks.push(unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, format!("baseline_placement: {why}")));
         }
@@ -546,6 +615,13 @@ fn compare(
         checks.push(match &result.median_ratio {
             None => unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, "baseline_median_pct: no latencies to compare".into()),
             Some(r) => median_ratio_check(r, pct),
+        });
+    }
+    if let (Some(pct), Some(ttft)) = (ttft_limit, ttft) {
+        result.ttft_ratio = stats::median_ratio(ttft, &baseline.ttft_ns);
+        checks.push(match &result.ttft_ratio {
+            None => unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, "baseline_ttft_pct: too few generations to compare".into()),
+            Some(r) => ratio_check(RuleName::BaselineTtftPct, &format!("median time to first token is {:.3}× the baseline's", r.ratio), r.ratio, &r.ci, pct),
         });
     }
     if placement_on {

@@ -57,6 +57,11 @@ pub struct Rules {
     pub baseline_median_pct: Option<f64>,
     /// Against a baseline: no node that ran on the preferred EP may run elsewhere now.
     pub baseline_placement: bool,
+    /// LLM folders against a baseline of one: the median time to first token may grow by at most
+    /// this many percent, judged like `baseline_median_pct` on the bootstrap interval of the ratio
+    /// (the decode steps are the run's latencies: `baseline_median_pct` judges decode tok/s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_ttft_pct: Option<f64>,
     /// Lowest cosine similarity of every output to its reference (needs `--check-outputs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_cosine: Option<f64>,
@@ -70,6 +75,18 @@ pub struct Rules {
     /// run was timed (needs a device run's `device_state.json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_background_cpu_pct: Option<f64>,
+    /// LLM folders: highest median time to first token (the prompt's graph runs), milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ttft_ms: Option<f64>,
+    /// LLM folders: fewest generated tokens per second (1 / median decode step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_decode_tok_s: Option<f64>,
+    /// LLM folders: fewest prompt tokens per second (prompt tokens / median TTFT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_prefill_tok_s: Option<f64>,
+    /// LLM folders: highest CV of the decode steps, percent (needs 20 steps over all generations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_cv_pct: Option<f64>,
     /// Rules switched off, by name (e.g. `disable = ["cv_pct"]` for a median-only gate).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disable: Vec<RuleName>,
@@ -94,10 +111,15 @@ impl Default for Rules {
             allow_op_types: Vec::new(),
             baseline_median_pct: Some(10.0),
             baseline_placement: true,
+            baseline_ttft_pct: Some(10.0),
             min_cosine: None,
             min_sqnr_db: None,
             max_abs_err: None,
             max_background_cpu_pct: None,
+            max_ttft_ms: None,
+            min_decode_tok_s: None,
+            min_prefill_tok_s: None,
+            decode_cv_pct: None,
             disable: Vec::new(),
         }
     }
@@ -133,6 +155,8 @@ pub enum RuleName {
     BaselineMedianPct,
     /// [`Rules::baseline_placement`].
     BaselinePlacement,
+    /// [`Rules::baseline_ttft_pct`].
+    BaselineTtftPct,
     /// [`Rules::min_cosine`].
     MinCosine,
     /// [`Rules::min_sqnr_db`].
@@ -141,6 +165,14 @@ pub enum RuleName {
     MaxAbsErr,
     /// [`Rules::max_background_cpu_pct`].
     MaxBackgroundCpuPct,
+    /// [`Rules::max_ttft_ms`].
+    MaxTtftMs,
+    /// [`Rules::min_decode_tok_s`].
+    MinDecodeTokS,
+    /// [`Rules::min_prefill_tok_s`].
+    MinPrefillTokS,
+    /// [`Rules::decode_cv_pct`].
+    DecodeCvPct,
     /// [`crate::compare::CompareRules::max_slowdown_pct`].
     MaxSlowdownPct,
     /// [`crate::compare::CompareRules::placement_must_match`].
@@ -164,10 +196,15 @@ impl RuleName {
             RuleName::MaxBoundaries => "max_boundaries",
             RuleName::BaselineMedianPct => "baseline_median_pct",
             RuleName::BaselinePlacement => "baseline_placement",
+            RuleName::BaselineTtftPct => "baseline_ttft_pct",
             RuleName::MinCosine => "min_cosine",
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
             RuleName::MaxBackgroundCpuPct => "max_background_cpu_pct",
+            RuleName::MaxTtftMs => "max_ttft_ms",
+            RuleName::MinDecodeTokS => "min_decode_tok_s",
+            RuleName::MinPrefillTokS => "min_prefill_tok_s",
+            RuleName::DecodeCvPct => "decode_cv_pct",
             RuleName::MaxSlowdownPct => "max_slowdown_pct",
             RuleName::PlacementMustMatch => "placement_must_match",
         }
@@ -183,7 +220,12 @@ impl RuleName {
                 | RuleName::P95Ms
                 | RuleName::P99Ms
                 | RuleName::BaselineMedianPct
+                | RuleName::BaselineTtftPct
                 | RuleName::MaxSlowdownPct
+                | RuleName::MaxTtftMs
+                | RuleName::MinDecodeTokS
+                | RuleName::MinPrefillTokS
+                | RuleName::DecodeCvPct
         )
     }
 }

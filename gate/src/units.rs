@@ -32,6 +32,9 @@ pub enum Unit {
     /// Absolute error, a plain number (`abs`).
     #[serde(rename = "abs")]
     Abs,
+    /// Tokens per second (`tok/s`).
+    #[serde(rename = "tok/s")]
+    TokensPerSecond,
 }
 
 impl Unit {
@@ -47,6 +50,7 @@ impl Unit {
             Unit::Cosine => "cosine",
             Unit::Db => "dB",
             Unit::Abs => "abs",
+            Unit::TokensPerSecond => "tok/s",
         }
     }
 }

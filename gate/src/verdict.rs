@@ -45,6 +45,9 @@ pub struct Verdict {
     /// The placement report the placement rules read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementReport>,
+    /// An LLM folder's generation: TTFT and decode statistics, tokens per second, the KV cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<GenerationSummary>,
     /// The comparison against a baseline, when one was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineComparison>,
@@ -61,6 +64,52 @@ pub struct Verdict {
     pub confirmation: Option<Confirmation>,
 }
 
+/// An LLM folder run's generation, as judged: what the generation rules read.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GenerationSummary {
+    /// `decoder` or `pipeline`.
+    pub layout: String,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Decode steps per generation.
+    pub gen_tokens: u32,
+    /// Timed generations.
+    pub generations: u32,
+    /// Time to first token over the generations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<LatencyStats>,
+    /// Per-token decode latency over every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<LatencyStats>,
+    /// Prompt tokens per second.
+    pub prefill_tok_s: f64,
+    /// Generated tokens per second.
+    pub decode_tok_s: f64,
+    /// How the KV cache was carried and how large it grew.
+    pub kv: npugate_result::KvCache,
+    /// Peak resident memory of the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl GenerationSummary {
+    /// The summary of a result's generation section.
+    pub fn of(generation: &npugate_result::Generation) -> GenerationSummary {
+        GenerationSummary {
+            layout: generation.layout.clone(),
+            prompt_tokens: generation.prompt_tokens,
+            gen_tokens: generation.gen_tokens,
+            generations: generation.generations,
+            ttft: generation.ttft.clone(),
+            decode: generation.decode.clone(),
+            prefill_tok_s: generation.prefill_tok_s,
+            decode_tok_s: generation.decode_tok_s,
+            kv: generation.kv.clone(),
+            peak_rss_bytes: generation.peak_rss_bytes,
+        }
+    }
+}
+
 /// The run that was judged.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Subject {
@@ -75,8 +124,13 @@ pub struct Subject {
 impl Subject {
     /// The subject of a run.
     pub fn of(run: &RunResult) -> Subject {
+        // An LLM folder is named by its folder, not its genai_config.json.
+        let model = match run.model.path.strip_suffix("genai_config.json").filter(|_| run.generation.is_some()) {
+            Some(folder) => folder.trim_end_matches(['/', '\\']).to_string(),
+            None => run.model.path.clone(),
+        };
         Subject {
-            model: run.model.path.clone(),
+            model,
             fingerprint: Fingerprint::of(run),
             run_status: format!("{:?}", run.status).to_lowercase(),
         }
@@ -219,6 +273,9 @@ pub struct BaselineComparison {
     /// Median of this run / median of the baseline, with its interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_ratio: Option<MedianRatio>,
+    /// LLM folders: median TTFT of this run / the baseline's, with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ratio: Option<MedianRatio>,
     /// Nodes on the preferred EP in the baseline and elsewhere now (not excused).
     pub moved_off_preferred: Vec<Culprit>,
 }

@@ -6,9 +6,13 @@
 //! Environment: `NPUGATE_CACHE` (runtime, venv and models as `scripts/setup` leaves them),
 //! `BENCH_MODEL` (default smallcnn.onnx), `BENCH_RUNS` (default 2000), `BENCH_ROUNDS` (default 3).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
+
+use support::{cache, env_number, median};
 
 const PYTHON_LOOP: &str = r#"
 import json, sys, time
@@ -46,16 +50,6 @@ impl LoopTiming {
         let median_ns = median(&latencies.iter().map(|&ns| ns as f64).collect::<Vec<_>>());
         LoopTiming { median_ns, overhead_ns: wall_ns as f64 / n - median_ns, unmeasured_ns }
     }
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("NPUGATE_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/npugate"))
-}
-
-fn env_number(name: &str, default: u32) -> u32 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn harness_loop(lib: &Path, model: &Path, runs: u32, warmup: u32) -> LoopTiming {
@@ -102,11 +96,6 @@ fn python_loop(python: &Path, model: &Path, runs: u32, warmup: u32) -> LoopTimin
     let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("python JSON");
     let latencies = parsed["latencies_ns"].as_array().expect("latencies").iter().filter_map(|v| v.as_u64()).collect();
     LoopTiming::from(latencies, parsed["wall_ns"].as_u64().expect("wall"))
-}
-
-/// The median of a loop's (or round's) values; every loop measures at least one run.
-fn median(values: &[f64]) -> f64 {
-    npugate_stats::median(values).expect("at least one value")
 }
 
 fn main() {

@@ -2,41 +2,40 @@
 //! session on the requested execution provider, runs warmup + N timed runs, then a separate profiled
 //! pass and a CPU reference pass, and writes `result.json` with everything a host stage needs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use npugate_result::digest::sha256_file;
-use npugate_result::{
-    files, Artifacts, Assignment, BackendHealth, ExecutionConfig, FixedFrom, HistogramSummary, LibraryIdentity, ModelInfo, RunResult,
-    RunSettings, RunStatus, RuntimeIdentity, TimedLog, Timings, ToolInfo, RUN_RESULT_SCHEMA,
-};
+use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
 use ort::environment::Environment;
-use ort::memory::DeviceType;
 
 mod backend;
 mod context_cache;
 mod fingerprint;
 mod fusions;
+mod generate;
 mod graph;
 mod inputs;
+mod kv;
 mod measure;
 mod model_files;
 mod ort_env;
 mod outputs;
 mod providers;
 mod session;
+mod setup;
 
 use npugate_settings::HarnessCommand as Args;
 use backend::DidNotStart;
-use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpDevice, EpKind};
+use npugate_settings::EpKind;
 use inputs::PreparedInput;
 use measure::BoundSession;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
-use session::{Attach, DeviceChoice, PreferredEp, SessionPlan};
+use session::SessionPlan;
+use setup::{account_session, adsp_problem, conclude, model_graph, elapsed_ns, emulation, explain_with_backend, histogram, library_identities, refused, Setup};
 
 /// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
@@ -53,37 +52,14 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<()> {
-    let model_bytes = check_model_file(&args.model)?;
-    check_ep_flags(args)?;
-    let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
-    let ep_options = match args.settings.ep {
-        EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
-        _ => given_ep_options,
-    };
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
-    let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
-    let log = out.join(files::ORT_LOG);
-    let mut timings = Timings::default();
-
-    let start = Instant::now();
-    let env = ort_env::create_environment(&args.ort_lib, &log)?;
-    timings.ort_init_ns = elapsed_ns(start);
-    let ort_version = ort_env::ort_version(&args.ort_lib)?;
-
-    let start = Instant::now();
-    let (ep_name, attach) = session::register_ep(&env, &args.settings, args.ep_library.as_deref(), &args.ort_lib)?;
-    timings.ep_register_ns = elapsed_ns(start);
-
-    let mut session_config: Vec<(String, String)> =
-        args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
-    if args.settings.strict {
-        session_config.push(("session.disable_cpu_ep_fallback".into(), "1".into()));
+    if let Some(config) = npugate_onnx::genai::config_path(&args.model) {
+        return generate::run(args, &config);
     }
-    let device = match (args.settings.ep_device, args.settings.ep) {
-        (Some(device), _) => DeviceChoice::Require(hardware(device)),
-        (None, EpKind::Qnn) => DeviceChoice::Prefer(backend_hardware(&args.settings.qnn.backend())),
-        (None, _) => DeviceChoice::Only,
-    };
+    if let Some(flag) = args.settings.generation.given_flags().first() {
+        bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {} is a single model; drop it", args.model.display());
+    }
+    let model_bytes = check_model_file(&args.model)?;
+    let mut setup = Setup::new(args, &args.model)?;
     let loaded = graph::LoadedModel::read(&args.model)?;
     // A compiled model's reference pass runs its source model (`--reference-model`).
     let source = match (&args.reference_model, loaded.compiled) {
@@ -91,91 +67,32 @@ fn run(args: &Args) -> Result<()> {
         _ => None,
     };
     let reference_pass = !args.settings.no_reference_pass && (!loaded.compiled || source.is_some());
-    let (source_model, renamed) = match &source {
+    (setup.plan.source_model, setup.plan.renamed) = match &source {
         Some((path, source)) => ((*path).clone(), source.renamed.clone()),
         None => (args.model.clone(), loaded.renamed.clone()),
     };
-    let plan = SessionPlan {
-        model: args.model.clone(),
-        source_model,
-        renamed,
-        ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
-        ep_options,
-        profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
-        session_config,
-        optimization: args.settings.optimization,
-        intra_threads: args.settings.intra_threads,
-    };
-    let ep_device = match attach {
-        Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, &ep_name, device)?)),
-        Attach::Cpu | Attach::Builtin => None,
-    };
     let identity = model_files::identify(&args.model, model_bytes, &args.model_files)?;
     let plan = match &args.settings.context_cache {
-        Some(dir) => with_context_cache(args, &env, plan, dir, &identity.digest, &ort_version, &mut timings)?,
-        None => plan,
+        Some(dir) => with_context_cache(args, &setup.env, setup.plan.clone(), dir, &identity.digest, &setup.ort_version, &mut setup.timings)?,
+        None => setup.plan.clone(),
     };
-
-    let mut result = RunResult {
-        schema: RUN_RESULT_SCHEMA.to_string(),
-        status: RunStatus::Complete,
-        error: None,
-        tool: ToolInfo {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
-        },
-        model: ModelInfo {
-            path: args.model.display().to_string(),
-            sha256: identity.sha256,
-            bytes: model_bytes,
-            digest: identity.digest,
-            files: identity.files,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
-                sha256: sha256.clone(),
-                shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
-            }),
-        },
-        runtime: RuntimeIdentity { name: args.runtime_name.clone(), ort_version, ort_build_info: ort::info().to_string(), libraries: Vec::new() },
-        execution: ExecutionConfig {
-            requested_ep: args.settings.ep.cli_name().into(),
-            preferred_ep: ep_name.clone(),
-            attach: attach.name().into(),
-            ep_options: plan.ep_options.iter().cloned().collect(),
-            session_config: plan.session_config.iter().cloned().collect(),
-            optimization_level: args.settings.optimization.cli_name().into(),
-            intra_op_threads: args.settings.intra_threads,
-            profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
-            ep_device,
-            context_model: args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string()),
-            emulated: None,
-            timed_log: None,
-        },
-        settings: RunSettings {
-            warmup: args.settings.warmup,
-            runs: args.settings.runs,
-            profile_runs: args.settings.profile_runs,
-            reference_pass,
-            seed: args.settings.seed,
-        },
+    let model = ModelInfo {
+        path: args.model.display().to_string(),
+        sha256: identity.sha256,
+        bytes: model_bytes,
+        digest: identity.digest,
+        files: identity.files,
         inputs: Vec::new(),
-        timings: Timings::default(),
-        histogram: None,
-        assignment: Assignment::default(),
-        backend: None,
-        session_error: None,
-        inference_error: None,
-        artifacts: Artifacts { ort_log: files::ORT_LOG.into(), ..Artifacts::default() },
-        fusions: None,
-        graph: None,
-        fingerprint: fingerprint::collect(),
-        warnings: Vec::new(),
+        outputs: Vec::new(),
+        fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
+            sha256: sha256.clone(),
+            shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
+        }),
     };
-    if args.settings.session_only {
-        result.settings = RunSettings { warmup: 0, runs: 0, profile_runs: 0, ..result.settings };
-    }
+    let mut result = setup.result(args, model, &plan);
+    result.settings.reference_pass = reference_pass;
+    result.execution.context_model = args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string());
+    let Setup { out, log, env, mut timings, ep_name, .. } = setup;
 
     result.graph = Some(match &source {
         _ if !loaded.compiled => model_graph(&loaded, &env, &plan, &out, &mut result.warnings),
@@ -274,98 +191,13 @@ fn run(args: &Args) -> Result<()> {
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
         result.execution.emulated = emulation(args, result.backend.as_ref());
     }
-    let finished = match (&result.backend, &result.inference_error) {
-        (Some(health), _) if !health.started => Err(backend::failure(health, &result.assignment, &ep_name).into()),
-        (_, Some(failed)) => finished.and(Err(anyhow!("the session was created, but its first inference failed: {failed}"))),
-        _ => finished,
-    };
-    if let Err(error) = &finished {
-        result.status = RunStatus::Incomplete;
-        result.error = Some(format!("{error:#}"));
-    }
-    result.write(&out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
-    finished
+    conclude(result, finished, &ep_name, &out)
 }
 
 /// The profiled session's optimized graph, read and removed before the result is written.
 const OPTIMIZED_GRAPH: &str = "optimized_graph.onnx";
 /// Its weights, kept out of the graph file so that reading it stays cheap.
 const OPTIMIZED_WEIGHTS: &str = "optimized_graph.weights";
-/// The graph ONNX Runtime partitions, saved by a CPU session, read and removed at once.
-const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
-
-/// The model's own nodes and the graph ONNX Runtime partitions set against them. A model ONNX
-/// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning.
-fn model_graph(loaded: &graph::LoadedModel, env: &Environment, plan: &SessionPlan, out: &Path, warnings: &mut Vec<String>) -> npugate_result::ModelGraph {
-    let mut graph = loaded.graph();
-    let path = out.join(PARTITIONED_GRAPH);
-    let traced = plan.save_partitioned_graph(env, &path).and_then(|()| loaded.add_partitioned(&mut graph, &path));
-    for file in [path.clone(), path.with_extension("weights")] {
-        let _ = std::fs::remove_file(file);
-    }
-    if let Err(error) = traced {
-        warnings.push(format!("the nodes ONNX Runtime partitions could not be traced to the model's nodes: {error:#}"));
-    }
-    graph
-}
-
-/// `--session-only` and the EP refused the session: the refusal is the finding, so it is written
-/// into `result.json` (`session_error`, with the backend health read from the log) before the
-/// harness fails.
-fn refused(
-    args: &Args,
-    out: &Path,
-    mut result: RunResult,
-    timings: Timings,
-    log: &Path,
-    log_start: u64,
-    error: anyhow::Error,
-) -> Result<()> {
-    let message = format!("{error:#}");
-    result.status = RunStatus::Incomplete;
-    result.error = Some(message.clone());
-    result.session_error = Some(message);
-    result.timings = timings;
-    result.assignment = Assignment { source: "unavailable".into(), error: Some("the session was not created".into()), subgraphs: Vec::new() };
-    result.backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| backend::assess(&backend::log_since(log, log_start), &result.assignment, &result.execution.preferred_ep, adsp_problem().as_deref()));
-    result.write(out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
-    Err(error)
-}
-
-/// What an x86_64 harness running the QNN HTP backend ran on: Qualcomm's HTP emulator (the
-/// backend's x86_64 host build executes the graph with x86 kernels). `None` on real hardware, for
-/// other backends, and when the backend did not start.
-fn emulation(args: &Args, backend: Option<&BackendHealth>) -> Option<String> {
-    let htp = match args.settings.qnn.backend() {
-        QnnBackend::Type(name) => name == "htp",
-        QnnBackend::Path(path) => path.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().contains("htp")),
-    };
-    let started = backend.is_some_and(|b| b.started);
-    let soc = args.settings.qnn.soc_model.map(|id| format!(" configured for QNN soc_model {id}")).unwrap_or_default();
-    (cfg!(target_arch = "x86_64") && args.settings.ep == EpKind::Qnn && htp && started).then(|| {
-        format!(
-            "Qualcomm's HTP emulator: the x86_64 host build of the QNN HTP backend{soc} ran the graph with x86 kernels on {}; \
-             its outputs are real, its speed says nothing about a device",
-            std::env::consts::OS
-        )
-    })
-}
-
-/// The VERBOSE account of the EP when no profiled session gave it: a session created (log id
-/// `account`, at the environment's VERBOSE level) and dropped only for what its set-up logs — the
-/// backend's health, its power configuration. Returns the log written meanwhile; a failure to
-/// create it is a warning (the log then holds why).
-fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: &mut Vec<String>) -> String {
-    let start = backend::log_position(log);
-    if let Err(error) = plan.create(env, "account", None) {
-        warnings.push(format!("the VERBOSE account session of the EP could not be created: {error:#}"));
-    }
-    backend::log_since(log, start)
-}
 
 /// What the steps after the timed runs work with.
 struct AfterRuns<'a> {
@@ -452,100 +284,6 @@ fn check_model_file(model: &Path) -> Result<u64> {
     Ok(meta.len())
 }
 
-/// sha256 of every library loaded on purpose: ORT, the EP plugin or the provider library ORT
-/// loads beside itself (`libonnxruntime_providers_openvino.so`), the QNN backend (and Saver).
-fn library_identities(args: &Args, ep_options: &[(String, String)]) -> Result<Vec<LibraryIdentity>> {
-    let mut libraries: Vec<(&str, PathBuf)> = vec![("ort", args.ort_lib.clone())];
-    if let Some(plugin) = &args.ep_library {
-        libraries.push(("ep_plugin", plugin.clone()));
-    } else if args.settings.ep.is_accelerator() {
-        let provider = args.ort_lib.with_file_name(format!("libonnxruntime_providers_{}.so", args.settings.ep.cli_name()));
-        if provider.is_file() {
-            libraries.push(("ep_provider", provider));
-        }
-    }
-    for (key, value) in ep_options {
-        let file = match key.as_str() {
-            "backend_path" | "qnn_saver_path" => PathBuf::from(value),
-            "backend_type" => PathBuf::from(qnn_backend_file(value)),
-            _ => continue,
-        };
-        // Relative names are what the QNN EP resolves next to itself (the plugin's directory).
-        let resolved = match (&args.ep_library, file.is_absolute()) {
-            (Some(plugin), false) => plugin.with_file_name(&file),
-            _ => file,
-        };
-        if resolved.is_file() {
-            libraries.push(("qnn_backend", resolved));
-        }
-    }
-    libraries
-        .into_iter()
-        .map(|(role, path)| {
-            let (sha256, bytes) = sha256_file(&path).with_context(|| format!("cannot hash {}", path.display()))?;
-            Ok(LibraryIdentity { role: role.into(), path: path.display().to_string(), sha256, bytes })
-        })
-        .collect()
-}
-
-/// The library a QNN `backend_type` loads (`htp` → `libQnnHtp.so`, `QnnHtp.dll` on Windows).
-fn qnn_backend_file(backend_type: &str) -> String {
-    let mut name = backend_type.to_string();
-    if let Some(first) = name.get_mut(..1) {
-        first.make_ascii_uppercase();
-    }
-    if cfg!(windows) {
-        format!("Qnn{name}.dll")
-    } else {
-        format!("libQnn{name}.so")
-    }
-}
-
-/// ORT's hardware type of an `--ep-device`.
-fn hardware(device: EpDevice) -> DeviceType {
-    match device {
-        EpDevice::Cpu => DeviceType::CPU,
-        EpDevice::Gpu => DeviceType::GPU,
-        EpDevice::Npu => DeviceType::NPU,
-    }
-}
-
-/// The hardware a QNN backend runs on, to pick the plugin device when several are offered.
-fn backend_hardware(backend: &QnnBackend) -> DeviceType {
-    let name = match backend {
-        QnnBackend::Type(t) => t.to_string(),
-        QnnBackend::Path(p) => p.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default(),
-    };
-    if name.contains("htp") || name.contains("dsp") {
-        DeviceType::NPU
-    } else if name.contains("gpu") {
-        DeviceType::GPU
-    } else {
-        DeviceType::CPU
-    }
-}
-
-/// Rejects flags that do not apply to the chosen EP or contradict each other (one line, the fix).
-fn check_ep_flags(args: &Args) -> Result<()> {
-    let ep = args.settings.ep;
-    if ep != EpKind::Qnn {
-        if let Some(flag) = args.settings.qnn.given_flags().first() {
-            bail!("{flag} applies to --ep qnn only; drop it or pass --ep qnn");
-        }
-    }
-    if !ep.is_accelerator() {
-        for (flag, given) in [("--strict", args.settings.strict), ("--context-cache", args.settings.context_cache.is_some())] {
-            if given {
-                bail!("{flag} applies to an accelerator EP (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn, --ep openvino, …");
-            }
-        }
-    }
-    if args.settings.qnn.profiling() && args.settings.profile_runs == 0 {
-        bail!("--qnn-profiling runs in the profiled pass only, but --profile-runs is 0; pass --profile-runs 1 or more");
-    }
-    Ok(())
-}
-
 /// Compiles the graph into the context cache unless it is there (timed as cold creation) and
 /// returns the plan whose timed and profiled sessions load the cached context model.
 fn with_context_cache(
@@ -578,23 +316,6 @@ fn with_context_cache(
     Ok(SessionPlan { model: context_model, ..plan })
 }
 
-/// Explains a failed session creation with the log written since `log_start`: a dead backend
-/// (e.g. `--strict` refusing the all-CPU session) or an absent device (OpenVINO `device_type=NPU`
-/// without an NPU) becomes [`DidNotStart`] ("QNN backend did not start: <reason>"); otherwise the
-/// first error ORT logged is added, in the EP's own words.
-fn explain_with_backend(error: anyhow::Error, ep: &PreferredEp, log: &Path, log_start: u64) -> anyhow::Error {
-    if !ep.kind.is_accelerator() || DidNotStart::is_cause_of(&error) {
-        return error;
-    }
-    let logged = backend::log_since(log, log_start);
-    let dead = backend::failure_in_log(&logged, adsp_problem().as_deref()).or_else(|| backend::absent_device_cause(&logged));
-    match (dead, backend::first_logged_error(&logged)) {
-        (Some(reason), _) => error.context(DidNotStart::new(&ep.name, reason)),
-        (None, Some(logged)) if !format!("{error:#}").contains(&logged) => anyhow!("{error:#}; ORT logged: {logged}"),
-        (None, _) => error,
-    }
-}
-
 /// A failed inference in the EP's own words: ORT's error, and the first error ORT logged since
 /// `log_start` when it says more (e.g. QNN's message for a kernel that failed).
 fn explained_inference_error(error: &anyhow::Error, log: &Path, log_start: u64) -> String {
@@ -603,38 +324,4 @@ fn explained_inference_error(error: &anyhow::Error, log: &Path, log_start: u64) 
         Some(logged) if !message.contains(&logged) => format!("{message}; ORT logged: {logged}"),
         _ => message,
     }
-}
-
-/// On Android, what is wrong with `ADSP_LIBRARY_PATH` (if anything); elsewhere nothing.
-fn adsp_problem() -> Option<String> {
-    if !cfg!(target_os = "android") {
-        return None;
-    }
-    std::env::var("ADSP_LIBRARY_PATH").ok().and_then(|value| backend::adsp_library_path_problem(&value))
-}
-
-/// HdrHistogram summary (3 significant figures) of the timed runs.
-fn histogram(latencies_ns: &[u64]) -> Option<HistogramSummary> {
-    const SIGNIFICANT_FIGURES: u8 = 3;
-    let mut histogram = hdrhistogram::Histogram::<u64>::new(SIGNIFICANT_FIGURES).ok()?;
-    for &latency in latencies_ns {
-        histogram.record(latency.max(1)).ok()?;
-    }
-    let percentiles = [("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999)]
-        .into_iter()
-        .map(|(name, q)| (name.to_string(), histogram.value_at_quantile(q)))
-        .collect();
-    Some(HistogramSummary {
-        count: histogram.len(),
-        min_ns: histogram.min(),
-        max_ns: histogram.max(),
-        mean_ns: histogram.mean(),
-        stdev_ns: histogram.stdev(),
-        percentiles_ns: percentiles,
-        significant_figures: SIGNIFICANT_FIGURES,
-    })
-}
-
-fn elapsed_ns(start: Instant) -> u64 {
-    start.elapsed().as_nanos() as u64
 }

@@ -35,6 +35,23 @@ pub struct BoundSession {
     settled: bool,
 }
 
+/// Quiet run options for timed runs: per-run logging stays out of the loop (session creation is
+/// logged at VERBOSE).
+pub fn quiet_run_options() -> Result<RunOptions<NoSelectedOutputs>> {
+    let mut run_options = RunOptions::new().map_err(|e| anyhow!("cannot create run options: {e}"))?;
+    run_options.set_log_level(LogLevel::Warning).map_err(|e| anyhow!("cannot set the run log level: {e}"))?;
+    Ok(run_options)
+}
+
+/// One raw `RunWithBinding` call: nothing else happens between the caller's clock reads.
+#[inline(always)]
+pub fn run_with_binding(session: &Session, run_options: &RunOptions<NoSelectedOutputs>, binding: &IoBinding) -> Result<()> {
+    // SAFETY: session, run options and binding are alive for the call; ORT does not retain them.
+    let status = unsafe { (ort::api().RunWithBinding)(session.ptr().cast_mut(), run_options.ptr(), binding.ptr()) };
+    // SAFETY: `status` was just returned by ORT.
+    unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("inference failed: {e}"))
+}
+
 /// What the measurement loop produced.
 #[derive(Debug, Default)]
 pub struct Measurement {
@@ -68,11 +85,8 @@ impl BoundSession {
             };
             declared.push((name, shape));
         }
-        let mut run_options = RunOptions::new().map_err(|e| anyhow!("cannot create run options: {e}"))?;
-        // Keep per-run logging out of the timed loop; session creation is logged at VERBOSE.
-        run_options.set_log_level(LogLevel::Warning).map_err(|e| anyhow!("cannot set the run log level: {e}"))?;
         let allocate_on_run = declared.iter().map(|(name, _)| name.clone()).collect();
-        Ok(BoundSession { session, binding, run_options, cpu, allocate_on_run, declared, settled: false })
+        Ok(BoundSession { session, binding, run_options: quiet_run_options()?, cpu, allocate_on_run, declared, settled: false })
     }
 
     /// Mutable access to the underlying session (to end profiling).
@@ -88,12 +102,7 @@ impl BoundSession {
     /// One inference through the binding: one raw `RunWithBinding`.
     #[inline(always)]
     fn run_bound(&self) -> Result<()> {
-        // SAFETY: session, run options and binding are alive for the call; ORT does not retain them.
-        let status = unsafe {
-            (ort::api().RunWithBinding)(self.session.ptr().cast_mut(), self.run_options.ptr(), self.binding.ptr())
-        };
-        // SAFETY: `status` was just returned by ORT.
-        unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("inference failed: {e}"))
+        run_with_binding(&self.session, &self.run_options, &self.binding)
     }
 
     /// Binds the outputs that are allocated on every run to the device again (nothing for a

@@ -72,14 +72,22 @@ where
 {
     let (shape, data) = value.try_extract_tensor::<E>().map_err(|e| anyhow!("cannot read the tensor: {e}"))?;
     let dims: Vec<u64> = shape.iter().map(|&d| d.max(0) as u64).collect();
+    write_array(path, &dims, data.iter().copied())
+}
+
+/// Writes `values` as a C-order `.npy` array of shape `dims` in `E`'s own dtype.
+pub fn write_array<E>(path: &Path, dims: &[u64], values: impl IntoIterator<Item = E>) -> Result<()>
+where
+    E: npyz::AutoSerialize + Copy,
+{
     let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut writer = npyz::WriteOptions::<E>::new()
         .default_dtype()
-        .shape(&dims)
+        .shape(dims)
         .writer(std::io::BufWriter::new(file))
         .begin_nd()
         .with_context(|| format!("cannot write {}", path.display()))?;
-    writer.extend(data.iter().copied()).with_context(|| format!("cannot write {}", path.display()))?;
+    writer.extend(values).with_context(|| format!("cannot write {}", path.display()))?;
     writer.finish().with_context(|| format!("cannot write {}", path.display()))
 }
 

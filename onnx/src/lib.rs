@@ -15,6 +15,8 @@
 //!   with checked relative paths; [`Model::rewrite_file_references`] changes them;
 //!   [`Model::locate_files`] finds them on disk, inside the model's folder and long enough.
 //! - Instrumentation: [`Model::intermediate_tensors`] and [`Model::add_outputs`].
+//! - LLM folders: [`genai::LlmModel::open`] reads an onnxruntime-genai `genai_config.json` and
+//!   checks it against the graphs it names.
 //! - Constants: [`Model::constant`] finds an initializer or `Constant` node value, and
 //!   [`tensor_values`] reads a (small) tensor's values as numbers.
 //!
@@ -25,6 +27,7 @@
 
 mod data;
 mod external;
+pub mod genai;
 mod graph;
 mod located;
 mod model;

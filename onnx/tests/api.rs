@@ -4,6 +4,8 @@ mod support;
 
 #[path = "api/files.rs"]
 mod files;
+#[path = "api/genai.rs"]
+mod genai;
 #[path = "api/graph.rs"]
 mod graph;
 #[path = "api/outputs.rs"]

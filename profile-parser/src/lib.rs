@@ -8,6 +8,7 @@ pub mod causes;
 pub mod coverage;
 pub mod event_stream;
 pub mod flops;
+pub mod graphs;
 pub mod hints;
 pub mod ort_log;
 pub mod placement;

@@ -194,6 +194,7 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         rejections: crate::causes::aggregate(&fallback, inputs.preferred_ep, None),
         fallback,
         nodes: nodes.iter().map(Node::to_report).collect(),
+        graphs: Vec::new(),
         warnings,
     }
 }

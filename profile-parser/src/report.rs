@@ -48,6 +48,10 @@ pub struct PlacementReport {
     pub rejections: Vec<RejectionCause>,
     /// Every original node with its placement and cost.
     pub nodes: Vec<NodePlacement>,
+    /// An LLM model folder: each graph in each phase it runs in (the nodes, FLOPs and fallbacks
+    /// above are the whole model's, every graph weighted by its runs per generation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<GraphPlacement>,
     /// Named warnings: `FLOPs unknown for <op>`, nodes that could not be joined, truncated profiles, …
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -68,6 +72,29 @@ pub struct CompiledAttribution {
 
 impl Document for PlacementReport {
     const SCHEMA: Schema = Schema::new(PLACEMENT_SCHEMA);
+}
+
+/// One graph of an LLM model folder in one phase.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GraphPlacement {
+    /// The graph's id (`decoder`, `prompt-processor`, …).
+    pub graph: String,
+    /// Its file in the folder.
+    pub file: String,
+    /// `prompt` or `token`.
+    pub phase: String,
+    /// Runs per generation in this phase.
+    pub runs: u32,
+    /// FLOPs of one run.
+    pub flops_per_run: u64,
+    /// Its nodes.
+    pub nodes: usize,
+    /// Share of its FLOPs on the preferred EP, percent.
+    pub preferred_flops_pct: f64,
+    /// Share of its nodes on the preferred EP, percent.
+    pub preferred_nodes_pct: f64,
+    /// Its nodes off the preferred EP (expected graph-I/O quantization left out).
+    pub fallback_nodes: usize,
 }
 
 /// Whole-model totals. Nodes and FLOPs are the model's own: whatever ONNX Runtime or an EP fused

@@ -4,7 +4,9 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use npugate_result::{files, ReadError, RunResult, RunStatus};
+use npugate_result::{files, Generation, ReadError, RunResult, RunStatus};
+
+use crate::graphs::GraphPart;
 
 use crate::ort_log::{parse_rejections, RejectionReasons};
 use crate::placement::{build_report, PlacementInputs};
@@ -91,26 +93,62 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
         });
     }
     let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
+    let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
+    let mut report = match &result.generation {
+        Some(generation) => generation_report(dir, result, generation, rejections.as_ref())?,
+        None => single_model(dir, result, rejections.as_ref())?,
+    };
+    if result.status == RunStatus::Incomplete {
+        report.warnings.push(format!(
+            "result.json is incomplete ({}): the placement may miss what was not measured",
+            result.error.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    Ok(report)
+}
+
+/// The placement of an LLM folder's generation: each graph in each phase on its own profiles,
+/// merged with every graph weighted by its runs per generation ([`crate::graphs::merge`]).
+fn generation_report(dir: &Path, result: &RunResult, generation: &Generation, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+    let preferred = result.execution.preferred_ep.as_str();
+    let mut parts = Vec::new();
+    for graph in &generation.graphs {
+        for phase in &graph.phases {
+            let read = |file: &Option<String>| file.as_ref().map(|f| read_profile(&dir.join(f))).transpose();
+            let (profile, reference) = (read(&phase.profile)?, read(&phase.reference_profile)?);
+            let report = build_report(&PlacementInputs {
+                model_sha256: &graph.sha256,
+                assignment: &graph.assignment,
+                graph: graph.graph.as_ref(),
+                profile: profile.as_ref(),
+                reference: reference.as_ref(),
+                rejections,
+                graph_io: crate::graphs::graph_io(graph),
+                fusions: None,
+                ..PlacementInputs::of_run(result)
+            });
+            parts.push(GraphPart { graph, phase: phase.phase.clone(), runs: phase.runs, report });
+        }
+    }
+    Ok(crate::graphs::merge(&result.model.digest, preferred, &parts))
+}
+
+/// The placement of a run of one `.onnx`.
+fn single_model(dir: &Path, result: &RunResult, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+    let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
     let profile = present(files::PROFILE).map(|p| read_profile(&p)).transpose()?;
     let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
-    let rejections = present(files::ORT_LOG).map(|p| read_rejections(&p)).transpose()?;
     let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
     let mut report = build_report(&PlacementInputs {
         profile: profile.as_ref(),
         reference: reference.as_ref(),
-        rejections: rejections.as_ref(),
+        rejections,
         qnn: qnn.as_ref(),
         predicted: saver_prediction(result).as_deref(),
         ..PlacementInputs::of_run(result)
     });
     if let Some(fix) = shape_fix(result) {
         report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&fix));
-    }
-    if result.status == RunStatus::Incomplete {
-        report.warnings.push(format!(
-            "result.json is incomplete ({}): the placement may miss what was not measured",
-            result.error.as_deref().unwrap_or("no reason given")
-        ));
     }
     if profile.is_none() && result.settings.profile_runs > 0 {
         report.warnings.push(format!("{} is missing although profile runs were requested", files::PROFILE));

@@ -10,8 +10,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub mod contract;
+pub mod generation;
 
 pub use contract::ReadError;
+pub use generation::{Generation, GraphPhase, GraphRun, KvCache};
 
 /// Schema identifier written into every `result.json`; bumped on any incompatible change.
 pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1";
@@ -115,6 +117,10 @@ pub struct RunResult {
     /// graph optimizations fused, renamed or folded them (CPU-EP sessions; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fusions: Option<Fusions>,
+    /// An LLM model folder's generation benchmark: TTFT, decode steps, tokens/s, KV cache and
+    /// each graph's placement (absent for a single `.onnx`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<Generation>,
     /// The model's own nodes as ONNX Runtime names them, and the graph ONNX Runtime partitions set
     /// against them: what every share is counted in (absent in results of older harnesses).
     #[serde(default, skip_serializing_if = "Option::is_none")]

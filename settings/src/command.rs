@@ -96,7 +96,7 @@ mod tests {
             "--ep", "qnn", "--ep-name", "QNNExecutionProvider", "--ep-device", "npu", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
             "--intra-threads", "2", "--optimization", "basic", "--ort-log-level", "error", "--strict", "--context-cache", "/t/cache", "--check-outputs", "--session-only",
             "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
-            "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1",
+            "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1", "--prompt-tokens", "16", "--gen-tokens", "4", "--warmup-generations", "0", "--generations", "2",
         ]);
         let again = HarnessCommand::parse_from(std::iter::once("h".to_string()).chain(given.to_argv()));
         assert_eq!(again, given);
@@ -108,7 +108,7 @@ mod tests {
     #[test]
     fn malformed_values_are_refused_when_parsed() {
         let base = ["h", "--ort-lib", "x", "--model", "y", "--out", "z"];
-        for extra in [&["--ep-option", "novalue"][..], &["--shape", "x=1x0"], &["--runs", "0"], &["--input", "x="], &["--model-file", "w.bin"]] {
+        for extra in [&["--ep-option", "novalue"][..], &["--shape", "x=1x0"], &["--runs", "0"], &["--input", "x="], &["--model-file", "w.bin"], &["--gen-tokens", "0"]] {
             assert!(HarnessCommand::try_parse_from(base.iter().chain(extra)).is_err(), "{extra:?}");
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod command;
 pub mod ep;
+pub mod generation;
 pub mod qnn;
 pub mod values;
 
@@ -15,6 +16,7 @@ use serde::Deserialize;
 
 pub use command::HarnessCommand;
 pub use ep::{EpDevice, EpKind};
+pub use generation::GenerationSettings;
 pub use qnn::QnnArgs;
 pub use values::{InputFile, KeyValue, ShapeSpec};
 
@@ -56,6 +58,9 @@ pub struct HarnessSettings {
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
     pub check_outputs: bool,
+    /// How an LLM model folder is run as token generation (`--prompt-tokens`, `--gen-tokens`, …).
+    #[command(flatten)]
+    pub generation: GenerationSettings,
 }
 
 /// How a harness session is made: the EP and its options, the inputs, the graph optimizations.
@@ -158,6 +163,8 @@ struct SettingsTable {
     #[serde(flatten)]
     run: RunTable,
     #[serde(flatten)]
+    generation: GenerationSettings,
+    #[serde(flatten)]
     unknown: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
 }
 
@@ -197,7 +204,7 @@ impl TryFrom<SettingsTable> for HarnessSettings {
             return Err(format!("unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"));
         }
         let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } = table.run;
-        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs })
+        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs, generation: table.generation })
     }
 }
 
@@ -309,6 +316,7 @@ impl HarnessSettings {
             }
         }
         args.extend(self.qnn.to_flags());
+        args.extend(self.generation.to_flags());
         args
     }
 }
@@ -332,6 +340,8 @@ mod tests {
         assert!(unknown.contains("unknown setting `rns`"), "{unknown}");
         let both = toml::from_str::<HarnessSettings>("runs = 5\nseed = 7\nstrict = true").unwrap();
         assert_eq!((both.runs, both.seed, both.strict, both.warmup), (5, 7, true, HarnessSettings::default().warmup));
+        let generation = toml::from_str::<HarnessSettings>("prompt_tokens = 16\ngen_tokens = 4\nruns = 3").unwrap();
+        assert_eq!((generation.generation.prompt_tokens.map(|c| c.get()), generation.generation.gen_tokens.map(|c| c.get()), generation.runs), (Some(16), Some(4), 3));
         let bad = toml::from_str::<HarnessSettings>("shapes = [\"x=1x0\"]").unwrap_err().to_string();
         assert!(bad.contains("not a positive integer"), "{bad}");
     }

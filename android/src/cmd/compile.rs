@@ -15,6 +15,7 @@ use npugate_settings::{EpKind, SessionSettings};
 use super::options::{EmulatorArgs, SubjectArgs};
 use crate::htp::compat::CompatRequest;
 use crate::htp::compile::{CompileRequest, Compiled};
+use crate::htp::compile_folder::FolderCompileRequest;
 use crate::htp::HostHtp;
 use crate::plan::{Command, Installed, Place, Plan, Request};
 
@@ -61,6 +62,9 @@ pub fn run(args: CompileArgs) -> Result<u8> {
     let hosts: Vec<HostHtp> = plan.targets.iter().map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() }).collect();
     let cancel = super::options::interrupt_flag();
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
+    if let Some(config) = npugate_onnx::genai::config_path(&model) {
+        return compile_folder(&args, &config, &hosts, soc, fp16, &cancel);
+    }
     let compile = |host: &HostHtp, out: &Path| {
         CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }.run(out, &cancel)
     };
@@ -87,6 +91,33 @@ pub fn run(args: CompileArgs) -> Result<u8> {
     println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
     print!("{}", matrix.table());
     eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
+    Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
+}
+
+/// An LLM folder: every graph into one weight-shared context, written as a compiled folder
+/// (`--out`, default `<folder>_ctx/` beside it) that deploys and runs as one model.
+fn compile_folder(args: &CompileArgs, config: &Path, hosts: &[HostHtp], soc: crate::hexagon::Soc, fp16: bool, cancel: &crate::targets::Cancel) -> Result<u8> {
+    let [host] = hosts else {
+        bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
+    };
+    if !args.session.shapes.is_empty() || args.context_file {
+        bail!("{} does not apply to the LLM model folder {}: its graphs declare their shapes, and its context binary is always a file beside them", if args.context_file { "--context-file" } else { "--shape" }, config.display());
+    }
+    let folder = config.parent().unwrap_or(Path::new("."));
+    let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let out = args.subject.out.out.clone().unwrap_or_else(|| folder.with_file_name(format!("{name}_ctx")));
+    let compiled = FolderCompileRequest { host, config, soc, fp16 }.run(&out, cancel)?;
+    let mut left_on_cpu = false;
+    for graph in &compiled.graphs {
+        println!("{}: graph {} compiled for {}", graph.path.display(), graph.id, graph.compiled_for.describe());
+        for node in &graph.left_on_cpu {
+            println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
+        }
+        left_on_cpu |= !graph.left_on_cpu.is_empty();
+    }
+    println!("one context binary for {} graphs (weights shared): {}", compiled.graphs.len(), compiled.context_binary.display());
+    println!("{}: the compiled folder; run it with --model {}", compiled.dir.display(), compiled.dir.display());
+    eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
     Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
 }
 

@@ -12,7 +12,7 @@ use npugate_result::files;
 use npugate_settings::{EpKind, SessionSettings};
 
 use super::options::{EmulatorArgs, JsonArg, SubjectArgs};
-use crate::htp::preflight::{summary as htp_summary, HtpPreflightRequest, REPORT_FILE};
+use crate::htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
 use crate::htp::HostHtp;
 use crate::plan::{Command, Installed, Kind, Place, Plan, Request};
 use crate::preflight::{summary, unexpected_fallbacks, PreflightRequest};
@@ -97,6 +97,9 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
         }
     }
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
+    if let Some(config) = npugate_onnx::genai::config_path(model) {
+        return htp_per_graph(args, &config, &hosts, &socs, fp16, plan);
+    }
     let request = HtpPreflightRequest {
         hosts: &hosts,
         model,
@@ -114,6 +117,48 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
         eprintln!("npugate: {REPORT_FILE} and one result directory per SoC in {}", plan.out.display());
     }
     Ok(report.exit_code)
+}
+
+/// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own (into
+/// `<out>/<graph id>/`), one line per graph and SoC, then each graph's report; the exit code is
+/// the worst graph's.
+fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, hosts: &[HostHtp], socs: &[crate::hexagon::Soc], fp16: bool, plan: &Plan) -> Result<u8> {
+    if let Some(flag) = [(!args.session.shapes.is_empty(), "--shape"), (!args.session.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
+        bail!("{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs", config.display());
+    }
+    let llm = crate::model::open_folder(config)?;
+    let cancel = super::options::interrupt_flag();
+    let mut exit = 0;
+    let mut details = String::new();
+    let mut lines = Vec::new();
+    for graph in &llm.graphs {
+        let request = HtpPreflightRequest { hosts, model: &graph.path, shapes: &[], inputs: &[], socs, fp16, execute: !args.no_execute };
+        let report = request.run(&plan.out.join(&graph.id), &cancel)?;
+        for soc in &report.socs {
+            let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
+            let outcome = match soc.outcome {
+                SocOutcome::Pass => "pass",
+                SocOutcome::Fail => "fail",
+                SocOutcome::Error => "could not judge",
+            };
+            let verdict = match (&soc.error, left.is_empty()) {
+                (Some(error), _) => format!("{outcome}: {}", error.lines().next().unwrap_or_default()),
+                (None, true) => format!("{outcome}: every node on the HTP, compiled"),
+                (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
+            };
+            let qnn = if hosts.len() > 1 { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
+            lines.push(format!("graph {} ({}) on {} ({}){qnn}: {verdict}", graph.id, graph.file, soc.soc, soc.htp_arch));
+        }
+        details.push_str(&format!("\ngraph {} ({}):\n{}", graph.id, graph.file, htp_summary(&report)));
+        exit = exit.max(report.exit_code);
+    }
+    if args.json.json {
+        println!("{}", serde_json::to_string_pretty(&lines)?);
+    } else {
+        println!("{}\n{details}", lines.join("\n"));
+        eprintln!("npugate: one {REPORT_FILE} per graph in {}/<graph id>/", plan.out.display());
+    }
+    Ok(exit)
 }
 
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.

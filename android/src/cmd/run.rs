@@ -58,8 +58,11 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let bundle = args.evidence.bundle()?;
     // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape) is
     // one error before any device is touched, not one infrastructure failure per device.
-    crate::model::check(args.target.model(), &args.settings.shapes, &args.settings.inputs)?;
+    crate::model::check_any(args.target.model(), &args.settings)?;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
+    if plan.kind == crate::plan::Kind::Emulator {
+        crate::htp::compile_folder::refuse_on_emulator(args.target.model())?;
+    }
     plan.announce();
     let options = RunOptions {
         model: args.target.model(),

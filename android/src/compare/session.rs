@@ -97,7 +97,8 @@ fn round_settings(settings: &HarnessSettings, runs: u32) -> HarnessSettings {
 /// Runs the comparison `spec` on `target` into `out` and saves its verdict there.
 pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progress: &dyn Progress) -> Result<CompareReport> {
     for model in [spec.baseline, spec.candidate] {
-        anyhow::ensure!(model.is_file(), "model {} not found", model.display());
+        let folder = npugate_onnx::genai::config_path(model).is_some_and(|config| config.is_file());
+        anyhow::ensure!(model.is_file() || folder, "model {} not found", model.display());
     }
     clear(out)?;
     let cancel = spec.job.cancel;

@@ -142,7 +142,7 @@ impl CompileRequest<'_> {
 /// (`conv1_token_1` for `conv1`, plus Transposes and Q/DQ pairs it inserted): each is named by the
 /// `source` node it came from, and the inserted ones — no node of the source — are left out. When
 /// the counts of partitions and EPContext nodes differ the record would be a guess, so none is made.
-fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_result::Assignment) -> Vec<EpContextCover> {
+pub(super) fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_result::Assignment) -> Vec<EpContextCover> {
     let partitions: Vec<&npugate_result::AssignedSubgraph> = assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").collect();
     let index = compiled.index();
     let contexts: Vec<&str> = index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.op_type() == "EPContext").map(|n| n.name()).collect();

@@ -124,6 +124,15 @@ impl CompiledFor {
 
     /// Reads the model file and what it was compiled for.
     pub fn read(path: &Path) -> Result<Option<CompiledFor>> {
+        if let Some(config) = npugate_onnx::genai::config_path(path) {
+            // A folder is compiled as a whole: its graphs say what for.
+            for graph in crate::model::open_folder(&config)?.graphs {
+                if let Some(compiled) = CompiledFor::read(&graph.path)? {
+                    return Ok(Some(compiled));
+                }
+            }
+            return Ok(None);
+        }
         let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
         CompiledFor::of(&model).map_err(|e| e.context(format!("model {}", path.display())))
     }

@@ -5,12 +5,13 @@
 //! graph finalize (compile), and it writes context binaries and executes graphs on its emulator.
 //!
 //! [`preflight`] judges a model per SoC and QNN version, [`compile`] writes an EPContext model for
-//! one SoC, [`compat`] measures which QNN versions load which context binaries (and holds the
+//! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), [`compat`] measures which QNN versions load which context binaries (and holds the
 //! measured rule), and [`compiled`] reads what such a model was compiled for (and refuses a device
 //! or runtime it does not fit).
 
 pub mod compat;
 pub mod compile;
+pub mod compile_folder;
 pub mod compiled;
 pub mod preflight;
 

@@ -209,7 +209,7 @@ impl SweepPlan {
                     return Err(field_error(field(&format!("inputs[{at}]")), format!("input file {} not found", input.path.display())));
                 }
             }
-            crate::model::check(&path, &model_settings.shapes, &model_settings.inputs)
+            crate::model::check_any(&path, &model_settings)
                 .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
             models.push(PlannedModel { name, path, rules, settings: model_settings });
         }

@@ -193,6 +193,7 @@ fn measured_text(check: &Check) -> String {
         Unit::Ms => fmt_ms(v * 1e6),
         Unit::Db => format!("{} dB", fmt_metric(v, 1)),
         Unit::Cosine | Unit::Abs => fmt_metric(v, 6),
+        Unit::TokensPerSecond => format!("{v:.1} tok/s"),
         Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
     })
 }
@@ -202,7 +203,7 @@ fn limit_text(check: &Check) -> String {
     check.limit.map_or_else(|| "—".to_string(), |v| match check.unit {
         Unit::Percent => format!("{}%", fmt_limit(v)),
         Unit::Cosine | Unit::Abs => fmt_limit(v),
-        Unit::Ms | Unit::Db | Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => {
+        Unit::Ms | Unit::Db | Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches | Unit::TokensPerSecond => {
             format!("{} {}", fmt_limit(v), check.unit)
         }
     })

@@ -14,8 +14,8 @@ use super::{
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
 use crate::rules::Rules;
-use crate::units::fmt_ms_from_us;
-use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
+use crate::units::{fmt_ms, fmt_ms_from_us, fmt_pct};
+use crate::verdict::{Check, CheckStatus, GenerationSummary, Outcome, Verdict};
 
 /// Terminal report.
 #[derive(Debug, Clone, Copy)]
@@ -209,8 +209,12 @@ impl Exporter for TerminalExporter {
         if let Some(confirmation) = &v.confirmation {
             out.push_str(&confirmation_text(confirmation, c));
         }
+        if let Some(generation) = &v.generation {
+            out.push_str(&generation_text(generation, v.placement.as_ref(), c));
+        }
         if let Some(s) = &v.latency {
-            out.push_str(&format!("{}\n", paint(c, BOLD, "Latency")));
+            let title = if v.generation.is_some() { "Latency (each decode step)" } else { "Latency" };
+            out.push_str(&format!("{}\n", paint(c, BOLD, title)));
             let rows: Vec<[String; 2]> = latency_rows(v, s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
             out.push_str(&text_table(&["estimate", "value"], &rows, &[false, true], c));
             for line in shape_lines(s) {
@@ -245,8 +249,9 @@ impl Exporter for TerminalExporter {
 
     fn render_compare(&self, v: &CompareVerdict) -> String {
         let c = self.color;
+        let ttft = v.ttft_sentence().map(|s| format!("  {s}\n")).unwrap_or_default();
         let mut out = format!(
-            "{} {} — {}\n  {}\n\n",
+            "{} {} — {}\n  {}\n{ttft}\n",
             paint(c, BOLD, "npugate compare:"),
             paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
             v.summary(),
@@ -271,6 +276,40 @@ impl Exporter for TerminalExporter {
         out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
         out
     }
+}
+
+/// An LLM folder's generation: TTFT, tokens per second, the KV cache and each graph's share.
+fn generation_text(g: &GenerationSummary, placement: Option<&PlacementReport>, c: bool) -> String {
+    let mut out = format!(
+        "{} ({}, {}-token prompt, {} decode steps, {} generations)\n",
+        paint(c, BOLD, "Generation"),
+        g.layout,
+        g.prompt_tokens,
+        g.gen_tokens,
+        g.generations
+    );
+    let stats = |s: &Option<crate::stats::LatencyStats>| {
+        s.as_ref().map_or("—".into(), |s| format!("median {} (95% CI {}–{}), CV {}", fmt_ms(s.median_ns), fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper), fmt_pct(s.cv_pct)))
+    };
+    let mut rows = vec![
+        ["time to first token".to_string(), stats(&g.ttft)],
+        ["decode step".to_string(), stats(&g.decode)],
+        ["prefill".to_string(), format!("{:.1} tok/s", g.prefill_tok_s)],
+        ["decode".to_string(), format!("{:.1} tok/s", g.decode_tok_s)],
+        ["KV cache".to_string(), format!("{} bytes at the end ({}, {} copies per step)", g.kv.bytes, g.kv.mode, g.kv.copies_per_step)],
+    ];
+    if let Some(rss) = g.peak_rss_bytes {
+        rows.push(["peak RSS".to_string(), format!("{:.1} MiB", rss as f64 / (1024.0 * 1024.0))]);
+    }
+    for graph in placement.map(|p| p.graphs.as_slice()).unwrap_or_default() {
+        rows.push([
+            format!("{} ({}, ×{})", graph.graph, graph.phase, graph.runs),
+            format!("{} of FLOPs, {} of nodes on the preferred EP; {} fallback node(s)", fmt_pct(graph.preferred_flops_pct), fmt_pct(graph.preferred_nodes_pct), graph.fallback_nodes),
+        ]);
+    }
+    out.push_str(&text_table(&["measure", "value"], &rows, &[false, false], c));
+    out.push('\n');
+    out
 }
 
 fn outcome_style(outcome: Outcome) -> &'static str {

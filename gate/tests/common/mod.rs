@@ -180,6 +180,7 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
                 time_us_per_run: (n.ep == CPU).then_some(n.time_us),
             })
             .collect(),
+        graphs: vec![],
         warnings: vec![],
     }
 }

@@ -1,0 +1,219 @@
+//! `npugate compile` of an LLM model folder: every graph compiled for one Snapdragon into ONE
+//! weight-shared QNN context, as Qualcomm's prompt-processor / token-generator models ship. One
+//! harness process creates a session per graph in the config's order, all with
+//! `ep.share_ep_contexts=1` and the last with `ep.stop_share_ep_contexts=1` (ONNX Runtime's
+//! "EPContext with weight sharing": the group compiles into one context, the last session writes
+//! its one `.bin`), each writing its EPContext graph (`<graph stem>_ctx.onnx`, embed mode 0).
+//! The compiled folder — a copy of the config naming the EPContext graphs, the graphs, stamped
+//! with what they were compiled for ([`CompiledFor`]), and the one `.bin` they all name — deploys
+//! and runs as one model.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use npugate_onnx::genai::LlmModel;
+use npugate_onnx::Model;
+use npugate_result::contract::write_atomic;
+use npugate_result::{files, RunResult};
+use npugate_profile::result_dir::read_rejections;
+use npugate_settings::KeyValue;
+
+use super::compile::ep_context_covers;
+use super::compiled::CompiledFor;
+use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
+use super::HostHtp;
+use crate::hexagon::Soc;
+use crate::layout::Staging;
+use crate::runtime::manifest::qnn_sdk_version;
+use crate::targets::wine::WineTarget;
+use crate::targets::{Cancel, Job, Silent, Target};
+
+/// The EPContext model path the compile asks for; the harness writes each graph's beside it,
+/// named after the graph's file.
+const CONTEXT_FILE: &str = "model_ctx.onnx";
+/// The longest a compile may take.
+const TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What to compile: an LLM folder for one SoC.
+#[derive(Debug, Clone)]
+pub struct FolderCompileRequest<'a> {
+    /// The Windows harness and runtime.
+    pub host: &'a HostHtp,
+    /// The folder's `genai_config.json`.
+    pub config: &'a Path,
+    /// The SoC to compile for.
+    pub soc: Soc,
+    /// Float graphs in fp16.
+    pub fp16: bool,
+}
+
+/// One graph of a compiled folder.
+#[derive(Debug, Clone)]
+pub struct CompiledGraph {
+    /// The graph's id in the config.
+    pub id: String,
+    /// Its EPContext model in the compiled folder.
+    pub path: PathBuf,
+    /// What it was compiled for (also in its metadata).
+    pub compiled_for: CompiledFor,
+    /// Its nodes the HTP left to the CPU (plain ONNX nodes beside its EPContext nodes).
+    pub left_on_cpu: Vec<FallbackEntry>,
+}
+
+/// A written compiled folder.
+#[derive(Debug, Clone)]
+pub struct CompiledFolder {
+    /// The folder written.
+    pub dir: PathBuf,
+    /// Every graph, in the config's order.
+    pub graphs: Vec<CompiledGraph>,
+    /// The one context binary every graph's EPContext nodes name.
+    pub context_binary: PathBuf,
+    /// The harness's result directory (`result.json`, `ort.log`).
+    pub job_dir: PathBuf,
+}
+
+impl FolderCompileRequest<'_> {
+    /// Compiles the folder into `out` (a directory, replaced file by file); the harness's own
+    /// files go to `<out>.compile/`. A graph the HTP cannot compile is an error naming the graph
+    /// and the SoC; graphs that did not land in one context binary are an error naming the binaries.
+    pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<CompiledFolder> {
+        let llm = crate::model::open_folder(self.config)?;
+        let mut settings = soc_settings(&[], self.fp16);
+        settings.session_config.extend(
+            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", "0")]
+                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
+        );
+        let prepared = crate::model::for_run(self.config, &settings, &crate::model::default_cache())?;
+        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        let staging = Staging::next_to(&job_dir)?;
+        let job = Job {
+            harness: &self.host.harness,
+            runtime: &self.host.runtime,
+            model: &prepared.path,
+            prepared: Some(&prepared),
+            settings: &settings,
+            reference_model: None,
+            env: &[],
+            timeout: TIMEOUT,
+            cancel,
+        };
+        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
+        let job_dir = staging.commit(true)?.dir().to_path_buf();
+        let result = RunResult::read(&job_dir)
+            .map_err(|_| anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message()))?;
+        let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
+        if let Some(refused) = &result.session_error {
+            let finalize = match rejections.finalize_errors.is_empty() {
+                true => String::new(),
+                false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
+            };
+            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", llm.folder.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
+        }
+        if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
+            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
+        }
+        let generation = result.generation.as_ref().context("the compile's result.json has no graphs (a harness without LLM folders?)")?;
+        let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
+        let mut compiled = Vec::new();
+        let mut binaries: Vec<(String, PathBuf)> = Vec::new();
+        for (graph, run) in llm.graphs.iter().zip(&generation.graphs) {
+            let name = context_name(&graph.file);
+            let written = job_dir.join(&name);
+            let mut model = Model::read(&written).map_err(|e| anyhow!("graph {} ({}): the session wrote no usable EPContext model: {e}", graph.id, graph.file))?;
+            for file in model.locate_files(&job_dir).map_err(|e| anyhow!("graph {} ({}): {e}", graph.id, graph.file))? {
+                if !binaries.iter().any(|(known, _)| *known == file.name) {
+                    binaries.push((file.name, file.path));
+                }
+            }
+            let source = Model::read(&graph.path).map_err(|e| anyhow!("{e}"))?;
+            let graph_result = RunResult { assignment: run.assignment.clone(), graph: run.graph.clone(), generation: None, ..result.clone() };
+            let compiled_for = CompiledFor {
+                soc: self.soc.model.into(),
+                htp_arch: self.soc.arch.into(),
+                qnn_soc_model: self.soc.qnn_soc_model,
+                qnn_sdk: qnn_sdk_version(&build).to_string(),
+                qnn_backend_build: build.clone(),
+                ort_version: result.runtime.ort_version.clone(),
+                runtime: self.host.runtime.name.clone(),
+                source_model_sha256: run.sha256.clone(),
+                source_model_digest: crate::model::ModelFiles::read(&graph.path, &crate::hash_cache::HashCache::default_cache())?.digest,
+                source_model: super::compiled::source_path_from(&out.join(&name), &graph.path),
+                ep_context_nodes: ep_context_covers(&model, &source, &run.assignment),
+                source_shapes: String::new(),
+                fp16: if self.fp16 { "1" } else { "0" }.into(),
+            };
+            compiled_for.stamp(&mut model);
+            let placement = placement_of(&graph_result, &rejections, None, self.soc);
+            let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
+            compiled.push((graph.id.clone(), name, model, compiled_for, left_on_cpu));
+        }
+        let [(binary_name, binary)] = binaries.as_slice() else {
+            let names: Vec<&str> = binaries.iter().map(|(name, _)| name.as_str()).collect();
+            bail!("the graphs of {} were not compiled into one context binary: their EPContext nodes name {names:?} (log: {})", llm.folder.display(), job_dir.join(files::ORT_LOG).display());
+        };
+        std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+        // The binary first, then the graphs that name it, then the config that names them.
+        let context_binary = out.join(binary_name);
+        let bytes = std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+        write_atomic(&context_binary, &bytes).with_context(|| format!("cannot write {}", context_binary.display()))?;
+        let mut graphs = Vec::new();
+        for (id, name, model, compiled_for, left_on_cpu) in compiled {
+            let path = out.join(&name);
+            let bytes = model.to_bytes().map_err(|e| anyhow!("cannot encode the EPContext model of graph {id}: {e}"))?;
+            write_atomic(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+            graphs.push(CompiledGraph { id, path, compiled_for, left_on_cpu });
+        }
+        write_config(&llm, out)?;
+        Ok(CompiledFolder { dir: out.to_path_buf(), graphs, context_binary, job_dir })
+    }
+}
+
+/// The context binary several graphs of `llm` name (a weight-shared context, as [`FolderCompileRequest`]
+/// writes), if any.
+pub fn shared_context_binary(llm: &LlmModel) -> Option<&str> {
+    let named: Vec<&str> = llm.graphs.iter().flat_map(|graph| graph.files.iter().filter(|f| f.name.ends_with(".bin")).map(|f| f.name.as_str())).collect();
+    named.iter().enumerate().find(|(index, name)| named[..*index].contains(name)).map(|(_, name)| *name)
+}
+
+/// Refuses to run a weight-shared compiled folder on the host HTP emulator: Qualcomm's x86_64 HTP
+/// backend under wine compiles such a context but crashes loading it (a page fault in
+/// `QnnContext_createFromBinary`, measured with QNN 2.51.0), so the run would end in a crash.
+pub fn refuse_on_emulator(model: &Path) -> Result<()> {
+    let Some(config) = npugate_onnx::genai::config_path(model) else { return Ok(()) };
+    let llm = crate::model::open_folder(&config)?;
+    match shared_context_binary(&llm) {
+        Some(binary) => bail!(
+            "{}: its graphs share one weight-shared context ({binary}), which Qualcomm's host HTP emulator cannot load (it crashes in QnnContext_createFromBinary); run it on a device, or emulate the folder it was compiled from",
+            llm.folder.display()
+        ),
+        None => Ok(()),
+    }
+}
+
+/// The EPContext model the harness writes for a graph file: `token.onnx` → `token_ctx.onnx`.
+fn context_name(file: &str) -> String {
+    let stem = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| file.to_string());
+    format!("{stem}_ctx.onnx")
+}
+
+/// The compiled folder's `genai_config.json`: the source's, each graph's `filename` its EPContext model.
+fn write_config(llm: &LlmModel, out: &Path) -> Result<()> {
+    let text = llm
+        .renamed_config(|id| llm.graphs.iter().find(|graph| graph.id == id).map(|graph| context_name(&graph.file)))
+        .map_err(|e| anyhow!("{e}"))?;
+    let path = out.join(npugate_onnx::genai::GENAI_CONFIG);
+    write_atomic(&path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_file_names_its_context_model() {
+        assert_eq!(context_name("token.onnx"), "token_ctx.onnx");
+        assert_eq!(context_name("graphs/prompt.onnx"), "prompt_ctx.onnx");
+    }
+}

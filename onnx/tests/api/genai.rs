@@ -1,0 +1,125 @@
+//! LLM model folders: the genai config parsed and checked against the graphs it names.
+
+use std::path::Path;
+
+use npugate_onnx::genai::{config_path, Layout, LlmModel, GENAI_CONFIG};
+use npugate_onnx::proto::tensor_proto::DataType;
+
+use crate::support::{graph, model, node, tensor_value, typed_value};
+
+/// A graph with `inputs` and `outputs` (float, dynamic dims; `input_ids` int64) wired through Identity nodes.
+fn write_graph(path: &Path, inputs: &[&str], outputs: &[&str]) {
+    let declared_inputs = inputs
+        .iter()
+        .map(|name| match *name {
+            "input_ids" | "attention_mask" | "position_ids" => typed_value(name, DataType::Int64, Some(&["1", "s"])),
+            _ => tensor_value(name, Some(&["1", "2", "p", "4"])),
+        })
+        .collect();
+    let nodes = outputs.iter().enumerate().map(|(i, out)| node("Identity", &format!("n{i}"), &[inputs[i % inputs.len()]], &[out])).collect();
+    let declared_outputs = outputs.iter().map(|name| tensor_value(name, Some(&["1", "s", "9"]))).collect();
+    model(graph("g", nodes, declared_inputs, declared_outputs)).write(path).unwrap();
+}
+
+const DECODER_INPUTS: &[&str] = &["input_ids", "attention_mask", "past_key_values.0.key", "past_key_values.0.value"];
+const DECODER_OUTPUTS: &[&str] = &["logits", "present.0.key", "present.0.value"];
+
+fn decoder_folder(dir: &Path) {
+    write_graph(&dir.join("model.onnx"), DECODER_INPUTS, DECODER_OUTPUTS);
+    let config = r#"{"model": {"type": "llama", "context_length": 16, "vocab_size": 9,
+        "decoder": {"filename": "model.onnx", "num_hidden_layers": 1, "head_size": 4, "unknown_field": 3}},
+        "search": {"max_length": 16}}"#;
+    std::fs::write(dir.join(GENAI_CONFIG), config).unwrap();
+}
+
+fn pipeline_folder(dir: &Path, token_inputs: &str) {
+    write_graph(&dir.join("prompt.onnx"), &["input_ids", "past_key_values.0.key", "past_key_values.0.value"], DECODER_OUTPUTS);
+    write_graph(&dir.join("token.onnx"), &["input_ids", "past_key_values.0.key", "past_key_values.0.value"], DECODER_OUTPUTS);
+    let config = format!(
+        r#"{{"model": {{"type": "decoder-pipeline", "context_length": 32,
+        "decoder": {{"num_hidden_layers": 1, "pipeline": [{{
+            "token-generator": {{"filename": "token.onnx", "inputs": {token_inputs}, "outputs": ["logits", "present.0.key", "present.0.value"], "run_on_prompt": false}},
+            "prompt-processor": {{"filename": "prompt.onnx", "inputs": ["input_ids", "past_key_values.0.key", "past_key_values.0.value"],
+                                  "outputs": ["logits", "present.0.key", "present.0.value"], "run_on_token_gen": false}}
+        }}]}}}}, "search": {{"past_present_share_buffer": true}}}}"#
+    );
+    std::fs::write(dir.join(GENAI_CONFIG), config).unwrap();
+}
+
+#[test]
+fn a_decoder_folder_is_read_with_genai_defaults_for_the_names() {
+    let dir = tempfile::tempdir().unwrap();
+    decoder_folder(dir.path());
+    assert_eq!(config_path(dir.path()), Some(dir.path().join(GENAI_CONFIG)));
+    assert_eq!(config_path(&dir.path().join("model.onnx")), None);
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    assert_eq!((llm.layout, llm.context_length, llm.layers, llm.share_buffer), (Layout::Decoder, 16, 1, false));
+    assert_eq!(llm.graphs.len(), 1);
+    let inputs: Vec<&str> = llm.graphs[0].inputs.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(inputs, DECODER_INPUTS, "position_ids is optional: the graph has none");
+    assert_eq!(llm.names.kv(0), ["past_key_values.0.key", "past_key_values.0.value", "present.0.key", "present.0.value"]);
+    let files: Vec<String> = llm.files().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(files, [GENAI_CONFIG, "model.onnx"]);
+}
+
+#[test]
+fn a_pipeline_keeps_the_file_order_and_each_graph_its_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    pipeline_folder(dir.path(), r#"["input_ids", "past_key_values.0.key", "past_key_values.0.value"]"#);
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    assert_eq!(llm.layout, Layout::Pipeline);
+    let ids: Vec<&str> = llm.graphs.iter().map(|g| g.id.as_str()).collect();
+    assert_eq!(ids, ["token-generator", "prompt-processor"], "the config's order, not sorted");
+    assert_eq!(llm.phase(true).map(|g| g.id.as_str()).collect::<Vec<_>>(), ["prompt-processor"]);
+    assert_eq!(llm.phase(false).map(|g| g.id.as_str()).collect::<Vec<_>>(), ["token-generator"]);
+    assert!(llm.share_buffer);
+}
+
+#[test]
+fn bad_folders_are_one_line_naming_the_file_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join(GENAI_CONFIG);
+    let error = LlmModel::open(&config).unwrap_err().to_string();
+    assert!(error.contains(GENAI_CONFIG) && error.contains("cannot be read"), "{error}");
+
+    pipeline_folder(dir.path(), r#"["input_ids", "past_key_values.0.key", "hidden_states"]"#);
+    let error = LlmModel::open(&config).unwrap_err().to_string();
+    assert!(error.contains("model.decoder.pipeline[0] (token-generator).inputs[2]") && error.contains("\"hidden_states\": graph token.onnx has no input"), "{error}");
+
+    decoder_folder(dir.path());
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("model.onnx", "missing.onnx")).unwrap();
+    let error = LlmModel::open(&config).unwrap_err().to_string();
+    assert!(error.contains("model.decoder.filename") && error.contains("names missing.onnx, which is not in"), "{error}");
+    std::fs::write(&config, text.replace("\"num_hidden_layers\": 1", "\"num_hidden_layers\": 2")).unwrap();
+    let error = LlmModel::open(&config).unwrap_err().to_string();
+    assert!(error.contains("model.decoder.inputs.past_key_names") && error.contains("\"past_key_values.1.key\""), "{error}");
+    std::fs::write(&config, text.replace("\"context_length\": 16,", "")).unwrap();
+    assert!(LlmModel::open(&config).unwrap_err().to_string().contains("model.context_length: must be a positive"));
+    std::fs::write(&config, "{\"model\": ").unwrap();
+    assert!(LlmModel::open(&config).unwrap_err().to_string().contains("is not a valid genai config"));
+    assert!(!LlmModel::open(&config).unwrap_err().to_string().contains('\n'));
+}
+
+#[test]
+fn a_renamed_config_names_new_graph_files_and_keeps_every_other_field() {
+    let dir = tempfile::tempdir().unwrap();
+    pipeline_folder(dir.path(), r#"["input_ids", "past_key_values.0.key", "past_key_values.0.value"]"#);
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    let text = llm.renamed_config(|id| (id == "token-generator").then(|| "token_ctx.onnx".to_string())).unwrap();
+    let renamed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join(GENAI_CONFIG)).unwrap()).unwrap();
+    let stages = &renamed["model"]["decoder"]["pipeline"][0];
+    assert_eq!(stages["token-generator"]["filename"], "token_ctx.onnx");
+    assert_eq!(stages["prompt-processor"]["filename"], "prompt.onnx", "a graph given no new name keeps its own");
+    let mut expected = original.clone();
+    expected["model"]["decoder"]["pipeline"][0]["token-generator"]["filename"] = "token_ctx.onnx".into();
+    assert_eq!(renamed, expected, "nothing else changed");
+
+    let decoder = tempfile::tempdir().unwrap();
+    decoder_folder(decoder.path());
+    let llm = LlmModel::open(&decoder.path().join(GENAI_CONFIG)).unwrap();
+    let renamed: serde_json::Value = serde_json::from_str(&llm.renamed_config(|id| Some(format!("{id}_ctx.onnx"))).unwrap()).unwrap();
+    assert_eq!(renamed["model"]["decoder"]["filename"], "decoder_ctx.onnx");
+    assert_eq!(renamed["model"]["decoder"]["unknown_field"], 3);
+}

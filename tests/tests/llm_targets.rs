@@ -1,0 +1,147 @@
+//! LLM model folders on the other targets: a folder deployed to a device of the adbd rig as one
+//! model (its config, graphs and their files under `models/<digest>/`) and generated on there, and
+//! the static prompt/token pipeline on Qualcomm's HTP emulator (wine), where the token generator's
+//! int32 `Neg` is rejected by the HTP: the gate fails naming that graph and node, while the
+//! emulated tokens equal the CPU's.
+
+use std::path::Path;
+use std::process::Command;
+
+use npugate_e2e::devices::Rig;
+use npugate_e2e::{bin, describe, model_folder, run};
+use npugate_result::RunResult;
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+#[test]
+fn a_model_folder_is_deployed_as_one_model_and_generates_on_a_rig_device() {
+    let port = 6471;
+    let rig = Rig::up(&[port]);
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("device");
+    let folder = model_folder("tinyllm");
+    let mut command = rig.command(bin("npugate"));
+    command.args(["run", "--runtime", "ort-1.31.1-linux-x86_64", "--device", &Rig::serial(port), "--rule", "disable=[\"cv_pct\"]"]);
+    command.args(["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "3", "--profile-runs", "1", "--model"]).arg(&folder).arg("--out").arg(&out);
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+
+    let out = out.join(format!("127.0.0.1_{port}"));
+    let result = RunResult::read(&out).unwrap();
+    let generation = result.generation.as_ref().expect("a generation on the device");
+    assert_eq!((generation.ttft_ns.len(), generation.decode_ns.iter().map(Vec::len).sum::<usize>()), (3, 24));
+    assert!(generation.prefill_tok_s > 0.0 && generation.decode_tok_s > 0.0 && generation.decode.as_ref().is_some_and(|d| d.n == 24));
+    assert_eq!(generation.kv.copies_per_step, 0.0);
+    let deploy = &json(&out.join("device_run.json"))["deploy"];
+    let remotes: Vec<String> = deploy["files"].as_array().unwrap().iter().map(|f| f["remote"].as_str().unwrap().to_string()).collect();
+    let model_dir = format!("models/{}", result.model.digest);
+    for name in ["genai_config.json", "model.onnx"] {
+        assert!(remotes.contains(&format!("{model_dir}/{name}")), "{name} deployed into {model_dir}: {remotes:?}");
+    }
+    assert!(result.model.files.iter().any(|f| f.name == "model.onnx"), "the graph is one of the model's files");
+}
+
+#[test]
+fn a_graph_the_htp_rejects_in_the_token_generator_only_fails_the_gate_naming_graph_and_node() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("htp");
+    let folder = model_folder("tinyllm_qnn_fallback");
+    let mut command = Command::new(bin("npugate"));
+    command.args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--check-outputs", "--rule", "max_fallback_nodes=0"]);
+    command.args(["--prompt-tokens", "8", "--gen-tokens", "4", "--generations", "1", "--warmup-generations", "0", "--model"]).arg(&folder).arg("--out").arg(&out);
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("FAIL    max_fallback_nodes") && stdout.contains("token-generator:positions/neg1"), "{stdout}");
+
+    let verdict = json(&out.join("verdict.json"));
+    let graphs: Vec<(String, u64)> = verdict["placement"]["graphs"].as_array().unwrap().iter().map(|g| (g["graph"].as_str().unwrap().to_string(), g["fallback_nodes"].as_u64().unwrap())).collect();
+    assert_eq!(graphs, [("prompt-processor".to_string(), 0), ("token-generator".to_string(), 2)], "the prompt graph runs whole on the HTP");
+    let fallen: Vec<&str> = verdict["placement"]["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(fallen, ["token-generator:positions/neg1", "token-generator:positions/neg2"]);
+    assert!(verdict["placement"]["fallback"][0]["reason"].as_str().unwrap().contains("INT_32"), "QNN's own reason");
+    // The emulator's generated tokens are the fp32 CPU reference's (the last logits within fp16).
+    let outputs = json(&out.join("outputs.json"));
+    assert_eq!(outputs["outputs"][0]["name"], "generated_tokens");
+    assert_eq!(outputs["outputs"][0]["metrics"]["max_abs_err"], 0.0);
+    assert!(outputs["outputs"][1]["metrics"]["cosine"].as_f64().unwrap() > 0.999);
+    let result = RunResult::read(&out).unwrap();
+    assert!(result.execution.emulated.is_some());
+    assert!(verdict["checks"].as_array().unwrap().iter().any(|c| c["rule"] == "cv_pct" && c["status"] == "not_applicable"));
+}
+
+#[test]
+fn preflight_of_a_folder_judges_each_graph_per_soc_in_one_line() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("preflight");
+    let folder = model_folder("tinyllm_qnn_fallback");
+    let output = run(Command::new(bin("npugate")).args(["preflight", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&out));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("graph prompt-processor (prompt.onnx) on SM8650 (v75): pass: every node on the HTP, compiled"), "{stdout}");
+    assert!(stdout.contains("graph token-generator (token.onnx) on SM8650 (v75): fail: 2 node(s) left to the CPU (positions/neg1, positions/neg2)"), "{stdout}");
+    for graph in ["prompt-processor", "token-generator"] {
+        assert!(out.join(graph).join("preflight.json").is_file(), "{graph}'s report");
+    }
+}
+
+/// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,
+/// embed_mode, main_context, the context binary it names).
+const EP_CONTEXT_NODES: &str = r#"
+import json, sys, onnx
+nodes = []
+for path in sys.argv[1:]:
+    for node in onnx.load(path, load_external_data=False).graph.node:
+        if node.op_type == "EPContext":
+            a = {x.name: onnx.helper.get_attribute_value(x) for x in node.attribute}
+            nodes.append([path.rsplit("/", 1)[-1], node.name, a.get("embed_mode"), a.get("main_context"), a["ep_cache_context"].decode()])
+print(json.dumps(nodes))
+"#;
+
+#[test]
+fn a_folder_compiles_into_one_weight_shared_context_whose_two_graphs_name_one_bin() {
+    let work = tempfile::tempdir().unwrap();
+    let compiled = work.path().join("tinyllm_qnn_ctx");
+    let folder = model_folder("tinyllm_qnn");
+    let output = run(Command::new(bin("npugate")).args(["compile", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&compiled));
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("graph prompt-processor compiled for SM8650") && stdout.contains("graph token-generator compiled for SM8650"), "{stdout}");
+    let mut written: Vec<String> = std::fs::read_dir(&compiled).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    written.sort();
+    let binaries: Vec<&String> = written.iter().filter(|name| name.ends_with(".bin")).collect();
+    assert_eq!(binaries.len(), 1, "one context binary: {written:?}");
+    for name in ["genai_config.json", "prompt_ctx.onnx", "token_ctx.onnx"] {
+        assert!(written.contains(&name.to_string()), "{name} in {written:?}");
+    }
+    // Both graphs load from that one .bin (the onnx package's reading of their EPContext nodes).
+    let graphs = [compiled.join("prompt_ctx.onnx"), compiled.join("token_ctx.onnx")];
+    let output = run(Command::new(npugate_e2e::python()).arg("-c").arg(EP_CONTEXT_NODES).args(&graphs));
+    assert!(output.status.success(), "{}", describe(&output));
+    let nodes: Vec<(String, String, i64, i64, String)> = serde_json::from_slice(&output.stdout).unwrap();
+    for graph in ["prompt_ctx.onnx", "token_ctx.onnx"] {
+        assert!(nodes.iter().any(|n| n.0 == graph), "{graph} has an EPContext node: {nodes:?}");
+    }
+    assert!(nodes.iter().all(|n| n.2 == 0 && &n.4 == binaries[0]), "every EPContext node names {}: {nodes:?}", binaries[0]);
+    let config = json(&compiled.join("genai_config.json"));
+    let pipeline = &config["model"]["decoder"]["pipeline"][0];
+    assert_eq!((pipeline["prompt-processor"]["filename"].as_str(), pipeline["token-generator"]["filename"].as_str()), (Some("prompt_ctx.onnx"), Some("token_ctx.onnx")));
+
+    // QNN prepared both graphs with weight sharing on (its own words in the compile's log).
+    let log = std::fs::read_to_string(work.path().join("tinyllm_qnn_ctx.compile").join("ort.log")).unwrap();
+    let shared: Vec<&str> = log.lines().filter(|line| line.contains("init graph option: weight_sharing_enabled = 1")).collect();
+    assert_eq!(shared.len(), 2, "both graphs prepared with weight sharing: {shared:?}");
+
+    // The emulator cannot load a weight-shared context (Qualcomm's host HTP crashes in
+    // QnnContext_createFromBinary): one line, exit 2, nothing run.
+    let out = work.path().join("run");
+    let mut command = Command::new(bin("npugate"));
+    command.args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--prompt-tokens", "8", "--gen-tokens", "4", "--model"]).arg(&compiled).arg("--out").arg(&out);
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("share one weight-shared context ({})", binaries[0])) && stderr.contains("emulate the folder it was compiled from"), "{stderr}");
+    assert!(!out.exists(), "nothing ran");
+}
