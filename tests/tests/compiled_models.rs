@@ -169,3 +169,38 @@ fn onnx_runtimes_own_compiled_output_runs_the_same_way_in_embed_mode_0_and_1() {
     assert!(stderr(&run).contains("names no source model"), "{}", describe(&run));
     assert_eq!(placement_in(&out)["compiled"]["attribution"], "unattributed");
 }
+
+#[test]
+fn a_sweep_cell_of_a_compiled_model_counts_the_source_flops_and_its_evidence_holds_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = copy_model("smallcnn_qdq.onnx", dir.path());
+    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    // A host-HTP cell of the compiled model, no reference_model in the plan: the source npugate compile recorded.
+    let plan = dir.path().join("sweep.toml");
+    let entry = format!("[[model]]\nname = \"ctx\"\npath = {:?}\nrules = {{ npu_flops_pct = 98 }}\n", ctx.display().to_string());
+    std::fs::write(&plan, format!("name = \"compiled\"\nsocs = [\"SM8650\"]\n[settings]\nruns = 3\nwarmup = 0\nprofile_runs = 1\n{entry}")).unwrap();
+    let key = dir.path().join("signing.key");
+    let keygen = npugate(&["keygen"], &[Path::new("--out"), &key]);
+    assert_eq!(keygen.status.code(), Some(0), "{}", describe(&keygen));
+    let (out, bundle) = (dir.path().join("sweep"), dir.path().join("bundle"));
+    let sweep = npugate(
+        &["sweep", "--night", "2026-11-23"],
+        &[
+            Path::new("--plan"), &plan, Path::new("--out"), &out, Path::new("--history"), &dir.path().join("history.sqlite"),
+            Path::new("--evidence"), &bundle, Path::new("--signing-key"), &key,
+        ],
+    );
+    assert_eq!(sweep.status.code(), Some(0), "{}", describe(&sweep));
+    assert!(!stderr(&sweep).contains("no reference pass"), "{}", describe(&sweep));
+    let cell = out.join(format!("htp-SM8650/{HTP_RUNTIME}/ctx"));
+    let placement = placement_in(&cell);
+    assert_eq!(placement["compiled"]["attribution"], "compile_record", "{placement:#}");
+    assert!(placement["preferred_flops_pct"].as_f64().unwrap() >= 98.0, "{placement:#}");
+    let source_sha256 = npugate_result::digest::sha256_file(&source).unwrap().0;
+    assert_eq!(placement["compiled"]["source_sha256"], source_sha256.as_str(), "counted in the source's nodes: {placement:#}");
+    assert!(cell.join("reference_profile.json").is_file(), "the cell's reference pass ran the source");
+    let bundled = bundle.join("reference-model/ctx/smallcnn_qdq.onnx");
+    assert_eq!(npugate_result::digest::sha256_file(&bundled).map(|d| d.0).ok(), Some(source_sha256), "the evidence holds the source model");
+}
