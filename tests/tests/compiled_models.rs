@@ -168,6 +168,9 @@ fn onnx_runtimes_own_compiled_output_runs_the_same_way_in_embed_mode_0_and_1() {
     assert_eq!(stderr(&run).matches("no reference pass and no output check").count(), 1, "{}", describe(&run));
     assert!(stderr(&run).contains("names no source model"), "{}", describe(&run));
     assert_eq!(placement_in(&out)["compiled"]["attribution"], "unattributed");
+    // No FLOPs known: the share and the by-design Q/DQ both count by nodes, and the gate says so.
+    assert_eq!(run.status.code(), Some(0), "no fake 33% share: {}", describe(&run));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("npu_flops_pct 100.0% >= 98% (no FLOPs known: counted by nodes)"), "{}", describe(&run));
 }
 
 #[test]
