@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use npugate_e2e::htp::{harness_under_wine, npugate, HTP_RUNTIME};
-use npugate_e2e::{describe, independent_count, model};
+use npugate_e2e::devices::{Device, Rig};
+use npugate_e2e::{bin, describe, independent_count, model, run};
 use npugate_onnx::Model;
 use serde_json::Value;
 
@@ -206,4 +207,38 @@ fn a_sweep_cell_of_a_compiled_model_counts_the_source_flops_and_its_evidence_hol
     assert!(cell.join("reference_profile.json").is_file(), "the cell's reference pass ran the source");
     let bundled = bundle.join("reference-model/ctx/smallcnn_qdq.onnx");
     assert_eq!(npugate_result::digest::sha256_file(&bundled).map(|d| d.0).ok(), Some(source_sha256), "the evidence holds the source model");
+}
+
+#[test]
+fn a_device_run_deploys_the_source_beside_the_compiled_model_and_names_a_runtime_that_cannot_load_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = copy_model("smallcnn_qdq.onnx", dir.path());
+    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    // A board whose kernel reads SM8650 (chip id 557). The rig's runtime is a CPU-only ONNX Runtime:
+    // it cannot load an EPContext model, so the run can prove only the deployment and the refusal.
+    let port = 6213;
+    let rig = Rig::up_with(&[Device::new(port).soc_id(557)]);
+    let on_device = run(rig
+        .command(bin("npugate"))
+        .args(["run", "--device", &Rig::serial(port), "--runtime", "ort-1.31.1-linux-x86_64", "--ep", "qnn", "--runs", "3", "--warmup", "0", "--model"])
+        .arg(&ctx)
+        .arg("--out")
+        .arg(dir.path().join("device")));
+    assert_eq!(on_device.status.code(), Some(2), "{}", describe(&on_device));
+    let text = stdout_and_stderr(&on_device);
+    assert!(text.contains("before measuring anything") && text.contains("QNNExecutionProvider is not in this ONNX Runtime"), "{}", describe(&on_device));
+    assert!(!text.contains("no reference pass"), "the recorded source was found: {}", describe(&on_device));
+    // The source model was deployed beside the compiled one, as the reference pass's model.
+    let models = rig.device_data(port).join("local/tmp/npugate/models");
+    let deployed: Vec<PathBuf> = std::fs::read_dir(&models).unwrap().flatten().map(|d| d.path().join("smallcnn_qdq.onnx")).filter(|p| p.is_file()).collect();
+    assert_eq!(deployed.len(), 1, "{}", models.display());
+    assert_eq!(std::fs::read(&deployed[0]).unwrap(), std::fs::read(&source).unwrap(), "the source's bytes on the device");
+    let compiled: Vec<PathBuf> = std::fs::read_dir(&models).unwrap().flatten().map(|d| d.path().join("smallcnn_qdq_ctx.onnx")).filter(|p| p.is_file()).collect();
+    assert_eq!(compiled.len(), 1, "the compiled model beside it: {}", models.display());
+}
+
+fn stdout_and_stderr(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(output))
 }
