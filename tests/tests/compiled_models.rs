@@ -29,6 +29,16 @@ fn copy_model(name: &str, dir: &Path) -> PathBuf {
     copy
 }
 
+/// `smallcnn_qdq.onnx` copied into `dir` and compiled by `npugate compile --soc SM8650` into
+/// `dir/compiled/` (so the recorded source is `../smallcnn_qdq.onnx`): the source and the compiled model.
+fn compile_smallcnn(dir: &Path) -> (PathBuf, PathBuf) {
+    let source = copy_model("smallcnn_qdq.onnx", dir);
+    let ctx = dir.join("compiled/smallcnn_qdq_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    (source, ctx)
+}
+
 /// `npugate run --local --ep qnn --soc SM8650` of `model` into `out`, with `extra` flags.
 fn emulate(model: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["run", "--local", "--ep", "qnn", "--soc", "SM8650"];
@@ -55,10 +65,7 @@ fn ep_context_nodes(model: &Path) -> Vec<String> {
 #[test]
 fn compile_then_run_with_default_flags_counts_the_source_flops_and_checks_outputs_against_the_source() {
     let dir = tempfile::tempdir().unwrap();
-    let source = copy_model("smallcnn_qdq.onnx", dir.path());
-    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
-    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
-    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    let (source, ctx) = compile_smallcnn(dir.path());
     let recorded = Model::read(&ctx).unwrap().metadata("npugate.compiled_for.source_model").map(str::to_string);
     assert_eq!(recorded.as_deref(), Some("../smallcnn_qdq.onnx"), "the source is recorded relative to the compiled model");
 
@@ -177,10 +184,7 @@ fn onnx_runtimes_own_compiled_output_runs_the_same_way_in_embed_mode_0_and_1() {
 #[test]
 fn a_sweep_cell_of_a_compiled_model_counts_the_source_flops_and_its_evidence_holds_the_source() {
     let dir = tempfile::tempdir().unwrap();
-    let source = copy_model("smallcnn_qdq.onnx", dir.path());
-    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
-    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
-    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    let (source, ctx) = compile_smallcnn(dir.path());
     // A host-HTP cell of the compiled model, no reference_model in the plan: the source npugate compile recorded.
     let plan = dir.path().join("sweep.toml");
     let entry = format!("[[model]]\nname = \"ctx\"\npath = {:?}\nrules = {{ npu_flops_pct = 98 }}\n", ctx.display().to_string());
@@ -212,10 +216,7 @@ fn a_sweep_cell_of_a_compiled_model_counts_the_source_flops_and_its_evidence_hol
 #[test]
 fn a_device_run_deploys_the_source_beside_the_compiled_model_and_names_a_runtime_that_cannot_load_it() {
     let dir = tempfile::tempdir().unwrap();
-    let source = copy_model("smallcnn_qdq.onnx", dir.path());
-    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
-    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
-    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    let (source, ctx) = compile_smallcnn(dir.path());
     // A board whose kernel reads SM8650 (chip id 557). The rig's runtime is a CPU-only ONNX Runtime:
     // it cannot load an EPContext model, so the run can prove only the deployment and the refusal.
     let port = 6213;
