@@ -58,13 +58,10 @@ struct References {
 /// Runs the plan; returns the exit code (0 pass, 1 a rule failed, 2 could not judge).
 pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources) -> Result<u8> {
     let choice = ReferenceChoice::resolve(options.model, options.reference_model)?;
-    if let Some(skipped) = choice.skipped.as_deref().filter(|_| options.settings.check_outputs || !options.settings.no_reference_pass) {
+    if let Some(skipped) = choice.skipped_for(options.settings) {
         eprintln!("npugate: warning: {skipped}");
     }
-    let mut settings = options.settings.clone();
-    if settings.shapes.is_empty() {
-        settings.shapes = choice.source_shapes.clone();
-    }
+    let settings = choice.settings_for(options.settings);
     let references = References { choice, settings };
     let reference_tools = match options.settings.check_outputs && references.choice.outputs.is_some() {
         true => Some(plan::reference_tools(resources)?),

@@ -432,8 +432,18 @@ impl<'a> PlacementView<'a> {
         }
     }
 
-    /// Share of FLOPs on the preferred EP, excused nodes counted as on it.
+    /// True when no FLOPs are known (nothing but data movement, or a compiled model without its
+    /// source): the placement's FLOP shares are then its node shares.
+    fn flops_counted_by_nodes(&self) -> bool {
+        self.report.totals.flops == 0
+    }
+
+    /// Share of FLOPs on the preferred EP, excused nodes counted as on it — by nodes, as the share
+    /// itself is, when no FLOPs are known.
     fn flops_pct(&self) -> f64 {
+        if self.flops_counted_by_nodes() {
+            return self.nodes_pct();
+        }
         (self.report.preferred_flops_pct + self.excused.iter().map(|n| n.flops_pct).sum::<f64>()).min(100.0)
     }
 
@@ -527,6 +537,10 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
         };
         let (note, causes) = (v.excused_note(), causes_note(v.report));
         out.push(match rule {
+            RuleName::NpuFlopsPct if v.flops_counted_by_nodes() => {
+                let note = format!(" (no FLOPs known: counted by nodes){note}");
+                share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes)
+            }
             RuleName::NpuFlopsPct => share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes),
             RuleName::NpuNodesPct => share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes),
             _ => match v.time_pct() {

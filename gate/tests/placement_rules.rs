@@ -68,6 +68,28 @@ fn expected_io_quantize_nodes_never_fail() {
 }
 
 #[test]
+fn with_no_flops_known_expected_nodes_count_by_nodes_as_the_share_does() {
+    // A compiled model without its source: its EPContext node on QNN, the graph-I/O Q/DQ on the
+    // CPU by design, no FLOPs known anywhere — the share is 1 node of 3.
+    let mut nodes = vec![detector_nodes()[0].clone(), detector_nodes()[0].clone(), detector_nodes()[0].clone()];
+    for (n, (name, op_type, ep)) in nodes.iter_mut().zip([("x_QuantizeLinear", "QuantizeLinear", CPU), ("ctx", "EPContext", QNN), ("y_DequantizeLinear", "DequantizeLinear", CPU)]) {
+        (n.name, n.op_type, n.ep, n.flops, n.expected) = (name.into(), op_type.into(), ep.into(), 0, ep == CPU);
+    }
+    let report = placement(QNN, &nodes);
+    assert!((report.preferred_flops_pct - 100.0 / 3.0).abs() < 1e-9, "{}", report.preferred_flops_pct);
+    let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &Rules::default());
+    let check = find(&verdict, RuleName::NpuFlopsPct);
+    assert_eq!(check.status, CheckStatus::Pass, "{}", check.message);
+    assert!(check.message.starts_with("npu_flops_pct 100.0% >= 98% (no FLOPs known: counted by nodes)"), "{}", check.message);
+
+    // A real CPU node among them still fails it, counted by nodes too.
+    nodes[2].expected = false;
+    let check = find(&judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&placement(QNN, &nodes))), &Rules::default()), RuleName::NpuFlopsPct).clone();
+    assert_eq!(check.status, CheckStatus::Fail, "{}", check.message);
+    assert!(check.message.contains("66.7%") && check.message.contains("y_DequantizeLinear"), "{}", check.message);
+}
+
+#[test]
 fn cpu_ep_run_passes_at_100pct() {
     let mut nodes = detector_nodes();
     for n in &mut nodes {

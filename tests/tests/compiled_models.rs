@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use npugate_e2e::htp::{harness_under_wine, npugate, HTP_RUNTIME};
-use npugate_e2e::{describe, independent_count, model};
+use npugate_e2e::devices::{Device, Rig};
+use npugate_e2e::{bin, describe, independent_count, model, run};
 use npugate_onnx::Model;
 use serde_json::Value;
 
@@ -26,6 +27,16 @@ fn copy_model(name: &str, dir: &Path) -> PathBuf {
     let copy = dir.join(name);
     std::fs::copy(model(name), &copy).expect("copy the test model");
     copy
+}
+
+/// `smallcnn_qdq.onnx` copied into `dir` and compiled by `npugate compile --soc SM8650` into
+/// `dir/compiled/` (so the recorded source is `../smallcnn_qdq.onnx`): the source and the compiled model.
+fn compile_smallcnn(dir: &Path) -> (PathBuf, PathBuf) {
+    let source = copy_model("smallcnn_qdq.onnx", dir);
+    let ctx = dir.join("compiled/smallcnn_qdq_ctx.onnx");
+    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    (source, ctx)
 }
 
 /// `npugate run --local --ep qnn --soc SM8650` of `model` into `out`, with `extra` flags.
@@ -54,10 +65,7 @@ fn ep_context_nodes(model: &Path) -> Vec<String> {
 #[test]
 fn compile_then_run_with_default_flags_counts_the_source_flops_and_checks_outputs_against_the_source() {
     let dir = tempfile::tempdir().unwrap();
-    let source = copy_model("smallcnn_qdq.onnx", dir.path());
-    let ctx = dir.path().join("compiled/smallcnn_qdq_ctx.onnx");
-    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
-    assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    let (source, ctx) = compile_smallcnn(dir.path());
     let recorded = Model::read(&ctx).unwrap().metadata("npugate.compiled_for.source_model").map(str::to_string);
     assert_eq!(recorded.as_deref(), Some("../smallcnn_qdq.onnx"), "the source is recorded relative to the compiled model");
 
@@ -168,4 +176,70 @@ fn onnx_runtimes_own_compiled_output_runs_the_same_way_in_embed_mode_0_and_1() {
     assert_eq!(stderr(&run).matches("no reference pass and no output check").count(), 1, "{}", describe(&run));
     assert!(stderr(&run).contains("names no source model"), "{}", describe(&run));
     assert_eq!(placement_in(&out)["compiled"]["attribution"], "unattributed");
+    // No FLOPs known: the share and the by-design Q/DQ both count by nodes, and the gate says so.
+    assert_eq!(run.status.code(), Some(0), "no fake 33% share: {}", describe(&run));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("npu_flops_pct 100.0% >= 98% (no FLOPs known: counted by nodes)"), "{}", describe(&run));
+}
+
+#[test]
+fn a_sweep_cell_of_a_compiled_model_counts_the_source_flops_and_its_evidence_holds_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, ctx) = compile_smallcnn(dir.path());
+    // A host-HTP cell of the compiled model, no reference_model in the plan: the source npugate compile recorded.
+    let plan = dir.path().join("sweep.toml");
+    let entry = format!("[[model]]\nname = \"ctx\"\npath = {:?}\nrules = {{ npu_flops_pct = 98 }}\n", ctx.display().to_string());
+    std::fs::write(&plan, format!("name = \"compiled\"\nsocs = [\"SM8650\"]\n[settings]\nruns = 3\nwarmup = 0\nprofile_runs = 1\n{entry}")).unwrap();
+    let key = dir.path().join("signing.key");
+    let keygen = npugate(&["keygen"], &[Path::new("--out"), &key]);
+    assert_eq!(keygen.status.code(), Some(0), "{}", describe(&keygen));
+    let (out, bundle) = (dir.path().join("sweep"), dir.path().join("bundle"));
+    let sweep = npugate(
+        &["sweep", "--night", "2026-11-23"],
+        &[
+            Path::new("--plan"), &plan, Path::new("--out"), &out, Path::new("--history"), &dir.path().join("history.sqlite"),
+            Path::new("--evidence"), &bundle, Path::new("--signing-key"), &key,
+        ],
+    );
+    assert_eq!(sweep.status.code(), Some(0), "{}", describe(&sweep));
+    assert!(!stderr(&sweep).contains("no reference pass"), "{}", describe(&sweep));
+    let cell = out.join(format!("htp-SM8650/{HTP_RUNTIME}/ctx"));
+    let placement = placement_in(&cell);
+    assert_eq!(placement["compiled"]["attribution"], "compile_record", "{placement:#}");
+    assert!(placement["preferred_flops_pct"].as_f64().unwrap() >= 98.0, "{placement:#}");
+    let source_sha256 = npugate_result::digest::sha256_file(&source).unwrap().0;
+    assert_eq!(placement["compiled"]["source_sha256"], source_sha256.as_str(), "counted in the source's nodes: {placement:#}");
+    assert!(cell.join("reference_profile.json").is_file(), "the cell's reference pass ran the source");
+    let bundled = bundle.join("reference-model/ctx/smallcnn_qdq.onnx");
+    assert_eq!(npugate_result::digest::sha256_file(&bundled).map(|d| d.0).ok(), Some(source_sha256), "the evidence holds the source model");
+}
+
+#[test]
+fn a_device_run_deploys_the_source_beside_the_compiled_model_and_names_a_runtime_that_cannot_load_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, ctx) = compile_smallcnn(dir.path());
+    // A board whose kernel reads SM8650 (chip id 557). The rig's runtime is a CPU-only ONNX Runtime:
+    // it cannot load an EPContext model, so the run can prove only the deployment and the refusal.
+    let port = 6213;
+    let rig = Rig::up_with(&[Device::new(port).soc_id(557)]);
+    let on_device = run(rig
+        .command(bin("npugate"))
+        .args(["run", "--device", &Rig::serial(port), "--runtime", "ort-1.31.1-linux-x86_64", "--ep", "qnn", "--runs", "3", "--warmup", "0", "--model"])
+        .arg(&ctx)
+        .arg("--out")
+        .arg(dir.path().join("device")));
+    assert_eq!(on_device.status.code(), Some(2), "{}", describe(&on_device));
+    let text = stdout_and_stderr(&on_device);
+    assert!(text.contains("before measuring anything") && text.contains("QNNExecutionProvider is not in this ONNX Runtime"), "{}", describe(&on_device));
+    assert!(!text.contains("no reference pass"), "the recorded source was found: {}", describe(&on_device));
+    // The source model was deployed beside the compiled one, as the reference pass's model.
+    let models = rig.device_data(port).join("local/tmp/npugate/models");
+    let deployed: Vec<PathBuf> = std::fs::read_dir(&models).unwrap().flatten().map(|d| d.path().join("smallcnn_qdq.onnx")).filter(|p| p.is_file()).collect();
+    assert_eq!(deployed.len(), 1, "{}", models.display());
+    assert_eq!(std::fs::read(&deployed[0]).unwrap(), std::fs::read(&source).unwrap(), "the source's bytes on the device");
+    let compiled: Vec<PathBuf> = std::fs::read_dir(&models).unwrap().flatten().map(|d| d.path().join("smallcnn_qdq_ctx.onnx")).filter(|p| p.is_file()).collect();
+    assert_eq!(compiled.len(), 1, "the compiled model beside it: {}", models.display());
+}
+
+fn stdout_and_stderr(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(output))
 }

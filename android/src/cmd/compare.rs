@@ -13,6 +13,7 @@ use super::options::{FormatArgs, HealthArgs, RulesArgs, TargetArgs};
 use crate::compare::{compare_on, CompareReport, CompareSpec};
 use crate::confirm::run_confirmed;
 use crate::device_rack;
+use crate::htp::compiled::ReferenceChoice;
 use crate::plan::{Command, Installed, Kind, Plan, Request};
 use crate::targets::{Job, Silent, Target};
 
@@ -67,6 +68,12 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     for model in [args.baseline_model.as_path(), args.target.model()] {
         crate::model::check_any(model, &args.settings)?;
     }
+    // A compiled side's placement run counts it in its source model's nodes and runs the source
+    // as its reference, found the way `npugate run` finds it.
+    let choices = [ReferenceChoice::resolve(&args.baseline_model, None)?, ReferenceChoice::resolve(args.target.model(), None)?];
+    for skipped in choices.iter().filter_map(|choice| choice.skipped_for(&args.settings)) {
+        eprintln!("npugate: warning: {skipped}");
+    }
     let rules = CompareRules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
     let sinks = args.output.sinks(args.target.json.json);
     let cancel = super::options::interrupt_flag();
@@ -79,6 +86,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
             job: Job { harness: &one.harness, runtime: &one.runtime, model: args.target.model(), prepared: None, reference_model: None, settings: &args.settings, env: &[], timeout: plan.timeout, cancel: &cancel },
             baseline: &args.baseline_model,
             candidate: args.target.model(),
+            sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
             rounds: args.rounds as usize,
             runs_per_round: args.runs_per_round,
             rules: &rules,

@@ -9,6 +9,7 @@ use clap::Args;
 use npugate_settings::{HarnessSettings, SessionSettings};
 
 use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
+use crate::htp::compiled::ReferenceChoice;
 use crate::numerics::{self, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
 use crate::plan::{self, Command, Installed, Plan, Request};
 
@@ -57,15 +58,20 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
             bail!("model {} not found", path.display());
         }
     }
+    // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
+    let choice = ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref())?;
+    let Some(reference_model) = choice.outputs.as_deref() else {
+        bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
+    };
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     let cancel = super::options::interrupt_flag();
     let (host_harness, host_runtime) = plan::reference_tools(&Installed)?;
     let tensors = TensorChoice::parse(&args.tensors);
-    let settings = HarnessSettings::from(args.session.clone());
+    let settings = choice.settings_for(&HarnessSettings::from(args.session.clone()));
     let request = NumericsRequest {
         model: args.target.model(),
-        reference_model: args.reference.reference_model.as_deref().unwrap_or(args.target.model()),
+        reference_model,
         tensors: &tensors,
         min_sqnr_db: args.min_sqnr_db,
         settings: &settings,

@@ -92,6 +92,11 @@ pub fn run(args: SweepArgs) -> Result<u8> {
 /// `npugate sweep --plan`.
 fn run_plan(plan_file: &Path, args: &SweepArgs) -> Result<u8> {
     let plan = SweepPlan::load(plan_file)?;
+    for model in &plan.models {
+        if let Some(skipped) = model.reference.skipped_for(&model.settings) {
+            eprintln!("npugate sweep: warning: model {}: {skipped}", model.name);
+        }
+    }
     let bundle = args.evidence.bundle()?;
     let default_night = args.night.clone().unwrap_or_else(sweep::today);
     let out = args.out.out.clone().unwrap_or_else(|| {

@@ -45,6 +45,10 @@ pub struct CompareSpec<'a> {
     pub baseline: &'a Path,
     /// The candidate model B.
     pub candidate: &'a Path,
+    /// The source models of a compiled baseline and candidate, in that order
+    /// ([`crate::htp::compiled::ReferenceChoice::source`]): their placement runs' reference pass
+    /// runs them and counts the compiled model in their nodes and FLOPs.
+    pub sources: [Option<&'a Path>; 2],
     /// Rounds of the session.
     pub rounds: usize,
     /// Timed runs of each model in each round.
@@ -104,19 +108,19 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
     let cancel = spec.job.cancel;
     let placement = placement_settings(spec.job.settings);
     let timed = round_settings(spec.job.settings, spec.runs_per_round);
-    let sides = [(BASELINE_DIR, spec.baseline), (CANDIDATE_DIR, spec.candidate)];
-    let run = |model: &Path, settings: &HarnessSettings, dir: &str, step: &str| -> Result<RunReport> {
+    let sides = [(BASELINE_DIR, spec.baseline, spec.sources[0]), (CANDIDATE_DIR, spec.candidate, spec.sources[1])];
+    let run = |(model, source): (&Path, Option<&Path>), settings: &HarnessSettings, dir: &str, step: &str| -> Result<RunReport> {
         if cancel.is_cancelled() {
             return Err(cancel.error());
         }
         progress.step(step);
-        let job = Job { model, settings, ..spec.job };
+        let job = Job { model, reference_model: source, settings, ..spec.job };
         run_on(target, &RunSpec { job, gate: None, reference: None }, &out.join(dir), progress)
             .with_context(|| format!("{dir} ({})", model.display()))
     };
     let mut placed = Vec::new();
-    for (side, model) in sides {
-        placed.push(run(model, &placement, &format!("{side}/{PLACEMENT_DIR}"), &format!("placement {side}"))?);
+    for (side, model, source) in sides {
+        placed.push(run((model, source), &placement, &format!("{side}/{PLACEMENT_DIR}"), &format!("placement {side}"))?);
     }
     let mut rounds: Vec<(First, RunReport, RunReport)> = Vec::with_capacity(spec.rounds);
     for index in 0..spec.rounds {
@@ -127,9 +131,9 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
         };
         let mut pair: [Option<RunReport>; 2] = [None, None];
         for side in order {
-            let (name, model) = sides[side];
+            let (name, model, source) = sides[side];
             let dir = format!("{name}/{}", round_dir(index));
-            pair[side] = Some(run(model, &timed, &dir, &format!("round {}/{} {name}", index + 1, spec.rounds))?);
+            pair[side] = Some(run((model, source), &timed, &dir, &format!("round {}/{} {name}", index + 1, spec.rounds))?);
         }
         let [Some(a), Some(b)] = pair else { unreachable!("both sides ran") };
         rounds.push((first, a, b));
@@ -231,8 +235,25 @@ mod tests {
         let rules = CompareRules::default();
         let (a, b) = (work.join(baseline), work.join(candidate));
         let job = Job { harness: &a, runtime: &runtime, model: &a, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
-        let spec = CompareSpec { job, baseline: &a, candidate: &b, rounds: ROUNDS, runs_per_round: 20, rules: &rules };
+        let spec = CompareSpec { job, baseline: &a, candidate: &b, sources: [None, None], rounds: ROUNDS, runs_per_round: 20, rules: &rules };
         run_confirmed(confirm, &work.join("out"), |dir| compare_on(target, &spec, dir, &Silent)).unwrap()
+    }
+
+    #[test]
+    fn each_side_runs_with_its_own_source_model_as_the_reference() {
+        let work = models();
+        let target = device(1_000_000, steady);
+        let (settings, runtime, cancel, rules) = (HarnessSettings::default(), RuntimeManifest::for_tests(work.path()), Cancel::new(), CompareRules::default());
+        let (a, b) = (work.path().join("a.onnx"), work.path().join("b.onnx"));
+        let source_b = work.path().join("a_copy.onnx");
+        let job = Job { harness: &a, runtime: &runtime, model: &a, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let spec = CompareSpec { job, baseline: &a, candidate: &b, sources: [None, Some(&source_b)], rounds: 2, runs_per_round: 5, rules: &rules };
+        compare_on(&target, &spec, &work.path().join("out"), &Silent).unwrap();
+        let jobs = target.jobs();
+        assert_eq!(jobs.len(), 6, "two placement runs and two rounds of two: {jobs:?}");
+        for (model, reference) in jobs {
+            assert_eq!(reference, (model == b).then(|| source_b.clone()), "{}", model.display());
+        }
     }
 
     #[test]

@@ -22,9 +22,10 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
         bundle = bundle.run(&format!("{}/{}/{}", key.device, key.runtime, key.model), &cell.dir, &result, Some(verdict));
     }
     for model in &plan.models {
-        bundle = bundle
-            .file("model", &format!("model/{}/{}", model.name, file_name(&model.path)), &model.path)
-            .inputs(&format!("inputs/{}", model.name), &model.settings);
+        bundle = bundle.model("model", &format!("model/{}", model.name), &model.path)?.inputs(&format!("inputs/{}", model.name), &model.settings);
+        if let Some(source) = &model.reference.source {
+            bundle = bundle.model("reference_model", &format!("reference-model/{}", model.name), source)?;
+        }
     }
     for runtime in plan.all_runtimes() {
         let binary = match harness {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use npugate_onnx::Model;
 use npugate_result::EP_CONTEXT_NODES_KEY;
-use npugate_settings::ShapeSpec;
+use npugate_settings::{HarnessSettings, ShapeSpec};
 
 use super::compat::{ContextCompat, Verdict};
 use crate::runtime::manifest::qnn_sdk_version;
@@ -264,6 +264,24 @@ impl ReferenceChoice {
                 ..ReferenceChoice::default()
             },
         })
+    }
+}
+
+impl ReferenceChoice {
+    /// The line that says why a compiled model gets no reference pass, when `settings` asks for
+    /// one (or for the output check); `None` when it gets one or nothing asked for it.
+    pub fn skipped_for(&self, settings: &HarnessSettings) -> Option<&str> {
+        self.skipped.as_deref().filter(|_| settings.check_outputs || !settings.no_reference_pass)
+    }
+
+    /// `settings` with the source model's recorded shapes when they fix none (its reference run
+    /// needs them when the source has dynamic dims).
+    pub fn settings_for(&self, settings: &HarnessSettings) -> HarnessSettings {
+        let mut settings = settings.clone();
+        if settings.shapes.is_empty() {
+            settings.shapes = self.source_shapes.clone();
+        }
+        settings
     }
 }
 

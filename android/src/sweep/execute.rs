@@ -445,7 +445,7 @@ fn run_cell<T: Target>(
         runtime,
         model: &model.path,
         prepared: None,
-        reference_model: None,
+        reference_model: model.reference.source.as_deref(),
         settings: &settings,
         env: &[],
         timeout: options.run_timeout,

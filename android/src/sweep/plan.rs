@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 use crate::hexagon::Soc;
+use crate::htp::compiled::ReferenceChoice;
 use crate::runtime::RuntimeManifest;
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -88,6 +89,9 @@ struct ModelEntry {
     /// `--input name=file.npy` values for this model, files relative to the plan.
     #[serde(default)]
     inputs: Vec<String>,
+    /// A compiled model's source model, relative to the plan (`--reference-model`; default: the
+    /// source recorded by npugate compile when it is at hand and unchanged).
+    reference_model: Option<PathBuf>,
 }
 
 /// A loaded, checked plan.
@@ -120,8 +124,11 @@ pub struct PlannedModel {
     pub path: PathBuf,
     /// Gate rules (defaults, then the model's gate file or inline rules).
     pub rules: Rules,
-    /// Harness settings: the plan's, plus this model's shapes and inputs.
+    /// Harness settings: the plan's, plus this model's shapes and inputs (a compiled model's
+    /// recorded source shapes when it gives none).
     pub settings: HarnessSettings,
+    /// The model whose CPU run is its reference: a compiled model's source, as `npugate run` finds it.
+    pub reference: ReferenceChoice,
 }
 
 impl SweepPlan {
@@ -211,7 +218,13 @@ impl SweepPlan {
             }
             crate::model::check_any(&path, &model_settings)
                 .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
-            models.push(PlannedModel { name, path, rules, settings: model_settings });
+            let reference_model = entry.reference_model.map(|given| base.join(given));
+            if let Some(given) = reference_model.as_ref().filter(|given| !given.is_file()) {
+                return Err(field_error(field("reference_model"), format!("model file {} not found", given.display())));
+            }
+            let reference = ReferenceChoice::resolve(&path, reference_model.as_deref()).map_err(|e| field_error(field("path"), format!("{e:#}")))?;
+            let model_settings = reference.settings_for(&model_settings);
+            models.push(PlannedModel { name, path, rules, settings: model_settings, reference });
         }
         let qnn = crate::plan::QnnChoice::from_flags(&raw.qnn);
         let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, &qnn) {

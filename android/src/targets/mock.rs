@@ -68,17 +68,23 @@ pub struct MockTarget {
     name: String,
     script: Mutex<VecDeque<Behaviour>>,
     calls: AtomicUsize,
+    jobs: Mutex<Vec<(PathBuf, Option<PathBuf>)>>,
 }
 
 impl MockTarget {
     /// A target called `name` that behaves as `script` says, call by call.
     pub fn new(name: &str, script: Vec<Behaviour>) -> MockTarget {
-        MockTarget { name: name.into(), script: Mutex::new(script.into()), calls: AtomicUsize::new(0) }
+        MockTarget { name: name.into(), script: Mutex::new(script.into()), calls: AtomicUsize::new(0), jobs: Mutex::default() }
     }
 
     /// How many times `execute` was called.
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The model and reference model of every job, in call order.
+    pub fn jobs(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
+        self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
     fn next(&self) -> Behaviour {
@@ -103,6 +109,7 @@ impl Target for MockTarget {
 
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((job.model.to_path_buf(), job.reference_model.map(Path::to_path_buf)));
         progress.step("run");
         let started = Instant::now();
         match self.next() {

@@ -85,7 +85,8 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
                 nodes: mine.len(),
                 nodes_pct: pct(mine.len() as f64, nodes.len() as f64),
                 flops,
-                flops_pct: pct(flops as f64, total_flops as f64),
+                // As the placement counts it: with no FLOPs known, the FLOP share is the node share.
+                flops_pct: if total_flops == 0 { pct(mine.len() as f64, nodes.len() as f64) } else { pct(flops as f64, total_flops as f64) },
                 time_us_per_run: Some(time),
                 time_pct: Some(pct(time, total_time)),
             }
