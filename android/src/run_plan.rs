@@ -15,7 +15,7 @@ use crate::confirm::run_confirmed;
 use crate::consistency;
 use crate::device_rack;
 use crate::evidence::{Bundle, VerdictSummary};
-use crate::htp::compiled::ReferenceChoice;
+use crate::htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
 use crate::layout::Placed;
 use crate::output_check::{Reference, ReferenceRequest};
 use crate::pipeline::{GateSpec, OutputsCheck, Sinks};
@@ -57,7 +57,7 @@ struct References {
 
 /// Runs the plan; returns the exit code (0 pass, 1 a rule failed, 2 could not judge).
 pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources) -> Result<u8> {
-    let choice = ReferenceChoice::resolve(options.model, options.reference_model)?;
+    let choice = ReferenceChoice::resolve(options.model, options.reference_model, NAME_IT_BY_FLAG)?;
     if let Some(skipped) = choice.skipped_for(options.settings) {
         eprintln!("npugate: warning: {skipped}");
     }

@@ -70,7 +70,8 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     }
     // A compiled side's placement run counts it in its source model's nodes and runs the source
     // as its reference, found the way `npugate run` finds it.
-    let choices = [ReferenceChoice::resolve(&args.baseline_model, None)?, ReferenceChoice::resolve(args.target.model(), None)?];
+    const NAME_IT: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
+    let choices = [ReferenceChoice::resolve(&args.baseline_model, None, NAME_IT)?, ReferenceChoice::resolve(args.target.model(), None, NAME_IT)?];
     for skipped in choices.iter().filter_map(|choice| choice.skipped_for(&args.settings)) {
         eprintln!("npugate: warning: {skipped}");
     }

@@ -9,7 +9,7 @@ use clap::Args;
 use npugate_settings::{HarnessSettings, SessionSettings};
 
 use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
-use crate::htp::compiled::ReferenceChoice;
+use crate::htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
 use crate::numerics::{self, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
 use crate::plan::{self, Command, Installed, Plan, Request};
 
@@ -59,7 +59,7 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
         }
     }
     // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
-    let choice = ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref())?;
+    let choice = ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref(), NAME_IT_BY_FLAG)?;
     let Some(reference_model) = choice.outputs.as_deref() else {
         bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
     };

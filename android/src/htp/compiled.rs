@@ -237,8 +237,9 @@ pub struct ReferenceChoice {
 }
 
 impl ReferenceChoice {
-    /// The choice for `model` with `--reference-model` `given`.
-    pub fn resolve(model: &Path, given: Option<&Path>) -> Result<ReferenceChoice> {
+    /// The choice for `model` with `--reference-model` `given`; `name_it` is how the command's
+    /// user names a source (the fix the skip line gives).
+    pub fn resolve(model: &Path, given: Option<&Path>, name_it: &str) -> Result<ReferenceChoice> {
         let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
         let compiled = onnx.index().nodes().iter().any(|n| n.op_type() == EP_CONTEXT);
         if !compiled {
@@ -258,7 +259,7 @@ impl ReferenceChoice {
             Err(why) => ReferenceChoice {
                 skipped: Some(format!(
                     "no reference pass and no output check for {}: it is compiled (EPContext nodes, which the CPU EP cannot run) and {why}; \
-                     pass --reference-model <its source .onnx> to count its FLOPs and check its outputs",
+                     {name_it} to count its FLOPs and check its outputs",
                     model.display()
                 )),
                 ..ReferenceChoice::default()
@@ -266,6 +267,9 @@ impl ReferenceChoice {
         })
     }
 }
+
+/// How `run` and `numerics` name a compiled model's source.
+pub const NAME_IT_BY_FLAG: &str = "pass --reference-model <its source .onnx>";
 
 impl ReferenceChoice {
     /// The line that says why a compiled model gets no reference pass, when `settings` asks for

@@ -222,7 +222,7 @@ impl SweepPlan {
             if let Some(given) = reference_model.as_ref().filter(|given| !given.is_file()) {
                 return Err(field_error(field("reference_model"), format!("model file {} not found", given.display())));
             }
-            let reference = ReferenceChoice::resolve(&path, reference_model.as_deref()).map_err(|e| field_error(field("path"), format!("{e:#}")))?;
+            let reference = ReferenceChoice::resolve(&path, reference_model.as_deref(), "set reference_model = \"<its source .onnx>\" in its [[model]]").map_err(|e| field_error(field("path"), format!("{e:#}")))?;
             let model_settings = reference.settings_for(&model_settings);
             models.push(PlannedModel { name, path, rules, settings: model_settings, reference });
         }
