@@ -192,8 +192,12 @@ pub(crate) fn link_script(work_dir: &str, files: &[DeployFile], pushed: &[&Deplo
         if file.executable {
             steps.push(format!("chmod 755 {}", quote(&format!("{work_dir}/blobs/{}", file.sha256))));
         }
-        let blob = format!("{work_dir}/blobs/{}", file.sha256);
-        steps.push(format!("ln -f {} {}", quote(&blob), quote(&format!("{work_dir}/{}", file.remote))));
+        let (blob, link) = (format!("{work_dir}/blobs/{}", file.sha256), format!("{work_dir}/{}", file.remote));
+        let (blob, link) = (quote(&blob), quote(&link));
+        // Only when it is not that blob already: toybox's `ln -f` links to a `<name>_XXXXXX` temp
+        // and renames it over the name, and a rename between two links of one file does nothing
+        // (POSIX), which would leave the temp link behind.
+        steps.push(format!("{{ [ {link} -ef {blob} ] || ln -f {blob} {link}; }}"));
     }
     steps.join(" && ")
 }

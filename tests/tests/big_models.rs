@@ -93,6 +93,12 @@ fn external_data_models_run_on_a_rack_are_pushed_once_and_a_weights_change_is_a_
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let second = second.join("127.0.0.1_6301");
     assert_eq!(pushed(&second), (0, 0, vec![]), "an unchanged model pushes 0 bytes");
+    // Linking it again leaves nothing beside it (toybox's `ln -f` over a link of the same file
+    // would leave its `<name>_XXXXXX` temp link behind).
+    let model_dir = rig.device_data(6301).join(format!("local/tmp/npugate/models/{}", before.model.digest));
+    let mut names: Vec<String> = std::fs::read_dir(&model_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["smallcnn.onnx", "smallcnn.weights"], "{}", model_dir.display());
 
     // Changing only the weights (same size) makes it another model, and pushes only the weights.
     let baseline = work.path().join("baseline.json");
