@@ -70,43 +70,9 @@ impl CompileRequest<'_> {
         let (source_sha256, _) = npugate_result::digest::sha256_file(self.model)
             .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
         let prepared = crate::model::prepare(self.model, self.shapes, &[], &crate::model::default_cache())?;
-        let mut settings = soc_settings(self.shapes, self.fp16);
-        settings.session_config.extend(
-            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", if self.context_file { "0" } else { "1" })]
-                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
-        );
-        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
-        let staging = Staging::next_to(&job_dir)?;
-        let job = Job {
-            harness: &self.host.harness,
-            runtime: &self.host.runtime,
-            model: &prepared.path,
-            prepared: Some(&prepared),
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: TIMEOUT,
-            cancel,
-        };
-        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
-        let job_dir = staging.commit(true)?.dir().to_path_buf();
-        let result = RunResult::read(&job_dir).map_err(|_| {
-            anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())
-        })?;
-        let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
-        if let Some(abi) = result.session_error.as_deref().and_then(|refused| crate::ep_plugin::refusal(refused, &self.host.runtime)) {
-            bail!("nothing was compiled: {abi}");
-        }
-        if let Some(refused) = &result.session_error {
-            let finalize = match rejections.finalize_errors.is_empty() {
-                true => String::new(),
-                false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
-            };
-            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", self.model.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
-        }
-        if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
-            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
-        }
+        let embed_mode = if self.context_file { "0" } else { "1" };
+        let session = CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };
+        let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(self.shapes, self.fp16), out, cancel)?;
         let context = job_dir.join(CONTEXT_FILE);
         let mut model = Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
@@ -133,6 +99,76 @@ impl CompileRequest<'_> {
         // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
         let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
         Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
+    }
+}
+
+/// One compile session on the host HTP: the harness creates the session with `ep.context_enable`
+/// (the EPContext model at [`CONTEXT_FILE`] in the job's directory, `<out>.compile/`) and exits.
+/// Shared by a model's compile and an LLM folder's.
+pub(super) struct CompileSession<'a> {
+    /// The Windows harness and runtime.
+    pub host: &'a HostHtp,
+    /// The SoC to compile for.
+    pub soc: Soc,
+    /// What is compiled, as errors name it (the model, or the folder).
+    pub what: &'a Path,
+    /// The model as the harness loads it.
+    pub prepared: &'a crate::model::PreparedModel,
+    /// `ep.context_embed_mode`: `1` the binary inside the model, `0` a `.bin` beside it.
+    pub embed_mode: &'a str,
+}
+
+/// What a [`CompileSession`] left: the harness's result, QNN's reasons from its log, its directory.
+pub(super) struct CompileOutcome {
+    /// The harness's `result.json`.
+    pub result: RunResult,
+    /// What the QNN EP and the HTP rejected, and why.
+    pub rejections: npugate_profile::ort_log::RejectionReasons,
+    /// The job's directory (`result.json`, `ort.log`, the context model).
+    pub job_dir: PathBuf,
+}
+
+impl CompileSession<'_> {
+    /// Runs the session with `settings` (the SoC's) for `out`; a session ONNX Runtime or QNN
+    /// refused, or a backend that did not start, is an error naming the SoC and QNN's reasons.
+    pub fn run(&self, mut settings: npugate_settings::HarnessSettings, out: &Path, cancel: &Cancel) -> Result<CompileOutcome> {
+        settings.session_config.extend(
+            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", self.embed_mode)]
+                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
+        );
+        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        let staging = Staging::next_to(&job_dir)?;
+        let job = Job {
+            harness: &self.host.harness,
+            runtime: &self.host.runtime,
+            model: &self.prepared.path,
+            prepared: Some(self.prepared),
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: TIMEOUT,
+            cancel,
+        };
+        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
+        let job_dir = staging.commit(true)?.dir().to_path_buf();
+        let result = RunResult::read(&job_dir).map_err(|_| {
+            anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())
+        })?;
+        let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
+        if let Some(abi) = result.session_error.as_deref().and_then(|refused| crate::ep_plugin::refusal(refused, &self.host.runtime)) {
+            bail!("nothing was compiled: {abi}");
+        }
+        if let Some(refused) = &result.session_error {
+            let finalize = match rejections.finalize_errors.is_empty() {
+                true => String::new(),
+                false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
+            };
+            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", self.what.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
+        }
+        if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
+            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
+        }
+        Ok(CompileOutcome { result, rejections, job_dir })
     }
 }
 

@@ -9,31 +9,21 @@
 //! and runs as one model.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::LlmModel;
 use npugate_onnx::Model;
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
-use npugate_profile::result_dir::read_rejections;
-use npugate_settings::KeyValue;
 
-use super::compile::ep_context_covers;
+use super::compile::{ep_context_covers, CompileOutcome, CompileSession};
 use super::compiled::CompiledFor;
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
 use crate::hexagon::Soc;
-use crate::layout::Staging;
 use crate::runtime::manifest::qnn_sdk_version;
-use crate::targets::wine::WineTarget;
-use crate::targets::{Cancel, Job, Silent, Target};
+use crate::targets::Cancel;
 
-/// The EPContext model path the compile asks for; the harness writes each graph's beside it,
-/// named after the graph's file.
-const CONTEXT_FILE: &str = "model_ctx.onnx";
-/// The longest a compile may take.
-const TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What to compile: an LLM folder for one SoC.
 #[derive(Debug, Clone)]
@@ -80,40 +70,9 @@ impl FolderCompileRequest<'_> {
     /// and the SoC; graphs that did not land in one context binary are an error naming the binaries.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<CompiledFolder> {
         let llm = crate::model::open_folder(self.config)?;
-        let mut settings = soc_settings(&[], self.fp16);
-        settings.session_config.extend(
-            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", "0")]
-                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
-        );
-        let prepared = crate::model::for_run(self.config, &settings, &crate::model::default_cache())?;
-        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
-        let staging = Staging::next_to(&job_dir)?;
-        let job = Job {
-            harness: &self.host.harness,
-            runtime: &self.host.runtime,
-            model: &prepared.path,
-            prepared: Some(&prepared),
-            settings: &settings,
-            reference_model: None,
-            env: &[],
-            timeout: TIMEOUT,
-            cancel,
-        };
-        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
-        let job_dir = staging.commit(true)?.dir().to_path_buf();
-        let result = RunResult::read(&job_dir)
-            .map_err(|_| anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message()))?;
-        let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
-        if let Some(refused) = &result.session_error {
-            let finalize = match rejections.finalize_errors.is_empty() {
-                true => String::new(),
-                false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
-            };
-            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", llm.folder.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
-        }
-        if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
-            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
-        }
+        let prepared = crate::model::for_run(self.config, &soc_settings(&[], self.fp16), &crate::model::default_cache())?;
+        let session = CompileSession { host: self.host, soc: self.soc, what: &llm.folder, prepared: &prepared, embed_mode: "0" };
+        let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(&[], self.fp16), out, cancel)?;
         let generation = result.generation.as_ref().context("the compile's result.json has no graphs (a harness without LLM folders?)")?;
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
         let mut compiled = Vec::new();
