@@ -179,6 +179,10 @@ impl LlmModel {
     pub fn open(config: &Path) -> Result<LlmModel, GenaiError> {
         let folder = config.parent().unwrap_or(Path::new(".")).to_path_buf();
         let error = |field: &str, message: String| GenaiError { file: config.to_path_buf(), field: field.into(), message };
+        if !config.exists() && config.file_name().is_some_and(|n| n == GENAI_CONFIG) {
+            let message = "is missing: the model is a directory, and a directory is a model only as an onnxruntime-genai folder with its genai_config.json; pass an .onnx file or such a folder";
+            return Err(error("", message.into()));
+        }
         let text = std::fs::read_to_string(config).map_err(|e| {
             let what = if config.file_name().is_some_and(|n| n == GENAI_CONFIG) { "a model folder needs its genai_config.json" } else { "pass a model folder or its genai_config.json" };
             error("", format!("cannot be read ({e}); {what}"))
