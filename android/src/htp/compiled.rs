@@ -240,6 +240,10 @@ impl ReferenceChoice {
     /// The choice for `model` with `--reference-model` `given`; `name_it` is how the command's
     /// user names a source (the fix the skip line gives).
     pub fn resolve(model: &Path, given: Option<&Path>, name_it: &str) -> Result<ReferenceChoice> {
+        // An LLM folder's graphs are checked by the generation itself (tokens and last logits).
+        if npugate_onnx::genai::config_path(model).is_some() {
+            return Ok(ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() });
+        }
         let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
         let compiled = onnx.index().nodes().iter().any(|n| n.op_type() == EP_CONTEXT);
         if !compiled {
