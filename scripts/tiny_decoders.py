@@ -18,9 +18,14 @@ multi-graph models `model.decoder.pipeline`, each graph with `filename`, `inputs
   tinyllm_qnn_fallback/  tinyllm_qnn whose token generator negates its int32 positions twice (an
                        identity on the CPU): Neg on int32 is what Qualcomm's HTP rejects, so the
                        decode graph alone leaves two nodes to the CPU
+  tinyllm_qnn_v68/     tinyllm_qnn whose token generator is quantized to uint8 QDQ (onnxruntime's QNN
+                       QDQ config, seeded calibration) while its prompt processor stays float: v68
+                       (SM8350) has no float HTP, so the prompt graph fails to compile for it while
+                       the token graph compiles; on v73 and newer both compile
 """
 import json
 import os
+import tempfile
 
 import numpy as np
 import onnx
@@ -288,7 +293,7 @@ def dynamic_folder():
     return config, {"model.onnx": dynamic_decoder(w)}
 
 
-def static_folder(negate_in_token_graph):
+def static_folder(negate_in_token_graph=False, quantize_token_graph=False):
     w = weights(12)
     context, prompt = 32, 8
     inputs = {"input_ids": "input_ids", "position_ids": "position_ids",
@@ -308,15 +313,62 @@ def static_folder(negate_in_token_graph):
         "prompt.onnx": static_decoder(w, prompt, context, "prompt_processor"),
         "token.onnx": static_decoder(w, 1, context, "token_generator", negate_positions=negate_in_token_graph),
     }
+    if quantize_token_graph:
+        graphs["token.onnx"] = quantized(graphs["token.onnx"], 1, context)
     return config, graphs
+
+
+class Calibration:
+    """Seeded calibration feeds of a static graph of `sequence` tokens (an onnxruntime
+    CalibrationDataReader: random ids, consecutive positions, random KV caches)."""
+
+    def __init__(self, sequence, context, samples=8):
+        rng = np.random.default_rng(7)
+        feeds = []
+        for _ in range(samples):
+            start = rng.integers(0, context - sequence)
+            feed = {"input_ids": rng.integers(0, VOCAB, (1, sequence)).astype(np.int32),
+                    "position_ids": (np.arange(sequence) + start).reshape(1, sequence).astype(np.int32)}
+            for name in kv_names("past_key_values"):
+                feed[name] = rng.standard_normal((1, HEADS, context, HEAD_SIZE)).astype(np.float32)
+            feeds.append(feed)
+        self.feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+def quantized(model, sequence, context):
+    """`model` as uint8 QDQ by onnxruntime's QNN QDQ config. The logits come straight from the
+    head's MatMul (no Identity): a quantized Identity before a graph output leaves its Q/DQ pair
+    to the CPU."""
+    from onnxruntime.quantization import QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    identity = next(node for node in model.graph.node if node.name == "logits_out")
+    model.graph.node.remove(identity)
+    for node in model.graph.node:
+        node.output[:] = ["logits" if out == identity.input[0] else out for out in node.output]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "f.onnx"), os.path.join(tmp, "q.onnx")
+        onnx.save(model, src)
+        config = get_qnn_qdq_config(src, Calibration(sequence, context), activation_type=QuantType.QUInt8, weight_type=QuantType.QUInt8)
+        quantize(src, dst, config)
+        result = onnx.load(dst)
+    for index, node in enumerate(result.graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{index}"
+    return result
 
 
 def write_all(models_dir, write_if_changed):
     """Writes every folder into `models_dir` (each file only when its bytes change)."""
     for folder, (config, graphs) in [
         ("tinyllm", dynamic_folder()),
-        ("tinyllm_qnn", static_folder(False)),
-        ("tinyllm_qnn_fallback", static_folder(True)),
+        ("tinyllm_qnn", static_folder()),
+        ("tinyllm_qnn_fallback", static_folder(negate_in_token_graph=True)),
+        ("tinyllm_qnn_v68", static_folder(quantize_token_graph=True)),
     ]:
         target = os.path.join(models_dir, folder)
         os.makedirs(target, exist_ok=True)
