@@ -2,7 +2,9 @@
 //! model (its config, graphs and their files under `models/<digest>/`) and generated on there, and
 //! the static prompt/token pipeline on Qualcomm's HTP emulator (wine), where the token generator's
 //! int32 `Neg` is rejected by the HTP: the gate fails naming that graph and node, while the
-//! emulated tokens equal the CPU's.
+//! emulated tokens equal the CPU's; per-graph preflight (a float prompt graph v68 cannot compile
+//! beside a uint8 token graph it can); a folder's weight-shared compile, which the emulator refuses
+//! to load; a sweep of a folder, whose history keeps its median TTFT.
 
 use std::path::Path;
 use std::process::Command;
@@ -87,6 +89,28 @@ fn preflight_of_a_folder_judges_each_graph_per_soc_in_one_line() {
     }
 }
 
+#[test]
+fn preflight_names_a_prompt_graph_that_fails_v68_while_the_token_graph_compiles_there() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("preflight");
+    let folder = model_folder("tinyllm_qnn_v68");
+    let output = run(Command::new(bin("npugate")).args(["preflight", "--soc", "SM8350", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&out));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let verdicts: Vec<&str> = stdout.lines().filter(|line| line.starts_with("graph ") && line.contains(") on SM")).collect();
+    assert_eq!(verdicts.len(), 4, "one line per graph and SoC: {stdout}");
+    // The float prompt processor cannot compile for v68 (no float HTP); the uint8 token generator can.
+    let prompt_v68 = verdicts.iter().find(|line| line.starts_with("graph prompt-processor (prompt.onnx) on SM8350 (v68): ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(prompt_v68.contains(": fail: cannot compile for SM8350 (v68)") && prompt_v68.contains("q::Gather"), "{prompt_v68}");
+    for passed in [
+        "graph token-generator (token.onnx) on SM8350 (v68): pass: every node on the HTP, compiled",
+        "graph prompt-processor (prompt.onnx) on SM8650 (v75): pass: every node on the HTP, compiled",
+        "graph token-generator (token.onnx) on SM8650 (v75): pass: every node on the HTP, compiled",
+    ] {
+        assert!(verdicts.contains(&passed), "{passed}\n{stdout}");
+    }
+}
+
 /// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,
 /// embed_mode, main_context, the context binary it names).
 const EP_CONTEXT_NODES: &str = r#"
@@ -134,14 +158,52 @@ fn a_folder_compiles_into_one_weight_shared_context_whose_two_graphs_name_one_bi
     let shared: Vec<&str> = log.lines().filter(|line| line.contains("init graph option: weight_sharing_enabled = 1")).collect();
     assert_eq!(shared.len(), 2, "both graphs prepared with weight sharing: {shared:?}");
 
-    // The emulator cannot load a weight-shared context (Qualcomm's host HTP crashes in
-    // QnnContext_createFromBinary): one line, exit 2, nothing run.
+    // The emulator cannot load a weight-shared context under any QNN version measured (Qualcomm's
+    // x86_64 HTP: "Shared weights buffer isn't supported on this platform"): one line, exit 2, nothing run.
     let out = work.path().join("run");
     let mut command = Command::new(bin("npugate"));
     command.args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--prompt-tokens", "8", "--gen-tokens", "4", "--model"]).arg(&compiled).arg("--out").arg(&out);
     let output = run(&mut command);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&format!("share one weight-shared context ({})", binaries[0])) && stderr.contains("emulate the folder it was compiled from"), "{stderr}");
+    assert!(stderr.contains(&format!("share one weight-shared context ({})", binaries[0])) && stderr.contains("does not support shared weights") && stderr.contains("emulate the folder it was compiled from"), "{stderr}");
     assert!(!out.exists(), "nothing ran");
+}
+
+#[test]
+fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
+    let port = 6491;
+    let rig = Rig::up(&[port]);
+    let work = tempfile::tempdir().unwrap();
+    let (out, history, plan) = (work.path().join("night"), work.path().join("history.sqlite"), work.path().join("sweep.toml"));
+    let folder = model_folder("tinyllm");
+    let text = format!(
+        "name = \"llm\"\nruntimes = [\"ort-1.31.1-linux-x86_64\"]\n\n[settings]\nprompt_tokens = 16\ngen_tokens = 8\ngenerations = 3\nprofile_runs = 1\n\n\
+         [[device]]\nserial = {:?}\n\n[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n",
+        Rig::serial(port),
+        folder.join("genai_config.json").display().to_string()
+    );
+    std::fs::write(&plan, text).unwrap();
+    let mut sweep = rig.command(bin("npugate"));
+    sweep.arg("sweep").arg("--plan").arg(&plan).arg("--out").arg(&out).arg("--history").arg(&history).args(["--night", "2026-03-01"]);
+    let output = run(&mut sweep);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+
+    // The stored TTFT is the cell verdict's median TTFT, beside the decode steps as latencies.
+    let cells = npugate_e2e::sweeps::finished_cells(&out);
+    assert_eq!(cells.len(), 1, "{cells:?}");
+    let verdict = json(&cells[0].join("verdict.json"));
+    let query = |args: &[&str]| run(Command::new(bin("npugate")).arg("history").arg("--history").arg(&history).args(args));
+    let answer = query(&["--json"]);
+    assert!(answer.status.success(), "{}", describe(&answer));
+    let report: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
+    let point = &report["series"][0]["points"][0];
+    assert_eq!(point["runs"], 24, "3 generations × 8 decode steps: {point}");
+    assert_eq!(point["generation"]["ttft_ns"], verdict["generation"]["ttft"]["median_ns"], "{point}");
+    assert_eq!(point["generation"]["decode_tok_s"], verdict["generation"]["decode_tok_s"], "{point}");
+    assert!(point["generation"]["prefill_tok_s"].as_f64().unwrap() > 0.0, "{point}");
+    let table = query(&[]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    let line = text.lines().find(|l| l.contains("ort-1.31.1-linux-x86_64")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(" ms/token (pass), TTFT ") && line.contains(" ms, prefill ") && line.contains(" tok/s, decode "), "{line}");
 }

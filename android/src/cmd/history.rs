@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::history::trend::{self, sparkline, HistoryReport};
+use crate::history::store::GenerationFigures;
 use crate::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
 
@@ -101,6 +102,12 @@ fn terminal(report: &HistoryReport) -> String {
     out
 }
 
+/// An LLM cell's generation in words: `TTFT 0.210 ms, prefill 76066 tok/s, decode 10491 tok/s`.
+fn generation_figures(generation: &GenerationFigures) -> String {
+    let ttft = generation.ttft_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
+    format!("TTFT {ttft}, prefill {:.0} tok/s, decode {:.0} tok/s", generation.prefill_tok_s, generation.decode_tok_s)
+}
+
 /// One block per model and SoC, one line per device and runtime with its sparkline.
 fn series_lines(report: &HistoryReport) -> String {
     let mut out = format!("{} night(s): {}\n", report.nights.len(), report.nights.join(" "));
@@ -113,7 +120,10 @@ fn series_lines(report: &HistoryReport) -> String {
             let latest = last
                 .map(|p| {
                     let median = p.median_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
-                    format!("{median} ({})", p.outcome)
+                    match &p.generation {
+                        Some(generation) => format!("{median}/token ({}), {}", p.outcome, generation_figures(generation)),
+                        None => format!("{median} ({})", p.outcome),
+                    }
                 })
                 .unwrap_or_default();
             let change = s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into());

@@ -83,7 +83,8 @@ pub fn by_class_and_model(series: &[Series]) -> Vec<((String, String), Vec<&Seri
     groups
 }
 
-/// Rows of the series table: device, runtime, nights, latest median, CV, outcome, change.
+/// Rows of the series table: device, runtime, nights, latest median, an LLM folder's latest TTFT,
+/// CV, outcome, change.
 fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
     series
         .iter()
@@ -94,6 +95,7 @@ fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
                 s.runtime.clone(),
                 s.points.len().to_string(),
                 last.and_then(|p| p.median_ns).map(|m| ms_number(m / 1e6)).unwrap_or_else(|| "–".into()),
+                last.and_then(|p| p.generation.and_then(|g| g.ttft_ns)).map(|t| ms_number(t / 1e6)).unwrap_or_else(|| "–".into()),
                 last.and_then(|p| p.cv_pct).map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
                 last.map(|p| p.outcome.clone()).unwrap_or_default(),
                 s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into()),
@@ -103,7 +105,7 @@ fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
 }
 
 /// Header of [`series_rows`].
-const SERIES_HEADER: [&str; 7] = ["device", "runtime", "nights", "median (ms)", "CV (%)", "gate", "since the night before"];
+const SERIES_HEADER: [&str; 8] = ["device", "runtime", "nights", "median (ms)", "TTFT (ms)", "CV (%)", "gate", "since the night before"];
 
 /// Per device class and model: a heading, the trend chart and the table of its series (the
 /// caller wraps each group: a `section` on a page of its own, a `div` inside another section).
@@ -117,7 +119,7 @@ pub fn trend_groups(report: &HistoryReport) -> Vec<Markup> {
                     (trend_chart(&report.nights, &members, &format!("{model} on {soc} over the nights")))
                     figcaption { "Median latency per night, colour: runtime, dash pattern: device; red ring: the gate did not pass that night" }
                 }
-                (page::table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4]))
+                (page::table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4, 5]))
             }
         })
         .collect()

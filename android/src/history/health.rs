@@ -184,6 +184,7 @@ mod tests {
             npu_flops_pct: Some(100.0),
             fallback_nodes: Some(0),
             latencies_ns: vec![],
+            generation: None,
         }
     }
 

@@ -8,9 +8,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
+use npugate_gate::verdict::GenerationSummary;
 
 /// Schema version of the SQLite file (`PRAGMA user_version`).
-const STORE_VERSION: i64 = 3;
+const STORE_VERSION: i64 = 4;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -40,6 +41,9 @@ CREATE TABLE IF NOT EXISTS cells (
   fallback_nodes INTEGER,
   latencies_ns TEXT NOT NULL,
   result_dir TEXT NOT NULL,
+  ttft_ns REAL,
+  prefill_tok_s REAL,
+  decode_tok_s REAL,
   PRIMARY KEY (sweep_id, device, runtime, model)
 );
 CREATE INDEX IF NOT EXISTS cells_by_model ON cells (model, soc);
@@ -109,8 +113,29 @@ pub struct StoredCell {
     pub npu_flops_pct: Option<f64>,
     /// Unexpected fallback nodes.
     pub fallback_nodes: Option<i64>,
-    /// Every timed run (ns).
+    /// Every timed run (ns); an LLM folder's decode steps.
     pub latencies_ns: Vec<u64>,
+    /// An LLM folder's generation figures (none for a single model and in cells before version 4).
+    pub generation: Option<GenerationFigures>,
+}
+
+/// An LLM cell's generation beside its decode steps: what `latencies_ns` leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GenerationFigures {
+    /// Median time to first token (ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ns: Option<f64>,
+    /// Prompt tokens per second (prompt tokens / median TTFT).
+    pub prefill_tok_s: f64,
+    /// Generated tokens per second (1 / median decode step).
+    pub decode_tok_s: f64,
+}
+
+impl GenerationFigures {
+    /// The figures of a verdict's generation summary.
+    pub fn of(summary: &GenerationSummary) -> GenerationFigures {
+        GenerationFigures { ttft_ns: summary.ttft.as_ref().map(|ttft| ttft.median_ns), prefill_tok_s: summary.prefill_tok_s, decode_tok_s: summary.decode_tok_s }
+    }
 }
 
 /// What a cell ran with, beside its key: the axes whose change between nights explains a flip.
@@ -177,20 +202,28 @@ impl HistoryStore {
             // Version 3 records each cell's QNN build and device fingerprint (unknown before).
             connection.execute_batch("ALTER TABLE cells ADD COLUMN qnn_build TEXT; ALTER TABLE cells ADD COLUMN device_fingerprint TEXT;").map_err(fail)?;
         }
+        if (1..4).contains(&version) {
+            // Version 4 records an LLM cell's median TTFT and tokens per second (unknown before).
+            connection
+                .execute_batch("ALTER TABLE cells ADD COLUMN ttft_ns REAL; ALTER TABLE cells ADD COLUMN prefill_tok_s REAL; ALTER TABLE cells ADD COLUMN decode_tok_s REAL;")
+                .map_err(fail)?;
+        }
         connection.execute_batch(CREATE).map_err(fail)?;
         connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
         Ok(HistoryStore { connection, path: path.to_path_buf() })
     }
 
-    /// Records a sweep's finished cells with their latencies (read from each cell's verdict). A sweep
+    /// Records a sweep's finished cells with their latencies and, for an LLM folder, its median
+    /// TTFT and tokens per second (read from each cell's verdict). A sweep
     /// of the same name and night is replaced, so recording a resumed sweep again is idempotent; a
     /// shard's result (`--shard`) replaces only its own devices' cells of that night, so shards
     /// recording into one store make the night together (and their merge replaces it whole).
     pub fn record(&mut self, summary: &SweepSummary, sweep_dir: &Path) -> Result<usize> {
-        let mut rows: Vec<(FinishedCell, String)> = Vec::new();
+        let mut rows: Vec<(FinishedCell, String, Option<GenerationFigures>)> = Vec::new();
         for cell in finished_cells(sweep_dir)? {
-            let latencies = serde_json::to_string(&CellRecord::read_verdict(&cell.dir)?.latencies_ns)?;
-            rows.push((cell, latencies));
+            let verdict = CellRecord::read_verdict(&cell.dir)?;
+            let latencies = serde_json::to_string(&verdict.latencies_ns)?;
+            rows.push((cell, latencies, verdict.generation.as_ref().map(GenerationFigures::of)));
         }
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let tx = self.connection.transaction().map_err(fail)?;
@@ -209,11 +242,12 @@ impl HistoryStore {
         for device in &summary.devices {
             tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir]).map_err(fail)?;
         }
-        for (FinishedCell { record, dir }, latencies) in &rows {
+        for (FinishedCell { record, dir }, latencies, generation) in &rows {
             tx.execute(
                 "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
-                   outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir, qnn_build, device_fingerprint)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                   outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir, qnn_build, device_fingerprint,
+                   ttft_ns, prefill_tok_s, decode_tok_s)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                 params![
                     sweep_id,
                     record.key.device,
@@ -233,6 +267,9 @@ impl HistoryStore {
                     dir.display().to_string(),
                     record.qnn_build,
                     record.device.fingerprint,
+                    generation.and_then(|g| g.ttft_ns),
+                    generation.map(|g| g.prefill_tok_s),
+                    generation.map(|g| g.decode_tok_s),
                 ],
             )
             .map_err(fail)?;
@@ -268,7 +305,8 @@ impl HistoryStore {
             .prepare(&format!(
                 "SELECT s.name, s.night, s.started_at, c.device, c.serial, c.soc, c.runtime, c.model, c.outcome,
                         c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns,
-                        c.model_digest, c.qnn_build, c.ort_version, c.device_fingerprint
+                        c.model_digest, c.qnn_build, c.ort_version, c.device_fingerprint,
+                        c.ttft_ns, c.prefill_tok_s, c.decode_tok_s
                  FROM cells c JOIN sweeps s ON s.id = c.sweep_id
                  WHERE {conditions} AND s.night >= ?6
                  ORDER BY s.night, s.started_at, c.model, c.soc, c.device, c.runtime"
@@ -280,6 +318,11 @@ impl HistoryStore {
                 let latencies_ns = serde_json::from_str(&latencies).map_err(|e| {
                     rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Text, Box::new(e))
                 })?;
+                let rates: (Option<f64>, Option<f64>) = (row.get(19)?, row.get(20)?);
+                let generation = match rates {
+                    (Some(prefill_tok_s), Some(decode_tok_s)) => Some(GenerationFigures { ttft_ns: row.get(18)?, prefill_tok_s, decode_tok_s }),
+                    _ => None,
+                };
                 Ok(StoredCell {
                     sweep: row.get(0)?,
                     night: row.get(1)?,
@@ -296,6 +339,7 @@ impl HistoryStore {
                     npu_flops_pct: row.get(11)?,
                     fallback_nodes: row.get(12)?,
                     latencies_ns,
+                    generation,
                 })
             })
             .map_err(fail)?;
@@ -313,7 +357,8 @@ mod tests {
         let path = dir.path().join("history.sqlite");
         {
             let connection = Connection::open(&path).unwrap();
-            connection.execute_batch(&CREATE.replace("model_digest", "model_sha256").replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "")).unwrap();
+            let version_1 = CREATE.replace("model_digest", "model_sha256").replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "");
+            connection.execute_batch(&version_1.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", "")).unwrap();
             connection
                 .execute_batch(
                     "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
@@ -327,9 +372,45 @@ mod tests {
         assert_eq!(digest, "abc");
         let qnn: Option<String> = store.connection.query_row("SELECT qnn_build FROM cells", [], |row| row.get(0)).unwrap();
         assert_eq!(qnn, None, "version 3 adds the QNN build, unknown for older cells");
+        let ttft: Option<f64> = store.connection.query_row("SELECT ttft_ns FROM cells", [], |row| row.get(0)).unwrap();
+        assert_eq!(ttft, None, "version 4 adds the TTFT, unknown for older cells");
         let version: i64 = store.connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
         assert_eq!(version, STORE_VERSION);
         drop(store);
         assert!(HistoryStore::open(&path).is_ok(), "opening again is a no-op");
+    }
+
+    #[test]
+    fn a_version_3_store_gains_the_generation_columns_and_an_llm_cell_reads_its_ttft_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.sqlite");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection.execute_batch(&CREATE.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", "")).unwrap();
+            connection
+                .execute_batch(
+                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
+                     INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir)
+                     VALUES (1, 'dev', 's', 'SM8650', 'rt', '1.31', 'old', 'abc', 'pass', '[1000]', 'r');",
+                )
+                .unwrap();
+            connection.pragma_update(None, "user_version", 3).unwrap();
+        }
+        let store = HistoryStore::open(&path).unwrap();
+        store
+            .connection
+            .execute_batch(
+                "INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir,
+                   ttft_ns, prefill_tok_s, decode_tok_s)
+                 VALUES (1, 'dev', 's', 'SM8650', 'rt', '1.31', 'tinyllm', 'def', 'pass', '[95000, 96000]', 'r', 210000.0, 76065.9, 10490.6);",
+            )
+            .unwrap();
+        let cells = store.cells(&HistoryFilter { nights: 30, ..Default::default() }).unwrap();
+        let by_model: Vec<(&str, Option<GenerationFigures>)> = cells.iter().map(|c| (c.model.as_str(), c.generation)).collect();
+        assert_eq!(
+            by_model,
+            [("old", None), ("tinyllm", Some(GenerationFigures { ttft_ns: Some(210000.0), prefill_tok_s: 76065.9, decode_tok_s: 10490.6 }))],
+            "a cell from before version 4 has no generation figures"
+        );
     }
 }

@@ -8,7 +8,7 @@ use npugate_gate::stats::{median_ratio, MedianRatio};
 use serde::Serialize;
 
 use super::health::DeviceHealth;
-use super::store::{CellAxes, HistoryFilter, StoredCell};
+use super::store::{CellAxes, GenerationFigures, HistoryFilter, StoredCell};
 
 /// Schema of `npugate history --json`.
 pub const HISTORY_SCHEMA: &str = "npugate.history/1";
@@ -65,11 +65,14 @@ pub struct Point {
     pub sweep: String,
     /// `pass`, `fail` or `error`.
     pub outcome: String,
-    /// Timed runs.
+    /// Timed runs (an LLM folder's decode steps).
     pub runs: usize,
-    /// Median latency (ns).
+    /// Median latency (ns); an LLM folder's median decode step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub median_ns: Option<f64>,
+    /// An LLM folder's median TTFT and tokens per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<GenerationFigures>,
     /// CV (%).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cv_pct: Option<f64>,
@@ -177,6 +180,7 @@ pub fn build(filter: &HistoryFilter, cells: Vec<StoredCell>, tolerance_pct: f64)
                 outcome: cell.outcome,
                 runs: cell.latencies_ns.len(),
                 median_ns: cell.median_ns,
+                generation: cell.generation,
                 cv_pct: cell.cv_pct,
                 npu_flops_pct: cell.npu_flops_pct,
                 fallback_nodes: cell.fallback_nodes,
@@ -259,6 +263,7 @@ mod tests {
             npu_flops_pct: None,
             fallback_nodes: Some(0),
             latencies_ns,
+            generation: None,
         }
     }
 
