@@ -185,6 +185,12 @@ impl<'m> NodeInfo<'m> {
     pub fn outputs(&self) -> &'m [String] {
         &self.proto.output
     }
+
+    /// Whether it is a compiled partition: an `EPContext` node (what an EP's AOT compile, e.g.
+    /// QNN's context binary, leaves in the graph).
+    pub fn is_ep_context(&self) -> bool {
+        self.op_type() == "EPContext"
+    }
 }
 
 /// Where a value is declared in a graph.

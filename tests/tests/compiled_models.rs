@@ -2,8 +2,9 @@
 //! `npugate run --local --ep qnn --soc SM8650` with default flags, its reference pass and output
 //! check on the source model, its FLOPs counted in the source's nodes; a partially compiled model
 //! naming its CPU nodes; and ONNX Runtime's own compiled output (`ep.context_enable`, embed mode 0
-//! and 1). Real ONNX Runtime 1.31.1 with onnxruntime-qnn 2.7.0's x86_64 HTP backend under wine, on
-//! models made by `scripts/make-test-models`.
+//! and 1); numerics of a compiled model against its source. Real ONNX Runtime 1.31.1 with
+//! onnxruntime-qnn 2.7.0's x86_64 HTP backend under wine, on models made by
+//! `scripts/make-test-models`.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -238,6 +239,31 @@ fn a_device_run_deploys_the_source_beside_the_compiled_model_and_names_a_runtime
     assert_eq!(std::fs::read(&deployed[0]).unwrap(), std::fs::read(&source).unwrap(), "the source's bytes on the device");
     let compiled: Vec<PathBuf> = std::fs::read_dir(&models).unwrap().flatten().map(|d| d.path().join("smallcnn_qdq_ctx.onnx")).filter(|p| p.is_file()).collect();
     assert_eq!(compiled.len(), 1, "the compiled model beside it: {}", models.display());
+}
+
+#[test]
+fn numerics_of_a_compiled_model_compares_what_the_context_shows_against_its_recorded_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, ctx) = compile_smallcnn(dir.path());
+    // No --reference-model: the reference is the source npugate compile recorded, run on the CPU EP.
+    let out = dir.path().join("numerics");
+    let numerics = npugate(&["numerics", "--ep", "qnn", "--soc", "SM8650", "--json"], &[Path::new("--model"), &ctx, Path::new("--out"), &out]);
+    assert_eq!(numerics.status.code(), Some(0), "the HTP runs the source's own quantization: {}", describe(&numerics));
+    let report: Value = serde_json::from_slice(&numerics.stdout).unwrap_or_else(|e| panic!("JSON ({e}): {}", describe(&numerics)));
+    let reference = std::fs::canonicalize(report["reference"]["path"].as_str().unwrap()).unwrap();
+    assert_eq!(reference, std::fs::canonicalize(&source).unwrap(), "{:#}", report["reference"]);
+    // What the compiled model shows — its graph outputs — is compared, on the emulated HTP.
+    let source_outputs: Vec<String> = Model::read(&source).unwrap().proto().graph.iter().flat_map(|g| &g.output).map(|o| o.name().to_string()).collect();
+    let layers: Vec<&str> = report["layers"].as_array().unwrap().iter().map(|l| l["tensor"].as_str().unwrap()).collect();
+    assert!(!layers.is_empty() && source_outputs.iter().all(|o| layers.contains(&o.as_str())), "{layers:?} vs outputs {source_outputs:?}");
+    let sqnr = report["layers"].as_array().unwrap().iter().map(|l| l["results"][0]["sqnr_db"].as_f64().unwrap_or(f64::INFINITY)).fold(f64::INFINITY, f64::min);
+    assert!(sqnr > 20.0, "HTP against the CPU on the same QDQ graph: {sqnr} dB");
+    assert!(report["targets"][0]["placement"]["nodes_by_ep"]["QNNExecutionProvider"].as_u64().unwrap_or(0) >= 1, "{:#}", report["targets"][0]);
+    // The source's inner tensors are named as inside the context, not as "fused away or renamed".
+    let reasons: Vec<&str> = report["unmatched"].as_array().unwrap().iter().filter(|u| u["side"] == "reference").map(|u| u["reason"].as_str().unwrap()).collect();
+    assert!(!reasons.is_empty() && reasons.iter().all(|r| *r == "inside_compiled_context"), "{reasons:?}");
+    let text = npugate(&["numerics", "--ep", "qnn", "--soc", "SM8650"], &[Path::new("--model"), &ctx, Path::new("--out"), &dir.path().join("text")]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("inside the model's compiled context"), "{}", describe(&text));
 }
 
 fn stdout_and_stderr(output: &Output) -> String {

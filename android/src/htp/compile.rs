@@ -181,7 +181,7 @@ impl CompileSession<'_> {
 pub(super) fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_result::Assignment) -> Vec<EpContextCover> {
     let partitions: Vec<&npugate_result::AssignedSubgraph> = assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").collect();
     let index = compiled.index();
-    let contexts: Vec<&str> = index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.op_type() == "EPContext").map(|n| n.name()).collect();
+    let contexts: Vec<&str> = index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.is_ep_context()).map(|n| n.name()).collect();
     if contexts.len() != partitions.len() {
         return Vec::new();
     }

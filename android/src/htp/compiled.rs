@@ -15,9 +15,6 @@ use npugate_settings::{HarnessSettings, ShapeSpec};
 use super::compat::{ContextCompat, Verdict};
 use crate::runtime::manifest::qnn_sdk_version;
 
-/// Operator type of the node that holds a compiled model's context binary.
-const EP_CONTEXT: &str = "EPContext";
-
 /// Prefix of every metadata key npugate writes.
 const PREFIX: &str = "npugate.compiled_for.";
 
@@ -245,7 +242,7 @@ impl ReferenceChoice {
             return Ok(ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() });
         }
         let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let compiled = onnx.index().nodes().iter().any(|n| n.op_type() == EP_CONTEXT);
+        let compiled = onnx.index().nodes().iter().any(|n| n.is_ep_context());
         if !compiled {
             return Ok(ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() });
         }

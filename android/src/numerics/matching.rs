@@ -128,6 +128,9 @@ pub enum UnmatchedReason {
     /// A graph input passing through `QuantizeLinear`/`DequantizeLinear` (the inputs are the same
     /// for both runs by construction).
     QuantizedInput,
+    /// A float tensor the model under test computes inside a compiled context binary (an
+    /// `EPContext` node): no run can expose it; numerics of the model's source model can.
+    InsideCompiledContext,
 }
 
 impl UnmatchedReason {
@@ -138,6 +141,9 @@ impl UnmatchedReason {
             UnmatchedReason::NotInReference => "model tensors with no counterpart in the reference",
             UnmatchedReason::DequantizedConstant => "dequantized weights and biases (constants, not activations)",
             UnmatchedReason::QuantizedInput => "quantized graph inputs (the same inputs for both runs)",
+            UnmatchedReason::InsideCompiledContext => {
+                "float tensors computed inside the model's compiled context (EPContext nodes: no run exposes them; run numerics on the source model for each layer)"
+            }
         }
     }
 }
@@ -189,6 +195,9 @@ impl Matching {
         let mut layers = Vec::new();
         let mut unmatched = Vec::new();
         let reference_outputs: HashSet<String> = reference.proto().graph.iter().flat_map(|g| &g.output).map(|o| o.name().to_string()).collect();
+        // A compiled model computes what it does not show inside its EPContext nodes.
+        let compiled = m.nodes().iter().any(NodeInfo::is_ep_context);
+        let not_in_model = if compiled { UnmatchedReason::InsideCompiledContext } else { UnmatchedReason::NotInModel };
         for (node, tensor) in activations(&r) {
             match find(model, &m, tensor) {
                 Some((probe, rule, chain, computing)) => {
@@ -219,7 +228,7 @@ impl Matching {
                     tensor: tensor.to_string(),
                     node: node.name().to_string(),
                     op_type: node.op_type().to_string(),
-                    reason: UnmatchedReason::NotInModel,
+                    reason: not_in_model,
                 }),
             }
         }
