@@ -181,7 +181,7 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
         "name = \"llm\"\nruntimes = [\"ort-1.31.1-linux-x86_64\"]\n\n[settings]\nprompt_tokens = 16\ngen_tokens = 8\ngenerations = 3\nprofile_runs = 1\n\n\
          [[device]]\nserial = {:?}\n\n[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n",
         Rig::serial(port),
-        folder.join("genai_config.json").display().to_string()
+        folder.display().to_string()
     );
     std::fs::write(&plan, text).unwrap();
     let mut sweep = rig.command(bin("npugate"));

@@ -184,12 +184,17 @@ impl SweepPlan {
         for (index, entry) in raw.model.into_iter().enumerate() {
             let field = |key: &str| format!("model[{index}].{key}");
             let path = base.join(&entry.path);
-            if !path.is_file() {
-                return Err(field_error(field("path"), format!("model file {} not found", path.display())));
+            // A model is an .onnx file, or an LLM folder (its genai_config.json, or the folder).
+            let llm_folder = npugate_onnx::genai::config_path(&path).filter(|config| config.is_file()).and_then(|config| config.parent().map(Path::to_path_buf));
+            if !path.is_file() && llm_folder.is_none() {
+                return Err(field_error(
+                    field("path"),
+                    format!("model {} not found; give an .onnx file or an LLM folder holding genai_config.json", path.display()),
+                ));
             }
             let name = match entry.name {
                 Some(name) => name,
-                None => path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                None => llm_folder.as_deref().unwrap_or(&path).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
             };
             crate::paths::check_plain_name(&name, "the model name").map_err(|e| field_error(field("name"), e.to_string()))?;
             if !names.insert(name.clone()) {
