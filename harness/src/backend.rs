@@ -118,9 +118,11 @@ pub fn adsp_library_path_problem(value: &str) -> Option<String> {
 }
 
 /// Judges the accelerator `ep` from the log lines of one session creation and its assignment.
-/// It did not start when the log names a dead backend, or — QNN, whose setup the log records —
-/// when the log shows no successful setup and the EP claimed nothing. An EP that started and
-/// claimed nothing has `started: true`: its rejections are a placement verdict.
+/// It did not start when the log names a dead backend, or — QNN, whose setup the log records
+/// at VERBOSE — when the log shows no successful setup and the EP claimed nothing. An EP that
+/// claimed nodes started, whatever the log's level (a quiet session-only run's log has no setup
+/// line: its assignment is the evidence); an EP that started and claimed nothing has
+/// `started: true`: its rejections are a placement verdict.
 /// `adsp_problem` (from [`adsp_library_path_problem`]) is added to the reason when it did not start.
 pub fn assess(log: &str, assignment: &Assignment, ep: &str, adsp_problem: Option<&str>) -> BackendHealth {
     let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
@@ -132,6 +134,10 @@ pub fn assess(log: &str, assignment: &Assignment, ep: &str, adsp_problem: Option
         }
     }
     let claimed = assignment.subgraphs.iter().filter(|s| s.ep == ep).map(|s| s.nodes.len()).sum::<usize>();
+    if claimed > 0 {
+        let total = assignment.subgraphs.iter().map(|s| s.nodes.len()).sum::<usize>();
+        evidence.push(format!("{}: {ep} was assigned {claimed} of {total} nodes", assignment.source));
+    }
     let set_up = lines.iter().any(|l| l.contains(SETUP_SUCCEEDED));
     let reason = failure_in_log(log, adsp_problem).or_else(|| {
         (ep == QNN && claimed == 0 && !set_up)
@@ -353,6 +359,16 @@ mod tests {
         let health = assess("[V:onnxruntime:timed, x.cc:1 F] Node placements", &assignment(&[("CPUExecutionProvider", 4)]), QNN, None);
         assert!(!health.started);
         assert!(health.reason.unwrap().contains("no successful QNN backend setup"));
+    }
+
+    #[test]
+    fn a_quiet_log_with_the_ep_assigned_every_node_started() {
+        // A session-only run kept its quiet session (WARNING): no setup line, only the assignment.
+        let log = "[W:onnxruntime:timed, x.cc:1 F] some warning\n";
+        let health = assess(log, &assignment(&[(QNN, 12)]), QNN, None);
+        assert!(health.started, "{:?}", health.reason);
+        assert_eq!(health.evidence, ["Session_GetEpGraphAssignmentInfo: QNNExecutionProvider was assigned 12 of 12 nodes"]);
+        assert_eq!(health.htp_power, None);
     }
 
     #[test]

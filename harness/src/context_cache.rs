@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 /// Session config key that makes the EP write a context model.
 const CONTEXT_ENABLE: &str = "ep.context_enable";
 /// Session config key naming the context model to write.
-const CONTEXT_FILE_PATH: &str = "ep.context_file_path";
+pub const CONTEXT_FILE_PATH: &str = "ep.context_file_path";
 /// Operator type of the nodes that carry a context binary.
 const EP_CONTEXT_OP: &[u8] = b"EPContext";
 
@@ -33,6 +33,13 @@ pub fn context_model_path(dir: &Path, model: &Path, model_digest: &str, ep_optio
 /// Session config entries that make a session write the context model `path`.
 pub fn write_config(path: &Path) -> Vec<(String, String)> {
     vec![(CONTEXT_ENABLE.into(), "1".into()), (CONTEXT_FILE_PATH.into(), path.display().to_string())]
+}
+
+/// The context model a session with `session_config` writes: its `ep.context_file_path` when
+/// `ep.context_enable` is `1`.
+pub fn written_by(session_config: &[(String, String)]) -> Option<PathBuf> {
+    let value = |wanted: &str| session_config.iter().rev().find(|(key, _)| key == wanted).map(|(_, value)| value.as_str());
+    (value(CONTEXT_ENABLE) == Some("1")).then(|| value(CONTEXT_FILE_PATH)).flatten().map(PathBuf::from)
 }
 
 /// Checks that a cold session really wrote a usable context model. ORT "succeeds" without one

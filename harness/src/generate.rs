@@ -23,6 +23,7 @@ use npugate_onnx::genai::{LlmGraph, LlmModel};
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::{files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelGraph, ModelInfo, RunResult, TimedLog};
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
+use npugate_profile::placement::PlacementInputs;
 use npugate_settings::EpKind;
 use npugate_stats::{median, LatencyStats};
 use ort::environment::Environment;
@@ -32,6 +33,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
+use crate::account;
 use crate::graph::LoadedModel;
 use crate::kv::{self, Buffer, View};
 use crate::measure::{quiet_run_options, run_with_binding};
@@ -46,8 +48,6 @@ const SHARE_EP_CONTEXTS: &str = "ep.share_ep_contexts";
 /// Set on the last session of a sharing group: it writes the shared context binary (a compile)
 /// and ends the group (ONNX Runtime's EPContext design, "EPContext with weight sharing").
 const STOP_SHARE_EP_CONTEXTS: &str = "ep.stop_share_ep_contexts";
-/// Where a compile writes its EPContext model.
-const CONTEXT_FILE_PATH: &str = "ep.context_file_path";
 
 /// The two phases of a generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,24 +112,45 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let model_graphs: Vec<ModelGraph> = loaded.iter().zip(&plans).map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings)).collect();
 
     // The timed sessions log at an app's level (nothing per inference); a session-only run has no
-    // timed runs and its sessions are the VERBOSE account.
+    // timed runs and its sessions are the account: quiet first on an accelerator, created again at
+    // VERBOSE where the verdict needs reasons (see `account`).
     let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = crate::backend::log_position(&log);
     let start = Instant::now();
-    let mut sessions = Vec::new();
-    for (graph, plan) in llm.graphs.iter().zip(&plans) {
-        let created = plan.create(&env, &format!("timed:{}", graph.id), timed_level).map_err(|e| setup::explain_with_backend(e, &plan.ep, &log, log_start));
-        match created {
-            Ok(session) => sessions.push(Rc::new(session)),
-            Err(error) if args.settings.session_only => {
-                timings.session_create_ns = setup::elapsed_ns(start);
-                let error = error.context(format!("graph {} ({})", graph.id, graph.file));
-                return setup::refused(args, &out, result, timings, &log, log_start, error);
-            }
-            Err(error) => return Err(error.context(format!("graph {} ({})", graph.id, graph.file))),
+    let create = |level| -> Result<Vec<Rc<Session>>> {
+        llm.graphs
+            .iter()
+            .zip(&plans)
+            .map(|(graph, plan)| {
+                plan.create(&env, &format!("timed:{}", graph.id), level)
+                    .map(Rc::new)
+                    .map_err(|e| setup::explain_with_backend(e, &plan.ep, &log, log_start).context(format!("graph {} ({})", graph.id, graph.file)))
+            })
+            .collect()
+    };
+    let created = match account::quiet_first(args) {
+        true => {
+            // The first graph whose assignment needs the EP's reasons.
+            let judge = |sessions: &Vec<Rc<Session>>| {
+                sessions.iter().zip(&model_graphs).zip(&llm.graphs).find_map(|((session, graph), llm_graph)| {
+                    let assignment = crate::session::assignment(session);
+                    let placement = PlacementInputs { assignment: &assignment, graph: Some(graph), ..PlacementInputs::of_run(&result) };
+                    account::rerun_reason(&placement).map(|reason| format!("graph {}: {reason}", llm_graph.id))
+                })
+            };
+            let plan_refs: Vec<&SessionPlan> = plans.iter().collect();
+            let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, &env, &plan_refs, create, judge)?;
+            result.execution.session_log = Some(logged);
+            created
         }
-    }
+        false => create(timed_level),
+    };
     timings.session_create_ns = setup::elapsed_ns(start);
+    let sessions = match created {
+        Ok(sessions) => sessions,
+        Err(error) if args.settings.session_only => return setup::refused(args, &out, result, timings, &log, log_start, error),
+        Err(error) => return Err(error),
+    };
     let assignments: Vec<Assignment> = sessions.iter().map(|s| crate::session::assignment(s)).collect();
     result.assignment = merged(&assignments);
     let mut account = args.settings.session_only.then(|| crate::backend::log_since(&log, log_start));
@@ -236,7 +257,7 @@ fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index:
             }
         }
     }
-    if let Some((_, path)) = plan.session_config.iter_mut().find(|(key, _)| key == CONTEXT_FILE_PATH) {
+    if let Some((_, path)) = plan.session_config.iter_mut().find(|(key, _)| key == crate::context_cache::CONTEXT_FILE_PATH) {
         let stem = Path::new(&graph.file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| graph.id.clone());
         *path = Path::new(path.as_str()).with_file_name(format!("{stem}_ctx.onnx")).display().to_string();
     }

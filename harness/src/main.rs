@@ -9,9 +9,11 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use npugate_result::digest::sha256_file;
+use npugate_profile::placement::PlacementInputs;
 use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
 use ort::environment::Environment;
 
+mod account;
 mod backend;
 mod context_cache;
 mod fingerprint;
@@ -39,15 +41,19 @@ use setup::{account_session, adsp_problem, conclude, model_graph, elapsed_ns, em
 
 /// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
-/// is still in `result.json`).
+/// is still in `result.json`); a session-only run's VERBOSE rerun's code when it had one.
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("npugate-harness: error: {error:#}");
-            ExitCode::from(if DidNotStart::is_cause_of(&error) { EXIT_DID_NOT_START } else { EXIT_ERROR })
-        }
+        Err(error) => match error.downcast_ref::<account::RerunExited>() {
+            // The VERBOSE rerun wrote the result and said what there was to say.
+            Some(exited) => ExitCode::from(exited.0),
+            None => {
+                eprintln!("npugate-harness: error: {error:#}");
+                ExitCode::from(if DidNotStart::is_cause_of(&error) { EXIT_DID_NOT_START } else { EXIT_ERROR })
+            }
+        },
     }
 }
 
@@ -110,11 +116,24 @@ fn run(args: &Args) -> Result<()> {
         );
     }
     // The timed session logs at an app's level (nothing per inference); a session-only run has no
-    // timed runs and its one session is the VERBOSE account.
+    // timed runs and its one session is the account: quiet first on an accelerator, created again
+    // at VERBOSE where the verdict needs reasons (see `account`).
     let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let created = plan.create(&env, "timed", timed_level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    let create = |level| plan.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    let created = match account::quiet_first(args) {
+        true => {
+            let judge = |session: &ort::session::Session| {
+                let assignment = session::assignment(session);
+                account::rerun_reason(&PlacementInputs { assignment: &assignment, ..PlacementInputs::of_run(&result) })
+            };
+            let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, &env, &[&plan], create, judge)?;
+            result.execution.session_log = Some(logged);
+            created
+        }
+        false => create(timed_level),
+    };
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
         Ok(session) => session,

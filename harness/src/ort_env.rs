@@ -13,8 +13,9 @@ use ort::logging::LogLevel;
 /// The oldest ONNX Runtime minor version the harness loads (ORT API level `api-24`).
 pub const MIN_ORT_MINOR: u32 = ort::MINOR_VERSION;
 
-/// Loads `ort_lib`, checks its version and creates the environment with a VERBOSE file logger.
-pub fn create_environment(ort_lib: &Path, log_file: &Path) -> Result<Environment> {
+/// Loads `ort_lib`, checks its version and creates the environment with a file logger at `level`
+/// (the environment's level, which [`Environment::set_log_level`] changes later).
+pub fn create_environment(ort_lib: &Path, log_file: &Path, level: LogLevel) -> Result<Environment> {
     if !ort_lib.exists() {
         bail!(
             "ONNX Runtime library {} does not exist; pass --ort-lib with the path of libonnxruntime.so \
@@ -31,11 +32,13 @@ pub fn create_environment(ort_lib: &Path, log_file: &Path) -> Result<Environment
             let _ = writeln!(out, "[{}:{category}:{id}, {location}] {message}", level_letter(level));
         }
     });
-    builder
+    let env = builder
         .with_name("npugate")
         .with_logger(logger)
         .build()
-        .map_err(|e| anyhow::anyhow!("cannot create the ONNX Runtime environment: {e}"))
+        .map_err(|e| anyhow::anyhow!("cannot create the ONNX Runtime environment: {e}"))?;
+    env.set_log_level(level);
+    Ok(env)
 }
 
 /// The version string of the ONNX Runtime library at `ort_lib` (`OrtGetApiBase()->GetVersionString()`).

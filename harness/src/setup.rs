@@ -19,7 +19,7 @@ use ort::memory::DeviceType;
 use crate::backend::{self, DidNotStart};
 use crate::graph::LoadedModel;
 use crate::session::{self, Attach, DeviceChoice, PreferredEp, SessionPlan};
-use crate::{fingerprint, ort_env};
+use crate::{account, fingerprint, ort_env};
 
 /// What every run sets up before its first session: the output directory and log, ONNX Runtime
 /// with the EP registered, and the plan its sessions are made from.
@@ -28,7 +28,8 @@ pub struct Setup {
     pub out: PathBuf,
     /// `ort.log` in it.
     pub log: PathBuf,
-    /// The ORT environment (VERBOSE logger into `log`).
+    /// The ORT environment (its logger writes `log`; VERBOSE, or at `--ort-log-level` in a
+    /// session-only run on an accelerator EP, see [`crate::account`]).
     pub env: Environment,
     /// Init and registration times so far.
     pub timings: Timings,
@@ -60,7 +61,11 @@ impl Setup {
         let mut timings = Timings::default();
 
         let start = Instant::now();
-        let env = ort_env::create_environment(&args.ort_lib, &log)?;
+        let level = match account::quiet_first(args) && account::verbose_rerun().is_none() {
+            true => session::log_level(args.settings.ort_log_level),
+            false => ort::logging::LogLevel::Verbose,
+        };
+        let env = ort_env::create_environment(&args.ort_lib, &log, level)?;
         timings.ort_init_ns = elapsed_ns(start);
         let ort_version = ort_env::ort_version(&args.ort_lib)?;
 
@@ -122,6 +127,7 @@ impl Setup {
                 context_model: None,
                 emulated: None,
                 timed_log: None,
+                session_log: None,
             },
             settings: RunSettings {
                 warmup: args.settings.warmup,

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use npugate_result::{AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, RunResult};
+use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, RunResult};
 use npugate_stats::median;
 
 pub use crate::coverage::strip_token_suffix;
@@ -685,6 +685,22 @@ impl<'a> IoQuantization<'a> {
             _ => false,
         }
     }
+}
+
+/// The nodes of the assignment left off the preferred EP, in assignment order, except graph-I/O
+/// quantization on the CPU by design ([`IoQuantization`], the one rule): the nodes a placement
+/// verdict needs the EP's reasons for. Without the model's graph no Q/DQ is known to be graph I/O.
+pub fn off_preferred_ep<'a>(inputs: &'a PlacementInputs<'a>) -> Vec<&'a AssignedNode> {
+    let no_graph = ModelGraph::default();
+    let io = IoQuantization::new(inputs, inputs.graph.unwrap_or(&no_graph));
+    inputs
+        .assignment
+        .subgraphs
+        .iter()
+        .filter(|s| s.ep != inputs.preferred_ep)
+        .flat_map(|s| &s.nodes)
+        .filter(|node| !io.by_design(&node.name, &node.op_type, None))
+        .collect()
 }
 
 /// Names, in one line each, the nodes ONNX Runtime inserted (they stand for no model node, so no

@@ -299,6 +299,23 @@ pub struct ExecutionConfig {
     /// whose timed session logged at VERBOSE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_log: Option<TimedLog>,
+    /// How the session of a `--session-only` run on an accelerator EP logged (absent in other runs
+    /// and in results of harnesses before it, whose session-only sessions logged at VERBOSE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_log: Option<SessionLog>,
+}
+
+/// A session-only run's logging: its session is created at `--ort-log-level` first (the QNN HTP
+/// backend then compiles without writing its VERBOSE log), and created again at VERBOSE only when
+/// the EP's account (its reasons) is needed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionLog {
+    /// The level the session was first created at (`verbose`, `info`, `warning`, `error`, `fatal`).
+    pub level: String,
+    /// Why the session was dropped and created again at VERBOSE for the EP's account (it was
+    /// refused, or nodes were left off the EP); `None`: the first session was kept, its assignment
+    /// being the whole account.
+    pub verbose_rerun: Option<String>,
 }
 
 /// The timed session's logging: an app logs at WARNING or less, and every line logged inside the

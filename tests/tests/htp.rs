@@ -44,6 +44,9 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     assert!(reason.contains("supported configurations: BF16, FP16, INT16, INT8"), "{reason}");
     assert!(reason.ends_with("(EP: Failed to add fused Matmul node.)"), "{reason}");
     assert!(fallback(verdict, "neg_int32")["reason"].as_str().unwrap().contains("'ElementWiseNeg'"), "{verdict:#}");
+    // Nodes left to the CPU: the quiet session was dropped and created again at VERBOSE for these reasons.
+    let rerun = RunResult::read(&dir.path().join("out/SM8650")).unwrap().execution.session_log.and_then(|l| l.verbose_rerun);
+    assert!(rerun.as_deref().is_some_and(|r| r.contains("left off QNNExecutionProvider") && r.contains("matmul_int32")), "{rerun:?}");
     let nodes_pct = verdict["nodes_pct"].as_f64().unwrap();
     assert!(nodes_pct > 0.0 && nodes_pct < 100.0, "the Conv/Relu branch runs on the HTP: {nodes_pct}");
     assert!(verdict["flops_pct"].as_f64().unwrap() > 90.0, "the Conv holds the FLOPs: {verdict:#}");
@@ -83,6 +86,16 @@ fn an_a16w16_conv_net_is_refused_on_v68_and_taken_on_v75() {
     let v75 = soc(&report, "SM8650");
     assert_eq!((v75["outcome"].as_str(), v75["compiled"].as_bool()), (Some("pass"), Some(true)), "{v75:#}");
     assert!(v75["fallback"].as_array().unwrap().iter().all(|f| f["expected"] == true), "only graph I/O (de)quantization on CPU: {v75:#}");
+    // Quiet first, VERBOSE only where needed: the passing SoC's session (graph I/O Q/DQ on the CPU by
+    // design) was kept at warning, its assignment the whole account; the refused one was created
+    // again at VERBOSE, whose log gave the reasons above.
+    let passed = RunResult::read(&dir.path().join("out/SM8650")).unwrap();
+    let logged = passed.execution.session_log.as_ref().expect("a session-only run on the HTP records how it logged");
+    assert_eq!((logged.level.as_str(), logged.verbose_rerun.as_deref()), ("warning", None), "{logged:?}");
+    assert!(passed.backend.as_ref().is_some_and(|b| b.started), "started, by the assignment: {:?}", passed.backend);
+    let refused = RunResult::read(&dir.path().join("out/SM8350")).unwrap();
+    let logged = refused.execution.session_log.expect("a session-only run on the HTP records how it logged");
+    assert_eq!(logged.verbose_rerun.as_deref(), Some("ONNX Runtime refused the session"), "{logged:?}");
 }
 
 #[test]
