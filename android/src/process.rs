@@ -4,16 +4,25 @@
 //! runs in its own process group (a Ctrl-C on the terminal reaches npugate, which stops the child
 //! and the device side in order), is killed if the call unwinds, and gets SIGKILL from the kernel
 //! when npugate dies (even by SIGKILL), so no `adb shell` keeps a device busy for a dead host.
+//! Its output is read until it ends, and [`DRAIN_AFTER_EXIT`] beyond: a daemon it started outside
+//! its process group (wine's `wineserver` and services) keeps its pipes open as long as it lives.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use wait_timeout::ChildExt;
 
 /// How often a waiting call looks at the cancellation flag.
 const POLL: Duration = Duration::from_millis(100);
+/// How long a process's output is still read once it ended: what it wrote is in its pipes at once,
+/// and only a daemon that inherited them (outside its process group, so not stopped with it) holds
+/// them open longer — wine's `wineserver`, `services.exe` … live while any wine process of the
+/// prefix runs, minutes when other runs share it.
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
 /// What a finished process left behind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,11 +96,8 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
         child.stop();
     }
     let status = outcome?;
-    Ok(Finished {
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-        code: status.code(),
-    })
+    let deadline = Instant::now() + DRAIN_AFTER_EXIT;
+    Ok(Finished { stdout: stdout.collect(deadline), stderr: stderr.collect(deadline), code: status.code() })
 }
 
 /// A child that is killed and reaped when it goes out of scope unfinished (an error or a panic
@@ -121,15 +127,44 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Reads a child's pipe to the end on its own thread.
-fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
-        }
+/// A child's pipe read on its own thread, into a buffer that can be taken before the pipe closes.
+struct Drained {
+    /// What was read so far.
+    bytes: Arc<Mutex<Vec<u8>>>,
+    /// Signalled when the pipe closed (or failed).
+    closed: mpsc::Receiver<()>,
+}
+
+impl Drained {
+    /// What was read by `deadline` (all of it when the pipe closed by then); a reader still
+    /// blocked then is left to end with the pipe.
+    fn collect(self, deadline: Instant) -> String {
+        let _ = self.closed.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        let bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&bytes).into_owned()
-    })
+    }
+}
+
+/// Reads a child's pipe until it closes, on its own thread.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> Drained {
+    let bytes = Arc::new(Mutex::new(Vec::new()));
+    let (closed_tx, closed) = mpsc::channel();
+    let sink = Arc::clone(&bytes);
+    std::thread::spawn(move || {
+        if let Some(mut pipe) = pipe {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => sink.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(&chunk[..n]),
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        }
+        let _ = closed_tx.send(());
+    });
+    Drained { bytes, closed }
 }
 
 #[cfg(test)]
@@ -146,6 +181,25 @@ mod tests {
     fn output_and_exit_code_are_collected() {
         let done = run(sh("echo out; echo err >&2; exit 3"), Duration::from_secs(10), &|| false).unwrap();
         assert_eq!((done.stdout.as_str(), done.stderr.as_str(), done.code), ("out\n", "err\n", Some(3)));
+    }
+
+    #[test]
+    fn a_daemon_holding_the_pipes_open_does_not_keep_the_call_waiting() {
+        // The daemon leaves the child's process group (setsid) with its stdout and stderr, as
+        // wine's wineserver does; the child itself ends at once.
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("daemon.pid");
+        let script = format!("setsid sleep 60 & echo $! > {}; echo out; echo err >&2", pid_file.display());
+        let started = Instant::now();
+        let done = run(sh(&script), Duration::from_secs(30), &|| false).unwrap();
+        let waited = started.elapsed();
+        let pid = std::fs::read_to_string(&pid_file).unwrap().trim().parse::<i32>().unwrap();
+        // SAFETY: kill(2) of the test's own daemon; no memory is touched.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        assert_eq!((done.stdout.as_str(), done.stderr.as_str(), done.code), ("out\n", "err\n", Some(0)));
+        assert!(waited < Duration::from_secs(30), "the call waited {waited:?} for the daemon's pipes");
     }
 
     #[test]

@@ -192,6 +192,7 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
     // The stored TTFT is the cell verdict's median TTFT, beside the decode steps as latencies.
     let cells = npugate_e2e::sweeps::finished_cells(&out);
     assert_eq!(cells.len(), 1, "{cells:?}");
+    assert!(cells[0].ends_with("tinyllm"), "the folder names its cells: {cells:?}");
     let verdict = json(&cells[0].join("verdict.json"));
     let query = |args: &[&str]| run(Command::new(bin("npugate")).arg("history").arg("--history").arg(&history).args(args));
     let answer = query(&["--json"]);

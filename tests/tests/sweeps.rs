@@ -161,7 +161,7 @@ fn plan_errors_are_one_line_name_the_field_and_the_file_and_exit_2() {
     let serial_entry = format!("[[device]]\nserial = {:?}", Rig::serial(6151));
     let cases = [
         (text.replace("warmup = 2", "warmpu = 2"), "unknown setting `warmpu`"),
-        (text.replace("smallcnn.onnx", "nosuch.onnx"), "model[0].path: model file"),
+        (text.replace("smallcnn.onnx", "nosuch.onnx"), "model[0].path: model "),
         (text.replace(RUNTIMES[1], "ort-9.9.9-linux-x86_64"), "runtimes[1]: runtime \"ort-9.9.9-linux-x86_64\" is not fetched"),
         (
             text.replace(RUNTIMES[1], "ort-1.31.1-linux-aarch64"),

@@ -120,7 +120,7 @@ pub struct SweepPlan {
 pub struct PlannedModel {
     /// Name (unique within the plan, safe as a directory name).
     pub name: String,
-    /// The ONNX file.
+    /// The ONNX file, or the LLM folder (or its `genai_config.json`).
     pub path: PathBuf,
     /// Gate rules (defaults, then the model's gate file or inline rules).
     pub rules: Rules,
@@ -322,6 +322,15 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_without_genai_config_is_no_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = runtime_dir(dir.path());
+        std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+        let error = format!("{:#}", plan_in(dir.path(), &format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"empty\"\n")).unwrap_err());
+        assert!(error.contains("model[0].path") && error.contains("an .onnx file or an LLM folder holding genai_config.json"), "{error}");
+    }
+
+    #[test]
     fn a_plan_resolves_models_rules_and_settings() {
         let dir = tempfile::tempdir().unwrap();
         let runtime = runtime_dir(dir.path());
@@ -373,7 +382,7 @@ mod tests {
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let cases = [
             (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 2: unknown setting `runz`"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model file"),
+            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model"),
             (format!("name = \"../x\"\nruntimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n"), "name: the sweep name \"../x\" must be"),
             (format!("runtimes = [{runtime:?}]\n[[model]]\nname = \"a/b\"\npath = \"a.onnx\"\n"), "model[0].name: the model name \"a/b\""),
             ("runtimes = [\"ort-0.0.0-nowhere\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes[0]: runtime \"ort-0.0.0-nowhere\""),
