@@ -82,11 +82,14 @@ pub fn command_timeout() -> std::time::Duration {
 
 /// Runs a command to completion, capturing output. A command still running after
 /// [`command_timeout`] is killed with everything it started (its own process group) and the test
-/// fails, naming itself and the command.
+/// fails, naming itself and the command. Its output is read until it ends and 2 s beyond: a daemon
+/// it started outside its group (wine's wineserver and services) may hold the pipes open for as long
+/// as other runs share the wine prefix.
 pub fn run(command: &mut Command) -> Output {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
+    use std::sync::{mpsc, Arc, Mutex};
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -95,13 +98,23 @@ pub fn run(command: &mut Command) -> Output {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (closed_tx, closed) = mpsc::channel::<()>();
+        let sink = Arc::clone(&bytes);
         std::thread::spawn(move || {
-            let mut bytes = Vec::new();
             if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                    sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
             }
-            bytes
-        })
+            let _ = closed_tx.send(());
+        });
+        move |deadline: std::time::Instant| {
+            let _ = closed.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()));
+            let taken = bytes.lock().unwrap().clone();
+            taken
+        }
     };
     let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
@@ -118,7 +131,8 @@ pub fn run(command: &mut Command) -> Output {
             None => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
     };
-    Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
+    let drained = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    Output { status, stdout: stdout(drained), stderr: stderr(drained) }
 }
 
 /// Stdout and stderr of an output, for assertion messages.
