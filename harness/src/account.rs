@@ -9,9 +9,10 @@
 //! assignment is the whole account and the session is kept. Otherwise — the session refused, or
 //! nodes left off the EP — it is dropped and created again at VERBOSE, whose log is the account.
 //!
-//! The rerun is a new process (this harness again, with the same arguments): Qualcomm's host HTP
-//! backend keeps the log level of the first session of a process — a second session created at
-//! VERBOSE in the same process logs nothing of the backend's (measured with QNN 2.51 under wine).
+//! The rerun is a new process (this harness again, with the same arguments): the QNN EP plugin
+//! gives its backend the environment's log level when the EP is registered, so a second session
+//! created at VERBOSE in the same process logs nothing of the backend's (measured with QNN 2.51
+//! under wine).
 
 use std::path::PathBuf;
 use std::process::Command;

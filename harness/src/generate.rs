@@ -101,7 +101,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
         }
     }
     let spec = Spec::resolve(args, &llm)?;
-    let setup = Setup::new(args, &llm.graphs[0].path)?;
+    let quiet = account::quiet_first(args) && !weight_shared_compile(args, &llm);
+    let setup = Setup::new(args, &llm.graphs[0].path, quiet)?;
     let model = identify(&llm, &args.model_files)?;
     let mut result = setup.result(args, model, &setup.plan);
     result.settings.runs = spec.generations;
@@ -128,7 +129,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
             })
             .collect()
     };
-    let created = match account::quiet_first(args) {
+    let created = match quiet {
         true => {
             // The first graph whose assignment needs the EP's reasons.
             let judge = |sessions: &Vec<Rc<Session>>| {
@@ -232,6 +233,20 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     setup::conclude(result, finished, &ep_name, &out)
 }
 
+/// True for a weight-shared compile (the graphs' sessions write their EPContext models from one
+/// shared EP context): it logs VERBOSE from the start, not quiet first (see [`account`]), since
+/// QNN's word that it prepared each graph with weight sharing (`weight_sharing_enabled = 1`) is in
+/// its VERBOSE log only, and the backend logs at the environment's level when the EP was registered.
+fn weight_shared_compile(args: &Args, llm: &LlmModel) -> bool {
+    let config: Vec<(String, String)> = args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+    shares_ep_context(args.settings.ep, llm.graphs.len()) && crate::context_cache::written_by(&config).is_some()
+}
+
+/// Whether the sessions of a folder of `graphs` graphs on `ep` share one EP context.
+fn shares_ep_context(ep: EpKind, graphs: usize) -> bool {
+    ep == EpKind::Qnn && graphs > 1
+}
+
 /// The accelerator's health and emulation from the VERBOSE account: the session-only sessions'
 /// or the profiled pass's set-up log, else one account session per graph.
 fn assess_backend(args: &Args, result: &mut RunResult, account: Option<String>, env: &Environment, plans: &[SessionPlan], log: &Path, ep_name: &str) {
@@ -249,7 +264,7 @@ fn assess_backend(args: &Args, result: &mut RunResult, account: Option<String>, 
 /// beside the path asked for, named after the graph's file (`token.onnx` → `token_ctx.onnx`).
 fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index: usize, graphs: usize) -> SessionPlan {
     let mut plan = SessionPlan { model: graph.path.clone(), source_model: graph.path.clone(), renamed: loaded.renamed.clone(), ..plan.clone() };
-    if plan.ep.kind == EpKind::Qnn && graphs > 1 {
+    if shares_ep_context(plan.ep.kind, graphs) {
         let last = index + 1 == graphs;
         for (key, wanted) in [(SHARE_EP_CONTEXTS, true), (STOP_SHARE_EP_CONTEXTS, last)] {
             if wanted && !plan.session_config.iter().any(|(k, _)| k == key) {

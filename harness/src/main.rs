@@ -65,7 +65,8 @@ fn run(args: &Args) -> Result<()> {
         bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {} is a single model; drop it", args.model.display());
     }
     let model_bytes = check_model_file(&args.model)?;
-    let mut setup = Setup::new(args, &args.model)?;
+    let quiet = account::quiet_first(args);
+    let mut setup = Setup::new(args, &args.model, quiet)?;
     let loaded = graph::LoadedModel::read(&args.model)?;
     // A compiled model's reference pass runs its source model (`--reference-model`).
     let source = match (&args.reference_model, loaded.compiled) {
@@ -122,7 +123,7 @@ fn run(args: &Args) -> Result<()> {
     let log_start = backend::log_position(&log);
     let start = Instant::now();
     let create = |level| plan.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
-    let created = match account::quiet_first(args) {
+    let created = match quiet {
         true => {
             let judge = |session: &ort::session::Session| {
                 let assignment = session::assignment(session);

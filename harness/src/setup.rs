@@ -47,8 +47,10 @@ pub struct Setup {
 
 impl Setup {
     /// Checks the EP flags, creates the output directory and the environment, registers the EP and
-    /// plans sessions of `model`.
-    pub fn new(args: &Args, model: &Path) -> Result<Setup> {
+    /// plans sessions of `model`. `quiet`: the run creates its session quiet first (see
+    /// [`crate::account`]), so the environment starts at `--ort-log-level` — the QNN EP gives its
+    /// backend the environment's level when it is registered — else at VERBOSE.
+    pub fn new(args: &Args, model: &Path, quiet: bool) -> Result<Setup> {
         check_ep_flags(args)?;
         let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
         let ep_options = match args.settings.ep {
@@ -61,7 +63,7 @@ impl Setup {
         let mut timings = Timings::default();
 
         let start = Instant::now();
-        let level = match account::quiet_first(args) && account::verbose_rerun().is_none() {
+        let level = match quiet && account::verbose_rerun().is_none() {
             true => session::log_level(args.settings.ort_log_level),
             false => ort::logging::LogLevel::Verbose,
         };
