@@ -22,7 +22,9 @@ fn stderr(output: &Output) -> String {
 fn ppocr_det_preflights_with_its_shape_fixed_at_every_node_claimed() {
     let work = tempfile::tempdir().unwrap();
     let det = sample("ppocrv4-det");
-    let out = npugate_in(work.path(), &["preflight", "--model", det.to_str().unwrap(), "--shape", "x=1x3x640x640", "--json"]);
+    // Validation and compile only: the emulated inference of a 640×640 detector is ~100 s of CPU
+    // here and proves nothing this test asks (smaller models' tests execute).
+    let out = npugate_in(work.path(), &["preflight", "--model", det.to_str().unwrap(), "--shape", "x=1x3x640x640", "--no-execute", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let soc = &report["socs"][0];
