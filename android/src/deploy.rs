@@ -32,7 +32,7 @@ impl DeployFile {
     /// Describes `local` for deployment as `remote`, hashing it (or taking its hash from the
     /// host's hash cache when unchanged).
     pub fn hashed(local: &Path, remote: String, executable: bool) -> anyhow::Result<DeployFile> {
-        let (sha256, bytes) = crate::hash_cache::HashCache::default_cache()
+        let (sha256, bytes) = npugate_host::hash_cache::HashCache::default_cache()
             .sha256(local)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", local.display()))?;
         Ok(DeployFile { local: local.to_path_buf(), remote, sha256, bytes, executable })
@@ -153,7 +153,7 @@ fn blobs_present(adb: &Adb, serial: &str, blobs: &str, wanted: &BTreeSet<&str>) 
 }
 
 /// The device-side script of [`blobs_present`]: [`CHECK_BLOBS`] in `blobs` over `wanted`.
-pub(crate) fn check_script(blobs: &str, wanted: &BTreeSet<&str>) -> String {
+pub fn check_script(blobs: &str, wanted: &BTreeSet<&str>) -> String {
     format!(
         "mkdir -p {dir} && cd {dir} && BLOB_STAT={stat} && set -- {names} && {CHECK_BLOBS}",
         dir = quote(blobs),
@@ -171,7 +171,7 @@ fn link(adb: &Adb, serial: &str, work_dir: &str, files: &[DeployFile], pushed: &
 
 /// The device-side script of [`link`]. `ln -f` replaces what a name pointed to before (an older
 /// blob, or a symlink of an older npugate).
-pub(crate) fn link_script(work_dir: &str, files: &[DeployFile], pushed: &[&DeployFile]) -> String {
+pub fn link_script(work_dir: &str, files: &[DeployFile], pushed: &[&DeployFile]) -> String {
     let mut steps = Vec::new();
     // A blob that just arrived in full is verified: remember its stat (see CHECK_BLOBS).
     for file in pushed {

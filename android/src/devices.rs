@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::adb::commands::APPLETS;
 use crate::adb::{Adb, AdbError, DeviceShell};
-use crate::hexagon::{self, SocClues};
+use npugate_host::hexagon::{self, SocClues};
 
 /// Schema of `npugate devices --json`.
 pub const DEVICE_LIST_SCHEMA: &str = "npugate.devices/1";
@@ -138,7 +138,7 @@ pub fn probe(adb: &Adb, serial: &str) -> Result<DeviceInfo, AdbError> {
 }
 
 /// [`probe`] through any device shell.
-pub(crate) fn probe_shell(shell: &dyn DeviceShell) -> Result<DeviceInfo, AdbError> {
+pub fn probe_shell(shell: &dyn DeviceShell) -> Result<DeviceInfo, AdbError> {
     let stdout = shell.run_ok(&probe_script(), Duration::from_secs(30), "probe device")?;
     Ok(describe(shell.name(), "device", &stdout))
 }

@@ -18,8 +18,7 @@ pub const ANDROID_COMMANDS: &[&str] = &["getprop"];
 /// of the POSIX shell grammar the scripts are written in: it finds the word in command position of
 /// every simple command, inside `$( … )` substitutions too, skipping assignments, redirections,
 /// keywords, quoted text and `for` headers.
-#[cfg(test)]
-pub(crate) fn outside_the_set(script: &str) -> Vec<String> {
+pub fn outside_the_set(script: &str) -> Vec<String> {
     let functions = function_names(script);
     let mut found: Vec<String> = Vec::new();
     for word in command_words(script) {
@@ -32,7 +31,6 @@ pub(crate) fn outside_the_set(script: &str) -> Vec<String> {
 }
 
 /// Names of the functions `script` defines (`name() {`).
-#[cfg(test)]
 fn function_names(script: &str) -> Vec<String> {
     script
         .split(['\n', ';'])
@@ -45,7 +43,6 @@ fn function_names(script: &str) -> Vec<String> {
 }
 
 /// The word in command position of every simple command of `script`.
-#[cfg(test)]
 fn command_words(script: &str) -> Vec<String> {
     let chars: Vec<char> = script.chars().collect();
     let mut scanner = Scanner { chars: &chars, at: 0, commands: Vec::new() };
@@ -54,10 +51,8 @@ fn command_words(script: &str) -> Vec<String> {
 }
 
 /// What a command word that is quoted or expanded (`"$x" …`) is reported as.
-#[cfg(test)]
 const QUOTED_COMMAND: &str = "(a quoted or expanded command word)";
 
-#[cfg(test)]
 struct Scanner<'a> {
     chars: &'a [char],
     at: usize,
@@ -65,7 +60,6 @@ struct Scanner<'a> {
 }
 
 /// Where one simple command stands while its words are read.
-#[cfg(test)]
 #[derive(PartialEq)]
 enum Position {
     /// Its command word is still to come.
@@ -76,7 +70,6 @@ enum Position {
     Done,
 }
 
-#[cfg(test)]
 impl Scanner<'_> {
     fn peek(&self, ahead: usize) -> Option<char> {
         self.chars.get(self.at + ahead).copied()

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::Stopped;
+use npugate_host::process::Stopped;
 
 /// How the adb client is started: which binary and which adb server it talks to.
 #[derive(Debug, Clone)]
@@ -227,7 +227,7 @@ impl Adb {
             command.arg("-L").arg(socket);
         }
         command.args(args);
-        match crate::process::run(command, timeout, cancelled) {
+        match npugate_host::process::run(command, timeout, cancelled) {
             Ok(done) => Ok(Finished { stdout: done.stdout, stderr: done.stderr, code: done.code.unwrap_or(-1) }),
             Err(Stopped::Spawn { source, .. }) => Err(AdbError::Spawn { binary: self.binary.display().to_string(), source }),
             Err(Stopped::Timeout { .. }) => Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout }),
@@ -243,7 +243,7 @@ impl Adb {
 
 /// `script` in a subshell followed by the marker line that carries its exit status (see
 /// [`Adb::shell`]).
-pub(crate) fn wrapped(script: &str) -> String {
+pub fn wrapped(script: &str) -> String {
     format!("({script}\n); printf '\\n{EXIT_MARKER}%d\\n' $?")
 }
 
@@ -326,11 +326,9 @@ fn one_line(stderr: &str, stdout: &str) -> String {
 /// A local phone shell as the device, for tests of code that runs scripts on devices: mksh with
 /// only toybox's applets on its PATH (as `adb shell` on Android; both from Debian, installed by
 /// `scripts/setup`), this machine's `/proc`, no adb.
-#[cfg(test)]
-pub(crate) struct LocalShell;
+pub struct LocalShell;
 
 /// A directory holding `sh` (mksh) and every toybox applet (`target/phone-bin`, made once).
-#[cfg(test)]
 fn phone_bin() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
@@ -354,7 +352,6 @@ fn phone_bin() -> &'static Path {
     })
 }
 
-#[cfg(test)]
 impl DeviceShell for LocalShell {
     fn name(&self) -> &str {
         "local-sh"
@@ -364,7 +361,7 @@ impl DeviceShell for LocalShell {
         let bin = phone_bin();
         let mut command = Command::new(bin.join("sh"));
         command.arg("-c").arg(script).env_clear().env("PATH", bin);
-        let done = crate::process::run(command, timeout, &|| false)
+        let done = npugate_host::process::run(command, timeout, &|| false)
             .map_err(|stopped| AdbError::Failed { serial: "local-sh".into(), step: step.into(), message: stopped.to_string() })?;
         Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })
     }

@@ -187,7 +187,7 @@ fi
 
 /// The harnesses running in this work dir (tests watch their fake harnesses come up with it).
 #[cfg(test)]
-pub(crate) fn harnesses(shell: &dyn DeviceShell, work_dir: &str) -> Result<Vec<DeviceHarness>, AdbError> {
+pub fn harnesses(shell: &dyn DeviceShell, work_dir: &str) -> Result<Vec<DeviceHarness>, AdbError> {
     let out = run(shell, work_dir, &[], "harnesses\n", "list harnesses")?;
     Ok(out.lines().filter_map(|line| parse_harness(line.strip_prefix("harness ")?)).collect())
 }

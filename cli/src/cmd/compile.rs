@@ -1,0 +1,134 @@
+//! `npugate compile`: ahead-of-time compile a model for one Snapdragon on Qualcomm's host HTP
+//! backend: an EPContext model with the context binary embedded (or beside it, `--context-file`),
+//! stamped with what it was compiled for. With several QNN versions (`--qnn A --qnn B`, `--qnn
+//! all`) one model per version, then each loaded under every version: the measured context
+//! compatibility matrix. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still
+//! written), 2 error.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
+use npugate_settings::{EpKind, SessionSettings};
+
+use super::options::{EmulatorArgs, SubjectArgs};
+use npugate_htp::compat::CompatRequest;
+use npugate_htp::compile::{CompileRequest, Compiled};
+use npugate_htp::compile_folder::FolderCompileRequest;
+use npugate_htp::HostHtp;
+use npugate_plan::{Command, Installed, Place, Plan, Request};
+
+/// Arguments of `npugate compile`.
+#[derive(Debug, Args)]
+#[command(mut_arg("out", |out| out.help("The EPContext model to write [default: <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them into [default: the model's]")))]
+pub struct CompileArgs {
+    /// `--model`, `--runtime`, `--harness`, `--out`: the EPContext model to write [default:
+    /// <model>_ctx.onnx next to the model]; with several QNN versions, the directory to write them
+    /// into [default: the model's].
+    #[command(flatten)]
+    pub subject: SubjectArgs,
+    /// `--soc`: the Snapdragon to compile for (one), e.g. SM8650; `--qnn`: the QNN version that
+    /// compiles — several (or `all`): one `<model>_qnn<version>_ctx.onnx` each, each then loaded
+    /// under every version (`<model>.context-compat/context_compat.json`).
+    #[command(flatten)]
+    pub emulator: EmulatorArgs,
+    /// Write the context binary as a `.bin` file beside the model (embed mode 0, what large models
+    /// use) instead of inside it; the two are deployed together.
+    #[arg(long)]
+    pub context_file: bool,
+    /// How the session is made (`--shape`, `--enable-htp-fp16-precision` [default: 1], …).
+    #[command(flatten)]
+    pub session: SessionSettings,
+}
+
+impl CompileArgs {
+    /// The plan request these flags make.
+    pub fn request(&self) -> Result<Request<'_>> {
+        if self.emulator.socs().len() != 1 {
+            bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
+        }
+        Ok(Request { out: None, ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator)) })
+    }
+}
+
+/// Runs `npugate compile`.
+pub fn run(args: CompileArgs) -> Result<u8> {
+    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
+    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    plan.announce();
+    let soc = plan.targets.first().and_then(|planned| planned.soc).context("an emulator target has its SoC")?;
+    let hosts: Vec<HostHtp> = plan.targets.iter().map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() }).collect();
+    let cancel = super::options::interrupt_flag();
+    let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
+    if let Some(config) = npugate_onnx::genai::config_path(&model) {
+        return compile_folder(&args, &config, &hosts, soc, fp16, &cancel);
+    }
+    let compile = |host: &HostHtp, out: &Path| {
+        CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }.run(out, &cancel)
+    };
+    if let [host] = hosts.as_slice() {
+        let out = args.subject.out.out.clone().unwrap_or_else(|| model.with_file_name(format!("{stem}_ctx.onnx")));
+        let compiled = compile(host, &out)?;
+        print_compiled(&compiled);
+        return Ok(if compiled.left_on_cpu.is_empty() { EXIT_PASS } else { EXIT_FAIL });
+    }
+    let dir = args.subject.out.out.clone().unwrap_or_else(|| model.parent().map(PathBuf::from).unwrap_or_default());
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut contexts = Vec::new();
+    let mut left_on_cpu = false;
+    for host in &hosts {
+        let compiled = compile(host, &dir.join(format!("{stem}_qnn{}_ctx.onnx", host.qnn_sdk())))?;
+        print_compiled(&compiled);
+        left_on_cpu |= !compiled.left_on_cpu.is_empty();
+        contexts.push((compiled.compiled_for.qnn_sdk.clone(), compiled.path));
+    }
+    let measured_by = std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let compat_dir = dir.join(format!("{stem}.context-compat"));
+    let matrix = CompatRequest { hosts: &hosts, soc, contexts: &contexts, model: &model_name, measured_by }.run(&compat_dir, &cancel)?;
+    println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
+    print!("{}", matrix.table());
+    eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
+    Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
+}
+
+/// An LLM folder: every graph into one weight-shared context, written as a compiled folder
+/// (`--out`, default `<folder>_ctx/` beside it) that deploys and runs as one model.
+fn compile_folder(args: &CompileArgs, config: &Path, hosts: &[HostHtp], soc: npugate_host::hexagon::Soc, fp16: bool, cancel: &npugate_engine::targets::Cancel) -> Result<u8> {
+    let [host] = hosts else {
+        bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
+    };
+    if !args.session.shapes.is_empty() || args.context_file {
+        bail!("{} does not apply to the LLM model folder {}: its graphs declare their shapes, and its context binary is always a file beside them", if args.context_file { "--context-file" } else { "--shape" }, config.display());
+    }
+    let folder = config.parent().unwrap_or(Path::new("."));
+    let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let out = args.subject.out.out.clone().unwrap_or_else(|| folder.with_file_name(format!("{name}_ctx")));
+    let compiled = FolderCompileRequest { host, config, soc, fp16 }.run(&out, cancel)?;
+    let mut left_on_cpu = false;
+    for graph in &compiled.graphs {
+        println!("{}: graph {} compiled for {}", graph.path.display(), graph.id, graph.compiled_for.describe());
+        for node in &graph.left_on_cpu {
+            println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
+        }
+        left_on_cpu |= !graph.left_on_cpu.is_empty();
+    }
+    println!("one context binary for {} graphs (weights shared): {}", compiled.graphs.len(), compiled.context_binary.display());
+    println!("{}: the compiled folder; run it with --model {}", compiled.dir.display(), compiled.dir.display());
+    eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
+    Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
+}
+
+/// What one compile wrote and left on the CPU.
+fn print_compiled(compiled: &Compiled) {
+    println!("{}: compiled for {}", compiled.path.display(), compiled.compiled_for.describe());
+    for file in &compiled.context_files {
+        println!("  context binary beside it: {}", file.display());
+    }
+    for node in &compiled.left_on_cpu {
+        println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
+    }
+    eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
+}

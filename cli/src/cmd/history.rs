@@ -1,0 +1,139 @@
+//! `npugate history`: how a model did on a SoC (device, runtime) over the last nights, and what
+//! changed since the night before — as terminal sparklines, `npugate.history/1` JSON, or an HTML
+//! page with inline-SVG trend charts.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use npugate_nightly::history::trend::{self, sparkline, HistoryReport};
+use npugate_nightly::history::store::GenerationFigures;
+use npugate_nightly::history::{chart, health, HistoryFilter, HistoryStore};
+use npugate_result::contract::EXIT_PASS;
+
+use super::options::{HistoryArg, JsonArg};
+
+/// Arguments of `npugate history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// `--history`: the store to query.
+    #[command(flatten)]
+    pub history: HistoryArg,
+    /// Only this model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only this SoC (device class), e.g. SM8650.
+    #[arg(long)]
+    pub soc: Option<String>,
+    /// Only this device (serial).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Only this runtime.
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// The last N nights that have a matching sweep.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nights: u32,
+    /// Only nights up to this one (YYYY-MM-DD).
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = npugate_nightly::sweep::parse_night)]
+    pub until: Option<String>,
+    /// Only series whose last night changed (latency beyond the tolerance, gate outcome, fallback count).
+    #[arg(long)]
+    pub changed: bool,
+    /// A latency change counts when the median ratio's 95% interval lies entirely beyond ±this many
+    /// percent (default: the gate's baseline_median_pct, 10; 0 = the interval alone decides).
+    #[arg(long, value_name = "PCT")]
+    pub tolerance_pct: Option<f64>,
+    /// `--json`: `npugate.history/1` instead of the table.
+    #[command(flatten)]
+    pub json: JsonArg,
+    /// Also write an HTML page with a trend chart per SoC and model.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// Runs `npugate history`.
+pub fn run(args: HistoryArgs) -> Result<u8> {
+    let path = args.history.path();
+    if !path.is_file() {
+        bail!("no history at {}; run `npugate sweep` first, or pass --history PATH", path.display());
+    }
+    let store = HistoryStore::open(&path)?;
+    let filter = HistoryFilter {
+        model: args.model.clone(),
+        soc: args.soc.clone(),
+        device: args.device.clone(),
+        runtime: args.runtime.clone(),
+        nights: args.nights as usize,
+        until: args.until.clone(),
+    };
+    let tolerance = args.tolerance_pct.unwrap_or_else(trend::default_tolerance_pct);
+    let mut report = trend::build(&filter, store.cells(&filter)?, tolerance);
+    if args.changed {
+        report.series.retain(|s| s.change.as_ref().is_some_and(|c| c.is_notable()));
+    }
+    report.devices = health::load(&path)?.unwrap_or_default();
+    report.devices.retain(|h| {
+        args.device.as_ref().is_none_or(|d| &h.serial == d) && args.soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
+    });
+    if let Some(html) = &args.html {
+        std::fs::write(html, chart::history_page(&report)).with_context(|| format!("cannot write {}", html.display()))?;
+        eprintln!("npugate history: trend chart in {}", html.display());
+    }
+    if args.json.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", terminal(&report));
+    }
+    Ok(EXIT_PASS)
+}
+
+/// One block per model and SoC, one line per device and runtime with its sparkline.
+fn terminal(report: &HistoryReport) -> String {
+    if report.series.is_empty() {
+        return "no matching sweeps in the history\n".into();
+    }
+    let mut out = series_lines(report);
+    if !report.devices.is_empty() {
+        out.push_str(&format!("\nDevice health (noise floor over the last {} nights)\n", health::HEALTH_NIGHTS));
+        out.push_str(&health::lines(&report.devices));
+    }
+    out
+}
+
+/// An LLM cell's generation in words: `TTFT 0.210 ms, prefill 76066 tok/s, decode 10491 tok/s`.
+fn generation_figures(generation: &GenerationFigures) -> String {
+    let ttft = generation.ttft_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
+    format!("TTFT {ttft}, prefill {:.0} tok/s, decode {:.0} tok/s", generation.prefill_tok_s, generation.decode_tok_s)
+}
+
+/// One block per model and SoC, one line per device and runtime with its sparkline.
+fn series_lines(report: &HistoryReport) -> String {
+    let mut out = format!("{} night(s): {}\n", report.nights.len(), report.nights.join(" "));
+    let device_width = report.series.iter().map(|s| s.device.len()).max().unwrap_or(0);
+    let runtime_width = report.series.iter().map(|s| s.runtime.len()).max().unwrap_or(0);
+    for ((soc, model), members) in chart::by_class_and_model(&report.series) {
+        out.push_str(&format!("\n{model} on SoC {soc}\n"));
+        for s in members {
+            let last = s.points.last();
+            let latest = last
+                .map(|p| {
+                    let median = p.median_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
+                    match &p.generation {
+                        Some(generation) => format!("{median}/token ({}), {}", p.outcome, generation_figures(generation)),
+                        None => format!("{median} ({})", p.outcome),
+                    }
+                })
+                .unwrap_or_default();
+            let change = s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into());
+            out.push_str(&format!(
+                "  {:device_width$}  {:runtime_width$}  {}  {latest}  {change}\n",
+                s.device,
+                s.runtime,
+                sparkline(&s.medians_by_night(&report.nights))
+            ));
+        }
+    }
+    out
+}

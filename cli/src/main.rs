@@ -1,0 +1,9 @@
+//! `npugate`: the command line. Parses flags into the library's typed values ([`cmd`]) and runs the
+//! command; nothing below `cmd` knows clap.
+
+mod cmd;
+mod run_plan;
+
+fn main() -> std::process::ExitCode {
+    cmd::main()
+}

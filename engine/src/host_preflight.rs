@@ -1,0 +1,65 @@
+//! Preflight for an EP that runs on this machine (OpenVINO on an Intel CPU/GPU/NPU, XNNPACK, CUDA,
+//! …): the host harness creates the session on the EP and reads ONNX Runtime's node assignment —
+//! what the EP claims and what it leaves to the CPU — with one inference and one profiled
+//! inference (for the partitions and boundaries), no timing statistics and no latency rules.
+//! Exit codes as the gate's: 0 every node claimed, 1 some node falls back, 2 could not judge —
+//! an EP whose device is absent did not start, which is 2, never a verdict.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
+use npugate_result::{contract, files};
+use npugate_profile::report::PlacementReport;
+
+use crate::run::{run_on, RunSpec};
+use npugate_host::runtime::RuntimeManifest;
+use crate::targets::host::HostTarget;
+use crate::targets::{Cancel, Job, Silent};
+
+/// The longest a host preflight may take.
+const TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// A preflight of `model` on the host EP `ep` of `runtime`.
+#[derive(Debug, Clone)]
+pub struct HostPreflight<'a> {
+    /// This machine's harness.
+    pub harness: &'a Path,
+    /// A host runtime that contains the EP.
+    pub runtime: &'a RuntimeManifest,
+    /// The model.
+    pub model: &'a Path,
+    /// The EP.
+    pub ep: EpKind,
+    /// Its options (`device_type=NPU` …).
+    pub ep_options: &'a [KeyValue],
+    /// Shapes of dynamic inputs.
+    pub shapes: &'a [ShapeSpec],
+    /// Input data (`--input`) of its inferences.
+    pub inputs: &'a [InputFile],
+}
+
+impl HostPreflight<'_> {
+    /// Creates the session on the EP into `out` and returns where the result is and the placement
+    /// (also saved as `placement.json` there).
+    pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
+        let session = SessionSettings {
+            ep: self.ep,
+            ep_options: self.ep_options.to_vec(),
+            shapes: self.shapes.to_vec(),
+            inputs: self.inputs.to_vec(),
+            ..SessionSettings::default()
+        };
+        let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
+        let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
+        let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;
+        if !report.execution.succeeded() {
+            anyhow::bail!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message());
+        }
+        let dir = report.placed.dir().to_path_buf();
+        let placement = npugate_profile::analyze_run(&dir, &report.result).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+        contract::write_json(&dir.join(files::PLACEMENT), &placement)?;
+        Ok((dir, placement))
+    }
+}

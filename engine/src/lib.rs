@@ -1,0 +1,20 @@
+//! The run engine: where a harness runs and what one run is. [`targets`] (this machine, qemu, wine for
+//! the host HTP, adb devices, a mock) → [`run`] (stage, execute, check the outputs, judge, place) →
+//! [`pipeline`] (result → placement → verdict → sinks), with [`rack`] running many targets at once
+//! (retries, timeouts, cancellation, panics), [`compare`] two models interleaved on one target and
+//! [`confirm`] rerunning a latency failure before it counts.
+
+pub mod compare;
+pub mod confirm;
+pub mod consistency;
+pub mod device_rack;
+pub mod ep_plugin;
+pub mod harnesses;
+pub mod host_preflight;
+pub mod layout;
+pub mod model;
+pub mod output_check;
+pub mod pipeline;
+pub mod rack;
+pub mod run;
+pub mod targets;

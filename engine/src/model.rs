@@ -1,0 +1,425 @@
+//! The model a run uses, as a set of files. A model is its `.onnx` and every file it refers to
+//! (external data, EPContext context binaries), located inside the model's folder and hashed
+//! ([`ModelFiles`], host hashes remembered by [`HashCache`]); its digest over all of them is the
+//! identity results, baselines and history key on.
+//!
+//! When the EP needs static dims (QNN) and `--shape` gives input shapes, the model's dynamic input
+//! dims are fixed in the model itself (ONNX Runtime's QNN EP rejects every node of a model with
+//! dynamic dims, and free-dimension overrides cannot give two dims sharing one symbolic name
+//! different sizes) and the fixed model — written once into the cache, content-addressed, its
+//! data files linked beside it — is what is deployed, compiled and hashed; the result records the
+//! original's sha256 too. A dynamic model without the shapes it needs is refused before anything
+//! runs, with the exact flags to pass.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use npugate_settings::{HarnessSettings, InputFile, ShapeSpec};
+use npugate_result::digest::model_digest;
+use npugate_result::ModelFile;
+use npugate_onnx::genai::{self, LlmModel};
+use npugate_onnx::Model;
+use sha2::{Digest, Sha256};
+
+use npugate_host::hash_cache::HashCache;
+
+/// A model on the host as a set of files, each hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFiles {
+    /// sha256 of the `.onnx`.
+    pub sha256: String,
+    /// Size of the `.onnx` in bytes.
+    pub bytes: u64,
+    /// Every file the model refers to, sorted by name, with where it is on the host.
+    pub referenced: Vec<(ModelFile, PathBuf)>,
+    /// The model's identity over all of its files ([`model_digest`]).
+    pub digest: String,
+    /// How long locating and hashing took (near zero when the hash cache knew every file).
+    pub hash_time: Duration,
+}
+
+impl ModelFiles {
+    /// Locates and hashes the files of `model` (the `.onnx` at `path`): every referenced file must
+    /// be inside the model's folder and long enough for its tensors (an error names the tensor
+    /// and the path). Hashes come from `cache` when the files are unchanged.
+    pub fn of(path: &Path, model: &Model, cache: &HashCache) -> Result<ModelFiles> {
+        let started = Instant::now();
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let located = model.locate_files(folder).map_err(|e| anyhow::anyhow!("model {}: {e}", path.display()))?;
+        let (sha256, bytes) = cache.sha256(path).with_context(|| format!("cannot read model {}", path.display()))?;
+        let mut referenced = Vec::new();
+        for file in located {
+            let (sha256, bytes) = cache.sha256(&file.path).with_context(|| format!("model {}: cannot read {}", path.display(), file.path.display()))?;
+            referenced.push((ModelFile { name: file.name, sha256, bytes }, file.path));
+        }
+        let listed: Vec<ModelFile> = referenced.iter().map(|(file, _)| file.clone()).collect();
+        let digest = model_digest(&sha256, bytes, &listed);
+        Ok(ModelFiles { sha256, bytes, referenced, digest, hash_time: started.elapsed() })
+    }
+
+    /// Reads the model at `path` and returns [`ModelFiles::of`] it; an LLM folder (or its
+    /// `genai_config.json`) is [`ModelFiles::of_folder`].
+    pub fn read(path: &Path, cache: &HashCache) -> Result<ModelFiles> {
+        if let Some(config) = genai::config_path(path) {
+            return ModelFiles::of_folder(&open_folder(&config)?, cache);
+        }
+        let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        ModelFiles::of(path, &model, cache)
+    }
+
+    /// An LLM model folder as one model: its `genai_config.json` stands where a model's `.onnx`
+    /// does, every graph and the files each graph refers to are its referenced files (named
+    /// relative to the folder), all in one digest.
+    pub fn of_folder(llm: &LlmModel, cache: &HashCache) -> Result<ModelFiles> {
+        let started = Instant::now();
+        let (sha256, bytes) = cache.sha256(&llm.config).with_context(|| format!("cannot read {}", llm.config.display()))?;
+        let mut referenced = Vec::new();
+        for (name, path) in llm.files().into_iter().filter(|(_, path)| *path != llm.config) {
+            let (sha256, bytes) = cache.sha256(&path).with_context(|| format!("model {}: cannot read {}", llm.folder.display(), path.display()))?;
+            referenced.push((ModelFile { name, sha256, bytes }, path));
+        }
+        let listed: Vec<ModelFile> = referenced.iter().map(|(file, _)| file.clone()).collect();
+        let digest = model_digest(&sha256, bytes, &listed);
+        Ok(ModelFiles { sha256, bytes, referenced, digest, hash_time: started.elapsed() })
+    }
+
+    /// The referenced files as the harness's `--model-file` hints.
+    pub fn hints(&self) -> Vec<ModelFile> {
+        self.referenced.iter().map(|(file, _)| file.clone()).collect()
+    }
+}
+
+/// A model ready to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedModel {
+    /// The file the harness loads: the model as given, or its fixed copy in the cache.
+    pub path: PathBuf,
+    /// The model as given, when `path` is a fixed copy of it.
+    pub fixed_from: Option<FixedFrom>,
+    /// The files of the model at `path`, hashed.
+    pub files: ModelFiles,
+}
+
+/// The original of a model whose input shapes were fixed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedFrom {
+    /// The model as the user gave it.
+    pub path: PathBuf,
+    /// Its `.onnx`'s sha256.
+    pub sha256: String,
+}
+
+/// A model read and checked against the run's shapes.
+struct Checked {
+    /// The model with the `--shape`s applied.
+    model: Model,
+    /// The shapes as text, when they changed the model (it must be written as a fixed copy).
+    changed: Option<String>,
+}
+
+/// Opens the LLM folder whose config is `config` (every error one line naming the file and field).
+pub fn open_folder(config: &Path) -> Result<LlmModel> {
+    LlmModel::open(config).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Checks the model a run, a comparison or a sweep cell loads before anything runs: an LLM folder
+/// is opened and checked against its graphs (`--shape` and `--input` do not apply to it); a
+/// single `.onnx` is [`check`]ed with the shapes and inputs.
+pub fn check_any(model: &Path, settings: &HarnessSettings) -> Result<()> {
+    match genai::config_path(model) {
+        Some(config) => {
+            let llm = open_folder(&config)?;
+            let lengths = &settings.generation;
+            let defaults = (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
+            llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults).map_err(anyhow::Error::msg)?;
+            if let Some(flag) = [(!settings.shapes.is_empty(), "--shape"), (!settings.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
+                bail!("{flag} does not apply to the LLM model folder {}: a generation feeds its own ids, positions and KV cache (--prompt-tokens, --gen-tokens)", model.display());
+            }
+            Ok(())
+        }
+        None => {
+            if let Some(flag) = settings.generation.given_flags().first() {
+                bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {} is a single model; drop it", model.display());
+            }
+            check(model, &settings.shapes, &settings.inputs).map(drop)
+        }
+    }
+}
+
+/// Reads `model`, checks that every file it refers to is usable ([`Model::locate_files`]) and
+/// returns it with `shapes` applied (see [`apply_shapes`]). Nothing is written.
+pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Model> {
+    if genai::config_path(model).is_some() {
+        bail!("{} is an LLM model folder; this command takes a single .onnx model", model.display());
+    }
+    let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    onnx.locate_files(model.parent().unwrap_or(Path::new("."))).map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
+    Ok(apply_shapes(onnx, model, shapes, inputs)?.model)
+}
+
+/// Applies `shapes` to `onnx` (read from `model`): checks every shape against the model's inputs
+/// (a name that is no input, a rank mismatch, a dim the model fixes otherwise: an error naming
+/// the input and the fix) and refuses a model left with dynamic inputs that neither `shapes` nor
+/// an `--input` file gives a size.
+fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Checked> {
+    let given: Vec<(String, Vec<i64>)> = shapes.iter().map(|s| (s.input.clone(), s.dims.clone())).collect();
+    let fixed = onnx.fix_input_shapes(&given).map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
+    let missing: Vec<String> = fixed
+        .still_dynamic
+        .iter()
+        .filter(|input| !inputs.iter().any(|file| file.input == input.name))
+        .map(|input| input.shape_flag())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "model {} has dynamic input dims (a run needs sizes, and accelerator EPs such as QNN reject dynamic dims node by node); pass {} (N = the size to run with)",
+            model.display(),
+            missing.join(" ")
+        );
+    }
+    let changed = fixed.fixed.iter().any(|input| input.before.as_ref().is_none_or(|dims| dims.iter().any(|d| d.fixed().is_none())));
+    let text = shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
+    Ok(Checked { model: onnx, changed: changed.then_some(text) })
+}
+
+/// The model a run with `settings` loads: fixed by its `--shape`s when its EP needs static dims
+/// ([`prepare`]), else the model as given, checked; either way with its files located and hashed.
+pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result<PreparedModel> {
+    if let Some(config) = genai::config_path(model) {
+        check_any(model, settings)?;
+        let files = ModelFiles::of_folder(&open_folder(&config)?, &HashCache::default_cache())?;
+        return Ok(PreparedModel { path: config, fixed_from: None, files });
+    }
+    if settings.ep.needs_static_shapes() {
+        return prepare(model, &settings.shapes, &settings.inputs, cache);
+    }
+    let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let files = ModelFiles::of(model, &onnx, &HashCache::default_cache())?;
+    apply_shapes(onnx, model, &settings.shapes, &settings.inputs)?;
+    Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files })
+}
+
+/// Checks `model` and, when `shapes` change it, writes the fixed model into `cache`
+/// (`<cache>/<key>/<file name>`, the key a digest of the original's files, its name and the
+/// shapes) unless it is there already; the model's external data files are linked (or copied)
+/// beside it.
+pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: &Path) -> Result<PreparedModel> {
+    let hashes = HashCache::default_cache();
+    let original = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let given = ModelFiles::of(model, &original, &hashes)?;
+    let Checked { model: fixed, changed } = apply_shapes(original, model, shapes, inputs)?;
+    let Some(shape_text) = changed else {
+        return Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files: given });
+    };
+    let name = model.file_name().context("the model path names no file")?;
+    let mut key = Sha256::new();
+    key.update(name.as_encoded_bytes());
+    key.update(format!("\n{}\n{shape_text}\n", given.digest));
+    let dir = cache.join(format!("{:x}", key.finalize()));
+    let path = dir.join(name);
+    if !path.is_file() {
+        std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
+        let staging = tempfile::Builder::new().prefix(".fixing-").tempdir_in(cache).with_context(|| format!("cannot write into {}", cache.display()))?;
+        write_with_data(&fixed, model, staging.path())?;
+        match std::fs::rename(staging.path(), &dir) {
+            Ok(()) => {
+                let _ = staging.keep();
+            }
+            // Another run fixed the same model with the same shapes first: use theirs.
+            Err(_) if path.is_file() => {}
+            Err(error) => return Err(error).with_context(|| format!("cannot move the fixed model into {}", dir.display())),
+        }
+    }
+    let files = ModelFiles::of(&path, &fixed, &hashes)?;
+    Ok(PreparedModel { path, fixed_from: Some(FixedFrom { path: model.to_path_buf(), sha256: given.sha256 }), files })
+}
+
+/// Writes `rewritten` (a changed copy of the model file `original`) into the existing directory
+/// `dir` under `original`'s file name, with `original`'s external data files linked (or copied)
+/// beside it so that their relative paths still hold. Returns the written model's path.
+pub fn write_with_data(rewritten: &Model, original: &Path, dir: &Path) -> Result<PathBuf> {
+    let name = original.file_name().context("the model path names no file")?;
+    let folder = original.parent().unwrap_or(Path::new("."));
+    let path = dir.join(name);
+    rewritten.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for file in rewritten.locate_files(folder).map_err(|e| anyhow::anyhow!("model {}: {e}", original.display()))? {
+        let to = dir.join(&file.name);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        if std::fs::hard_link(&file.path, &to).is_err() {
+            std::fs::copy(&file.path, &to).with_context(|| format!("cannot copy {} beside {}", file.path.display(), path.display()))?;
+        }
+    }
+    Ok(path)
+}
+
+/// Where fixed models are kept: `<npugate cache>/fixed-models`.
+pub fn default_cache() -> PathBuf {
+    npugate_host::paths::cache_dir().join("fixed-models")
+}
+
+/// Tiny models for the tests of the layers above.
+pub mod testing {
+    use std::path::Path;
+
+    use npugate_onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
+    use npugate_onnx::proto::tensor_shape_proto::Dimension;
+    use npugate_onnx::proto::type_proto::{Tensor, Value};
+    use npugate_onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto};
+    use npugate_onnx::Model;
+
+    /// `y = Identity(x)` with `x` float32 of `dims` (`None`: a dim named `?`), written to `path`.
+    pub fn identity_model(path: &Path, dims: &[Option<i64>]) {
+        let value = |name: &str| ValueInfoProto {
+            name: Some(name.into()),
+            r#type: Some(TypeProto {
+                value: Some(Value::TensorType(Tensor {
+                    elem_type: Some(1),
+                    shape: Some(TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|d| Dimension {
+                                value: Some(match d {
+                                    Some(size) => DimValue::DimValue(*size),
+                                    None => DimValue::DimParam("?".into()),
+                                }),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    }),
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let node = NodeProto { name: Some("id".into()), op_type: Some("Identity".into()), input: vec!["x".into()], output: vec!["y".into()], ..Default::default() };
+        let graph = GraphProto { name: Some("g".into()), node: vec![node], input: vec![value("x")], output: vec![value("y")], ..Default::default() };
+        let proto = ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        Model::from(proto).write(path).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::identity_model;
+    use super::*;
+
+    fn shape(text: &str) -> ShapeSpec {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn two_dims_sharing_a_name_get_their_own_sizes_and_the_fixed_copy_is_reused() {
+        let work = tempfile::tempdir().unwrap();
+        let model = work.path().join("cls.onnx");
+        identity_model(&model, &[Some(1), Some(3), None, None]);
+        let cache = work.path().join("cache");
+        let prepared = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        let original = prepared.fixed_from.clone().unwrap();
+        assert_eq!(original.sha256, npugate_result::digest::sha256_file(&model).unwrap().0);
+        let fixed = Model::read(&prepared.path).unwrap();
+        let dims: Vec<String> = fixed.input_signatures()[0].dims.clone().unwrap().iter().map(ToString::to_string).collect();
+        assert_eq!(dims, ["1", "3", "48", "192"]);
+        assert_eq!(prepared.path.file_name().unwrap(), "cls.onnx");
+        let again = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        assert_eq!((&again.path, &again.fixed_from, &again.files.digest), (&prepared.path, &prepared.fixed_from, &prepared.files.digest), "the same shapes reuse the same fixed copy");
+        let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache).unwrap();
+        assert_ne!(other.path, prepared.path);
+        // An identical copy under another name (an A/B comparison of a model with itself).
+        let copy = work.path().join("cls_copy.onnx");
+        std::fs::copy(&model, &copy).unwrap();
+        let copied = prepare(&copy, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        assert_eq!(copied.path.file_name().unwrap(), "cls_copy.onnx");
+        assert!(copied.path.is_file() && prepared.path.is_file());
+    }
+
+    #[test]
+    fn static_models_run_as_given_and_dynamic_ones_need_the_flags() {
+        let work = tempfile::tempdir().unwrap();
+        let (fixed, dynamic) = (work.path().join("fixed.onnx"), work.path().join("dyn.onnx"));
+        identity_model(&fixed, &[Some(1), Some(3)]);
+        identity_model(&dynamic, &[None, Some(3)]);
+        let cache = work.path().join("cache");
+        assert_eq!(prepare(&fixed, &[], &[], &cache).unwrap().path, fixed);
+        assert_eq!(prepare(&fixed, &[shape("x=1x3")], &[], &cache).unwrap().path, fixed, "nothing to fix");
+        let error = prepare(&dynamic, &[], &[], &cache).unwrap_err().to_string();
+        assert!(error.contains("dyn.onnx") && error.contains("pass --shape x=Nx3"), "{error}");
+        let npy: InputFile = "x=/data/x.npy".parse().unwrap();
+        assert_eq!(prepare(&dynamic, &[], &[npy], &cache).unwrap().path, dynamic, "an --input file gives the size");
+        for (bad, needle) in [("y=1x3", "no input"), ("x=1x3x3", "3 dims"), ("x=2x4", "fixes it to 3")] {
+            let error = prepare(&dynamic, &[shape(bad)], &[], &cache).unwrap_err().to_string();
+            assert!(error.to_lowercase().contains(needle) || error.contains(needle), "{bad}: {error}");
+        }
+        assert!(!cache.exists(), "nothing is written for a refused shape");
+    }
+
+    /// `identity_model` with its `x`-sized weights `w` stored in `location` beside it.
+    fn with_external_weights(path: &Path, location: &str, dims: &[Option<i64>]) {
+        use npugate_onnx::proto::tensor_proto::DataLocation;
+        use npugate_onnx::proto::{StringStringEntryProto, TensorProto};
+        identity_model(path, dims);
+        let mut model = Model::read(path).unwrap();
+        let entry = |key: &str, value: &str| StringStringEntryProto { key: Some(key.into()), value: Some(value.into()) };
+        let weights = TensorProto {
+            name: Some("w".into()),
+            dims: vec![4],
+            data_type: Some(1),
+            data_location: Some(DataLocation::External as i32),
+            external_data: vec![entry("location", location), entry("offset", "0"), entry("length", "16")],
+            ..Default::default()
+        };
+        model.proto_mut().graph.as_mut().unwrap().initializer.push(weights);
+        model.write(path).unwrap();
+    }
+
+    #[test]
+    fn a_model_is_its_onnx_and_its_data_and_a_fixed_copy_keeps_the_data_beside_it() {
+        let work = tempfile::tempdir().unwrap();
+        let model = work.path().join("ext.onnx");
+        with_external_weights(&model, "ext.weights", &[None, Some(3)]);
+        std::fs::write(work.path().join("ext.weights"), [1u8; 16]).unwrap();
+        let settings = HarnessSettings::from(npugate_settings::SessionSettings { shapes: vec![shape("x=2x3")], ..Default::default() });
+        let given = for_run(&model, &settings, &work.path().join("cache")).unwrap();
+        assert_eq!(given.files.referenced.len(), 1);
+        assert_eq!(given.files.referenced[0].0.name, "ext.weights");
+        assert_ne!(given.files.digest, given.files.sha256, "the digest covers the weights");
+
+        let fixed = prepare(&model, &[shape("x=2x3")], &[], &work.path().join("cache")).unwrap();
+        assert_eq!(fixed.path.parent().unwrap().join("ext.weights").metadata().unwrap().len(), 16, "the data sits beside the fixed copy");
+        assert_eq!(fixed.files.referenced[0].0, given.files.referenced[0].0);
+
+        // Changing the weights alone changes the identity.
+        std::fs::write(work.path().join("ext.weights"), [2u8; 16]).unwrap();
+        let changed = for_run(&model, &settings, &work.path().join("cache")).unwrap();
+        assert_eq!(changed.files.sha256, given.files.sha256);
+        assert_ne!(changed.files.digest, given.files.digest);
+
+        // Truncated and missing data, and a location out of the folder, are named before anything runs.
+        std::fs::write(work.path().join("ext.weights"), [2u8; 8]).unwrap();
+        let error = for_run(&model, &settings, work.path()).unwrap_err().to_string();
+        assert!(error.contains("ext.onnx") && error.contains("\"w\"") && error.contains("only 8 bytes"), "{error}");
+        std::fs::remove_file(work.path().join("ext.weights")).unwrap();
+        let error = check(&model, &[shape("x=2x3")], &[]).unwrap_err().to_string();
+        assert!(error.contains("ext.weights") && error.contains("cannot be read"), "{error}");
+        let escaping = work.path().join("escaping.onnx");
+        with_external_weights(&escaping, "../../etc/passwd", &[Some(1), Some(3)]);
+        let error = for_run(&escaping, &settings, work.path()).unwrap_err().to_string();
+        assert!(error.contains("climbs out"), "{error}");
+    }
+
+    #[test]
+    fn a_file_that_is_no_model_is_named() {
+        let work = tempfile::tempdir().unwrap();
+        let broken = work.path().join("broken.onnx");
+        std::fs::write(&broken, b"\x08\x07\x12\xff\xff").unwrap();
+        let error = prepare(&broken, &[], &[], work.path()).unwrap_err().to_string();
+        assert!(error.contains("broken.onnx"), "{error}");
+    }
+}

@@ -1,0 +1,243 @@
+//! `--check-outputs` on the host: the fp32 reference run (the host harness, CPU EP, same seed,
+//! shapes and input files) and the comparison of a run's saved outputs with it
+//! (`npugate.outputs/1`). The comparison is computed here and handed on in memory; saving it as
+//! `outputs.json` is the caller's step.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
+use npugate_result::RunResult;
+
+use npugate_host::runtime::RuntimeManifest;
+use crate::targets::host::HostTarget;
+use crate::targets::{Cancel, Job, Silent, Target};
+
+/// The longest the reference run may take.
+const REFERENCE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What the reference run needs: the host harness and runtime, and the float model.
+#[derive(Debug, Clone, Copy)]
+pub struct ReferenceRequest<'a> {
+    /// The harness built for this machine.
+    pub harness: &'a Path,
+    /// The host runtime (CPU EP).
+    pub runtime: &'a RuntimeManifest,
+    /// The model whose fp32 CPU outputs are the reference.
+    pub model: &'a Path,
+    /// The run's settings; only what decides the inputs carries over.
+    pub settings: &'a HarnessSettings,
+}
+
+/// A finished reference run.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// Its result directory.
+    pub dir: PathBuf,
+    /// Its result.
+    pub result: RunResult,
+}
+
+impl ReferenceRequest<'_> {
+    /// Runs the reference into `dir` (replaced): the host harness, CPU EP, one run, no profiling,
+    /// `--check-outputs`, and the seed, shapes, input files and threads of the run.
+    pub fn run(&self, dir: &Path, cancel: &Cancel) -> Result<Reference> {
+        let folder = npugate_onnx::genai::config_path(self.model).filter(|config| config.is_file());
+        if !self.model.is_file() && folder.is_none() {
+            bail!("reference model {} not found; pass --reference-model with the float .onnx model", self.model.display());
+        }
+        let session = SessionSettings {
+            seed: self.settings.seed,
+            shapes: self.settings.shapes.clone(),
+            inputs: self.settings.inputs.clone(),
+            intra_threads: self.settings.intra_threads,
+            ..SessionSettings::default()
+        };
+        // An LLM folder's reference is one generation of the same prompt and length.
+        let generation = match folder {
+            Some(_) => GenerationSettings {
+                prompt_tokens: self.settings.generation.prompt_tokens,
+                gen_tokens: self.settings.generation.gen_tokens,
+                warmup_generations: Some(0),
+                generations: Some("1".parse().map_err(anyhow::Error::msg)?),
+            },
+            None => GenerationSettings::default(),
+        };
+        let settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, generation, ..HarnessSettings::from(session) };
+        crate::layout::RESULT_DIR.replace(dir, "--out")?;
+        let job = Job {
+            harness: self.harness,
+            runtime: self.runtime,
+            model: self.model,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: REFERENCE_TIMEOUT,
+            cancel,
+        };
+        let execution = HostTarget::new().execute(&job, dir, &Silent)?;
+        if !execution.succeeded() {
+            bail!(
+                "the reference run of {} on the CPU EP failed ({}): {}",
+                self.model.display(),
+                execution.status(),
+                execution.last_message()
+            );
+        }
+        Ok(Reference { dir: dir.to_path_buf(), result: RunResult::read(dir)? })
+    }
+}
+
+impl Reference {
+    /// Compares the outputs `run` saved in `dir` with the reference outputs. Refuses runs whose
+    /// inputs differ from the reference's (by sha256), naming the input.
+    pub fn compare(&self, dir: &Path, run: &RunResult) -> Result<OutputsReport> {
+        let reference = &self.result;
+        check_same_inputs(run, dir, reference, &self.dir)?;
+        if run.artifacts.outputs.len() != run.model.outputs.len() {
+            bail!(
+                "{} lists {} saved output(s) for {} model output(s); rerun with --check-outputs (the run may have stopped before saving them)",
+                dir.join(npugate_result::files::RESULT).display(),
+                run.artifacts.outputs.len(),
+                run.model.outputs.len()
+            );
+        }
+        let outputs = run
+            .model
+            .outputs
+            .iter()
+            .zip(&run.artifacts.outputs)
+            .map(|(signature, file)| {
+                let reference_file = reference_output(reference, &self.dir, &signature.name)?;
+                let (shape, values) = read_npy_f64(&dir.join(file))?;
+                let (reference_shape, reference_values) = read_npy_f64(&reference_file)?;
+                compare_tensors(&signature.name, (&reference_shape, &reference_values), (&shape, &values))
+                    .with_context(|| format!("output {:?} cannot be compared with the reference", signature.name))
+            })
+            .collect::<Result<Vec<OutputComparison>>>()?;
+        Ok(OutputsReport {
+            schema: OUTPUTS_SCHEMA.into(),
+            reference: ReferenceSource {
+                model: reference.model.path.clone(),
+                model_sha256: reference.model.sha256.clone(),
+                ep: reference.execution.preferred_ep.clone(),
+                result_dir: relative_to(&self.dir, dir),
+            },
+            outputs,
+        })
+    }
+}
+
+/// The reference's saved file of output `name` (the reference model must have that output).
+fn reference_output(reference: &RunResult, dir: &Path, name: &str) -> Result<PathBuf> {
+    let names: Vec<&str> = reference.model.outputs.iter().map(|o| o.name.as_str()).collect();
+    let index = names.iter().position(|n| *n == name).with_context(|| {
+        format!("the reference model {} has no output {name:?} (its outputs: {names:?}); pass a --reference-model with the same outputs", reference.model.path)
+    })?;
+    let file = reference.artifacts.outputs.get(index).with_context(|| format!("the reference run in {} saved no outputs", dir.display()))?;
+    Ok(dir.join(file))
+}
+
+/// Both runs must have fed the same tensors: same input names, same sha256 of the bytes.
+pub fn check_same_inputs(run: &RunResult, dir: &Path, reference: &RunResult, reference_dir: &Path) -> Result<()> {
+    for input in &run.inputs {
+        let Some(other) = reference.inputs.iter().find(|r| r.name == input.name) else {
+            bail!(
+                "the reference model {} has no input {:?}; pass a --reference-model with the same inputs",
+                reference.model.path,
+                input.name
+            );
+        };
+        if other.sha256 != input.sha256 || other.shape != input.shape {
+            bail!(
+                "input {:?} differs between the run ({}: shape {:?}, sha256 {}) and the reference ({}: shape {:?}, sha256 {}); \
+                 both must use the same --seed, --shape and --input, and the same input dtype",
+                input.name,
+                dir.display(),
+                input.shape,
+                input.sha256,
+                reference_dir.display(),
+                other.shape,
+                other.sha256
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `path` relative to `base` when `path` lies below `base` or next to it, else as given.
+fn relative_to(path: &Path, base: &Path) -> String {
+    if let Ok(inside) = path.strip_prefix(base) {
+        return inside.display().to_string();
+    }
+    match (path.parent(), base.parent(), path.file_name()) {
+        (Some(a), Some(b), Some(name)) if a == b => format!("../{}", name.to_string_lossy()),
+        _ => path.display().to_string(),
+    }
+}
+
+/// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans).
+pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let npy = npyz::NpyFile::new(bytes.as_slice()).with_context(|| format!("{} is not a valid .npy file", path.display()))?;
+    if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
+        bail!("{} is in Fortran order; npugate writes and reads C order", path.display());
+    }
+    let shape = npy.shape().to_vec();
+    let descr = match npy.dtype() {
+        npyz::DType::Plain(type_str) => type_str.to_string(),
+        other => other.descr(),
+    };
+    let unreadable = |e: std::io::Error| anyhow::anyhow!("cannot read the data of {}: {e}", path.display());
+    let values: Vec<f64> = match descr.as_str() {
+        "<f4" => npy.into_vec::<f32>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "<f8" => npy.into_vec::<f64>().map_err(unreadable)?,
+        "|i1" => npy.into_vec::<i8>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "|u1" => npy.into_vec::<u8>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "<i2" => npy.into_vec::<i16>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "<u2" => npy.into_vec::<u16>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "<i4" => npy.into_vec::<i32>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "<u4" => npy.into_vec::<u32>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
+        "<i8" => npy.into_vec::<i64>().map_err(unreadable)?.into_iter().map(|v| v as f64).collect(),
+        "<u8" => npy.into_vec::<u64>().map_err(unreadable)?.into_iter().map(|v| v as f64).collect(),
+        "|b1" => npy.into_vec::<bool>().map_err(unreadable)?.into_iter().map(|v| f64::from(u8::from(v))).collect(),
+        other => bail!("{} holds dtype {other}, which the output check does not read", path.display()),
+    };
+    Ok((shape, values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use npyz::WriterBuilder;
+
+    #[test]
+    fn reference_dir_is_named_relative_to_the_result_dir() {
+        assert_eq!(relative_to(Path::new("out/output-reference"), Path::new("out")), "output-reference");
+        assert_eq!(relative_to(Path::new("out/output-reference"), Path::new("out/dev1")), "../output-reference");
+    }
+
+    #[test]
+    fn npy_of_every_written_dtype_reads_as_f64() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.npy");
+        let mut out = Vec::new();
+        {
+            let mut writer = npyz::WriteOptions::<i64>::new()
+                .default_dtype()
+                .shape(&[2, 2])
+                .writer(&mut out)
+                .begin_nd()
+                .unwrap();
+            writer.extend([1i64, -2, 3, 4]).unwrap();
+            writer.finish().unwrap();
+        }
+        std::fs::write(&path, out).unwrap();
+        assert_eq!(read_npy_f64(&path).unwrap(), (vec![2, 2], vec![1.0, -2.0, 3.0, 4.0]));
+        std::fs::write(&path, b"not npy").unwrap();
+        assert!(read_npy_f64(&path).unwrap_err().to_string().contains("x.npy"));
+    }
+}

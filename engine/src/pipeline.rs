@@ -1,0 +1,123 @@
+//! From a harness result to a verdict, one way for every command (run, rack, sweep, gate): the
+//! placement, the outputs check, the device's background load (`device_state.json`) and the rules
+//! (with a baseline) are judged by one function; then the verdict goes to its sinks —
+//! `verdict.json` and `report.html` next to the result, the formats the user asked for, evidence,
+//! history — each taking the value in memory.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use npugate_gate::export::{write_all, Format, Report};
+use npugate_gate::outputs::OutputsReport;
+use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
+use npugate_result::{contract, files, RunResult};
+
+use npugate_android::device_state::DeviceStateRecord;
+
+/// The rules a run is judged by, and the baseline it is compared with.
+#[derive(Debug, Clone, Default)]
+pub struct GateSpec {
+    /// Gate rules (defaults, a file, overrides).
+    pub rules: Rules,
+    /// A saved baseline to compare against.
+    pub baseline: Option<Baseline>,
+    /// Compare with the baseline even when the fingerprints differ.
+    pub force: bool,
+}
+
+impl GateSpec {
+    /// Loads the rules file (defaults when `None`) with `NAME=VALUE` overrides, and the baseline.
+    pub fn load(rules_file: Option<&Path>, overrides: &[String], baseline: Option<&Path>, force: bool) -> Result<GateSpec> {
+        let rules = Rules::load(rules_file, overrides)?;
+        let baseline = baseline.map(Baseline::read).transpose()?;
+        Ok(GateSpec { rules, baseline, force })
+    }
+}
+
+/// What the output check of a run produced.
+#[derive(Debug, Clone)]
+pub enum OutputsCheck {
+    /// The run was not checked against a reference.
+    NotRequested,
+    /// The outputs compared with the reference.
+    Compared(OutputsReport),
+    /// The check could not be made (the reason; the output rules are then unjudged).
+    Failed(String),
+}
+
+impl OutputsCheck {
+    /// The comparison saved in a result directory (`outputs.json`), for judging a finished run.
+    pub fn saved_in(dir: &Path) -> OutputsCheck {
+        match contract::read_if_present::<OutputsReport>(&dir.join(files::OUTPUTS)) {
+            Ok(None) => OutputsCheck::NotRequested,
+            Ok(Some(report)) => OutputsCheck::Compared(report),
+            Err(error) => OutputsCheck::Failed(error.to_string()),
+        }
+    }
+
+    /// Saves a comparison as `outputs.json` in `dir` (nothing to save otherwise).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        if let OutputsCheck::Compared(report) = self {
+            contract::write_json(&dir.join(files::OUTPUTS), report).with_context(|| format!("cannot write {}", dir.join(files::OUTPUTS).display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Judges the run in `dir` (its result already read): placement from its profiles and log, the
+/// outputs check, the background load of a device run, the rules and the baseline — one pure
+/// judgement that computes the outcome once.
+pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
+    let placement = npugate_profile::analyze_run(dir, run);
+    let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
+    let evidence = Evidence {
+        run,
+        placement: placement.as_ref().map_err(ToString::to_string),
+        outputs: match outputs {
+            OutputsCheck::NotRequested => OutputsEvidence::NotChecked,
+            OutputsCheck::Compared(report) => OutputsEvidence::Compared(report),
+            OutputsCheck::Failed(error) => OutputsEvidence::Failed(error.clone()),
+        },
+        baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
+        background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
+    };
+    npugate_gate::judge(&evidence, &spec.rules)
+}
+
+/// Saves the verdict next to the result it judged: `verdict.json` and `report.html`.
+pub fn save(verdict: &Verdict, dir: &Path) -> Result<()> {
+    verdict.write(&dir.join(files::VERDICT)).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
+    write_all(verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
+    Ok(())
+}
+
+/// Where the formats the user asked for go.
+#[derive(Debug, Clone)]
+pub struct Sinks {
+    /// Output formats (terminal, json, markdown, github, junit, html).
+    pub formats: Vec<Format>,
+    /// A file (one format) or directory (several) instead of stdout.
+    pub report: Option<PathBuf>,
+}
+
+impl Sinks {
+    /// Prints or writes the verdict (or comparison) in the requested formats.
+    pub fn emit(&self, verdict: &dyn Report) -> Result<()> {
+        write_all(verdict, &self.formats, self.report.as_deref())?;
+        Ok(())
+    }
+
+    /// For one device of a rack: writes `--report` into the device's result directory `dir`
+    /// (under the report's file name, so devices do not overwrite each other) and returns the
+    /// text still to print (empty when `--report` took the formats).
+    pub fn render_for_device(&self, verdict: &dyn Report, dir: &Path) -> Result<String> {
+        Ok(match &self.report {
+            Some(report) => {
+                let name = report.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("verdict"));
+                write_all(verdict, &self.formats, Some(&dir.join(name)))?;
+                String::new()
+            }
+            None => npugate_gate::export::render_for_stdout(verdict, &self.formats),
+        })
+    }
+}

@@ -1,0 +1,223 @@
+//! Where a harness runs. A [`Target`] takes a [`Job`] — the harness binary, the runtime, the model,
+//! the typed settings, all as host files — deploys what the run needs, launches the harness with
+//! its own paths and collects the harness's output directory into a host directory. Everything
+//! above this module (runs, racks, sweeps, preflight, the output check) knows nothing of how bytes
+//! move or processes start; the [`mock`] target lets that logic be tested without either.
+//!
+//! Implementations: [`host::HostTarget`] (this machine), [`qemu::QemuTarget`] (an aarch64 harness
+//! under qemu-user), [`wine::WineTarget`] (a Windows x64 harness under wine: Qualcomm's host HTP
+//! backend), [`adb::AdbTarget`] (a phone or board over adb) and `mock::MockTarget` (tests only).
+
+pub mod adb;
+pub mod host;
+pub mod mock;
+pub mod qemu;
+pub mod wine;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use npugate_settings::HarnessSettings;
+
+use npugate_host::hash_cache::HashCache;
+use crate::model::{ModelFiles, PreparedModel};
+use npugate_host::runtime::RuntimeManifest;
+
+/// One harness run to perform, described with host files.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    /// The harness binary built for the target.
+    pub harness: &'a Path,
+    /// The runtime whose libraries the harness loads.
+    pub runtime: &'a RuntimeManifest,
+    /// The model to run.
+    pub model: &'a Path,
+    /// `model` prepared for the run (its files hashed; a copy with fixed input shapes); `None`:
+    /// the model as given, whose files the target locates and hashes itself.
+    pub prepared: Option<&'a PreparedModel>,
+    /// A compiled model's source model, deployed beside it: the harness's CPU reference pass runs
+    /// it and placement counts in its nodes (see `npugate_htp::compiled::ReferenceChoice`).
+    pub reference_model: Option<&'a Path>,
+    /// What to measure; `--input` files are host paths (the target maps them to its own).
+    pub settings: &'a HarnessSettings,
+    /// Extra environment of the harness process (e.g. `ORT_QNN_ENABLE_CPU_BACKEND=1`).
+    pub env: &'a [(&'a str, &'a str)],
+    /// The longest the harness may run before it is stopped (a [`Retryable`] timeout).
+    pub timeout: Duration,
+    /// Set when the user interrupted: the target stops the harness and returns an error.
+    pub cancel: &'a Cancel,
+}
+
+impl Job<'_> {
+    /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
+    pub fn fixed_from(&self) -> Option<&str> {
+        self.prepared.and_then(|prepared| prepared.fixed_from.as_ref()).map(|original| original.sha256.as_str())
+    }
+
+    /// The files of the model, hashed: the prepared model's, else located and hashed now (hashes
+    /// of unchanged files come from the host's hash cache).
+    pub fn model_files(&self) -> anyhow::Result<ModelFiles> {
+        match self.prepared {
+            Some(prepared) => Ok(prepared.files.clone()),
+            None => ModelFiles::read(self.model, &HashCache::default_cache()),
+        }
+    }
+}
+
+/// How the harness process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Execution {
+    /// Its exit code; `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    /// What it printed on stderr.
+    pub stderr: String,
+    /// Wall time of the harness process, seconds.
+    pub seconds: f64,
+    /// Non-fatal observations of the target (a warm device, a missing Skel), each a sentence.
+    pub warnings: Vec<String>,
+}
+
+impl Execution {
+    /// True when the harness exited with code 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// The harness's own account of what went wrong, for one-line messages: its last stderr line
+    /// that says `error`, else its last stderr line.
+    pub fn last_message(&self) -> &str {
+        let mut lines = self.stderr.lines().rev().map(str::trim).filter(|l| !l.is_empty());
+        let last = lines.clone().next();
+        lines.find(|l| l.to_ascii_lowercase().contains("error")).or(last).unwrap_or("no message")
+    }
+
+    /// `exit 2` or `killed by a signal`.
+    pub fn status(&self) -> String {
+        match self.exit_code {
+            Some(code) => format!("exit {code}"),
+            None => "killed by a signal".into(),
+        }
+    }
+}
+
+/// Where a harness runs: deploy what a job needs, launch it, collect its output.
+pub trait Target: Sync {
+    /// The name used in messages and result directories (`local`, `qemu-aarch64`, a serial).
+    fn name(&self) -> &str;
+
+    /// Runs `job`, leaving the harness's output directory's content in `out` (an empty directory
+    /// the caller made). A failure of the way to the target (device gone, timeout) is
+    /// [`Retryable`]; every other error is final.
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution>;
+}
+
+impl<T: Target + ?Sized> Target for Box<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+        (**self).execute(job, out, progress)
+    }
+}
+
+/// Progress callbacks of one target's work (a rack turns them into a progress line).
+pub trait Progress: Sync {
+    /// A new step started (`deploy`, `run`, …).
+    fn step(&self, what: &str);
+    /// `total` bytes are about to be pushed.
+    fn push_total(&self, _total: u64) {}
+    /// `bytes` more were pushed.
+    fn pushed(&self, _bytes: u64) {}
+    /// A line worth keeping in the log (a wait for a device lock, a stopped orphan), shown even
+    /// where progress bars are not.
+    fn note(&self, line: &str) {
+        eprintln!("npugate: {line}");
+    }
+}
+
+/// Progress that goes nowhere.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn step(&self, _what: &str) {}
+}
+
+/// A failure worth another attempt: the transport to the target failed (device gone, a timeout)
+/// or its accelerator backend did not start. Everything a rack retries is wrapped in this.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct Retryable(pub anyhow::Error);
+
+/// True when `error` (or a cause in its chain) is [`Retryable`].
+pub fn is_retryable(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| cause.is::<Retryable>())
+}
+
+/// A cancellation flag shared by everything working for one command (set on Ctrl-C).
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A flag that is not set.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Asks everyone holding the flag to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`Cancel::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// An error for work stopped by the flag.
+    pub fn error(&self) -> anyhow::Error {
+        anyhow::anyhow!("interrupted")
+    }
+}
+
+/// A point in time by which a job must be done.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    /// `limit` from now.
+    pub fn after(limit: Duration) -> Deadline {
+        Deadline { at: Instant::now() + limit, limit }
+    }
+
+    /// True once the deadline passed.
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// The timeout error of `what` (retryable).
+    pub fn error(&self, what: &str) -> anyhow::Error {
+        Retryable(anyhow::anyhow!("{what} timed out after {}s", self.limit.as_secs())).into()
+    }
+}
+
+/// The Rust target triple of this machine's own harness (`x86_64-unknown-linux-gnu`).
+pub fn host_triple() -> String {
+    format!("{}-unknown-linux-gnu", std::env::consts::ARCH)
+}
+
+/// Refuses a runtime built for another target than `triple`, the one `target` runs.
+pub fn check_runtime(target: &str, triple: &str, runtime: &RuntimeManifest) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        runtime.target == triple,
+        "{target} runs {triple}, but runtime {} is built for {}; pick a runtime built for {triple} (npugate runtime list)",
+        runtime.name,
+        runtime.target
+    );
+    Ok(())
+}

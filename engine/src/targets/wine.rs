@@ -1,0 +1,263 @@
+//! A Windows x64 harness on this Linux machine, under wine: what runs Qualcomm's x86_64 host build
+//! of the QNN HTP backend (`QnnHtp.dll`) with the Windows x64 ONNX Runtime — per-SoC op validation,
+//! graph compile, context binaries and the HTP emulator, without a device.
+//!
+//! Wine runs in npugate's own prefix inside the cache (`<cache>/wine/prefix`), never the user's:
+//! it is created once (`wineboot -i`, about 10 s), checked before every run and rebuilt when it is
+//! broken. Runs hold a shared lock on it and creation or repair an exclusive one, so any number of
+//! concurrent runs (one per SoC of a preflight, several npugate processes) share it safely.
+//!
+//! A [`WineTarget::for_soc`] target is the host HTP configured as one Snapdragon: every QNN run on it
+//! gets that SoC's QNN `soc_model`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use npugate_settings::{EpKind, HarnessSettings};
+
+use super::host::LocalLaunch;
+use super::{Execution, Job, Progress, Target};
+use npugate_host::hexagon::Soc;
+use npugate_host::process::Stopped;
+
+/// The triple of the harness and runtimes wine runs.
+pub const TRIPLE: &str = "x86_64-pc-windows-gnu";
+/// The DLL the Windows harness needs next to it under Wine 8.0 (built by scripts/build-windows).
+pub const PRNG_SHIM: &str = "bcryptprimitives.dll";
+/// The line that says how to get wine and the Windows harness.
+pub const SETUP_HINT: &str = "run scripts/setup (or scripts/build-windows), which installs wine64, wine and mingw-w64 and builds the Windows harness";
+/// Written into the prefix once `wineboot` finished: a prefix without it is incomplete.
+const READY_MARKER: &str = ".npugate-ready";
+/// The longest prefix creation may take.
+const WINEBOOT_LIMIT: Duration = Duration::from_secs(300);
+
+/// A Windows x64 harness under wine, optionally configured as one Snapdragon's HTP.
+#[derive(Debug, Clone)]
+pub struct WineTarget {
+    name: String,
+    soc: Option<Soc>,
+    prefix: WinePrefix,
+}
+
+impl WineTarget {
+    /// Wine in npugate's own prefix; QNN runs use the SoC their settings give.
+    pub fn new() -> WineTarget {
+        WineTarget { name: "wine-x86_64".into(), soc: None, prefix: WinePrefix::default_location() }
+    }
+
+    /// The host HTP as `soc`: every QNN run gets the SoC's QNN `soc_model`; named after the SoC.
+    pub fn for_soc(soc: Soc) -> WineTarget {
+        WineTarget { name: soc.model.to_string(), soc: Some(soc), ..WineTarget::new() }
+    }
+
+    /// The same target under another name (in messages and result directories).
+    pub fn named(self, name: &str) -> WineTarget {
+        WineTarget { name: name.into(), ..self }
+    }
+
+    /// The same target in another prefix (tests).
+    pub fn with_prefix(self, prefix: WinePrefix) -> WineTarget {
+        WineTarget { prefix, ..self }
+    }
+
+    /// The SoC this target is configured as.
+    pub fn soc(&self) -> Option<Soc> {
+        self.soc
+    }
+
+    /// The settings a job runs with here: with a SoC, QNN runs get its `soc_model`.
+    fn settings(&self, settings: &HarnessSettings) -> HarnessSettings {
+        let mut settings = settings.clone();
+        if let (Some(soc), EpKind::Qnn) = (self.soc, settings.ep) {
+            settings.qnn.soc_model = Some(soc.qnn_soc_model);
+        }
+        settings
+    }
+}
+
+impl Default for WineTarget {
+    fn default() -> Self {
+        WineTarget::new()
+    }
+}
+
+impl Target for WineTarget {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> Result<Execution> {
+        super::check_runtime(self.name(), TRIPLE, job.runtime)?;
+        let shim = job.harness.with_file_name(PRNG_SHIM);
+        if !job.harness.is_file() || !shim.is_file() {
+            bail!("the Windows harness {} (with {PRNG_SHIM} beside it) is not built; {SETUP_HINT}", job.harness.display());
+        }
+        progress.step("wine prefix");
+        let _shared = self.prefix.ready()?;
+        progress.step("run under wine");
+        let settings = self.settings(job.settings);
+        let job = Job { settings: &settings, ..*job };
+        let mut program = Command::new("wine");
+        program.arg(job.harness).envs(self.prefix.env());
+        LocalLaunch { program, path: &windows_path }.run(&job, out).map_err(|error| match error.downcast_ref::<Stopped>() {
+            Some(Stopped::Spawn { .. }) => error.context(format!("wine is not installed; {SETUP_HINT}")),
+            _ => error,
+        })
+    }
+}
+
+/// True when `wine` is on PATH.
+pub fn installed() -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("wine").is_file()))
+}
+
+/// A host path as a Windows program under wine sees it: `/a/b` → `Z:\a\b` (wine maps `Z:` to `/`).
+pub fn windows_path(path: &Path) -> PathBuf {
+    PathBuf::from(format!("Z:{}", path.display().to_string().replace('/', "\\")))
+}
+
+/// npugate's wine prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WinePrefix {
+    dir: PathBuf,
+}
+
+/// A held lock on a prefix: shared while a run uses it (released on drop).
+#[derive(Debug)]
+pub struct PrefixLock(#[allow(dead_code)] File);
+
+impl WinePrefix {
+    /// `<cache>/wine/prefix`.
+    pub fn default_location() -> WinePrefix {
+        WinePrefix { dir: npugate_host::paths::cache_dir().join("wine").join("prefix") }
+    }
+
+    /// A prefix in `dir` (created on first use).
+    pub fn at(dir: &Path) -> WinePrefix {
+        WinePrefix { dir: dir.to_path_buf() }
+    }
+
+    /// The prefix directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The environment every wine process in this prefix gets: the prefix, 64-bit, no debug
+    /// channels, and no Mono/Gecko installers (never needed, and they would prompt).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("WINEPREFIX", self.dir.display().to_string()),
+            ("WINEARCH", "win64".into()),
+            ("WINEDEBUG", "-all".into()),
+            ("WINEDLLOVERRIDES", "mscoree,mshtml=".into()),
+        ]
+    }
+
+    /// Makes the prefix usable — creating it, or rebuilding it when a check fails — and returns a
+    /// shared lock that keeps it from being rebuilt while the caller uses it.
+    pub fn ready(&self) -> Result<PrefixLock> {
+        let parent = self.dir.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        let lock_path = self.dir.with_extension("lock");
+        let open = || File::options().create(true).truncate(false).write(true).open(&lock_path);
+        let lock = open().with_context(|| format!("cannot open {}", lock_path.display()))?;
+        lock.lock_shared().with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        if self.problem().is_none() {
+            return Ok(PrefixLock(lock));
+        }
+        drop(lock);
+        let exclusive = open().with_context(|| format!("cannot open {}", lock_path.display()))?;
+        exclusive.lock().with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        // Another process may have built it while this one waited for the lock.
+        if let Some(problem) = self.problem() {
+            if self.dir.exists() {
+                eprintln!("npugate: the wine prefix {} is broken ({problem}); rebuilding it", self.dir.display());
+            }
+            self.create()?;
+        }
+        exclusive.lock_shared().with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        Ok(PrefixLock(exclusive))
+    }
+
+    /// What is wrong with the prefix, if anything (checked before every run, cheaply).
+    pub fn problem(&self) -> Option<String> {
+        if !self.dir.join(READY_MARKER).is_file() {
+            return Some("it was never completed".into());
+        }
+        for registry in ["system.reg", "user.reg"] {
+            let head = std::fs::read(self.dir.join(registry)).unwrap_or_default();
+            if !head.starts_with(b"WINE REGISTRY Version") {
+                return Some(format!("{registry} is missing or damaged"));
+            }
+        }
+        if !self.dir.join("dosdevices/z:").exists() {
+            return Some("drive Z: (the host's /) is missing".into());
+        }
+        if !self.dir.join("drive_c/windows/system32/kernel32.dll").is_file() {
+            return Some("drive_c/windows/system32 is incomplete".into());
+        }
+        None
+    }
+
+    /// Creates the prefix from scratch with `wineboot -i` (the caller holds the exclusive lock).
+    fn create(&self) -> Result<()> {
+        if self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir).with_context(|| format!("cannot remove the broken wine prefix {}", self.dir.display()))?;
+        }
+        let mut wineboot = Command::new("wine");
+        wineboot.args(["wineboot", "-i"]).envs(self.env());
+        let finished = npugate_host::process::run(wineboot, WINEBOOT_LIMIT, &|| false).map_err(|error| match error {
+            Stopped::Spawn { .. } => anyhow::anyhow!("wine is not installed; {SETUP_HINT}"),
+            other => anyhow::anyhow!("creating the wine prefix {}: {other}", self.dir.display()),
+        })?;
+        // wineboot returns before the prefix is flushed; wait for its wineserver to write it out.
+        let mut server = Command::new("wineserver");
+        server.arg("-w").envs(self.env());
+        let _ = npugate_host::process::run(server, WINEBOOT_LIMIT, &|| false);
+        std::fs::write(self.dir.join(READY_MARKER), b"created by npugate with wineboot -i\n")
+            .with_context(|| format!("cannot complete the wine prefix {}", self.dir.display()))?;
+        if let Some(problem) = self.problem() {
+            bail!(
+                "wine could not create its prefix {} ({problem}; wineboot exit {:?}: {}); {SETUP_HINT}",
+                self.dir.display(),
+                finished.code,
+                finished.stderr.lines().last().unwrap_or("no message")
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_paths_become_drive_z_paths() {
+        assert_eq!(windows_path(Path::new("/root/.cache/npugate/m a.onnx")), PathBuf::from("Z:\\root\\.cache\\npugate\\m a.onnx"));
+    }
+
+    #[test]
+    fn a_soc_target_sets_the_soc_model_of_qnn_runs_only() {
+        let target = WineTarget::for_soc(npugate_host::hexagon::find("SM8350").unwrap());
+        assert_eq!(target.name(), "SM8350");
+        let qnn = HarnessSettings::from(npugate_settings::SessionSettings { ep: EpKind::Qnn, ..Default::default() });
+        assert_eq!(target.settings(&qnn).qnn.soc_model, Some(30));
+        assert_eq!(target.settings(&HarnessSettings::default()).qnn.soc_model, None, "CPU runs stay CPU runs");
+        assert_eq!(WineTarget::new().settings(&qnn).qnn.soc_model, None);
+    }
+
+    #[test]
+    fn an_incomplete_prefix_names_its_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = WinePrefix::at(&dir.path().join("prefix"));
+        assert!(prefix.problem().unwrap().contains("never completed"));
+        std::fs::create_dir_all(prefix.dir()).unwrap();
+        std::fs::write(prefix.dir().join(READY_MARKER), "").unwrap();
+        std::fs::write(prefix.dir().join("system.reg"), "garbage").unwrap();
+        assert!(prefix.problem().unwrap().contains("system.reg"));
+    }
+}

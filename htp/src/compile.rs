@@ -1,0 +1,232 @@
+//! `npugate compile`: ahead-of-time compile a model for one Snapdragon on the host HTP. The session
+//! writes an EPContext model with the context binary embedded (`ep.context_enable=1`,
+//! `ep.context_embed_mode=1`) or, with `context_file`, as a `.bin` beside it (embed mode 0); nodes
+//! the HTP rejects stay beside it as plain ONNX nodes. npugate
+//! stamps what it was compiled for into its metadata ([`CompiledFor`]) and writes it atomically.
+//! Same model, SoC and runtime: the same bytes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use npugate_settings::{KeyValue, ShapeSpec};
+use npugate_result::contract::write_atomic;
+use npugate_result::{files, RunResult};
+use npugate_onnx::Model;
+use npugate_profile::placement::strip_token_suffix;
+use npugate_profile::result_dir::read_rejections;
+
+use super::compiled::{source_path_from, CompiledFor, EpContextCover};
+use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
+use super::HostHtp;
+use npugate_host::hexagon::Soc;
+use npugate_engine::layout::Staging;
+use npugate_host::runtime::manifest::qnn_sdk_version;
+use npugate_engine::targets::wine::WineTarget;
+use npugate_engine::targets::{Cancel, Job, Silent, Target};
+
+/// The context model the session writes, inside the job's directory (the harness's working directory).
+const CONTEXT_FILE: &str = "model_ctx.onnx";
+/// The longest a compile may take.
+const TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What to compile.
+#[derive(Debug, Clone)]
+pub struct CompileRequest<'a> {
+    /// The Windows harness and runtime.
+    pub host: &'a HostHtp,
+    /// The model.
+    pub model: &'a Path,
+    /// Shapes of dynamic inputs.
+    pub shapes: &'a [ShapeSpec],
+    /// The SoC to compile for.
+    pub soc: Soc,
+    /// Float graphs in fp16.
+    pub fp16: bool,
+    /// Write the context binary as a file beside the model (`ep.context_embed_mode=0`, what large
+    /// models and LLMs use) instead of embedding it.
+    pub context_file: bool,
+}
+
+/// A written context model.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The `_ctx.onnx` written.
+    pub path: PathBuf,
+    /// The context binaries written beside it (with [`CompileRequest::context_file`]).
+    pub context_files: Vec<PathBuf>,
+    /// What it was compiled for (also in its metadata).
+    pub compiled_for: CompiledFor,
+    /// Nodes the HTP left to the CPU (they stay in the model as plain ONNX nodes).
+    pub left_on_cpu: Vec<FallbackEntry>,
+    /// The harness's result directory (`result.json`, `ort.log`).
+    pub job_dir: PathBuf,
+}
+
+impl CompileRequest<'_> {
+    /// Compiles into `out` (the `_ctx.onnx`); the harness's own files go to `<out>.compile/`.
+    /// A model the HTP cannot compile is an error saying so for the SoC.
+    pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Compiled> {
+        let (source_sha256, _) = npugate_result::digest::sha256_file(self.model)
+            .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
+        let prepared = npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
+        let embed_mode = if self.context_file { "0" } else { "1" };
+        let session = CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };
+        let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(self.shapes, self.fp16), out, cancel)?;
+        let context = job_dir.join(CONTEXT_FILE);
+        let mut model = Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
+        let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
+        let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let source_digest = npugate_engine::model::ModelFiles::read(self.model, &npugate_host::hash_cache::HashCache::default_cache())?.digest;
+        let compiled_for = CompiledFor {
+            soc: self.soc.model.into(),
+            htp_arch: self.soc.arch.into(),
+            qnn_soc_model: self.soc.qnn_soc_model,
+            qnn_sdk: qnn_sdk_version(&build).to_string(),
+            qnn_backend_build: build,
+            ort_version: result.runtime.ort_version.clone(),
+            runtime: self.host.runtime.name.clone(),
+            source_model_sha256: source_sha256,
+            source_model_digest: source_digest,
+            source_model: source_path_from(out, self.model),
+            ep_context_nodes: ep_context_covers(&model, &source, &result.assignment),
+            source_shapes: self.shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
+            fp16: if self.fp16 { "1" } else { "0" }.into(),
+        };
+        compiled_for.stamp(&mut model);
+        let context_files = write_with_context_files(model, &job_dir, out)?;
+        let placement = placement_of(&result, &rejections, None, self.soc);
+        // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
+        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
+        Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
+    }
+}
+
+/// One compile session on the host HTP: the harness creates the session with `ep.context_enable`
+/// (the EPContext model at [`CONTEXT_FILE`] in the job's directory, `<out>.compile/`) and exits.
+/// Shared by a model's compile and an LLM folder's.
+pub(super) struct CompileSession<'a> {
+    /// The Windows harness and runtime.
+    pub host: &'a HostHtp,
+    /// The SoC to compile for.
+    pub soc: Soc,
+    /// What is compiled, as errors name it (the model, or the folder).
+    pub what: &'a Path,
+    /// The model as the harness loads it.
+    pub prepared: &'a npugate_engine::model::PreparedModel,
+    /// `ep.context_embed_mode`: `1` the binary inside the model, `0` a `.bin` beside it.
+    pub embed_mode: &'a str,
+}
+
+/// What a [`CompileSession`] left: the harness's result, QNN's reasons from its log, its directory.
+pub(super) struct CompileOutcome {
+    /// The harness's `result.json`.
+    pub result: RunResult,
+    /// What the QNN EP and the HTP rejected, and why.
+    pub rejections: npugate_profile::ort_log::RejectionReasons,
+    /// The job's directory (`result.json`, `ort.log`, the context model).
+    pub job_dir: PathBuf,
+}
+
+impl CompileSession<'_> {
+    /// Runs the session with `settings` (the SoC's) for `out`; a session ONNX Runtime or QNN
+    /// refused, or a backend that did not start, is an error naming the SoC and QNN's reasons.
+    pub fn run(&self, mut settings: npugate_settings::HarnessSettings, out: &Path, cancel: &Cancel) -> Result<CompileOutcome> {
+        settings.session_config.extend(
+            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", self.embed_mode)]
+                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
+        );
+        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        let staging = Staging::next_to(&job_dir)?;
+        let job = Job {
+            harness: &self.host.harness,
+            runtime: &self.host.runtime,
+            model: &self.prepared.path,
+            prepared: Some(self.prepared),
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: TIMEOUT,
+            cancel,
+        };
+        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
+        let job_dir = staging.commit(true)?.dir().to_path_buf();
+        let result = RunResult::read(&job_dir).map_err(|_| {
+            anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())
+        })?;
+        let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
+        if let Some(abi) = result.session_error.as_deref().and_then(|refused| npugate_engine::ep_plugin::refusal(refused, &self.host.runtime)) {
+            bail!("nothing was compiled: {abi}");
+        }
+        if let Some(refused) = &result.session_error {
+            let finalize = match rejections.finalize_errors.is_empty() {
+                true => String::new(),
+                false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
+            };
+            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", self.what.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
+        }
+        if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
+            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
+        }
+        Ok(CompileOutcome { result, rejections, job_dir })
+    }
+}
+
+/// Which source nodes each EPContext node of `compiled` covers: the compile session's QNN
+/// partitions (`assignment`, in order) each became one EPContext node (in graph order). The
+/// partitions list the nodes as the EP saw them after ONNX Runtime's layout transformation
+/// (`conv1_token_1` for `conv1`, plus Transposes and Q/DQ pairs it inserted): each is named by the
+/// `source` node it came from, and the inserted ones — no node of the source — are left out. When
+/// the counts of partitions and EPContext nodes differ the record would be a guess, so none is made.
+pub(super) fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_result::Assignment) -> Vec<EpContextCover> {
+    let partitions: Vec<&npugate_result::AssignedSubgraph> = assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").collect();
+    let index = compiled.index();
+    let contexts: Vec<&str> = index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.is_ep_context()).map(|n| n.name()).collect();
+    if contexts.len() != partitions.len() {
+        return Vec::new();
+    }
+    let source_index = source.index();
+    let source_names: std::collections::HashSet<&str> = source_index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN).map(|n| n.name()).collect();
+    let own_name = |name: &str| -> Option<String> {
+        [name, strip_token_suffix(name)].into_iter().find(|candidate| source_names.contains(candidate)).map(str::to_string)
+    };
+    contexts
+        .into_iter()
+        .zip(partitions)
+        .map(|(context, partition)| {
+            let mut source_nodes: Vec<String> = Vec::new();
+            for name in partition.nodes.iter().filter_map(|node| own_name(&node.name)) {
+                if !source_nodes.contains(&name) {
+                    source_nodes.push(name);
+                }
+            }
+            EpContextCover { ep_context: context.to_string(), source_nodes }
+        })
+        .collect()
+}
+
+/// Writes `model` to `out` atomically, with its context binaries (files in `from` it refers to)
+/// beside it, renamed after `out` (`<stem>.bin`, or `<stem>_<n>.bin` for several) so that two
+/// compiled models in one folder never share one; the binaries land before the model that names
+/// them.
+fn write_with_context_files(mut model: Model, from: &Path, out: &Path) -> Result<Vec<PathBuf>> {
+    let dir = match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let located = model.locate_files(from).map_err(|e| anyhow::anyhow!("the session wrote an unusable context model: {e}"))?;
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let mut renames = Vec::new();
+    for (index, file) in located.iter().enumerate() {
+        let name = if located.len() == 1 { format!("{stem}.bin") } else { format!("{stem}_{index}.bin") };
+        let bytes = std::fs::read(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
+        write_atomic(&dir.join(&name), &bytes).with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+        renames.push((file.name.clone(), name));
+    }
+    model
+        .rewrite_file_references(|old| renames.iter().find(|(from, _)| from == old).map(|(_, to)| to.clone()))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let bytes = model.to_bytes().map_err(|e| anyhow::anyhow!("cannot encode the context model: {e}"))?;
+    write_atomic(out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(renames.into_iter().map(|(_, name)| dir.join(name)).collect())
+}

@@ -1,0 +1,95 @@
+//! The real Hexagon backend without a device: Qualcomm's x86_64 host build of the QNN HTP backend
+//! (`QnnHtp.dll`, from the `onnxruntime-qnn` win_amd64 wheel) with the Windows x64 ONNX Runtime,
+//! run under wine on this Linux machine ([`npugate_engine::targets::wine`]). For a chosen Snapdragon
+//! (`soc_model`) it does what the device's backend would do before running: op validation and
+//! graph finalize (compile), and it writes context binaries and executes graphs on its emulator.
+//!
+//! [`preflight`] judges a model per SoC and QNN version, [`compile`] writes an EPContext model for
+//! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), [`compat`] measures which QNN versions load which context binaries (and holds the
+//! measured rule), and [`compiled`] reads what such a model was compiled for (and refuses a device
+//! or runtime it does not fit).
+
+pub mod compat;
+pub mod compile;
+pub mod compile_folder;
+pub mod compiled;
+pub mod preflight;
+pub mod saver;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use npugate_host::runtime::RuntimeManifest;
+use npugate_engine::targets::wine::{self, SETUP_HINT};
+
+/// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
+pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";
+/// The SoC the host HTP is configured as when none is given (preflight, the emulator).
+pub const DEFAULT_SOC: &str = "SM8650";
+/// The QNN HTP backend library of that runtime.
+const HTP_BACKEND: &str = "QnnHtp.dll";
+
+/// The harness and runtime that run the host HTP.
+#[derive(Debug, Clone)]
+pub struct HostHtp {
+    /// The Windows x64 harness (with the wine PRNG shim beside it).
+    pub harness: PathBuf,
+    /// The Windows x64 runtime with the QNN plugin and `QnnHtp.dll`.
+    pub runtime: RuntimeManifest,
+}
+
+impl HostHtp {
+    /// The runtime (default [`HOST_HTP_RUNTIME`]) and harness (default: the cargo layout's
+    /// `x86_64-pc-windows-gnu/release` build), checked; every missing piece is one line naming the
+    /// command that provides it.
+    pub fn locate(runtime: Option<&str>, harness: Option<&Path>) -> Result<HostHtp> {
+        if !wine::installed() {
+            bail!("wine is not installed; {SETUP_HINT}");
+        }
+        let name = runtime.unwrap_or(HOST_HTP_RUNTIME);
+        let runtime = RuntimeManifest::load(name)?;
+        check_runtime(&runtime)?;
+        let harness = match harness {
+            Some(path) => path.to_path_buf(),
+            None => npugate_engine::harnesses::for_target(wine::TRIPLE).map_err(|_| anyhow::anyhow!("no Windows harness is built; {SETUP_HINT}"))?,
+        };
+        if !harness.is_file() {
+            bail!("harness {} does not exist; {SETUP_HINT}", harness.display());
+        }
+        Ok(HostHtp { harness, runtime })
+    }
+
+    /// The QNN SDK version of its backend (`2.49.40`), `?` when the library names none.
+    pub fn qnn_sdk(&self) -> String {
+        self.runtime.qnn_build().map_or_else(|| "?".into(), |build| npugate_host::runtime::manifest::qnn_sdk_version(&build).to_string())
+    }
+}
+
+/// Refuses a runtime that is not a Windows x64 QNN plugin runtime with the HTP backend.
+pub fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
+    let fix = format!("pass --runtime {HOST_HTP_RUNTIME} (npugate runtime fetch {HOST_HTP_RUNTIME})");
+    if runtime.target != wine::TRIPLE {
+        bail!("runtime {} is built for {}, but the host HTP runs the {} harness under wine; {fix}", runtime.name, runtime.target, wine::TRIPLE);
+    }
+    let plugin = runtime.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider" && ep.attach == "plugin");
+    if !plugin || !runtime.dir.join(HTP_BACKEND).is_file() {
+        bail!("runtime {} has no QNN plugin with {HTP_BACKEND}; {fix}", runtime.name);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_for_another_target_or_without_the_htp_backend_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let linux = RuntimeManifest::for_tests(dir.path());
+        let error = check_runtime(&linux).unwrap_err().to_string();
+        assert!(error.contains("x86_64-pc-windows-gnu") && error.contains("npugate runtime fetch qnn-2.7.0-ort-1.31.1-windows-x86_64"), "{error}");
+        let windows = RuntimeManifest { target: wine::TRIPLE.into(), ..RuntimeManifest::for_tests(dir.path()) };
+        assert!(check_runtime(&windows).unwrap_err().to_string().contains("no QNN plugin with QnnHtp.dll"));
+    }
+}

@@ -1,0 +1,588 @@
+//! Running a sweep: every device in parallel on the rack, its cells one after another. Finished
+//! cells (with a `cell.json`) are skipped, so a sweep killed at any point and started again redoes
+//! only the cell it was in; `sweep.json` is rewritten after every cell.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
+
+use super::cell::{CellDevice, CellKey, CellRecord};
+use super::night::{now_rfc3339, today};
+use super::plan::{PlannedModel, SweepPlan};
+use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
+use super::unit::{self, host_htp_dir, Unit};
+use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
+use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
+use npugate_android::adb::Adb;
+use npugate_android::devices::{self, DeviceInfo, DeviceList};
+use npugate_engine::device_rack::result_dir_names;
+use npugate_engine::pipeline::GateSpec;
+use npugate_engine::rack::{self, Attempted, RackPolicy};
+use npugate_engine::run::{run_on, RunSpec};
+use npugate_host::runtime::RuntimeManifest;
+use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
+use npugate_engine::targets::wine::WineTarget;
+use npugate_engine::targets::{is_retryable, Job, Progress, Target};
+
+/// How to run a plan.
+pub struct SweepOptions<'a> {
+    /// The sweep directory (created; resumed when it holds this sweep already).
+    pub out: &'a Path,
+    /// The night this sweep belongs to (`YYYY-MM-DD`); default: today (UTC), or the resumed sweep's.
+    pub night: Option<&'a str>,
+    /// Explicit harness binary; else the one built for each device's target.
+    pub harness: Option<&'a Path>,
+    /// Retries and cancellation.
+    pub policy: &'a RackPolicy,
+    /// Limit for one harness run.
+    pub run_timeout: Duration,
+    /// The plan's units, and the shard of them this sweep runs (`--shard`).
+    pub cut: &'a Cut,
+}
+
+/// A device of the sweep: where it runs and what it is.
+pub struct SweepTarget<T> {
+    /// Where its harness runs.
+    pub target: T,
+    /// The device as probed.
+    pub info: DeviceInfo,
+    /// Its directory name in the sweep dir.
+    pub dir: String,
+    /// What chose it (`--device`, `serial`, `soc=SM8650`, `socs` for a host-HTP cell).
+    pub chosen_by: String,
+    /// The position of its unit in the plan (see [`super::unit`]).
+    pub unit: usize,
+    /// True for the host HTP emulator as one SoC: its cells run the plan's host-HTP runtimes (one
+    /// per QNN version) with `--ep qnn` (placement and outputs; speed is not judged).
+    pub host_htp: bool,
+}
+
+impl<T: Target + 'static> SweepTarget<T> {
+    /// The same target behind a `Box<dyn Target>`, so devices and host-HTP SoCs share one sweep.
+    pub fn boxed(self) -> SweepTarget<Box<dyn Target>> {
+        SweepTarget {
+            target: Box::new(self.target),
+            info: self.info,
+            dir: self.dir,
+            chosen_by: self.chosen_by,
+            unit: self.unit,
+            host_htp: self.host_htp,
+        }
+    }
+}
+
+impl<T> SweepTarget<T> {
+    /// The runtimes of this target's cells: the host-HTP runtime, or the plan's device runtimes.
+    fn runtimes<'p>(&self, plan: &'p SweepPlan) -> Vec<&'p RuntimeManifest> {
+        cell_runtimes(plan, self.host_htp)
+    }
+}
+
+/// The host-HTP units of `cut` this sweep runs as targets: Qualcomm's HTP emulator under wine
+/// configured as each SoC of the plan's `socs`, in directories `htp-<SOC>`.
+pub fn host_htp_targets(plan: &SweepPlan, cut: &Cut) -> Vec<SweepTarget<WineTarget>> {
+    cut.taken()
+        .filter_map(|(position, unit)| match unit {
+            Unit::HostHtp(name) => plan.socs.iter().find(|soc| soc.model == name.as_str()).map(|soc| (position, soc)),
+            _ => None,
+        })
+        .map(|(position, soc)| {
+            let name = host_htp_dir(soc.model);
+            let info = DeviceInfo {
+                serial: name.clone(),
+                state: "device".into(),
+                os: Some("host HTP emulator (wine)".into()),
+                soc: Some(soc.model.into()),
+                hexagon_arch: Some(soc.arch.into()),
+                target: Some(npugate_engine::targets::wine::TRIPLE.into()),
+                ..DeviceInfo::default()
+            };
+            SweepTarget { target: WineTarget::for_soc(*soc).named(&name), info, dir: name, chosen_by: "socs".into(), unit: position, host_htp: true }
+        })
+        .collect()
+}
+
+/// What one device's cells came to.
+struct DeviceCells {
+    dir: PathBuf,
+    worst: u8,
+}
+
+impl Attempted for DeviceCells {
+    fn result_dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    fn exit_code(&self) -> u8 {
+        self.worst
+    }
+}
+
+/// Runs (or resumes) the sweep on `devices`; returns the final summary (also in `<out>/sweep.json`).
+pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], options: &SweepOptions) -> Result<SweepSummary> {
+    let out = options.out;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let shard = options.cut.shard.map(|shard| shard_info(plan, shard, options.cut, devices)).transpose()?;
+    let summary = initial_summary(plan, options, devices, shard)?;
+    if let Some(shard) = options.cut.shard {
+        let taken: Vec<String> = options.cut.taken().map(|(_, unit)| unit.label()).collect();
+        let taken = if taken.is_empty() { "none (the plan has fewer units than shards)".to_string() } else { taken.join(", ") };
+        eprintln!("npugate sweep: shard {shard} of {} unit(s): {taken}", options.cut.units.len());
+    }
+    let summary = Mutex::new(summary);
+    lock(&summary).write(out)?;
+
+    let targets: Vec<&T> = devices.iter().map(|d| &d.target).collect();
+    let rack = rack::run_rack(&targets, options.policy, |target, progress| {
+        let device = devices.iter().find(|d| std::ptr::eq(&d.target, target)).context("a target of this sweep")?;
+        run_device_cells(plan, options, device, &summary, progress)
+    });
+
+    let mut summary = summary.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for outcome in rack.report.devices {
+        if let Some(device) = summary.devices.iter_mut().find(|d| d.serial == outcome.serial) {
+            device.outcome = Some(outcome);
+        }
+    }
+    summary.finished_at = Some(now_rfc3339());
+    summary.exit_code = Some(summary.overall_exit());
+    summary.write(out)?;
+    Ok(summary)
+}
+
+/// The plan's units in plan order: its `[[device]]` entries — or, without any, the devices
+/// `requested` chooses (`--device SERIAL|all`, listed over `adb`) — then its host-HTP SoCs. A serial
+/// or a SoC class listed twice is one unit. Nothing is probed.
+pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<Vec<Unit>> {
+    let mut units: Vec<Unit> = Vec::new();
+    if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
+        // Host-HTP cells only: no device is needed.
+    } else if plan.devices.is_empty() {
+        units.extend(devices::select(adb, requested)?.into_iter().map(Unit::Device));
+    } else {
+        anyhow::ensure!(
+            requested.is_empty(),
+            "{} chooses devices ([[device]]); drop --device, or remove the plan's [[device]] entries",
+            plan.file.display()
+        );
+        for spec in &plan.devices {
+            let unit = match (&spec.serial, &spec.soc) {
+                (Some(serial), _) => Unit::Serial(serial.clone()),
+                (None, Some(soc)) => Unit::Soc(soc.to_ascii_uppercase()),
+                (None, None) => continue, // refused when the plan was loaded
+            };
+            if !units.contains(&unit) {
+                units.push(unit);
+            }
+        }
+    }
+    units.extend(plan.socs.iter().map(|soc| Unit::HostHtp(soc.model.to_string())));
+    Ok(units)
+}
+
+/// The runtimes of a target's cells: the plan's host-HTP runtime for the host HTP emulator, else the
+/// plan's device runtimes.
+fn cell_runtimes(plan: &SweepPlan, host_htp: bool) -> Vec<&RuntimeManifest> {
+    match host_htp {
+        true => plan.htp_runtimes.iter().collect(),
+        false => plan.runtimes.iter().collect(),
+    }
+}
+
+/// The record of the shard `cut` makes of `plan` (see [`super::shard`]), with the devices this
+/// shard resolved its units to.
+fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarget<T>]) -> Result<ShardInfo> {
+    let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file).with_context(|| format!("cannot read sweep plan {}", plan.file.display()))?;
+    let units = cut
+        .units
+        .iter()
+        .enumerate()
+        .map(|(position, unit)| ShardUnit {
+            shard: Shard::of_unit(position, shard.count),
+            unit: unit.clone(),
+            runtimes: cell_runtimes(plan, matches!(unit, Unit::HostHtp(_))).into_iter().map(|runtime| runtime.name.clone()).collect(),
+            devices: devices.iter().filter(|d| d.unit == position).map(|d| d.info.serial.clone()).collect(),
+        })
+        .collect();
+    Ok(ShardInfo { shard, plan_sha256, units })
+}
+
+/// The device units of `cut` this sweep runs (see [`plan_units`]) as devices over `adb`, each
+/// probed and every runtime checked against its target. A SoC class takes the connected devices of
+/// that SoC the plan does not name by serial.
+pub fn resolve_devices(plan: &SweepPlan, adb: &Adb, cut: &Cut, settings: &AdbSettings) -> Result<Vec<SweepTarget<AdbTarget>>> {
+    let named = unit::named_serials(&cut.units);
+    let mut listed: Option<DeviceList> = None;
+    let mut chosen: Vec<(String, String, usize)> = Vec::new();
+    for (position, unit) in cut.taken() {
+        match unit {
+            Unit::Serial(serial) => {
+                let selected = devices::select(adb, std::slice::from_ref(serial))
+                    .map_err(|e| plan.error(&device_field(plan, unit), format!("{e:#}")))?;
+                chosen.extend(selected.into_iter().map(|s| (s, unit.chosen_by(), position)));
+            }
+            Unit::Device(serial) => chosen.push((serial.clone(), unit.chosen_by(), position)),
+            Unit::Soc(soc) => {
+                let listed = match &mut listed {
+                    Some(listed) => listed,
+                    None => listed.insert(devices::list(adb)?),
+                };
+                let (matching, by_serial): (Vec<String>, Vec<String>) =
+                    matching_soc(&listed.devices, soc).into_iter().partition(|s| !named.contains(&s.as_str()));
+                if matching.is_empty() {
+                    let connected: Vec<String> = listed
+                        .devices
+                        .iter()
+                        .map(|d| format!("{} (SoC {})", d.serial, d.soc.as_deref().unwrap_or("unknown")))
+                        .collect();
+                    let connected = if connected.is_empty() { "none".to_string() } else { connected.join(", ") };
+                    let message = match by_serial.is_empty() {
+                        true => format!("no connected device has SoC {soc:?} (connected: {connected})"),
+                        false => format!("every connected device with SoC {soc:?} is named by serial in the plan ({}); drop this entry", by_serial.join(", ")),
+                    };
+                    return Err(plan.error(&device_field(plan, unit), message));
+                }
+                chosen.extend(matching.into_iter().map(|s| (s, unit.chosen_by(), position)));
+            }
+            Unit::HostHtp(_) => {}
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    chosen.retain(|(serial, _, _)| seen.insert(serial.clone()));
+    let serials: Vec<String> = chosen.iter().map(|(s, _, _)| s.clone()).collect();
+    let dirs = result_dir_names(&serials);
+    let mut resolved = Vec::new();
+    for ((serial, chosen_by, unit), dir) in chosen.into_iter().zip(dirs) {
+        let info = devices::probe(adb, &serial).with_context(|| format!("cannot probe device {serial}"))?;
+        for (index, runtime) in plan.runtimes.iter().enumerate() {
+            if info.target.as_deref() != Some(runtime.target.as_str()) {
+                return Err(plan.error(
+                    &format!("runtimes[{index}]"),
+                    format!(
+                        "runtime {} is built for {}, but device {serial} runs {}",
+                        runtime.name,
+                        runtime.target,
+                        info.target.as_deref().unwrap_or("an unknown target")
+                    ),
+                ));
+            }
+        }
+        let target = AdbTarget::new(adb, &serial, settings);
+        resolved.push(SweepTarget { target, info, dir, chosen_by, unit, host_htp: false });
+    }
+    Ok(resolved)
+}
+
+/// The plan field of a `[[device]]` unit, for errors: `device[2].serial`, `device[0].soc`.
+fn device_field(plan: &SweepPlan, unit: &Unit) -> String {
+    let entry = plan.devices.iter().position(|spec| match unit {
+        Unit::Serial(serial) => spec.serial.as_ref() == Some(serial),
+        Unit::Soc(soc) => spec.soc.as_ref().is_some_and(|s| s.eq_ignore_ascii_case(soc)),
+        _ => false,
+    });
+    let key = if matches!(unit, Unit::Soc(_)) { "soc" } else { "serial" };
+    format!("device[{}].{key}", entry.unwrap_or_default())
+}
+
+/// Online devices whose SoC is `soc` (case-insensitive).
+fn matching_soc(devices: &[DeviceInfo], soc: &str) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| d.state == "device" && d.soc.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(soc)))
+        .map(|d| d.serial.clone())
+        .collect()
+}
+
+/// The summary to start from: this plan's cells, finished ones read from their markers; the night
+/// and start time of the sweep already in `out` when resuming.
+fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[SweepTarget<T>], shard: Option<ShardInfo>) -> Result<SweepSummary> {
+    let out = options.out;
+    let (night, started_at) = match SweepSummary::read(out) {
+        Some(previous) => {
+            if previous.name != plan.name {
+                bail!("{} holds sweep {:?}, not {:?}; choose another --out", out.display(), previous.name, plan.name);
+            }
+            if options.night.is_some_and(|night| night != previous.night) {
+                bail!("{} holds the sweep of night {}; resume it without --night or choose another --out", out.display(), previous.night);
+            }
+            if previous.merged.is_some() {
+                bail!("{} holds a merged sweep (npugate sweep merge), which runs no cells; choose another --out", out.display());
+            }
+            match (&previous.shard, &shard) {
+                (Some(before), Some(now)) => {
+                    if let Some(why) = before.differs_from(now) {
+                        bail!("{} {why}, or choose another --out", out.display());
+                    }
+                }
+                (Some(before), None) => bail!("{} holds shard {} of its sweep; resume it with --shard {}, or choose another --out", out.display(), before.shard, before.shard),
+                (None, Some(now)) => bail!("{} holds a sweep run without --shard; resume it without --shard {}, or choose another --out", out.display(), now.shard),
+                (None, None) => {}
+            }
+            (previous.night, previous.started_at)
+        }
+        None if has_entries(out) => bail!("{} is not empty and holds no sweep; choose another --out", out.display()),
+        None => (options.night.map(str::to_string).unwrap_or_else(today), now_rfc3339()),
+    };
+    let mut cells = Vec::new();
+    for device in devices {
+        for runtime in device.runtimes(plan) {
+            for model in &plan.models {
+                let key = CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
+                let record = CellRecord::read_finished(&key.dir(out));
+                let state = if record.is_some() { CellState::Finished } else { CellState::Pending };
+                let dir = format!("{}/{}/{}", key.device, key.runtime, key.model);
+                cells.push(CellEntry { key, dir, state, record, error: None });
+            }
+        }
+    }
+    Ok(SweepSummary {
+        schema: SWEEP_SCHEMA.into(),
+        name: plan.name.clone(),
+        plan: plan.file.display().to_string(),
+        night,
+        started_at,
+        finished_at: None,
+        runtimes: plan.all_runtimes().map(|r| r.name.clone()).collect(),
+        models: plan.models.iter().map(|m| m.name.clone()).collect(),
+        devices: devices
+            .iter()
+            .map(|d| SweepDevice {
+                serial: d.info.serial.clone(),
+                dir: d.dir.clone(),
+                soc: d.info.soc.clone(),
+                model: d.info.model.clone(),
+                chosen_by: d.chosen_by.clone(),
+                outcome: None,
+            })
+            .collect(),
+        cells,
+        exit_code: None,
+        shard,
+        merged: None,
+    })
+}
+
+fn has_entries(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
+}
+
+fn lock(summary: &Mutex<SweepSummary>) -> std::sync::MutexGuard<'_, SweepSummary> {
+    summary.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One device's cells in plan order (runtime-major). A retryable failure ends the attempt (the
+/// rack retries the device, and the retry skips what finished); any other failure is recorded for
+/// that cell and the device moves on. An interrupt stops before the next cell.
+fn run_device_cells<T: Target>(
+    plan: &SweepPlan,
+    options: &SweepOptions,
+    device: &SweepTarget<T>,
+    summary: &Mutex<SweepSummary>,
+    progress: &dyn Progress,
+) -> Result<DeviceCells> {
+    let out = options.out;
+    let mut worst = EXIT_PASS;
+    for runtime in device.runtimes(plan) {
+        for model in &plan.models {
+            let key = CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
+            let dir = key.dir(out);
+            if let Some(record) = CellRecord::read_finished(&dir) {
+                eprintln!("npugate sweep: {}: skipped (finished {})", key.label(), record.finished_at);
+                worst = worst.max(record.exit_code);
+                continue;
+            }
+            if options.policy.cancel.is_cancelled() {
+                bail!("interrupted before cell {}", key.label());
+            }
+            progress.step(&format!("{} {}", runtime.name, model.name));
+            let settings = plan.cell_settings(model, runtime);
+            let result = run_cell(options, device, runtime, model, &settings, &key, progress);
+            let mut summary = lock(summary);
+            let entry = summary.cell_mut(&key).context("every planned cell is in the summary")?;
+            match result {
+                Ok(record) => {
+                    eprintln!("npugate sweep: {}: {}", key.label(), describe(&record));
+                    worst = worst.max(record.exit_code);
+                    (entry.state, entry.record, entry.error) = (CellState::Finished, Some(record), None);
+                }
+                Err(error) if is_retryable(&error) => return Err(error),
+                Err(error) => {
+                    eprintln!("npugate sweep: {}: could not be judged: {error:#}", key.label());
+                    worst = EXIT_ERROR;
+                    (entry.state, entry.error) = (CellState::Failed, Some(format!("{error:#}")));
+                }
+            }
+            summary.write(out)?;
+        }
+    }
+    Ok(DeviceCells { dir: out.join(&device.dir), worst })
+}
+
+/// Runs and judges one cell, then marks it finished.
+fn run_cell<T: Target>(
+    options: &SweepOptions,
+    device: &SweepTarget<T>,
+    runtime: &RuntimeManifest,
+    model: &PlannedModel,
+    settings: &HarnessSettings,
+    key: &CellKey,
+    progress: &dyn Progress,
+) -> Result<CellRecord> {
+    let started = Instant::now();
+    let dir = &key.dir(options.out);
+    npugate_engine::layout::remove_stale_staging(dir);
+    let harness = npugate_plan::harness_for(options.harness, runtime, &npugate_plan::Installed)?;
+    let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
+    let settings = match device.host_htp {
+        true => HarnessSettings { session: SessionSettings { ep: EpKind::Qnn, ..settings.session.clone() }, ..settings.clone() },
+        false => settings.clone(),
+    };
+    let job = Job {
+        harness: &harness,
+        runtime,
+        model: &model.path,
+        prepared: None,
+        reference_model: model.reference.source.as_deref(),
+        settings: &settings,
+        env: &[],
+        timeout: options.run_timeout,
+        cancel: &options.policy.cancel,
+    };
+    let run = run_on(&device.target, &RunSpec { job, gate: Some(&gate), reference: None }, dir, progress)?;
+    let verdict = run.verdict.as_ref().context("a judged run has a verdict")?;
+    let fingerprint_soc = Some(verdict.subject.fingerprint.soc.clone()).filter(|soc| soc != "unknown");
+    let cell_device = CellDevice {
+        serial: device.info.serial.clone(),
+        soc: device.info.soc.clone().or(fingerprint_soc).unwrap_or_else(|| "unknown".into()),
+        model: device.info.model.clone(),
+        fingerprint: device.info.fingerprint.clone().or_else(|| device.info.os.clone()).or_else(|| Some(verdict.subject.fingerprint.device.clone())),
+    };
+    let record = CellRecord::new(key.clone(), cell_device, verdict, runtime.qnn_build(), run.exit_code, started.elapsed().as_secs_f64());
+    record.write_marker(run.placed.dir())?;
+    Ok(record)
+}
+
+/// `pass, median 1.23 ms, CV 2.1%, 100% FLOPs on the preferred EP, 12.3 s`.
+fn describe(record: &CellRecord) -> String {
+    let mut parts = vec![record.outcome.label().to_lowercase()];
+    if let Some(median) = record.median_ns {
+        parts.push(format!("median {}", npugate_gate::units::fmt_ms(median)));
+    }
+    if let Some(cv) = record.cv_pct {
+        parts.push(format!("CV {cv:.1}%"));
+    }
+    if let Some(flops) = record.npu_flops_pct {
+        parts.push(format!("{flops:.1}% of FLOPs on the preferred EP"));
+    }
+    if !record.failed_rules.is_empty() {
+        parts.push(format!("failed: {}", record.failed_rules.join(", ")));
+    }
+    parts.push(format!("{:.1} s", record.seconds));
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use npugate_engine::targets::mock::{Behaviour, MockTarget};
+    use npugate_engine::targets::{Cancel, Execution};
+
+    /// A mock device that "kills the sweep" (sets the interrupt) after `kill_after` runs.
+    struct KilledAfter {
+        mock: MockTarget,
+        kill_after: usize,
+        cancel: Cancel,
+    }
+
+    impl Target for KilledAfter {
+        fn name(&self) -> &str {
+            self.mock.name()
+        }
+
+        fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> Result<Execution> {
+            let execution = self.mock.execute(job, out, progress);
+            if self.mock.calls() >= self.kill_after {
+                self.cancel.cancel();
+            }
+            execution
+        }
+    }
+
+    fn plan(dir: &Path, models: usize) -> SweepPlan {
+        let runtime = dir.join("rt");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
+        RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]).unwrap();
+        let mut text = format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
+        for index in 0..models {
+            npugate_engine::model::testing::identity_model(&dir.join(format!("m{index}.onnx")), &[Some(1), Some(3)]);
+            text.push_str(&format!("[[model]]\npath = \"m{index}.onnx\"\nrules = {{ cv_pct = 0, npu_flops_pct = 0 }}\n"));
+        }
+        std::fs::write(dir.join("sweep.toml"), text).unwrap();
+        SweepPlan::load(&dir.join("sweep.toml")).unwrap()
+    }
+
+    fn device(target: KilledAfter) -> SweepTarget<KilledAfter> {
+        let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(npugate_engine::targets::host_triple()), ..Default::default() };
+        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), unit: 0, host_htp: false }
+    }
+
+    #[test]
+    fn a_sweep_killed_after_two_cells_resumes_without_redoing_them() {
+        let work = tempfile::tempdir().unwrap();
+        let plan = plan(work.path(), 4);
+        let out = work.path().join("sweep");
+        let harness = work.path().join("harness");
+        std::fs::write(&harness, "not run by the mock").unwrap();
+        let run = |kill_after: usize| {
+            let cancel = Cancel::new();
+            let target = KilledAfter { mock: MockTarget::new("rig-1", vec![Behaviour::Measure(vec![1_000_000; 20])]), kill_after, cancel: cancel.clone() };
+            let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel };
+            let cut = Cut { units: vec![Unit::Serial("rig-1".into())], shard: None };
+            let options =
+                SweepOptions { out: &out, night: Some("2026-11-23"), harness: Some(&harness), policy: &policy, run_timeout: Duration::from_secs(5), cut: &cut };
+            let devices = [device(target)];
+            let summary = run_sweep(&plan, &devices, &options).unwrap();
+            (summary, devices[0].target.mock.calls())
+        };
+
+        let (killed, calls) = run(2);
+        assert_eq!(calls, 2);
+        assert_eq!(killed.finished().count(), 2, "{killed:?}");
+        assert!(killed.devices[0].outcome.as_ref().unwrap().infrastructure_error.as_deref().unwrap().contains("interrupted"));
+        assert_eq!(killed.exit_code, Some(EXIT_ERROR));
+        // A kill in the middle of the third cell leaves its staging directory behind.
+        let third = CellKey { device: "rig-1".into(), runtime: "rt-test".into(), model: "m2".into() }.dir(&out);
+        let leftover = third.with_file_name(".m2.staging-killed");
+        std::fs::create_dir_all(&leftover).unwrap();
+
+        let (resumed, calls) = run(usize::MAX);
+        assert_eq!(calls, 2, "only the two unfinished cells run again");
+        assert_eq!(resumed.finished().count(), 4);
+        assert_eq!(resumed.exit_code, Some(EXIT_PASS), "{resumed:?}");
+        assert!(!leftover.exists(), "the killed run's staging directory is cleaned up");
+        assert_eq!(resumed.night, "2026-11-23");
+    }
+
+    #[test]
+    fn soc_classes_match_online_devices_case_insensitively() {
+        let device = |serial: &str, soc: Option<&str>, state: &str| DeviceInfo {
+            serial: serial.into(),
+            state: state.into(),
+            soc: soc.map(str::to_string),
+            ..Default::default()
+        };
+        let listed = [
+            device("a", Some("SM8650"), "device"),
+            device("b", Some("SM8550"), "device"),
+            device("c", Some("sm8650"), "device"),
+            device("d", Some("SM8650"), "offline"),
+            device("e", None, "device"),
+        ];
+        assert_eq!(matching_soc(&listed, "SM8650"), ["a", "c"]);
+        assert!(matching_soc(&listed, "SM8750").is_empty());
+    }
+}

@@ -1,0 +1,814 @@
+//! One resolution step for every command that runs a harness (`run`, `compare`, `numerics`,
+//! `preflight`, `compile`; a sweep resolves each cell's harness and runtime with the same rules):
+//! the command's flags become a [`Request`], and [`Plan::resolve`] turns it into the targets to
+//! run on, the runtime and harness of each, the SoCs of the host HTP emulator and the output
+//! directory — with one set of rules:
+//!
+//! - **where**: `--local` is this machine, or Qualcomm's HTP emulator (under wine) when the EP is
+//!   QNN and the runtime is a Windows one (the default); `--device` are devices over adb;
+//!   `preflight` and `compile` always use the emulator (or qemu for `--backend saver`);
+//! - **runtime**: `--runtime NAME` when given; else the newest fetched runtime built for the
+//!   target that has the requested EP (and the `--qnn` version), on this machine and on devices
+//!   alike — the choice is announced;
+//! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_htp::DEFAULT_SOC`]);
+//!   `--qnn` picks one emulator runtime per QNN version (each SoC × QNN version is a target);
+//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]).
+//!
+//! Nothing here starts a process: what the machine has (fetched runtimes, built harnesses,
+//! connected devices) comes through [`Resources`], so the rules are tested without any.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use npugate_settings::EpKind;
+
+use npugate_android::adb::Adb;
+use npugate_android::devices::DeviceInfo;
+use npugate_host::hexagon::Soc;
+use npugate_htp::compiled::CompiledFor;
+use npugate_host::runtime::manifest::qnn_sdk_version;
+use npugate_host::runtime::RuntimeManifest;
+use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
+use npugate_engine::targets::host::HostTarget;
+use npugate_engine::targets::qemu::{self, QemuTarget};
+use npugate_engine::targets::wine::{self, WineTarget};
+use npugate_engine::targets::{host_triple, Target};
+
+/// The longest a harness run on this machine (natively or under wine or qemu) may take.
+pub const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// The host runtime of the fp32 reference runs (`--check-outputs`, `numerics`) when fetched.
+pub const REFERENCE_RUNTIME: &str = "ort-1.31.1-linux-x86_64";
+
+/// Where a command asks to run.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// This machine (`--local`): natively, or on the host HTP emulator with `--ep qnn`.
+    Local,
+    /// Qualcomm's host HTP emulator, whatever the EP flag says (`preflight`, `compile`).
+    Emulator,
+    /// The aarch64 harness under qemu (`preflight --backend saver`).
+    Qemu,
+    /// Devices over adb (`--device`).
+    Devices(DevicePlace),
+}
+
+/// The devices of a command and how to reach them.
+#[derive(Debug, Clone)]
+pub struct DevicePlace {
+    /// The adb client.
+    pub adb: Adb,
+    /// `--device` values (serials or `all`; empty: `ANDROID_SERIAL` or the only device).
+    pub selectors: Vec<String>,
+    /// Work dir, cooldown and lock timeout of every device run.
+    pub settings: AdbSettings,
+    /// The limit of one harness run on a device.
+    pub run_timeout: Duration,
+    /// `--skip-noisy`: the devices the history flags as noisy, left out.
+    pub skip_noisy: Option<NoisyDevices>,
+}
+
+/// Devices whose noise floor drifted well above their peers' (see `npugate devices`): serial and
+/// why, from the history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoisyDevices(pub Vec<(String, String)>);
+
+impl NoisyDevices {
+    /// `serials` without the noisy ones (each named on stderr); an error when none is left.
+    pub fn keep_healthy(&self, serials: Vec<String>) -> Result<Vec<String>> {
+        let why = |serial: &str| self.0.iter().find(|(noisy, _)| noisy == serial).map(|(_, why)| why.clone());
+        let (kept, skipped): (Vec<String>, Vec<String>) = serials.into_iter().partition(|serial| why(serial).is_none());
+        for serial in &skipped {
+            eprintln!("npugate: skipping {serial}: {}", why(serial).unwrap_or_default());
+        }
+        anyhow::ensure!(
+            !kept.is_empty(),
+            "every chosen device is flagged noisy ({}); see `npugate devices`, or run without --skip-noisy",
+            skipped.join(", ")
+        );
+        Ok(kept)
+    }
+}
+
+/// `--qnn`: which QNN version(s) the runtime must carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum QnnChoice {
+    /// No `--qnn`: any (the newest wins).
+    #[default]
+    Any,
+    /// These versions (`2.51`, `2.49.40`), in order; each must match a fetched runtime.
+    Versions(Vec<String>),
+    /// `all`: every QNN version fetched for the target.
+    All,
+}
+
+impl QnnChoice {
+    /// The choice the `--qnn` values make (`all` anywhere means all).
+    pub fn from_flags(values: &[String]) -> QnnChoice {
+        match values {
+            [] => QnnChoice::Any,
+            _ if values.iter().any(|v| v.eq_ignore_ascii_case("all")) => QnnChoice::All,
+            _ => {
+                let mut versions: Vec<String> = Vec::new();
+                for value in values.iter().map(|v| v.trim_start_matches('v').to_string()) {
+                    if !versions.contains(&value) {
+                        versions.push(value);
+                    }
+                }
+                QnnChoice::Versions(versions)
+            }
+        }
+    }
+}
+
+/// The command a plan is for: it decides the default output directory and what the plan refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `npugate run`.
+    Run,
+    /// `npugate compare`: speed, so never on the emulator.
+    Compare,
+    /// `npugate numerics`.
+    Numerics,
+    /// `npugate preflight` (the host HTP, the Saver backend under qemu, or a host EP).
+    Preflight,
+    /// `npugate compile`.
+    Compile,
+}
+
+/// What a command asks for, in the library's types.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The command.
+    pub command: Command,
+    /// The model (the file the user named).
+    pub model: &'a Path,
+    /// Where.
+    pub place: Place,
+    /// The EP the model should run on.
+    pub ep: EpKind,
+    /// `--runtime`: a runtime name or directory.
+    pub runtime: Option<&'a str>,
+    /// `--harness`: the harness binary.
+    pub harness: Option<&'a Path>,
+    /// `--soc`: SoCs of the host HTP emulator (deduplicated, in order).
+    pub socs: Vec<Soc>,
+    /// `--qnn`.
+    pub qnn: QnnChoice,
+    /// `--out`.
+    pub out: Option<&'a Path>,
+}
+
+/// One target of a plan with what runs on it.
+pub struct Planned {
+    /// Where the harness runs.
+    pub target: Box<dyn Target>,
+    /// The runtime its harness loads.
+    pub runtime: RuntimeManifest,
+    /// The harness built for the runtime's target.
+    pub harness: PathBuf,
+    /// The SoC the host HTP emulator is configured as (emulator targets only).
+    pub soc: Option<Soc>,
+    /// What the target is as probed (devices only).
+    pub device: Option<DeviceInfo>,
+}
+
+impl std::fmt::Debug for Planned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planned").field("target", &self.target.name()).field("runtime", &self.runtime.name).field("harness", &self.harness).finish()
+    }
+}
+
+/// Where a plan runs, as resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// This machine, natively.
+    Host,
+    /// The host HTP emulator under wine: outputs and placement, never speed.
+    Emulator,
+    /// The aarch64 harness under qemu.
+    Qemu,
+    /// Devices over adb.
+    Devices,
+}
+
+/// A resolved plan: every target with its runtime and harness, and where results go.
+#[derive(Debug)]
+pub struct Plan {
+    /// What kind of targets these are.
+    pub kind: Kind,
+    /// The targets, in order (SoC-major for the emulator).
+    pub targets: Vec<Planned>,
+    /// The output directory (`--out`, or the default layout).
+    pub out: PathBuf,
+    /// The limit of one harness run.
+    pub timeout: Duration,
+    /// Choices made for the user (a runtime picked), one sentence each: [`Plan::announce`] prints them.
+    pub notes: Vec<String>,
+    /// Warnings found while resolving (an untested compiled-context pair), one sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// What the machine has: fetched runtimes, built harnesses, devices. [`Installed`] is this
+/// machine; tests give a fixed inventory.
+pub trait Resources {
+    /// Every fetched runtime.
+    fn fetched_runtimes(&self) -> Vec<RuntimeManifest>;
+    /// A runtime by name or directory (fetched or not: the error names the fetch command).
+    fn runtime(&self, name_or_dir: &str) -> Result<RuntimeManifest>;
+    /// The QNN build of a runtime's HTP backend (`v2.51.0.…`), if it has one.
+    fn qnn_build(&self, runtime: &RuntimeManifest) -> Option<String>;
+    /// The harness built for a target triple.
+    fn harness(&self, triple: &str) -> Result<PathBuf>;
+    /// True when wine can run the Windows harness here.
+    fn wine_installed(&self) -> bool;
+    /// The serials `selectors` choose (`all`, serials; none: `ANDROID_SERIAL` or the only device).
+    fn select_devices(&self, adb: &Adb, selectors: &[String]) -> Result<Vec<String>>;
+    /// What a device is (its target triple, SoC, arch).
+    fn probe(&self, adb: &Adb, serial: &str) -> Result<DeviceInfo>;
+}
+
+/// This machine's resources: the runtime cache, the harnesses next to `npugate`, adb.
+pub struct Installed;
+
+impl Resources for Installed {
+    fn fetched_runtimes(&self) -> Vec<RuntimeManifest> {
+        npugate_host::runtime::choose::fetched()
+    }
+
+    fn runtime(&self, name_or_dir: &str) -> Result<RuntimeManifest> {
+        RuntimeManifest::load(name_or_dir)
+    }
+
+    fn qnn_build(&self, runtime: &RuntimeManifest) -> Option<String> {
+        runtime.qnn_build()
+    }
+
+    fn harness(&self, triple: &str) -> Result<PathBuf> {
+        npugate_engine::harnesses::for_target(triple)
+    }
+
+    fn wine_installed(&self) -> bool {
+        wine::installed()
+    }
+
+    fn select_devices(&self, adb: &Adb, selectors: &[String]) -> Result<Vec<String>> {
+        npugate_android::devices::select(adb, selectors)
+    }
+
+    fn probe(&self, adb: &Adb, serial: &str) -> Result<DeviceInfo> {
+        npugate_android::devices::probe(adb, serial).with_context(|| format!("cannot probe device {serial}"))
+    }
+}
+
+impl Plan {
+    /// Resolves `request` against what `resources` has (see the module doc for the rules).
+    pub fn resolve(request: &Request<'_>, resources: &dyn Resources) -> Result<Plan> {
+        let kind = match &request.place {
+            Place::Local if request.ep == EpKind::Qnn && windows_runtime(request.runtime, resources) => Kind::Emulator,
+            Place::Local => Kind::Host,
+            Place::Emulator => Kind::Emulator,
+            Place::Qemu => Kind::Qemu,
+            Place::Devices(_) => Kind::Devices,
+        };
+        if kind != Kind::Emulator && !request.socs.is_empty() {
+            bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
+        }
+        if kind == Kind::Emulator && request.command == Command::Compare {
+            bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
+        }
+        if request.qnn != QnnChoice::Any && request.ep != EpKind::Qnn && kind != Kind::Emulator && kind != Kind::Qemu {
+            bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
+        }
+        let mut plan = Plan {
+            kind,
+            targets: Vec::new(),
+            out: request.out.map(Path::to_path_buf).unwrap_or_else(|| npugate_engine::layout::default_out_dir(request.model, &default_leaf(request.command, kind, request.ep))),
+            timeout: LOCAL_TIMEOUT,
+            notes: Vec::new(),
+            warnings: Vec::new(),
+        };
+        match kind {
+            Kind::Host => {
+                let runtime = plan.runtime_for(&host_triple(), request.ep, request, resources)?.remove(0);
+                let harness = harness(request, &runtime, resources)?;
+                plan.targets.push(Planned { target: Box::new(HostTarget::new()), runtime, harness, soc: None, device: None });
+            }
+            Kind::Emulator => plan.emulator(request, resources)?,
+            Kind::Qemu => {
+                let runtime = plan.runtime_for(qemu::TRIPLE, EpKind::Qnn, request, resources)?.remove(0);
+                let harness = harness(request, &runtime, resources)?;
+                plan.targets.push(Planned { target: Box::new(QemuTarget), runtime, harness, soc: None, device: None });
+            }
+            Kind::Devices => {
+                let Place::Devices(place) = &request.place else { unreachable!("Kind::Devices comes from Place::Devices") };
+                plan.devices(place, request, resources)?;
+            }
+        }
+        plan.check_compiled(request.model, resources)?;
+        Ok(plan)
+    }
+
+    /// Prints the choices made for the user and the warnings, one line each, on stderr.
+    pub fn announce(&self) {
+        for note in &self.notes {
+            eprintln!("npugate: {note}");
+        }
+        for warning in &self.warnings {
+            eprintln!("npugate: warning: {warning}");
+        }
+    }
+
+    /// The one runtime every target shares (`run`, `compare` and `numerics` on devices or this
+    /// machine; the emulator with one QNN version).
+    pub fn shared_runtime(&self) -> Option<&RuntimeManifest> {
+        let first = &self.targets.first()?.runtime;
+        self.targets.iter().all(|t| t.runtime.dir == first.dir).then_some(first)
+    }
+
+    /// The emulator's targets: every SoC × every runtime of the QNN choice.
+    fn emulator(&mut self, request: &Request<'_>, resources: &dyn Resources) -> Result<()> {
+        if !resources.wine_installed() {
+            bail!("wine is not installed; {}", wine::SETUP_HINT);
+        }
+        let runtimes = self.runtime_for(wine::TRIPLE, EpKind::Qnn, request, resources)?;
+        if request.runtime.is_some() {
+            npugate_htp::check_runtime(&runtimes[0])?;
+        }
+        let default_soc;
+        let socs = match request.socs.as_slice() {
+            [] => {
+                default_soc = [npugate_host::hexagon::find(npugate_htp::DEFAULT_SOC).map_err(anyhow::Error::msg)?];
+                &default_soc[..]
+            }
+            socs => socs,
+        };
+        let several = runtimes.len() > 1;
+        for soc in socs {
+            for runtime in &runtimes {
+                let harness = harness(request, runtime, resources)?;
+                let mut target = WineTarget::for_soc(*soc);
+                if several {
+                    let build = resources.qnn_build(runtime).map(|b| qnn_sdk_version(&b).to_string()).unwrap_or_else(|| runtime.name.clone());
+                    target = target.named(&format!("{}-qnn-{build}", soc.model));
+                }
+                self.targets.push(Planned { target: Box::new(target), runtime: runtime.clone(), harness, soc: Some(*soc), device: None });
+            }
+        }
+        Ok(())
+    }
+
+    /// The devices' targets: the selected devices (noisy ones left out with `--skip-noisy`), probed,
+    /// one runtime for their common target.
+    fn devices(&mut self, place: &DevicePlace, request: &Request<'_>, resources: &dyn Resources) -> Result<()> {
+        let mut serials = resources.select_devices(&place.adb, &place.selectors)?;
+        if let Some(noisy) = &place.skip_noisy {
+            serials = noisy.keep_healthy(serials)?;
+        }
+        let mut probed = Vec::new();
+        for serial in &serials {
+            probed.push(resources.probe(&place.adb, serial)?);
+        }
+        // With --runtime, devices whose ABI the probe could not tell take the runtime's word for it.
+        let triple = match (common_target(&probed), request.runtime) {
+            (Ok(triple), _) => triple,
+            (Err(_), Some(_)) => String::new(),
+            (Err(error), None) => return Err(error),
+        };
+        let runtime = self.runtime_for(&triple, request.ep, request, resources)?.remove(0);
+        let harness = harness(request, &runtime, resources)?;
+        self.timeout = place.run_timeout;
+        for info in probed {
+            let target = AdbTarget::new(&place.adb, &info.serial, &place.settings);
+            self.targets.push(Planned { target: Box::new(target), runtime: runtime.clone(), harness: harness.clone(), soc: None, device: Some(info) });
+        }
+        Ok(())
+    }
+
+    /// The runtime(s) for `triple` and `ep`: `--runtime` (one), else the fetched runtimes the QNN
+    /// choice names, else the newest fetched runtime with the EP; each choice noted.
+    fn runtime_for(&mut self, triple: &str, ep: EpKind, request: &Request<'_>, resources: &dyn Resources) -> Result<Vec<RuntimeManifest>> {
+        if let Some(name) = request.runtime {
+            let runtime = resources.runtime(name)?;
+            if !triple.is_empty() && runtime.target != triple {
+                bail!("runtime {} is built for {}, but {} runs {triple}; pass a runtime built for {triple} (npugate runtime list)", runtime.name, runtime.target, describe_triple(triple));
+            }
+            if request.qnn != QnnChoice::Any {
+                bail!("--runtime and --qnn both choose the runtime; drop one");
+            }
+            return Ok(vec![runtime]);
+        }
+        let ep_name = ep.ort_name();
+        let fetched = resources.fetched_runtimes();
+        let newest = || npugate_host::runtime::choose::newest_for(triple, ep_name, &fetched);
+        let chosen = match (&request.qnn, ep) {
+            // The newest QNN build first, then the newest ONNX Runtime.
+            (QnnChoice::Any, EpKind::Qnn) => match by_qnn(triple, &QnnChoice::All, &fetched, resources) {
+                Ok(mut all) => all.split_off(all.len() - 1),
+                Err(_) => vec![newest()?],
+            },
+            (QnnChoice::Any, _) => vec![newest()?],
+            (choice, _) => by_qnn(triple, choice, &fetched, resources)?,
+        };
+        let with = ep_name.filter(|n| *n != "CPUExecutionProvider").map(|n| format!(" with {n}")).unwrap_or_default();
+        for runtime in &chosen {
+            let qnn = resources.qnn_build(runtime).map(|b| format!(", QNN {}", qnn_sdk_version(&b))).unwrap_or_default();
+            self.notes.push(format!("no --runtime given: using {} (ONNX Runtime {}{qnn}; the newest fetched runtime{with} for {triple})", runtime.name, runtime.ort_version));
+        }
+        Ok(chosen)
+    }
+
+    /// Refuses targets a model compiled by `npugate compile` does not fit (another Hexagon arch,
+    /// a QNN version known not to load it), naming both sides, before anything runs; keeps the
+    /// warnings.
+    fn check_compiled(&mut self, model: &Path, resources: &dyn Resources) -> Result<()> {
+        let Some(compiled) = CompiledFor::read(model)? else {
+            return Ok(());
+        };
+        for planned in &self.targets {
+            let (name, soc, arch) = match (&planned.soc, &planned.device) {
+                (Some(soc), _) => (format!("the host HTP emulator as {}", soc.model), Some(soc.model.to_string()), Some(soc.arch.to_string())),
+                (None, Some(device)) => (format!("device {}", device.serial), device.soc.clone(), device.hexagon_arch.clone()),
+                (None, None) => continue,
+            };
+            let build = resources.qnn_build(&planned.runtime);
+            self.warnings.extend(compiled.check(model, &name, soc.as_deref(), arch.as_deref(), &planned.runtime.name, build.as_deref())?);
+        }
+        Ok(())
+    }
+}
+
+/// The host harness and runtime of fp32 reference runs (`--check-outputs`, `numerics`): the
+/// pinned [`REFERENCE_RUNTIME`] when fetched, else the newest fetched CPU runtime of this machine.
+pub fn reference_tools(resources: &dyn Resources) -> Result<(PathBuf, RuntimeManifest)> {
+    let runtime = match resources.runtime(REFERENCE_RUNTIME) {
+        Ok(runtime) => runtime,
+        Err(_) => npugate_host::runtime::choose::newest_for(&host_triple(), None, &resources.fetched_runtimes())
+            .context("the fp32 reference runs on this machine's CPU")?,
+    };
+    Ok((resources.harness(&runtime.target)?, runtime))
+}
+
+/// The last component of a command's default output directory: one folder per command and
+/// place, so that no two of them replace each other's results.
+pub fn default_leaf(command: Command, kind: Kind, ep: EpKind) -> String {
+    match (command, kind) {
+        (Command::Run, Kind::Host) => "local".into(),
+        (Command::Run, Kind::Emulator) => "htp".into(),
+        (Command::Run, _) => "devices".into(),
+        (Command::Compare, _) => "compare".into(),
+        (Command::Numerics, _) => "numerics".into(),
+        (Command::Preflight, Kind::Emulator) => "preflight".into(),
+        (Command::Preflight, Kind::Qemu) => "preflight-saver".into(),
+        (Command::Preflight, _) => format!("preflight-{}", ep.cli_name()),
+        (Command::Compile, _) => "compile".into(),
+    }
+}
+
+/// True when the runtime the user named is a Windows one (the host HTP's), or none was named.
+fn windows_runtime(runtime: Option<&str>, resources: &dyn Resources) -> bool {
+    match runtime {
+        None => true,
+        Some(name) => resources.runtime(name).is_ok_and(|r| r.target == wine::TRIPLE),
+    }
+}
+
+/// The harness for `runtime`'s target: `--harness`, else the one built for it; it must exist.
+fn harness(request: &Request<'_>, runtime: &RuntimeManifest, resources: &dyn Resources) -> Result<PathBuf> {
+    harness_for(request.harness, runtime, resources)
+}
+
+/// The harness that runs `runtime`: `explicit` (`--harness`), else the one built for the runtime's
+/// target; it must exist. The rule of every plan and of every sweep cell.
+pub fn harness_for(explicit: Option<&Path>, runtime: &RuntimeManifest, resources: &dyn Resources) -> Result<PathBuf> {
+    let path = match explicit {
+        Some(path) => path.to_path_buf(),
+        None => resources.harness(&runtime.target)?,
+    };
+    if !path.is_file() {
+        bail!("harness {} does not exist; build it (scripts/setup) or pass --harness PATH", path.display());
+    }
+    Ok(path)
+}
+
+/// The one target triple of the probed devices.
+fn common_target(devices: &[DeviceInfo]) -> Result<String> {
+    let mut targets = std::collections::BTreeMap::<&str, Vec<&str>>::new();
+    for device in devices {
+        let target = device.target.as_deref().with_context(|| format!("device {}: unknown ABI {:?}; pass --runtime NAME", device.serial, device.abi.clone().unwrap_or_default()))?;
+        targets.entry(target).or_default().push(&device.serial);
+    }
+    match targets.len() {
+        0 => bail!("no device chosen"),
+        1 => Ok(targets.into_keys().next().unwrap_or_default().to_string()),
+        _ => {
+            let groups: Vec<String> = targets.iter().map(|(target, serials)| format!("{target}: {}", serials.join(", "))).collect();
+            bail!("the chosen devices run different targets ({}); choose devices of one target, or pass --runtime NAME", groups.join("; "))
+        }
+    }
+}
+
+/// The runtimes for `triple` whose QNN build the choice names, in the choice's order (`all`:
+/// every QNN build, oldest first); an unknown version lists the fetched ones.
+fn by_qnn(triple: &str, choice: &QnnChoice, fetched: &[RuntimeManifest], resources: &dyn Resources) -> Result<Vec<RuntimeManifest>> {
+    let mut candidates: Vec<(Vec<u64>, String, &RuntimeManifest)> = fetched
+        .iter()
+        .filter(|r| r.target == triple && r.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider") && npugate_host::runtime::catalog::pickable(&r.name))
+        .filter_map(|r| resources.qnn_build(r).map(|build| (version_key(qnn_sdk_version(&build)), qnn_sdk_version(&build).to_string(), r)))
+        .collect();
+    candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.ort_version.cmp(&b.2.ort_version)));
+    let available = || {
+        let mut versions: Vec<&str> = candidates.iter().map(|c| c.1.as_str()).collect();
+        versions.dedup();
+        let fetched = if versions.is_empty() {
+            format!("none is fetched for {triple} (npugate runtime list shows what can be fetched)")
+        } else {
+            format!("fetched for {triple}: {}", versions.join(", "))
+        };
+        let fetchable: Vec<String> = npugate_host::runtime::catalog::catalog()
+            .map(|catalog| catalog.runtime)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|entry| entry.target == triple)
+            .filter_map(|entry| entry.qnn_sdk.filter(|sdk| !versions.contains(&sdk.as_str())).map(|sdk| format!("{sdk} (npugate runtime fetch {})", entry.name)))
+            .collect();
+        match fetchable.is_empty() {
+            true => fetched,
+            false => format!("{fetched}; in the catalog, not fetched: {}", fetchable.join(", ")),
+        }
+    };
+    match choice {
+        QnnChoice::Any => unreachable!("by_qnn is called with a QNN choice"),
+        QnnChoice::All => {
+            // One runtime per QNN build: the newest ONNX Runtime among those with the same build.
+            let mut chosen: Vec<RuntimeManifest> = Vec::new();
+            let mut last: Option<&str> = None;
+            for (_, build, runtime) in candidates.iter().rev() {
+                if last != Some(build.as_str()) {
+                    chosen.push((*runtime).clone());
+                    last = Some(build);
+                }
+            }
+            chosen.reverse();
+            anyhow::ensure!(!chosen.is_empty(), "--qnn all: no QNN runtime is {}", available());
+            Ok(chosen)
+        }
+        QnnChoice::Versions(versions) => versions
+            .iter()
+            .map(|wanted| {
+                let key = version_key(wanted);
+                candidates
+                    .iter()
+                    .rev()
+                    .find(|(have, _, _)| have.starts_with(&key))
+                    .map(|(_, _, runtime)| (*runtime).clone())
+                    .with_context(|| format!("--qnn {wanted}: no runtime with QNN {wanted} is {}", available()))
+            })
+            .collect(),
+    }
+}
+
+/// `2.49.40` → [2, 49, 40] (non-numeric parts count as 0), for ordering and prefix matches.
+fn version_key(text: &str) -> Vec<u64> {
+    text.trim_start_matches('v').split('.').map(|part| part.parse().unwrap_or(0)).collect()
+}
+
+/// `x86_64-pc-windows-gnu` → what runs it, for messages.
+fn describe_triple(triple: &str) -> String {
+    match triple {
+        t if t == wine::TRIPLE => "the host HTP emulator (wine)".into(),
+        t if t == host_triple() => "this machine".into(),
+        t => format!("a {t} target"),
+    }
+}
+
+/// A fixed inventory for tests: runtimes (with their QNN builds), harness files, devices.
+pub mod fake {
+    use super::*;
+    use npugate_host::runtime::EpLibrary;
+
+    /// What the fake machine has.
+    pub struct Fake {
+        /// Fetched runtimes with the QNN build of each.
+        pub runtimes: Vec<(RuntimeManifest, Option<String>)>,
+        /// Devices as their probe would describe them.
+        pub devices: Vec<DeviceInfo>,
+        /// Holds a harness file per triple.
+        pub dir: tempfile::TempDir,
+    }
+
+    /// A runtime named `name` for `target` with ORT `ort` and, when given, the EP `ep` (a plugin).
+    pub fn runtime(name: &str, target: &str, ort: &str, ep: Option<&str>) -> RuntimeManifest {
+        let mut runtime = RuntimeManifest::for_tests(Path::new("/nowhere").join(name).as_path());
+        runtime.name = name.into();
+        runtime.target = target.into();
+        runtime.ort_version = ort.into();
+        runtime.ep = ep.map(|ep| EpLibrary { name: ep.into(), attach: "plugin".into(), library: Some("ep.so".into()) });
+        runtime
+    }
+
+    impl Fake {
+        /// This build machine as the tests know it: the pinned host runtimes, OpenVINO (built in and
+        /// the Intel-only plugin), the host HTP at QNN 2.49.40 and 2.51.0, Android runtimes, and two
+        /// Android devices.
+        pub fn machine() -> Fake {
+            let host = "x86_64-unknown-linux-gnu";
+            let android = "aarch64-linux-android";
+            let qnn = Some("QNNExecutionProvider");
+            let mut openvino = runtime("openvino-1.24.1-linux-x86_64", host, "1.24.1", Some("OpenVINOExecutionProvider"));
+            if let Some(ep) = openvino.ep.as_mut() {
+                ep.attach = "builtin".into();
+            }
+            let runtimes = vec![
+                (runtime("ort-1.24.4-linux-x86_64", host, "1.24.4", None), None),
+                (runtime("ort-1.31.1-linux-x86_64", host, "1.31.1", None), None),
+                (openvino, None),
+                (runtime("openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64", host, "1.31.1", Some("OpenVINOExecutionProvider")), None),
+                (runtime("qnn-2.5.0-ort-1.31.1-windows-x86_64", wine::TRIPLE, "1.31.1", qnn), Some("v2.49.40.250101000000".into())),
+                (runtime("qnn-2.7.0-ort-1.31.1-windows-x86_64", wine::TRIPLE, "1.31.1", qnn), Some("v2.51.0.260929181845".into())),
+                (runtime("ort-1.31.1-android", android, "1.31.1", None), None),
+                (runtime("qnn-2.7.0-ort-1.31.1-android", android, "1.31.1", qnn), Some("v2.51.0.260929181845".into())),
+            ];
+            let phone = |serial: &str, soc: &str, arch: &str| DeviceInfo {
+                serial: serial.into(),
+                state: "device".into(),
+                soc: Some(soc.into()),
+                hexagon_arch: Some(arch.into()),
+                target: Some(android.into()),
+                ..DeviceInfo::default()
+            };
+            let dir = tempfile::tempdir().expect("temp dir");
+            for triple in [host, wine::TRIPLE, android, qemu::TRIPLE] {
+                std::fs::write(dir.path().join(triple), "harness").expect("harness file");
+            }
+            Fake { runtimes, devices: vec![phone("phone-a", "SM8650", "v75"), phone("phone-b", "SM8550", "v73")], dir }
+        }
+    }
+
+    impl Resources for Fake {
+        fn fetched_runtimes(&self) -> Vec<RuntimeManifest> {
+            self.runtimes.iter().map(|(r, _)| r.clone()).collect()
+        }
+
+        fn runtime(&self, name_or_dir: &str) -> Result<RuntimeManifest> {
+            self.runtimes.iter().find(|(r, _)| r.name == name_or_dir).map(|(r, _)| r.clone()).with_context(|| format!("runtime {name_or_dir:?} is not fetched"))
+        }
+
+        fn qnn_build(&self, runtime: &RuntimeManifest) -> Option<String> {
+            self.runtimes.iter().find(|(r, _)| r.name == runtime.name).and_then(|(_, build)| build.clone())
+        }
+
+        fn harness(&self, triple: &str) -> Result<PathBuf> {
+            Ok(self.dir.path().join(triple))
+        }
+
+        fn wine_installed(&self) -> bool {
+            true
+        }
+
+        fn select_devices(&self, _adb: &Adb, selectors: &[String]) -> Result<Vec<String>> {
+            let all: Vec<String> = self.devices.iter().map(|d| d.serial.clone()).collect();
+            match selectors {
+                [] if all.len() == 1 => Ok(all),
+                [] => bail!("{} devices online; choose with --device SERIAL or --device all", all.len()),
+                [one] if one == "all" => Ok(all),
+                some => some.iter().map(|s| all.iter().find(|a| *a == s).cloned().with_context(|| format!("device {s} not found"))).collect(),
+            }
+        }
+
+        fn probe(&self, _adb: &Adb, serial: &str) -> Result<DeviceInfo> {
+            self.devices.iter().find(|d| d.serial == serial).cloned().with_context(|| format!("cannot probe device {serial}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::Fake;
+    use super::*;
+
+    /// The tests' model: an empty graph, no metadata (not a compiled model).
+    static MODEL: std::sync::LazyLock<tempfile::TempDir> = std::sync::LazyLock::new(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let proto = npugate_onnx::proto::ModelProto { graph: Some(Default::default()), ..Default::default() };
+        npugate_onnx::Model::from(proto).write(dir.path().join("m.onnx")).unwrap();
+        dir
+    });
+
+    fn request(command: Command, place: Place, ep: EpKind) -> Request<'static> {
+        let model = MODEL.path().join("m.onnx").into_boxed_path();
+        Request { command, model: Box::leak(model), place, ep, runtime: None, harness: None, socs: Vec::new(), qnn: QnnChoice::Any, out: None }
+    }
+
+    fn devices(selectors: &[&str]) -> Place {
+        Place::Devices(DevicePlace {
+            adb: Adb::new(None, None).unwrap(),
+            selectors: selectors.iter().map(|s| s.to_string()).collect(),
+            settings: AdbSettings { work_dir: "/data/local/tmp/npugate".into(), cooldown: None, lock_timeout: None },
+            run_timeout: Duration::from_secs(60),
+            skip_noisy: None,
+        })
+    }
+
+    fn names(plan: &Plan) -> Vec<(String, String)> {
+        plan.targets.iter().map(|t| (t.target.name().to_string(), t.runtime.name.clone())).collect()
+    }
+
+    #[test]
+    fn the_runtime_with_the_ep_is_picked_on_this_machine_and_announced() {
+        let fake = Fake::machine();
+        let cpu = Plan::resolve(&request(Command::Run, Place::Local, EpKind::Cpu), &fake).unwrap();
+        assert_eq!((cpu.kind, names(&cpu)), (Kind::Host, vec![("local".into(), "ort-1.31.1-linux-x86_64".into())]));
+        assert!(cpu.notes[0].contains("no --runtime given: using ort-1.31.1-linux-x86_64"), "{:?}", cpu.notes);
+        assert_eq!(cpu.out, PathBuf::from("npugate-results/m/local"));
+        let openvino = Plan::resolve(&request(Command::Compare, Place::Local, EpKind::OpenVino), &fake).unwrap();
+        assert_eq!(names(&openvino)[0].1, "openvino-1.24.1-linux-x86_64", "the Intel-only plugin is never picked unnamed");
+        assert!(openvino.notes[0].contains("with OpenVINOExecutionProvider"), "{:?}", openvino.notes);
+        assert_eq!(openvino.out, PathBuf::from("npugate-results/m/compare"));
+    }
+
+    #[test]
+    fn devices_get_the_newest_runtime_of_their_target_with_the_ep() {
+        let fake = Fake::machine();
+        let plan = Plan::resolve(&request(Command::Numerics, devices(&["all"]), EpKind::Qnn), &fake).unwrap();
+        assert_eq!(plan.kind, Kind::Devices);
+        assert_eq!(names(&plan), vec![("phone-a".into(), "qnn-2.7.0-ort-1.31.1-android".into()), ("phone-b".into(), "qnn-2.7.0-ort-1.31.1-android".into())]);
+        assert_eq!(plan.timeout, Duration::from_secs(60));
+        assert_eq!(plan.out, PathBuf::from("npugate-results/m/numerics"));
+        let cpu = Plan::resolve(&request(Command::Run, devices(&["phone-b"]), EpKind::Cpu), &fake).unwrap();
+        assert_eq!(names(&cpu), vec![("phone-b".into(), "ort-1.31.1-android".into())]);
+        let error = Plan::resolve(&request(Command::Run, devices(&[]), EpKind::Cpu), &fake).unwrap_err().to_string();
+        assert!(error.contains("choose with --device"), "{error}");
+        let noisy = |serials: &[&str]| {
+            let Place::Devices(mut place) = devices(&["all"]) else { unreachable!() };
+            place.skip_noisy = Some(NoisyDevices(serials.iter().map(|s| (s.to_string(), "noise floor 30%".to_string())).collect()));
+            Plan::resolve(&request(Command::Compare, Place::Devices(place), EpKind::Cpu), &fake)
+        };
+        assert_eq!(names(&noisy(&["phone-b"]).unwrap()), vec![("phone-a".into(), "ort-1.31.1-android".into())]);
+        let none_left = noisy(&["phone-a", "phone-b"]).unwrap_err().to_string();
+        assert!(none_left.contains("every chosen device is flagged noisy (phone-a, phone-b)"), "{none_left}");
+    }
+
+    #[test]
+    fn the_emulator_is_every_soc_times_every_qnn_version() {
+        let fake = Fake::machine();
+        let sm8350 = npugate_host::hexagon::find("SM8350").unwrap();
+        let sm8650 = npugate_host::hexagon::find("SM8650").unwrap();
+        let one = Plan::resolve(&request(Command::Run, Place::Local, EpKind::Qnn), &fake).unwrap();
+        assert_eq!((one.kind, names(&one)), (Kind::Emulator, vec![("SM8650".into(), "qnn-2.7.0-ort-1.31.1-windows-x86_64".into())]));
+        assert_eq!(one.out, PathBuf::from("npugate-results/m/htp"));
+        let mut matrix = request(Command::Preflight, Place::Emulator, EpKind::Qnn);
+        (matrix.socs, matrix.qnn) = (vec![sm8350, sm8650], QnnChoice::from_flags(&["all".into()]));
+        let plan = Plan::resolve(&matrix, &fake).unwrap();
+        let expected: Vec<(String, String)> = [
+            ("SM8350-qnn-2.49.40", "qnn-2.5.0-ort-1.31.1-windows-x86_64"),
+            ("SM8350-qnn-2.51.0", "qnn-2.7.0-ort-1.31.1-windows-x86_64"),
+            ("SM8650-qnn-2.49.40", "qnn-2.5.0-ort-1.31.1-windows-x86_64"),
+            ("SM8650-qnn-2.51.0", "qnn-2.7.0-ort-1.31.1-windows-x86_64"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .to_vec();
+        assert_eq!(names(&plan), expected);
+        assert_eq!(plan.out, PathBuf::from("npugate-results/m/preflight"));
+        matrix.qnn = QnnChoice::from_flags(&["2.49".into()]);
+        assert_eq!(names(&Plan::resolve(&matrix, &fake).unwrap())[0].1, "qnn-2.5.0-ort-1.31.1-windows-x86_64");
+        matrix.qnn = QnnChoice::from_flags(&["2.40".into()]);
+        let unknown = Plan::resolve(&matrix, &fake).unwrap_err().to_string();
+        assert!(unknown.contains("--qnn 2.40") && unknown.contains("2.49.40, 2.51.0"), "{unknown}");
+    }
+
+    #[test]
+    fn choices_that_do_not_fit_the_place_are_refused_with_the_fix() {
+        let fake = Fake::machine();
+        let mut on_device = request(Command::Run, devices(&["phone-a"]), EpKind::Qnn);
+        on_device.socs = vec![npugate_host::hexagon::find("SM8350").unwrap()];
+        assert!(Plan::resolve(&on_device, &fake).unwrap_err().to_string().contains("a device is the SoC it is"));
+        let emulated_compare = Plan::resolve(&request(Command::Compare, Place::Local, EpKind::Qnn), &fake).unwrap_err().to_string();
+        assert!(emulated_compare.contains("compare on --device"), "{emulated_compare}");
+        let mut cpu_qnn = request(Command::Run, Place::Local, EpKind::Cpu);
+        cpu_qnn.qnn = QnnChoice::from_flags(&["2.51".into()]);
+        assert!(Plan::resolve(&cpu_qnn, &fake).unwrap_err().to_string().contains("it needs --ep qnn"));
+        let mut wrong = request(Command::Run, devices(&["phone-a"]), EpKind::Cpu);
+        wrong.runtime = Some("ort-1.31.1-linux-x86_64");
+        let error = Plan::resolve(&wrong, &fake).unwrap_err().to_string();
+        assert!(error.contains("built for x86_64-unknown-linux-gnu") && error.contains("aarch64-linux-android"), "{error}");
+        let saver = Plan::resolve(&request(Command::Preflight, Place::Qemu, EpKind::Qnn), &fake).unwrap_err().to_string();
+        assert!(saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"), "{saver}");
+    }
+
+    #[test]
+    fn each_command_and_place_has_its_own_default_folder() {
+        let leaves: Vec<String> = [
+            (Command::Run, Kind::Host, EpKind::Cpu),
+            (Command::Run, Kind::Emulator, EpKind::Qnn),
+            (Command::Run, Kind::Devices, EpKind::Qnn),
+            (Command::Preflight, Kind::Emulator, EpKind::Qnn),
+            (Command::Preflight, Kind::Qemu, EpKind::Qnn),
+            (Command::Preflight, Kind::Host, EpKind::OpenVino),
+        ]
+        .into_iter()
+        .map(|(c, k, e)| default_leaf(c, k, e))
+        .collect();
+        assert_eq!(leaves, ["local", "htp", "devices", "preflight", "preflight-saver", "preflight-openvino"]);
+    }
+}
