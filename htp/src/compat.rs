@@ -108,7 +108,7 @@ pub enum Verdict<'a> {
 impl ContextCompat {
     /// The measured rule kept in the repository.
     pub fn measured() -> Result<ContextCompat> {
-        contract::parse(MEASURED_RULE, Path::new("android/src/htp/context_compat.json")).context("the embedded context compatibility rule is invalid")
+        contract::parse(MEASURED_RULE, Path::new("htp/src/context_compat.json")).context("the embedded context compatibility rule is invalid")
     }
 
     /// The rule for a context compiled with `compiled` (QNN SDK version) loaded by `loaded`, for a
