@@ -91,7 +91,11 @@ impl DeviceLoad {
             } else if line == "hidden other users" {
                 others_hidden = true;
             } else if let Some(rest) = line.strip_prefix("snapshot ") {
-                snapshots.push(Snapshot { uptime_s: rest.trim().parse().unwrap_or(f64::NAN), ticks_per_s, processes: BTreeMap::new() });
+                snapshots.push(Snapshot {
+                    uptime_s: rest.trim().parse().unwrap_or(f64::NAN),
+                    ticks_per_s,
+                    processes: BTreeMap::new(),
+                });
             } else if let (Some(snapshot), Some((key, value))) = (snapshots.last_mut(), parse_stat(line)) {
                 snapshot.processes.insert(key, value);
             }
@@ -209,7 +213,14 @@ mod tests {
 
     #[test]
     fn the_run_window_spans_the_two_samples() {
-        let sample = |uptime: f64, ticks: u64| DeviceLoad::parse(&format!("snapshot {uptime}\n{}\nsnapshot {}\n{}\n", stat(10, "busy", ticks, 0, 1), uptime + 0.5, stat(10, "busy", ticks, 0, 1)));
+        let sample = |uptime: f64, ticks: u64| {
+            DeviceLoad::parse(&format!(
+                "snapshot {uptime}\n{}\nsnapshot {}\n{}\n",
+                stat(10, "busy", ticks, 0, 1),
+                uptime + 0.5,
+                stat(10, "busy", ticks, 0, 1)
+            ))
+        };
         let during = RunLoad::between(&sample(100.0, 0), &sample(110.5, 500)).unwrap();
         assert_eq!(during.seconds, 10.0);
         assert_eq!((during.busiest[0].name.as_str(), during.busiest[0].cpu_pct), ("busy", 50.0));
@@ -229,7 +240,11 @@ mod tests {
     #[test]
     fn a_busy_local_process_shows_up_in_a_real_sample() {
         let mut command = std::process::Command::new("sh");
-        command.arg("-c").arg("while :; do :; done").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        command
+            .arg("-c")
+            .arg("while :; do :; done")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
         let spinner = Spinner(command.spawn().unwrap());
         let out = LocalShell.run_ok(SAMPLE_SCRIPT, Duration::from_secs(30), "sample").unwrap();
         let load = DeviceLoad::parse(&out);

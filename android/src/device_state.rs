@@ -179,7 +179,15 @@ impl DeviceStateRecord {
             (Some(before), Some(after)) => RunLoad::between(before, after),
             _ => None,
         };
-        DeviceStateRecord { schema: DEVICE_STATE_SCHEMA.into(), serial: serial.into(), cooldown, before, after, drift, during }
+        DeviceStateRecord {
+            schema: DEVICE_STATE_SCHEMA.into(),
+            serial: serial.into(),
+            cooldown,
+            before,
+            after,
+            drift,
+            during,
+        }
     }
 
     /// The record in a result dir, when there is one (device runs write it).
@@ -194,7 +202,9 @@ impl DeviceStateRecord {
         let after = self.after.as_ref().and_then(|a| a.load.as_ref());
         let (window, busiest) = match (&self.during, &self.before.load) {
             (Some(during), _) => (format!("during the {:.1} s harness run", during.seconds), during.busiest.clone()),
-            (None, Some(before)) => (format!("in the {:.1} s sampled just before the run", before.sample_s), before.busiest.clone()),
+            (None, Some(before)) => {
+                (format!("in the {:.1} s sampled just before the run", before.sample_s), before.busiest.clone())
+            }
             (None, None) => return None,
         };
         let mut other_harnesses: Vec<ProcessCpu> = Vec::new();
@@ -358,12 +368,19 @@ mod tests {
     #[test]
     fn a_sample_that_saw_only_its_own_user_says_the_background_is_unknown() {
         let state = |uptime: f64, hidden: bool| {
-            let sample = format!("{}{}", if hidden { "hidden other users\n" } else { "" }, load_sample(uptime, 0, false));
+            let sample =
+                format!("{}{}", if hidden { "hidden other users\n" } else { "" }, load_sample(uptime, 0, false));
             DeviceState { load: Some(crate::device_load::DeviceLoad::parse(&sample)), ..parse_state(PHONE) }
         };
-        let blind = DeviceStateRecord::new("R5CX", None, state(100.0, true), Some(state(110.5, true))).background().unwrap().blind;
+        let blind = DeviceStateRecord::new("R5CX", None, state(100.0, true), Some(state(110.5, true)))
+            .background()
+            .unwrap()
+            .blind;
         let blind = blind.expect("a blind sample is named");
-        assert!(blind.contains("device R5CX's shell sees only its own user's processes") && blind.contains("readproc"), "{blind}");
+        assert!(
+            blind.contains("device R5CX's shell sees only its own user's processes") && blind.contains("readproc"),
+            "{blind}"
+        );
         assert!(blind.contains("during the 10.0 s harness run"), "{blind}");
         let seeing = DeviceStateRecord::new("R5CX", None, state(100.0, false), Some(state(110.5, false)));
         assert_eq!(seeing.background().unwrap().blind, None);

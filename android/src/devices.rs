@@ -27,7 +27,11 @@ pub fn select(adb: &Adb, requested: &[String]) -> anyhow::Result<Vec<String>> {
         match online.as_slice() {
             [one] => vec![one.to_string()],
             [] => anyhow::bail!("no device online (adb devices lists none in state `device`)"),
-            many => anyhow::bail!("{} devices online ({}); choose with --device SERIAL or --device all", many.len(), many.join(", ")),
+            many => anyhow::bail!(
+                "{} devices online ({}); choose with --device SERIAL or --device all",
+                many.len(),
+                many.join(", ")
+            ),
         }
     };
     let mut chosen: Vec<String> = Vec::new();
@@ -260,7 +264,11 @@ mod tests {
         assert_eq!(info.gap(), None);
         let info = describe("board", "device", "missing=tr\nmissing=sha256sum\nuname.m=aarch64\n");
         assert_eq!(info.missing_commands, ["tr", "sha256sum"]);
-        assert!(info.gap().unwrap().starts_with("device board lacks tr, sha256sum (not on its shell's PATH)"), "{:?}", info.gap());
+        assert!(
+            info.gap().unwrap().starts_with("device board lacks tr, sha256sum (not on its shell's PATH)"),
+            "{:?}",
+            info.gap()
+        );
         assert!(!info.raw.contains_key("missing"));
     }
 

@@ -14,16 +14,16 @@ use npugate_settings::HarnessSettings;
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::consistency;
 use npugate_engine::device_rack;
-use npugate_nightly::evidence::{Bundle, VerdictSummary};
-use npugate_htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
 use npugate_engine::layout::Placed;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::pipeline::{GateSpec, OutputsCheck, Sinks};
-use npugate_plan::{self as plan, Kind, Plan, Planned, Resources};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::{Cancel, Execution, Job, Silent, Target};
+use npugate_host::runtime::RuntimeManifest;
+use npugate_htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
+use npugate_nightly::evidence::{Bundle, VerdictSummary};
+use npugate_plan::{self as plan, Kind, Plan, Planned, Resources};
 
 /// What `npugate run` does on every target of its plan.
 pub struct RunOptions<'a> {
@@ -74,8 +74,15 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
 }
 
 /// One target into `<out>`.
-fn single(plan: &Plan, one: &Planned, options: &RunOptions<'_>, references: &References, reference_tools: Option<&(PathBuf, RuntimeManifest)>) -> Result<u8> {
-    let reference = reference_tools.map(|(harness, runtime)| ReferenceSource::RunInside(reference_request(references, harness, runtime)));
+fn single(
+    plan: &Plan,
+    one: &Planned,
+    options: &RunOptions<'_>,
+    references: &References,
+    reference_tools: Option<&(PathBuf, RuntimeManifest)>,
+) -> Result<u8> {
+    let reference = reference_tools
+        .map(|(harness, runtime)| ReferenceSource::RunInside(reference_request(references, harness, runtime)));
     let spec = RunSpec { job: job(plan, one, options, references), gate: options.gate, reference };
     let report = run_confirmed(options.confirm, &plan.out, |dir| run_on(one.target.as_ref(), &spec, dir, &Silent))?;
     report_problems(&report.execution, &report.outputs, &report.placed);
@@ -88,27 +95,44 @@ fn single(plan: &Plan, one: &Planned, options: &RunOptions<'_>, references: &Ref
     }
     if let Some((bundle_dir, key)) = options.evidence {
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
-        let bundle = Bundle::new()
-            .run(one.target.name(), report.placed.dir(), &report.result, verdict)
-            .subject(options.model, references.choice.outputs.as_deref().filter(|r| *r != options.model), &one.harness, &one.runtime, options.settings)?;
+        let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, verdict).subject(
+            options.model,
+            references.choice.outputs.as_deref().filter(|r| *r != options.model),
+            &one.harness,
+            &one.runtime,
+            options.settings,
+        )?;
         write_evidence(bundle, bundle_dir, key)?;
     }
     Ok(report.exit_code)
 }
 
 /// Every target in parallel into `<out>/<name>/`.
-fn rack(plan: &Plan, options: &RunOptions<'_>, references: &References, reference_tools: Option<&(PathBuf, RuntimeManifest)>) -> Result<u8> {
+fn rack(
+    plan: &Plan,
+    options: &RunOptions<'_>,
+    references: &References,
+    reference_tools: Option<&(PathBuf, RuntimeManifest)>,
+) -> Result<u8> {
     let reference: Option<Reference> = match reference_tools {
-        Some((harness, runtime)) => Some(reference_request(references, harness, runtime).run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.cancel)?),
+        Some((harness, runtime)) => Some(
+            reference_request(references, harness, runtime)
+                .run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.cancel)?,
+        ),
         None => None,
     };
     let specs: Vec<RunSpec> = plan
         .targets
         .iter()
-        .map(|one| RunSpec { job: job(plan, one, options, references), gate: options.gate, reference: reference.as_ref().map(ReferenceSource::Ready) })
+        .map(|one| RunSpec {
+            job: job(plan, one, options, references),
+            gate: options.gate,
+            reference: reference.as_ref().map(ReferenceSource::Ready),
+        })
         .collect();
     let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
-    let policy = RackPolicy { retries: options.retries, retry_pause: Duration::from_secs(1), cancel: options.cancel.clone() };
+    let policy =
+        RackPolicy { retries: options.retries, retry_pause: Duration::from_secs(1), cancel: options.cancel.clone() };
     let on_done = |target: &dyn Target, report: &RunReport| {
         for warning in &report.execution.warnings {
             eprintln!("npugate: {}: warning: {warning}", target.name());
@@ -141,12 +165,21 @@ fn rack(plan: &Plan, options: &RunOptions<'_>, references: &References, referenc
         let mut bundle = Bundle::new();
         for report in &finished {
             let label = report.placed.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            bundle = bundle.run(&label, report.placed.dir(), &report.result, report.verdict.as_ref().map(VerdictSummary::of));
+            bundle = bundle.run(
+                &label,
+                report.placed.dir(),
+                &report.result,
+                report.verdict.as_ref().map(VerdictSummary::of),
+            );
         }
         let first = &plan.targets[0];
-        bundle = bundle
-            .file("device", files::RACK, &plan.out.join(files::RACK))
-            .subject(options.model, references.choice.outputs.as_deref().filter(|r| *r != options.model), &first.harness, &first.runtime, options.settings)?;
+        bundle = bundle.file("device", files::RACK, &plan.out.join(files::RACK)).subject(
+            options.model,
+            references.choice.outputs.as_deref().filter(|r| *r != options.model),
+            &first.harness,
+            &first.runtime,
+            options.settings,
+        )?;
         for other in &plan.targets[1..] {
             bundle = bundle.runtime(&other.runtime);
         }
@@ -178,7 +211,11 @@ fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>, reference
 
 /// The output check's reference run on the host: `--reference-model`, a compiled model's source,
 /// or the model itself (the caller checked there is one).
-fn reference_request<'a>(references: &'a References, harness: &'a Path, runtime: &'a RuntimeManifest) -> ReferenceRequest<'a> {
+fn reference_request<'a>(
+    references: &'a References,
+    harness: &'a Path,
+    runtime: &'a RuntimeManifest,
+) -> ReferenceRequest<'a> {
     let model = references.choice.outputs.as_deref().unwrap_or(Path::new(""));
     ReferenceRequest { harness, runtime, model, settings: &references.settings }
 }
@@ -187,13 +224,20 @@ fn reference_request<'a>(references: &'a References, harness: &'a Path, runtime:
 /// check that could not be made, a result kept beside a complete one.
 fn report_problems(execution: &Execution, outputs: &OutputsCheck, placed: &Placed) {
     if !execution.succeeded() {
-        eprintln!("npugate: error: the harness failed ({}) after measuring: {}", execution.status(), execution.last_message());
+        eprintln!(
+            "npugate: error: the harness failed ({}) after measuring: {}",
+            execution.status(),
+            execution.last_message()
+        );
     }
     if let OutputsCheck::Failed(error) = outputs {
         eprintln!("npugate: error: {error}");
     }
     if let Placed::Beside(dir) = placed {
-        eprintln!("npugate: the run is incomplete and was kept in {}; the complete result before it stays in place", dir.display());
+        eprintln!(
+            "npugate: the run is incomplete and was kept in {}; the complete result before it stays in place",
+            dir.display()
+        );
     }
 }
 

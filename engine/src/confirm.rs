@@ -34,7 +34,11 @@ pub trait Confirmable: Sized {
 
 /// Runs `attempt(dir)` into `out`; when it fails only latency rules and `confirm` > 0, runs it
 /// `confirm` more times and returns the attempt that stands for the majority decision.
-pub fn run_confirmed<R: Confirmable>(confirm: u32, out: &Path, mut attempt: impl FnMut(&Path) -> Result<R>) -> Result<R> {
+pub fn run_confirmed<R: Confirmable>(
+    confirm: u32,
+    out: &Path,
+    mut attempt: impl FnMut(&Path) -> Result<R>,
+) -> Result<R> {
     let first = attempt(out)?;
     if confirm == 0 || first.outcome() != Outcome::Fail || !worth_confirming(&first.failed_rules()) {
         return Ok(first);
@@ -69,10 +73,14 @@ fn attempt_dir_name(number: u32) -> String {
 
 /// Moves the directory `out` to `out/<name>`.
 fn move_into(out: &Path, name: &str) -> Result<()> {
-    let aside = out.with_file_name(format!(".{}.{name}", out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()));
+    let aside = out.with_file_name(format!(
+        ".{}.{name}",
+        out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
     std::fs::rename(out, &aside).with_context(|| format!("cannot move {} aside", out.display()))?;
     std::fs::create_dir(out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::rename(&aside, out.join(name)).with_context(|| format!("cannot move the first attempt into {}", out.join(name).display()))
+    std::fs::rename(&aside, out.join(name))
+        .with_context(|| format!("cannot move the first attempt into {}", out.join(name).display()))
 }
 
 impl Confirmable for RunReport {
@@ -109,7 +117,12 @@ impl Confirmable for CompareReport {
     }
 
     fn failed_rules(&self) -> Vec<RuleName> {
-        self.verdict.checks.iter().filter(|c| c.status == npugate_gate::verdict::CheckStatus::Fail).map(|c| c.rule).collect()
+        self.verdict
+            .checks
+            .iter()
+            .filter(|c| c.status == npugate_gate::verdict::CheckStatus::Fail)
+            .map(|c| c.rule)
+            .collect()
     }
 
     fn headline(&self) -> Option<String> {
@@ -134,9 +147,9 @@ mod tests {
     use super::*;
     use crate::pipeline::GateSpec;
     use crate::run::{run_on, RunSpec};
-    use npugate_host::runtime::RuntimeManifest;
     use crate::targets::mock::{Behaviour, MockTarget, Simulated};
     use crate::targets::{Cancel, Job, Silent};
+    use npugate_host::runtime::RuntimeManifest;
     use npugate_settings::HarnessSettings;
 
     /// The first run 50% slower: a one-off (a shared rack's hiccup).
@@ -153,16 +166,34 @@ mod tests {
     }
 
     /// `npugate run` with `median_ms = 1.2` (1 ms model) on a simulated device, `confirm` reruns.
-    fn run(load: fn(usize, &str) -> f64, extra_rules: &[&str], confirm: u32) -> (RunReport, MockTarget, tempfile::TempDir) {
+    fn run(
+        load: fn(usize, &str) -> f64,
+        extra_rules: &[&str],
+        confirm: u32,
+    ) -> (RunReport, MockTarget, tempfile::TempDir) {
         let work = tempfile::tempdir().unwrap();
         let model = work.path().join("m.onnx");
         crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
-        let target = MockTarget::new("sim", vec![Behaviour::Simulate(Simulated { base_ns: vec![("m.onnx".into(), 1_000_000)], noise_pct: 2.0, load })]);
+        let target = MockTarget::new(
+            "sim",
+            vec![Behaviour::Simulate(Simulated { base_ns: vec![("m.onnx".into(), 1_000_000)], noise_pct: 2.0, load })],
+        );
         let mut overrides = vec!["median_ms=1.2".to_string(), "disable=[\"cv_pct\", \"npu_flops_pct\"]".to_string()];
         overrides.extend(extra_rules.iter().map(|r| r.to_string()));
         let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
-        let (settings, cancel, runtime) = (HarnessSettings::default(), Cancel::new(), RuntimeManifest::for_tests(work.path()));
-        let job = Job { harness: &model, runtime: &runtime, model: &model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let (settings, cancel, runtime) =
+            (HarnessSettings::default(), Cancel::new(), RuntimeManifest::for_tests(work.path()));
+        let job = Job {
+            harness: &model,
+            runtime: &runtime,
+            model: &model,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: Duration::from_secs(5),
+            cancel: &cancel,
+        };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = work.path().join("out");
         let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
@@ -181,10 +212,15 @@ mod tests {
         assert!(confirmation.attempts[0].headline.as_deref().unwrap().starts_with("median 1.4"), "{confirmation:?}");
         let saved = npugate_gate::Verdict::read(&out.join(files::VERDICT)).unwrap();
         assert_eq!(saved.confirmation.as_ref().unwrap().failed, 1);
-        assert!(std::fs::read_to_string(out.join(files::REPORT_HTML)).unwrap().contains("failed 1 of 3, passed on confirmation"));
+        assert!(std::fs::read_to_string(out.join(files::REPORT_HTML))
+            .unwrap()
+            .contains("failed 1 of 3, passed on confirmation"));
         for attempt in 1..=3 {
             let dir = out.join(format!("attempt-{attempt}"));
-            assert!(dir.join(files::RESULT).is_file() && npugate_gate::Verdict::read(&dir.join(files::VERDICT)).unwrap().confirmation.is_none());
+            assert!(
+                dir.join(files::RESULT).is_file()
+                    && npugate_gate::Verdict::read(&dir.join(files::VERDICT)).unwrap().confirmation.is_none()
+            );
         }
         assert!(out.join(files::RESULT).is_file(), "the result dir stays complete for `npugate gate`");
         assert_eq!(report.placed.dir(), out);
@@ -197,7 +233,10 @@ mod tests {
         assert_eq!(verdict.confirmation.as_ref().unwrap().sentence(), "failed 3 of 3: the failure reproduced");
         assert_eq!((verdict.outcome, report.exit_code, target.calls()), (Outcome::Fail, 1, 3));
         let text = std::fs::read_to_string(work.path().join("out").join(files::REPORT_HTML)).unwrap();
-        assert!(["attempt-1", "attempt-2", "attempt-3"].iter().all(|a| text.contains(a)), "the report lists every attempt");
+        assert!(
+            ["attempt-1", "attempt-2", "attempt-3"].iter().all(|a| text.contains(a)),
+            "the report lists every attempt"
+        );
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub fn table(runs: &[(&RunResult, &OutputsReport)], format: TableFormat, color: 
         let fingerprint = Fingerprint::of(run);
         devices.push(DeviceOutputs { device: fingerprint.device, soc: fingerprint.soc, report: (*report).clone() });
     }
-    let model = Path::new(&first.model.path).file_name().map_or(first.model.path.clone(), |n| n.to_string_lossy().into_owned());
+    let model =
+        Path::new(&first.model.path).file_name().map_or(first.model.path.clone(), |n| n.to_string_lossy().into_owned());
     Ok(match format {
         TableFormat::Terminal => consistency_text(&model, &devices, color),
         TableFormat::Markdown => consistency_markdown(&model, &devices),
@@ -51,7 +52,9 @@ pub fn read_dirs(args: &[PathBuf]) -> Result<Vec<(RunResult, OutputsReport)>> {
         let run = RunResult::read(&dir)?;
         let report = match OutputsCheck::saved_in(&dir) {
             OutputsCheck::Compared(report) => report,
-            OutputsCheck::NotRequested => bail!("{} has no {}; run it with `npugate run --check-outputs`", dir.display(), files::OUTPUTS),
+            OutputsCheck::NotRequested => {
+                bail!("{} has no {}; run it with `npugate run --check-outputs`", dir.display(), files::OUTPUTS)
+            }
             OutputsCheck::Failed(error) => bail!("{error}"),
         };
         runs.push((run, report));
@@ -76,7 +79,11 @@ fn result_dirs(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
             .filter(|path| path.join(files::OUTPUTS).is_file())
             .collect();
         if below.is_empty() {
-            bail!("{} holds no result.json and no result dirs with {}; run with --check-outputs", dir.display(), files::OUTPUTS);
+            bail!(
+                "{} holds no result.json and no result dirs with {}; run with --check-outputs",
+                dir.display(),
+                files::OUTPUTS
+            );
         }
         below.sort();
         dirs.extend(below);

@@ -25,7 +25,13 @@ pub fn run_on_targets(
     on_done: &(dyn Fn(&dyn Target, &RunReport) + Sync),
 ) -> anyhow::Result<Rack<RunReport>> {
     anyhow::ensure!(targets.len() == specs.len(), "one run spec per target");
-    on_targets(targets, out, policy, |index, target, dir, progress| run_confirmed(confirm, dir, |d| run_on(target, &specs[index], d, progress)), on_done)
+    on_targets(
+        targets,
+        out,
+        policy,
+        |index, target, dir, progress| run_confirmed(confirm, dir, |d| run_on(target, &specs[index], d, progress)),
+        on_done,
+    )
 }
 
 /// Does `work(index, target, dir, progress)` on every target in parallel, `dir` being
@@ -38,7 +44,8 @@ pub fn on_targets<'t, R: Attempted + Send>(
     work: impl Fn(usize, &dyn Target, &Path, &dyn Progress) -> anyhow::Result<R> + Sync,
     on_done: &(dyn Fn(&dyn Target, &R) + Sync),
 ) -> anyhow::Result<Rack<R>> {
-    const RACK_DIR: Ownership = Ownership { marker: files::RACK, what: "npugate rack", own_names: &[files::OUTPUT_REFERENCE_DIR] };
+    const RACK_DIR: Ownership =
+        Ownership { marker: files::RACK, what: "npugate rack", own_names: &[files::OUTPUT_REFERENCE_DIR] };
     let names: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
     let dirs = result_dir_names(&names);
     RACK_DIR.check(out, "--out")?;

@@ -34,16 +34,30 @@ pub fn refusal(error: &str, runtime: &RuntimeManifest) -> Option<String> {
 
 /// The runtime of the catalog with the same plugin wheel for the same target and another ORT core.
 fn fix(runtime: &RuntimeManifest) -> String {
-    let plugin_wheels: Vec<&str> = runtime.sources.iter().filter(|s| s.starts_with("pypi:") && !s.starts_with("pypi:onnxruntime==")).map(String::as_str).collect();
+    let plugin_wheels: Vec<&str> = runtime
+        .sources
+        .iter()
+        .filter(|s| s.starts_with("pypi:") && !s.starts_with("pypi:onnxruntime=="))
+        .map(String::as_str)
+        .collect();
     let paired = catalog::catalog().ok().and_then(|catalog| {
         catalog.runtime.into_iter().find(|entry| {
             entry.name != runtime.name
                 && entry.target == runtime.target
-                && entry.wheel.iter().any(|pin| plugin_wheels.iter().any(|source| source.starts_with(&format!("pypi:{}=={} ", pin.package, pin.version))))
+                && entry.wheel.iter().any(|pin| {
+                    plugin_wheels
+                        .iter()
+                        .any(|source| source.starts_with(&format!("pypi:{}=={} ", pin.package, pin.version)))
+                })
         })
     });
     match paired {
-        Some(entry) => format!("use runtime {} (npugate runtime fetch {}): {}", entry.name, entry.name, entry.ort_pairing.unwrap_or_default()),
+        Some(entry) => format!(
+            "use runtime {} (npugate runtime fetch {}): {}",
+            entry.name,
+            entry.name,
+            entry.ort_pairing.unwrap_or_default()
+        ),
         None => "pair the plugin with an ONNX Runtime core it loads into (npugate runtime list)".into(),
     }
 }
@@ -64,7 +78,11 @@ mod tests {
         let mut runtime = RuntimeManifest::for_tests(std::path::Path::new("/nowhere"));
         runtime.name = "qnn-2.3.0-ort-1.31.1-windows-x86_64".into();
         runtime.target = crate::targets::wine::TRIPLE.into();
-        runtime.ep = Some(EpLibrary { name: "QNNExecutionProvider".into(), attach: "plugin".into(), library: Some("onnxruntime_providers_qnn.dll".into()) });
+        runtime.ep = Some(EpLibrary {
+            name: "QNNExecutionProvider".into(),
+            attach: "plugin".into(),
+            library: Some("onnxruntime_providers_qnn.dll".into()),
+        });
         runtime.sources = vec![
             "pypi:onnxruntime==1.31.1 (onnxruntime-1.31.1-cp311-cp311-win_amd64.whl)".into(),
             "pypi:onnxruntime-qnn==2.3.0 (onnxruntime_qnn-2.3.0-cp311-cp311-win_amd64.whl)".into(),

@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
-use npugate_result::{contract, files};
 use npugate_profile::report::PlacementReport;
+use npugate_result::{contract, files};
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 
 use crate::run::{run_on, RunSpec};
-use npugate_host::runtime::RuntimeManifest;
 use crate::targets::host::HostTarget;
 use crate::targets::{Cancel, Job, Silent};
+use npugate_host::runtime::RuntimeManifest;
 
 /// The longest a host preflight may take.
 const TIMEOUT: Duration = Duration::from_secs(3600);
@@ -52,13 +52,24 @@ impl HostPreflight<'_> {
             ..SessionSettings::default()
         };
         let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
-        let job = Job { harness: self.harness, runtime: self.runtime, model: self.model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
+        let job = Job {
+            harness: self.harness,
+            runtime: self.runtime,
+            model: self.model,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: TIMEOUT,
+            cancel,
+        };
         let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;
         if !report.execution.succeeded() {
             anyhow::bail!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message());
         }
         let dir = report.placed.dir().to_path_buf();
-        let placement = npugate_profile::analyze_run(&dir, &report.result).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+        let placement = npugate_profile::analyze_run(&dir, &report.result)
+            .with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
         contract::write_json(&dir.join(files::PLACEMENT), &placement)?;
         Ok((dir, placement))
     }

@@ -50,7 +50,10 @@ impl Ownership {
         for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
             let entry = entry.with_context(|| format!("cannot read {}", dir.display()))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let named = self.own_names.iter().any(|own| own.strip_suffix('*').map_or(*own == name, |prefix| name.starts_with(prefix)));
+            let named = self
+                .own_names
+                .iter()
+                .any(|own| own.strip_suffix('*').map_or(*own == name, |prefix| name.starts_with(prefix)));
             let result_dir = entry.path().is_dir() && contract::is_npugate_document(&entry.path().join(files::RESULT));
             if !(named || result_dir || name.starts_with(".tmp-") || name.contains(".staging-")) {
                 bail!(
@@ -105,7 +108,8 @@ pub fn link_tree(from: &Path, to: &Path, rewritten: &[&str]) -> Result<()> {
         if entry.file_type()?.is_dir() {
             link_tree(&source, &target, &[])?;
         } else if std::fs::hard_link(&source, &target).is_err() {
-            std::fs::copy(&source, &target).with_context(|| format!("cannot copy {} to {}", source.display(), target.display()))?;
+            std::fs::copy(&source, &target)
+                .with_context(|| format!("cannot copy {} to {}", source.display(), target.display()))?;
         }
     }
     Ok(())
@@ -180,11 +184,13 @@ impl Staging {
         };
         let destination = placed.dir();
         if destination.exists() {
-            std::fs::remove_dir_all(destination).with_context(|| format!("cannot replace {}", destination.display()))?;
+            std::fs::remove_dir_all(destination)
+                .with_context(|| format!("cannot replace {}", destination.display()))?;
         }
         let staged = self.dir.keep();
-        std::fs::rename(&staged, destination)
-            .with_context(|| format!("cannot move the result from {} to {}", staged.display(), destination.display()))?;
+        std::fs::rename(&staged, destination).with_context(|| {
+            format!("cannot move the result from {} to {}", staged.display(), destination.display())
+        })?;
         Ok(placed)
     }
 }
@@ -216,7 +222,8 @@ mod tests {
     fn result_with_status(dir: &Path, status: &str) {
         let template = crate::targets::mock::template_dir();
         std::fs::create_dir_all(dir).unwrap();
-        let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(template.join(files::RESULT)).unwrap()).unwrap();
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(template.join(files::RESULT)).unwrap()).unwrap();
         json["status"] = status.into();
         std::fs::write(dir.join(files::RESULT), serde_json::to_vec(&json).unwrap()).unwrap();
     }
@@ -272,7 +279,10 @@ mod tests {
         std::fs::write(user.join(files::RESULT), r#"{"accuracy": 0.93}"#).unwrap();
         std::fs::write(user.join("notes.txt"), "keep me").unwrap();
         let error = Staging::next_to(&user).unwrap_err().to_string();
-        assert!(error.contains("experiment") && error.contains("its result.json is not npugate's") && !error.contains('\n'), "{error}");
+        assert!(
+            error.contains("experiment") && error.contains("its result.json is not npugate's") && !error.contains('\n'),
+            "{error}"
+        );
         assert_eq!(std::fs::read_to_string(user.join("notes.txt")).unwrap(), "keep me");
         // Result directories of npugate's below a folder (a rack's devices) count as npugate's.
         let rack = work.path().join("rack");

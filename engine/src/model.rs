@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use npugate_settings::{HarnessSettings, InputFile, ShapeSpec};
-use npugate_result::digest::model_digest;
-use npugate_result::ModelFile;
 use npugate_onnx::genai::{self, LlmModel};
 use npugate_onnx::Model;
+use npugate_result::digest::model_digest;
+use npugate_result::ModelFile;
+use npugate_settings::{HarnessSettings, InputFile, ShapeSpec};
 use sha2::{Digest, Sha256};
 
 use npugate_host::hash_cache::HashCache;
@@ -50,7 +50,9 @@ impl ModelFiles {
         let (sha256, bytes) = cache.sha256(path).with_context(|| format!("cannot read model {}", path.display()))?;
         let mut referenced = Vec::new();
         for file in located {
-            let (sha256, bytes) = cache.sha256(&file.path).with_context(|| format!("model {}: cannot read {}", path.display(), file.path.display()))?;
+            let (sha256, bytes) = cache
+                .sha256(&file.path)
+                .with_context(|| format!("model {}: cannot read {}", path.display(), file.path.display()))?;
             referenced.push((ModelFile { name: file.name, sha256, bytes }, file.path));
         }
         let listed: Vec<ModelFile> = referenced.iter().map(|(file, _)| file.clone()).collect();
@@ -73,10 +75,13 @@ impl ModelFiles {
     /// relative to the folder), all in one digest.
     pub fn of_folder(llm: &LlmModel, cache: &HashCache) -> Result<ModelFiles> {
         let started = Instant::now();
-        let (sha256, bytes) = cache.sha256(&llm.config).with_context(|| format!("cannot read {}", llm.config.display()))?;
+        let (sha256, bytes) =
+            cache.sha256(&llm.config).with_context(|| format!("cannot read {}", llm.config.display()))?;
         let mut referenced = Vec::new();
         for (name, path) in llm.files().into_iter().filter(|(_, path)| *path != llm.config) {
-            let (sha256, bytes) = cache.sha256(&path).with_context(|| format!("model {}: cannot read {}", llm.folder.display(), path.display()))?;
+            let (sha256, bytes) = cache
+                .sha256(&path)
+                .with_context(|| format!("model {}: cannot read {}", llm.folder.display(), path.display()))?;
             referenced.push((ModelFile { name, sha256, bytes }, path));
         }
         let listed: Vec<ModelFile> = referenced.iter().map(|(file, _)| file.clone()).collect();
@@ -131,9 +136,15 @@ pub fn check_any(model: &Path, settings: &HarnessSettings) -> Result<()> {
         Some(config) => {
             let llm = open_folder(&config)?;
             let lengths = &settings.generation;
-            let defaults = (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
-            llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults).map_err(anyhow::Error::msg)?;
-            if let Some(flag) = [(!settings.shapes.is_empty(), "--shape"), (!settings.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
+            let defaults =
+                (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
+            llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults)
+                .map_err(anyhow::Error::msg)?;
+            if let Some(flag) = [(!settings.shapes.is_empty(), "--shape"), (!settings.inputs.is_empty(), "--input")]
+                .iter()
+                .find(|(given, _)| *given)
+                .map(|(_, flag)| flag)
+            {
                 bail!("{flag} does not apply to the LLM model folder {}: a generation feeds its own ids, positions and KV cache (--prompt-tokens, --gen-tokens)", model.display());
             }
             Ok(())
@@ -154,7 +165,8 @@ pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result
         bail!("{} is an LLM model folder; this command takes a single .onnx model", model.display());
     }
     let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
-    onnx.locate_files(model.parent().unwrap_or(Path::new("."))).map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
+    onnx.locate_files(model.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
     Ok(apply_shapes(onnx, model, shapes, inputs)?.model)
 }
 
@@ -178,7 +190,10 @@ fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[I
             missing.join(" ")
         );
     }
-    let changed = fixed.fixed.iter().any(|input| input.before.as_ref().is_none_or(|dims| dims.iter().any(|d| d.fixed().is_none())));
+    let changed = fixed
+        .fixed
+        .iter()
+        .any(|input| input.before.as_ref().is_none_or(|dims| dims.iter().any(|d| d.fixed().is_none())));
     let text = shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
     Ok(Checked { model: onnx, changed: changed.then_some(text) })
 }
@@ -220,7 +235,10 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
     let path = dir.join(name);
     if !path.is_file() {
         std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
-        let staging = tempfile::Builder::new().prefix(".fixing-").tempdir_in(cache).with_context(|| format!("cannot write into {}", cache.display()))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".fixing-")
+            .tempdir_in(cache)
+            .with_context(|| format!("cannot write into {}", cache.display()))?;
         write_with_data(&fixed, model, staging.path())?;
         match std::fs::rename(staging.path(), &dir) {
             Ok(()) => {
@@ -228,7 +246,9 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
             }
             // Another run fixed the same model with the same shapes first: use theirs.
             Err(_) if path.is_file() => {}
-            Err(error) => return Err(error).with_context(|| format!("cannot move the fixed model into {}", dir.display())),
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot move the fixed model into {}", dir.display()))
+            }
         }
     }
     let files = ModelFiles::of(&path, &fixed, &hashes)?;
@@ -249,7 +269,8 @@ pub fn write_with_data(rewritten: &Model, original: &Path, dir: &Path) -> Result
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
         }
         if std::fs::hard_link(&file.path, &to).is_err() {
-            std::fs::copy(&file.path, &to).with_context(|| format!("cannot copy {} beside {}", file.path.display(), path.display()))?;
+            std::fs::copy(&file.path, &to)
+                .with_context(|| format!("cannot copy {} beside {}", file.path.display(), path.display()))?;
         }
     }
     Ok(path)
@@ -267,7 +288,9 @@ pub mod testing {
     use npugate_onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
     use npugate_onnx::proto::tensor_shape_proto::Dimension;
     use npugate_onnx::proto::type_proto::{Tensor, Value};
-    use npugate_onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto};
+    use npugate_onnx::proto::{
+        GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
     use npugate_onnx::Model;
 
     /// `y = Identity(x)` with `x` float32 of `dims` (`None`: a dim named `?`), written to `path`.
@@ -294,8 +317,20 @@ pub mod testing {
             }),
             ..Default::default()
         };
-        let node = NodeProto { name: Some("id".into()), op_type: Some("Identity".into()), input: vec!["x".into()], output: vec!["y".into()], ..Default::default() };
-        let graph = GraphProto { name: Some("g".into()), node: vec![node], input: vec![value("x")], output: vec![value("y")], ..Default::default() };
+        let node = NodeProto {
+            name: Some("id".into()),
+            op_type: Some("Identity".into()),
+            input: vec!["x".into()],
+            output: vec!["y".into()],
+            ..Default::default()
+        };
+        let graph = GraphProto {
+            name: Some("g".into()),
+            node: vec![node],
+            input: vec![value("x")],
+            output: vec![value("y")],
+            ..Default::default()
+        };
         let proto = ModelProto {
             ir_version: Some(8),
             opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
@@ -325,11 +360,16 @@ mod tests {
         let original = prepared.fixed_from.clone().unwrap();
         assert_eq!(original.sha256, npugate_result::digest::sha256_file(&model).unwrap().0);
         let fixed = Model::read(&prepared.path).unwrap();
-        let dims: Vec<String> = fixed.input_signatures()[0].dims.clone().unwrap().iter().map(ToString::to_string).collect();
+        let dims: Vec<String> =
+            fixed.input_signatures()[0].dims.clone().unwrap().iter().map(ToString::to_string).collect();
         assert_eq!(dims, ["1", "3", "48", "192"]);
         assert_eq!(prepared.path.file_name().unwrap(), "cls.onnx");
         let again = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
-        assert_eq!((&again.path, &again.fixed_from, &again.files.digest), (&prepared.path, &prepared.fixed_from, &prepared.files.digest), "the same shapes reuse the same fixed copy");
+        assert_eq!(
+            (&again.path, &again.fixed_from, &again.files.digest),
+            (&prepared.path, &prepared.fixed_from, &prepared.files.digest),
+            "the same shapes reuse the same fixed copy"
+        );
         let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache).unwrap();
         assert_ne!(other.path, prepared.path);
         // An identical copy under another name (an A/B comparison of a model with itself).
@@ -366,7 +406,8 @@ mod tests {
         use npugate_onnx::proto::{StringStringEntryProto, TensorProto};
         identity_model(path, dims);
         let mut model = Model::read(path).unwrap();
-        let entry = |key: &str, value: &str| StringStringEntryProto { key: Some(key.into()), value: Some(value.into()) };
+        let entry =
+            |key: &str, value: &str| StringStringEntryProto { key: Some(key.into()), value: Some(value.into()) };
         let weights = TensorProto {
             name: Some("w".into()),
             dims: vec![4],
@@ -385,14 +426,21 @@ mod tests {
         let model = work.path().join("ext.onnx");
         with_external_weights(&model, "ext.weights", &[None, Some(3)]);
         std::fs::write(work.path().join("ext.weights"), [1u8; 16]).unwrap();
-        let settings = HarnessSettings::from(npugate_settings::SessionSettings { shapes: vec![shape("x=2x3")], ..Default::default() });
+        let settings = HarnessSettings::from(npugate_settings::SessionSettings {
+            shapes: vec![shape("x=2x3")],
+            ..Default::default()
+        });
         let given = for_run(&model, &settings, &work.path().join("cache")).unwrap();
         assert_eq!(given.files.referenced.len(), 1);
         assert_eq!(given.files.referenced[0].0.name, "ext.weights");
         assert_ne!(given.files.digest, given.files.sha256, "the digest covers the weights");
 
         let fixed = prepare(&model, &[shape("x=2x3")], &[], &work.path().join("cache")).unwrap();
-        assert_eq!(fixed.path.parent().unwrap().join("ext.weights").metadata().unwrap().len(), 16, "the data sits beside the fixed copy");
+        assert_eq!(
+            fixed.path.parent().unwrap().join("ext.weights").metadata().unwrap().len(),
+            16,
+            "the data sits beside the fixed copy"
+        );
         assert_eq!(fixed.files.referenced[0].0, given.files.referenced[0].0);
 
         // Changing the weights alone changes the identity.

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
-use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
 use npugate_result::RunResult;
+use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
 
-use npugate_host::runtime::RuntimeManifest;
 use crate::targets::host::HostTarget;
 use crate::targets::{Cancel, Job, Silent, Target};
+use npugate_host::runtime::RuntimeManifest;
 
 /// The longest the reference run may take.
 const REFERENCE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -46,7 +46,10 @@ impl ReferenceRequest<'_> {
     pub fn run(&self, dir: &Path, cancel: &Cancel) -> Result<Reference> {
         let folder = npugate_onnx::genai::config_path(self.model).filter(|config| config.is_file());
         if !self.model.is_file() && folder.is_none() {
-            bail!("reference model {} not found; pass --reference-model with the float .onnx model", self.model.display());
+            bail!(
+                "reference model {} not found; pass --reference-model with the float .onnx model",
+                self.model.display()
+            );
         }
         let session = SessionSettings {
             seed: self.settings.seed,
@@ -65,7 +68,15 @@ impl ReferenceRequest<'_> {
             },
             None => GenerationSettings::default(),
         };
-        let settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, generation, ..HarnessSettings::from(session) };
+        let settings = HarnessSettings {
+            runs: 1,
+            warmup: 0,
+            profile_runs: 0,
+            no_reference_pass: true,
+            check_outputs: true,
+            generation,
+            ..HarnessSettings::from(session)
+        };
         crate::layout::RESULT_DIR.replace(dir, "--out")?;
         let job = Job {
             harness: self.harness,
@@ -137,7 +148,11 @@ fn reference_output(reference: &RunResult, dir: &Path, name: &str) -> Result<Pat
     let index = names.iter().position(|n| *n == name).with_context(|| {
         format!("the reference model {} has no output {name:?} (its outputs: {names:?}); pass a --reference-model with the same outputs", reference.model.path)
     })?;
-    let file = reference.artifacts.outputs.get(index).with_context(|| format!("the reference run in {} saved no outputs", dir.display()))?;
+    let file = reference
+        .artifacts
+        .outputs
+        .get(index)
+        .with_context(|| format!("the reference run in {} saved no outputs", dir.display()))?;
     Ok(dir.join(file))
 }
 
@@ -182,7 +197,8 @@ fn relative_to(path: &Path, base: &Path) -> String {
 /// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans).
 pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let npy = npyz::NpyFile::new(bytes.as_slice()).with_context(|| format!("{} is not a valid .npy file", path.display()))?;
+    let npy =
+        npyz::NpyFile::new(bytes.as_slice()).with_context(|| format!("{} is not a valid .npy file", path.display()))?;
     if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
         bail!("{} is in Fortran order; npugate writes and reads C order", path.display());
     }
@@ -226,12 +242,8 @@ mod tests {
         let path = dir.path().join("x.npy");
         let mut out = Vec::new();
         {
-            let mut writer = npyz::WriteOptions::<i64>::new()
-                .default_dtype()
-                .shape(&[2, 2])
-                .writer(&mut out)
-                .begin_nd()
-                .unwrap();
+            let mut writer =
+                npyz::WriteOptions::<i64>::new().default_dtype().shape(&[2, 2]).writer(&mut out).begin_nd().unwrap();
             writer.extend([1i64, -2, 3, 4]).unwrap();
             writer.finish().unwrap();
         }

@@ -27,7 +27,12 @@ pub struct GateSpec {
 
 impl GateSpec {
     /// Loads the rules file (defaults when `None`) with `NAME=VALUE` overrides, and the baseline.
-    pub fn load(rules_file: Option<&Path>, overrides: &[String], baseline: Option<&Path>, force: bool) -> Result<GateSpec> {
+    pub fn load(
+        rules_file: Option<&Path>,
+        overrides: &[String],
+        baseline: Option<&Path>,
+        force: bool,
+    ) -> Result<GateSpec> {
         let rules = Rules::load(rules_file, overrides)?;
         let baseline = baseline.map(Baseline::read).transpose()?;
         Ok(GateSpec { rules, baseline, force })
@@ -58,7 +63,8 @@ impl OutputsCheck {
     /// Saves a comparison as `outputs.json` in `dir` (nothing to save otherwise).
     pub fn save(&self, dir: &Path) -> Result<()> {
         if let OutputsCheck::Compared(report) = self {
-            contract::write_json(&dir.join(files::OUTPUTS), report).with_context(|| format!("cannot write {}", dir.join(files::OUTPUTS).display()))?;
+            contract::write_json(&dir.join(files::OUTPUTS), report)
+                .with_context(|| format!("cannot write {}", dir.join(files::OUTPUTS).display()))?;
         }
         Ok(())
     }
@@ -86,7 +92,9 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
 
 /// Saves the verdict next to the result it judged: `verdict.json` and `report.html`.
 pub fn save(verdict: &Verdict, dir: &Path) -> Result<()> {
-    verdict.write(&dir.join(files::VERDICT)).with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
+    verdict
+        .write(&dir.join(files::VERDICT))
+        .with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
     write_all(verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
     Ok(())
 }

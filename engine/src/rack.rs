@@ -119,7 +119,8 @@ pub fn run_rack<T: Target + ?Sized, R: Attempted + Send>(
     let start = Instant::now();
     let multi = MultiProgress::with_draw_target(draw_target());
     let overall = multi.add(ProgressBar::new(targets.len() as u64));
-    overall.set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
+    overall
+        .set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
     let width = targets.iter().map(|t| t.name().len()).max().unwrap_or(0);
     let outcomes = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
@@ -135,12 +136,18 @@ pub fn run_rack<T: Target + ?Sized, R: Attempted + Send>(
                 })
             })
             .collect();
-        handles.into_iter().map(|handle| handle.join().expect("a target's thread catches its panics")).collect::<Vec<_>>()
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("a target's thread catches its panics"))
+            .collect::<Vec<_>>()
     });
     overall.finish_and_clear();
     let (devices, results): (Vec<DeviceOutcome>, Vec<Option<R>>) = outcomes.into_iter().unzip();
     let exit_code = devices.iter().map(|d| d.exit_code).max().unwrap_or(EXIT_PASS);
-    Rack { report: RackReport { schema: RACK_SCHEMA.into(), devices, exit_code, seconds: start.elapsed().as_secs_f64() }, results }
+    Rack {
+        report: RackReport { schema: RACK_SCHEMA.into(), devices, exit_code, seconds: start.elapsed().as_secs_f64() },
+        results,
+    }
 }
 
 fn run_with_retries<T: Target + ?Sized, R: Attempted>(
@@ -166,15 +173,18 @@ fn run_with_retries<T: Target + ?Sized, R: Attempted>(
             break;
         }
         outcome.attempts += 1;
-        let result = catch_unwind(AssertUnwindSafe(|| attempt(target, line)))
-            .unwrap_or_else(|panic| Err(anyhow::anyhow!("npugate panicked while working on {}: {}", target.name(), panic_message(&*panic))));
+        let result = catch_unwind(AssertUnwindSafe(|| attempt(target, line))).unwrap_or_else(|panic| {
+            Err(anyhow::anyhow!("npugate panicked while working on {}: {}", target.name(), panic_message(&*panic)))
+        });
         match result {
             Ok(done) => {
                 (outcome.result_dir, outcome.exit_code) = (Some(done.result_dir()), done.exit_code());
                 finished = Some(done);
                 break;
             }
-            Err(error) if is_retryable(&error) && outcome.attempts <= policy.retries && !policy.cancel.is_cancelled() => {
+            Err(error)
+                if is_retryable(&error) && outcome.attempts <= policy.retries && !policy.cancel.is_cancelled() =>
+            {
                 line.step(&format!("retry {}/{} after: {error:#}", outcome.attempts, policy.retries));
                 outcome.retried_errors.push(format!("{error:#}"));
                 std::thread::sleep(policy.retry_pause);
@@ -272,7 +282,10 @@ mod tests {
     }
 
     /// An attempt that runs a job on the mock with a short timeout; a run judges as `exit_code`.
-    fn attempt(exit_code: u8, cancel: &Cancel) -> impl Fn(&MockTarget, &dyn Progress) -> anyhow::Result<Judged> + Sync + '_ {
+    fn attempt(
+        exit_code: u8,
+        cancel: &Cancel,
+    ) -> impl Fn(&MockTarget, &dyn Progress) -> anyhow::Result<Judged> + Sync + '_ {
         move |target, progress| {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
@@ -320,7 +333,10 @@ mod tests {
     #[test]
     fn transport_failures_and_timeouts_are_retried_and_gate_failures_are_not() {
         let cancel = Cancel::new();
-        let flaky = MockTarget::new("flaky", vec![Behaviour::Transport("closed".into()), Behaviour::Hang, Behaviour::Measure(vec![1; 3])]);
+        let flaky = MockTarget::new(
+            "flaky",
+            vec![Behaviour::Transport("closed".into()), Behaviour::Hang, Behaviour::Measure(vec![1; 3])],
+        );
         let report = run_rack(&[&flaky], &policy(2), attempt(0, &cancel)).report;
         assert_eq!((report.devices[0].attempts, report.devices[0].exit_code), (3, 0), "{report:?}");
         assert!(report.devices[0].retried_errors[0].contains("device flaky: closed"), "{report:?}");
@@ -367,7 +383,17 @@ mod tests {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
             let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
-            let job = Job { harness: dir.path(), runtime: &runtime, model: dir.path(), prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(60), cancel: &cancel };
+            let job = Job {
+                harness: dir.path(),
+                runtime: &runtime,
+                model: dir.path(),
+                prepared: None,
+                reference_model: None,
+                settings: &settings,
+                env: &[],
+                timeout: Duration::from_secs(60),
+                cancel: &cancel,
+            };
             target.execute(&job, dir.path(), progress)?;
             Ok(Judged(PathBuf::new(), 0))
         };

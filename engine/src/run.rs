@@ -85,7 +85,9 @@ pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dy
             health.reason.as_deref().unwrap_or("no reason in the log")
         );
         let placed = staging.commit(false)?;
-        return Err(Retryable(anyhow!("{why}; what ran on the CPU instead is kept in {}", placed.dir().display())).into());
+        return Err(
+            Retryable(anyhow!("{why}; what ran on the CPU instead is kept in {}", placed.dir().display())).into()
+        );
     }
     let outputs = match spec.reference {
         None => OutputsCheck::NotRequested,
@@ -140,7 +142,12 @@ pub fn harness_result(execution: &Execution, dir: &Path, model: &PreparedModel) 
 }
 
 /// The output check of the run in `dir`: against a reference run now (inside `dir`) or one given.
-fn check_outputs(source: ReferenceSource<'_>, dir: &Path, run: &RunResult, cancel: &crate::targets::Cancel) -> OutputsCheck {
+fn check_outputs(
+    source: ReferenceSource<'_>,
+    dir: &Path,
+    run: &RunResult,
+    cancel: &crate::targets::Cancel,
+) -> OutputsCheck {
     let inside;
     let reference = match source {
         ReferenceSource::Ready(reference) => reference,
@@ -176,7 +183,17 @@ mod tests {
         crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
         let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel, gate) = (HarnessSettings::default(), Cancel::new(), GateSpec::default());
-        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
+        let job = Job {
+            harness: dir.path(),
+            runtime: &runtime,
+            model: &model,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: Duration::from_secs(5),
+            cancel: &cancel,
+        };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = dir.path().join("out");
         let policy = RackPolicy { retries, retry_pause: Duration::ZERO, cancel: Cancel::new() };
@@ -189,7 +206,11 @@ mod tests {
         let dead = MockTarget::new("dead", vec![Behaviour::BackendDown("No Snapdragon SOC detected".into())]);
         let (report, dir) = rack_of(&dead, 2);
         let device = &report.devices[0];
-        assert_eq!((dead.calls(), device.attempts, device.exit_code, report.exit_code), (3, 3, EXIT_ERROR, EXIT_ERROR), "{report:?}");
+        assert_eq!(
+            (dead.calls(), device.attempts, device.exit_code, report.exit_code),
+            (3, 3, EXIT_ERROR, EXIT_ERROR),
+            "{report:?}"
+        );
         let error = device.infrastructure_error.as_deref().unwrap();
         assert!(error.starts_with("QNNExecutionProvider did not start: No Snapdragon SOC detected"), "{error}");
         assert_eq!(device.retried_errors.len(), 2);
@@ -197,13 +218,24 @@ mod tests {
         assert_eq!(kept.status, npugate_result::RunStatus::Incomplete);
 
         // An absent device refused before anything ran: retried too, then infrastructure.
-        let absent = MockTarget::new("absent", vec![Behaviour::DeviceAbsent("OpenVINOExecutionProvider did not start: Device NPU is not available".into())]);
+        let absent = MockTarget::new(
+            "absent",
+            vec![Behaviour::DeviceAbsent(
+                "OpenVINOExecutionProvider did not start: Device NPU is not available".into(),
+            )],
+        );
         let (report, _dir) = rack_of(&absent, 1);
         assert_eq!((absent.calls(), report.exit_code), (2, EXIT_ERROR));
-        assert!(report.devices[0].infrastructure_error.as_deref().unwrap().contains("Device NPU is not available"), "{report:?}");
+        assert!(
+            report.devices[0].infrastructure_error.as_deref().unwrap().contains("Device NPU is not available"),
+            "{report:?}"
+        );
 
         // A device that comes back healthy on the retry is judged.
-        let flaky = MockTarget::new("flaky", vec![Behaviour::BackendDown("Failed in loading stub".into()), Behaviour::Measure(vec![1_000_000; 30])]);
+        let flaky = MockTarget::new(
+            "flaky",
+            vec![Behaviour::BackendDown("Failed in loading stub".into()), Behaviour::Measure(vec![1_000_000; 30])],
+        );
         let (report, _dir) = rack_of(&flaky, 1);
         assert_eq!((flaky.calls(), report.devices[0].infrastructure_error.as_deref()), (2, None), "{report:?}");
         assert!(report.devices[0].retried_errors[0].contains("Failed in loading stub"));
@@ -211,7 +243,10 @@ mod tests {
 
     #[test]
     fn a_session_that_could_not_be_created_is_final_and_not_retried() {
-        let broken = MockTarget::new("broken", vec![Behaviour::NoSession("cannot create a session for model m.onnx: Load model failed".into())]);
+        let broken = MockTarget::new(
+            "broken",
+            vec![Behaviour::NoSession("cannot create a session for model m.onnx: Load model failed".into())],
+        );
         let (report, _dir) = rack_of(&broken, 3);
         assert_eq!((broken.calls(), report.exit_code), (1, EXIT_ERROR));
         let error = report.devices[0].infrastructure_error.as_deref().unwrap();
@@ -227,9 +262,24 @@ mod tests {
         crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
         let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
-        let gate = GateSpec { rules: npugate_gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(), ..GateSpec::default() };
-        let job = Job { harness: dir.path(), runtime: &runtime, model: &model, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
-        let report = run_on(&judged, &RunSpec { job, gate: Some(&gate), reference: None }, &dir.path().join("out"), &Silent).unwrap();
+        let gate = GateSpec {
+            rules: npugate_gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(),
+            ..GateSpec::default()
+        };
+        let job = Job {
+            harness: dir.path(),
+            runtime: &runtime,
+            model: &model,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: Duration::from_secs(5),
+            cancel: &cancel,
+        };
+        let report =
+            run_on(&judged, &RunSpec { job, gate: Some(&gate), reference: None }, &dir.path().join("out"), &Silent)
+                .unwrap();
         assert_eq!(report.exit_code, npugate_result::contract::EXIT_FAIL);
         let verdict = report.verdict.unwrap();
         let check = verdict.checks.iter().find(|c| c.rule.to_string() == "max_fallback_nodes").unwrap();

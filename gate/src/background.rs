@@ -84,20 +84,43 @@ pub fn assess(rules: &Rules, load: Option<&BackgroundLoad>) -> (Option<Check>, V
         ),
         (Some(load), Some(process)) if process.cpu_pct > limit => {
             let seen = if blind.is_some() { " (of the processes the device's shell could see)" } else { "" };
-            let message = format!("{rule}: busiest other process{seen} {} {} (> {}%)", process.describe(), load.window, fmt_limit(limit));
+            let message = format!(
+                "{rule}: busiest other process{seen} {} {} (> {}%)",
+                process.describe(),
+                load.window,
+                fmt_limit(limit)
+            );
             (CheckStatus::Fail, Some(process.cpu_pct), message)
         }
         (Some(_), _) if blind.is_some() => {
             let why = blind.unwrap_or_default();
             (CheckStatus::NotApplicable, None, format!("{rule}: not applicable: {why}"))
         }
-        (Some(load), None) => (CheckStatus::Pass, Some(0.0), format!("{rule}: no other process was busy {} (0% <= {}%)", load.window, fmt_limit(limit))),
+        (Some(load), None) => (
+            CheckStatus::Pass,
+            Some(0.0),
+            format!("{rule}: no other process was busy {} (0% <= {}%)", load.window, fmt_limit(limit)),
+        ),
         (Some(load), Some(process)) => {
-            let message = format!("{rule}: busiest other process {} {} (<= {}%)", process.describe(), load.window, fmt_limit(limit));
+            let message = format!(
+                "{rule}: busiest other process {} {} (<= {}%)",
+                process.describe(),
+                load.window,
+                fmt_limit(limit)
+            );
             (CheckStatus::Pass, Some(process.cpu_pct), message)
         }
     };
-    let check = Check { rule, status, measured, limit: Some(limit), unit: Unit::Percent, message, nodes: Vec::new(), clusters: None };
+    let check = Check {
+        rule,
+        status,
+        measured,
+        limit: Some(limit),
+        unit: Unit::Percent,
+        message,
+        nodes: Vec::new(),
+        clusters: None,
+    };
     (Some(check), warnings)
 }
 
@@ -112,7 +135,10 @@ mod tests {
     fn busy(cpu_pct: f64) -> BackgroundLoad {
         BackgroundLoad {
             window: "during the 3.0 s harness run".into(),
-            busiest: vec![ProcessCpu { pid: 7, name: "kswapd0".into(), cpu_pct: 3.0 }, ProcessCpu { pid: 812, name: "cc1plus".into(), cpu_pct }],
+            busiest: vec![
+                ProcessCpu { pid: 7, name: "kswapd0".into(), cpu_pct: 3.0 },
+                ProcessCpu { pid: 812, name: "cc1plus".into(), cpu_pct },
+            ],
             other_harnesses: vec![],
             blind: None,
         }
@@ -122,13 +148,20 @@ mod tests {
     fn a_busy_process_is_a_warning_without_the_rule_and_a_failure_with_it() {
         let (check, warnings) = assess(&rules(&[]), Some(&busy(97.0)));
         assert!(check.is_none());
-        assert!(warnings[0].contains("cc1plus (pid 812) at 97% of a core during the 3.0 s harness run"), "{warnings:?}");
+        assert!(
+            warnings[0].contains("cc1plus (pid 812) at 97% of a core during the 3.0 s harness run"),
+            "{warnings:?}"
+        );
         assert!(assess(&rules(&[]), Some(&busy(10.0))).1.is_empty());
 
         let (check, _) = assess(&rules(&["max_background_cpu_pct=20"]), Some(&busy(97.0)));
         let check = check.unwrap();
         assert_eq!((check.status, check.measured), (CheckStatus::Fail, Some(97.0)));
-        assert!(check.message.contains("cc1plus (pid 812) at 97% of a core during the 3.0 s harness run (> 20%)"), "{}", check.message);
+        assert!(
+            check.message.contains("cc1plus (pid 812) at 97% of a core during the 3.0 s harness run (> 20%)"),
+            "{}",
+            check.message
+        );
         let (calm, _) = assess(&rules(&["max_background_cpu_pct=20"]), Some(&busy(10.0)));
         assert_eq!(calm.unwrap().status, CheckStatus::Pass);
     }
@@ -137,10 +170,14 @@ mod tests {
     fn without_a_load_record_the_rule_is_unjudged_and_other_harnesses_are_warned_about() {
         let (unknown, _) = assess(&rules(&["max_background_cpu_pct=20"]), None);
         assert_eq!(unknown.unwrap().status, CheckStatus::Unjudged);
-        let load = BackgroundLoad { other_harnesses: vec![ProcessCpu { pid: 99, name: "npugate-harness".into(), cpu_pct: 180.0 }], ..busy(1.0) };
+        let load = BackgroundLoad {
+            other_harnesses: vec![ProcessCpu { pid: 99, name: "npugate-harness".into(), cpu_pct: 180.0 }],
+            ..busy(1.0)
+        };
         let (_, warnings) = assess(&rules(&[]), Some(&load));
         assert!(warnings[0].contains("another npugate harness") && warnings[0].contains("pid 99"), "{warnings:?}");
-        let (disabled, _) = assess(&rules(&["max_background_cpu_pct=20", "disable=[\"max_background_cpu_pct\"]"]), None);
+        let (disabled, _) =
+            assess(&rules(&["max_background_cpu_pct=20", "disable=[\"max_background_cpu_pct\"]"]), None);
         assert!(disabled.is_none());
     }
 

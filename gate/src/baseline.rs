@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use npugate_profile::report::PlacementReport;
 use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult};
-use npugate_profile::report::PlacementReport;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
@@ -79,7 +79,11 @@ impl Document for Baseline {
 
 impl Baseline {
     /// Builds a baseline from a run and its placement report.
-    pub fn from_run(run: &RunResult, placement: Option<&PlacementReport>, source: &str) -> Result<Baseline, BaselineError> {
+    pub fn from_run(
+        run: &RunResult,
+        placement: Option<&PlacementReport>,
+        source: &str,
+    ) -> Result<Baseline, BaselineError> {
         if run.timings.latencies_ns.is_empty() {
             return Err(BaselineError::Empty { dir: source.to_string() });
         }
@@ -103,6 +107,7 @@ impl Baseline {
 
     /// Writes the baseline as pretty JSON, atomically.
     pub fn write(&self, path: &Path) -> Result<(), BaselineError> {
-        contract::write_json(path, self).map_err(|source| BaselineError::Write { path: path.display().to_string(), source })
+        contract::write_json(path, self)
+            .map_err(|source| BaselineError::Write { path: path.display().to_string(), source })
     }
 }

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use npugate_profile::report::PlacementReport;
 use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult, RunStatus};
-use npugate_profile::report::PlacementReport;
 use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;
@@ -266,7 +266,14 @@ impl CompareVerdict {
     /// LLM folders: `time to first token B/A 0.982× (95% CI 0.95–1.01×) paired over 10 rounds`.
     pub fn ttft_sentence(&self) -> Option<String> {
         self.paired_ttft.as_ref().map(|p| {
-            format!("time to first token B/A {:.3}× ({:.0}% CI {:.3}–{:.3}×) paired over {} rounds", p.ratio, p.ci.level * 100.0, p.ci.lower, p.ci.upper, p.round_ratios.len())
+            format!(
+                "time to first token B/A {:.3}× ({:.0}% CI {:.3}–{:.3}×) paired over {} rounds",
+                p.ratio,
+                p.ci.level * 100.0,
+                p.ci.lower,
+                p.ci.upper,
+                p.round_ratios.len()
+            )
         })
     }
 }
@@ -282,10 +289,13 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         .map(|r| (r.baseline.timings.latencies_ns.as_slice(), r.candidate.timings.latencies_ns.as_slice()))
         .collect();
     let paired = stats::paired_ratio(&pairs);
-    let ttft_pairs: Option<Vec<(&[u64], &[u64])>> = evidence.rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
+    let ttft_pairs: Option<Vec<(&[u64], &[u64])>> =
+        evidence.rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
     let paired_ttft = ttft_pairs.filter(|pairs| !pairs.is_empty()).and_then(|pairs| stats::paired_ratio(&pairs));
-    let baseline = side(&evidence.baseline, evidence.rounds.iter().map(|r| r.baseline), &rounds, |r| r.baseline_median_ns);
-    let candidate = side(&evidence.candidate, evidence.rounds.iter().map(|r| r.candidate), &rounds, |r| r.candidate_median_ns);
+    let baseline =
+        side(&evidence.baseline, evidence.rounds.iter().map(|r| r.baseline), &rounds, |r| r.baseline_median_ns);
+    let candidate =
+        side(&evidence.candidate, evidence.rounds.iter().map(|r| r.candidate), &rounds, |r| r.candidate_median_ns);
 
     let mut same_model = Fingerprint::of(evidence.candidate.placement_run);
     same_model.model_digest = baseline.subject.fingerprint.model_digest.clone();
@@ -298,7 +308,11 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         .chain(evidence.rounds.iter().flat_map(|r| [r.baseline, r.candidate]));
     for run in runs {
         if run.status == RunStatus::Incomplete {
-            errors.push(format!("a run of {} is incomplete: {}", run.model.path, run.error.as_deref().unwrap_or("the harness did not say why")));
+            errors.push(format!(
+                "a run of {} is incomplete: {}",
+                run.model.path,
+                run.error.as_deref().unwrap_or("the harness did not say why")
+            ));
         }
         for warning in &run.warnings {
             if !warnings.contains(warning) {
@@ -329,10 +343,19 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
     if let Some(pct) = rules.max_slowdown_pct.filter(|_| rules.enabled(RuleName::MaxSlowdownPct)) {
         checks.push(match &paired {
             Some(p) => {
-                let what = format!("the candidate's median is {:.3}× the baseline's, paired over {} rounds", p.ratio, p.round_ratios.len());
+                let what = format!(
+                    "the candidate's median is {:.3}× the baseline's, paired over {} rounds",
+                    p.ratio,
+                    p.round_ratios.len()
+                );
                 ratio_check(RuleName::MaxSlowdownPct, &what, p.ratio, &p.ci, pct)
             }
-            None => unjudged(RuleName::MaxSlowdownPct, pct, Unit::Percent, "max_slowdown_pct: no round has latencies on both sides".into()),
+            None => unjudged(
+                RuleName::MaxSlowdownPct,
+                pct,
+                Unit::Percent,
+                "max_slowdown_pct: no round has latencies on both sides".into(),
+            ),
         });
     }
     let placements = (evidence.baseline.placement.as_ref(), evidence.candidate.placement.as_ref());
@@ -340,7 +363,8 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         (Ok(a), Ok(b)) => differences_of(a, b),
         _ => Vec::new(),
     };
-    for (label, placement) in [("baseline", &evidence.baseline.placement), ("candidate", &evidence.candidate.placement)] {
+    for (label, placement) in [("baseline", &evidence.baseline.placement), ("candidate", &evidence.candidate.placement)]
+    {
         if let Err(why) = placement {
             errors.push(format!("the {label}'s placement could not be computed: {why}"));
         }
@@ -429,7 +453,9 @@ pub fn differences_of(baseline: &PlacementReport, candidate: &PlacementReport) -
         .iter()
         .filter_map(|node| match before.get(node.name.as_str()) {
             Some(ep) if *ep != node.ep => Some(moved_culprit(candidate, node, Some(ep))),
-            None if node.ep != candidate.preferred_ep && !expected(&node.name) => Some(moved_culprit(candidate, node, None)),
+            None if node.ep != candidate.preferred_ep && !expected(&node.name) => {
+                Some(moved_culprit(candidate, node, None))
+            }
             _ => None,
         })
         .collect()

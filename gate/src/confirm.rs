@@ -112,15 +112,24 @@ mod tests {
 
     #[test]
     fn a_majority_of_failures_fails_and_the_reported_attempt_agrees() {
-        let once = Confirmation::decide(2, vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Pass), attempt(3, Outcome::Pass)]);
+        let once = Confirmation::decide(
+            2,
+            vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Pass), attempt(3, Outcome::Pass)],
+        );
         assert_eq!((once.outcome, once.failed, once.representative), (Outcome::Pass, 1, 3));
         assert_eq!(once.sentence(), "failed 1 of 3, passed on confirmation");
-        let twice = Confirmation::decide(2, vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Pass), attempt(3, Outcome::Fail)]);
+        let twice = Confirmation::decide(
+            2,
+            vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Pass), attempt(3, Outcome::Fail)],
+        );
         assert_eq!((twice.outcome, twice.representative), (Outcome::Fail, 3));
         assert_eq!(twice.sentence(), "failed 2 of 3: the failure reproduced");
         let tie = Confirmation::decide(1, vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Pass)]);
         assert_eq!((tie.outcome, tie.representative), (Outcome::Pass, 2), "one failure in two did not reproduce");
-        let broken = Confirmation::decide(2, vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Error), attempt(3, Outcome::Pass)]);
+        let broken = Confirmation::decide(
+            2,
+            vec![attempt(1, Outcome::Fail), attempt(2, Outcome::Error), attempt(3, Outcome::Pass)],
+        );
         assert_eq!((broken.outcome, broken.representative), (Outcome::Error, 2));
         assert_eq!(once.rows()[2][0], "3 (reported)");
     }
@@ -129,7 +138,10 @@ mod tests {
     fn only_latency_failures_are_worth_a_rerun() {
         assert!(worth_confirming(&[RuleName::MedianMs]));
         assert!(worth_confirming(&[RuleName::MaxSlowdownPct, RuleName::CvPct]));
-        assert!(!worth_confirming(&[RuleName::MedianMs, RuleName::NpuFlopsPct]), "a placement failure is deterministic");
+        assert!(
+            !worth_confirming(&[RuleName::MedianMs, RuleName::NpuFlopsPct]),
+            "a placement failure is deterministic"
+        );
         assert!(!worth_confirming(&[]), "nothing failed");
         assert!(!worth_confirming(&[RuleName::PlacementMustMatch]));
         assert!(!worth_confirming(&[RuleName::MinRuns]));

@@ -1,8 +1,8 @@
 //! Turns the evidence of a run — the run, its placement report, its outputs against the reference
 //! and an optional baseline — and the rules into a [`Verdict`], in one pure function: [`judge`].
 
-use npugate_result::{RunResult, RunStatus};
 use npugate_profile::report::{FallbackNode, NodePlacement, PlacementReport};
+use npugate_result::{RunResult, RunStatus};
 
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
@@ -85,10 +85,8 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     let latency = LatencyStats::from_ns(latencies);
     let mut errors = Vec::new();
     if run.status == RunStatus::Incomplete {
-        errors.push(format!(
-            "the run is incomplete: {}",
-            run.error.as_deref().unwrap_or("the harness did not say why")
-        ));
+        errors
+            .push(format!("the run is incomplete: {}", run.error.as_deref().unwrap_or("the harness did not say why")));
     }
     let mut checks = latency_checks(latency.as_ref(), rules);
     checks.extend(generation_checks(run, rules));
@@ -188,9 +186,30 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
         digits: usize,
     }
     let specs = [
-        OutputRule { rule: RuleName::MinCosine, value: rules.min_cosine, metric: |m| m.cosine, higher_is_better: true, unit: Unit::Cosine, digits: 6 },
-        OutputRule { rule: RuleName::MinSqnrDb, value: rules.min_sqnr_db, metric: |m| m.sqnr_db, higher_is_better: true, unit: Unit::Db, digits: 1 },
-        OutputRule { rule: RuleName::MaxAbsErr, value: rules.max_abs_err, metric: |m| m.max_abs_err, higher_is_better: false, unit: Unit::Abs, digits: 6 },
+        OutputRule {
+            rule: RuleName::MinCosine,
+            value: rules.min_cosine,
+            metric: |m| m.cosine,
+            higher_is_better: true,
+            unit: Unit::Cosine,
+            digits: 6,
+        },
+        OutputRule {
+            rule: RuleName::MinSqnrDb,
+            value: rules.min_sqnr_db,
+            metric: |m| m.sqnr_db,
+            higher_is_better: true,
+            unit: Unit::Db,
+            digits: 1,
+        },
+        OutputRule {
+            rule: RuleName::MaxAbsErr,
+            value: rules.max_abs_err,
+            metric: |m| m.max_abs_err,
+            higher_is_better: false,
+            unit: Unit::Abs,
+            digits: 6,
+        },
     ];
     let mut out = Vec::new();
     for OutputRule { rule, value, metric, higher_is_better, unit, digits } in specs {
@@ -226,17 +245,15 @@ fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> 
     value.filter(|_| rules.enabled(rule))
 }
 
-pub(crate) fn check(rule: RuleName, status: CheckStatus, measured: Option<f64>, limit: f64, unit: Unit, message: String) -> Check {
-    Check {
-        rule,
-        status,
-        measured,
-        limit: Some(limit),
-        unit,
-        message,
-        nodes: Vec::new(),
-        clusters: None,
-    }
+pub(crate) fn check(
+    rule: RuleName,
+    status: CheckStatus,
+    measured: Option<f64>,
+    limit: f64,
+    unit: Unit,
+    message: String,
+) -> Check {
+    Check { rule, status, measured, limit: Some(limit), unit, message, nodes: Vec::new(), clusters: None }
 }
 
 pub(crate) fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
@@ -301,21 +318,40 @@ fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
 fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
     let generation = run.generation.as_ref();
     let mut out = Vec::new();
-    let not_llm = |rule: RuleName| format!("{rule}: applies to an LLM model folder run (--model DIR with genai_config.json); this run is of a single model");
+    let not_llm = |rule: RuleName| {
+        format!("{rule}: applies to an LLM model folder run (--model DIR with genai_config.json); this run is of a single model")
+    };
     if let Some(max) = limit(rules, RuleName::MaxTtftMs, rules.max_ttft_ms) {
         out.push(match generation.and_then(|g| g.ttft.as_ref()) {
             None => unjudged(RuleName::MaxTtftMs, max, Unit::Ms, not_llm(RuleName::MaxTtftMs)),
             Some(ttft) => {
                 let ms = ttft.median_ns / 1e6;
                 let (ok, op) = if ms <= max { (true, "<=") } else { (false, ">") };
-                let message = format!("max_ttft_ms: median time to first token {} {op} {} ms (95% CI {}–{}, N={} generations)", fmt_ms(ttft.median_ns), fmt_limit(max), fmt_ms(ttft.median_ci.lower), fmt_ms(ttft.median_ci.upper), ttft.n);
+                let message = format!(
+                    "max_ttft_ms: median time to first token {} {op} {} ms (95% CI {}–{}, N={} generations)",
+                    fmt_ms(ttft.median_ns),
+                    fmt_limit(max),
+                    fmt_ms(ttft.median_ci.lower),
+                    fmt_ms(ttft.median_ci.upper),
+                    ttft.n
+                );
                 with_clusters(check(RuleName::MaxTtftMs, pass_or_fail(ok), Some(ms), max, Unit::Ms, message), ttft)
             }
         });
     }
     let rates = [
-        (RuleName::MinDecodeTokS, rules.min_decode_tok_s, generation.map(|g| (g.decode_tok_s, g.decode.as_ref())), "decode"),
-        (RuleName::MinPrefillTokS, rules.min_prefill_tok_s, generation.map(|g| (g.prefill_tok_s, g.ttft.as_ref())), "prefill"),
+        (
+            RuleName::MinDecodeTokS,
+            rules.min_decode_tok_s,
+            generation.map(|g| (g.decode_tok_s, g.decode.as_ref())),
+            "decode",
+        ),
+        (
+            RuleName::MinPrefillTokS,
+            rules.min_prefill_tok_s,
+            generation.map(|g| (g.prefill_tok_s, g.ttft.as_ref())),
+            "prefill",
+        ),
     ];
     for (rule, value, measured, what) in rates {
         let Some(min) = limit(rules, rule, value) else { continue };
@@ -323,7 +359,13 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
             None | Some((_, None)) => unjudged(rule, min, Unit::TokensPerSecond, not_llm(rule)),
             Some((rate, Some(series))) => {
                 let (ok, op) = if rate >= min { (true, ">=") } else { (false, "<") };
-                let message = format!("{rule}: {what} {rate:.1} tok/s {op} {} tok/s (median {} per {}, N={})", fmt_limit(min), fmt_ms(series.median_ns), if what == "decode" { "token" } else { "prompt" }, series.n);
+                let message = format!(
+                    "{rule}: {what} {rate:.1} tok/s {op} {} tok/s (median {} per {}, N={})",
+                    fmt_limit(min),
+                    fmt_ms(series.median_ns),
+                    if what == "decode" { "token" } else { "prompt" },
+                    series.n
+                );
                 with_clusters(check(rule, pass_or_fail(ok), Some(rate), min, Unit::TokensPerSecond, message), series)
             }
         });
@@ -350,9 +392,8 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
 fn outlier_sentence(stats: &LatencyStats) -> Option<String> {
     let m = stats.modality.as_ref().filter(|m| !m.bimodal)?;
     let slow = &m.split.slow;
-    (m.split.ashman_d > stats::MIN_ASHMAN_D && slow.share_pct < stats::MIN_CLUSTER_SHARE_PCT).then(|| {
-        format!("{} outlier run(s) ({:.0}%) near {}", slow.runs, slow.share_pct, fmt_ms(slow.median_ns))
-    })
+    (m.split.ashman_d > stats::MIN_ASHMAN_D && slow.share_pct < stats::MIN_CLUSTER_SHARE_PCT)
+        .then(|| format!("{} outlier run(s) ({:.0}%) near {}", slow.runs, slow.share_pct, fmt_ms(slow.median_ns)))
 }
 
 /// Explains a failing latency check: the two clusters of a bimodal series, or its outliers.
@@ -420,8 +461,7 @@ struct PlacementView<'a> {
 
 impl<'a> PlacementView<'a> {
     fn new(report: &'a PlacementReport, rules: &Rules) -> PlacementView<'a> {
-        let (excused, blamed) =
-            report.fallback.iter().partition(|n| n.expected || rules.allows(&n.name, &n.op_type));
+        let (excused, blamed) = report.fallback.iter().partition(|n| n.expected || rules.allows(&n.name, &n.op_type));
         PlacementView { report, blamed, excused }
     }
 
@@ -506,7 +546,15 @@ fn share_check(rule: RuleName, measured: f64, min: f64, culprits: Vec<Culprit>, 
     Check { nodes, ..check(rule, pass_or_fail(ok), Some(measured), min, Unit::Percent, message) }
 }
 
-fn count_check(rule: RuleName, measured: usize, max: usize, unit: Unit, detail: String, nodes: Vec<Culprit>, causes: &str) -> Check {
+fn count_check(
+    rule: RuleName,
+    measured: usize,
+    max: usize,
+    unit: Unit,
+    detail: String,
+    nodes: Vec<Culprit>,
+    causes: &str,
+) -> Check {
     let ok = measured <= max;
     let op = if ok { "<=" } else { ">" };
     let (nodes, causes) = if ok { (Vec::new(), "") } else { (nodes, causes) };
@@ -541,11 +589,22 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
                 let note = format!(" (no FLOPs known: counted by nodes){note}");
                 share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes)
             }
-            RuleName::NpuFlopsPct => share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes),
-            RuleName::NpuNodesPct => share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes),
+            RuleName::NpuFlopsPct => {
+                share_check(rule, v.flops_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes)
+            }
+            RuleName::NpuNodesPct => {
+                share_check(rule, v.nodes_pct(), min, v.blamed_by(|n| n.flops_pct), &note, &causes)
+            }
             _ => match v.time_pct() {
-                Some(pct) => share_check(rule, pct, min, v.blamed_by(|n| n.time_us_per_run.unwrap_or(0.0)), &note, &causes),
-                None => unjudged(rule, min, Unit::Percent, format!("{rule}: the placement report has no kernel times (no profiled runs)")),
+                Some(pct) => {
+                    share_check(rule, pct, min, v.blamed_by(|n| n.time_us_per_run.unwrap_or(0.0)), &note, &causes)
+                }
+                None => unjudged(
+                    rule,
+                    min,
+                    Unit::Percent,
+                    format!("{rule}: the placement report has no kernel times (no profiled runs)"),
+                ),
             },
         });
     }
@@ -558,17 +617,32 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
         out.push(match rule {
             RuleName::MaxFallbackNodes => {
                 let detail = format!(" off {}{}", v.report.preferred_ep, v.excused_note());
-                count_check(rule, v.blamed.len(), max, unit, detail, v.blamed_by(|n| n.flops_pct), &causes_note(v.report))
+                count_check(
+                    rule,
+                    v.blamed.len(),
+                    max,
+                    unit,
+                    detail,
+                    v.blamed_by(|n| n.flops_pct),
+                    &causes_note(v.report),
+                )
             }
             RuleName::MaxPartitions => {
                 let sizes: Vec<String> = v.report.partitions.iter().map(|p| p.nodes.len().to_string()).collect();
-                let detail = if sizes.is_empty() { String::new() } else { format!(" (nodes per partition: {})", sizes.join(", ")) };
+                let detail = if sizes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (nodes per partition: {})", sizes.join(", "))
+                };
                 count_check(rule, v.report.partitions.len(), max, unit, detail, Vec::new(), "")
             }
             _ => {
                 let b = &v.report.boundaries;
                 let measured = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
-                let cost = b.gap_us_per_run.map(|us| format!("; {} idle at the switches per run", fmt_ms_from_us(us))).unwrap_or_default();
+                let cost = b
+                    .gap_us_per_run
+                    .map(|us| format!("; {} idle at the switches per run", fmt_ms_from_us(us)))
+                    .unwrap_or_default();
                 let detail = b
                     .transitions
                     .first()
@@ -603,7 +677,8 @@ fn compare(
     };
     let median_limit = limit(rules, RuleName::BaselineMedianPct, rules.baseline_median_pct);
     // TTFT is compared when both are LLM generations (the baseline saved one's TTFTs).
-    let ttft = run.generation.as_ref().map(|g| g.ttft_ns.as_slice()).filter(|t| !t.is_empty() && !baseline.ttft_ns.is_empty());
+    let ttft =
+        run.generation.as_ref().map(|g| g.ttft_ns.as_slice()).filter(|t| !t.is_empty() && !baseline.ttft_ns.is_empty());
     let ttft_limit = ttft.and(limit(rules, RuleName::BaselineTtftPct, rules.baseline_ttft_pct));
     let placement_on = rules.baseline_placement && rules.enabled(RuleName::BaselinePlacement);
     if refused {
@@ -614,7 +689,12 @@ fn compare(
         ));
         let why = "not compared: the fingerprints differ (see errors)".to_string();
         if let Some(pct) = median_limit {
-            checks.push(unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, format!("baseline_median_pct: {why}")));
+            checks.push(unjudged(
+                RuleName::BaselineMedianPct,
+                pct,
+                Unit::Percent,
+                format!("baseline_median_pct: {why}"),
+            ));
         }
         if let Some(pct) = ttft_limit {
             checks.push(unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, format!("baseline_ttft_pct: {why}")));
@@ -627,15 +707,31 @@ fn compare(
     if let Some(pct) = median_limit {
         result.median_ratio = stats::median_ratio(&run.timings.latencies_ns, &baseline.latencies_ns);
         checks.push(match &result.median_ratio {
-            None => unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, "baseline_median_pct: no latencies to compare".into()),
+            None => unjudged(
+                RuleName::BaselineMedianPct,
+                pct,
+                Unit::Percent,
+                "baseline_median_pct: no latencies to compare".into(),
+            ),
             Some(r) => median_ratio_check(r, pct),
         });
     }
     if let (Some(pct), Some(ttft)) = (ttft_limit, ttft) {
         result.ttft_ratio = stats::median_ratio(ttft, &baseline.ttft_ns);
         checks.push(match &result.ttft_ratio {
-            None => unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, "baseline_ttft_pct: too few generations to compare".into()),
-            Some(r) => ratio_check(RuleName::BaselineTtftPct, &format!("median time to first token is {:.3}× the baseline's", r.ratio), r.ratio, &r.ci, pct),
+            None => unjudged(
+                RuleName::BaselineTtftPct,
+                pct,
+                Unit::Percent,
+                "baseline_ttft_pct: too few generations to compare".into(),
+            ),
+            Some(r) => ratio_check(
+                RuleName::BaselineTtftPct,
+                &format!("median time to first token is {:.3}× the baseline's", r.ratio),
+                r.ratio,
+                &r.ci,
+                pct,
+            ),
         });
     }
     if placement_on {
@@ -644,7 +740,12 @@ fn compare(
                 result.moved_off_preferred = moved_nodes(v, before, rules);
                 placement_diff_check(&result.moved_off_preferred, &before.preferred_ep)
             }
-            (None, _) => unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, "baseline_placement: this run has no placement report".into()),
+            (None, _) => unjudged(
+                RuleName::BaselinePlacement,
+                0.0,
+                Unit::Nodes,
+                "baseline_placement: this run has no placement report".into(),
+            ),
             (_, None) => unjudged(
                 RuleName::BaselinePlacement,
                 0.0,
@@ -682,7 +783,11 @@ fn moved_nodes(view: &PlacementView<'_>, before: &crate::baseline::BaselinePlace
     view.report
         .nodes
         .iter()
-        .filter(|n| n.not_placed.is_none() && n.ep != before.preferred_ep && before.nodes.get(&n.name) == Some(&before.preferred_ep))
+        .filter(|n| {
+            n.not_placed.is_none()
+                && n.ep != before.preferred_ep
+                && before.nodes.get(&n.name) == Some(&before.preferred_ep)
+        })
         .filter(|n| !rules.allows(&n.name, &n.op_type))
         .filter(|n| !view.excused.iter().any(|e| e.name == n.name))
         .map(|n| moved_culprit(view.report, n, Some(&before.preferred_ep)))
@@ -716,8 +821,12 @@ fn placement_diff_check(moved: &[Culprit], preferred: &str) -> Check {
 /// A rule that fails when any node is listed: `<rule>: <passed>`, or `<rule>: N <failed>: A node …`.
 pub(crate) fn nodes_check(rule: RuleName, nodes: &[Culprit], passed: &str, failed: &str) -> Check {
     let ok = nodes.is_empty();
-    let message = if ok { format!("{rule}: {passed}") } else { format!("{rule}: {} {failed}{}", nodes.len(), name_nodes(nodes)) };
-    Check { nodes: nodes.to_vec(), ..check(rule, pass_or_fail(ok), Some(nodes.len() as f64), 0.0, Unit::Nodes, message) }
+    let message =
+        if ok { format!("{rule}: {passed}") } else { format!("{rule}: {} {failed}{}", nodes.len(), name_nodes(nodes)) };
+    Check {
+        nodes: nodes.to_vec(),
+        ..check(rule, pass_or_fail(ok), Some(nodes.len() as f64), 0.0, Unit::Nodes, message)
+    }
 }
 
 fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&PlacementReport>) -> Vec<String> {
@@ -785,6 +894,8 @@ mod tests {
     fn outputs_evidence_from_reading_the_comparison() {
         assert!(matches!(OutputsEvidence::from_read::<String>(&Ok(None)), OutputsEvidence::NotChecked));
         let unreadable: Result<Option<OutputsReport>, String> = Err("outputs.json is not valid JSON".into());
-        assert!(matches!(OutputsEvidence::from_read(&unreadable), OutputsEvidence::Failed(why) if why == "outputs.json is not valid JSON"));
+        assert!(
+            matches!(OutputsEvidence::from_read(&unreadable), OutputsEvidence::Failed(why) if why == "outputs.json is not valid JSON")
+        );
     }
 }

@@ -172,11 +172,16 @@ pub fn worst(
     metric: impl Fn(&OutputMetrics) -> f64,
     higher_is_better: bool,
 ) -> Option<(&str, f64)> {
-    let badness = |v: f64| if v.is_nan() { f64::INFINITY } else if higher_is_better { -v } else { v };
-    outputs
-        .iter()
-        .map(|o| (o.name.as_str(), metric(&o.metrics)))
-        .max_by(|a, b| badness(a.1).total_cmp(&badness(b.1)))
+    let badness = |v: f64| {
+        if v.is_nan() {
+            f64::INFINITY
+        } else if higher_is_better {
+            -v
+        } else {
+            v
+        }
+    };
+    outputs.iter().map(|o| (o.name.as_str(), metric(&o.metrics))).max_by(|a, b| badness(a.1).total_cmp(&badness(b.1)))
 }
 
 /// How far (dB) a device's SQNR must lie below the median of the other devices to be the outlier.
@@ -237,7 +242,9 @@ pub mod non_finite {
                 "nan" => Ok(f64::NAN),
                 "inf" => Ok(f64::INFINITY),
                 "-inf" => Ok(f64::NEG_INFINITY),
-                other => Err(serde::de::Error::custom(format!("expected a number, \"inf\", \"-inf\" or \"nan\", found {other:?}"))),
+                other => Err(serde::de::Error::custom(format!(
+                    "expected a number, \"inf\", \"-inf\" or \"nan\", found {other:?}"
+                ))),
             },
         }
     }
@@ -324,7 +331,12 @@ mod tests {
         let path = dir.path().join("outputs.json");
         let report = OutputsReport {
             schema: OUTPUTS_SCHEMA.into(),
-            reference: ReferenceSource { model: "m.onnx".into(), model_sha256: "0".into(), ep: "CPU".into(), result_dir: "r".into() },
+            reference: ReferenceSource {
+                model: "m.onnx".into(),
+                model_sha256: "0".into(),
+                ep: "CPU".into(),
+                result_dir: "r".into(),
+            },
             outputs: vec![compare_tensors("y", (&[2], &[1.0, 2.0]), (&[2], &[1.0, 2.5])).unwrap()],
         };
         npugate_result::contract::write_json(&path, &report).unwrap();

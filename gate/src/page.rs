@@ -242,13 +242,21 @@ mod tests {
         plot.vline(0.5, "#000", "a < b & \"c\"");
         let svg = plot.finish("t").into_string();
         assert!(svg.contains("</line>") && svg.contains("a &lt; b &amp; &quot;c&quot;"), "{svg}");
-        assert!(svg.starts_with(r#"<svg xmlns="http://www.w3.org/2000/svg" width="575" height="100" viewBox="0 0 575 100""#), "{svg}");
+        assert!(
+            svg.starts_with(
+                r#"<svg xmlns="http://www.w3.org/2000/svg" width="575" height="100" viewBox="0 0 575 100""#
+            ),
+            "{svg}"
+        );
     }
 
     #[test]
     fn tables_escape_cells_and_right_align_numbers() {
         let html = table(&["name", "n"], &[vec!["<b>".to_string(), "3".to_string()]], &[1]).into_string();
-        assert_eq!(html, r#"<table><tr><th>name</th><th>n</th></tr><tr><td>&lt;b&gt;</td><td class="num">3</td></tr></table>"#);
+        assert_eq!(
+            html,
+            r#"<table><tr><th>name</th><th>n</th></tr><tr><td>&lt;b&gt;</td><td class="num">3</td></tr></table>"#
+        );
     }
 
     #[test]

@@ -289,10 +289,13 @@ pub fn load<T: DeserializeOwned>(file: Option<&Path>, overrides: &[String]) -> R
         None => toml::Table::new(),
         Some(path) => {
             let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|source| RulesError::Io { path: shown.clone(), source })?;
+            let text =
+                std::fs::read_to_string(path).map_err(|source| RulesError::Io { path: shown.clone(), source })?;
             // Parse into `T` first so that errors carry the line and name the key.
-            toml::from_str::<T>(&text).map_err(|e| RulesError::File { path: shown.clone(), message: one_line(&e.to_string()) })?;
-            toml::from_str::<toml::Table>(&text).map_err(|e| RulesError::File { path: shown, message: one_line(&e.to_string()) })?
+            toml::from_str::<T>(&text)
+                .map_err(|e| RulesError::File { path: shown.clone(), message: one_line(&e.to_string()) })?;
+            toml::from_str::<toml::Table>(&text)
+                .map_err(|e| RulesError::File { path: shown, message: one_line(&e.to_string()) })?
         }
     };
     for arg in overrides {
@@ -306,9 +309,8 @@ pub fn load<T: DeserializeOwned>(file: Option<&Path>, overrides: &[String]) -> R
 /// Parses one `key=value` override; the value is TOML (`5`, `true`, `["Softmax"]`) or a bare string.
 fn parse_override<T: DeserializeOwned>(arg: &str) -> Result<(String, toml::Value), RulesError> {
     let fail = |message: String| RulesError::Override { arg: arg.to_string(), message };
-    let (key, raw) = arg
-        .split_once('=')
-        .ok_or_else(|| fail("expected RULE=VALUE, e.g. --rule cv_pct=5".to_string()))?;
+    let (key, raw) =
+        arg.split_once('=').ok_or_else(|| fail("expected RULE=VALUE, e.g. --rule cv_pct=5".to_string()))?;
     let key = key.trim().to_string();
     let raw = raw.trim();
     let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))

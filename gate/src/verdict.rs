@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use npugate_profile::report::{FallbackNode, PlacementReport};
 use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult};
-use npugate_profile::report::{FallbackNode, PlacementReport};
 use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;
@@ -129,11 +129,7 @@ impl Subject {
             Some(folder) => folder.trim_end_matches(['/', '\\']).to_string(),
             None => run.model.path.clone(),
         };
-        Subject {
-            model,
-            fingerprint: Fingerprint::of(run),
-            run_status: format!("{:?}", run.status).to_lowercase(),
-        }
+        Subject { model, fingerprint: Fingerprint::of(run), run_status: format!("{:?}", run.status).to_lowercase() }
     }
 
     /// The model's file name (the path without its directories).

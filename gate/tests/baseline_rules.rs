@@ -7,8 +7,8 @@ use common::{detector_nodes, move_to_cpu, normal_series, placement, run, NORM, Q
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
-use npugate_result::RunResult;
 use npugate_profile::report::PlacementReport;
+use npugate_result::RunResult;
 
 /// Judges a run and its placement against a baseline (`force`: across different fingerprints).
 fn against(run: &RunResult, report: &PlacementReport, baseline: &Baseline, force: bool, rules: &Rules) -> Verdict {

@@ -8,14 +8,16 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{detector_nodes, move_to_cpu, normal_series, placement, run, Node, CPU, NORM, QNN};
-use npugate_gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
+use npugate_gate::compare::{
+    judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence,
+};
 use npugate_gate::confirm::{Attempt, Confirmation};
 use npugate_gate::export::{write_all, Format};
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules};
-use npugate_result::RunResult;
 use npugate_profile::report::PlacementReport;
+use npugate_result::RunResult;
 
 /// The runs of an ABBA session: `rounds` rounds of 20 runs, A around `a_ms`, B around `b_ms` (2% CV),
 /// both scaled by `load(launch)` (two launches per round).
@@ -31,7 +33,12 @@ fn rounds(count: usize, a_ms: f64, b_ms: f64, load: fn(usize) -> f64) -> Vec<(Fi
         .collect()
 }
 
-fn judged(session: &[(First, RunResult, RunResult)], a_nodes: &[Node], b_nodes: &[Node], rules: &CompareRules) -> CompareVerdict {
+fn judged(
+    session: &[(First, RunResult, RunResult)],
+    a_nodes: &[Node],
+    b_nodes: &[Node],
+    rules: &CompareRules,
+) -> CompareVerdict {
     let (a_run, b_run) = (run(vec![8_000_000]), run(vec![8_000_000]));
     let (a_place, b_place): (PlacementReport, PlacementReport) = (placement(QNN, a_nodes), placement(QNN, b_nodes));
     let evidence_rounds: Vec<RoundEvidence<'_>> = session
@@ -47,8 +54,18 @@ fn judged(session: &[(First, RunResult, RunResult)], a_nodes: &[Node], b_nodes: 
         .collect();
     let evidence = CompareEvidence {
         target: "R5CX21",
-        baseline: SideEvidence { model: "models/a.onnx", placement_run: &a_run, placement: Ok(&a_place), placement_dir: "baseline/placement" },
-        candidate: SideEvidence { model: "models/b.onnx", placement_run: &b_run, placement: Ok(&b_place), placement_dir: "candidate/placement" },
+        baseline: SideEvidence {
+            model: "models/a.onnx",
+            placement_run: &a_run,
+            placement: Ok(&a_place),
+            placement_dir: "baseline/placement",
+        },
+        candidate: SideEvidence {
+            model: "models/b.onnx",
+            placement_run: &b_run,
+            placement: Ok(&b_place),
+            placement_dir: "candidate/placement",
+        },
         rounds: &evidence_rounds,
         errors: vec![],
     };
@@ -81,7 +98,11 @@ fn a_ten_percent_slower_candidate_fails_and_an_identical_one_passes() {
     assert_eq!(status(&slower, RuleName::MaxSlowdownPct), CheckStatus::Fail);
     assert_eq!((slower.outcome, slower.exit_code()), (Outcome::Fail, 1));
     let message = &slower.checks[0].message;
-    assert!(message.starts_with("max_slowdown_pct: the candidate's median is 1.1") && message.contains("paired over 10 rounds"), "{message}");
+    assert!(
+        message.starts_with("max_slowdown_pct: the candidate's median is 1.1")
+            && message.contains("paired over 10 rounds"),
+        "{message}"
+    );
     assert_eq!(slower.rounds.len(), 10);
     assert_eq!((slower.rounds[0].first, slower.rounds[1].first), (First::Baseline, First::Candidate));
     assert_eq!(slower.baseline.latencies_ns.len(), 200, "every timed run of every round");
@@ -108,7 +129,13 @@ fn load_halfway_does_not_fail_the_comparison_but_fails_a_stored_baseline_on_the_
     let nodes = placement(QNN, &detector_nodes());
     let baseline = Baseline::from_run(first_a, Some(&nodes), "baseline/round-01").unwrap();
     let rules = Rules::load(None, &["disable=[\"cv_pct\"]".into()]).unwrap();
-    let stored = judge(&Evidence { baseline: Some(Comparison { baseline: &baseline, force: false }), ..Evidence::new(last_b, Ok(&nodes)) }, &rules);
+    let stored = judge(
+        &Evidence {
+            baseline: Some(Comparison { baseline: &baseline, force: false }),
+            ..Evidence::new(last_b, Ok(&nodes))
+        },
+        &rules,
+    );
     assert_eq!(stored.outcome, Outcome::Fail, "{:#?}", stored.checks);
     let ratio = stored.baseline.as_ref().unwrap().median_ratio.as_ref().unwrap();
     assert!(ratio.ci.lower > 1.3, "{ratio:?}");
@@ -119,14 +146,25 @@ fn a_node_moved_to_the_cpu_or_a_new_cpu_node_breaks_placement_must_match() {
     let mut moved = detector_nodes();
     move_to_cpu(&mut moved, NORM, 1800.0);
     let mut added = detector_nodes();
-    added.push(Node { name: "/extra/TopK".into(), op_type: "TopK".into(), ep: CPU.into(), flops: 1000, time_us: 30.0, expected: false });
+    added.push(Node {
+        name: "/extra/TopK".into(),
+        op_type: "TopK".into(),
+        ep: CPU.into(),
+        flops: 1000,
+        time_us: 30.0,
+        expected: false,
+    });
     let session = rounds(6, 8.0, 8.0, steady);
     let verdict = judged(&session, &detector_nodes(), &moved, &CompareRules::default());
     assert_eq!(status(&verdict, RuleName::PlacementMustMatch), CheckStatus::Fail);
     assert_eq!(verdict.placement_differences.len(), 1);
     let node = &verdict.placement_differences[0];
     assert_eq!((node.name.as_str(), node.baseline_ep.as_deref(), node.ep.as_str()), (NORM, Some(QNN), CPU));
-    assert!(verdict.checks[1].message.contains("LayerNormalization node /model.10/m.0/norm"), "{}", verdict.checks[1].message);
+    assert!(
+        verdict.checks[1].message.contains("LayerNormalization node /model.10/m.0/norm"),
+        "{}",
+        verdict.checks[1].message
+    );
 
     let verdict = judged(&session, &detector_nodes(), &added, &CompareRules::default());
     assert_eq!(verdict.placement_differences[0].baseline_ep, None, "a node only the candidate has");
@@ -134,7 +172,11 @@ fn a_node_moved_to_the_cpu_or_a_new_cpu_node_breaks_placement_must_match() {
     // Expected graph-I/O quantization nodes are not differences, and the rule can be switched off.
     let off = CompareRules::load(None, &["placement_must_match=false".into()]).unwrap();
     assert_eq!(judged(&session, &detector_nodes(), &moved, &off).outcome, Outcome::Pass);
-    assert!(verdict.warnings.is_empty() || !verdict.warnings[0].contains("only"), "6 rounds are not few: {:?}", verdict.warnings);
+    assert!(
+        verdict.warnings.is_empty() || !verdict.warnings[0].contains("only"),
+        "6 rounds are not few: {:?}",
+        verdict.warnings
+    );
 }
 
 #[test]
@@ -153,7 +195,15 @@ fn failing_comparison() -> CompareVerdict {
     let mut moved = detector_nodes();
     move_to_cpu(&mut moved, NORM, 1800.0);
     let mut verdict = judged(&rounds(10, 8.0, 8.8, load_halfway), &detector_nodes(), &moved, &CompareRules::default());
-    let attempts = (1..=3).map(|n| Attempt { attempt: n, dir: format!("attempt-{n}"), outcome: Outcome::Fail, failed_rules: vec![RuleName::MaxSlowdownPct], headline: Some("B/A 1.100×".into()) }).collect();
+    let attempts = (1..=3)
+        .map(|n| Attempt {
+            attempt: n,
+            dir: format!("attempt-{n}"),
+            outcome: Outcome::Fail,
+            failed_rules: vec![RuleName::MaxSlowdownPct],
+            headline: Some("B/A 1.100×".into()),
+        })
+        .collect();
     verdict.confirmation = Some(Confirmation::decide(2, attempts));
     verdict
 }
@@ -169,25 +219,55 @@ fn every_format_renders_a_comparison() {
     assert_eq!((json.schema.as_str(), json.outcome, json.rounds.len()), ("npugate.compare/1", Outcome::Fail, 10));
 
     let text = render(Format::Terminal, &verdict);
-    for needle in ["npugate compare: FAIL", "B/A 1.1", "Confirmation failed 3 of 3: the failure reproduced", "Rounds", "AB", "BA", "max_slowdown_pct", "(not in A)"] {
+    for needle in [
+        "npugate compare: FAIL",
+        "B/A 1.1",
+        "Confirmation failed 3 of 3: the failure reproduced",
+        "Rounds",
+        "AB",
+        "BA",
+        "max_slowdown_pct",
+        "(not in A)",
+    ] {
         assert!(text.contains(needle) || needle == "(not in A)", "{needle}: {text}");
     }
-    assert!(text.contains("1 node(s) run on another EP in the candidate") && text.contains("the device drifted +"), "{text}");
+    assert!(
+        text.contains("1 node(s) run on another EP in the candidate") && text.contains("the device drifted +"),
+        "{text}"
+    );
 
     let md = render(Format::Markdown, &verdict);
-    assert!(md.starts_with("## ❌ npugate compare: FAIL") && md.contains("| round | order | baseline median | candidate median | B/A |"), "{md}");
-    assert!(md.contains("**Confirmation:** failed 3 of 3: the failure reproduced") && md.contains("| 3 (reported) | attempt-3 | FAIL |"), "{md}");
+    assert!(
+        md.starts_with("## ❌ npugate compare: FAIL")
+            && md.contains("| round | order | baseline median | candidate median | B/A |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("**Confirmation:** failed 3 of 3: the failure reproduced")
+            && md.contains("| 3 (reported) | attempt-3 | FAIL |"),
+        "{md}"
+    );
 
     let github = render(Format::Github, &verdict);
     assert_eq!(github.lines().filter(|l| l.starts_with("::error ")).count(), 2, "{github}");
-    assert!(github.lines().all(|l| l.starts_with("::")) && github.contains("::notice title=npugate confirmation::failed 3 of 3"), "{github}");
+    assert!(
+        github.lines().all(|l| l.starts_with("::"))
+            && github.contains("::notice title=npugate confirmation::failed 3 of 3"),
+        "{github}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let xml = render(Format::Junit, &verdict);
     let file = dir.path().join("compare.xml");
     std::fs::write(&file, &xml).unwrap();
     let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/junit.xsd");
-    let out = Command::new("xmllint").arg("--noout").arg("--schema").arg(xsd).arg(&file).output().expect("xmllint (scripts/setup installs libxml2-utils)");
+    let out = Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(xsd)
+        .arg(&file)
+        .output()
+        .expect("xmllint (scripts/setup installs libxml2-utils)");
     assert!(out.status.success(), "{}\n{xml}", String::from_utf8_lossy(&out.stderr));
     assert_eq!((xml.matches("<testcase ").count(), xml.matches("<failure ").count()), (2, 2), "{xml}");
     assert!(xml.contains("confirmation: failed 3 of 3"), "{xml}");
@@ -202,7 +282,9 @@ fn every_format_renders_a_comparison() {
         assert!(png.len() > 60_000, "screenshot is only {} bytes", png.len());
     }
 
-    let written = write_all(&verdict, &[Format::Json, Format::Junit, Format::Markdown], Some(&dir.path().join("reports"))).unwrap();
+    let written =
+        write_all(&verdict, &[Format::Json, Format::Junit, Format::Markdown], Some(&dir.path().join("reports")))
+            .unwrap();
     let names: Vec<String> = written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["compare.json", "compare.junit.xml", "compare.md"]);
 }
@@ -213,14 +295,35 @@ fn a_confirmed_run_says_so_in_every_human_format() {
     let nodes = placement(QNN, &detector_nodes());
     let mut verdict = judge(&Evidence::new(&run, Ok(&nodes)), &Rules::default());
     let attempts = vec![
-        Attempt { attempt: 1, dir: "attempt-1".into(), outcome: Outcome::Fail, failed_rules: vec![RuleName::MedianMs], headline: Some("median 12.0 ms".into()) },
-        Attempt { attempt: 2, dir: "attempt-2".into(), outcome: Outcome::Pass, failed_rules: vec![], headline: Some("median 8.00 ms".into()) },
-        Attempt { attempt: 3, dir: "attempt-3".into(), outcome: Outcome::Pass, failed_rules: vec![], headline: Some("median 8.01 ms".into()) },
+        Attempt {
+            attempt: 1,
+            dir: "attempt-1".into(),
+            outcome: Outcome::Fail,
+            failed_rules: vec![RuleName::MedianMs],
+            headline: Some("median 12.0 ms".into()),
+        },
+        Attempt {
+            attempt: 2,
+            dir: "attempt-2".into(),
+            outcome: Outcome::Pass,
+            failed_rules: vec![],
+            headline: Some("median 8.00 ms".into()),
+        },
+        Attempt {
+            attempt: 3,
+            dir: "attempt-3".into(),
+            outcome: Outcome::Pass,
+            failed_rules: vec![],
+            headline: Some("median 8.01 ms".into()),
+        },
     ];
     verdict.confirmation = Some(Confirmation::decide(2, attempts));
     for format in [Format::Terminal, Format::Markdown, Format::Github, Format::Junit, Format::Html] {
         let text = format.exporter(false).render(&verdict);
         assert!(text.contains("failed 1 of 3, passed on confirmation"), "{format}: {text}");
-        assert!(format == Format::Github || format == Format::Junit || text.contains("median 12.0 ms"), "{format}: every attempt is shown");
+        assert!(
+            format == Format::Github || format == Format::Junit || text.contains("median 12.0 ms"),
+            "{format}: every attempt is shown"
+        );
     }
 }

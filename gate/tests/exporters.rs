@@ -42,10 +42,13 @@ fn json_round_trips_and_is_versioned() {
     let back: Verdict = serde_json::from_str(&json).unwrap();
     // Floats may differ in the last bit after a text round trip; everything a reader acts on is equal.
     assert_eq!(back.outcome, verdict.outcome);
-    assert_eq!(back.checks.iter().map(|c| (&c.rule, c.status, &c.message)).collect::<Vec<_>>(),
-        verdict.checks.iter().map(|c| (&c.rule, c.status, &c.message)).collect::<Vec<_>>());
+    assert_eq!(
+        back.checks.iter().map(|c| (&c.rule, c.status, &c.message)).collect::<Vec<_>>(),
+        verdict.checks.iter().map(|c| (&c.rule, c.status, &c.message)).collect::<Vec<_>>()
+    );
     assert_eq!(back.latencies_ns, verdict.latencies_ns);
-    let fallback = |v: &Verdict| v.placement.as_ref().unwrap().fallback.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+    let fallback =
+        |v: &Verdict| v.placement.as_ref().unwrap().fallback.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
     assert_eq!(fallback(&back), fallback(&verdict));
 }
 
@@ -55,7 +58,10 @@ fn github_annotations_one_error_per_failing_rule() {
     let text = render(Format::Github, &verdict);
     let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("::error ")).collect();
     assert_eq!(errors.len(), verdict.failures().count(), "{text}");
-    assert!(errors.iter().any(|l| l.starts_with("::error title=npugate npu_flops_pct::npu_flops_pct 87.7%25 < 98%25")), "{text}");
+    assert!(
+        errors.iter().any(|l| l.starts_with("::error title=npugate npu_flops_pct::npu_flops_pct 87.7%25 < 98%25")),
+        "{text}"
+    );
     assert!(text.lines().all(|l| l.starts_with("::")), "one command per line: {text}");
     let pass = render(Format::Github, &passing_verdict());
     assert!(pass.lines().any(|l| l.starts_with("::notice title=npugate::PASS: all 2 rules passed")), "{pass}");
@@ -135,7 +141,11 @@ fn write_all_puts_several_formats_into_a_directory() {
     let out = dir.path().join("reports");
     let written = write_all(&passing_verdict(), &[Format::Json, Format::Junit, Format::Html], Some(&out)).unwrap();
     assert_eq!(written.len(), 3);
-    assert!(out.join("verdict.json").is_file() && out.join("verdict.junit.xml").is_file() && out.join("verdict.html").is_file());
+    assert!(
+        out.join("verdict.json").is_file()
+            && out.join("verdict.junit.xml").is_file()
+            && out.join("verdict.html").is_file()
+    );
     let single = dir.path().join("v.md");
     write_all(&passing_verdict(), &[Format::Markdown], Some(&single)).unwrap();
     assert!(std::fs::read_to_string(single).unwrap().contains("PASS"));
@@ -154,7 +164,10 @@ fn screenshot(html: &str, name: &str) -> Option<Vec<u8>> {
 fn html_is_self_contained_and_renders_in_chromium() {
     let verdict = failing_verdict();
     let html = render(Format::Html, &verdict);
-    assert!(!html.contains("http://") || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count());
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count()
+    );
     assert!(!html.contains("https://") && !html.contains("<script") && !html.contains("<link"));
     assert!(html.matches("<svg").count() >= 4, "histogram, run chart, EP bars, graph strip");
     let Some(png) = screenshot(&html, "failing") else { return };

@@ -14,7 +14,8 @@ use npugate_gate::{judge, Evidence, OutputsEvidence, Rules, Verdict};
 /// A report of two outputs: `boxes` equal to the reference, `scores` off by a known step.
 fn report(scores_error: f64) -> OutputsReport {
     let reference: Vec<f64> = (0..40).map(|i| (i as f64 * 0.37).sin()).collect();
-    let scores: Vec<f64> = reference.iter().enumerate().map(|(i, r)| if i % 4 == 0 { r + scores_error } else { *r }).collect();
+    let scores: Vec<f64> =
+        reference.iter().enumerate().map(|(i, r)| if i % 4 == 0 { r + scores_error } else { *r }).collect();
     OutputsReport {
         schema: OUTPUTS_SCHEMA.into(),
         reference: ReferenceSource {
@@ -44,7 +45,10 @@ fn rules(overrides: &[&str]) -> Rules {
 fn output_rules_are_off_by_default() {
     let verdict = judged(Rules::default(), Some(&report(0.5)));
     assert_eq!(verdict.outcome, Outcome::Pass);
-    assert!(verdict.checks.iter().all(|c| !matches!(c.rule, RuleName::MinCosine | RuleName::MinSqnrDb | RuleName::MaxAbsErr)));
+    assert!(verdict
+        .checks
+        .iter()
+        .all(|c| !matches!(c.rule, RuleName::MinCosine | RuleName::MinSqnrDb | RuleName::MaxAbsErr)));
 }
 
 #[test]

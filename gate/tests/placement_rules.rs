@@ -33,7 +33,10 @@ fn cpu_fallback_fails_npu_flops_and_names_the_node() {
     );
     assert!(check.message.starts_with("npu_flops_pct 87.7% < 98%"), "{}", check.message);
     assert_eq!(check.nodes.len(), 1, "expected I/O quantize nodes are not blamed");
-    assert_eq!(check.nodes[0].reason.as_deref(), Some("Validation FAILED for node /model.10/m.0/norm: unsupported axis"));
+    assert_eq!(
+        check.nodes[0].reason.as_deref(),
+        Some("Validation FAILED for node /model.10/m.0/norm: unsupported axis")
+    );
     assert_eq!(verdict.outcome, Outcome::Fail);
 }
 
@@ -41,7 +44,8 @@ fn cpu_fallback_fails_npu_flops_and_names_the_node() {
 fn allow_listed_node_or_op_type_does_not_fail() {
     let (run, report) = fallback_run();
     for allow in ["allow_nodes=[\"/model.10/m.0/norm\"]", "allow_op_types=[\"LayerNormalization\"]"] {
-        let rules = Rules::load(None, &[allow.into(), "max_fallback_nodes=0".into(), "npu_time_pct=100".into()]).unwrap();
+        let rules =
+            Rules::load(None, &[allow.into(), "max_fallback_nodes=0".into(), "npu_time_pct=100".into()]).unwrap();
         let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);
         for rule in [RuleName::NpuFlopsPct, RuleName::MaxFallbackNodes, RuleName::NpuTimePct] {
             let check = find(&verdict, rule);
@@ -58,7 +62,12 @@ fn expected_io_quantize_nodes_never_fail() {
     assert!(report.preferred_flops_pct < 100.0 && report.preferred_nodes_pct < 100.0);
     let rules = Rules::load(
         None,
-        &["npu_flops_pct=100".into(), "npu_nodes_pct=100".into(), "npu_time_pct=100".into(), "max_fallback_nodes=0".into()],
+        &[
+            "npu_flops_pct=100".into(),
+            "npu_nodes_pct=100".into(),
+            "npu_time_pct=100".into(),
+            "max_fallback_nodes=0".into(),
+        ],
     )
     .unwrap();
     let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &rules);
@@ -72,7 +81,11 @@ fn with_no_flops_known_expected_nodes_count_by_nodes_as_the_share_does() {
     // A compiled model without its source: its EPContext node on QNN, the graph-I/O Q/DQ on the
     // CPU by design, no FLOPs known anywhere — the share is 1 node of 3.
     let mut nodes = vec![detector_nodes()[0].clone(), detector_nodes()[0].clone(), detector_nodes()[0].clone()];
-    for (n, (name, op_type, ep)) in nodes.iter_mut().zip([("x_QuantizeLinear", "QuantizeLinear", CPU), ("ctx", "EPContext", QNN), ("y_DequantizeLinear", "DequantizeLinear", CPU)]) {
+    for (n, (name, op_type, ep)) in nodes.iter_mut().zip([
+        ("x_QuantizeLinear", "QuantizeLinear", CPU),
+        ("ctx", "EPContext", QNN),
+        ("y_DequantizeLinear", "DequantizeLinear", CPU),
+    ]) {
         (n.name, n.op_type, n.ep, n.flops, n.expected) = (name.into(), op_type.into(), ep.into(), 0, ep == CPU);
     }
     let report = placement(QNN, &nodes);
@@ -80,11 +93,19 @@ fn with_no_flops_known_expected_nodes_count_by_nodes_as_the_share_does() {
     let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &Rules::default());
     let check = find(&verdict, RuleName::NpuFlopsPct);
     assert_eq!(check.status, CheckStatus::Pass, "{}", check.message);
-    assert!(check.message.starts_with("npu_flops_pct 100.0% >= 98% (no FLOPs known: counted by nodes)"), "{}", check.message);
+    assert!(
+        check.message.starts_with("npu_flops_pct 100.0% >= 98% (no FLOPs known: counted by nodes)"),
+        "{}",
+        check.message
+    );
 
     // A real CPU node among them still fails it, counted by nodes too.
     nodes[2].expected = false;
-    let check = find(&judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&placement(QNN, &nodes))), &Rules::default()), RuleName::NpuFlopsPct).clone();
+    let check = find(
+        &judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&placement(QNN, &nodes))), &Rules::default()),
+        RuleName::NpuFlopsPct,
+    )
+    .clone();
     assert_eq!(check.status, CheckStatus::Fail, "{}", check.message);
     assert!(check.message.contains("66.7%") && check.message.contains("y_DequantizeLinear"), "{}", check.message);
 }
@@ -157,7 +178,11 @@ fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
     let share = find(&verdict, RuleName::NpuFlopsPct);
     assert!(share.message.contains("QNNExecutionProvider started but claimed no node"), "{}", share.message);
     assert!(share.message.contains("by cause: 28 nodes: Cannot get shape (e.g. "), "{}", share.message);
-    assert!(share.message.contains(", …) → the model has dynamic input dims; pass --shape images=1x3x640x640"), "{}", share.message);
+    assert!(
+        share.message.contains(", …) → the model has dynamic input dims; pass --shape images=1x3x640x640"),
+        "{}",
+        share.message
+    );
     let count = find(&verdict, RuleName::MaxFallbackNodes);
     assert!(count.message.starts_with("max_fallback_nodes: 28 nodes > 0"), "{}", count.message);
     assert!(count.message.contains("by cause: 28 nodes: Cannot get shape"), "{}", count.message);
@@ -172,14 +197,23 @@ fn an_emulated_run_leaves_speed_rules_not_applicable_and_still_judges_placement(
     for rule in [RuleName::CvPct, RuleName::MedianMs] {
         let check = find(&verdict, rule);
         assert_eq!(check.status, CheckStatus::NotApplicable, "{check:?}");
-        assert!(check.message.contains("not judged: the run was emulated (Qualcomm's HTP emulator)"), "{}", check.message);
+        assert!(
+            check.message.contains("not judged: the run was emulated (Qualcomm's HTP emulator)"),
+            "{}",
+            check.message
+        );
     }
     assert_eq!(find(&verdict, RuleName::NpuFlopsPct).status, CheckStatus::Fail, "placement is still judged");
     assert_eq!(verdict.outcome, Outcome::Fail);
     let (mut clean, report) = (run.clone(), placement(QNN, &detector_nodes()));
     clean.execution.emulated = Some("emulator".into());
     let verdict = judge(&Evidence::new(&clean, Ok(&report)), &rules);
-    assert_eq!(verdict.outcome, Outcome::Pass, "not-applicable checks never make the outcome an error: {:?}", verdict.checks);
+    assert_eq!(
+        verdict.outcome,
+        Outcome::Pass,
+        "not-applicable checks never make the outcome an error: {:?}",
+        verdict.checks
+    );
 }
 
 #[test]
@@ -187,7 +221,8 @@ fn a_requested_htp_performance_mode_the_backend_did_not_apply_is_a_warning() {
     use npugate_result::HtpPowerReport;
     let (mut run, report) = (common::run(vec![1_000_000; 30]), placement(QNN, &detector_nodes()));
     run.execution.ep_options.insert("htp_performance_mode".into(), "burst".into());
-    let warnings = |run: &npugate_result::RunResult| judge(&Evidence::new(run, Ok(&report)), &Rules::default()).warnings;
+    let warnings =
+        |run: &npugate_result::RunResult| judge(&Evidence::new(run, Ok(&report)), &Rules::default()).warnings;
     let backend = run.backend.as_mut().unwrap();
     backend.htp_power = Some(HtpPowerReport {
         performance_mode: Some("burst".into()),
@@ -198,14 +233,20 @@ fn a_requested_htp_performance_mode_the_backend_did_not_apply_is_a_warning() {
     });
     let said = warnings(&run);
     assert!(
-        said.iter().any(|w| w.starts_with("htp_performance_mode=burst was requested, but not applied: QNN HTP backend: No perf settings support")),
+        said.iter().any(|w| w.starts_with(
+            "htp_performance_mode=burst was requested, but not applied: QNN HTP backend: No perf settings support"
+        )),
         "{said:?}"
     );
-    let applied = HtpPowerReport { applied: true, not_applied: None, ..run.backend.as_ref().unwrap().htp_power.clone().unwrap() };
+    let applied =
+        HtpPowerReport { applied: true, not_applied: None, ..run.backend.as_ref().unwrap().htp_power.clone().unwrap() };
     run.backend.as_mut().unwrap().htp_power = Some(applied);
     assert!(!warnings(&run).iter().any(|w| w.contains("htp_performance_mode")), "applied: no warning");
     run.backend.as_mut().unwrap().htp_power = None;
     assert!(warnings(&run).iter().any(|w| w.contains("holds no account of the HTP backend's power configuration")));
     run.execution.ep_options.insert("backend_path".into(), "libQnnSaver.so".into());
-    assert!(!warnings(&run).iter().any(|w| w.contains("htp_performance_mode")), "not the HTP backend: nothing to apply");
+    assert!(
+        !warnings(&run).iter().any(|w| w.contains("htp_performance_mode")),
+        "not the HTP backend: nothing to apply"
+    );
 }

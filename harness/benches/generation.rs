@@ -34,15 +34,27 @@ fn harness_round(lib: &Path, folder: &Path, prompt: u32, gen: u32, generations: 
         .arg(folder)
         .arg("--out")
         .arg(out.path())
-        .args(["--prompt-tokens", &prompt.to_string(), "--gen-tokens", &gen.to_string(), "--generations", &generations.to_string()])
+        .args([
+            "--prompt-tokens",
+            &prompt.to_string(),
+            "--gen-tokens",
+            &gen.to_string(),
+            "--generations",
+            &generations.to_string(),
+        ])
         .args(["--warmup-generations", "2", "--profile-runs", "0", "--no-reference-pass"])
         .status()
         .expect("run the harness");
     assert!(status.success(), "harness failed: {status}");
-    let generation = npugate_result::RunResult::read(out.path()).expect("result.json").generation.expect("a generation");
+    let generation =
+        npugate_result::RunResult::read(out.path()).expect("result.json").generation.expect("a generation");
     let steps: Vec<f64> = generation.decode_ns.iter().flatten().map(|&ns| ns as f64).collect();
     let decode_wall: f64 = generation.wall_ns.iter().zip(&generation.ttft_ns).map(|(&w, &t)| (w - t) as f64).sum();
-    Round { median_step_ns: median(&steps), wall_per_token_ns: decode_wall / f64::from(gen * generations), copies_per_step: Some(generation.kv.copies_per_step) }
+    Round {
+        median_step_ns: median(&steps),
+        wall_per_token_ns: decode_wall / f64::from(gen * generations),
+        copies_per_step: Some(generation.kv.copies_per_step),
+    }
 }
 
 /// The simplest correct loop in `ort`: `session.run` with owned inputs, the presents fed back.
@@ -50,19 +62,39 @@ fn bare_round(session: &mut Session, prompt: &[i64], gen: u32, generations: u32,
     let mut steps = Vec::new();
     let mut decode_wall = 0.0;
     for generation in 0..generations + 2 {
-        let mut pasts: Vec<DynValue> = (0..layers * 2).map(|_| Tensor::<f32>::from_array(([1usize, 2, 0, 16], Vec::<f32>::new())).expect("empty past").into_dyn()).collect();
+        let mut pasts: Vec<DynValue> = (0..layers * 2)
+            .map(|_| Tensor::<f32>::from_array(([1usize, 2, 0, 16], Vec::<f32>::new())).expect("empty past").into_dyn())
+            .collect();
         let mut ids: Vec<i64> = prompt.to_vec();
         let mut start = 0usize;
         let mut decode_start = None;
         for step in 0..=gen {
             let count = ids.len();
             let mut inputs: Vec<(String, SessionInputValue<'_>)> = vec![
-                ("input_ids".into(), Tensor::from_array(([1usize, count], ids.clone())).expect("ids").into_dyn().into()),
-                ("attention_mask".into(), Tensor::from_array(([1usize, start + count], vec![1i64; start + count])).expect("mask").into_dyn().into()),
-                ("position_ids".into(), Tensor::from_array(([1usize, count], (start as i64..(start + count) as i64).collect::<Vec<_>>())).expect("positions").into_dyn().into()),
+                (
+                    "input_ids".into(),
+                    Tensor::from_array(([1usize, count], ids.clone())).expect("ids").into_dyn().into(),
+                ),
+                (
+                    "attention_mask".into(),
+                    Tensor::from_array(([1usize, start + count], vec![1i64; start + count]))
+                        .expect("mask")
+                        .into_dyn()
+                        .into(),
+                ),
+                (
+                    "position_ids".into(),
+                    Tensor::from_array(([1usize, count], (start as i64..(start + count) as i64).collect::<Vec<_>>()))
+                        .expect("positions")
+                        .into_dyn()
+                        .into(),
+                ),
             ];
             for (i, past) in pasts.drain(..).enumerate() {
-                inputs.push((format!("past_key_values.{}.{}", i / 2, if i % 2 == 0 { "key" } else { "value" }), past.into()));
+                inputs.push((
+                    format!("past_key_values.{}.{}", i / 2, if i % 2 == 0 { "key" } else { "value" }),
+                    past.into(),
+                ));
             }
             if step == 1 {
                 decode_start = Some(Instant::now());
@@ -77,7 +109,11 @@ fn bare_round(session: &mut Session, prompt: &[i64], gen: u32, generations: u32,
             let last = &logits[(count - 1) * 97..count * 97];
             let next = last.iter().enumerate().fold(0, |best, (i, v)| if *v > last[best] { i } else { best }) as i64;
             for i in 0..layers * 2 {
-                pasts.push(outputs.remove(format!("present.{}.{}", i / 2, if i % 2 == 0 { "key" } else { "value" })).expect("present"));
+                pasts.push(
+                    outputs
+                        .remove(format!("present.{}.{}", i / 2, if i % 2 == 0 { "key" } else { "value" }))
+                        .expect("present"),
+                );
             }
             start += count;
             ids = vec![next];
@@ -86,7 +122,11 @@ fn bare_round(session: &mut Session, prompt: &[i64], gen: u32, generations: u32,
             decode_wall += decode_start.map_or(0.0, |t| t.elapsed().as_nanos() as f64);
         }
     }
-    Round { median_step_ns: median(&steps), wall_per_token_ns: decode_wall / f64::from(gen * generations), copies_per_step: None }
+    Round {
+        median_step_ns: median(&steps),
+        wall_per_token_ns: decode_wall / f64::from(gen * generations),
+        copies_per_step: None,
+    }
 }
 
 fn main() {
@@ -96,9 +136,15 @@ fn main() {
     for needed in [&lib, &folder.join("model.onnx")] {
         assert!(needed.is_file(), "{} is missing: run scripts/setup", needed.display());
     }
-    let (prompt, gen, generations, rounds) = (env_number("BENCH_PROMPT", 32), env_number("BENCH_GEN", 32), env_number("BENCH_GENERATIONS", 20), env_number("BENCH_ROUNDS", 5));
+    let (prompt, gen, generations, rounds) = (
+        env_number("BENCH_PROMPT", 32),
+        env_number("BENCH_GEN", 32),
+        env_number("BENCH_GENERATIONS", 20),
+        env_number("BENCH_ROUNDS", 5),
+    );
     let env = ort::init_from(&lib).expect("load ORT").build().expect("environment");
-    let mut session = Session::builder(&env).expect("builder").commit_from_file(folder.join("model.onnx")).expect("session");
+    let mut session =
+        Session::builder(&env).expect("builder").commit_from_file(folder.join("model.onnx")).expect("session");
     // The harness's prompt for seed 42 is its own; the bare loop's length is what matters.
     let prompt_ids: Vec<i64> = (0..i64::from(prompt)).map(|i| (i * 7 + 3) % 97).collect();
     let (mut harness, mut bare) = (Vec::new(), Vec::new());
@@ -107,7 +153,12 @@ fn main() {
         harness.push(harness_round(&lib, &folder, prompt, gen, generations));
         bare.push(bare_round(&mut session, &prompt_ids, gen, generations, 2));
     }
-    let summarize = |rounds: &[Round]| (median(&rounds.iter().map(|r| r.median_step_ns).collect::<Vec<_>>()), median(&rounds.iter().map(|r| r.wall_per_token_ns).collect::<Vec<_>>()));
+    let summarize = |rounds: &[Round]| {
+        (
+            median(&rounds.iter().map(|r| r.median_step_ns).collect::<Vec<_>>()),
+            median(&rounds.iter().map(|r| r.wall_per_token_ns).collect::<Vec<_>>()),
+        )
+    };
     let (h_step, h_wall) = summarize(&harness);
     let (b_step, b_wall) = summarize(&bare);
     let copies = median(&harness.iter().filter_map(|r| r.copies_per_step).collect::<Vec<_>>());

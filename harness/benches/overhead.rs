@@ -61,7 +61,15 @@ fn harness_loop(lib: &Path, model: &Path, runs: u32, warmup: u32) -> LoopTiming 
         .arg(model)
         .arg("--out")
         .arg(out.path())
-        .args(["--runs", &runs.to_string(), "--warmup", &warmup.to_string(), "--profile-runs", "0", "--no-reference-pass"])
+        .args([
+            "--runs",
+            &runs.to_string(),
+            "--warmup",
+            &warmup.to_string(),
+            "--profile-runs",
+            "0",
+            "--no-reference-pass",
+        ])
         .status()
         .expect("run the harness");
     assert!(status.success(), "harness failed: {status}");
@@ -69,7 +77,12 @@ fn harness_loop(lib: &Path, model: &Path, runs: u32, warmup: u32) -> LoopTiming 
     LoopTiming::from(result.timings.latencies_ns, result.timings.loop_wall_ns)
 }
 
-fn bare_ort_loop(session: &mut ort::session::Session, input: &ort::value::DynValue, runs: u32, warmup: u32) -> LoopTiming {
+fn bare_ort_loop(
+    session: &mut ort::session::Session,
+    input: &ort::value::DynValue,
+    runs: u32,
+    warmup: u32,
+) -> LoopTiming {
     let name = session.inputs()[0].name().to_string();
     for _ in 0..warmup {
         session.run(ort::inputs![name.as_str() => input]).expect("warmup run");
@@ -109,10 +122,7 @@ fn main() {
     let (runs, warmup, rounds) = (env_number("BENCH_RUNS", 2000), 50, env_number("BENCH_ROUNDS", 3));
 
     let env = ort::init_from(&lib).expect("load ORT").build().expect("environment");
-    let mut session = ort::session::Session::builder(&env)
-        .expect("builder")
-        .commit_from_file(&model)
-        .expect("session");
+    let mut session = ort::session::Session::builder(&env).expect("builder").commit_from_file(&model).expect("session");
     let shape: Vec<i64> = match session.inputs()[0].dtype() {
         ort::value::ValueType::Tensor { shape, .. } => shape.iter().map(|&d| d.max(1)).collect(),
         other => panic!("benchmark model input must be a tensor, got {other:?}"),
@@ -133,7 +143,11 @@ fn main() {
         let unmeasured: Vec<f64> = loops.iter().map(|l| l.unmeasured_ns).collect();
         (median(&medians), median(&overheads), median(&unmeasured))
     };
-    let rows = [("npugate-harness", summarize(&harness)), ("bare ort session.run", summarize(&bare)), ("python onnxruntime", summarize(&python_t))];
+    let rows = [
+        ("npugate-harness", summarize(&harness)),
+        ("bare ort session.run", summarize(&bare)),
+        ("python onnxruntime", summarize(&python_t)),
+    ];
     println!("model {} · ORT 1.31.1 · {runs} runs × {rounds} rounds (median of round medians)", model.display());
     println!("{:<24} {:>12} {:>26} {:>24}", "loop", "median (µs)", "wall/N − median (µs)", "unmeasured/run (µs)");
     for (name, (median_ns, overhead_ns, unmeasured_ns)) in &rows {

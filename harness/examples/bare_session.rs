@@ -16,7 +16,8 @@ fn main() -> Result<(), String> {
     let [ort_lib, plugin, model, soc_model] = args.as_slice() else {
         return Err("usage: bare_session ORT_LIB QNN_PLUGIN MODEL SOC_MODEL".into());
     };
-    let env = ort::init_from(ort_lib).map_err(|e| e.to_string())?.with_name("bare").build().map_err(|e| e.to_string())?;
+    let env =
+        ort::init_from(ort_lib).map_err(|e| e.to_string())?.with_name("bare").build().map_err(|e| e.to_string())?;
     env.register_ep_library("QNNExecutionProvider", plugin).map_err(|e| e.to_string())?;
     let device = env.devices().find(|d| d.ep().is_ok_and(|ep| ep == "QNNExecutionProvider")).ok_or("no QNN device")?;
     let options = [("backend_type", "htp"), ("soc_model", soc_model.as_str()), ("enable_htp_fp16_precision", "1")]

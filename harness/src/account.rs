@@ -100,7 +100,11 @@ pub fn create_quiet_first<S>(
         return Ok((create(None), SessionLog { level: level.cli_name().into(), verbose_rerun: Some(why) }));
     }
     // Only files the first attempt writes are removed: one there before is the user's to keep.
-    let written: Vec<PathBuf> = plans.iter().filter_map(|plan| context_cache::written_by(&plan.session_config)).filter(|f| !f.exists()).collect();
+    let written: Vec<PathBuf> = plans
+        .iter()
+        .filter_map(|plan| context_cache::written_by(&plan.session_config))
+        .filter(|f| !f.exists())
+        .collect();
     env.set_log_level(session::log_level(level));
     let first = create(Some(level));
     let reason = match &first {
@@ -114,7 +118,8 @@ pub fn create_quiet_first<S>(
     };
     drop(first);
     for file in written.iter().filter(|f| f.exists()) {
-        std::fs::remove_file(file).with_context(|| format!("cannot remove {} before the VERBOSE rerun writes it again", file.display()))?;
+        std::fs::remove_file(file)
+            .with_context(|| format!("cannot remove {} before the VERBOSE rerun writes it again", file.display()))?;
     }
     let harness = std::env::current_exe().context("cannot find the harness's own executable for the VERBOSE rerun")?;
     let status = Command::new(&harness)
@@ -141,7 +146,14 @@ mod tests {
             .iter()
             .map(|(ep, nodes)| AssignedSubgraph {
                 ep: ep.to_string(),
-                nodes: nodes.iter().map(|(name, op)| AssignedNode { name: name.to_string(), op_type: op.to_string(), domain: String::new() }).collect(),
+                nodes: nodes
+                    .iter()
+                    .map(|(name, op)| AssignedNode {
+                        name: name.to_string(),
+                        op_type: op.to_string(),
+                        domain: String::new(),
+                    })
+                    .collect(),
             })
             .collect();
         Assignment { source: "Session_GetEpGraphAssignmentInfo".into(), error: None, subgraphs }
@@ -149,9 +161,19 @@ mod tests {
 
     /// A QDQ model: a graph-input Q, a conv unit, a graph-output DQ.
     fn graph() -> ModelGraph {
-        let node = |name: &str, op: &str| GraphNode { name: name.into(), op_type: op.into(), domain: String::new(), subgraph: false };
+        let node = |name: &str, op: &str| GraphNode {
+            name: name.into(),
+            op_type: op.into(),
+            domain: String::new(),
+            subgraph: false,
+        };
         ModelGraph {
-            nodes: vec![node("x_q", "QuantizeLinear"), node("conv", "Conv"), node("det", "Det"), node("y_dq", "DequantizeLinear")],
+            nodes: vec![
+                node("x_q", "QuantizeLinear"),
+                node("conv", "Conv"),
+                node("det", "Det"),
+                node("y_dq", "DequantizeLinear"),
+            ],
             io_quantization: vec!["x_q".into(), "y_dq".into()],
             ..ModelGraph::default()
         }
@@ -176,36 +198,66 @@ mod tests {
 
     #[test]
     fn every_node_on_the_ep_needs_no_rerun() {
-        let all = assignment(&[(QNN, &[("x_q", "QuantizeLinear"), ("conv", "Conv"), ("det", "Det"), ("y_dq", "DequantizeLinear")])]);
+        let all = assignment(&[(
+            QNN,
+            &[("x_q", "QuantizeLinear"), ("conv", "Conv"), ("det", "Det"), ("y_dq", "DequantizeLinear")],
+        )]);
         assert_eq!(reason(&all, Some(&graph()), true), None);
     }
 
     #[test]
     fn graph_io_quantization_left_to_the_cpu_by_design_needs_no_rerun() {
-        let offloaded = assignment(&[(CPU, &[("x_q", "QuantizeLinear")]), (QNN, &[("conv", "Conv"), ("det", "Det")]), (CPU, &[("y_dq", "DequantizeLinear")])]);
+        let offloaded = assignment(&[
+            (CPU, &[("x_q", "QuantizeLinear")]),
+            (QNN, &[("conv", "Conv"), ("det", "Det")]),
+            (CPU, &[("y_dq", "DequantizeLinear")]),
+        ]);
         assert_eq!(reason(&offloaded, Some(&graph()), true), None);
         // The EP was told to take them (offload_graph_io_quantization=0): then they are fallback.
-        assert_eq!(reason(&offloaded, Some(&graph()), false).as_deref(), Some("2 node(s) left off QNNExecutionProvider: x_q, y_dq"));
+        assert_eq!(
+            reason(&offloaded, Some(&graph()), false).as_deref(),
+            Some("2 node(s) left off QNNExecutionProvider: x_q, y_dq")
+        );
         // Without the model's graph no Q/DQ is known to be graph I/O.
         assert!(reason(&offloaded, None, true).is_some());
     }
 
     #[test]
     fn a_real_node_left_to_the_cpu_needs_the_verbose_account() {
-        let rejected = assignment(&[(CPU, &[("x_q", "QuantizeLinear")]), (QNN, &[("conv", "Conv")]), (CPU, &[("det", "Det"), ("y_dq", "DequantizeLinear")])]);
-        assert_eq!(reason(&rejected, Some(&graph()), true).as_deref(), Some("1 node(s) left off QNNExecutionProvider: det"));
+        let rejected = assignment(&[
+            (CPU, &[("x_q", "QuantizeLinear")]),
+            (QNN, &[("conv", "Conv")]),
+            (CPU, &[("det", "Det"), ("y_dq", "DequantizeLinear")]),
+        ]);
+        assert_eq!(
+            reason(&rejected, Some(&graph()), true).as_deref(),
+            Some("1 node(s) left off QNNExecutionProvider: det")
+        );
         let many: Vec<(String, &str)> = (0..7).map(|i| (format!("n{i}"), "Neg")).collect();
         let many: Vec<(&str, &str)> = many.iter().map(|(n, op)| (n.as_str(), *op)).collect();
         let mostly_cpu = assignment(&[(QNN, &[("conv", "Conv")]), (CPU, &many)]);
-        assert_eq!(reason(&mostly_cpu, Some(&graph()), true).as_deref(), Some("7 node(s) left off QNNExecutionProvider: n0, n1, n2, n3, n4 and 2 more"));
+        assert_eq!(
+            reason(&mostly_cpu, Some(&graph()), true).as_deref(),
+            Some("7 node(s) left off QNNExecutionProvider: n0, n1, n2, n3, n4 and 2 more")
+        );
     }
 
     #[test]
     fn an_ep_that_took_nothing_or_an_unavailable_assignment_needs_the_verbose_account() {
         let nothing = assignment(&[(CPU, &[("conv", "Conv")])]);
-        assert_eq!(reason(&nothing, Some(&graph()), true).as_deref(), Some("QNNExecutionProvider was assigned no node"));
-        assert_eq!(reason(&assignment(&[]), Some(&graph()), true).as_deref(), Some("QNNExecutionProvider was assigned no node"));
-        let unavailable = Assignment { source: "unavailable".into(), error: Some("Session_GetEpGraphAssignmentInfo: not recorded".into()), subgraphs: Vec::new() };
+        assert_eq!(
+            reason(&nothing, Some(&graph()), true).as_deref(),
+            Some("QNNExecutionProvider was assigned no node")
+        );
+        assert_eq!(
+            reason(&assignment(&[]), Some(&graph()), true).as_deref(),
+            Some("QNNExecutionProvider was assigned no node")
+        );
+        let unavailable = Assignment {
+            source: "unavailable".into(),
+            error: Some("Session_GetEpGraphAssignmentInfo: not recorded".into()),
+            subgraphs: Vec::new(),
+        };
         assert_eq!(
             reason(&unavailable, Some(&graph()), true).as_deref(),
             Some("the assignment is unavailable: Session_GetEpGraphAssignmentInfo: not recorded")

@@ -32,7 +32,8 @@ const SETUP_FAILED: &str = "QNN SetupBackend failed";
 /// The QNN EP's line for a backend that started.
 const SETUP_SUCCEEDED: &str = "QNN SetupBackend succeed";
 /// Phrases of an EP registration error that mean its device is absent (not a bad option).
-const DEVICE_ABSENT: &[&str] = &["is not available", "no CUDA-capable device is detected", "CUDA driver version is insufficient"];
+const DEVICE_ABSENT: &[&str] =
+    &["is not available", "no CUDA-capable device is detected", "CUDA driver version is insufficient"];
 /// Other lines worth keeping as evidence.
 const CONTEXT: &[&str] = &[
     SETUP_SUCCEEDED,
@@ -180,7 +181,10 @@ pub fn htp_power(log: &str) -> Option<HtpPowerReport> {
     for line in log.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let after = |marker: &str| line.find(marker).map(|at| &line[at + marker.len()..]);
         let number = |marker: &str| after(marker).and_then(leading_number);
-        if let Some(mode) = after(POWER_MODE_SET).map(|m| m.trim_end_matches('.')).or_else(|| after(POWER_MODE_KEPT).and_then(|m| m.split(')').next())) {
+        if let Some(mode) = after(POWER_MODE_SET)
+            .map(|m| m.trim_end_matches('.'))
+            .or_else(|| after(POWER_MODE_KEPT).and_then(|m| m.split(')').next()))
+        {
             report.performance_mode.get_or_insert_with(|| mode.to_string());
             seen = true;
         } else if let Some(us) = number(RPC_POLLING_SET).or_else(|| number(RPC_POLLING_KEPT)) {
@@ -203,7 +207,8 @@ pub fn htp_power(log: &str) -> Option<HtpPowerReport> {
             if message.contains(NO_PERF_SUPPORT) {
                 report.not_applied.get_or_insert(format!("QNN HTP backend: {NO_PERF_SUPPORT}"));
             }
-            let noise = POWER_NOISE.iter().any(|n| message.contains(n)) || report.backend_settings.last().is_some_and(|l| l == message);
+            let noise = POWER_NOISE.iter().any(|n| message.contains(n))
+                || report.backend_settings.last().is_some_and(|l| l == message);
             if !noise && report.backend_settings.len() < MAX_POWER_SETTINGS {
                 report.backend_settings.push(message.to_string());
             }
@@ -212,7 +217,8 @@ pub fn htp_power(log: &str) -> Option<HtpPowerReport> {
     if let Some(status) = report.status.as_deref().filter(|s| *s != "0x0") {
         report.not_applied.get_or_insert(format!("QNN HTP backend: setPowerConfig returned status {status}"));
     }
-    if report.status.is_none() && report.not_applied.is_none() && report.performance_mode.as_deref() != Some("default") {
+    if report.status.is_none() && report.not_applied.is_none() && report.performance_mode.as_deref() != Some("default")
+    {
         report.not_applied = Some("the log holds no record of the HTP backend setting the power configuration".into());
     }
     report.applied = report.not_applied.is_none();
@@ -307,7 +313,9 @@ mod tests {
             .iter()
             .map(|(ep, n)| AssignedSubgraph {
                 ep: ep.to_string(),
-                nodes: (0..*n).map(|i| AssignedNode { name: format!("n{i}"), op_type: "Conv".into(), domain: String::new() }).collect(),
+                nodes: (0..*n)
+                    .map(|i| AssignedNode { name: format!("n{i}"), op_type: "Conv".into(), domain: String::new() })
+                    .collect(),
             })
             .collect();
         Assignment { source: "Session_GetEpGraphAssignmentInfo".into(), error: None, subgraphs }
@@ -321,12 +329,21 @@ mod tests {
 
     #[test]
     fn htp_without_snapdragon_is_dead_with_the_cause_first() {
-        let health = assess(&fixture("a64_qemu_qnn_htp_no_soc_verbose.log"), &assignment(&[("CPUExecutionProvider", 13)]), QNN, None);
+        let health = assess(
+            &fixture("a64_qemu_qnn_htp_no_soc_verbose.log"),
+            &assignment(&[("CPUExecutionProvider", 13)]),
+            QNN,
+            None,
+        );
         assert!(!health.started);
         let reason = health.reason.as_deref().unwrap();
         assert!(reason.starts_with("No Snapdragon SOC detected"), "{reason}");
         assert!(reason.contains("QNN SetupBackend failed"), "{reason}");
-        assert!(health.evidence.iter().any(|e| e.contains("All nodes placed on [CPUExecutionProvider]")), "{:?}", health.evidence);
+        assert!(
+            health.evidence.iter().any(|e| e.contains("All nodes placed on [CPUExecutionProvider]")),
+            "{:?}",
+            health.evidence
+        );
         let message = failure(&health, &assignment(&[("CPUExecutionProvider", 13)]), QNN).to_string();
         assert!(message.starts_with("QNN backend did not start: No Snapdragon SOC detected"), "{message}");
         assert!(message.ends_with("; 100% of nodes would run on CPU"), "{message}");
@@ -334,7 +351,12 @@ mod tests {
 
     #[test]
     fn gpu_without_adreno_is_dead() {
-        let health = assess(&fixture("a64_qemu_qnn_gpu_no_adreno_verbose.log"), &assignment(&[("CPUExecutionProvider", 9)]), QNN, None);
+        let health = assess(
+            &fixture("a64_qemu_qnn_gpu_no_adreno_verbose.log"),
+            &assignment(&[("CPUExecutionProvider", 9)]),
+            QNN,
+            None,
+        );
         assert!(!health.started);
         assert!(health.reason.as_deref().unwrap().contains("Invalid OpenCL driver path"), "{:?}", health.reason);
     }
@@ -356,7 +378,12 @@ mod tests {
         assert!(health.started, "{:?}", health.reason);
         assert!(health.evidence.iter().any(|e| e.contains("QNN SetupBackend succeed")), "{:?}", health.evidence);
         // Without the setup line, a QNN EP that claimed nothing is not known to have started.
-        let health = assess("[V:onnxruntime:timed, x.cc:1 F] Node placements", &assignment(&[("CPUExecutionProvider", 4)]), QNN, None);
+        let health = assess(
+            "[V:onnxruntime:timed, x.cc:1 F] Node placements",
+            &assignment(&[("CPUExecutionProvider", 4)]),
+            QNN,
+            None,
+        );
         assert!(!health.started);
         assert!(health.reason.unwrap().contains("no successful QNN backend setup"));
     }
@@ -367,7 +394,10 @@ mod tests {
         let log = "[W:onnxruntime:timed, x.cc:1 F] some warning\n";
         let health = assess(log, &assignment(&[(QNN, 12)]), QNN, None);
         assert!(health.started, "{:?}", health.reason);
-        assert_eq!(health.evidence, ["Session_GetEpGraphAssignmentInfo: QNNExecutionProvider was assigned 12 of 12 nodes"]);
+        assert_eq!(
+            health.evidence,
+            ["Session_GetEpGraphAssignmentInfo: QNNExecutionProvider was assigned 12 of 12 nodes"]
+        );
         assert_eq!(health.htp_power, None);
     }
 
@@ -423,7 +453,13 @@ mod tests {
         assert_eq!(report.status.as_deref(), Some("0x0"));
         assert_eq!(
             report.backend_settings,
-            ["set power settings rpc polling time 9999", "No perf settings support on this platform", "set power settings DCVS V3 for context id 172534280:", "dcvsEnable 0", "powerMode 16"]
+            [
+                "set power settings rpc polling time 9999",
+                "No perf settings support on this platform",
+                "set power settings DCVS V3 for context id 172534280:",
+                "dcvsEnable 0",
+                "powerMode 16"
+            ]
         );
         assert!(!report.applied, "the host build says it cannot");
         assert_eq!(report.not_applied.as_deref(), Some("QNN HTP backend: No perf settings support on this platform"));
@@ -433,7 +469,10 @@ mod tests {
         let report = htp_power(&device).unwrap();
         assert!(report.applied && report.not_applied.is_none(), "{report:?}");
         let failed = device.replace("status 0x0", "status 0x3ea");
-        assert_eq!(htp_power(&failed).unwrap().not_applied.as_deref(), Some("QNN HTP backend: setPowerConfig returned status 0x3ea"));
+        assert_eq!(
+            htp_power(&failed).unwrap().not_applied.as_deref(),
+            Some("QNN HTP backend: setPowerConfig returned status 0x3ea")
+        );
         let unrecorded = "[V:onnxruntime:profiled, x.cc:1 F] Updating htp performance mode to: burst.";
         assert!(htp_power(unrecorded).unwrap().not_applied.unwrap().contains("no record"));
         let default = "[V:onnxruntime:profiled, x.cc:1 F] Requested htp performance mode is the same as last set (default). Ignoring request";

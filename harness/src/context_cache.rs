@@ -18,7 +18,13 @@ const EP_CONTEXT_OP: &[u8] = b"EPContext";
 /// Path of the context model for this model and configuration inside `dir`. The name carries a
 /// hash of everything that changes the compiled graph (the model digest over all its files, EP
 /// options, ORT version), so a stale cache is never loaded for a changed model or option.
-pub fn context_model_path(dir: &Path, model: &Path, model_digest: &str, ep_options: &[(String, String)], ort_version: &str) -> PathBuf {
+pub fn context_model_path(
+    dir: &Path,
+    model: &Path,
+    model_digest: &str,
+    ep_options: &[(String, String)],
+    ort_version: &str,
+) -> PathBuf {
     let mut hasher = Sha256::new();
     hasher.update(model_digest.as_bytes());
     hasher.update(ort_version.as_bytes());
@@ -38,7 +44,8 @@ pub fn write_config(path: &Path) -> Vec<(String, String)> {
 /// The context model a session with `session_config` writes: its `ep.context_file_path` when
 /// `ep.context_enable` is `1`.
 pub fn written_by(session_config: &[(String, String)]) -> Option<PathBuf> {
-    let value = |wanted: &str| session_config.iter().rev().find(|(key, _)| key == wanted).map(|(_, value)| value.as_str());
+    let value =
+        |wanted: &str| session_config.iter().rev().find(|(key, _)| key == wanted).map(|(_, value)| value.as_str());
     (value(CONTEXT_ENABLE) == Some("1")).then(|| value(CONTEXT_FILE_PATH)).flatten().map(PathBuf::from)
 }
 
@@ -56,7 +63,8 @@ pub fn check_written(path: &Path) -> Result<()> {
         Err(e) => return Err(e).with_context(|| format!("cannot read context model {}", path.display())),
     };
     if !bytes.windows(EP_CONTEXT_OP.len()).any(|w| w == EP_CONTEXT_OP) {
-        std::fs::remove_file(path).with_context(|| format!("cannot remove unusable context model {}", path.display()))?;
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove unusable context model {}", path.display()))?;
         bail!(
             "--context-cache: {} has no EPContext node, so the backend made no context binary (only the QNN HTP and GPU \
              backends can; the Saver and CPU backends cannot): run with --qnn-backend htp on a device, or drop --context-cache",
@@ -91,6 +99,9 @@ mod tests {
         assert!(!path.exists());
         std::fs::write(&path, b"\x08\x07 EPContext node").unwrap();
         check_written(&path).unwrap();
-        assert!(check_written(&dir.path().join("missing.onnx")).unwrap_err().to_string().contains("wrote no context model"));
+        assert!(check_written(&dir.path().join("missing.onnx"))
+            .unwrap_err()
+            .to_string()
+            .contains("wrote no context model"));
     }
 }

@@ -9,9 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
-use npugate_result::{FusionGroup, Fusions};
 use npugate_onnx::proto::GraphProto;
 use npugate_onnx::Model;
+use npugate_result::{FusionGroup, Fusions};
 
 /// Sets the optimized graph in `optimized` against `model` (main graphs).
 pub fn map(model: &Model, optimized: &Path) -> Result<Fusions> {
@@ -76,7 +76,13 @@ pub fn groups(original: &GraphProto, optimized: &GraphProto) -> Fusions {
 
 /// Every tensor a node of `graph` reads or writes.
 fn tensors(graph: &GraphProto) -> HashSet<&str> {
-    graph.node.iter().flat_map(|n| n.input.iter().chain(&n.output)).map(String::as_str).filter(|t| !t.is_empty()).collect()
+    graph
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().chain(&n.output))
+        .map(String::as_str)
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 /// Disjoint sets over `0..n` (path halving, union by size).
@@ -153,6 +159,9 @@ mod tests {
         assert_eq!(conv.nodes, ["conv", "bn", "relu"]);
         assert_eq!(conv.kernels, ["ReorderInput", "y_nchwc", "ReorderOutput"]);
         let folded = &fusions.groups[1];
-        assert_eq!((folded.nodes.as_slice(), folded.kernels.len()), (&["shape".to_string(), "gather".to_string()][..], 0));
+        assert_eq!(
+            (folded.nodes.as_slice(), folded.kernels.len()),
+            (&["shape".to_string(), "gather".to_string()][..], 0)
+        );
     }
 }

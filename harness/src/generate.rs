@@ -20,10 +20,13 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::{LlmGraph, LlmModel};
-use npugate_result::digest::{model_digest, sha256_file};
-use npugate_result::{files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelGraph, ModelInfo, RunResult, TimedLog};
-use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_profile::placement::PlacementInputs;
+use npugate_result::digest::{model_digest, sha256_file};
+use npugate_result::{
+    files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelGraph, ModelInfo,
+    RunResult, TimedLog,
+};
+use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
 use npugate_stats::{median, LatencyStats};
 use ort::environment::Environment;
@@ -85,7 +88,11 @@ impl Spec {
     pub fn resolve(args: &Args, llm: &LlmModel) -> Result<Spec> {
         let settings = &args.settings.generation;
         let (prompt, gen) = llm
-            .lengths(settings.prompt_tokens.map(|c| c.get()), settings.gen_tokens.map(|c| c.get()), (DEFAULT_PROMPT_TOKENS, DEFAULT_GEN_TOKENS))
+            .lengths(
+                settings.prompt_tokens.map(|c| c.get()),
+                settings.gen_tokens.map(|c| c.get()),
+                (DEFAULT_PROMPT_TOKENS, DEFAULT_GEN_TOKENS),
+            )
             .map_err(anyhow::Error::msg)?;
         Ok(Spec { prompt, gen, warmup: settings.warmup_generations(), generations: settings.generations() })
     }
@@ -95,7 +102,11 @@ impl Spec {
 /// profiled generation, the reference pass; writes `result.json` with its `generation` section.
 pub fn run(args: &Args, config: &Path) -> Result<()> {
     let llm = LlmModel::open(config).map_err(|e| anyhow!("{e}"))?;
-    for (given, flag) in [(!args.settings.shapes.is_empty(), "--shape"), (!args.settings.inputs.is_empty(), "--input"), (args.settings.context_cache.is_some(), "--context-cache")] {
+    for (given, flag) in [
+        (!args.settings.shapes.is_empty(), "--shape"),
+        (!args.settings.inputs.is_empty(), "--input"),
+        (args.settings.context_cache.is_some(), "--context-cache"),
+    ] {
         if given {
             bail!("{flag} does not apply to an LLM model folder ({}): the generation feeds its own ids, positions and KV cache", config.display());
         }
@@ -109,8 +120,18 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.settings.warmup = spec.warmup;
     let Setup { out, log, env, mut timings, ep_name, plan, .. } = setup;
     let loaded = llm.graphs.iter().map(|graph| LoadedModel::read(&graph.path)).collect::<Result<Vec<_>>>()?;
-    let plans: Vec<SessionPlan> = llm.graphs.iter().zip(&loaded).enumerate().map(|(index, (graph, loaded))| graph_plan(&plan, graph, loaded, index, llm.graphs.len())).collect();
-    let model_graphs: Vec<ModelGraph> = loaded.iter().zip(&plans).map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings)).collect();
+    let plans: Vec<SessionPlan> = llm
+        .graphs
+        .iter()
+        .zip(&loaded)
+        .enumerate()
+        .map(|(index, (graph, loaded))| graph_plan(&plan, graph, loaded, index, llm.graphs.len()))
+        .collect();
+    let model_graphs: Vec<ModelGraph> = loaded
+        .iter()
+        .zip(&plans)
+        .map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings))
+        .collect();
 
     // The timed sessions log at an app's level (nothing per inference); a session-only run has no
     // timed runs and its sessions are the account: quiet first on an accelerator, created again at
@@ -123,9 +144,10 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
             .iter()
             .zip(&plans)
             .map(|(graph, plan)| {
-                plan.create(&env, &format!("timed:{}", graph.id), level)
-                    .map(Rc::new)
-                    .map_err(|e| setup::explain_with_backend(e, &plan.ep, &log, log_start).context(format!("graph {} ({})", graph.id, graph.file)))
+                plan.create(&env, &format!("timed:{}", graph.id), level).map(Rc::new).map_err(|e| {
+                    setup::explain_with_backend(e, &plan.ep, &log, log_start)
+                        .context(format!("graph {} ({})", graph.id, graph.file))
+                })
             })
             .collect()
     };
@@ -135,12 +157,17 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
             let judge = |sessions: &Vec<Rc<Session>>| {
                 sessions.iter().zip(&model_graphs).zip(&llm.graphs).find_map(|((session, graph), llm_graph)| {
                     let assignment = crate::session::assignment(session);
-                    let placement = PlacementInputs { assignment: &assignment, graph: Some(graph), ..PlacementInputs::of_run(&result) };
+                    let placement = PlacementInputs {
+                        assignment: &assignment,
+                        graph: Some(graph),
+                        ..PlacementInputs::of_run(&result)
+                    };
                     account::rerun_reason(&placement).map(|reason| format!("graph {}: {reason}", llm_graph.id))
                 })
             };
             let plan_refs: Vec<&SessionPlan> = plans.iter().collect();
-            let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, &env, &plan_refs, create, judge)?;
+            let (created, logged) =
+                account::create_quiet_first(args.settings.ort_log_level, &env, &plan_refs, create, judge)?;
             result.execution.session_log = Some(logged);
             created
         }
@@ -149,7 +176,9 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     timings.session_create_ns = setup::elapsed_ns(start);
     let sessions = match created {
         Ok(sessions) => sessions,
-        Err(error) if args.settings.session_only => return setup::refused(args, &out, result, timings, &log, log_start, error),
+        Err(error) if args.settings.session_only => {
+            return setup::refused(args, &out, result, timings, &log, log_start, error)
+        }
         Err(error) => return Err(error),
     };
     let assignments: Vec<Assignment> = sessions.iter().map(|s| crate::session::assignment(s)).collect();
@@ -191,7 +220,12 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     }
 
     let by_phase = |phase: Phase| -> Vec<(usize, Rc<Session>)> {
-        llm.graphs.iter().enumerate().filter(|(_, g)| runs_in(g, phase)).map(|(i, _)| (i, Rc::clone(&sessions[i]))).collect()
+        llm.graphs
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| runs_in(g, phase))
+            .map(|(i, _)| (i, Rc::clone(&sessions[i])))
+            .collect()
     };
     let mut generator = Generator::new(&llm, &spec, by_phase(Phase::Prompt), by_phase(Phase::Token))?;
     generation.kv.mode = generator.kv.mode().into();
@@ -202,7 +236,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let measured = generator.measure(&prompt, &spec, &mut generation);
     let lines_during_runs = crate::backend::lines_between(&log, runs_start, crate::backend::log_position(&log));
     env.set_log_level(ort::logging::LogLevel::Verbose);
-    result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
+    result.execution.timed_log =
+        Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
     // The cold start of the gate's latency series (decode steps): the first decode step run.
     timings.first_inference_ns = generator.first_step_ns;
     let saved = match (&measured, args.settings.check_outputs) {
@@ -228,7 +263,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.generation = Some(generation);
 
     let after = AfterRuns { args, env: &env, llm: &llm, plans: &plans, prompt: &prompt, spec: &spec, out: &out };
-    let finished = measured.map(drop).and_then(|()| saved.map(drop)).and_then(|()| finish(&after, &mut result, &mut account));
+    let finished =
+        measured.map(drop).and_then(|()| saved.map(drop)).and_then(|()| finish(&after, &mut result, &mut account));
     assess_backend(args, &mut result, account, &env, &plans, &log, &ep_name);
     setup::conclude(result, finished, &ep_name, &out)
 }
@@ -238,7 +274,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
 /// QNN's word that it prepared each graph with weight sharing (`weight_sharing_enabled = 1`) is in
 /// its VERBOSE log only, and the backend logs at the environment's level when the EP was registered.
 fn weight_shared_compile(args: &Args, llm: &LlmModel) -> bool {
-    let config: Vec<(String, String)> = args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+    let config: Vec<(String, String)> =
+        args.settings.session_config.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
     shares_ep_context(args.settings.ep, llm.graphs.len()) && crate::context_cache::written_by(&config).is_some()
 }
 
@@ -249,12 +286,23 @@ fn shares_ep_context(ep: EpKind, graphs: usize) -> bool {
 
 /// The accelerator's health and emulation from the VERBOSE account: the session-only sessions'
 /// or the profiled pass's set-up log, else one account session per graph.
-fn assess_backend(args: &Args, result: &mut RunResult, account: Option<String>, env: &Environment, plans: &[SessionPlan], log: &Path, ep_name: &str) {
+fn assess_backend(
+    args: &Args,
+    result: &mut RunResult,
+    account: Option<String>,
+    env: &Environment,
+    plans: &[SessionPlan],
+    log: &Path,
+    ep_name: &str,
+) {
     if !args.settings.ep.is_accelerator() {
         return;
     }
-    let account = account.unwrap_or_else(|| plans.iter().map(|plan| setup::account_session(env, plan, log, &mut result.warnings)).collect());
-    result.backend = Some(crate::backend::assess(&account, &result.assignment, ep_name, setup::adsp_problem().as_deref()));
+    let account = account.unwrap_or_else(|| {
+        plans.iter().map(|plan| setup::account_session(env, plan, log, &mut result.warnings)).collect()
+    });
+    result.backend =
+        Some(crate::backend::assess(&account, &result.assignment, ep_name, setup::adsp_problem().as_deref()));
     result.execution.emulated = setup::emulation(args, result.backend.as_ref());
 }
 
@@ -263,7 +311,12 @@ fn assess_backend(args: &Args, result: &mut RunResult, account: Option<String>, 
 /// which the last graph's session ends. A compile of a folder writes each graph's EPContext model
 /// beside the path asked for, named after the graph's file (`token.onnx` → `token_ctx.onnx`).
 fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index: usize, graphs: usize) -> SessionPlan {
-    let mut plan = SessionPlan { model: graph.path.clone(), source_model: graph.path.clone(), renamed: loaded.renamed.clone(), ..plan.clone() };
+    let mut plan = SessionPlan {
+        model: graph.path.clone(),
+        source_model: graph.path.clone(),
+        renamed: loaded.renamed.clone(),
+        ..plan.clone()
+    };
     if shares_ep_context(plan.ep.kind, graphs) {
         let last = index + 1 == graphs;
         for (key, wanted) in [(SHARE_EP_CONTEXTS, true), (STOP_SHARE_EP_CONTEXTS, last)] {
@@ -272,8 +325,13 @@ fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index:
             }
         }
     }
-    if let Some((_, path)) = plan.session_config.iter_mut().find(|(key, _)| key == crate::context_cache::CONTEXT_FILE_PATH) {
-        let stem = Path::new(&graph.file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| graph.id.clone());
+    if let Some((_, path)) =
+        plan.session_config.iter_mut().find(|(key, _)| key == crate::context_cache::CONTEXT_FILE_PATH)
+    {
+        let stem = Path::new(&graph.file)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| graph.id.clone());
         *path = Path::new(path.as_str()).with_file_name(format!("{stem}_ctx.onnx")).display().to_string();
     }
     plan
@@ -301,7 +359,16 @@ fn identify(llm: &LlmModel, hashed: &[ModelFile]) -> Result<ModelInfo> {
         }
     }
     let digest = model_digest(&sha256, bytes, &files);
-    Ok(ModelInfo { path: llm.config.display().to_string(), sha256, bytes, digest, files, inputs: Vec::new(), outputs: Vec::new(), fixed_from: None })
+    Ok(ModelInfo {
+        path: llm.config.display().to_string(),
+        sha256,
+        bytes,
+        digest,
+        files,
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        fixed_from: None,
+    })
 }
 
 /// Every graph's assignment in one list (the whole model's nodes, graph after graph).
@@ -318,16 +385,33 @@ fn merged(assignments: &[Assignment]) -> Assignment {
 }
 
 /// Each graph with its phases: runs per generation and the shapes fed.
-fn graph_runs(llm: &LlmModel, spec: &Spec, assignments: &[Assignment], model_graphs: Vec<ModelGraph>) -> Result<Vec<GraphRun>> {
+fn graph_runs(
+    llm: &LlmModel,
+    spec: &Spec,
+    assignments: &[Assignment],
+    model_graphs: Vec<ModelGraph>,
+) -> Result<Vec<GraphRun>> {
     let chunk = prompt_chunk(llm, spec);
     let mut runs = Vec::new();
     for ((graph, assignment), model_graph) in llm.graphs.iter().zip(assignments).zip(model_graphs) {
         let mut phases = Vec::new();
         if graph.run_on_prompt {
-            phases.push(GraphPhase { phase: Phase::Prompt.name().into(), runs: spec.prompt / chunk, input_shapes: Vec::new(), profile: None, reference_profile: None });
+            phases.push(GraphPhase {
+                phase: Phase::Prompt.name().into(),
+                runs: spec.prompt / chunk,
+                input_shapes: Vec::new(),
+                profile: None,
+                reference_profile: None,
+            });
         }
         if graph.run_on_token_gen {
-            phases.push(GraphPhase { phase: Phase::Token.name().into(), runs: spec.gen, input_shapes: Vec::new(), profile: None, reference_profile: None });
+            phases.push(GraphPhase {
+                phase: Phase::Token.name().into(),
+                runs: spec.gen,
+                input_shapes: Vec::new(),
+                profile: None,
+                reference_profile: None,
+            });
         }
         let (sha256, _) = sha256_file(&graph.path).with_context(|| format!("cannot hash {}", graph.path.display()))?;
         runs.push(GraphRun {
@@ -386,7 +470,9 @@ fn vocabulary(llm: &LlmModel) -> Result<usize> {
         .find_map(|g| g.output(&llm.names.logits)?.dims.as_ref()?.last()?.fixed())
         .and_then(|v| usize::try_from(v).ok())
         .filter(|&v| v > 0)
-        .ok_or_else(|| anyhow!("{}: the logits output {:?} has no fixed vocabulary dim", llm.config.display(), llm.names.logits))
+        .ok_or_else(|| {
+            anyhow!("{}: the logits output {:?} has no fixed vocabulary dim", llm.config.display(), llm.names.logits)
+        })
 }
 
 /// The KV cache: per layer a key and a value, each one buffer (`shared`) or two (`ping_pong`).
@@ -403,7 +489,8 @@ struct KvStore {
 impl KvStore {
     fn new(llm: &LlmModel, spec: &Spec) -> Result<KvStore> {
         let past_key = npugate_onnx::genai::layer_name(&llm.names.past_key, 0);
-        let declared = llm.graphs.iter().find_map(|g| g.input(&past_key)).ok_or_else(|| anyhow!("no graph takes {past_key:?}"))?;
+        let declared =
+            llm.graphs.iter().find_map(|g| g.input(&past_key)).ok_or_else(|| anyhow!("no graph takes {past_key:?}"))?;
         let dims = declared.dims.clone().unwrap_or_default();
         let fixed = |i: usize| dims.get(i).and_then(|d| d.fixed());
         // The graph's fixed dims, else the config's num_key_value_heads and head_size.
@@ -444,7 +531,8 @@ impl KvStore {
     /// Bytes of cache holding `tokens` positions (a static cache: all of it).
     fn bytes_in_use(&self, tokens: u32) -> u64 {
         let length = self.fixed_length.unwrap_or(i64::from(tokens));
-        let size = self.tensors.first().and_then(|(pair, _)| kv::element_size(pair[0].element_type()).ok()).unwrap_or(0);
+        let size =
+            self.tensors.first().and_then(|(pair, _)| kv::element_size(pair[0].element_type()).ok()).unwrap_or(0);
         (self.tensors.len() as i64 * self.heads * length * self.head_size) as u64 * size as u64
     }
 
@@ -528,16 +616,29 @@ struct Generator {
 type Expected = Vec<(usize, *mut std::ffi::c_void)>;
 
 impl Generator {
-    fn new(llm: &LlmModel, spec: &Spec, prompt: Vec<(usize, Rc<Session>)>, token: Vec<(usize, Rc<Session>)>) -> Result<Generator> {
+    fn new(
+        llm: &LlmModel,
+        spec: &Spec,
+        prompt: Vec<(usize, Rc<Session>)>,
+        token: Vec<(usize, Rc<Session>)>,
+    ) -> Result<Generator> {
         let kv = KvStore::new(llm, spec)?;
         let vocab = vocabulary(llm)?;
         let chunk = i64::from(prompt_chunk(llm, spec));
         let capacity = i64::from(spec.prompt + spec.gen);
         let stages = |sessions: Vec<(usize, Rc<Session>)>, sequence: i64| -> Result<Vec<Stage>> {
-            sessions.into_iter().map(|(index, session)| Stage::new(llm, &llm.graphs[index], session, sequence, capacity, vocab)).collect()
+            sessions
+                .into_iter()
+                .map(|(index, session)| Stage::new(llm, &llm.graphs[index], session, sequence, capacity, vocab))
+                .collect()
         };
         if let Some(graph) = llm.phase(false).find(|g| g.fixed_sequence(&llm.names).is_some_and(|s| s != 1)) {
-            bail!("{}: graph {} runs on generated tokens but takes {} tokens at a time; a token generator takes 1", llm.config.display(), graph.file, graph.fixed_sequence(&llm.names).unwrap_or_default());
+            bail!(
+                "{}: graph {} runs on generated tokens but takes {} tokens at a time; a token generator takes 1",
+                llm.config.display(),
+                graph.file,
+                graph.fixed_sequence(&llm.names).unwrap_or_default()
+            );
         }
         Ok(Generator { prompt: stages(prompt, chunk)?, token: stages(token, 1)?, kv, chunk, vocab, first_step_ns: 0 })
     }
@@ -551,7 +652,8 @@ impl Generator {
         let mut first_logits = None;
         let mut copies = 0usize;
         for index in 0..spec.generations {
-            let run = self.generate(prompt, spec.gen, true).with_context(|| format!("timed generation {}", index + 1))?;
+            let run =
+                self.generate(prompt, spec.gen, true).with_context(|| format!("timed generation {}", index + 1))?;
             generation.ttft_ns.push(run.ttft_ns);
             generation.decode_ns.push(run.decode_ns);
             generation.wall_ns.push(run.wall_ns);
@@ -639,7 +741,14 @@ impl Generator {
 }
 
 impl Stage {
-    fn new(llm: &LlmModel, graph: &LlmGraph, session: Rc<Session>, sequence: i64, capacity: i64, vocab: usize) -> Result<Stage> {
+    fn new(
+        llm: &LlmModel,
+        graph: &LlmGraph,
+        session: Rc<Session>,
+        sequence: i64,
+        capacity: i64,
+        vocab: usize,
+    ) -> Result<Stage> {
         let managed = llm.managed_inputs();
         if let Some(foreign) = graph.inputs.iter().find(|i| !managed.contains(&i.name)) {
             bail!(
@@ -688,11 +797,26 @@ impl Stage {
             }
         }
         let logits = match graph.output(&llm.names.logits) {
-            Some(declared) => Some((name(&llm.names.logits)?, Buffer::new(tensor_type(declared.element_type)?, sequence as usize * vocab)?)),
+            Some(declared) => Some((
+                name(&llm.names.logits)?,
+                Buffer::new(tensor_type(declared.element_type)?, sequence as usize * vocab)?,
+            )),
             None => None,
         };
-        let binding = session.create_binding().map_err(|e| anyhow!("cannot create an I/O binding for {}: {e}", graph.file))?;
-        Ok(Stage { session, binding, run_options: quiet_run_options()?, ids, positions, mask, past, present, logits, vocab: vocab as i64 })
+        let binding =
+            session.create_binding().map_err(|e| anyhow!("cannot create an I/O binding for {}: {e}", graph.file))?;
+        Ok(Stage {
+            session,
+            binding,
+            run_options: quiet_run_options()?,
+            ids,
+            positions,
+            mask,
+            past,
+            present,
+            logits,
+            vocab: vocab as i64,
+        })
     }
 
     /// Writes `tokens` and binds this run's views; returns them (alive until the run ends) and
@@ -771,7 +895,8 @@ fn summarize(generation: &mut Generation) {
     generation.decode = LatencyStats::from_ns(&steps);
     let ttft: Vec<f64> = generation.ttft_ns.iter().map(|&ns| ns as f64).collect();
     let decode: Vec<f64> = steps.iter().map(|&ns| ns as f64).collect();
-    generation.prefill_tok_s = median(&ttft).filter(|m| *m > 0.0).map_or(0.0, |m| f64::from(generation.prompt_tokens) * 1e9 / m);
+    generation.prefill_tok_s =
+        median(&ttft).filter(|m| *m > 0.0).map_or(0.0, |m| f64::from(generation.prompt_tokens) * 1e9 / m);
     generation.decode_tok_s = median(&decode).filter(|m| *m > 0.0).map_or(0.0, |m| 1e9 / m);
 }
 
@@ -785,7 +910,11 @@ fn peak_rss() -> Option<u64> {
 
 /// `--check-outputs`: the generated ids and the last logits as `outputs/tokens.npy` and
 /// `outputs/logits.npy`, described as the model's two outputs.
-fn save_outputs(out: &Path, tokens: &[i64], logits: &[f32]) -> Result<(Vec<String>, Vec<npugate_result::TensorSignature>)> {
+fn save_outputs(
+    out: &Path,
+    tokens: &[i64],
+    logits: &[f32],
+) -> Result<(Vec<String>, Vec<npugate_result::TensorSignature>)> {
     let dir = out.join(files::OUTPUTS_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     crate::outputs::write_array(&dir.join("tokens.npy"), &[tokens.len() as u64], tokens.iter().copied())?;
@@ -827,7 +956,8 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
         let created_log = std::cell::RefCell::new(String::new());
         let profiled = |graph: usize, phase: Phase| {
             let log_start = crate::backend::log_position(&log);
-            let session = plans[graph].create_profiled(env, &out.join(format!("profile-{}-{}", graph, phase.name())), None);
+            let session =
+                plans[graph].create_profiled(env, &out.join(format!("profile-{}-{}", graph, phase.name())), None);
             created_log.borrow_mut().push_str(&crate::backend::log_since(&log, log_start));
             session
         };
@@ -839,7 +969,9 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
     }
     if !args.settings.no_reference_pass {
         let start = Instant::now();
-        let reference = |graph: usize, phase: Phase| plans[graph].create_reference(env, &out.join(format!("reference-{}-{}", graph, phase.name())));
+        let reference = |graph: usize, phase: Phase| {
+            plans[graph].create_reference(env, &out.join(format!("reference-{}-{}", graph, phase.name())))
+        };
         let written = profile_generation(llm, spec, prompt, 1, reference).context("reference pass")?;
         attach(generation, written, out, "reference_profile", |p, file| p.reference_profile = Some(file))?;
         result.timings.reference_pass_ns = setup::elapsed_ns(start);
@@ -849,13 +981,28 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
 
 /// One generation of `gen` decode steps with a fresh session per graph and phase from `create`
 /// (profiling on); returns each (graph, phase)'s ended profile file.
-fn profile_generation(llm: &LlmModel, spec: &Spec, prompt: &[i64], gen: u32, create: impl Fn(usize, Phase) -> Result<Session>) -> Result<Vec<(usize, Phase, String)>> {
+fn profile_generation(
+    llm: &LlmModel,
+    spec: &Spec,
+    prompt: &[i64],
+    gen: u32,
+    create: impl Fn(usize, Phase) -> Result<Session>,
+) -> Result<Vec<(usize, Phase, String)>> {
     let sessions = |phase: Phase| -> Result<Vec<(usize, Rc<Session>)>> {
-        llm.graphs.iter().enumerate().filter(|(_, g)| runs_in(g, phase)).map(|(i, _)| Ok((i, Rc::new(create(i, phase)?)))).collect()
+        llm.graphs
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| runs_in(g, phase))
+            .map(|(i, _)| Ok((i, Rc::new(create(i, phase)?))))
+            .collect()
     };
     let prompt_sessions = sessions(Phase::Prompt)?;
     let token_sessions = sessions(Phase::Token)?;
-    let keys: Vec<(usize, Phase)> = prompt_sessions.iter().map(|(i, _)| (*i, Phase::Prompt)).chain(token_sessions.iter().map(|(i, _)| (*i, Phase::Token))).collect();
+    let keys: Vec<(usize, Phase)> = prompt_sessions
+        .iter()
+        .map(|(i, _)| (*i, Phase::Prompt))
+        .chain(token_sessions.iter().map(|(i, _)| (*i, Phase::Token)))
+        .collect();
     let short = Spec { gen, ..*spec };
     let mut generator = Generator::new(llm, &short, prompt_sessions, token_sessions)?;
     generator.generate(prompt, gen, false)?;
@@ -873,12 +1020,19 @@ fn profile_generation(llm: &LlmModel, spec: &Spec, prompt: &[i64], gen: u32, cre
 }
 
 /// Moves each written profile to `<kind>.<graph id>.<phase>.json` and records it on its phase.
-fn attach(generation: &mut Generation, written: Vec<(usize, Phase, String)>, out: &Path, kind: &str, set: impl Fn(&mut GraphPhase, String)) -> Result<()> {
+fn attach(
+    generation: &mut Generation,
+    written: Vec<(usize, Phase, String)>,
+    out: &Path,
+    kind: &str,
+    set: impl Fn(&mut GraphPhase, String),
+) -> Result<()> {
     for (graph, phase, file) in written {
         let run = &mut generation.graphs[graph];
         let name = format!("{kind}.{}.{}.json", safe(&run.id), phase.name());
         let destination: PathBuf = out.join(&name);
-        std::fs::rename(&file, &destination).with_context(|| format!("cannot move profile {file} to {}", destination.display()))?;
+        std::fs::rename(&file, &destination)
+            .with_context(|| format!("cannot move profile {file} to {}", destination.display()))?;
         if let Some(entry) = run.phases.iter_mut().find(|p| p.phase == phase.name()) {
             set(entry, name);
         }

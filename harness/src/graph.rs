@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
 use npugate_onnx::{GraphId, Model, CONSTANT};
-use npugate_result::{Attribution, CompiledGraph, EpContextCover, Fusions, FusionGroup, GraphNode, ModelGraph, EP_CONTEXT_NODES_KEY};
+use npugate_result::{
+    Attribution, CompiledGraph, EpContextCover, FusionGroup, Fusions, GraphNode, ModelGraph, EP_CONTEXT_NODES_KEY,
+};
 
 use crate::fusions;
 
@@ -91,20 +93,31 @@ impl LoadedModel {
         };
         let index = self.model.index();
         let source_index = source.loaded.model.index();
-        let contexts: Vec<_> = index.nodes().iter().filter(|n| n.graph == GraphId::MAIN && n.op_type() == EP_CONTEXT).collect();
+        let contexts: Vec<_> =
+            index.nodes().iter().filter(|n| n.graph == GraphId::MAIN && n.op_type() == EP_CONTEXT).collect();
         let recorded: Option<Vec<EpContextCover>> = self
             .model
             .metadata(EP_CONTEXT_NODES_KEY)
             .and_then(|json| serde_json::from_str::<Vec<EpContextCover>>(json).ok())
-            .filter(|covers| covers.len() == contexts.len() && covers.iter().zip(&contexts).all(|(cover, node)| cover.ep_context == node.name()))
+            .filter(|covers| {
+                covers.len() == contexts.len()
+                    && covers.iter().zip(&contexts).all(|(cover, node)| cover.ep_context == node.name())
+            })
             .filter(|covers| covers.iter().flat_map(|c| &c.source_nodes).any(|name| source_index.node(name).is_some()));
         let attribution = if recorded.is_some() { Attribution::CompileRecord } else { Attribution::SourceModel };
         let covers: Vec<EpContextCover> = contexts
             .iter()
             .enumerate()
             .map(|(position, node)| {
-                let (inputs, outputs): (Vec<&str>, Vec<&str>) = (node.inputs().iter().map(String::as_str).collect(), node.outputs().iter().map(String::as_str).collect());
-                let recorded_nodes = recorded.as_ref().map(|covers| covers[position].source_nodes.iter().map(String::as_str)).into_iter().flatten();
+                let (inputs, outputs): (Vec<&str>, Vec<&str>) = (
+                    node.inputs().iter().map(String::as_str).collect(),
+                    node.outputs().iter().map(String::as_str).collect(),
+                );
+                let recorded_nodes = recorded
+                    .as_ref()
+                    .map(|covers| covers[position].source_nodes.iter().map(String::as_str))
+                    .into_iter()
+                    .flatten();
                 let between = source_index.nodes_between(&inputs, &outputs);
                 let mut source_nodes: Vec<String> = Vec::new();
                 for name in recorded_nodes.chain(between.iter().map(|n| n.name())) {
@@ -117,7 +130,10 @@ impl LoadedModel {
             .collect();
         let mut graph = source.loaded.graph();
         graph.partitioned = Some(Fusions {
-            groups: covers.iter().map(|cover| FusionGroup { kernels: vec![cover.ep_context.clone()], nodes: cover.source_nodes.clone() }).collect(),
+            groups: covers
+                .iter()
+                .map(|cover| FusionGroup { kernels: vec![cover.ep_context.clone()], nodes: cover.source_nodes.clone() })
+                .collect(),
         });
         for node in index.io_quantization() {
             if !graph.io_quantization.iter().any(|n| n == node.name()) {
@@ -137,7 +153,8 @@ impl LoadedModel {
     /// (and its graph-I/O quantization nodes) to `graph`.
     pub fn add_partitioned(&self, graph: &mut ModelGraph, optimized: &Path) -> Result<()> {
         let partitioned = Model::read(optimized).map_err(|e| anyhow!("{e}")).context("the partitioned graph")?;
-        let (Some(original), Some(optimized)) = (self.model.proto().graph.as_ref(), partitioned.proto().graph.as_ref()) else {
+        let (Some(original), Some(optimized)) = (self.model.proto().graph.as_ref(), partitioned.proto().graph.as_ref())
+        else {
             return Ok(());
         };
         graph.partitioned = Some(fusions::groups(original, optimized));

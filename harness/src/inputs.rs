@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use npugate_settings::{InputFile, ShapeSpec};
 use npugate_result::{InputDescription, TensorSignature};
+use npugate_settings::{InputFile, ShapeSpec};
 use ort::memory::Allocator;
 use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -57,7 +57,11 @@ pub fn prepare(
         .iter()
         .map(|outlet| {
             let ValueType::Tensor { ty, shape: declared, dimension_symbols } = outlet.dtype() else {
-                bail!("input {:?} is a {:?}, not a tensor; npugate-harness feeds tensors only", outlet.name(), outlet.dtype());
+                bail!(
+                    "input {:?} is a {:?}, not a tensor; npugate-harness feeds tensors only",
+                    outlet.name(),
+                    outlet.dtype()
+                );
             };
             let name = outlet.name();
             let requested = shapes.iter().find(|s| s.input == name).map(|s| s.dims.as_slice());
@@ -101,7 +105,13 @@ fn check_compatible(name: &str, declared: &[i64], actual: &[i64], source: &str) 
     Ok(())
 }
 
-fn random(name: &str, ty: TensorElementType, shape: Vec<i64>, rng: &mut ChaCha8Rng, seed: u64) -> Result<PreparedInput> {
+fn random(
+    name: &str,
+    ty: TensorElementType,
+    shape: Vec<i64>,
+    rng: &mut ChaCha8Rng,
+    seed: u64,
+) -> Result<PreparedInput> {
     let count = element_count(&shape);
     let source = format!("random(seed={seed})");
     if ty == TensorElementType::String {
@@ -148,15 +158,23 @@ fn random_bytes(ty: TensorElementType, count: usize, rng: &mut ChaCha8Rng) -> Re
     Ok(out)
 }
 
-fn from_npy(name: &str, ty: TensorElementType, declared: &[i64], requested: Option<&[i64]>, path: &Path) -> Result<PreparedInput> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read --input file {} for input {name:?}", path.display()))?;
+fn from_npy(
+    name: &str,
+    ty: TensorElementType,
+    declared: &[i64],
+    requested: Option<&[i64]>,
+    path: &Path,
+) -> Result<PreparedInput> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read --input file {} for input {name:?}", path.display()))?;
     let npy = npyz::NpyFile::new(bytes.as_slice())
         .with_context(|| format!("{} is not a valid .npy file (input {name:?})", path.display()))?;
     let found = match npy.header().dtype() {
         npyz::DType::Plain(type_str) => type_str.to_string(),
         other => other.descr(),
     };
-    let expected = npy_descr(ty).with_context(|| format!("input {name:?} has element type {ty:?}, which .npy input does not support"))?;
+    let expected = npy_descr(ty)
+        .with_context(|| format!("input {name:?} has element type {ty:?}, which .npy input does not support"))?;
     if found != expected {
         bail!(
             "{} holds dtype {found}, but input {name:?} is {} (numpy dtype {expected}); save the array with that dtype",
@@ -183,7 +201,13 @@ fn from_npy(name: &str, ty: TensorElementType, declared: &[i64], requested: Opti
     tensor_from_bytes(name, ty, shape, data, format!("npy:{}", path.display()))
 }
 
-fn tensor_from_bytes(name: &str, ty: TensorElementType, shape: Vec<i64>, bytes: &[u8], source: String) -> Result<PreparedInput> {
+fn tensor_from_bytes(
+    name: &str,
+    ty: TensorElementType,
+    shape: Vec<i64>,
+    bytes: &[u8],
+    source: String,
+) -> Result<PreparedInput> {
     let mut tensor = ort::value::DynTensor::new(&Allocator::default(), ty, shape.clone())
         .map_err(|e| anyhow::anyhow!("cannot allocate input {name:?} of shape {shape:?}: {e}"))?;
     let destination = tensor.data_ptr_mut().cast::<u8>();
@@ -193,7 +217,10 @@ fn tensor_from_bytes(name: &str, ty: TensorElementType, shape: Vec<i64>, bytes: 
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), destination, bytes.len()) };
     }
     let digest = Sha256::digest(bytes);
-    Ok(PreparedInput { description: describe(name, ty, shape, source, format!("{digest:x}")), value: tensor.into_dyn() })
+    Ok(PreparedInput {
+        description: describe(name, ty, shape, source, format!("{digest:x}")),
+        value: tensor.into_dyn(),
+    })
 }
 
 fn describe(name: &str, ty: TensorElementType, shape: Vec<i64>, source: String, sha256: String) -> InputDescription {

@@ -79,7 +79,9 @@ impl Buffer {
         let bytes = self.bytes_mut();
         for (i, &value) in values.iter().enumerate() {
             match ty {
-                TensorElementType::Int64 => bytes[start + i * 8..start + i * 8 + 8].copy_from_slice(&value.to_le_bytes()),
+                TensorElementType::Int64 => {
+                    bytes[start + i * 8..start + i * 8 + 8].copy_from_slice(&value.to_le_bytes())
+                }
                 TensorElementType::Int32 => {
                     let narrow = i32::try_from(value).map_err(|_| anyhow!("{value} does not fit an int32 input"))?;
                     bytes[start + i * 4..start + i * 4 + 4].copy_from_slice(&narrow.to_le_bytes())
@@ -95,8 +97,12 @@ impl Buffer {
         let (start, len) = self.range(offset, count)?;
         let bytes = &self.bytes_ref()[start..start + len];
         match self.ty {
-            TensorElementType::Float32 => Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
-            TensorElementType::Float16 => Ok(bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()),
+            TensorElementType::Float32 => {
+                Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+            }
+            TensorElementType::Float16 => {
+                Ok(bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect())
+            }
             other => bail!("logits must be float32 or float16, not {other:?}"),
         }
     }
@@ -112,10 +118,19 @@ impl Buffer {
         // SAFETY: `data` points to `len` bytes of this buffer, which outlives every view the loop
         // binds (buffers are dropped after the sessions); shape and type describe exactly them.
         let status = unsafe {
-            (ort::api().CreateTensorWithDataAsOrtValue)(info.ptr(), data, len, shape.as_ptr(), shape.len(), self.ty.into(), &mut value)
+            (ort::api().CreateTensorWithDataAsOrtValue)(
+                info.ptr(),
+                data,
+                len,
+                shape.as_ptr(),
+                shape.len(),
+                self.ty.into(),
+                &mut value,
+            )
         };
         // SAFETY: `status` was just returned by ORT.
-        unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("cannot make a tensor view of shape {shape:?}: {e}"))?;
+        unsafe { ort::Error::result_from_status(status) }
+            .map_err(|e| anyhow!("cannot make a tensor view of shape {shape:?}: {e}"))?;
         let value = NonNull::new(value).ok_or_else(|| anyhow!("ONNX Runtime returned no tensor view"))?;
         Ok(View { value, data })
     }
@@ -167,8 +182,10 @@ pub fn bound_output_data(binding: &IoBinding) -> Result<Vec<*mut c_void>> {
     // SAFETY: ORT fills `values` with `count` owned values allocated by the default allocator,
     // each released here, and the array freed with the same allocator.
     unsafe {
-        ort::Error::result_from_status((api.GetAllocatorWithDefaultOptions)(&mut allocator)).map_err(|e| anyhow!("{e}"))?;
-        ort::Error::result_from_status((api.GetBoundOutputValues)(binding.ptr(), allocator, &mut values, &mut count)).map_err(|e| anyhow!("cannot read the bound outputs: {e}"))?;
+        ort::Error::result_from_status((api.GetAllocatorWithDefaultOptions)(&mut allocator))
+            .map_err(|e| anyhow!("{e}"))?;
+        ort::Error::result_from_status((api.GetBoundOutputValues)(binding.ptr(), allocator, &mut values, &mut count))
+            .map_err(|e| anyhow!("cannot read the bound outputs: {e}"))?;
         let mut data = Vec::with_capacity(count);
         for i in 0..count {
             let value = *values.add(i);

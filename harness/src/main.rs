@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use npugate_result::digest::sha256_file;
 use npugate_profile::placement::PlacementInputs;
+use npugate_result::digest::sha256_file;
 use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
 use ort::environment::Environment;
 
@@ -30,14 +30,17 @@ mod providers;
 mod session;
 mod setup;
 
-use npugate_settings::HarnessCommand as Args;
 use backend::DidNotStart;
-use npugate_settings::EpKind;
 use inputs::PreparedInput;
 use measure::BoundSession;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
+use npugate_settings::EpKind;
+use npugate_settings::HarnessCommand as Args;
 use session::SessionPlan;
-use setup::{account_session, adsp_problem, conclude, model_graph, elapsed_ns, emulation, explain_with_backend, histogram, library_identities, refused, Setup};
+use setup::{
+    account_session, adsp_problem, conclude, elapsed_ns, emulation, explain_with_backend, histogram,
+    library_identities, model_graph, refused, Setup,
+};
 
 /// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
@@ -70,7 +73,10 @@ fn run(args: &Args) -> Result<()> {
     let loaded = graph::LoadedModel::read(&args.model)?;
     // A compiled model's reference pass runs its source model (`--reference-model`).
     let source = match (&args.reference_model, loaded.compiled) {
-        (Some(path), true) => Some((path, graph::LoadedModel::read(path).with_context(|| format!("--reference-model {}", path.display()))?)),
+        (Some(path), true) => Some((
+            path,
+            graph::LoadedModel::read(path).with_context(|| format!("--reference-model {}", path.display()))?,
+        )),
         _ => None,
     };
     let reference_pass = !args.settings.no_reference_pass && (!loaded.compiled || source.is_some());
@@ -80,7 +86,15 @@ fn run(args: &Args) -> Result<()> {
     };
     let identity = model_files::identify(&args.model, model_bytes, &args.model_files)?;
     let plan = match &args.settings.context_cache {
-        Some(dir) => with_context_cache(args, &setup.env, setup.plan.clone(), dir, &identity.digest, &setup.ort_version, &mut setup.timings)?,
+        Some(dir) => with_context_cache(
+            args,
+            &setup.env,
+            setup.plan.clone(),
+            dir,
+            &identity.digest,
+            &setup.ort_version,
+            &mut setup.timings,
+        )?,
         None => setup.plan.clone(),
     };
     let model = ModelInfo {
@@ -104,7 +118,8 @@ fn run(args: &Args) -> Result<()> {
     result.graph = Some(match &source {
         _ if !loaded.compiled => model_graph(&loaded, &env, &plan, &out, &mut result.warnings),
         Some((path, source)) => {
-            let sha256 = sha256_file(path).with_context(|| format!("cannot hash --reference-model {}", path.display()))?.0;
+            let sha256 =
+                sha256_file(path).with_context(|| format!("cannot hash --reference-model {}", path.display()))?.0;
             loaded.compiled_graph(Some(&graph::SourceModel { loaded: source, path, sha256 }))
         }
         None => loaded.compiled_graph(None),
@@ -122,14 +137,16 @@ fn run(args: &Args) -> Result<()> {
     let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = backend::log_position(&log);
     let start = Instant::now();
-    let create = |level| plan.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+    let create =
+        |level| plan.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
     let created = match quiet {
         true => {
             let judge = |session: &ort::session::Session| {
                 let assignment = session::assignment(session);
                 account::rerun_reason(&PlacementInputs { assignment: &assignment, ..PlacementInputs::of_run(&result) })
             };
-            let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, &env, &[&plan], create, judge)?;
+            let (created, logged) =
+                account::create_quiet_first(args.settings.ort_log_level, &env, &[&plan], create, judge)?;
             result.execution.session_log = Some(logged);
             created
         }
@@ -138,7 +155,9 @@ fn run(args: &Args) -> Result<()> {
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
         Ok(session) => session,
-        Err(error) if args.settings.session_only => return refused(args, &out, result, timings, &log, log_start, error),
+        Err(error) if args.settings.session_only => {
+            return refused(args, &out, result, timings, &log, log_start, error)
+        }
         Err(error) => return Err(error),
     };
     if args.settings.context_cache.is_some() {
@@ -174,7 +193,8 @@ fn run(args: &Args) -> Result<()> {
         let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
         let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
         env.set_log_level(ort::logging::LogLevel::Verbose);
-        result.execution.timed_log = Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
+        result.execution.timed_log =
+            Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
         let allocated: Vec<&str> = bound.allocated_on_run().collect();
         if !allocated.is_empty() {
             result.warnings.push(format!(
@@ -203,9 +223,21 @@ fn run(args: &Args) -> Result<()> {
 
     // Everything after the timed loop may fail without losing what was measured. A dead backend
     // fails the run loudly, after the CPU numbers and profiles that prove it were kept.
-    let finished = measured
-        .and_then(|()| saved_outputs.map(drop))
-        .and_then(|()| finish(&AfterRuns { args, env: &env, model: &loaded.model, plan: &plan, prepared: &prepared, out: &out, reference_pass }, &mut result, &mut account));
+    let finished = measured.and_then(|()| saved_outputs.map(drop)).and_then(|()| {
+        finish(
+            &AfterRuns {
+                args,
+                env: &env,
+                model: &loaded.model,
+                plan: &plan,
+                prepared: &prepared,
+                out: &out,
+                reference_pass,
+            },
+            &mut result,
+            &mut account,
+        )
+    });
     if args.settings.ep.is_accelerator() {
         let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
@@ -259,7 +291,9 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
         if let Some(optimized) = &optimized {
             match fusions::map(model, optimized) {
                 Ok(fusions) => result.fusions = Some(fusions),
-                Err(error) => result.warnings.push(format!("kernels could not be traced to the model's nodes: {error:#}")),
+                Err(error) => {
+                    result.warnings.push(format!("kernels could not be traced to the model's nodes: {error:#}"))
+                }
             }
             for file in [optimized.clone(), out.join(OPTIMIZED_WEIGHTS)] {
                 let _ = std::fs::remove_file(file);
@@ -315,8 +349,10 @@ fn with_context_cache(
     ort_version: &str,
     timings: &mut Timings,
 ) -> Result<SessionPlan> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create --context-cache directory {}", dir.display()))?;
-    let context_model = context_cache::context_model_path(dir, &args.model, model_digest, &plan.ep_options, ort_version);
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create --context-cache directory {}", dir.display()))?;
+    let context_model =
+        context_cache::context_model_path(dir, &args.model, model_digest, &plan.ep_options, ort_version);
     if !context_model.is_file() {
         let log = args.out.join(files::ORT_LOG);
         let log_start = backend::log_position(&log);

@@ -45,7 +45,11 @@ pub fn quiet_run_options() -> Result<RunOptions<NoSelectedOutputs>> {
 
 /// One raw `RunWithBinding` call: nothing else happens between the caller's clock reads.
 #[inline(always)]
-pub fn run_with_binding(session: &Session, run_options: &RunOptions<NoSelectedOutputs>, binding: &IoBinding) -> Result<()> {
+pub fn run_with_binding(
+    session: &Session,
+    run_options: &RunOptions<NoSelectedOutputs>,
+    binding: &IoBinding,
+) -> Result<()> {
     // SAFETY: session, run options and binding are alive for the call; ORT does not retain them.
     let status = unsafe { (ort::api().RunWithBinding)(session.ptr().cast_mut(), run_options.ptr(), binding.ptr()) };
     // SAFETY: `status` was just returned by ORT.
@@ -78,7 +82,8 @@ impl BoundSession {
             binding
                 .bind_output_to_device(output.name(), &cpu)
                 .map_err(|e| anyhow!("cannot bind output {:?}: {e}", output.name()))?;
-            let name = CString::new(output.name()).map_err(|_| anyhow!("output name {:?} holds a NUL byte", output.name()))?;
+            let name =
+                CString::new(output.name()).map_err(|_| anyhow!("output name {:?} holds a NUL byte", output.name()))?;
             let shape = match output.dtype() {
                 ValueType::Tensor { shape, .. } if shape.iter().all(|&d| d >= 0) => Some(shape.to_vec()),
                 _ => None,
@@ -86,7 +91,15 @@ impl BoundSession {
             declared.push((name, shape));
         }
         let allocate_on_run = declared.iter().map(|(name, _)| name.clone()).collect();
-        Ok(BoundSession { session, binding, run_options: quiet_run_options()?, cpu, allocate_on_run, declared, settled: false })
+        Ok(BoundSession {
+            session,
+            binding,
+            run_options: quiet_run_options()?,
+            cpu,
+            allocate_on_run,
+            declared,
+            settled: false,
+        })
     }
 
     /// Mutable access to the underlying session (to end profiling).
@@ -111,9 +124,12 @@ impl BoundSession {
     fn rebind(&self) -> Result<()> {
         for name in &self.allocate_on_run {
             // SAFETY: binding and memory info are alive; ORT copies the name.
-            let status = unsafe { (ort::api().BindOutputToDevice)(self.binding.ptr().cast_mut(), name.as_ptr(), self.cpu.ptr()) };
+            let status = unsafe {
+                (ort::api().BindOutputToDevice)(self.binding.ptr().cast_mut(), name.as_ptr(), self.cpu.ptr())
+            };
             // SAFETY: `status` was just returned by ORT.
-            unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("cannot bind output {name:?}: {e}"))?;
+            unsafe { ort::Error::result_from_status(status) }
+                .map_err(|e| anyhow!("cannot bind output {name:?}: {e}"))?;
         }
         Ok(())
     }
@@ -144,8 +160,13 @@ impl BoundSession {
         // each released below, then the array freed with the same allocator.
         unsafe {
             ort::Error::result_from_status((api.GetAllocatorWithDefaultOptions)(&mut allocator)).map_err(failed)?;
-            ort::Error::result_from_status((api.GetBoundOutputValues)(self.binding.ptr(), allocator, &mut values, &mut count))
-                .map_err(failed)?;
+            ort::Error::result_from_status((api.GetBoundOutputValues)(
+                self.binding.ptr(),
+                allocator,
+                &mut values,
+                &mut count,
+            ))
+            .map_err(failed)?;
             let mut shapes = Vec::with_capacity(count);
             for i in 0..count {
                 let value = *values.add(i);
@@ -173,7 +194,9 @@ impl BoundSession {
     /// One more inference through the binding, outside any timing, returning the outputs.
     pub fn run_with_outputs(&mut self) -> Result<SessionOutputs<'_>> {
         self.rebind()?;
-        self.session.run_binding_with_options(&self.binding, &self.run_options).map_err(|e| anyhow!("inference failed: {e}"))
+        self.session
+            .run_binding_with_options(&self.binding, &self.run_options)
+            .map_err(|e| anyhow!("inference failed: {e}"))
     }
 
     /// Runs the first inference, `warmup` discarded runs, then `runs` timed runs. On a failing run

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
+use npugate_onnx::Model;
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::ModelFile;
-use npugate_onnx::Model;
 
 /// The model's files and identity.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +33,8 @@ pub fn identify(model: &Path, bytes: u64, hashed: &[ModelFile]) -> Result<ModelI
         .map(|file| match hashed.iter().find(|known| known.name == file.name && known.bytes == file.bytes) {
             Some(known) => Ok(known.clone()),
             None => {
-                let (sha256, bytes) = sha256_file(&file.path).with_context(|| format!("cannot hash {}", file.path.display()))?;
+                let (sha256, bytes) =
+                    sha256_file(&file.path).with_context(|| format!("cannot hash {}", file.path.display()))?;
                 Ok(ModelFile { name: file.name, sha256, bytes })
             }
         })
@@ -76,7 +77,11 @@ mod tests {
 
         let hint = ModelFile { name: "w.bin".into(), sha256: "c".repeat(64), bytes: 8 };
         let stale = ModelFile { bytes: 9, ..hint.clone() };
-        assert_eq!(identify(&model, bytes, std::slice::from_ref(&hint)).unwrap().files, [hint], "the caller's hash is taken");
+        assert_eq!(
+            identify(&model, bytes, std::slice::from_ref(&hint)).unwrap().files,
+            [hint],
+            "the caller's hash is taken"
+        );
         assert_eq!(identify(&model, bytes, &[stale]).unwrap(), identity, "a hint of another size is not");
 
         std::fs::write(dir.path().join("w.bin"), [1u8; 8]).unwrap();

@@ -45,13 +45,14 @@ pub fn create_environment(ort_lib: &Path, log_file: &Path, level: LogLevel) -> R
 pub fn ort_version(ort_lib: &Path) -> Result<String> {
     // SAFETY: loading ONNX Runtime runs no user code beyond its initializers; `ort::init_from`
     // already loaded the same file, so this only bumps its reference count.
-    let library = unsafe { libloading::Library::new(ort_lib) }
-        .with_context(|| format!("cannot load {}", ort_lib.display()))?;
+    let library =
+        unsafe { libloading::Library::new(ort_lib) }.with_context(|| format!("cannot load {}", ort_lib.display()))?;
     // SAFETY: the symbol has this signature in every ONNX Runtime release; the returned pointers
     // are static strings owned by the library, which stays loaded for the process lifetime.
     unsafe {
-        let get_base: libloading::Symbol<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase> =
-            library.get(b"OrtGetApiBase").with_context(|| format!("{} does not export OrtGetApiBase", ort_lib.display()))?;
+        let get_base: libloading::Symbol<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase> = library
+            .get(b"OrtGetApiBase")
+            .with_context(|| format!("{} does not export OrtGetApiBase", ort_lib.display()))?;
         let base = get_base();
         if base.is_null() {
             bail!("{} returned no OrtApiBase", ort_lib.display());

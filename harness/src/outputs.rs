@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use ort::session::SessionOutputs;
 use npyz::WriterBuilder;
+use ort::session::SessionOutputs;
 use ort::value::{DynValue, PrimitiveTensorElementType, TensorElementType, ValueType};
 
 use crate::measure::BoundSession;
@@ -17,7 +17,8 @@ pub const OUTPUTS_DIR: &str = "outputs";
 /// Runs the bound session once more and writes every output as `.npy` under `out/outputs/`.
 /// Returns the paths relative to `out`, one per model output, in the model's output order.
 pub fn save(bound: &mut BoundSession, out: &Path) -> Result<Vec<String>> {
-    let outputs: SessionOutputs<'_> = bound.run_with_outputs().context("--check-outputs: the extra inference failed")?;
+    let outputs: SessionOutputs<'_> =
+        bound.run_with_outputs().context("--check-outputs: the extra inference failed")?;
     let dir = out.join(OUTPUTS_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut used = BTreeSet::new();
@@ -33,7 +34,8 @@ pub fn save(bound: &mut BoundSession, out: &Path) -> Result<Vec<String>> {
 
 /// `<name>.npy` with characters outside `[A-Za-z0-9._-]` replaced by `_`, made unique.
 fn unique_file_name(name: &str, used: &mut BTreeSet<String>) -> String {
-    let base: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    let base: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
     let base = if base.is_empty() || base.starts_with('.') { format!("output{base}") } else { base };
     let mut file = format!("{base}.npy");
     let mut n = 2;

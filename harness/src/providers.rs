@@ -98,11 +98,14 @@ pub fn available() -> Result<Vec<String>> {
     let mut count: i32 = 0;
     // SAFETY: ORT fills `names` with `count` NUL-terminated strings, released below with the same count.
     unsafe {
-        ort::Error::result_from_status((api.GetAvailableProviders)(&mut names, &mut count)).map_err(|e| anyhow!("GetAvailableProviders: {e}"))?;
+        ort::Error::result_from_status((api.GetAvailableProviders)(&mut names, &mut count))
+            .map_err(|e| anyhow!("GetAvailableProviders: {e}"))?;
         if names.is_null() {
             return Ok(Vec::new());
         }
-        let list = (0..usize::try_from(count).unwrap_or(0)).map(|i| CStr::from_ptr(*names.add(i)).to_string_lossy().into_owned()).collect();
+        let list = (0..usize::try_from(count).unwrap_or(0))
+            .map(|i| CStr::from_ptr(*names.add(i)).to_string_lossy().into_owned())
+            .collect();
         // Releasing a list ORT just returned cannot fail in a way that changes the answer.
         let _ = ort::Error::result_from_status((api.ReleaseAvailableProviders)(names, count));
         Ok(list)

@@ -109,13 +109,22 @@ pub struct SessionPlan {
 /// Decides how the requested EP attaches and registers its plugin library when one is given. An
 /// EP the loaded ONNX Runtime does not contain is one error naming the runtime (`ort_lib`) and
 /// the EPs it does contain.
-pub fn register_ep(env: &Environment, settings: &HarnessSettings, library: Option<&Path>, ort_lib: &Path) -> Result<(String, Attach)> {
+pub fn register_ep(
+    env: &Environment,
+    settings: &HarnessSettings,
+    library: Option<&Path>,
+    ort_lib: &Path,
+) -> Result<(String, Attach)> {
     let kind = settings.ep;
     let name = match (kind.ort_name(), &settings.ep_name, library) {
         (_, Some(name), Some(_)) => name.clone(),
-        (None, None, _) => bail!("--ep plugin needs --ep-name NAME (the EP's name) and --ep-library PATH (its plugin library)"),
+        (None, None, _) => {
+            bail!("--ep plugin needs --ep-name NAME (the EP's name) and --ep-library PATH (its plugin library)")
+        }
         (None, Some(_), None) => bail!("--ep plugin needs --ep-library PATH, the plugin library to register"),
-        (Some(_), Some(name), None) => bail!("--ep-name {name} names a plugin EP; it needs --ep-library PATH (a built-in EP has its own name)"),
+        (Some(_), Some(name), None) => {
+            bail!("--ep-name {name} names a plugin EP; it needs --ep-library PATH (a built-in EP has its own name)")
+        }
         (Some(known), None, _) => known.to_string(),
     };
     if settings.ep_device.is_some() && library.is_none() {
@@ -123,7 +132,10 @@ pub fn register_ep(env: &Environment, settings: &HarnessSettings, library: Optio
     }
     match (kind, library) {
         (EpKind::Cpu, None) => Ok((name, Attach::Cpu)),
-        (EpKind::Cpu, Some(path)) => bail!("--ep-library {} was given with --ep cpu; pass the EP it holds (--ep qnn, --ep plugin …)", path.display()),
+        (EpKind::Cpu, Some(path)) => bail!(
+            "--ep-library {} was given with --ep cpu; pass the EP it holds (--ep qnn, --ep plugin …)",
+            path.display()
+        ),
         (_, Some(path)) => {
             if !path.is_file() {
                 bail!("EP plugin library {} does not exist; pass --ep-library with the EP's plugin library (e.g. libonnxruntime_providers_qnn.so)", path.display());
@@ -154,7 +166,9 @@ impl SessionPlan {
     pub fn create(&self, env: &Environment, log_id: &str, level: Option<OrtLogLevel>) -> Result<Session> {
         let mut builder = self.builder(env, log_id, self.optimization)?;
         if let Some(level) = level {
-            builder = builder.with_log_level(log_level(level)).map_err(|e| anyhow!("cannot set the session's log level: {e}"))?;
+            builder = builder
+                .with_log_level(log_level(level))
+                .map_err(|e| anyhow!("cannot set the session's log level: {e}"))?;
         }
         let builder = self.attach_ep(env, builder, &self.ep_options)?;
         self.commit(builder, &self.model)
@@ -163,7 +177,12 @@ impl SessionPlan {
     /// Creates the profiled session (log id `profiled`): profiling on into `profile_prefix`, and,
     /// when `optimized_graph` is given, the optimized graph saved there with its weights in a
     /// file beside it (`<name without extension>.weights`).
-    pub fn create_profiled(&self, env: &Environment, profile_prefix: &Path, optimized_graph: Option<&Path>) -> Result<Session> {
+    pub fn create_profiled(
+        &self,
+        env: &Environment,
+        profile_prefix: &Path,
+        optimized_graph: Option<&Path>,
+    ) -> Result<Session> {
         let mut builder = self
             .builder(env, "profiled", self.optimization)?
             .with_profiling(profile_prefix)
@@ -208,7 +227,12 @@ impl SessionPlan {
             _ => OptimizationLevel::Basic,
         };
         let plan = SessionPlan {
-            session_config: self.session_config.iter().filter(|(key, _)| key.starts_with(OPTIMIZER_CONFIG_PREFIX)).cloned().collect(),
+            session_config: self
+                .session_config
+                .iter()
+                .filter(|(key, _)| key.starts_with(OPTIMIZER_CONFIG_PREFIX))
+                .cloned()
+                .collect(),
             ..self.clone()
         };
         let builder = plan.builder(env, "partitioned", level)?;
@@ -222,13 +246,17 @@ impl SessionPlan {
     /// renamed (its external data read from its folder), else from the file.
     fn commit(&self, mut builder: SessionBuilder, model: &Path) -> Result<Session> {
         let Some(bytes) = self.renamed.as_deref().filter(|_| model == self.source_model) else {
-            return builder.commit_from_file(model).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()));
+            return builder
+                .commit_from_file(model)
+                .map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()));
         };
         let folder = model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         builder = builder
             .with_config_entry(EXTERNAL_DATA_FOLDER_KEY, folder.display().to_string())
             .map_err(|e| anyhow!("{EXTERNAL_DATA_FOLDER_KEY}: {e}"))?;
-        builder.commit_from_memory(bytes).map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()))
+        builder
+            .commit_from_memory(bytes)
+            .map_err(|e| anyhow!("cannot create a session for model {}: {e}", model.display()))
     }
 
     fn builder(&self, env: &Environment, log_id: &str, optimization: OptimizationLevel) -> Result<SessionBuilder> {
@@ -239,9 +267,13 @@ impl SessionPlan {
             .with_optimization_level(optimization_level(optimization))
             .map_err(|e| anyhow!("cannot set the optimization level: {e}"))?;
         if self.intra_threads > 0 {
-            builder = builder.with_intra_threads(self.intra_threads).map_err(|e| anyhow!("cannot set intra-op threads: {e}"))?;
+            builder = builder
+                .with_intra_threads(self.intra_threads)
+                .map_err(|e| anyhow!("cannot set intra-op threads: {e}"))?;
         }
-        builder = builder.with_config_entry(RECORD_ASSIGNMENT_KEY, "1").map_err(|e| anyhow!("{RECORD_ASSIGNMENT_KEY}: {e}"))?;
+        builder = builder
+            .with_config_entry(RECORD_ASSIGNMENT_KEY, "1")
+            .map_err(|e| anyhow!("{RECORD_ASSIGNMENT_KEY}: {e}"))?;
         for (key, value) in &self.session_config {
             builder = builder
                 .with_config_entry(key, value)
@@ -252,17 +284,28 @@ impl SessionPlan {
 
     /// Appends the preferred EP. A built-in EP whose registration fails is an error naming it and
     /// its options; the EP's own account is in the log (see `explain_with_backend` in main).
-    fn attach_ep(&self, env: &Environment, builder: SessionBuilder, options: &[(String, String)]) -> Result<SessionBuilder> {
+    fn attach_ep(
+        &self,
+        env: &Environment,
+        builder: SessionBuilder,
+        options: &[(String, String)],
+    ) -> Result<SessionBuilder> {
         let name = &self.ep.name;
         match self.ep.attach {
             Attach::Cpu => with_cpu_device(env, builder),
-            Attach::Builtin => builder.with_execution_providers([providers::builtin(self.ep.kind, options)?]).map_err(|e| {
-                let shown: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                anyhow!("ONNX Runtime could not attach {name} (options: {}): {e}", if shown.is_empty() { "none".into() } else { shown.join(" ") })
-            }),
+            Attach::Builtin => {
+                builder.with_execution_providers([providers::builtin(self.ep.kind, options)?]).map_err(|e| {
+                    let shown: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    anyhow!(
+                        "ONNX Runtime could not attach {name} (options: {}): {e}",
+                        if shown.is_empty() { "none".into() } else { shown.join(" ") }
+                    )
+                })
+            }
             Attach::Plugin => {
                 let device = plugin_device(env, name, self.ep.device)?;
-                let prefixed: Vec<(String, String)> = options.iter().map(|(k, v)| (format!("{name}.{k}"), v.clone())).collect();
+                let prefixed: Vec<(String, String)> =
+                    options.iter().map(|(k, v)| (format!("{name}.{k}"), v.clone())).collect();
                 builder
                     .with_devices([device], Some(&prefixed))
                     .map_err(|e| anyhow!("cannot attach the {name} plugin device: {e}"))
@@ -296,7 +339,8 @@ pub fn plugin_device<'e>(env: &'e Environment, name: &str, choice: DeviceChoice)
         DeviceChoice::Require(ty) => match devices.iter().position(|d| d.hardware_device().ty() == ty) {
             Some(index) => index,
             None => {
-                let reason = format!("--ep-device {ty:?} was asked for, but the {name} plugin offers only {}", offered());
+                let reason =
+                    format!("--ep-device {ty:?} was asked for, but the {name} plugin offers only {}", offered());
                 return Err(DidNotStart::new(name, reason).into());
             }
         },
@@ -307,12 +351,7 @@ pub fn plugin_device<'e>(env: &'e Environment, name: &str, choice: DeviceChoice)
 /// `QNNExecutionProvider on NPU (Qualcomm)`: what a plugin device is, for the result.
 pub fn describe_device(device: &Device<'_>) -> String {
     let hardware = device.hardware_device();
-    format!(
-        "{} on {:?} ({})",
-        device.ep().unwrap_or("?"),
-        hardware.ty(),
-        hardware.vendor().unwrap_or("unknown vendor")
-    )
+    format!("{} on {:?} ({})", device.ep().unwrap_or("?"), hardware.ty(), hardware.vendor().unwrap_or("unknown vendor"))
 }
 
 /// Appends the CPU EP device explicitly. Once a plugin EP is registered, ORT's default device
@@ -408,7 +447,9 @@ fn read_assignment(session: &Session) -> Result<Vec<AssignedSubgraph>> {
 /// `status` must be a status returned by an ORT API call (or null).
 unsafe fn check(status: ort::sys::OrtStatusPtr) -> Result<()> {
     // SAFETY: forwarded from the caller.
-    unsafe { ort::Error::result_from_status(status) }.map_err(|e| anyhow!("{e}")).context("Session_GetEpGraphAssignmentInfo")
+    unsafe { ort::Error::result_from_status(status) }
+        .map_err(|e| anyhow!("{e}"))
+        .context("Session_GetEpGraphAssignmentInfo")
 }
 
 /// Copies a C string owned by ORT; null becomes empty.

@@ -8,8 +8,8 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_result::digest::sha256_file;
 use npugate_result::{
-    files, Artifacts, Assignment, BackendHealth, ExecutionConfig, HistogramSummary, LibraryIdentity, ModelInfo, RunResult, RunSettings, RunStatus,
-    RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
+    files, Artifacts, Assignment, BackendHealth, ExecutionConfig, HistogramSummary, LibraryIdentity, ModelInfo,
+    RunResult, RunSettings, RunStatus, RuntimeIdentity, Timings, ToolInfo, RUN_RESULT_SCHEMA,
 };
 use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpDevice, EpKind, HarnessCommand as Args};
@@ -52,12 +52,14 @@ impl Setup {
     /// backend the environment's level when it is registered — else at VERBOSE.
     pub fn new(args: &Args, model: &Path, quiet: bool) -> Result<Setup> {
         check_ep_flags(args)?;
-        let given_ep_options: Vec<(String, String)> = args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
+        let given_ep_options: Vec<(String, String)> =
+            args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
         let ep_options = match args.settings.ep {
             EpKind::Qnn => args.settings.qnn.provider_options(&given_ep_options).map_err(anyhow::Error::msg)?,
             _ => given_ep_options,
         };
-        std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create output directory {}", args.out.display()))?;
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("cannot create output directory {}", args.out.display()))?;
         let out = args.out.canonicalize().with_context(|| format!("cannot resolve {}", args.out.display()))?;
         let log = out.join(files::ORT_LOG);
         let mut timings = Timings::default();
@@ -115,7 +117,12 @@ impl Setup {
                 target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
             },
             model,
-            runtime: RuntimeIdentity { name: args.runtime_name.clone(), ort_version: self.ort_version.clone(), ort_build_info: ort::info().to_string(), libraries: Vec::new() },
+            runtime: RuntimeIdentity {
+                name: args.runtime_name.clone(),
+                ort_version: self.ort_version.clone(),
+                ort_build_info: ort::info().to_string(),
+                libraries: Vec::new(),
+            },
             execution: ExecutionConfig {
                 requested_ep: args.settings.ep.cli_name().into(),
                 preferred_ep: self.ep_name.clone(),
@@ -176,12 +183,19 @@ pub fn refused(
     result.error = Some(message.clone());
     result.session_error = Some(message);
     result.timings = timings;
-    result.assignment = Assignment { source: "unavailable".into(), error: Some("the session was not created".into()), subgraphs: Vec::new() };
-    result.backend = args
-        .settings
-        .ep
-        .is_accelerator()
-        .then(|| backend::assess(&backend::log_since(log, log_start), &result.assignment, &result.execution.preferred_ep, adsp_problem().as_deref()));
+    result.assignment = Assignment {
+        source: "unavailable".into(),
+        error: Some("the session was not created".into()),
+        subgraphs: Vec::new(),
+    };
+    result.backend = args.settings.ep.is_accelerator().then(|| {
+        backend::assess(
+            &backend::log_since(log, log_start),
+            &result.assignment,
+            &result.execution.preferred_ep,
+            adsp_problem().as_deref(),
+        )
+    });
     result.write(out).with_context(|| format!("cannot write {}", out.join(files::RESULT).display()))?;
     Err(error)
 }
@@ -192,7 +206,9 @@ pub fn refused(
 pub fn emulation(args: &Args, backend: Option<&BackendHealth>) -> Option<String> {
     let htp = match args.settings.qnn.backend() {
         QnnBackend::Type(name) => name == "htp",
-        QnnBackend::Path(path) => path.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().contains("htp")),
+        QnnBackend::Path(path) => {
+            path.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().contains("htp"))
+        }
     };
     let started = backend.is_some_and(|b| b.started);
     let soc = args.settings.qnn.soc_model.map(|id| format!(" configured for QNN soc_model {id}")).unwrap_or_default();
@@ -212,7 +228,8 @@ pub fn library_identities(args: &Args, ep_options: &[(String, String)]) -> Resul
     if let Some(plugin) = &args.ep_library {
         libraries.push(("ep_plugin", plugin.clone()));
     } else if args.settings.ep.is_accelerator() {
-        let provider = args.ort_lib.with_file_name(format!("libonnxruntime_providers_{}.so", args.settings.ep.cli_name()));
+        let provider =
+            args.ort_lib.with_file_name(format!("libonnxruntime_providers_{}.so", args.settings.ep.cli_name()));
         if provider.is_file() {
             libraries.push(("ep_provider", provider));
         }
@@ -287,7 +304,9 @@ pub fn check_ep_flags(args: &Args) -> Result<()> {
         }
     }
     if !ep.is_accelerator() {
-        for (flag, given) in [("--strict", args.settings.strict), ("--context-cache", args.settings.context_cache.is_some())] {
+        for (flag, given) in
+            [("--strict", args.settings.strict), ("--context-cache", args.settings.context_cache.is_some())]
+        {
             if given {
                 bail!("{flag} applies to an accelerator EP (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn, --ep openvino, …");
             }
@@ -308,7 +327,8 @@ pub fn explain_with_backend(error: anyhow::Error, ep: &PreferredEp, log: &Path, 
         return error;
     }
     let logged = backend::log_since(log, log_start);
-    let dead = backend::failure_in_log(&logged, adsp_problem().as_deref()).or_else(|| backend::absent_device_cause(&logged));
+    let dead =
+        backend::failure_in_log(&logged, adsp_problem().as_deref()).or_else(|| backend::absent_device_cause(&logged));
     match (dead, backend::first_logged_error(&logged)) {
         (Some(reason), _) => error.context(DidNotStart::new(&ep.name, reason)),
         (None, Some(logged)) if !format!("{error:#}").contains(&logged) => anyhow!("{error:#}; ORT logged: {logged}"),
@@ -368,7 +388,13 @@ const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
 
 /// The model's own nodes and the graph ONNX Runtime partitions set against them. A model ONNX
 /// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning.
-pub fn model_graph(loaded: &LoadedModel, env: &Environment, plan: &SessionPlan, out: &Path, warnings: &mut Vec<String>) -> npugate_result::ModelGraph {
+pub fn model_graph(
+    loaded: &LoadedModel,
+    env: &Environment,
+    plan: &SessionPlan,
+    out: &Path,
+    warnings: &mut Vec<String>,
+) -> npugate_result::ModelGraph {
     let mut graph = loaded.graph();
     let path = out.join(PARTITIONED_GRAPH);
     let traced = plan.save_partitioned_graph(env, &path).and_then(|()| loaded.add_partitioned(&mut graph, &path));
@@ -387,7 +413,9 @@ pub fn model_graph(loaded: &LoadedModel, env: &Environment, plan: &SessionPlan, 
 pub fn conclude(mut result: RunResult, finished: Result<()>, ep_name: &str, out: &Path) -> Result<()> {
     let finished = match (&result.backend, &result.inference_error) {
         (Some(health), _) if !health.started => Err(backend::failure(health, &result.assignment, ep_name).into()),
-        (_, Some(failed)) => finished.and(Err(anyhow!("the session was created, but its first inference failed: {failed}"))),
+        (_, Some(failed)) => {
+            finished.and(Err(anyhow!("the session was created, but its first inference failed: {failed}")))
+        }
         _ => finished,
     };
     if let Err(error) = &finished {

@@ -44,10 +44,15 @@ impl HashCache {
         }
         let (sha256, bytes) = sha256_file(path)?;
         let after = std::fs::metadata(path)?;
-        let settled = after.modified().ok().and_then(|m| SystemTime::now().duration_since(m).ok()).is_some_and(|age| age >= SETTLED);
+        let settled = after
+            .modified()
+            .ok()
+            .and_then(|m| SystemTime::now().duration_since(m).ok())
+            .is_some_and(|age| age >= SETTLED);
         if stat_key(&after) == stat_key(&before) && settled {
             // A cache that cannot be written only costs a re-hash next time.
-            let _ = std::fs::create_dir_all(&self.dir).and_then(|()| npugate_result::contract::write_atomic(&entry, sha256.as_bytes()));
+            let _ = std::fs::create_dir_all(&self.dir)
+                .and_then(|()| npugate_result::contract::write_atomic(&entry, sha256.as_bytes()));
         }
         Ok((sha256, bytes))
     }

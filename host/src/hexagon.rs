@@ -119,7 +119,12 @@ mod tests {
         assert_eq!((soc.model, soc.arch, soc.qnn_soc_model), ("SM8650", "v75", 57));
         assert_eq!(find("SM8750P").unwrap().qnn_soc_model, 69);
         let error = find("SM9999").unwrap_err();
-        assert!(error.contains("unknown SoC \"SM9999\"") && error.contains("SM8350 (v68)") && error.contains("SM8850 (v81)"), "{error}");
+        assert!(
+            error.contains("unknown SoC \"SM9999\"")
+                && error.contains("SM8350 (v68)")
+                && error.contains("SM8850 (v81)"),
+            "{error}"
+        );
         assert!(find("").is_err());
         let archs: Vec<&str> = all().iter().map(|s| s.arch).collect();
         assert!(archs.windows(2).all(|w| w[0] <= w[1]), "oldest arch first: {archs:?}");

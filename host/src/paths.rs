@@ -14,8 +14,13 @@ pub fn cache_dir() -> PathBuf {
 /// letters, digits, `.`, `_` and `-`, not starting with `.` — so no `..`, no `/`, nothing hidden.
 /// `what` names it in the error (e.g. `runtime name in /x/runtime.json`).
 pub fn check_plain_name(name: &str, what: &str) -> anyhow::Result<()> {
-    let plain = !name.is_empty() && !name.starts_with('.') && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    anyhow::ensure!(plain, "{what} {name:?} must be letters, digits, `.`, `_` or `-`, not starting with `.` (it names a directory)");
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    anyhow::ensure!(
+        plain,
+        "{what} {name:?} must be letters, digits, `.`, `_` or `-`, not starting with `.` (it names a directory)"
+    );
     Ok(())
 }
 

@@ -205,7 +205,8 @@ mod tests {
     #[test]
     fn a_child_leads_its_own_process_group() {
         // The shell reads its own stat (a redirection of a builtin is opened by the shell itself).
-        let done = run(sh("read -r stat < /proc/self/stat; echo \"$stat\""), Duration::from_secs(10), &|| false).unwrap();
+        let done =
+            run(sh("read -r stat < /proc/self/stat; echo \"$stat\""), Duration::from_secs(10), &|| false).unwrap();
         let pid = done.stdout.split_whitespace().next().unwrap();
         let after_name = &done.stdout[done.stdout.rfind(')').unwrap() + 1..];
         let process_group = after_name.split_whitespace().nth(2).unwrap();
@@ -220,7 +221,11 @@ mod tests {
         assert!(matches!(run(sh(&script), Duration::from_millis(500), &|| false), Err(Stopped::Timeout { .. })));
         let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
         // SIGKILL takes effect at once but not instantly: gone, or a zombie waiting for init, soon.
-        let state = || std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| stat.rsplit(')').next().and_then(|rest| rest.trim().chars().next()));
+        let state = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit(')').next().and_then(|rest| rest.trim().chars().next()))
+        };
         let ended = |s: Option<char>| matches!(s, None | Some('Z' | 'X'));
         let deadline = Instant::now() + Duration::from_secs(10);
         while !ended(state()) && Instant::now() < deadline {
@@ -235,6 +240,9 @@ mod tests {
         assert!(matches!(run(sh("sleep 30"), Duration::from_millis(300), &|| false), Err(Stopped::Timeout { .. })));
         assert!(matches!(run(sh("sleep 30"), Duration::from_secs(30), &|| true), Err(Stopped::Cancelled { .. })));
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(matches!(run(Command::new("/no/such/program"), Duration::from_secs(1), &|| false), Err(Stopped::Spawn { .. })));
+        assert!(matches!(
+            run(Command::new("/no/such/program"), Duration::from_secs(1), &|| false),
+            Err(Stopped::Spawn { .. })
+        ));
     }
 }

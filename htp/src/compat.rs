@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::preflight::{launch, soc_settings, Launched};
 use super::HostHtp;
-use npugate_host::hexagon::Soc;
 use npugate_engine::rack::{self, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Job, Target};
+use npugate_host::hexagon::Soc;
 
 /// Schema of a context compatibility matrix.
 pub const CONTEXT_COMPAT_SCHEMA: &str = "npugate.context-compat/1";
@@ -108,17 +108,22 @@ pub enum Verdict<'a> {
 impl ContextCompat {
     /// The measured rule kept in the repository.
     pub fn measured() -> Result<ContextCompat> {
-        contract::parse(MEASURED_RULE, Path::new("htp/src/context_compat.json")).context("the embedded context compatibility rule is invalid")
+        contract::parse(MEASURED_RULE, Path::new("htp/src/context_compat.json"))
+            .context("the embedded context compatibility rule is invalid")
     }
 
     /// The rule for a context compiled with `compiled` (QNN SDK version) loaded by `loaded`, for a
     /// SoC of Hexagon arch `arch`: a measurement on that arch first, else on any arch; a pair
     /// measured to fail anywhere counts as failing.
     pub fn verdict(&self, compiled: &str, loaded: &str, arch: &str) -> Verdict<'_> {
-        let judged = |pair: &&CompatPair| pair.compiled_with == compiled && pair.loaded_with == loaded && pair.outcome != CompatOutcome::NotJudged;
+        let judged = |pair: &&CompatPair| {
+            pair.compiled_with == compiled && pair.loaded_with == loaded && pair.outcome != CompatOutcome::NotJudged
+        };
         let matching: Vec<&CompatPair> = self.pairs.iter().filter(judged).collect();
         let fails = |pair: &&&CompatPair| matches!(pair.outcome, CompatOutcome::Refused | CompatOutcome::FailsToRun);
-        if let Some(failed) = matching.iter().filter(|p| p.htp_arch == arch).find(fails).or_else(|| matching.iter().find(fails)) {
+        if let Some(failed) =
+            matching.iter().filter(|p| p.htp_arch == arch).find(fails).or_else(|| matching.iter().find(fails))
+        {
             return Verdict::Fails(failed);
         }
         match matching.iter().find(|p| p.htp_arch == arch).or(matching.first()) {
@@ -134,21 +139,35 @@ impl ContextCompat {
         socs.dedup();
         for soc in socs {
             let pairs: Vec<&CompatPair> = self.pairs.iter().filter(|p| p.soc == soc).collect();
-            let mut versions: Vec<&str> = pairs.iter().map(|p| p.compiled_with.as_str()).chain(pairs.iter().map(|p| p.loaded_with.as_str())).collect();
+            let mut versions: Vec<&str> = pairs
+                .iter()
+                .map(|p| p.compiled_with.as_str())
+                .chain(pairs.iter().map(|p| p.loaded_with.as_str()))
+                .collect();
             versions.sort_by_key(|v| v.split('.').map(|part| part.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>());
             versions.dedup();
-            let header: Vec<String> = std::iter::once(format!("{soc}: COMPILED WITH ↓ LOADED WITH →")).chain(versions.iter().map(|v| format!("QNN {v}"))).collect();
+            let header: Vec<String> = std::iter::once(format!("{soc}: COMPILED WITH ↓ LOADED WITH →"))
+                .chain(versions.iter().map(|v| format!("QNN {v}")))
+                .collect();
             let rows = versions.iter().map(|compiled| {
                 std::iter::once(format!("QNN {compiled}"))
                     .chain(versions.iter().map(|loaded| {
-                        pairs.iter().find(|p| p.compiled_with == *compiled && p.loaded_with == *loaded).map_or("-".to_string(), |p| p.outcome.label().to_string())
+                        pairs
+                            .iter()
+                            .find(|p| p.compiled_with == *compiled && p.loaded_with == *loaded)
+                            .map_or("-".to_string(), |p| p.outcome.label().to_string())
                     }))
                     .collect::<Vec<String>>()
             });
             let header: Vec<&str> = header.iter().map(String::as_str).collect();
             text.push_str(&npugate_host::table::plain(&header, rows));
             for pair in pairs.iter().filter(|p| p.error.is_some()) {
-                text.push_str(&format!("  QNN {} on QNN {}: {}\n", pair.compiled_with, pair.loaded_with, pair.error.as_deref().unwrap_or_default()));
+                text.push_str(&format!(
+                    "  QNN {} on QNN {}: {}\n",
+                    pair.compiled_with,
+                    pair.loaded_with,
+                    pair.error.as_deref().unwrap_or_default()
+                ));
             }
         }
         text
@@ -185,8 +204,19 @@ impl CompatRequest<'_> {
         let targets: Vec<&WineTarget> = loads.iter().map(|(target, ..)| target).collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
-            let (_, _, context, host) = loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;
-            let job = Job { harness: &host.harness, runtime: &host.runtime, model: context, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: TIMEOUT, cancel };
+            let (_, _, context, host) =
+                loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;
+            let job = Job {
+                harness: &host.harness,
+                runtime: &host.runtime,
+                model: context,
+                prepared: None,
+                reference_model: None,
+                settings: &settings,
+                env: &[],
+                timeout: TIMEOUT,
+                cancel,
+            };
             launch(target, &job, &dir.join(target.name()), progress)
         });
         let pairs = loads
@@ -212,7 +242,9 @@ impl CompatRequest<'_> {
             schema: CONTEXT_COMPAT_SCHEMA.into(),
             measured_by: vec![self.measured_by.clone()],
             measured_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            measured_on: "Qualcomm's x86_64 host HTP backend (each QNN version's QnnHtp.dll) under wine, configured as the SoC".into(),
+            measured_on:
+                "Qualcomm's x86_64 host HTP backend (each QNN version's QnnHtp.dll) under wine, configured as the SoC"
+                    .into(),
             pairs,
         };
         contract::write_json(&dir.join("context_compat.json"), &matrix)?;
@@ -240,7 +272,11 @@ fn judge(loaded: &Launched) -> (CompatOutcome, Option<String>) {
         },
         Err(_) => (
             CompatOutcome::NotJudged,
-            Some(format!("the harness ended ({}) without a result: {}", loaded.execution.status(), loaded.execution.last_message())),
+            Some(format!(
+                "the harness ended ({}) without a result: {}",
+                loaded.execution.status(),
+                loaded.execution.last_message()
+            )),
         ),
     }
 }
@@ -286,8 +322,13 @@ mod tests {
             ],
         };
         assert!(matches!(rule.verdict("2.49.40", "2.51.0", "v75"), Verdict::Works(p) if p.soc == "SM8650"));
-        assert!(matches!(rule.verdict("2.49.40", "2.51.0", "v68"), Verdict::Works(_)), "measured on another arch still counts");
-        assert!(matches!(rule.verdict("2.51.0", "2.49.40", "v79"), Verdict::Fails(p) if p.outcome == CompatOutcome::Refused));
+        assert!(
+            matches!(rule.verdict("2.49.40", "2.51.0", "v68"), Verdict::Works(_)),
+            "measured on another arch still counts"
+        );
+        assert!(
+            matches!(rule.verdict("2.51.0", "2.49.40", "v79"), Verdict::Fails(p) if p.outcome == CompatOutcome::Refused)
+        );
         assert_eq!(rule.verdict("2.50.40", "2.51.0", "v68"), Verdict::Untested, "a pair not judged was never measured");
         assert_eq!(rule.verdict("2.51.0", "2.52.0", "v75"), Verdict::Untested);
         let table = rule.table();
@@ -298,14 +339,24 @@ mod tests {
     #[test]
     fn the_embedded_rule_is_measured_data_with_its_provenance() {
         let rule = ContextCompat::measured().unwrap();
-        assert!(!rule.measured_by.is_empty() && rule.measured_by.iter().all(|c| c.starts_with("npugate compile --qnn")), "{:?}", rule.measured_by);
-        assert!(rule.pairs.iter().any(|p| p.outcome == CompatOutcome::Runs) && rule.pairs.iter().any(|p| p.outcome == CompatOutcome::Refused));
+        assert!(
+            !rule.measured_by.is_empty() && rule.measured_by.iter().all(|c| c.starts_with("npugate compile --qnn")),
+            "{:?}",
+            rule.measured_by
+        );
+        assert!(
+            rule.pairs.iter().any(|p| p.outcome == CompatOutcome::Runs)
+                && rule.pairs.iter().any(|p| p.outcome == CompatOutcome::Refused)
+        );
     }
 
     #[test]
     fn qnns_own_errors_are_read_once_each() {
         let log = "[V:onnxruntime:timed, qnn_backend_manager.cc:516 QnnLogging]  <E> Using newer context binary on old SDK\n\
                    [V:x]  <W> noise\n[V:x]  <E> Fail to get context blob with err 5000\n[V:x]  <E> Using newer context binary on old SDK\n";
-        assert_eq!(qnn_errors(log), ["Using newer context binary on old SDK", "Fail to get context blob with err 5000"]);
+        assert_eq!(
+            qnn_errors(log),
+            ["Using newer context binary on old SDK", "Fail to get context blob with err 5000"]
+        );
     }
 }

@@ -9,21 +9,21 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use npugate_settings::{KeyValue, ShapeSpec};
-use npugate_result::contract::write_atomic;
-use npugate_result::{files, RunResult};
 use npugate_onnx::Model;
 use npugate_profile::placement::strip_token_suffix;
 use npugate_profile::result_dir::read_rejections;
+use npugate_result::contract::write_atomic;
+use npugate_result::{files, RunResult};
+use npugate_settings::{KeyValue, ShapeSpec};
 
 use super::compiled::{source_path_from, CompiledFor, EpContextCover};
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
-use npugate_host::hexagon::Soc;
 use npugate_engine::layout::Staging;
-use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Job, Silent, Target};
+use npugate_host::hexagon::Soc;
+use npugate_host::runtime::manifest::qnn_sdk_version;
 
 /// The context model the session writes, inside the job's directory (the harness's working directory).
 const CONTEXT_FILE: &str = "model_ctx.onnx";
@@ -67,17 +67,24 @@ impl CompileRequest<'_> {
     /// Compiles into `out` (the `_ctx.onnx`); the harness's own files go to `<out>.compile/`.
     /// A model the HTP cannot compile is an error saying so for the SoC.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Compiled> {
-        let (source_sha256, _) = npugate_result::digest::sha256_file(self.model)
-            .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
-        let prepared = npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
+        let (source_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
+            format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
+        })?;
+        let prepared =
+            npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
         let embed_mode = if self.context_file { "0" } else { "1" };
-        let session = CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };
-        let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(self.shapes, self.fp16), out, cancel)?;
+        let session =
+            CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };
+        let CompileOutcome { result, rejections, job_dir } =
+            session.run(soc_settings(self.shapes, self.fp16), out, cancel)?;
         let context = job_dir.join(CONTEXT_FILE);
-        let mut model = Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
+        let mut model =
+            Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
         let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let source_digest = npugate_engine::model::ModelFiles::read(self.model, &npugate_host::hash_cache::HashCache::default_cache())?.digest;
+        let source_digest =
+            npugate_engine::model::ModelFiles::read(self.model, &npugate_host::hash_cache::HashCache::default_cache())?
+                .digest;
         let compiled_for = CompiledFor {
             soc: self.soc.model.into(),
             htp_arch: self.soc.arch.into(),
@@ -131,12 +138,22 @@ pub(super) struct CompileOutcome {
 impl CompileSession<'_> {
     /// Runs the session with `settings` (the SoC's) for `out`; a session ONNX Runtime or QNN
     /// refused, or a backend that did not start, is an error naming the SoC and QNN's reasons.
-    pub fn run(&self, mut settings: npugate_settings::HarnessSettings, out: &Path, cancel: &Cancel) -> Result<CompileOutcome> {
+    pub fn run(
+        &self,
+        mut settings: npugate_settings::HarnessSettings,
+        out: &Path,
+        cancel: &Cancel,
+    ) -> Result<CompileOutcome> {
         settings.session_config.extend(
-            [("ep.context_enable", "1"), ("ep.context_file_path", CONTEXT_FILE), ("ep.context_embed_mode", self.embed_mode)]
-                .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
+            [
+                ("ep.context_enable", "1"),
+                ("ep.context_file_path", CONTEXT_FILE),
+                ("ep.context_embed_mode", self.embed_mode),
+            ]
+            .map(|(key, value)| KeyValue { key: key.into(), value: value.into() }),
         );
-        let job_dir = out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        let job_dir =
+            out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
         let staging = Staging::next_to(&job_dir)?;
         let job = Job {
             harness: &self.host.harness,
@@ -155,7 +172,11 @@ impl CompileSession<'_> {
             anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())
         })?;
         let rejections = read_rejections(&job_dir.join(files::ORT_LOG)).unwrap_or_default();
-        if let Some(abi) = result.session_error.as_deref().and_then(|refused| npugate_engine::ep_plugin::refusal(refused, &self.host.runtime)) {
+        if let Some(abi) = result
+            .session_error
+            .as_deref()
+            .and_then(|refused| npugate_engine::ep_plugin::refusal(refused, &self.host.runtime))
+        {
             bail!("nothing was compiled: {abi}");
         }
         if let Some(refused) = &result.session_error {
@@ -163,10 +184,19 @@ impl CompileSession<'_> {
                 true => String::new(),
                 false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
             };
-            bail!("cannot compile {} for {} ({}): {refused}{finalize} (log: {})", self.what.display(), self.soc.model, self.soc.arch, job_dir.join(files::ORT_LOG).display());
+            bail!(
+                "cannot compile {} for {} ({}): {refused}{finalize} (log: {})",
+                self.what.display(),
+                self.soc.model,
+                self.soc.arch,
+                job_dir.join(files::ORT_LOG).display()
+            );
         }
         if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
-            bail!("the HTP backend did not start, nothing was compiled: {}", backend.reason.as_deref().unwrap_or("no reason in the log"));
+            bail!(
+                "the HTP backend did not start, nothing was compiled: {}",
+                backend.reason.as_deref().unwrap_or("no reason in the log")
+            );
         }
         Ok(CompileOutcome { result, rejections, job_dir })
     }
@@ -178,17 +208,31 @@ impl CompileSession<'_> {
 /// (`conv1_token_1` for `conv1`, plus Transposes and Q/DQ pairs it inserted): each is named by the
 /// `source` node it came from, and the inserted ones — no node of the source — are left out. When
 /// the counts of partitions and EPContext nodes differ the record would be a guess, so none is made.
-pub(super) fn ep_context_covers(compiled: &Model, source: &Model, assignment: &npugate_result::Assignment) -> Vec<EpContextCover> {
-    let partitions: Vec<&npugate_result::AssignedSubgraph> = assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").collect();
+pub(super) fn ep_context_covers(
+    compiled: &Model,
+    source: &Model,
+    assignment: &npugate_result::Assignment,
+) -> Vec<EpContextCover> {
+    let partitions: Vec<&npugate_result::AssignedSubgraph> =
+        assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").collect();
     let index = compiled.index();
-    let contexts: Vec<&str> = index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.is_ep_context()).map(|n| n.name()).collect();
+    let contexts: Vec<&str> = index
+        .nodes()
+        .iter()
+        .filter(|n| n.graph == npugate_onnx::GraphId::MAIN && n.is_ep_context())
+        .map(|n| n.name())
+        .collect();
     if contexts.len() != partitions.len() {
         return Vec::new();
     }
     let source_index = source.index();
-    let source_names: std::collections::HashSet<&str> = source_index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN).map(|n| n.name()).collect();
+    let source_names: std::collections::HashSet<&str> =
+        source_index.nodes().iter().filter(|n| n.graph == npugate_onnx::GraphId::MAIN).map(|n| n.name()).collect();
     let own_name = |name: &str| -> Option<String> {
-        [name, strip_token_suffix(name)].into_iter().find(|candidate| source_names.contains(candidate)).map(str::to_string)
+        [name, strip_token_suffix(name)]
+            .into_iter()
+            .find(|candidate| source_names.contains(candidate))
+            .map(str::to_string)
     };
     contexts
         .into_iter()
@@ -214,13 +258,15 @@ fn write_with_context_files(mut model: Model, from: &Path, out: &Path) -> Result
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let located = model.locate_files(from).map_err(|e| anyhow::anyhow!("the session wrote an unusable context model: {e}"))?;
+    let located =
+        model.locate_files(from).map_err(|e| anyhow::anyhow!("the session wrote an unusable context model: {e}"))?;
     let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let mut renames = Vec::new();
     for (index, file) in located.iter().enumerate() {
         let name = if located.len() == 1 { format!("{stem}.bin") } else { format!("{stem}_{index}.bin") };
         let bytes = std::fs::read(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
-        write_atomic(&dir.join(&name), &bytes).with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+        write_atomic(&dir.join(&name), &bytes)
+            .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
         renames.push((file.name.clone(), name));
     }
     model

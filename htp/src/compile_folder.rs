@@ -20,10 +20,9 @@ use super::compile::{ep_context_covers, CompileOutcome, CompileSession};
 use super::compiled::CompiledFor;
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
+use npugate_engine::targets::Cancel;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
-use npugate_engine::targets::Cancel;
-
 
 /// What to compile: an LLM folder for one SoC.
 #[derive(Debug, Clone)]
@@ -70,24 +69,39 @@ impl FolderCompileRequest<'_> {
     /// and the SoC; graphs that did not land in one context binary are an error naming the binaries.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<CompiledFolder> {
         let llm = npugate_engine::model::open_folder(self.config)?;
-        let prepared = npugate_engine::model::for_run(self.config, &soc_settings(&[], self.fp16), &npugate_engine::model::default_cache())?;
-        let session = CompileSession { host: self.host, soc: self.soc, what: &llm.folder, prepared: &prepared, embed_mode: "0" };
+        let prepared = npugate_engine::model::for_run(
+            self.config,
+            &soc_settings(&[], self.fp16),
+            &npugate_engine::model::default_cache(),
+        )?;
+        let session =
+            CompileSession { host: self.host, soc: self.soc, what: &llm.folder, prepared: &prepared, embed_mode: "0" };
         let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(&[], self.fp16), out, cancel)?;
-        let generation = result.generation.as_ref().context("the compile's result.json has no graphs (a harness without LLM folders?)")?;
+        let generation = result
+            .generation
+            .as_ref()
+            .context("the compile's result.json has no graphs (a harness without LLM folders?)")?;
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
         let mut compiled = Vec::new();
         let mut binaries: Vec<(String, PathBuf)> = Vec::new();
         for (graph, run) in llm.graphs.iter().zip(&generation.graphs) {
             let name = context_name(&graph.file);
             let written = job_dir.join(&name);
-            let mut model = Model::read(&written).map_err(|e| anyhow!("graph {} ({}): the session wrote no usable EPContext model: {e}", graph.id, graph.file))?;
+            let mut model = Model::read(&written).map_err(|e| {
+                anyhow!("graph {} ({}): the session wrote no usable EPContext model: {e}", graph.id, graph.file)
+            })?;
             for file in model.locate_files(&job_dir).map_err(|e| anyhow!("graph {} ({}): {e}", graph.id, graph.file))? {
                 if !binaries.iter().any(|(known, _)| *known == file.name) {
                     binaries.push((file.name, file.path));
                 }
             }
             let source = Model::read(&graph.path).map_err(|e| anyhow!("{e}"))?;
-            let graph_result = RunResult { assignment: run.assignment.clone(), graph: run.graph.clone(), generation: None, ..result.clone() };
+            let graph_result = RunResult {
+                assignment: run.assignment.clone(),
+                graph: run.graph.clone(),
+                generation: None,
+                ..result.clone()
+            };
             let compiled_for = CompiledFor {
                 soc: self.soc.model.into(),
                 htp_arch: self.soc.arch.into(),
@@ -97,7 +111,11 @@ impl FolderCompileRequest<'_> {
                 ort_version: result.runtime.ort_version.clone(),
                 runtime: self.host.runtime.name.clone(),
                 source_model_sha256: run.sha256.clone(),
-                source_model_digest: npugate_engine::model::ModelFiles::read(&graph.path, &npugate_host::hash_cache::HashCache::default_cache())?.digest,
+                source_model_digest: npugate_engine::model::ModelFiles::read(
+                    &graph.path,
+                    &npugate_host::hash_cache::HashCache::default_cache(),
+                )?
+                .digest,
                 source_model: super::compiled::source_path_from(&out.join(&name), &graph.path),
                 ep_context_nodes: ep_context_covers(&model, &source, &run.assignment),
                 source_shapes: String::new(),
@@ -120,7 +138,8 @@ impl FolderCompileRequest<'_> {
         let mut graphs = Vec::new();
         for (id, name, model, compiled_for, left_on_cpu) in compiled {
             let path = out.join(&name);
-            let bytes = model.to_bytes().map_err(|e| anyhow!("cannot encode the EPContext model of graph {id}: {e}"))?;
+            let bytes =
+                model.to_bytes().map_err(|e| anyhow!("cannot encode the EPContext model of graph {id}: {e}"))?;
             write_atomic(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
             graphs.push(CompiledGraph { id, path, compiled_for, left_on_cpu });
         }
@@ -132,7 +151,11 @@ impl FolderCompileRequest<'_> {
 /// The context binary several graphs of `llm` name (a weight-shared context, as [`FolderCompileRequest`]
 /// writes), if any.
 pub fn shared_context_binary(llm: &LlmModel) -> Option<&str> {
-    let named: Vec<&str> = llm.graphs.iter().flat_map(|graph| graph.files.iter().filter(|f| f.name.ends_with(".bin")).map(|f| f.name.as_str())).collect();
+    let named: Vec<&str> = llm
+        .graphs
+        .iter()
+        .flat_map(|graph| graph.files.iter().filter(|f| f.name.ends_with(".bin")).map(|f| f.name.as_str()))
+        .collect();
     named.iter().enumerate().find(|(index, name)| named[..*index].contains(name)).map(|(_, name)| *name)
 }
 
@@ -154,7 +177,8 @@ pub fn refuse_on_emulator(model: &Path) -> Result<()> {
 
 /// The EPContext model the harness writes for a graph file: `token.onnx` → `token_ctx.onnx`.
 fn context_name(file: &str) -> String {
-    let stem = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| file.to_string());
+    let stem =
+        Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| file.to_string());
     format!("{stem}_ctx.onnx")
 }
 

@@ -145,14 +145,31 @@ impl CompiledFor {
     /// says refuses this context (both sides named, with the fix); `Ok` carries warnings (a SoC
     /// that cannot be identified, another SoC of the same arch, a QNN pair never measured, a
     /// runtime whose QNN build is unknown).
-    pub fn check(&self, model: &Path, name: &str, soc: Option<&str>, arch: Option<&str>, runtime: &str, runtime_build: Option<&str>) -> Result<Vec<String>> {
+    pub fn check(
+        &self,
+        model: &Path,
+        name: &str,
+        soc: Option<&str>,
+        arch: Option<&str>,
+        runtime: &str,
+        runtime_build: Option<&str>,
+    ) -> Result<Vec<String>> {
         self.check_with(&ContextCompat::measured()?, model, name, (soc, arch), runtime, runtime_build)
     }
 
     /// [`CompiledFor::check`] with the rule `rule`.
-    fn check_with(&self, rule: &ContextCompat, model: &Path, name: &str, (soc, arch): (Option<&str>, Option<&str>), runtime: &str, runtime_build: Option<&str>) -> Result<Vec<String>> {
+    fn check_with(
+        &self,
+        rule: &ContextCompat,
+        model: &Path,
+        name: &str,
+        (soc, arch): (Option<&str>, Option<&str>),
+        runtime: &str,
+        runtime_build: Option<&str>,
+    ) -> Result<Vec<String>> {
         let mut warnings = Vec::new();
-        let recompile = |for_soc: &str| format!("compile it for {for_soc}: npugate compile --model <source model> --soc {for_soc}");
+        let recompile =
+            |for_soc: &str| format!("compile it for {for_soc}: npugate compile --model <source model> --soc {for_soc}");
         match (soc, arch) {
             (_, Some(arch)) if arch != self.htp_arch => bail!(
                 "model {} was compiled for {}, but {name} is {} ({arch}): its context binary would fail to load; {}",
@@ -174,7 +191,10 @@ impl CompiledFor {
             _ => {}
         }
         let Some(version) = runtime_build.map(qnn_sdk_version) else {
-            warnings.push(format!("runtime {runtime} names no QNN HTP build, so its QNN version is not checked against {}", self.describe()));
+            warnings.push(format!(
+                "runtime {runtime} names no QNN HTP build, so its QNN version is not checked against {}",
+                self.describe()
+            ));
             return Ok(warnings);
         };
         if version == self.qnn_sdk {
@@ -239,16 +259,27 @@ impl ReferenceChoice {
     pub fn resolve(model: &Path, given: Option<&Path>, name_it: &str) -> Result<ReferenceChoice> {
         // An LLM folder's graphs are checked by the generation itself (tokens and last logits).
         if npugate_onnx::genai::config_path(model).is_some() {
-            return Ok(ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() });
+            return Ok(ReferenceChoice {
+                outputs: Some(given.unwrap_or(model).to_path_buf()),
+                ..ReferenceChoice::default()
+            });
         }
         let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
         let compiled = onnx.index().nodes().iter().any(|n| n.is_ep_context());
         if !compiled {
-            return Ok(ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() });
+            return Ok(ReferenceChoice {
+                outputs: Some(given.unwrap_or(model).to_path_buf()),
+                ..ReferenceChoice::default()
+            });
         }
         let record = CompiledFor::of(&onnx).map_err(|e| e.context(format!("model {}", model.display())))?;
         let shapes = match &record {
-            Some(record) => record.source_shapes.split_whitespace().map(str::parse).collect::<Result<Vec<ShapeSpec>, String>>().unwrap_or_default(),
+            Some(record) => record
+                .source_shapes
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<Vec<ShapeSpec>, String>>()
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         let source = match given {
@@ -297,10 +328,13 @@ fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::R
         return Err("names no source model (it was not compiled by npugate compile, or before it recorded one)".into());
     };
     let recorded = model.parent().unwrap_or(Path::new("")).join(&record.source_model);
-    let Ok(path) = recorded.canonicalize().map_err(drop).and_then(|path| if path.is_file() { Ok(path) } else { Err(()) }) else {
+    let Ok(path) =
+        recorded.canonicalize().map_err(drop).and_then(|path| if path.is_file() { Ok(path) } else { Err(()) })
+    else {
         return Err(format!("its source model {} (recorded at compile time) is not there", recorded.display()));
     };
-    let digest = npugate_engine::model::ModelFiles::read(&path, &npugate_host::hash_cache::HashCache::default_cache()).map(|files| files.digest);
+    let digest = npugate_engine::model::ModelFiles::read(&path, &npugate_host::hash_cache::HashCache::default_cache())
+        .map(|files| files.digest);
     match digest {
         Ok(digest) if digest == record.source_model_digest => Ok(path),
         Ok(digest) => Err(format!(
@@ -348,7 +382,10 @@ mod tests {
             source_model_sha256: "ab".into(),
             source_model_digest: "ab".into(),
             source_model: "../m.onnx".into(),
-            ep_context_nodes: vec![EpContextCover { ep_context: "QNN_ctx_0".into(), source_nodes: vec!["conv".into(), "relu".into()] }],
+            ep_context_nodes: vec![EpContextCover {
+                ep_context: "QNN_ctx_0".into(),
+                source_nodes: vec!["conv".into(), "relu".into()],
+            }],
             source_shapes: String::new(),
             fp16: "1".into(),
         }
@@ -393,8 +430,12 @@ mod tests {
         let model = Path::new("m_ctx.onnx");
         let build = Some("v2.51.0.260929181845");
         assert!(compiled().check(model, "device d1", Some("SM8650"), Some("v75"), "rt", build).unwrap().is_empty());
-        let error = compiled().check(model, "device d1", Some("SM8350"), Some("v68"), "rt", build).unwrap_err().to_string();
-        assert!(error.contains("compiled for SM8650 (v75) with QNN 2.51.0") && error.contains("device d1 is SM8350 (v68)"), "{error}");
+        let error =
+            compiled().check(model, "device d1", Some("SM8350"), Some("v68"), "rt", build).unwrap_err().to_string();
+        assert!(
+            error.contains("compiled for SM8650 (v75) with QNN 2.51.0") && error.contains("device d1 is SM8350 (v68)"),
+            "{error}"
+        );
         assert!(error.contains("--soc SM8350"), "{error}");
         let warnings = compiled().check(model, "device d1", None, None, "rt", None).unwrap();
         assert_eq!(warnings.len(), 2, "{warnings:?}");
@@ -406,12 +447,28 @@ mod tests {
         let model = Path::new("m_ctx.onnx");
         let v75 = (Some("SM8650"), Some("v75"));
         let newer = compiled();
-        let error = newer.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.49.40.260810104044")).unwrap_err().to_string();
-        assert!(error.contains("compiled for SM8650 (v75) with QNN 2.51.0") && error.contains("runtime rt has QNN 2.49.40"), "{error}");
-        assert!(error.contains("is refused on QNN 2.49.40") && error.contains("npugate compile --qnn all --soc SM8650"), "{error}");
-        assert!(error.contains("--qnn 2.51.0") && error.contains("npugate compile --qnn 2.49.40 --soc SM8650"), "{error}");
-        let older = CompiledFor { qnn_sdk: "2.49.40".into(), qnn_backend_build: "v2.49.40.260810104044".into(), ..compiled() };
-        assert!(older.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.51.0.260929181845")).unwrap().is_empty(), "measured to load");
+        let error = newer
+            .check_with(&rule(), model, "device d1", v75, "rt", Some("v2.49.40.260810104044"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("compiled for SM8650 (v75) with QNN 2.51.0") && error.contains("runtime rt has QNN 2.49.40"),
+            "{error}"
+        );
+        assert!(
+            error.contains("is refused on QNN 2.49.40") && error.contains("npugate compile --qnn all --soc SM8650"),
+            "{error}"
+        );
+        assert!(
+            error.contains("--qnn 2.51.0") && error.contains("npugate compile --qnn 2.49.40 --soc SM8650"),
+            "{error}"
+        );
+        let older =
+            CompiledFor { qnn_sdk: "2.49.40".into(), qnn_backend_build: "v2.49.40.260810104044".into(), ..compiled() };
+        assert!(
+            older.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.51.0.260929181845")).unwrap().is_empty(),
+            "measured to load"
+        );
         let untested = older.check_with(&rule(), model, "device d1", v75, "rt", Some("v2.50.40.260831140417")).unwrap();
         assert!(untested.len() == 1 && untested[0].contains("never measured"), "{untested:?}");
     }

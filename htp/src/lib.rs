@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::wine::{self, SETUP_HINT};
+use npugate_host::runtime::RuntimeManifest;
 
 /// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
 pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";
@@ -52,7 +52,8 @@ impl HostHtp {
         check_runtime(&runtime)?;
         let harness = match harness {
             Some(path) => path.to_path_buf(),
-            None => npugate_engine::harnesses::for_target(wine::TRIPLE).map_err(|_| anyhow::anyhow!("no Windows harness is built; {SETUP_HINT}"))?,
+            None => npugate_engine::harnesses::for_target(wine::TRIPLE)
+                .map_err(|_| anyhow::anyhow!("no Windows harness is built; {SETUP_HINT}"))?,
         };
         if !harness.is_file() {
             bail!("harness {} does not exist; {SETUP_HINT}", harness.display());
@@ -62,7 +63,9 @@ impl HostHtp {
 
     /// The QNN SDK version of its backend (`2.49.40`), `?` when the library names none.
     pub fn qnn_sdk(&self) -> String {
-        self.runtime.qnn_build().map_or_else(|| "?".into(), |build| npugate_host::runtime::manifest::qnn_sdk_version(&build).to_string())
+        self.runtime
+            .qnn_build()
+            .map_or_else(|| "?".into(), |build| npugate_host::runtime::manifest::qnn_sdk_version(&build).to_string())
     }
 }
 
@@ -70,7 +73,12 @@ impl HostHtp {
 pub fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
     let fix = format!("pass --runtime {HOST_HTP_RUNTIME} (npugate runtime fetch {HOST_HTP_RUNTIME})");
     if runtime.target != wine::TRIPLE {
-        bail!("runtime {} is built for {}, but the host HTP runs the {} harness under wine; {fix}", runtime.name, runtime.target, wine::TRIPLE);
+        bail!(
+            "runtime {} is built for {}, but the host HTP runs the {} harness under wine; {fix}",
+            runtime.name,
+            runtime.target,
+            wine::TRIPLE
+        );
     }
     let plugin = runtime.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider" && ep.attach == "plugin");
     if !plugin || !runtime.dir.join(HTP_BACKEND).is_file() {
@@ -88,7 +96,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let linux = RuntimeManifest::for_tests(dir.path());
         let error = check_runtime(&linux).unwrap_err().to_string();
-        assert!(error.contains("x86_64-pc-windows-gnu") && error.contains("npugate runtime fetch qnn-2.7.0-ort-1.31.1-windows-x86_64"), "{error}");
+        assert!(
+            error.contains("x86_64-pc-windows-gnu")
+                && error.contains("npugate runtime fetch qnn-2.7.0-ort-1.31.1-windows-x86_64"),
+            "{error}"
+        );
         let windows = RuntimeManifest { target: wine::TRIPLE.into(), ..RuntimeManifest::for_tests(dir.path()) };
         assert!(check_runtime(&windows).unwrap_err().to_string().contains("no QNN plugin with QnnHtp.dll"));
     }

@@ -17,25 +17,25 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, SessionSettings, ShapeSpec};
-use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
-use npugate_result::{files, RunResult};
 use npugate_profile::ort_log::{RefusedNode, RejectionReasons};
 use npugate_profile::placement::{build_report, PlacementInputs};
 use npugate_profile::profile::Profile;
 use npugate_profile::report::PlacementReport;
 use npugate_profile::result_dir::{read_profile, read_rejections};
+use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use npugate_result::{files, RunResult};
+use npugate_settings::qnn::QnnBackend;
+use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, SessionSettings, ShapeSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::HostHtp;
-use npugate_host::hexagon::Soc;
 use npugate_engine::layout::Staging;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Execution, Job, Progress, Target};
+use npugate_host::hexagon::Soc;
+use npugate_host::runtime::RuntimeManifest;
 
 /// Schema of `preflight.json`.
 pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/2";
@@ -46,7 +46,8 @@ const REFERENCE_DIR: &str = "reference";
 /// The longest one SoC's validation, compile and inference may take.
 const TIMEOUT: Duration = Duration::from_secs(3600);
 /// What every report says it is.
-pub const LABEL: &str = "HTP validation and compile by Qualcomm's host backend (QNN's x86_64 build, under wine); the device did not run";
+pub const LABEL: &str =
+    "HTP validation and compile by Qualcomm's host backend (QNN's x86_64 build, under wine); the device did not run";
 
 /// What a host-HTP preflight needs.
 #[derive(Debug, Clone)]
@@ -115,7 +116,12 @@ pub struct QnnRuntime {
 impl QnnRuntime {
     /// The version of `host`.
     pub fn of(host: &HostHtp) -> QnnRuntime {
-        QnnRuntime { sdk: host.qnn_sdk(), build: host.runtime.qnn_build(), runtime: host.runtime.name.clone(), ort_version: host.runtime.ort_version.clone() }
+        QnnRuntime {
+            sdk: host.qnn_sdk(),
+            build: host.runtime.qnn_build(),
+            runtime: host.runtime.name.clone(),
+            ort_version: host.runtime.ort_version.clone(),
+        }
     }
 }
 
@@ -278,12 +284,22 @@ impl HtpPreflightRequest<'_> {
     /// ONNX Runtime cannot load it even on its CPU EP.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<HtpPreflightReport> {
         let first = self.hosts.first().context("a preflight needs at least one host-HTP runtime")?;
-        let (model_sha256, _) = npugate_result::digest::sha256_file(self.model)
-            .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", self.model.display()))?;
-        let prepared = npugate_engine::model::prepare(self.model, self.shapes, self.inputs, &npugate_engine::model::default_cache())?;
+        let (model_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
+            format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
+        })?;
+        let prepared = npugate_engine::model::prepare(
+            self.model,
+            self.shapes,
+            self.inputs,
+            &npugate_engine::model::default_cache(),
+        )?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
-        let reference_session = SessionSettings { shapes: self.shapes.to_vec(), inputs: self.inputs.to_vec(), ..SessionSettings::default() };
+        let reference_session = SessionSettings {
+            shapes: self.shapes.to_vec(),
+            inputs: self.inputs.to_vec(),
+            ..SessionSettings::default()
+        };
         let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
         let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
         soc_settings.session.inputs = self.inputs.to_vec();
@@ -292,19 +308,31 @@ impl HtpPreflightRequest<'_> {
         let cached = cached_reference(&reference_dir);
         let mut jobs: Vec<PlannedJob> = Vec::new();
         if cached.is_none() {
-            jobs.push(PlannedJob { target: WineTarget::new().named(REFERENCE_DIR), host: first, soc: None, dir: reference_dir.clone() });
+            jobs.push(PlannedJob {
+                target: WineTarget::new().named(REFERENCE_DIR),
+                host: first,
+                soc: None,
+                dir: reference_dir.clone(),
+            });
         }
         let several = self.hosts.len() > 1;
         for host in self.hosts {
             for soc in self.socs {
-                let name = if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
-                jobs.push(PlannedJob { target: WineTarget::for_soc(*soc).named(&name), host, soc: Some(*soc), dir: out.join(&name) });
+                let name =
+                    if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
+                jobs.push(PlannedJob {
+                    target: WineTarget::for_soc(*soc).named(&name),
+                    host,
+                    soc: Some(*soc),
+                    dir: out.join(&name),
+                });
             }
         }
         let targets: Vec<&WineTarget> = jobs.iter().map(|job| &job.target).collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
-            let planned = jobs.iter().find(|job| std::ptr::eq(&job.target, target)).context("a job of this preflight")?;
+            let planned =
+                jobs.iter().find(|job| std::ptr::eq(&job.target, target)).context("a job of this preflight")?;
             let settings = if planned.soc.is_some() { &soc_settings } else { &reference_settings };
             let job = Job {
                 harness: &planned.host.harness,
@@ -342,7 +370,8 @@ impl HtpPreflightRequest<'_> {
                     (None, error) => Err(error.clone().unwrap_or_else(|| "the job did not finish".into())),
                 };
                 let soc = planned.soc.expect("every job after the reference is a SoC's");
-                let mut verdict = judge_soc(soc, &planned.host.runtime, attempt, reference_profile.as_ref(), self.execute);
+                let mut verdict =
+                    judge_soc(soc, &planned.host.runtime, attempt, reference_profile.as_ref(), self.execute);
                 verdict.qnn_sdk = planned.host.qnn_sdk();
                 verdict.seconds = outcome.seconds;
                 verdict
@@ -419,7 +448,11 @@ pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings 
     let session = SessionSettings {
         ep: EpKind::Qnn,
         shapes: shapes.to_vec(),
-        qnn: QnnArgs { qnn_backend: Some(QnnBackend::Type("htp")), enable_htp_fp16_precision: Some(fp16), ..QnnArgs::default() },
+        qnn: QnnArgs {
+            qnn_backend: Some(QnnBackend::Type("htp")),
+            enable_htp_fp16_precision: Some(fp16),
+            ..QnnArgs::default()
+        },
         ..SessionSettings::default()
     };
     HarnessSettings { session_only: true, no_reference_pass: true, ..HarnessSettings::from(session) }
@@ -449,7 +482,9 @@ fn reference_cache(model_digest: &str, inputs: &[InputFile], runtime: &RuntimeMa
 /// The node shapes a reference job left in `dir`, when it finished there (a model ONNX Runtime
 /// could not load is never taken from the cache).
 fn cached_reference(dir: &Path) -> Option<Profile> {
-    let result = RunResult::read(dir).ok().filter(|r| r.session_error.is_none() && r.status == npugate_result::RunStatus::Complete)?;
+    let result = RunResult::read(dir)
+        .ok()
+        .filter(|r| r.session_error.is_none() && r.status == npugate_result::RunStatus::Complete)?;
     result.artifacts.reference_profile.as_ref()?;
     read_profile(&dir.join(files::REFERENCE_PROFILE)).ok()
 }
@@ -457,7 +492,11 @@ fn cached_reference(dir: &Path) -> Option<Profile> {
 /// The reference job's node shapes. `Err(Err)`: ONNX Runtime cannot load the model at all, so no
 /// SoC can be judged; `Ok(Err(why))`: the shapes are missing — why, in the job's own words, and
 /// where its result directory is — and the verdicts stand without FLOPs.
-fn reference_shapes(reference: Option<&Launched>, infrastructure: Option<&str>, model: &Path) -> Result<Result<Profile, String>> {
+fn reference_shapes(
+    reference: Option<&Launched>,
+    infrastructure: Option<&str>,
+    model: &Path,
+) -> Result<Result<Profile, String>> {
     let Some(launched) = reference else {
         return Ok(Err(format!("the CPU reference job did not run: {}", infrastructure.unwrap_or("no reason given"))));
     };
@@ -486,7 +525,13 @@ fn reference_shapes(reference: Option<&Launched>, infrastructure: Option<&str>, 
 /// The verdict for `soc` from its job on `runtime`: the result the harness wrote, the log's
 /// rejections and the reference's node shapes; `executed` when the job ran one inference after
 /// the compile.
-fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, String>, reference: Option<&Profile>, executed: bool) -> SocVerdict {
+fn judge_soc(
+    soc: Soc,
+    runtime: &RuntimeManifest,
+    attempt: Result<Launched, String>,
+    reference: Option<&Profile>,
+    executed: bool,
+) -> SocVerdict {
     let mut verdict = SocVerdict {
         soc: soc.model.into(),
         htp_arch: soc.arch.into(),
@@ -534,7 +579,8 @@ fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, Stri
             return verdict;
         }
         if !backend_started && !validated {
-            verdict.error = Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
+            verdict.error =
+                Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
             return verdict;
         }
         verdict.outcome = SocOutcome::Fail;
@@ -545,13 +591,22 @@ fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, Stri
             Some(graph) => rejections.model_nodes(graph),
             None => rejections
                 .nodes()
-                .map(|name| RefusedNode { name: name.into(), op_type: rejections.op_types.get(name).cloned().unwrap_or_default(), reason: rejections.reason(name) })
+                .map(|name| RefusedNode {
+                    name: name.into(),
+                    op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
+                    reason: rejections.reason(name),
+                })
                 .collect(),
         };
         refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
         verdict.fallback = refused
             .into_iter()
-            .map(|node| FallbackEntry { name: node.name, op_type: node.op_type, reason: node.reason.map(|r| arch_hint(&r, soc)), expected: false })
+            .map(|node| FallbackEntry {
+                name: node.name,
+                op_type: node.op_type,
+                reason: node.reason.map(|r| arch_hint(&r, soc)),
+                expected: false,
+            })
             .collect();
         return verdict;
     }
@@ -573,7 +628,10 @@ fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, Stri
     if let Some(failed) = &result.inference_error {
         verdict.outcome = SocOutcome::Fail;
         let failed = failed.trim().trim_start_matches("inference failed: ");
-        verdict.error = Some(format!("compiled for {} ({}), but the first emulated inference failed: {failed}", soc.model, soc.arch));
+        verdict.error = Some(format!(
+            "compiled for {} ({}), but the first emulated inference failed: {failed}",
+            soc.model, soc.arch
+        ));
     }
     verdict
 }
@@ -581,10 +639,19 @@ fn judge_soc(soc: Soc, runtime: &RuntimeManifest, attempt: Result<Launched, Stri
 /// The placement of a session created on the host HTP as `soc` (labelled [`LABEL`]): the
 /// assignment, the log's reasons (with the arch a node needs spelled out) and, when given, the
 /// reference's node shapes for FLOPs.
-pub(super) fn placement_of(result: &RunResult, rejections: &RejectionReasons, reference: Option<&Profile>, soc: Soc) -> PlacementReport {
+pub(super) fn placement_of(
+    result: &RunResult,
+    rejections: &RejectionReasons,
+    reference: Option<&Profile>,
+    soc: Soc,
+) -> PlacementReport {
     let label = format!("{LABEL}; SoC {} ({})", soc.model, soc.arch);
-    let mut placement =
-        build_report(&PlacementInputs { reference, rejections: Some(rejections), predicted: Some(&label), ..PlacementInputs::of_run(result) });
+    let mut placement = build_report(&PlacementInputs {
+        reference,
+        rejections: Some(rejections),
+        predicted: Some(&label),
+        ..PlacementInputs::of_run(result)
+    });
     for node in &mut placement.fallback {
         node.reason = node.reason.take().map(|r| arch_hint(&r, soc));
     }
@@ -596,7 +663,12 @@ pub(super) fn fallback_entries(placement: &PlacementReport) -> Vec<FallbackEntry
     placement
         .fallback
         .iter()
-        .map(|node| FallbackEntry { name: node.name.clone(), op_type: node.op_type.clone(), reason: node.reason.clone(), expected: node.expected })
+        .map(|node| FallbackEntry {
+            name: node.name.clone(),
+            op_type: node.op_type.clone(),
+            reason: node.reason.clone(),
+            expected: node.expected,
+        })
         .collect()
 }
 
@@ -611,7 +683,12 @@ fn refusal(soc: Soc, error: &str, rejections: &RejectionReasons) -> String {
     if rejections.finalize_errors.is_empty() {
         format!("ONNX Runtime refused the session for {} ({}): {error}", soc.model, soc.arch)
     } else {
-        format!("cannot compile for {} ({}): {error}; QNN: {}", soc.model, soc.arch, rejections.finalize_errors.join("; "))
+        format!(
+            "cannot compile for {} ({}): {error}; QNN: {}",
+            soc.model,
+            soc.arch,
+            rejections.finalize_errors.join("; ")
+        )
     }
 }
 
@@ -681,7 +758,8 @@ fn matrix(report: &HtpPreflightReport) -> String {
                 format!("{:.1} s", s.seconds),
             ]
         });
-        let header = ["SOC", "ARCH", "OUTCOME", "COMPILED", "RAN", "NODES ON HTP", "FLOPS ON HTP", "LEFT TO CPU", "TIME"];
+        let header =
+            ["SOC", "ARCH", "OUTCOME", "COMPILED", "RAN", "NODES ON HTP", "FLOPS ON HTP", "LEFT TO CPU", "TIME"];
         return npugate_host::table::plain(&header, rows);
     }
     let mut socs: Vec<(&str, &str)> = Vec::new();
@@ -702,7 +780,8 @@ fn matrix(report: &HtpPreflightReport) -> String {
         }
         row
     });
-    let titles: Vec<String> = report.qnn.iter().map(|q| format!("QNN {}: OUTCOME NODES / FLOPS ON HTP", q.sdk)).collect();
+    let titles: Vec<String> =
+        report.qnn.iter().map(|q| format!("QNN {}: OUTCOME NODES / FLOPS ON HTP", q.sdk)).collect();
     let mut header = vec!["SOC", "ARCH"];
     header.extend(titles.iter().map(String::as_str));
     npugate_host::table::plain(&header, rows)
@@ -726,14 +805,23 @@ fn changes_text(report: &HtpPreflightReport) -> String {
     let mut text = String::new();
     for pair in report.qnn.windows(2) {
         let (from, to) = (&pair[0].sdk, &pair[1].sdk);
-        let changes: Vec<&VersionChange> = report.changes.iter().filter(|c| &c.from_qnn == from && &c.to_qnn == to).collect();
-        text.push_str(&format!("\nwhat changed from QNN {from} to QNN {to}:{}\n", if changes.is_empty() { " nothing" } else { "" }));
+        let changes: Vec<&VersionChange> =
+            report.changes.iter().filter(|c| &c.from_qnn == from && &c.to_qnn == to).collect();
+        text.push_str(&format!(
+            "\nwhat changed from QNN {from} to QNN {to}:{}\n",
+            if changes.is_empty() { " nothing" } else { "" }
+        ));
         for change in changes {
-            let flips: Vec<String> = [("outcome", &change.outcome), ("compile", &change.compiled), ("inference", &change.executed)]
-                .into_iter()
-                .filter_map(|(what, flip)| flip.as_ref().map(|flip| format!("{what} {flip}")))
-                .collect();
-            text.push_str(&format!("  {}:{}\n", change.soc, if flips.is_empty() { String::new() } else { format!(" {}", flips.join(", ")) }));
+            let flips: Vec<String> =
+                [("outcome", &change.outcome), ("compile", &change.compiled), ("inference", &change.executed)]
+                    .into_iter()
+                    .filter_map(|(what, flip)| flip.as_ref().map(|flip| format!("{what} {flip}")))
+                    .collect();
+            text.push_str(&format!(
+                "  {}:{}\n",
+                change.soc,
+                if flips.is_empty() { String::new() } else { format!(" {}", flips.join(", ")) }
+            ));
             for node in &change.newly_rejected {
                 text.push_str(&format!("    newly rejected by {to}: {}\n", node_line(node)));
             }
@@ -756,7 +844,15 @@ mod tests {
             std::fs::write(dir.join(files::RESULT), json).unwrap();
         }
         std::fs::write(dir.join(files::ORT_LOG), log).unwrap();
-        Launched { dir: dir.to_path_buf(), execution: Execution { exit_code: Some(code), stderr: "npugate-harness: error: boom".into(), seconds: 1.0, warnings: Vec::new() } }
+        Launched {
+            dir: dir.to_path_buf(),
+            execution: Execution {
+                exit_code: Some(code),
+                stderr: "npugate-harness: error: boom".into(),
+                seconds: 1.0,
+                warnings: Vec::new(),
+            },
+        }
     }
 
     #[test]
@@ -767,7 +863,10 @@ mod tests {
         let crashed = judge_soc(soc, &runtime, Ok(launched(&dir.path().join("a"), 3, None, "")), None, true);
         assert_eq!(crashed.outcome, SocOutcome::Error);
         let error = crashed.error.unwrap();
-        assert!(error.contains("without a result: npugate-harness: error: boom") && error.contains("harness.stderr"), "{error}");
+        assert!(
+            error.contains("without a result: npugate-harness: error: boom") && error.contains("harness.stderr"),
+            "{error}"
+        );
         let failed = judge_soc(soc, &runtime, Err("wine is not installed; run scripts/setup".into()), None, true);
         assert_eq!((failed.outcome, failed.compiled), (SocOutcome::Error, false));
         assert!(failed.error.unwrap().contains("wine is not installed"));
@@ -786,8 +885,18 @@ mod tests {
             error: None,
             fallback: rejected
                 .iter()
-                .map(|(name, reason)| FallbackEntry { name: (*name).into(), op_type: "Op".into(), reason: Some((*reason).into()), expected: false })
-                .chain(std::iter::once(FallbackEntry { name: "output_DQ".into(), op_type: "DequantizeLinear".into(), reason: None, expected: true }))
+                .map(|(name, reason)| FallbackEntry {
+                    name: (*name).into(),
+                    op_type: "Op".into(),
+                    reason: Some((*reason).into()),
+                    expected: false,
+                })
+                .chain(std::iter::once(FallbackEntry {
+                    name: "output_DQ".into(),
+                    op_type: "DequantizeLinear".into(),
+                    reason: None,
+                    expected: true,
+                }))
                 .collect(),
             nodes_pct: None,
             flops_pct: None,
@@ -799,7 +908,12 @@ mod tests {
 
     #[test]
     fn what_changed_between_versions_names_flips_and_nodes_with_each_versions_reason() {
-        let qnn = |sdk: &str| QnnRuntime { sdk: sdk.into(), build: None, runtime: format!("rt-{sdk}"), ort_version: "1.31.1".into() };
+        let qnn = |sdk: &str| QnnRuntime {
+            sdk: sdk.into(),
+            build: None,
+            runtime: format!("rt-{sdk}"),
+            ort_version: "1.31.1".into(),
+        };
         let versions = [qnn("2.49.40"), qnn("2.51.0")];
         let socs = [
             verdict("SM8350", "2.49.40", SocOutcome::Fail, false, &[]),
@@ -810,11 +924,20 @@ mod tests {
         let changes = version_changes(&versions, &socs);
         assert_eq!(changes.len(), 2, "{changes:#?}");
         let v68 = &changes[0];
-        assert_eq!((v68.soc.as_str(), v68.outcome.as_deref(), v68.compiled.as_deref()), ("SM8350", Some("FAIL → PASS"), Some("not compiled → compiled")));
+        assert_eq!(
+            (v68.soc.as_str(), v68.outcome.as_deref(), v68.compiled.as_deref()),
+            ("SM8350", Some("FAIL → PASS"), Some("not compiled → compiled"))
+        );
         let v75 = &changes[1];
         assert_eq!(v75.outcome, None);
-        assert_eq!(v75.newly_rejected.iter().map(|n| (n.name.as_str(), n.reason.as_deref())).collect::<Vec<_>>(), [("b", Some("new reason for b"))]);
-        assert_eq!(v75.newly_accepted.iter().map(|n| (n.name.as_str(), n.reason.as_deref())).collect::<Vec<_>>(), [("a", Some("old reason for a"))]);
+        assert_eq!(
+            v75.newly_rejected.iter().map(|n| (n.name.as_str(), n.reason.as_deref())).collect::<Vec<_>>(),
+            [("b", Some("new reason for b"))]
+        );
+        assert_eq!(
+            v75.newly_accepted.iter().map(|n| (n.name.as_str(), n.reason.as_deref())).collect::<Vec<_>>(),
+            [("a", Some("old reason for a"))]
+        );
         let report = HtpPreflightReport {
             schema: HTP_PREFLIGHT_SCHEMA.into(),
             label: LABEL.into(),
@@ -831,7 +954,10 @@ mod tests {
         assert!(text.contains("QNN 2.49.40: OUTCOME NODES / FLOPS ON HTP"), "{text}");
         assert!(text.contains("what changed from QNN 2.49.40 to QNN 2.51.0:\n  SM8350: outcome FAIL → PASS, compile not compiled → compiled"), "{text}");
         assert!(text.contains("    newly rejected by 2.51.0: b (Op): new reason for b"), "{text}");
-        assert!(text.contains("    newly accepted by 2.51.0 (rejected by 2.49.40): a (Op): old reason for a"), "{text}");
+        assert!(
+            text.contains("    newly accepted by 2.51.0 (rejected by 2.49.40): a (Op): old reason for a"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -844,7 +970,10 @@ mod tests {
 
     #[test]
     fn a_compile_failure_names_the_soc_and_qnns_errors() {
-        let rejections = RejectionReasons { finalize_errors: vec!["RouterX86 graph prepare failed 12".into()], ..Default::default() };
+        let rejections = RejectionReasons {
+            finalize_errors: vec!["RouterX86 graph prepare failed 12".into()],
+            ..Default::default()
+        };
         let text = refusal(find("SM8350").unwrap(), "Failed to finalize QNN graph. Code: 1002", &rejections);
         assert_eq!(text, "cannot compile for SM8350 (v68): Failed to finalize QNN graph. Code: 1002; QNN: RouterX86 graph prepare failed 12");
         let other = refusal(find("SM8350").unwrap(), "Node 'c' was not selected", &RejectionReasons::default());

@@ -14,15 +14,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use npugate_profile::report::PlacementReport;
+use npugate_result::{contract, files, RunStatus};
 use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings, ShapeSpec};
-use npugate_result::{contract, files, RunStatus};
-use npugate_profile::report::PlacementReport;
 
 use npugate_engine::layout::Staging;
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::{Cancel, Job, Silent, Target};
+use npugate_host::runtime::RuntimeManifest;
 
 /// The runtime used when none is given: aarch64 ORT + the onnxruntime-qnn plugin from PyPI.
 pub const DEFAULT_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-linux-aarch64";
@@ -82,19 +82,32 @@ impl PreflightRequest<'_> {
         let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
         // Without a Snapdragon the QNN plugin offers a device only when its CPU backend is enabled.
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
-        let model = npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
-        let job = Job { harness: self.harness, runtime: self.runtime, model: &model.path, prepared: Some(&model), reference_model: None, settings: &settings, env: &env, timeout: TIMEOUT, cancel };
+        let model =
+            npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
+        let job = Job {
+            harness: self.harness,
+            runtime: self.runtime,
+            model: &model.path,
+            prepared: Some(&model),
+            reference_model: None,
+            settings: &settings,
+            env: &env,
+            timeout: TIMEOUT,
+            cancel,
+        };
         let staging = Staging::next_to(out)?;
         let execution = QemuTarget.execute(&job, staging.path(), &Silent)?;
         let result = npugate_engine::run::harness_result(&execution, staging.path(), &model)?;
-        let crashed_after_result = (execution.exit_code == Some(SIGSEGV_STATUS) || execution.exit_code.is_none()).then(|| execution.status());
+        let crashed_after_result =
+            (execution.exit_code == Some(SIGSEGV_STATUS) || execution.exit_code.is_none()).then(|| execution.status());
         if let Some(backend) = result.backend.as_ref().filter(|b| !b.started) {
             bail!(
                 "the QNN backend did not start under preflight, so nothing can be predicted: {}",
                 backend.reason.as_deref().unwrap_or("no reason in the log")
             );
         }
-        let mut report = npugate_profile::analyze_result_dir(staging.path()).with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+        let mut report = npugate_profile::analyze_result_dir(staging.path())
+            .with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
         report.predicted = Some(PREDICTED.to_string());
         contract::write_json(&staging.path().join(files::PLACEMENT), &report)?;
         let dir = staging.commit(result.status == RunStatus::Complete)?.dir().to_path_buf();
@@ -106,7 +119,12 @@ impl PreflightRequest<'_> {
 fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
     let fix = format!("pass --runtime {DEFAULT_RUNTIME} (npugate runtime fetch {DEFAULT_RUNTIME})");
     if runtime.target != qemu::TRIPLE {
-        bail!("runtime {} is built for {}, but preflight runs the {} harness; {fix}", runtime.name, runtime.target, qemu::TRIPLE);
+        bail!(
+            "runtime {} is built for {}, but preflight runs the {} harness; {fix}",
+            runtime.name,
+            runtime.target,
+            qemu::TRIPLE
+        );
     }
     let plugin = runtime.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider" && ep.attach == "plugin");
     if !plugin || runtime.ep_library_path().is_none() {

@@ -18,17 +18,17 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use npugate_settings::HarnessSettings;
-use npugate_numerics::compare::{compare_run, Saved};
-use npugate_numerics::matching::{Matching, Selection};
-use npugate_numerics::{self as numerics, NumericsRequest, TensorChoice, Targets};
-use npugate_plan::Planned;
 use npugate_engine::rack::RackPolicy;
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::{Cancel, Job, Silent, Target};
-use npugate_result::{files, RunResult};
+use npugate_host::runtime::RuntimeManifest;
+use npugate_numerics::compare::{compare_run, Saved};
+use npugate_numerics::matching::{Matching, Selection};
+use npugate_numerics::{self as numerics, NumericsRequest, Targets, TensorChoice};
 use npugate_onnx::Model;
+use npugate_plan::Planned;
+use npugate_result::{files, RunResult};
+use npugate_settings::HarnessSettings;
 
 const MB: f64 = 1024.0 * 1024.0;
 
@@ -66,12 +66,20 @@ fn main() {
     let exe = std::env::current_exe().expect("bench executable");
     let harness = exe.parent().and_then(Path::parent).expect("target/release/deps").join("npugate-harness");
     assert!(harness.is_file(), "{} is missing: cargo build --release -p npugate-harness", harness.display());
-    let runtime = RuntimeManifest::load("ort-1.31.1-linux-x86_64").expect("runtime ort-1.31.1-linux-x86_64 (scripts/setup)");
+    let runtime =
+        RuntimeManifest::load("ort-1.31.1-linux-x86_64").expect("runtime ort-1.31.1-linux-x86_64 (scripts/setup)");
     let work = tempfile::tempdir().expect("temp dir");
     let cancel = Cancel::new();
 
     // 1. The plain run: one inference, the graph output saved.
-    let plain_settings = HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: true, ..HarnessSettings::default() };
+    let plain_settings = HarnessSettings {
+        runs: 1,
+        warmup: 0,
+        profile_runs: 0,
+        no_reference_pass: true,
+        check_outputs: true,
+        ..HarnessSettings::default()
+    };
     let job = Job {
         harness: &harness,
         runtime: &runtime,
@@ -105,7 +113,13 @@ fn main() {
         out: &out,
         cancel: &cancel,
     };
-    let host = [Planned { target: Box::new(HostTarget::new()), runtime: runtime.clone(), harness: harness.clone(), soc: None, device: None }];
+    let host = [Planned {
+        target: Box::new(HostTarget::new()),
+        runtime: runtime.clone(),
+        harness: harness.clone(),
+        soc: None,
+        device: None,
+    }];
     let policy = RackPolicy { retries: 0, retry_pause: Duration::from_secs(1), cancel: cancel.clone() };
     let on = Targets { planned: &host, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
     let started = Instant::now();
@@ -113,7 +127,10 @@ fn main() {
     let numerics_wall = started.elapsed().as_secs_f64();
     let instrumented_peak = children_peak_mb();
     let host_peak = own_mb("VmHWM");
-    assert!(report.layers.iter().all(|l| l.results[0].metrics.is_some_and(|m| m.sqnr_db == f64::INFINITY)), "the model against itself");
+    assert!(
+        report.layers.iter().all(|l| l.results[0].metrics.is_some_and(|m| m.sqnr_db == f64::INFINITY)),
+        "the model against itself"
+    );
 
     // 3. The comparison alone, in this process.
     let onnx = Model::read(&model).expect("model");
@@ -122,11 +139,22 @@ fn main() {
     let (reference_dir, run_dir) = (out.join(files::NUMERICS_REFERENCE_DIR), out.join("local"));
     let (reference, run) = (RunResult::read(&reference_dir).unwrap(), RunResult::read(&run_dir).unwrap());
     let activations = bytes_below(&run_dir.join(files::OUTPUTS_DIR)) as f64 / MB;
-    let largest = std::fs::read_dir(run_dir.join(files::OUTPUTS_DIR)).unwrap().flatten().map(|e| e.metadata().unwrap().len()).max().unwrap_or(0) as f64 / MB;
+    let largest = std::fs::read_dir(run_dir.join(files::OUTPUTS_DIR))
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .max()
+        .unwrap_or(0) as f64
+        / MB;
     reset_own_peak();
     let baseline = own_mb("VmRSS");
     let started = Instant::now();
-    let compared = compare_run(&matching.layers, Saved { dir: &reference_dir, result: &reference }, Saved { dir: &run_dir, result: &run }).expect("compare");
+    let compared = compare_run(
+        &matching.layers,
+        Saved { dir: &reference_dir, result: &reference },
+        Saved { dir: &run_dir, result: &run },
+    )
+    .expect("compare");
     let compare_wall = started.elapsed().as_secs_f64();
     let compare_peak = own_mb("VmHWM");
     assert!(compared.iter().all(Result::is_ok));
@@ -140,7 +168,11 @@ fn main() {
     println!("| comparison alone (this process, tensor by tensor) | {compare_wall:.2} s | {compare_peak:.0} MB ({:.0} MB above its {baseline:.0} MB before) |", compare_peak - baseline);
     println!();
     println!("end to end / plain run wall: {:.1}×", numerics_wall / plain_wall);
-    println!("instrumented harness peak − plain harness peak: {:.0} MB ({:.2}× the activations)", instrumented_peak - plain_peak, (instrumented_peak - plain_peak) / activations);
+    println!(
+        "instrumented harness peak − plain harness peak: {:.0} MB ({:.2}× the activations)",
+        instrumented_peak - plain_peak,
+        (instrumented_peak - plain_peak) / activations
+    );
     println!(
         "comparison peak / one run's activations: {:.2} (target ≤ 1.5; above its baseline: {:.2})",
         compare_peak / activations,

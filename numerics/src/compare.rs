@@ -43,7 +43,11 @@ impl Saved<'_> {
 /// Compares every layer of `run` with `reference`, in layer order; a layer that cannot be
 /// compared (missing, another shape, an unreadable file) gets its reason. Refuses runs fed other
 /// inputs than the reference.
-pub fn compare_run(layers: &[Layer], reference: Saved<'_>, run: Saved<'_>) -> Result<Vec<Result<OutputComparison, String>>> {
+pub fn compare_run(
+    layers: &[Layer],
+    reference: Saved<'_>,
+    run: Saved<'_>,
+) -> Result<Vec<Result<OutputComparison, String>>> {
     npugate_engine::output_check::check_same_inputs(run.result, run.dir, reference.result, reference.dir)?;
     let (reference_files, run_files) = (reference.files()?, run.files()?);
     Ok(layers.iter().map(|layer| compare_layer(layer, &reference_files, &run_files)).collect())
@@ -66,8 +70,14 @@ pub fn compare_runs(layers: &[Layer], from: Saved<'_>, to: Saved<'_>) -> Result<
 }
 
 /// One layer: read both tensors, dequantize the run's when its probe says so, compare.
-fn compare_layer(layer: &Layer, reference: &HashMap<&str, PathBuf>, run: &HashMap<&str, PathBuf>) -> Result<OutputComparison, String> {
-    let reference_file = reference.get(layer.id.tensor.as_str()).ok_or_else(|| format!("the reference run saved no {:?}", layer.id.tensor))?;
+fn compare_layer(
+    layer: &Layer,
+    reference: &HashMap<&str, PathBuf>,
+    run: &HashMap<&str, PathBuf>,
+) -> Result<OutputComparison, String> {
+    let reference_file = reference
+        .get(layer.id.tensor.as_str())
+        .ok_or_else(|| format!("the reference run saved no {:?}", layer.id.tensor))?;
     let (reference_shape, reference_values) = read_npy_f64(reference_file).map_err(|e| format!("{e:#}"))?;
     let (shape, values) = read_exposed(layer, run, "the run")?;
     compare(layer, (&reference_shape, &reference_values), (&shape, &values))
@@ -79,7 +89,9 @@ fn read_exposed(layer: &Layer, run: &HashMap<&str, PathBuf>, which: &str) -> Res
     let run_file = run.get(exposed).ok_or_else(|| format!("{which} saved no {exposed:?}"))?;
     let (shape, mut values) = read_npy_f64(run_file).map_err(|e| format!("{e:#}"))?;
     if let Probe::Dequantized { params, dequantize_node, .. } = &layer.probe {
-        params.dequantize(&shape, &mut values).map_err(|e| format!("cannot dequantize {exposed:?} as {dequantize_node:?} does: {e}"))?;
+        params
+            .dequantize(&shape, &mut values)
+            .map_err(|e| format!("cannot dequantize {exposed:?} as {dequantize_node:?} does: {e}"))?;
     }
     Ok((shape, values))
 }

@@ -30,22 +30,24 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use npugate_settings::HarnessSettings;
+use npugate_onnx::Model;
 use npugate_result::digest::sha256_file;
 use npugate_result::{contract, files};
-use npugate_onnx::Model;
+use npugate_settings::HarnessSettings;
 
+use compare::{compare_run, compare_runs, Saved};
+use matching::{Matching, Selection};
 use npugate_engine::device_rack::result_dir_names;
 use npugate_engine::layout::Ownership;
 use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::rack::{run_rack, Rack, RackPolicy};
 use npugate_engine::run::{run_on, RunReport, RunSpec};
-use npugate_plan::Planned;
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::{Cancel, Job, Target};
-use compare::{compare_run, compare_runs, Saved};
-use matching::{Matching, Selection};
-use report::{Header, Instrumentation, ModelRef, NumericsReport, TargetPair, TargetReport, TargetRun, INSTRUMENTATION_NOTE};
+use npugate_host::runtime::RuntimeManifest;
+use npugate_plan::Planned;
+use report::{
+    Header, Instrumentation, ModelRef, NumericsReport, TargetPair, TargetReport, TargetRun, INSTRUMENTATION_NOTE,
+};
 
 /// The default divergence threshold, dB.
 pub const DEFAULT_MIN_SQNR_DB: f64 = 20.0;
@@ -124,7 +126,10 @@ impl Targets<'_> {
     /// Pairs of targets (indices) whose runs are also compared with each other, layer by layer:
     /// consecutive targets that are one SoC of the host HTP emulator under two runtimes (QNN versions).
     fn version_pairs(&self) -> Vec<(usize, usize)> {
-        (1..self.planned.len()).filter(|&i| self.planned[i].soc.is_some() && self.planned[i].soc == self.planned[i - 1].soc).map(|i| (i - 1, i)).collect()
+        (1..self.planned.len())
+            .filter(|&i| self.planned[i].soc.is_some() && self.planned[i].soc == self.planned[i - 1].soc)
+            .map(|i| (i - 1, i))
+            .collect()
     }
 }
 
@@ -143,7 +148,9 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     let selection = match request.tensors {
         TensorChoice::All => Selection::All,
         TensorChoice::Names(names) => Selection::Only { tensors: names.iter().cloned().collect(), strict: true },
-        TensorChoice::Boundaries => Selection::Only { tensors: boundaries(request, on, &model, &names)?, strict: false },
+        TensorChoice::Boundaries => {
+            Selection::Only { tensors: boundaries(request, on, &model, &names)?, strict: false }
+        }
     };
     let matching = Matching::build(&model, reference, &selection).map_err(|e| anyhow::anyhow!("--tensors: {e}"))?;
     if matching.layers.is_empty() {
@@ -199,13 +206,24 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         .map(|(from, to)| {
             let saved = |index: usize| -> Result<Saved<'_>, String> {
                 let finished = rack.results[index].as_ref().filter(|r| r.execution.succeeded());
-                finished.map(|r| Saved { dir: r.placed.dir(), result: &r.result }).ok_or_else(|| format!("the run on {} did not finish", on.planned[index].target.name()))
+                finished
+                    .map(|r| Saved { dir: r.placed.dir(), result: &r.result })
+                    .ok_or_else(|| format!("the run on {} did not finish", on.planned[index].target.name()))
             };
-            let compared = saved(from).and_then(|a| saved(to).and_then(|b| compare_runs(&matching.layers, a, b).map_err(|e| format!("{e:#}"))));
-            TargetPair::judge(on.planned[from].target.name(), on.planned[to].target.name(), &matching, compared, request.min_sqnr_db)
+            let compared = saved(from).and_then(|a| {
+                saved(to).and_then(|b| compare_runs(&matching.layers, a, b).map_err(|e| format!("{e:#}")))
+            });
+            TargetPair::judge(
+                on.planned[from].target.name(),
+                on.planned[to].target.name(),
+                &matching,
+                compared,
+                request.min_sqnr_db,
+            )
         })
         .collect();
-    contract::write_json(&out.join(files::NUMERICS), &report).with_context(|| format!("cannot write {}", out.join(files::NUMERICS).display()))?;
+    contract::write_json(&out.join(files::NUMERICS), &report)
+        .with_context(|| format!("cannot write {}", out.join(files::NUMERICS).display()))?;
     contract::write_atomic(&out.join(files::NUMERICS_HTML), render::html(&report).as_bytes())
         .with_context(|| format!("cannot write {}", out.join(files::NUMERICS_HTML).display()))?;
     Ok(report)
@@ -213,12 +231,29 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
 
 /// Runs `model` with `settings` on every target in parallel (each with its own harness and
 /// runtime), each into `dir/<its name>`.
-fn on_every_target(on: &Targets<'_>, model: &Path, settings: &HarnessSettings, cancel: &Cancel, dir: &Path, names: &[String]) -> Rack<RunReport> {
+fn on_every_target(
+    on: &Targets<'_>,
+    model: &Path,
+    settings: &HarnessSettings,
+    cancel: &Cancel,
+    dir: &Path,
+    names: &[String],
+) -> Rack<RunReport> {
     let specs: Vec<RunSpec> = on
         .planned
         .iter()
         .map(|p| {
-            let job = Job { harness: &p.harness, runtime: &p.runtime, model, prepared: None, reference_model: None, settings, env: on.env, timeout: on.timeout, cancel };
+            let job = Job {
+                harness: &p.harness,
+                runtime: &p.runtime,
+                model,
+                prepared: None,
+                reference_model: None,
+                settings,
+                env: on.env,
+                timeout: on.timeout,
+                cancel,
+            };
             RunSpec { job, gate: None, reference: None }
         })
         .collect();
@@ -232,25 +267,43 @@ fn on_every_target(on: &Targets<'_>, model: &Path, settings: &HarnessSettings, c
 /// The settings of a numerics run: one inference, no profiling, no reference pass; every output
 /// saved when `save` (else only the placement is wanted).
 fn one_inference(settings: &HarnessSettings, save: bool) -> HarnessSettings {
-    HarnessSettings { runs: 1, warmup: 0, profile_runs: 0, no_reference_pass: true, check_outputs: save, ..settings.clone() }
+    HarnessSettings {
+        runs: 1,
+        warmup: 0,
+        profile_runs: 0,
+        no_reference_pass: true,
+        check_outputs: save,
+        ..settings.clone()
+    }
 }
 
 /// One target's finished run (or its failure) compared with the reference.
-fn target_run(name: &str, dir: &str, finished: Option<&RunReport>, infrastructure: Option<String>, matching: &Matching, reference: Saved<'_>) -> TargetRun {
+fn target_run(
+    name: &str,
+    dir: &str,
+    finished: Option<&RunReport>,
+    infrastructure: Option<String>,
+    matching: &Matching,
+    reference: Saved<'_>,
+) -> TargetRun {
     let failed = |error: String| TargetRun {
         target: blank_target(name, None, error.clone().into()),
         layers: Vec::new(),
         eps: Vec::new(),
     };
-    let Some(report) = finished else { return failed(infrastructure.unwrap_or_else(|| "the run did not finish".into())) };
+    let Some(report) = finished else {
+        return failed(infrastructure.unwrap_or_else(|| "the run did not finish".into()));
+    };
     let fingerprint = npugate_gate::fingerprint::Fingerprint::of(&report.result);
     let mut target = blank_target(name, Some(dir), None);
-    (target.device, target.soc, target.ep) = (fingerprint.device, fingerprint.soc, report.result.execution.preferred_ep.clone());
+    (target.device, target.soc, target.ep) =
+        (fingerprint.device, fingerprint.soc, report.result.execution.preferred_ep.clone());
     target.placement = Some(placement::Placement::of(&report.result.assignment));
     let eps = placement::node_eps(&report.result.assignment);
     let layer_eps = matching.layers.iter().map(|l| eps.get(&l.id.node).cloned()).collect();
     if !report.execution.succeeded() {
-        target.error = Some(format!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message()));
+        target.error =
+            Some(format!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message()));
         return TargetRun { target, layers: Vec::new(), eps: layer_eps };
     }
     match compare_run(&matching.layers, reference, Saved { dir: report.placed.dir(), result: &report.result }) {
@@ -289,7 +342,12 @@ struct Instrumented {
 /// Writes both models with the matched tensors added as graph outputs into
 /// `<out>/instrumented/{model,reference}/`; without a separate `reference` (the model against
 /// itself) one copy serves both.
-fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: Option<&Model>, matching: &Matching) -> Result<Instrumented> {
+fn instrument(
+    request: &NumericsRequest<'_>,
+    model: &Model,
+    reference: Option<&Model>,
+    matching: &Matching,
+) -> Result<Instrumented> {
     let dir = request.out.join(files::INSTRUMENTED_DIR);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
@@ -311,7 +369,12 @@ fn instrument(request: &NumericsRequest<'_>, model: &Model, reference: Option<&M
 
 /// `--tensors boundaries`: a plain run of the model on every target (one inference, nothing
 /// saved) and the tensors that cross a partition boundary on any of them.
-fn boundaries(request: &NumericsRequest<'_>, on: &Targets<'_>, model: &Model, names: &[String]) -> Result<BTreeSet<String>> {
+fn boundaries(
+    request: &NumericsRequest<'_>,
+    on: &Targets<'_>,
+    model: &Model,
+    names: &[String],
+) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
     let rack = on_every_target(on, request.model, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();

@@ -194,7 +194,8 @@ impl Matching {
         let (m, r) = (model.index(), reference.index());
         let mut layers = Vec::new();
         let mut unmatched = Vec::new();
-        let reference_outputs: HashSet<String> = reference.proto().graph.iter().flat_map(|g| &g.output).map(|o| o.name().to_string()).collect();
+        let reference_outputs: HashSet<String> =
+            reference.proto().graph.iter().flat_map(|g| &g.output).map(|o| o.name().to_string()).collect();
         // A compiled model computes what it does not show inside its EPContext nodes.
         let compiled = m.nodes().iter().any(NodeInfo::is_ep_context);
         let not_in_model = if compiled { UnmatchedReason::InsideCompiledContext } else { UnmatchedReason::NotInModel };
@@ -290,31 +291,51 @@ fn producer<'i, 'm>(index: &'i ModelIndex<'m>, tensor: &str) -> Option<&'i NodeI
 
 /// The model's probe of float tensor `tensor` by the rules of this module: the probe, the rule,
 /// the chain of model tensors it covers, and the computing node.
-fn find<'i, 'm>(model: &Model, index: &'i ModelIndex<'m>, tensor: &str) -> Option<(Probe, MatchRule, Vec<String>, &'i NodeInfo<'m>)> {
+fn find<'i, 'm>(
+    model: &Model,
+    index: &'i ModelIndex<'m>,
+    tensor: &str,
+) -> Option<(Probe, MatchRule, Vec<String>, &'i NodeInfo<'m>)> {
     let computing = producer(index, tensor)?;
     let pair = index
         .consumers(tensor)
-        .filter(|q| q.graph == GraphId::MAIN && q.op_type() == QUANTIZE && q.inputs().first().map(String::as_str) == Some(tensor))
+        .filter(|q| {
+            q.graph == GraphId::MAIN
+                && q.op_type() == QUANTIZE
+                && q.inputs().first().map(String::as_str) == Some(tensor)
+        })
         .find_map(|q| {
             let quantized = q.outputs().first()?;
             let dq = index.consumers(quantized).find(|d| {
-                d.graph == GraphId::MAIN && d.op_type() == DEQUANTIZE && d.inputs().first() == Some(quantized) && d.outputs().first().is_some_and(|o| !o.is_empty())
+                d.graph == GraphId::MAIN
+                    && d.op_type() == DEQUANTIZE
+                    && d.inputs().first() == Some(quantized)
+                    && d.outputs().first().is_some_and(|o| !o.is_empty())
             })?;
             Some((quantized.clone(), dq))
         });
     if let Some((quantized, dq)) = pair {
         let dequantized = dq.outputs()[0].clone();
         let probe = match QuantParams::of_dequantize(model, dq.proto) {
-            Ok(params) => Probe::Dequantized { quantized: quantized.clone(), dequantize_node: dq.name().to_string(), params },
+            Ok(params) => {
+                Probe::Dequantized { quantized: quantized.clone(), dequantize_node: dq.name().to_string(), params }
+            }
             Err(_) => Probe::Tensor(dequantized.clone()),
         };
-        return Some((probe, MatchRule::QuantizeDequantize, vec![tensor.to_string(), quantized, dequantized], computing));
+        return Some((
+            probe,
+            MatchRule::QuantizeDequantize,
+            vec![tensor.to_string(), quantized, dequantized],
+            computing,
+        ));
     }
     // Same name: walk up through a Q/DQ chain to the node that computed the value.
     let mut chain = vec![tensor.to_string()];
     let mut node = computing;
     while matches!(node.op_type(), QUANTIZE | DEQUANTIZE) {
-        let Some(up) = node.inputs().first().and_then(|input| producer(index, input).map(|p| (input, p))) else { break };
+        let Some(up) = node.inputs().first().and_then(|input| producer(index, input).map(|p| (input, p))) else {
+            break;
+        };
         chain.push(up.0.clone());
         node = up.1;
     }
@@ -350,7 +371,8 @@ fn link_inputs(index: &ModelIndex<'_>, layers: &mut [Layer]) {
     for (i, layer) in layers.iter().enumerate() {
         let mut inputs = BTreeSet::new();
         let computing = layer.chain.first().and_then(|t| producer(index, t));
-        let mut stack: Vec<&str> = computing.map(|n| n.inputs().iter().map(String::as_str).collect()).unwrap_or_default();
+        let mut stack: Vec<&str> =
+            computing.map(|n| n.inputs().iter().map(String::as_str).collect()).unwrap_or_default();
         let mut seen = HashSet::new();
         while let Some(tensor) = stack.pop() {
             if tensor.is_empty() || !seen.insert(tensor) {
@@ -385,15 +407,27 @@ mod tests {
     #[test]
     fn a_qdq_layer_is_its_dequantized_tensor_never_the_raw_one() {
         let matching = Matching::build(&qdq(), &float(), &Selection::All).unwrap();
-        let ids: Vec<(&str, &str, MatchRule, &str)> =
-            matching.layers.iter().map(|l| (l.id.tensor.as_str(), l.id.node.as_str(), l.id.rule, l.id.exposed.as_str())).collect();
-        assert_eq!(ids, [("r", "conv", MatchRule::QuantizeDequantize, "r_qo"), ("y", "pool", MatchRule::SameName, "y")]);
-        let Probe::Dequantized { params, dequantize_node, .. } = &matching.layers[0].probe else { panic!("dequantized on the host") };
-        assert_eq!((params.scale.as_slice(), params.zero_point.as_slice(), dequantize_node.as_str()), (&[0.5][..], &[10.0][..], "r_dq"));
+        let ids: Vec<(&str, &str, MatchRule, &str)> = matching
+            .layers
+            .iter()
+            .map(|l| (l.id.tensor.as_str(), l.id.node.as_str(), l.id.rule, l.id.exposed.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            [("r", "conv", MatchRule::QuantizeDequantize, "r_qo"), ("y", "pool", MatchRule::SameName, "y")]
+        );
+        let Probe::Dequantized { params, dequantize_node, .. } = &matching.layers[0].probe else {
+            panic!("dequantized on the host")
+        };
+        assert_eq!(
+            (params.scale.as_slice(), params.zero_point.as_slice(), dequantize_node.as_str()),
+            (&[0.5][..], &[10.0][..], "r_dq")
+        );
         assert_eq!(matching.layers[1].id.inputs, ["r"]);
         assert!(matching.layers[0].id.inputs.is_empty(), "the graph input and the weight end the walk");
         assert!(matching.layers[1].model_output);
-        let unmatched: Vec<(Side, &str, UnmatchedReason)> = matching.unmatched.iter().map(|u| (u.side, u.tensor.as_str(), u.reason)).collect();
+        let unmatched: Vec<(Side, &str, UnmatchedReason)> =
+            matching.unmatched.iter().map(|u| (u.side, u.tensor.as_str(), u.reason)).collect();
         assert_eq!(
             unmatched,
             [
@@ -420,7 +454,8 @@ mod tests {
 
     #[test]
     fn a_selection_keeps_its_tensors_by_either_name_and_refuses_unknown_ones() {
-        let only = |names: &[&str], strict| Selection::Only { tensors: names.iter().map(|s| s.to_string()).collect(), strict };
+        let only =
+            |names: &[&str], strict| Selection::Only { tensors: names.iter().map(|s| s.to_string()).collect(), strict };
         let matching = Matching::build(&qdq(), &float(), &only(&["r_dqo"], true)).unwrap();
         assert_eq!(matching.layers.len(), 1);
         assert_eq!(matching.layers[0].id.tensor, "r");

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use npugate_result::Assignment;
 use npugate_onnx::{GraphId, Model};
 use npugate_profile::placement::strip_token_suffix;
+use npugate_result::Assignment;
 use serde::{Deserialize, Serialize};
 
 /// How many nodes each EP ran, and in how many partitions.
@@ -82,7 +82,10 @@ mod tests {
     fn subgraph(ep: &str, nodes: &[&str]) -> AssignedSubgraph {
         AssignedSubgraph {
             ep: ep.into(),
-            nodes: nodes.iter().map(|n| AssignedNode { name: n.to_string(), op_type: String::new(), domain: String::new() }).collect(),
+            nodes: nodes
+                .iter()
+                .map(|n| AssignedNode { name: n.to_string(), op_type: String::new(), domain: String::new() })
+                .collect(),
         }
     }
 
@@ -98,8 +101,18 @@ mod tests {
         assert_eq!(boundary_tensors(&model, &assignment), BTreeSet::from(["r".to_string()]));
         assert_eq!(node_eps(&assignment)["conv"], "QNNExecutionProvider");
         let placement = Placement::of(&assignment);
-        assert_eq!((placement.nodes_by_ep["QNNExecutionProvider"], placement.nodes_by_ep[CPU], placement.accelerator_partitions), (2, 1, 1));
-        let cpu_only = Assignment { subgraphs: vec![subgraph(CPU, &["conv"]), subgraph(CPU, &["relu"]), subgraph(CPU, &["pool"])], ..assignment };
+        assert_eq!(
+            (
+                placement.nodes_by_ep["QNNExecutionProvider"],
+                placement.nodes_by_ep[CPU],
+                placement.accelerator_partitions
+            ),
+            (2, 1, 1)
+        );
+        let cpu_only = Assignment {
+            subgraphs: vec![subgraph(CPU, &["conv"]), subgraph(CPU, &["relu"]), subgraph(CPU, &["pool"])],
+            ..assignment
+        };
         assert!(boundary_tensors(&model, &cpu_only).is_empty(), "CPU nodes share one partition");
     }
 }

@@ -27,7 +27,8 @@ impl QuantParams {
             match node.input.get(position).filter(|name| !name.is_empty()) {
                 None => Ok(None),
                 Some(name) => {
-                    let tensor = model.constant(name).ok_or_else(|| format!("its {what} {name:?} is not a constant"))?;
+                    let tensor =
+                        model.constant(name).ok_or_else(|| format!("its {what} {name:?} is not a constant"))?;
                     tensor_values(tensor).map(Some).map_err(|e| e.to_string())
                 }
             }
@@ -58,7 +59,10 @@ impl QuantParams {
             return Err(format!("axis {axis} is outside the tensor's shape {shape:?}"));
         };
         if *channels as usize != self.scale.len() {
-            return Err(format!("{} scales for the {channels} entries of axis {axis} of shape {shape:?}", self.scale.len()));
+            return Err(format!(
+                "{} scales for the {channels} entries of axis {axis} of shape {shape:?}",
+                self.scale.len()
+            ));
         }
         let inner: u64 = shape[axis as usize + 1..].iter().product();
         let inner = inner.max(1) as usize;

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use maud::{html, Markup};
 use npugate_gate::export::{paint, text_table, BOLD, GREEN, RED, YELLOW};
 use npugate_gate::outputs::fmt_metric;
 use npugate_gate::page::{self, Plot, Px};
 use npugate_gate::Outcome;
-use maud::{html, Markup};
 
 use super::matching::{Side, UnmatchedReason};
 use super::placement::Placement;
@@ -27,7 +27,8 @@ fn short_ep(ep: &str) -> &str {
 
 /// `40 nodes on QNN, 2 nodes on CPU (1 accelerator partition)`.
 fn placement_text(placement: &Placement) -> String {
-    let eps: Vec<String> = placement.nodes_by_ep.iter().map(|(ep, n)| format!("{n} nodes on {}", short_ep(ep))).collect();
+    let eps: Vec<String> =
+        placement.nodes_by_ep.iter().map(|(ep, n)| format!("{n} nodes on {}", short_ep(ep))).collect();
     let partitions = match placement.accelerator_partitions {
         0 => String::new(),
         1 => " (1 accelerator partition)".into(),
@@ -64,7 +65,8 @@ fn divergence_sentence(d: &Divergence, threshold: f64) -> String {
     let inputs = if d.inputs.is_empty() {
         "its inputs are the graph's inputs".to_string()
     } else {
-        let list: Vec<String> = d.inputs.iter().map(|i| format!("{} {} dB", i.tensor, fmt_metric(i.sqnr_db, 1))).collect();
+        let list: Vec<String> =
+            d.inputs.iter().map(|i| format!("{} {} dB", i.tensor, fmt_metric(i.sqnr_db, 1))).collect();
         format!("its inputs were above: {}", list.join(", "))
     };
     format!(
@@ -87,11 +89,15 @@ fn verdict_lines(report: &NumericsReport) -> Vec<(Outcome, String)> {
             let on = if report.targets.len() > 1 { format!(" on {}", target_label(target)) } else { String::new() };
             let text = match (&target.first_divergence, &target.error) {
                 (_, Some(error)) => format!("not judged{on}: {error}"),
-                (Some(d), None) => format!("first divergence{on}: {}", divergence_sentence(d, report.header.min_sqnr_db)),
+                (Some(d), None) => {
+                    format!("first divergence{on}: {}", divergence_sentence(d, report.header.min_sqnr_db))
+                }
                 (None, None) if target.outcome == Outcome::Error => {
                     format!("not judged{on}: some layers could not be compared (see the table)")
                 }
-                (None, None) => format!("no divergence{on}: every compared layer at or above {} dB", report.header.min_sqnr_db),
+                (None, None) => {
+                    format!("no divergence{on}: every compared layer at or above {} dB", report.header.min_sqnr_db)
+                }
             };
             (target.outcome, text)
         })
@@ -101,7 +107,10 @@ fn verdict_lines(report: &NumericsReport) -> Vec<(Outcome, String)> {
 /// `largest drop on local: conv2 (Conv) → r2: 45.3 → 6.0 dB`.
 fn drop_line(target: &TargetReport) -> Option<String> {
     let drop = target.largest_drop.as_ref()?;
-    Some(format!("largest drop on {}: {} ({}) → {}: {:.1} → {:.1} dB", target.name, drop.node, drop.op_type, drop.tensor, drop.from_db, drop.to_db))
+    Some(format!(
+        "largest drop on {}: {} ({}) → {}: {:.1} → {:.1} dB",
+        target.name, drop.node, drop.op_type, drop.tensor, drop.from_db, drop.to_db
+    ))
 }
 
 /// Every target's [`drop_line`].
@@ -112,7 +121,16 @@ fn drop_lines(report: &NumericsReport) -> Vec<String> {
 /// One line per pair of targets compared directly: where the second first differs from and
 /// first diverges from the first.
 fn pair_lines(report: &NumericsReport) -> Vec<String> {
-    let at = |l: &super::report::PairLayer| format!("{} ({}) → {} (SQNR {} dB, max abs err {:.3e})", l.node, l.op_type, l.tensor, fmt_metric(l.sqnr_db, 1), l.max_abs_err);
+    let at = |l: &super::report::PairLayer| {
+        format!(
+            "{} ({}) → {} (SQNR {} dB, max abs err {:.3e})",
+            l.node,
+            l.op_type,
+            l.tensor,
+            fmt_metric(l.sqnr_db, 1),
+            l.max_abs_err
+        )
+    };
     report
         .between_targets
         .iter()
@@ -123,11 +141,18 @@ fn pair_lines(report: &NumericsReport) -> Vec<String> {
             }
             let difference = match &pair.first_difference {
                 None => format!("identical at every one of {} compared layers", pair.compared_layers),
-                Some(first) => format!("{} of {} layers identical; first difference at {}", pair.identical_layers, pair.compared_layers, at(first)),
+                Some(first) => format!(
+                    "{} of {} layers identical; first difference at {}",
+                    pair.identical_layers,
+                    pair.compared_layers,
+                    at(first)
+                ),
             };
             let divergence = match &pair.first_divergence {
                 Some(first) => format!("; first divergence (below {} dB) at {}", report.header.min_sqnr_db, at(first)),
-                None if pair.first_difference.is_some() => format!("; no layer below {} dB against each other", report.header.min_sqnr_db),
+                None if pair.first_difference.is_some() => {
+                    format!("; no layer below {} dB against each other", report.header.min_sqnr_db)
+                }
                 None => String::new(),
             };
             let error = pair.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default();
@@ -245,7 +270,11 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
             out.push('\n');
         }
         if let Some(placement) = &target.placement {
-            out.push_str(&format!("placement of the instrumented model on {}: {}\n", target.name, placement_text(placement)));
+            out.push_str(&format!(
+                "placement of the instrumented model on {}: {}\n",
+                target.name,
+                placement_text(placement)
+            ));
         }
     }
     for line in pair_lines(report) {
@@ -272,8 +301,14 @@ fn plotted(sqnr: f64, top: f64, bottom: f64) -> f64 {
 
 /// Per-layer SQNR, one series per target, the threshold and the first divergence marked.
 fn sqnr_plot(report: &NumericsReport) -> Markup {
-    let finite: Vec<f64> =
-        report.layers.iter().flat_map(|l| &l.results).filter_map(|r| r.metrics).map(|m| m.sqnr_db).filter(|v| v.is_finite()).collect();
+    let finite: Vec<f64> = report
+        .layers
+        .iter()
+        .flat_map(|l| &l.results)
+        .filter_map(|r| r.metrics)
+        .map(|m| m.sqnr_db)
+        .filter(|v| v.is_finite())
+        .collect();
     // Near-exact layers (a reshape, ~150 dB) would flatten the rest: the axis ends at PLOT_CAP_DB.
     let high = finite.iter().copied().fold(report.header.min_sqnr_db, f64::max).min(PLOT_CAP_DB);
     let low = finite.iter().copied().fold(0.0f64, f64::min);
@@ -281,7 +316,13 @@ fn sqnr_plot(report: &NumericsReport) -> Markup {
     let count = report.layers.len().max(1) as f64;
     let mut plot = Plot::new(page::WIDE, 300.0, (0.5, count + 0.5), (low, top));
     plot.axes("layer (graph order)", "SQNR dB", |x| format!("{x:.0}"), |y| format!("{:.0}", y + 0.0));
-    plot.hline(0.5, count + 0.5, report.header.min_sqnr_db, page::CPU_COLOR, &format!("threshold {} dB", report.header.min_sqnr_db));
+    plot.hline(
+        0.5,
+        count + 0.5,
+        report.header.min_sqnr_db,
+        page::CPU_COLOR,
+        &format!("threshold {} dB", report.header.min_sqnr_db),
+    );
     if let Some(d) = &report.first_divergence {
         if let Some(i) = report.layers.iter().position(|l| l.id.tensor == d.tensor) {
             plot.vline(i as f64 + 1.0, "#e03131", &format!("first divergence: {} ({})", d.node, d.op_type));
@@ -293,7 +334,12 @@ fn sqnr_plot(report: &NumericsReport) -> Markup {
             .layers
             .iter()
             .enumerate()
-            .filter_map(|(i, l)| l.results.get(t)?.metrics.map(|m| (plot.px(i as f64 + 1.0), plot.py(plotted(m.sqnr_db, top, low)), m.sqnr_db > top)))
+            .filter_map(|(i, l)| {
+                l.results
+                    .get(t)?
+                    .metrics
+                    .map(|m| (plot.px(i as f64 + 1.0), plot.py(plotted(m.sqnr_db, top, low)), m.sqnr_db > top))
+            })
             .collect();
         let path: Vec<String> = points.iter().map(|(x, y, _)| format!("{},{}", Px(*x), Px(*y))).collect();
         plot.draw(html! {
@@ -322,9 +368,12 @@ pub fn html(report: &NumericsReport) -> String {
         .iter()
         .enumerate()
         .map(|(i, layer)| {
-            let mut row = vec![(i + 1).to_string(), layer.id.tensor.clone(), layer.id.node.clone(), layer.id.op_type.clone()];
+            let mut row =
+                vec![(i + 1).to_string(), layer.id.tensor.clone(), layer.id.node.clone(), layer.id.op_type.clone()];
             let cell = |r: &super::report::LayerResult| {
-                let value = r.metrics.map_or_else(|| r.error.clone().unwrap_or_else(|| "-".into()), |m| fmt_metric(m.sqnr_db, 1));
+                let value = r
+                    .metrics
+                    .map_or_else(|| r.error.clone().unwrap_or_else(|| "-".into()), |m| fmt_metric(m.sqnr_db, 1));
                 if r.divergence_origin {
                     format!("{value} ◀")
                 } else {
@@ -344,21 +393,41 @@ pub fn html(report: &NumericsReport) -> String {
             row
         })
         .collect();
-    let numeric: Vec<usize> = if single { vec![0, 5, 6, 7] } else { (0..header.len()).filter(|&c| c == 0 || c >= 4).collect() };
+    let numeric: Vec<usize> =
+        if single { vec![0, 5, 6, 7] } else { (0..header.len()).filter(|&c| c == 0 || c >= 4).collect() };
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
     let target_rows: Vec<Vec<String>> = report
         .targets
         .iter()
         .map(|t| {
             let placement = t.placement.as_ref().map_or_else(|| "-".into(), placement_text);
-            let drop = t.largest_drop.as_ref().map_or_else(|| "-".into(), |d| format!("{} ({}): {:.1} → {:.1} dB", d.node, d.op_type, d.from_db, d.to_db));
-            vec![t.name.clone(), t.device.clone(), t.soc.clone(), short_ep(&t.ep).to_string(), placement, drop, t.outcome.label().to_string()]
+            let drop = t.largest_drop.as_ref().map_or_else(
+                || "-".into(),
+                |d| format!("{} ({}): {:.1} → {:.1} dB", d.node, d.op_type, d.from_db, d.to_db),
+            );
+            vec![
+                t.name.clone(),
+                t.device.clone(),
+                t.soc.clone(),
+                short_ep(&t.ep).to_string(),
+                placement,
+                drop,
+                t.outcome.label().to_string(),
+            ]
         })
         .collect();
     let unmatched_rows: Vec<Vec<String>> = report
         .unmatched
         .iter()
-        .map(|u| vec![side_label(u.side).into(), u.tensor.clone(), u.node.clone(), u.op_type.clone(), u.reason.describe().into()])
+        .map(|u| {
+            vec![
+                side_label(u.side).into(),
+                u.tensor.clone(),
+                u.node.clone(),
+                u.op_type.clone(),
+                u.reason.describe().into(),
+            ]
+        })
         .collect();
     let body = html! {
         section {
@@ -394,9 +463,14 @@ mod tests {
     fn the_cross_target_table_shows_where_each_target_drifts() {
         let report = three_targets();
         let text = text(&report, false);
-        let row = |tensor: &str| text.lines().find(|l| l.split_whitespace().nth(1) == Some(tensor)).unwrap_or_else(|| panic!("{text}"));
+        let row = |tensor: &str| {
+            text.lines().find(|l| l.split_whitespace().nth(1) == Some(tensor)).unwrap_or_else(|| panic!("{text}"))
+        };
         assert!(text.contains("a (a-soc)") && text.contains("c (c-soc)"), "{text}");
-        assert_eq!(row("r").split_whitespace().collect::<Vec<_>>(), ["2", "r", "relu", "(Relu)", "40.0", "8.0", "◀", "45.0"]);
+        assert_eq!(
+            row("r").split_whitespace().collect::<Vec<_>>(),
+            ["2", "r", "relu", "(Relu)", "40.0", "8.0", "◀", "45.0"]
+        );
         assert!(row("y").ends_with("NaN ◀"), "{text}");
         assert!(text.contains("PASS no divergence on a (a-soc)"), "{text}");
         assert!(text.contains("FAIL first divergence on b (b-soc): relu (Relu) → r: 8.0 dB < 20 dB"), "{text}");

@@ -4,9 +4,9 @@
 
 use npugate_gate::outputs::{OutputComparison, OutputMetrics};
 use npugate_gate::Outcome;
-use npugate_result::contract::{Document, Schema};
 #[cfg(test)]
 use npugate_result::contract;
+use npugate_result::contract::{Document, Schema};
 use serde::{Deserialize, Serialize};
 
 use super::matching::{LayerId, Matching, Unmatched};
@@ -196,8 +196,22 @@ pub struct PairLayer {
 impl TargetPair {
     /// The pair judged from its per-layer comparisons (in [`Matching::layers`] order) against
     /// `threshold` dB, or the error that kept them apart.
-    pub fn judge(from: &str, to: &str, matching: &Matching, compared: Result<Vec<Result<OutputComparison, String>>, String>, threshold: f64) -> TargetPair {
-        let mut pair = TargetPair { from: from.into(), to: to.into(), compared_layers: 0, identical_layers: 0, first_difference: None, first_divergence: None, error: None };
+    pub fn judge(
+        from: &str,
+        to: &str,
+        matching: &Matching,
+        compared: Result<Vec<Result<OutputComparison, String>>, String>,
+        threshold: f64,
+    ) -> TargetPair {
+        let mut pair = TargetPair {
+            from: from.into(),
+            to: to.into(),
+            compared_layers: 0,
+            identical_layers: 0,
+            first_difference: None,
+            first_divergence: None,
+            error: None,
+        };
         let layers = match compared {
             Ok(layers) => layers,
             Err(error) => {
@@ -207,7 +221,13 @@ impl TargetPair {
         };
         let at = |i: usize, m: &OutputMetrics| {
             let id = &matching.layers[i].id;
-            PairLayer { node: id.node.clone(), tensor: id.tensor.clone(), op_type: id.op_type.clone(), sqnr_db: m.sqnr_db, max_abs_err: m.max_abs_err }
+            PairLayer {
+                node: id.node.clone(),
+                tensor: id.tensor.clone(),
+                op_type: id.op_type.clone(),
+                sqnr_db: m.sqnr_db,
+                max_abs_err: m.max_abs_err,
+            }
         };
         for (i, layer) in layers.iter().enumerate() {
             let Ok(compared) = layer else { continue };
@@ -223,7 +243,11 @@ impl TargetPair {
             }
         }
         if let Some(Err(error)) = layers.iter().find(|l| l.is_err()) {
-            pair.error = Some(format!("{} of {} layers could not be compared, e.g.: {error}", layers.len() - pair.compared_layers, layers.len()));
+            pair.error = Some(format!(
+                "{} of {} layers could not be compared, e.g.: {error}",
+                layers.len() - pair.compared_layers,
+                layers.len()
+            ));
         }
         pair
     }
@@ -293,16 +317,21 @@ impl NumericsReport {
     /// each target's first divergence and outcome, and the report's.
     pub fn assemble(header: Header, matching: &Matching, runs: Vec<TargetRun>) -> NumericsReport {
         let threshold = header.min_sqnr_db;
-        let mut layers: Vec<LayerReport> =
-            matching.layers.iter().map(|l| LayerReport { id: l.id.clone(), shape: None, results: Vec::new() }).collect();
+        let mut layers: Vec<LayerReport> = matching
+            .layers
+            .iter()
+            .map(|l| LayerReport { id: l.id.clone(), shape: None, results: Vec::new() })
+            .collect();
         let mut targets = Vec::new();
         for run in runs {
             let mut target = run.target;
-            let sqnr: Vec<Option<f64>> =
-                (0..layers.len()).map(|i| run.layers.get(i).and_then(|r| r.as_ref().ok()).map(|c| c.metrics.sqnr_db)).collect();
+            let sqnr: Vec<Option<f64>> = (0..layers.len())
+                .map(|i| run.layers.get(i).and_then(|r| r.as_ref().ok()).map(|c| c.metrics.sqnr_db))
+                .collect();
             let is_below: Vec<bool> = sqnr.iter().map(|s| s.is_some_and(|v| below(v, threshold))).collect();
-            let origin: Vec<bool> =
-                (0..layers.len()).map(|i| is_below[i] && matching.layers[i].inputs.iter().all(|&j| !is_below[j])).collect();
+            let origin: Vec<bool> = (0..layers.len())
+                .map(|i| is_below[i] && matching.layers[i].inputs.iter().all(|&j| !is_below[j]))
+                .collect();
             for (i, layer) in layers.iter_mut().enumerate() {
                 let compared = run.layers.get(i);
                 if let Some(Ok(c)) = compared {
@@ -324,7 +353,8 @@ impl NumericsReport {
             }
             target.largest_drop = largest_drop(&layers, matching, &sqnr);
             let t = targets.len();
-            target.first_divergence = origin.iter().position(|&o| o).map(|i| divergence(&layers, matching, i, &[t], &[target.name.clone()]));
+            target.first_divergence =
+                origin.iter().position(|&o| o).map(|i| divergence(&layers, matching, i, &[t], &[target.name.clone()]));
             let unjudged = target.error.is_some() || run.layers.is_empty() || run.layers.iter().any(Result::is_err);
             target.outcome = match (&target.first_divergence, unjudged) {
                 (Some(_), _) if target.error.is_none() => Outcome::Fail,
@@ -369,10 +399,11 @@ fn largest_drop(layers: &[LayerReport], matching: &Matching, sqnr: &[Option<f64>
 /// The divergence at layer `i` on targets `at` (indices) named `names`: the worst SQNR among them.
 fn divergence(layers: &[LayerReport], matching: &Matching, i: usize, at: &[usize], names: &[String]) -> Divergence {
     let metric = |layer: usize, t: usize| layers[layer].results.get(t).and_then(|r| r.metrics);
-    let worst = at
-        .iter()
-        .filter_map(|&t| metric(i, t).map(|m| (t, m)))
-        .min_by(|a, b| (!a.1.sqnr_db.is_nan(), a.1.sqnr_db).partial_cmp(&(!b.1.sqnr_db.is_nan(), b.1.sqnr_db)).unwrap_or(std::cmp::Ordering::Equal));
+    let worst = at.iter().filter_map(|&t| metric(i, t).map(|m| (t, m))).min_by(|a, b| {
+        (!a.1.sqnr_db.is_nan(), a.1.sqnr_db)
+            .partial_cmp(&(!b.1.sqnr_db.is_nan(), b.1.sqnr_db))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     let (t, m) = worst.expect("a divergence origin was compared");
     let layer = &layers[i];
     Divergence {
@@ -385,7 +416,10 @@ fn divergence(layers: &[LayerReport], matching: &Matching, i: usize, at: &[usize
         inputs: matching.layers[i]
             .inputs
             .iter()
-            .map(|&j| InputSqnr { tensor: layers[j].id.tensor.clone(), sqnr_db: metric(j, t).map_or(f64::NAN, |m| m.sqnr_db) })
+            .map(|&j| InputSqnr {
+                tensor: layers[j].id.tensor.clone(),
+                sqnr_db: metric(j, t).map_or(f64::NAN, |m| m.sqnr_db),
+            })
             .collect(),
         targets: names.to_vec(),
     }
@@ -427,8 +461,14 @@ mod tests {
         let layers = vec![compared("c", None), compared("r", Some(45.0)), compared("y", Some(12.0))];
         let pair = TargetPair::judge("SM8650-qnn2.49.40", "SM8650-qnn2.51.0", &matching, Ok(layers), 20.0);
         assert_eq!((pair.compared_layers, pair.identical_layers), (3, 1));
-        assert_eq!(pair.first_difference.as_ref().map(|l| l.tensor.as_str()), Some(matching.layers[1].id.tensor.as_str()));
-        assert_eq!(pair.first_divergence.as_ref().map(|l| l.tensor.as_str()), Some(matching.layers[2].id.tensor.as_str()));
+        assert_eq!(
+            pair.first_difference.as_ref().map(|l| l.tensor.as_str()),
+            Some(matching.layers[1].id.tensor.as_str())
+        );
+        assert_eq!(
+            pair.first_divergence.as_ref().map(|l| l.tensor.as_str()),
+            Some(matching.layers[2].id.tensor.as_str())
+        );
         let failed = TargetPair::judge("a", "b", &matching, Err("the run on b failed".into()), 20.0);
         assert_eq!((failed.error.as_deref(), failed.compared_layers), (Some("the run on b failed"), 0));
     }

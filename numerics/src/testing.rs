@@ -20,21 +20,37 @@ pub fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProt
 
 /// A scalar initializer of `data_type` with raw bytes `raw`.
 fn scalar(name: &str, data_type: i32, raw: Vec<u8>) -> TensorProto {
-    TensorProto { name: Some(name.into()), data_type: Some(data_type), raw_data: Some(raw.into()), ..Default::default() }
+    TensorProto {
+        name: Some(name.into()),
+        data_type: Some(data_type),
+        raw_data: Some(raw.into()),
+        ..Default::default()
+    }
 }
 
 /// A model of `nodes` with graph input `x`, output `y` and the QDQ constants `s`/`z`
 /// (scale 0.5, zero point 10) and weight `w_q`.
 pub fn graph(nodes: Vec<NodeProto>) -> Model {
     let value = |name: &str| ValueInfoProto { name: Some(name.into()), ..Default::default() };
-    let initializer = vec![scalar("s", 1, 0.5f32.to_le_bytes().to_vec()), scalar("z", 2, vec![10]), scalar("w_q", 2, vec![3])];
-    let graph = GraphProto { node: nodes, input: vec![value("x")], output: vec![value("y")], initializer, ..Default::default() };
+    let initializer =
+        vec![scalar("s", 1, 0.5f32.to_le_bytes().to_vec()), scalar("z", 2, vec![10]), scalar("w_q", 2, vec![3])];
+    let graph = GraphProto {
+        node: nodes,
+        input: vec![value("x")],
+        output: vec![value("y")],
+        initializer,
+        ..Default::default()
+    };
     Model::from(ModelProto { graph: Some(graph), ..Default::default() })
 }
 
 /// float: conv → c, relu → r, pool → y.
 pub fn float() -> Model {
-    graph(vec![node("conv", "Conv", &["x", "w"], &["c"]), node("relu", "Relu", &["c"], &["r"]), node("pool", "MaxPool", &["r"], &["y"])])
+    graph(vec![
+        node("conv", "Conv", &["x", "w"], &["c"]),
+        node("relu", "Relu", &["c"], &["r"]),
+        node("pool", "MaxPool", &["r"], &["y"]),
+    ])
 }
 
 /// QDQ as onnxruntime.quantization writes it: the Relu folded away, `r` the raw Conv output.
@@ -69,7 +85,11 @@ pub fn compared(tensor: &str, sqnr_db: Option<f64>) -> Result<OutputComparison, 
 pub fn run(name: &str, sqnr: [Option<f64>; 3]) -> TargetRun {
     let mut target = super::blank_target(name, Some(name), None);
     target.soc = format!("{name}-soc");
-    TargetRun { target, layers: ["c", "r", "y"].iter().zip(sqnr).map(|(t, s)| compared(t, s)).collect(), eps: vec![None; 3] }
+    TargetRun {
+        target,
+        layers: ["c", "r", "y"].iter().zip(sqnr).map(|(t, s)| compared(t, s)).collect(),
+        eps: vec![None; 3],
+    }
 }
 
 /// The report header of the float test model against itself.
@@ -95,7 +115,10 @@ pub fn header() -> Header {
 /// `c` (only y drifts).
 pub fn three_targets() -> NumericsReport {
     let matching = Matching::build(&float(), &float(), &Selection::All).unwrap();
-    let runs = vec![run("a", [None, Some(40.0), Some(35.0)]), run("b", [None, Some(8.0), Some(9.0)]), run("c", [Some(50.0), Some(45.0), Some(f64::NAN)])];
+    let runs = vec![
+        run("a", [None, Some(40.0), Some(35.0)]),
+        run("b", [None, Some(8.0), Some(9.0)]),
+        run("c", [Some(50.0), Some(45.0), Some(f64::NAN)]),
+    ];
     NumericsReport::assemble(header(), &matching, runs)
 }
-

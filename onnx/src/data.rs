@@ -70,7 +70,10 @@ pub fn tensor_values(tensor: &TensorProto) -> Result<Vec<f64>, DataError> {
 fn from_raw(data_type: DataType, raw: &[u8]) -> Option<Vec<f64>> {
     fn chunks<const N: usize>(raw: &[u8], convert: impl Fn([u8; N]) -> f64) -> Option<Vec<f64>> {
         let chunks = raw.chunks_exact(N);
-        chunks.remainder().is_empty().then(|| chunks.map(|c| convert(c.try_into().expect("chunk of N bytes"))).collect())
+        chunks
+            .remainder()
+            .is_empty()
+            .then(|| chunks.map(|c| convert(c.try_into().expect("chunk of N bytes"))).collect())
     }
     match data_type {
         DataType::Float => chunks(raw, |b| f64::from(f32::from_le_bytes(b))),
@@ -97,7 +100,9 @@ fn from_typed_fields(data_type: DataType, tensor: &TensorProto) -> Option<Vec<f6
         DataType::Double => tensor.double_data.clone(),
         DataType::Float16 => tensor.int32_data.iter().map(|&v| f64::from(f16::from_bits(v as u16))).collect(),
         DataType::Bfloat16 => tensor.int32_data.iter().map(|&v| f64::from(bf16::from_bits(v as u16))).collect(),
-        DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16 | DataType::Int32 | DataType::Bool => ints(),
+        DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16 | DataType::Int32 | DataType::Bool => {
+            ints()
+        }
         DataType::Int64 => tensor.int64_data.iter().map(|&v| v as f64).collect(),
         DataType::Uint32 | DataType::Uint64 => tensor.uint64_data.iter().map(|&v| v as f64).collect(),
         _ => return None,
@@ -112,7 +117,10 @@ impl Model {
         if let Some(initializer) = graph.initializer.iter().find(|t| t.name() == name) {
             return Some(initializer);
         }
-        let node = graph.node.iter().find(|n| n.op_type() == "Constant" && n.domain().is_empty() && n.output.iter().any(|o| o == name))?;
+        let node = graph
+            .node
+            .iter()
+            .find(|n| n.op_type() == "Constant" && n.domain().is_empty() && n.output.iter().any(|o| o == name))?;
         node.attribute.iter().find(|a| a.name() == "value").and_then(|a| a.t.as_ref())
     }
 }
@@ -123,7 +131,12 @@ mod tests {
     use crate::proto::{AttributeProto, GraphProto, ModelProto, NodeProto};
 
     fn tensor(data_type: DataType, dims: &[i64]) -> TensorProto {
-        TensorProto { name: Some("t".into()), data_type: Some(data_type as i32), dims: dims.to_vec(), ..Default::default() }
+        TensorProto {
+            name: Some("t".into()),
+            data_type: Some(data_type as i32),
+            dims: dims.to_vec(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -166,7 +179,10 @@ mod tests {
         ragged.raw_data = Some(vec![1u8, 2, 3].into());
         assert!(matches!(tensor_values(&ragged), Err(DataError::Unsupported { .. })));
         let text = tensor(DataType::String, &[1]);
-        assert_eq!(tensor_values(&text).unwrap_err().to_string(), "tensor \"t\" has element type string, which is not read as numbers");
+        assert_eq!(
+            tensor_values(&text).unwrap_err().to_string(),
+            "tensor \"t\" has element type string, which is not read as numbers"
+        );
         let mut external = tensor(DataType::Float, &[1]);
         external.data_location = Some(DataLocation::External as i32);
         assert!(matches!(tensor_values(&external), Err(DataError::External { .. })));
@@ -186,7 +202,12 @@ mod tests {
             attribute: vec![attribute],
             ..Default::default()
         };
-        let relu = NodeProto { op_type: Some("Relu".into()), input: vec!["x".into()], output: vec!["r".into()], ..Default::default() };
+        let relu = NodeProto {
+            op_type: Some("Relu".into()),
+            input: vec!["x".into()],
+            output: vec!["r".into()],
+            ..Default::default()
+        };
         let graph = GraphProto { node: vec![constant, relu], initializer: vec![init], ..Default::default() };
         let model = Model::from(ModelProto { graph: Some(graph), ..Default::default() });
         assert_eq!(tensor_values(model.constant("s").unwrap()).unwrap(), [0.1f32 as f64]);

@@ -87,7 +87,8 @@ pub struct IoNames {
 impl IoNames {
     /// The past-key, past-value, present-key and present-value names of `layer`.
     pub fn kv(&self, layer: u32) -> [String; 4] {
-        [&self.past_key, &self.past_value, &self.present_key, &self.present_value].map(|template| layer_name(template, layer))
+        [&self.past_key, &self.past_value, &self.present_key, &self.present_value]
+            .map(|template| layer_name(template, layer))
     }
 }
 
@@ -178,33 +179,67 @@ impl LlmModel {
     /// and a present output per layer, and some graph yields the logits in each phase.
     pub fn open(config: &Path) -> Result<LlmModel, GenaiError> {
         let folder = config.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let error = |field: &str, message: String| GenaiError { file: config.to_path_buf(), field: field.into(), message };
+        let error =
+            |field: &str, message: String| GenaiError { file: config.to_path_buf(), field: field.into(), message };
         if !config.exists() && config.file_name().is_some_and(|n| n == GENAI_CONFIG) {
             let message = "is missing: the model is a directory, and a directory is a model only as an onnxruntime-genai folder with its genai_config.json; pass an .onnx file or such a folder";
             return Err(error("", message.into()));
         }
         let text = std::fs::read_to_string(config).map_err(|e| {
-            let what = if config.file_name().is_some_and(|n| n == GENAI_CONFIG) { "a model folder needs its genai_config.json" } else { "pass a model folder or its genai_config.json" };
+            let what = if config.file_name().is_some_and(|n| n == GENAI_CONFIG) {
+                "a model folder needs its genai_config.json"
+            } else {
+                "pass a model folder or its genai_config.json"
+            };
             error("", format!("cannot be read ({e}); {what}"))
         })?;
-        let file: ConfigFile = serde_json::from_str(&text).map_err(|e| error("", format!("is not a valid genai config: {e}")))?;
-        let model = file.model.ok_or_else(|| error("model", "is missing; a genai_config.json describes its model under \"model\"".into()))?;
-        let decoder = model.decoder.ok_or_else(|| error("model.decoder", "is missing; npugate runs decoder LLMs (the \"decoder\" section names the graphs)".into()))?;
-        let context_length = positive(model.context_length).ok_or_else(|| error("model.context_length", "must be a positive number of tokens".into()))?;
-        let layers = positive(decoder.num_hidden_layers).ok_or_else(|| error("model.decoder.num_hidden_layers", "must be a positive number of layers".into()))?;
+        let file: ConfigFile =
+            serde_json::from_str(&text).map_err(|e| error("", format!("is not a valid genai config: {e}")))?;
+        let model = file.model.ok_or_else(|| {
+            error("model", "is missing; a genai_config.json describes its model under \"model\"".into())
+        })?;
+        let decoder = model.decoder.ok_or_else(|| {
+            error(
+                "model.decoder",
+                "is missing; npugate runs decoder LLMs (the \"decoder\" section names the graphs)".into(),
+            )
+        })?;
+        let context_length = positive(model.context_length)
+            .ok_or_else(|| error("model.context_length", "must be a positive number of tokens".into()))?;
+        let layers = positive(decoder.num_hidden_layers)
+            .ok_or_else(|| error("model.decoder.num_hidden_layers", "must be a positive number of layers".into()))?;
         let names = decoder.names();
-        for (field, template) in [("inputs.past_key_names", &names.past_key), ("inputs.past_value_names", &names.past_value), ("outputs.present_key_names", &names.present_key), ("outputs.present_value_names", &names.present_value)] {
+        for (field, template) in [
+            ("inputs.past_key_names", &names.past_key),
+            ("inputs.past_value_names", &names.past_value),
+            ("outputs.present_key_names", &names.present_key),
+            ("outputs.present_value_names", &names.present_value),
+        ] {
             if !template.contains("%d") {
-                return Err(error(&format!("model.decoder.{field}"), format!("{template:?} has no %d for the layer number (e.g. \"past_key_values.%d.key\")")));
+                return Err(error(
+                    &format!("model.decoder.{field}"),
+                    format!("{template:?} has no %d for the layer number (e.g. \"past_key_values.%d.key\")"),
+                ));
             }
         }
         let (layout, entries) = match (decoder.filename.as_deref().filter(|f| !f.is_empty()), decoder.pipeline) {
             (_, Some(pipeline)) if !pipeline.0.is_empty() => (Layout::Pipeline, pipeline.0),
             (Some(filename), _) => {
-                let entry = PipelineEntry { filename: Some(filename.into()), inputs: None, outputs: None, run_on_prompt: true, run_on_token_gen: true };
+                let entry = PipelineEntry {
+                    filename: Some(filename.into()),
+                    inputs: None,
+                    outputs: None,
+                    run_on_prompt: true,
+                    run_on_token_gen: true,
+                };
                 (Layout::Decoder, vec![("decoder".to_string(), entry)])
             }
-            (None, _) => return Err(error("model.decoder.filename", "is missing (and there is no model.decoder.pipeline): name the decoder graph".into())),
+            (None, _) => {
+                return Err(error(
+                    "model.decoder.filename",
+                    "is missing (and there is no model.decoder.pipeline): name the decoder graph".into(),
+                ))
+            }
         };
         let mut graphs = Vec::new();
         for (index, (id, entry)) in entries.into_iter().enumerate() {
@@ -215,7 +250,19 @@ impl LlmModel {
             graphs.push(read_graph(config, &folder, &field, id, entry, &names, layers, layout)?);
         }
         let (kv_heads, head_size) = (positive(decoder.num_key_value_heads), positive(decoder.head_size));
-        let llm = LlmModel { config: config.to_path_buf(), folder, model_type: model.kind, layout, context_length, layers, names, kv_heads, head_size, share_buffer: file.search.past_present_share_buffer, graphs };
+        let llm = LlmModel {
+            config: config.to_path_buf(),
+            folder,
+            model_type: model.kind,
+            layout,
+            context_length,
+            layers,
+            names,
+            kv_heads,
+            head_size,
+            share_buffer: file.search.past_present_share_buffer,
+            graphs,
+        };
         llm.check_flow()?;
         Ok(llm)
     }
@@ -226,7 +273,8 @@ impl LlmModel {
     pub fn renamed_config(&self, rename: impl Fn(&str) -> Option<String>) -> Result<String, GenaiError> {
         let error = |message: String| GenaiError { file: self.config.clone(), field: "model.decoder".into(), message };
         let text = std::fs::read_to_string(&self.config).map_err(|e| error(format!("cannot be read ({e})")))?;
-        let mut config: serde_json::Value = serde_json::from_str(&text).map_err(|e| error(format!("is not valid JSON: {e}")))?;
+        let mut config: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| error(format!("is not valid JSON: {e}")))?;
         let decoder = config.pointer_mut("/model/decoder").ok_or_else(|| error("is missing".into()))?;
         let mut entries: Vec<(String, &mut serde_json::Value)> = match self.layout {
             Layout::Decoder => vec![("decoder".to_string(), decoder)],
@@ -252,7 +300,8 @@ impl LlmModel {
     pub fn files(&self) -> Vec<(String, PathBuf)> {
         let mut seen = BTreeSet::new();
         let mut files = Vec::new();
-        let config_name = self.config.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| GENAI_CONFIG.into());
+        let config_name =
+            self.config.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| GENAI_CONFIG.into());
         for (name, path) in std::iter::once((config_name, self.config.clone()))
             .chain(self.graphs.iter().map(|g| (g.file.clone(), g.path.clone())))
             .chain(self.graphs.iter().flat_map(|g| g.files.iter().map(|f| (f.name.clone(), f.path.clone()))))
@@ -268,13 +317,20 @@ impl LlmModel {
     /// The most tokens a generation can hold: the context length, and a static KV cache's length.
     pub fn capacity(&self) -> u32 {
         let past_key = layer_name(&self.names.past_key, 0);
-        let fixed = self.graphs.iter().filter_map(|g| g.input(&past_key)?.dims.as_ref()?.get(2)?.fixed()).filter_map(|n| u32::try_from(n).ok());
+        let fixed = self
+            .graphs
+            .iter()
+            .filter_map(|g| g.input(&past_key)?.dims.as_ref()?.get(2)?.fixed())
+            .filter_map(|n| u32::try_from(n).ok());
         fixed.fold(self.context_length, u32::min)
     }
 
     /// Tokens per prompt run of a static prompt graph (its fixed input_ids length), else `None`.
     pub fn prompt_chunk(&self) -> Option<u32> {
-        self.phase(true).find_map(|g| g.fixed_sequence(&self.names)).and_then(|s| u32::try_from(s).ok()).filter(|&s| s > 0)
+        self.phase(true)
+            .find_map(|g| g.fixed_sequence(&self.names))
+            .and_then(|s| u32::try_from(s).ok())
+            .filter(|&s| s > 0)
     }
 
     /// The prompt and generated lengths of a generation: `prompt` and `gen` as asked, or the
@@ -290,7 +346,11 @@ impl LlmModel {
             return Err(format!("--prompt-tokens {prompt}: the prompt graph of {config} takes {chunk} tokens at a time (its input_ids is static); pass a multiple of {chunk}"));
         }
         if prompt + gen > capacity {
-            let what = if capacity < self.context_length { "model.context_length and the static KV cache" } else { "model.context_length" };
+            let what = if capacity < self.context_length {
+                "model.context_length and the static KV cache"
+            } else {
+                "model.context_length"
+            };
             return Err(format!("--prompt-tokens {prompt} + --gen-tokens {gen} = {} tokens, more than {config} holds ({capacity}: {what}); pass fewer", prompt + gen));
         }
         Ok((prompt, gen))
@@ -331,7 +391,10 @@ impl LlmModel {
                 return Err(GenaiError {
                     file: self.config.clone(),
                     field: "model.decoder.pipeline".into(),
-                    message: format!("no graph of the {phase} phase outputs {:?} (model.decoder.outputs.logits)", self.names.logits),
+                    message: format!(
+                        "no graph of the {phase} phase outputs {:?} (model.decoder.outputs.logits)",
+                        self.names.logits
+                    ),
                 });
             }
         }
@@ -340,7 +403,8 @@ impl LlmModel {
 
     /// The inputs the generation loop feeds: ids, mask, positions and every past KV name.
     pub fn managed_inputs(&self) -> Vec<String> {
-        let mut names = vec![self.names.input_ids.clone(), self.names.attention_mask.clone(), self.names.position_ids.clone()];
+        let mut names =
+            vec![self.names.input_ids.clone(), self.names.attention_mask.clone(), self.names.position_ids.clone()];
         for layer in 0..self.layers {
             let [past_key, past_value, _, _] = self.names.kv(layer);
             names.extend([past_key, past_value]);
@@ -355,54 +419,107 @@ fn positive(value: Option<i64>) -> Option<u32> {
 
 /// Reads one graph and checks the names the config gives it.
 #[allow(clippy::too_many_arguments)]
-fn read_graph(config: &Path, folder: &Path, field: &str, id: String, entry: PipelineEntry, names: &IoNames, layers: u32, layout: Layout) -> Result<LlmGraph, GenaiError> {
+fn read_graph(
+    config: &Path,
+    folder: &Path,
+    field: &str,
+    id: String,
+    entry: PipelineEntry,
+    names: &IoNames,
+    layers: u32,
+    layout: Layout,
+) -> Result<LlmGraph, GenaiError> {
     let error = |field: String, message: String| GenaiError { file: config.to_path_buf(), field, message };
-    let file = entry.filename.filter(|f| !f.is_empty()).ok_or_else(|| error(format!("{field}.filename"), "is missing: name the graph's .onnx file".into()))?;
+    let file = entry
+        .filename
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| error(format!("{field}.filename"), "is missing: name the graph's .onnx file".into()))?;
     let relative = Path::new(&file);
     if relative.is_absolute() || relative.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
         return Err(error(format!("{field}.filename"), format!("{file:?} must be a path inside the model folder")));
     }
     let path = folder.join(relative);
     if !path.is_file() {
-        return Err(error(format!("{field}.filename"), format!("names {file}, which is not in {}; copy the graph into the folder or fix the name", folder.display())));
+        return Err(error(
+            format!("{field}.filename"),
+            format!(
+                "names {file}, which is not in {}; copy the graph into the folder or fix the name",
+                folder.display()
+            ),
+        ));
     }
-    let model = Model::read(&path).map_err(|e| GenaiError { file: path.clone(), field: String::new(), message: e.to_string() })?;
-    let files = model.locate_files(path.parent().unwrap_or(folder)).map_err(|e| GenaiError { file: path.clone(), field: String::new(), message: e.to_string() })?;
+    let model = Model::read(&path).map_err(|e| GenaiError {
+        file: path.clone(),
+        field: String::new(),
+        message: e.to_string(),
+    })?;
+    let files = model.locate_files(path.parent().unwrap_or(folder)).map_err(|e| GenaiError {
+        file: path.clone(),
+        field: String::new(),
+        message: e.to_string(),
+    })?;
     let prefix = relative.parent().filter(|p| !p.as_os_str().is_empty());
     let files = files
         .into_iter()
-        .map(|f| LocatedFile { name: prefix.map_or(f.name.clone(), |p| p.join(&f.name).to_string_lossy().into_owned()), ..f })
+        .map(|f| LocatedFile {
+            name: prefix.map_or(f.name.clone(), |p| p.join(&f.name).to_string_lossy().into_owned()),
+            ..f
+        })
         .collect();
     let declared_inputs = model.input_signatures();
     let declared_outputs = output_signatures(&model);
     let lacks = |kind: &str, name: &str, list_field: String, declared: &[ValueSignature]| {
         let known: Vec<&str> = declared.iter().map(|s| s.name.as_str()).collect();
-        error(list_field, format!("{name:?}: graph {file} has no {kind} of that name; its {kind}s are {}", known.join(", ")))
+        error(
+            list_field,
+            format!("{name:?}: graph {file} has no {kind} of that name; its {kind}s are {}", known.join(", ")),
+        )
     };
     let (inputs, outputs) = match layout {
         Layout::Pipeline => {
-            let listed = |list: Option<Vec<String>>, kind: &str| list.ok_or_else(|| error(format!("{field}.{kind}s"), format!("is missing: list the graph's {kind} names")));
+            let listed = |list: Option<Vec<String>>, kind: &str| {
+                list.ok_or_else(|| {
+                    error(format!("{field}.{kind}s"), format!("is missing: list the graph's {kind} names"))
+                })
+            };
             let mut inputs = Vec::new();
             for (i, name) in listed(entry.inputs, "input")?.iter().enumerate() {
-                let found = declared_inputs.iter().find(|s| &s.name == name).ok_or_else(|| lacks("input", name, format!("{field}.inputs[{i}]"), &declared_inputs))?;
+                let found = declared_inputs
+                    .iter()
+                    .find(|s| &s.name == name)
+                    .ok_or_else(|| lacks("input", name, format!("{field}.inputs[{i}]"), &declared_inputs))?;
                 inputs.push(found.clone());
             }
             let mut outputs = Vec::new();
             for (i, name) in listed(entry.outputs, "output")?.iter().enumerate() {
-                let found = declared_outputs.iter().find(|s| &s.name == name).ok_or_else(|| lacks("output", name, format!("{field}.outputs[{i}]"), &declared_outputs))?;
+                let found = declared_outputs
+                    .iter()
+                    .find(|s| &s.name == name)
+                    .ok_or_else(|| lacks("output", name, format!("{field}.outputs[{i}]"), &declared_outputs))?;
                 outputs.push(found.clone());
             }
             (inputs, outputs)
         }
         Layout::Decoder => {
             let need_input = |name: &String, config_field: &str| {
-                declared_inputs.iter().find(|s| &s.name == name).cloned().ok_or_else(|| lacks("input", name, format!("model.decoder.{config_field}"), &declared_inputs))
+                declared_inputs
+                    .iter()
+                    .find(|s| &s.name == name)
+                    .cloned()
+                    .ok_or_else(|| lacks("input", name, format!("model.decoder.{config_field}"), &declared_inputs))
             };
-            let need_output = |name: &String, config_field: &str| {
-                declared_outputs.iter().find(|s| &s.name == name).cloned().ok_or_else(|| lacks("output", name, format!("model.decoder.{config_field}"), &declared_outputs))
-            };
+            let need_output =
+                |name: &String, config_field: &str| {
+                    declared_outputs.iter().find(|s| &s.name == name).cloned().ok_or_else(|| {
+                        lacks("output", name, format!("model.decoder.{config_field}"), &declared_outputs)
+                    })
+                };
             let mut inputs = vec![need_input(&names.input_ids, "inputs.input_ids")?];
-            inputs.extend([&names.attention_mask, &names.position_ids].into_iter().filter_map(|n| declared_inputs.iter().find(|s| &s.name == n).cloned()));
+            inputs.extend(
+                [&names.attention_mask, &names.position_ids]
+                    .into_iter()
+                    .filter_map(|n| declared_inputs.iter().find(|s| &s.name == n).cloned()),
+            );
             let mut outputs = vec![need_output(&names.logits, "outputs.logits")?];
             for layer in 0..layers {
                 let [past_key, past_value, present_key, present_value] = names.kv(layer);
@@ -411,7 +528,11 @@ fn read_graph(config: &Path, folder: &Path, field: &str, id: String, entry: Pipe
                 outputs.push(need_output(&present_key, "outputs.present_key_names")?);
                 outputs.push(need_output(&present_value, "outputs.present_value_names")?);
             }
-            let extra: Vec<&str> = declared_inputs.iter().filter(|d| !inputs.iter().any(|i| i.name == d.name)).map(|d| d.name.as_str()).collect();
+            let extra: Vec<&str> = declared_inputs
+                .iter()
+                .filter(|d| !inputs.iter().any(|i| i.name == d.name))
+                .map(|d| d.name.as_str())
+                .collect();
             if let Some(first) = extra.first() {
                 return Err(error(
                     "model.decoder.inputs".into(),
@@ -421,12 +542,26 @@ fn read_graph(config: &Path, folder: &Path, field: &str, id: String, entry: Pipe
             (inputs, outputs)
         }
     };
-    Ok(LlmGraph { id, file, path, run_on_prompt: entry.run_on_prompt, run_on_token_gen: entry.run_on_token_gen, inputs, outputs, files })
+    Ok(LlmGraph {
+        id,
+        file,
+        path,
+        run_on_prompt: entry.run_on_prompt,
+        run_on_token_gen: entry.run_on_token_gen,
+        inputs,
+        outputs,
+        files,
+    })
 }
 
 /// The main graph's declared outputs.
 fn output_signatures(model: &Model) -> Vec<ValueSignature> {
-    model.proto().graph.as_ref().map(|g| g.output.iter().map(ValueSignature::from_value_info).collect()).unwrap_or_default()
+    model
+        .proto()
+        .graph
+        .as_ref()
+        .map(|g| g.output.iter().map(ValueSignature::from_value_info).collect())
+        .unwrap_or_default()
 }
 
 #[derive(Deserialize)]
@@ -512,7 +647,11 @@ struct OutputNames {
 
 impl Default for OutputNames {
     fn default() -> Self {
-        OutputNames { logits: "logits".into(), present_key_names: "present.%d.key".into(), present_value_names: "present.%d.value".into() }
+        OutputNames {
+            logits: "logits".into(),
+            present_key_names: "present.%d.key".into(),
+            present_value_names: "present.%d.value".into(),
+        }
     }
 }
 

@@ -38,8 +38,8 @@ mod value;
 
 pub use data::{tensor_values, DataError};
 pub use external::{EpContextFile, ExternalDataError, ExternalTensor, FileReferences, TensorHolder};
-pub use located::{LocateError, LocatedFile};
 pub use graph::{GraphId, GraphInfo, GraphPath, ModelIndex, NodeInfo, SubgraphStep, ValueDecl, ValueRole};
+pub use located::{LocateError, LocatedFile};
 pub use model::{Model, ReadError, WriteError, MAX_PROTOBUF_BYTES};
 pub use naming::CONSTANT;
 pub use outputs::OutputError;

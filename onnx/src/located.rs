@@ -92,9 +92,11 @@ fn locate(references: &FileReferences, folder: &Path) -> Result<Vec<LocatedFile>
         return Ok(Vec::new());
     }
     let base = if folder.as_os_str().is_empty() { Path::new(".") } else { folder };
-    let resolved_folder = base
-        .canonicalize()
-        .map_err(|source| LocateError::Missing { site: "the model".into(), path: base.to_path_buf(), source })?;
+    let resolved_folder = base.canonicalize().map_err(|source| LocateError::Missing {
+        site: "the model".into(),
+        path: base.to_path_buf(),
+        source,
+    })?;
     let mut found = Vec::new();
     for (name, site) in sites {
         let path = base.join(name);

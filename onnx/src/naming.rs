@@ -113,9 +113,16 @@ mod tests {
 
     #[test]
     fn unnamed_nodes_get_onnx_runtimes_names_constants_take_no_index_subgraphs_count_from_zero() {
-        let branch = GraphProto { node: vec![node("", "Relu", &["x"], &["t"]), node("", "Neg", &["t"], &["u"])], ..Default::default() };
+        let branch = GraphProto {
+            node: vec![node("", "Relu", &["x"], &["t"]), node("", "Neg", &["t"], &["u"])],
+            ..Default::default()
+        };
         let mut if_node = node("", "If", &["c"], &["y"]);
-        if_node.attribute.push(AttributeProto { name: Some("then_branch".into()), g: Some(branch), ..Default::default() });
+        if_node.attribute.push(AttributeProto {
+            name: Some("then_branch".into()),
+            g: Some(branch),
+            ..Default::default()
+        });
         let graph = GraphProto {
             node: vec![
                 node("", "Constant", &[], &["k"]),
@@ -129,7 +136,9 @@ mod tests {
             output: vec![value("out")],
             ..Default::default()
         };
-        let mut model = Model::from_bytes(prost::Message::encode_to_vec(&ModelProto { graph: Some(graph), ..Default::default() })).unwrap();
+        let mut model =
+            Model::from_bytes(prost::Message::encode_to_vec(&ModelProto { graph: Some(graph), ..Default::default() }))
+                .unwrap();
         assert!(model.has_unnamed_nodes());
         assert_eq!(model.name_nodes_as_onnx_runtime(), 5);
         assert!(!model.has_unnamed_nodes());
@@ -149,6 +158,10 @@ mod tests {
             ]
         );
         let io: Vec<&str> = index.io_quantization().iter().map(|n| n.name()).collect();
-        assert_eq!(io, ["QuantizeLinear_0", "DequantizeLinear_3"], "`named` reads a quantized tensor, not a graph input");
+        assert_eq!(
+            io,
+            ["QuantizeLinear_0", "DequantizeLinear_3"],
+            "`named` reads a quantized tensor, not a graph input"
+        );
     }
 }

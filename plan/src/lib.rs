@@ -25,15 +25,15 @@ use npugate_settings::EpKind;
 
 use npugate_android::adb::Adb;
 use npugate_android::devices::DeviceInfo;
-use npugate_host::hexagon::Soc;
-use npugate_htp::compiled::CompiledFor;
-use npugate_host::runtime::manifest::qnn_sdk_version;
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::wine::{self, WineTarget};
 use npugate_engine::targets::{host_triple, Target};
+use npugate_host::hexagon::Soc;
+use npugate_host::runtime::manifest::qnn_sdk_version;
+use npugate_host::runtime::RuntimeManifest;
+use npugate_htp::compiled::CompiledFor;
 
 /// The longest a harness run on this machine (natively or under wine or qemu) may take.
 pub const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -175,7 +175,11 @@ pub struct Planned {
 
 impl std::fmt::Debug for Planned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Planned").field("target", &self.target.name()).field("runtime", &self.runtime.name).field("harness", &self.harness).finish()
+        f.debug_struct("Planned")
+            .field("target", &self.target.name())
+            .field("runtime", &self.runtime.name)
+            .field("harness", &self.harness)
+            .finish()
     }
 }
 
@@ -283,7 +287,9 @@ impl Plan {
         let mut plan = Plan {
             kind,
             targets: Vec::new(),
-            out: request.out.map(Path::to_path_buf).unwrap_or_else(|| npugate_engine::layout::default_out_dir(request.model, &default_leaf(request.command, kind, request.ep))),
+            out: request.out.map(Path::to_path_buf).unwrap_or_else(|| {
+                npugate_engine::layout::default_out_dir(request.model, &default_leaf(request.command, kind, request.ep))
+            }),
             timeout: LOCAL_TIMEOUT,
             notes: Vec::new(),
             warnings: Vec::new(),
@@ -292,7 +298,13 @@ impl Plan {
             Kind::Host => {
                 let runtime = plan.runtime_for(&host_triple(), request.ep, request, resources)?.remove(0);
                 let harness = harness(request, &runtime, resources)?;
-                plan.targets.push(Planned { target: Box::new(HostTarget::new()), runtime, harness, soc: None, device: None });
+                plan.targets.push(Planned {
+                    target: Box::new(HostTarget::new()),
+                    runtime,
+                    harness,
+                    soc: None,
+                    device: None,
+                });
             }
             Kind::Emulator => plan.emulator(request, resources)?,
             Kind::Qemu => {
@@ -301,7 +313,9 @@ impl Plan {
                 plan.targets.push(Planned { target: Box::new(QemuTarget), runtime, harness, soc: None, device: None });
             }
             Kind::Devices => {
-                let Place::Devices(place) = &request.place else { unreachable!("Kind::Devices comes from Place::Devices") };
+                let Place::Devices(place) = &request.place else {
+                    unreachable!("Kind::Devices comes from Place::Devices")
+                };
                 plan.devices(place, request, resources)?;
             }
         }
@@ -349,10 +363,19 @@ impl Plan {
                 let harness = harness(request, runtime, resources)?;
                 let mut target = WineTarget::for_soc(*soc);
                 if several {
-                    let build = resources.qnn_build(runtime).map(|b| qnn_sdk_version(&b).to_string()).unwrap_or_else(|| runtime.name.clone());
+                    let build = resources
+                        .qnn_build(runtime)
+                        .map(|b| qnn_sdk_version(&b).to_string())
+                        .unwrap_or_else(|| runtime.name.clone());
                     target = target.named(&format!("{}-qnn-{build}", soc.model));
                 }
-                self.targets.push(Planned { target: Box::new(target), runtime: runtime.clone(), harness, soc: Some(*soc), device: None });
+                self.targets.push(Planned {
+                    target: Box::new(target),
+                    runtime: runtime.clone(),
+                    harness,
+                    soc: Some(*soc),
+                    device: None,
+                });
             }
         }
         Ok(())
@@ -380,14 +403,26 @@ impl Plan {
         self.timeout = place.run_timeout;
         for info in probed {
             let target = AdbTarget::new(&place.adb, &info.serial, &place.settings);
-            self.targets.push(Planned { target: Box::new(target), runtime: runtime.clone(), harness: harness.clone(), soc: None, device: Some(info) });
+            self.targets.push(Planned {
+                target: Box::new(target),
+                runtime: runtime.clone(),
+                harness: harness.clone(),
+                soc: None,
+                device: Some(info),
+            });
         }
         Ok(())
     }
 
     /// The runtime(s) for `triple` and `ep`: `--runtime` (one), else the fetched runtimes the QNN
     /// choice names, else the newest fetched runtime with the EP; each choice noted.
-    fn runtime_for(&mut self, triple: &str, ep: EpKind, request: &Request<'_>, resources: &dyn Resources) -> Result<Vec<RuntimeManifest>> {
+    fn runtime_for(
+        &mut self,
+        triple: &str,
+        ep: EpKind,
+        request: &Request<'_>,
+        resources: &dyn Resources,
+    ) -> Result<Vec<RuntimeManifest>> {
         if let Some(name) = request.runtime {
             let runtime = resources.runtime(name)?;
             if !triple.is_empty() && runtime.target != triple {
@@ -412,8 +447,12 @@ impl Plan {
         };
         let with = ep_name.filter(|n| *n != "CPUExecutionProvider").map(|n| format!(" with {n}")).unwrap_or_default();
         for runtime in &chosen {
-            let qnn = resources.qnn_build(runtime).map(|b| format!(", QNN {}", qnn_sdk_version(&b))).unwrap_or_default();
-            self.notes.push(format!("no --runtime given: using {} (ONNX Runtime {}{qnn}; the newest fetched runtime{with} for {triple})", runtime.name, runtime.ort_version));
+            let qnn =
+                resources.qnn_build(runtime).map(|b| format!(", QNN {}", qnn_sdk_version(&b))).unwrap_or_default();
+            self.notes.push(format!(
+                "no --runtime given: using {} (ONNX Runtime {}{qnn}; the newest fetched runtime{with} for {triple})",
+                runtime.name, runtime.ort_version
+            ));
         }
         Ok(chosen)
     }
@@ -427,12 +466,25 @@ impl Plan {
         };
         for planned in &self.targets {
             let (name, soc, arch) = match (&planned.soc, &planned.device) {
-                (Some(soc), _) => (format!("the host HTP emulator as {}", soc.model), Some(soc.model.to_string()), Some(soc.arch.to_string())),
-                (None, Some(device)) => (format!("device {}", device.serial), device.soc.clone(), device.hexagon_arch.clone()),
+                (Some(soc), _) => (
+                    format!("the host HTP emulator as {}", soc.model),
+                    Some(soc.model.to_string()),
+                    Some(soc.arch.to_string()),
+                ),
+                (None, Some(device)) => {
+                    (format!("device {}", device.serial), device.soc.clone(), device.hexagon_arch.clone())
+                }
                 (None, None) => continue,
             };
             let build = resources.qnn_build(&planned.runtime);
-            self.warnings.extend(compiled.check(model, &name, soc.as_deref(), arch.as_deref(), &planned.runtime.name, build.as_deref())?);
+            self.warnings.extend(compiled.check(
+                model,
+                &name,
+                soc.as_deref(),
+                arch.as_deref(),
+                &planned.runtime.name,
+                build.as_deref(),
+            )?);
         }
         Ok(())
     }
@@ -495,26 +547,49 @@ pub fn harness_for(explicit: Option<&Path>, runtime: &RuntimeManifest, resources
 fn common_target(devices: &[DeviceInfo]) -> Result<String> {
     let mut targets = std::collections::BTreeMap::<&str, Vec<&str>>::new();
     for device in devices {
-        let target = device.target.as_deref().with_context(|| format!("device {}: unknown ABI {:?}; pass --runtime NAME", device.serial, device.abi.clone().unwrap_or_default()))?;
+        let target = device.target.as_deref().with_context(|| {
+            format!(
+                "device {}: unknown ABI {:?}; pass --runtime NAME",
+                device.serial,
+                device.abi.clone().unwrap_or_default()
+            )
+        })?;
         targets.entry(target).or_default().push(&device.serial);
     }
     match targets.len() {
         0 => bail!("no device chosen"),
         1 => Ok(targets.into_keys().next().unwrap_or_default().to_string()),
         _ => {
-            let groups: Vec<String> = targets.iter().map(|(target, serials)| format!("{target}: {}", serials.join(", "))).collect();
-            bail!("the chosen devices run different targets ({}); choose devices of one target, or pass --runtime NAME", groups.join("; "))
+            let groups: Vec<String> =
+                targets.iter().map(|(target, serials)| format!("{target}: {}", serials.join(", "))).collect();
+            bail!(
+                "the chosen devices run different targets ({}); choose devices of one target, or pass --runtime NAME",
+                groups.join("; ")
+            )
         }
     }
 }
 
 /// The runtimes for `triple` whose QNN build the choice names, in the choice's order (`all`:
 /// every QNN build, oldest first); an unknown version lists the fetched ones.
-fn by_qnn(triple: &str, choice: &QnnChoice, fetched: &[RuntimeManifest], resources: &dyn Resources) -> Result<Vec<RuntimeManifest>> {
+fn by_qnn(
+    triple: &str,
+    choice: &QnnChoice,
+    fetched: &[RuntimeManifest],
+    resources: &dyn Resources,
+) -> Result<Vec<RuntimeManifest>> {
     let mut candidates: Vec<(Vec<u64>, String, &RuntimeManifest)> = fetched
         .iter()
-        .filter(|r| r.target == triple && r.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider") && npugate_host::runtime::catalog::pickable(&r.name))
-        .filter_map(|r| resources.qnn_build(r).map(|build| (version_key(qnn_sdk_version(&build)), qnn_sdk_version(&build).to_string(), r)))
+        .filter(|r| {
+            r.target == triple
+                && r.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider")
+                && npugate_host::runtime::catalog::pickable(&r.name)
+        })
+        .filter_map(|r| {
+            resources
+                .qnn_build(r)
+                .map(|build| (version_key(qnn_sdk_version(&build)), qnn_sdk_version(&build).to_string(), r))
+        })
         .collect();
     candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.ort_version.cmp(&b.2.ort_version)));
     let available = || {
@@ -530,7 +605,12 @@ fn by_qnn(triple: &str, choice: &QnnChoice, fetched: &[RuntimeManifest], resourc
             .unwrap_or_default()
             .into_iter()
             .filter(|entry| entry.target == triple)
-            .filter_map(|entry| entry.qnn_sdk.filter(|sdk| !versions.contains(&sdk.as_str())).map(|sdk| format!("{sdk} (npugate runtime fetch {})", entry.name)))
+            .filter_map(|entry| {
+                entry
+                    .qnn_sdk
+                    .filter(|sdk| !versions.contains(&sdk.as_str()))
+                    .map(|sdk| format!("{sdk} (npugate runtime fetch {})", entry.name))
+            })
             .collect();
         match fetchable.is_empty() {
             true => fetched,
@@ -615,7 +695,8 @@ pub mod fake {
             let host = "x86_64-unknown-linux-gnu";
             let android = "aarch64-linux-android";
             let qnn = Some("QNNExecutionProvider");
-            let mut openvino = runtime("openvino-1.24.1-linux-x86_64", host, "1.24.1", Some("OpenVINOExecutionProvider"));
+            let mut openvino =
+                runtime("openvino-1.24.1-linux-x86_64", host, "1.24.1", Some("OpenVINOExecutionProvider"));
             if let Some(ep) = openvino.ep.as_mut() {
                 ep.attach = "builtin".into();
             }
@@ -623,9 +704,23 @@ pub mod fake {
                 (runtime("ort-1.24.4-linux-x86_64", host, "1.24.4", None), None),
                 (runtime("ort-1.31.1-linux-x86_64", host, "1.31.1", None), None),
                 (openvino, None),
-                (runtime("openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64", host, "1.31.1", Some("OpenVINOExecutionProvider")), None),
-                (runtime("qnn-2.5.0-ort-1.31.1-windows-x86_64", wine::TRIPLE, "1.31.1", qnn), Some("v2.49.40.250101000000".into())),
-                (runtime("qnn-2.7.0-ort-1.31.1-windows-x86_64", wine::TRIPLE, "1.31.1", qnn), Some("v2.51.0.260929181845".into())),
+                (
+                    runtime(
+                        "openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64",
+                        host,
+                        "1.31.1",
+                        Some("OpenVINOExecutionProvider"),
+                    ),
+                    None,
+                ),
+                (
+                    runtime("qnn-2.5.0-ort-1.31.1-windows-x86_64", wine::TRIPLE, "1.31.1", qnn),
+                    Some("v2.49.40.250101000000".into()),
+                ),
+                (
+                    runtime("qnn-2.7.0-ort-1.31.1-windows-x86_64", wine::TRIPLE, "1.31.1", qnn),
+                    Some("v2.51.0.260929181845".into()),
+                ),
                 (runtime("ort-1.31.1-android", android, "1.31.1", None), None),
                 (runtime("qnn-2.7.0-ort-1.31.1-android", android, "1.31.1", qnn), Some("v2.51.0.260929181845".into())),
             ];
@@ -651,7 +746,11 @@ pub mod fake {
         }
 
         fn runtime(&self, name_or_dir: &str) -> Result<RuntimeManifest> {
-            self.runtimes.iter().find(|(r, _)| r.name == name_or_dir).map(|(r, _)| r.clone()).with_context(|| format!("runtime {name_or_dir:?} is not fetched"))
+            self.runtimes
+                .iter()
+                .find(|(r, _)| r.name == name_or_dir)
+                .map(|(r, _)| r.clone())
+                .with_context(|| format!("runtime {name_or_dir:?} is not fetched"))
         }
 
         fn qnn_build(&self, runtime: &RuntimeManifest) -> Option<String> {
@@ -672,12 +771,19 @@ pub mod fake {
                 [] if all.len() == 1 => Ok(all),
                 [] => bail!("{} devices online; choose with --device SERIAL or --device all", all.len()),
                 [one] if one == "all" => Ok(all),
-                some => some.iter().map(|s| all.iter().find(|a| *a == s).cloned().with_context(|| format!("device {s} not found"))).collect(),
+                some => some
+                    .iter()
+                    .map(|s| all.iter().find(|a| *a == s).cloned().with_context(|| format!("device {s} not found")))
+                    .collect(),
             }
         }
 
         fn probe(&self, _adb: &Adb, serial: &str) -> Result<DeviceInfo> {
-            self.devices.iter().find(|d| d.serial == serial).cloned().with_context(|| format!("cannot probe device {serial}"))
+            self.devices
+                .iter()
+                .find(|d| d.serial == serial)
+                .cloned()
+                .with_context(|| format!("cannot probe device {serial}"))
         }
     }
 }
@@ -697,7 +803,17 @@ mod tests {
 
     fn request(command: Command, place: Place, ep: EpKind) -> Request<'static> {
         let model = MODEL.path().join("m.onnx").into_boxed_path();
-        Request { command, model: Box::leak(model), place, ep, runtime: None, harness: None, socs: Vec::new(), qnn: QnnChoice::Any, out: None }
+        Request {
+            command,
+            model: Box::leak(model),
+            place,
+            ep,
+            runtime: None,
+            harness: None,
+            socs: Vec::new(),
+            qnn: QnnChoice::Any,
+            out: None,
+        }
     }
 
     fn devices(selectors: &[&str]) -> Place {
@@ -722,7 +838,11 @@ mod tests {
         assert!(cpu.notes[0].contains("no --runtime given: using ort-1.31.1-linux-x86_64"), "{:?}", cpu.notes);
         assert_eq!(cpu.out, PathBuf::from("npugate-results/m/local"));
         let openvino = Plan::resolve(&request(Command::Compare, Place::Local, EpKind::OpenVino), &fake).unwrap();
-        assert_eq!(names(&openvino)[0].1, "openvino-1.24.1-linux-x86_64", "the Intel-only plugin is never picked unnamed");
+        assert_eq!(
+            names(&openvino)[0].1,
+            "openvino-1.24.1-linux-x86_64",
+            "the Intel-only plugin is never picked unnamed"
+        );
         assert!(openvino.notes[0].contains("with OpenVINOExecutionProvider"), "{:?}", openvino.notes);
         assert_eq!(openvino.out, PathBuf::from("npugate-results/m/compare"));
     }
@@ -732,7 +852,13 @@ mod tests {
         let fake = Fake::machine();
         let plan = Plan::resolve(&request(Command::Numerics, devices(&["all"]), EpKind::Qnn), &fake).unwrap();
         assert_eq!(plan.kind, Kind::Devices);
-        assert_eq!(names(&plan), vec![("phone-a".into(), "qnn-2.7.0-ort-1.31.1-android".into()), ("phone-b".into(), "qnn-2.7.0-ort-1.31.1-android".into())]);
+        assert_eq!(
+            names(&plan),
+            vec![
+                ("phone-a".into(), "qnn-2.7.0-ort-1.31.1-android".into()),
+                ("phone-b".into(), "qnn-2.7.0-ort-1.31.1-android".into())
+            ]
+        );
         assert_eq!(plan.timeout, Duration::from_secs(60));
         assert_eq!(plan.out, PathBuf::from("npugate-results/m/numerics"));
         let cpu = Plan::resolve(&request(Command::Run, devices(&["phone-b"]), EpKind::Cpu), &fake).unwrap();
@@ -741,7 +867,8 @@ mod tests {
         assert!(error.contains("choose with --device"), "{error}");
         let noisy = |serials: &[&str]| {
             let Place::Devices(mut place) = devices(&["all"]) else { unreachable!() };
-            place.skip_noisy = Some(NoisyDevices(serials.iter().map(|s| (s.to_string(), "noise floor 30%".to_string())).collect()));
+            place.skip_noisy =
+                Some(NoisyDevices(serials.iter().map(|s| (s.to_string(), "noise floor 30%".to_string())).collect()));
             Plan::resolve(&request(Command::Compare, Place::Devices(place), EpKind::Cpu), &fake)
         };
         assert_eq!(names(&noisy(&["phone-b"]).unwrap()), vec![("phone-a".into(), "ort-1.31.1-android".into())]);
@@ -755,7 +882,10 @@ mod tests {
         let sm8350 = npugate_host::hexagon::find("SM8350").unwrap();
         let sm8650 = npugate_host::hexagon::find("SM8650").unwrap();
         let one = Plan::resolve(&request(Command::Run, Place::Local, EpKind::Qnn), &fake).unwrap();
-        assert_eq!((one.kind, names(&one)), (Kind::Emulator, vec![("SM8650".into(), "qnn-2.7.0-ort-1.31.1-windows-x86_64".into())]));
+        assert_eq!(
+            (one.kind, names(&one)),
+            (Kind::Emulator, vec![("SM8650".into(), "qnn-2.7.0-ort-1.31.1-windows-x86_64".into())])
+        );
         assert_eq!(one.out, PathBuf::from("npugate-results/m/htp"));
         let mut matrix = request(Command::Preflight, Place::Emulator, EpKind::Qnn);
         (matrix.socs, matrix.qnn) = (vec![sm8350, sm8650], QnnChoice::from_flags(&["all".into()]));
@@ -783,7 +913,8 @@ mod tests {
         let mut on_device = request(Command::Run, devices(&["phone-a"]), EpKind::Qnn);
         on_device.socs = vec![npugate_host::hexagon::find("SM8350").unwrap()];
         assert!(Plan::resolve(&on_device, &fake).unwrap_err().to_string().contains("a device is the SoC it is"));
-        let emulated_compare = Plan::resolve(&request(Command::Compare, Place::Local, EpKind::Qnn), &fake).unwrap_err().to_string();
+        let emulated_compare =
+            Plan::resolve(&request(Command::Compare, Place::Local, EpKind::Qnn), &fake).unwrap_err().to_string();
         assert!(emulated_compare.contains("compare on --device"), "{emulated_compare}");
         let mut cpu_qnn = request(Command::Run, Place::Local, EpKind::Cpu);
         cpu_qnn.qnn = QnnChoice::from_flags(&["2.51".into()]);
@@ -791,9 +922,16 @@ mod tests {
         let mut wrong = request(Command::Run, devices(&["phone-a"]), EpKind::Cpu);
         wrong.runtime = Some("ort-1.31.1-linux-x86_64");
         let error = Plan::resolve(&wrong, &fake).unwrap_err().to_string();
-        assert!(error.contains("built for x86_64-unknown-linux-gnu") && error.contains("aarch64-linux-android"), "{error}");
-        let saver = Plan::resolve(&request(Command::Preflight, Place::Qemu, EpKind::Qnn), &fake).unwrap_err().to_string();
-        assert!(saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"), "{saver}");
+        assert!(
+            error.contains("built for x86_64-unknown-linux-gnu") && error.contains("aarch64-linux-android"),
+            "{error}"
+        );
+        let saver =
+            Plan::resolve(&request(Command::Preflight, Place::Qemu, EpKind::Qnn), &fake).unwrap_err().to_string();
+        assert!(
+            saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"),
+            "{saver}"
+        );
     }
 
     #[test]

@@ -45,7 +45,19 @@ fn main() {
     println!("profile-parser parse benchmark (events repeated from {})", seed.display());
     println!(
         "{:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} | {:>6} {:>6} {:>8} | {:>7} {:>7} {:>7}",
-        "size MB", "events", "runs", "rust s", "cpu s", "MB/s", "RSS", "py s", "py cpu", "py RSS", "wall x", "cpu x", "memory"
+        "size MB",
+        "events",
+        "runs",
+        "rust s",
+        "cpu s",
+        "MB/s",
+        "RSS",
+        "py s",
+        "py cpu",
+        "py RSS",
+        "wall x",
+        "cpu x",
+        "memory"
     );
     for target_mb in [50u64, 200, 400] {
         let path = dir.path().join(format!("profile_{target_mb}mb.json"));
@@ -85,7 +97,9 @@ fn main() {
     if python.is_none() {
         println!("(no venv python at $NPUGATE_CACHE/venv/bin/python: Python comparison skipped)");
     }
-    println!("wall x / cpu x = python / rust wall / CPU time (CPU time is robust to a loaded machine); MB/s on CPU time;");
+    println!(
+        "wall x / cpu x = python / rust wall / CPU time (CPU time is robust to a loaded machine); MB/s on CPU time;"
+    );
     println!("memory = python peak RSS / rust peak RSS (whole process, VmHWM / ru_maxrss)");
 }
 
@@ -157,7 +171,8 @@ fn venv_python() -> Option<PathBuf> {
 /// Writes a profile of about `target` bytes: the seed's run events repeated, each copy shifted in
 /// time and wrapped in its own `model_run`. Returns the size written.
 fn generate(seed: &Path, out: &Path, target: u64) -> u64 {
-    let events: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(seed).expect("seed")).expect("seed json");
+    let events: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(seed).expect("seed")).expect("seed json");
     let (first_run, run_events) = seed_run(&events);
     let span = first_run.1 + 1000;
     let mut writer = BufWriter::new(std::fs::File::create(out).expect("create"));

@@ -35,7 +35,13 @@ pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_fix: Optio
             let hint = match shape_fix.filter(|_| is_shape_reason(&reason)) {
                 Some(fix) => Some(format!("the model has dynamic input dims; pass {fix}")),
                 None if nodes.len() > 1 && op_types.len() > 1 => None,
-                None => fallback_hint(&nodes[0].op_type, Some(reason.as_str()).filter(|r| *r != NO_REASON), &nodes[0].input_shapes, false, preferred_ep),
+                None => fallback_hint(
+                    &nodes[0].op_type,
+                    Some(reason.as_str()).filter(|r| *r != NO_REASON),
+                    &nodes[0].input_shapes,
+                    false,
+                    preferred_ep,
+                ),
             };
             RejectionCause {
                 reason,
@@ -128,7 +134,10 @@ mod tests {
         let fallback: Vec<FallbackNode> = (0..12).map(erf).collect();
         let causes = aggregate(&fallback, "QNNExecutionProvider", None);
         assert_eq!(causes.len(), 1, "{causes:?}");
-        assert_eq!(causes[0].reason, "QNN backend: Unsupported datatypes for the HTP Op 'ElementWiseErf' in the node '…'. (EP: `…` failed)");
+        assert_eq!(
+            causes[0].reason,
+            "QNN backend: Unsupported datatypes for the HTP Op 'ElementWiseErf' in the node '…'. (EP: `…` failed)"
+        );
         assert_eq!(
             causes[0].describe(),
             "12 nodes: QNN backend: Unsupported datatypes for the HTP Op 'ElementWiseErf' in the node '…'. (EP: `…` failed) \

@@ -34,7 +34,10 @@ pub struct Coverage<'a> {
 impl<'a> Coverage<'a> {
     /// The coverage of `groups` over the model nodes named `model_nodes` (in the model's order).
     /// Names in a group that are no model node are ignored.
-    pub fn new(model_nodes: impl IntoIterator<Item = &'a str>, groups: impl IntoIterator<Item = &'a FusionGroup>) -> Coverage<'a> {
+    pub fn new(
+        model_nodes: impl IntoIterator<Item = &'a str>,
+        groups: impl IntoIterator<Item = &'a FusionGroup>,
+    ) -> Coverage<'a> {
         let mut model = HashMap::new();
         for (index, name) in model_nodes.into_iter().enumerate() {
             model.entry(name).or_insert(index);
@@ -106,7 +109,10 @@ mod tests {
     use super::*;
 
     fn group(kernels: &[&str], nodes: &[&str]) -> FusionGroup {
-        FusionGroup { kernels: kernels.iter().map(|s| s.to_string()).collect(), nodes: nodes.iter().map(|s| s.to_string()).collect() }
+        FusionGroup {
+            kernels: kernels.iter().map(|s| s.to_string()).collect(),
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        }
     }
 
     #[test]
@@ -125,7 +131,10 @@ mod tests {
         assert_eq!(coverage.model_nodes("QNN_ctx_0"), [3, 4], "an EPContext node given its source nodes");
         assert_eq!(coverage.union(["relu", "mm/MatMulAddFusion", "gemm_input_reshape"]), [2, 0, 1]);
         let flops = [Some(100), Some(4), None, Some(1), Some(2)];
-        assert_eq!(CoveredFlops::of(&coverage.model_nodes("mm/MatMulAddFusion"), |n| flops[n]), CoveredFlops { flops: 104, unknown: 0 });
+        assert_eq!(
+            CoveredFlops::of(&coverage.model_nodes("mm/MatMulAddFusion"), |n| flops[n]),
+            CoveredFlops { flops: 104, unknown: 0 }
+        );
         assert_eq!(CoveredFlops::of(&[1, 2], |n| flops[n]), CoveredFlops { flops: 4, unknown: 1 });
     }
 }

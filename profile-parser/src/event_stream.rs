@@ -85,7 +85,9 @@ pub fn for_each_event<R: Read>(reader: R, mut parse: impl EventParser) -> Result
                 return stream_object(head.chain(input.reader), &mut parse);
             }
             (State::BeforeArray, _) => {
-                return Err(input.malformed(at, r#"expected an array of trace events or an object {"traceEvents": [...]}"#))
+                return Err(
+                    input.malformed(at, r#"expected an array of trace events or an object {"traceEvents": [...]}"#)
+                )
             }
             (State::ExpectElementOrEnd | State::ExpectElement, b'{') => match parse(&input.buf[at..]) {
                 Ok(used) => {

@@ -50,23 +50,122 @@ use crate::shape::{product, TensorShape};
 
 /// Ops that move, reshape, index or convert data: 0 FLOPs by convention.
 pub const KNOWN_ZERO_OPS: &[&str] = &[
-    "Reshape", "Transpose", "Shape", "Size", "Gather", "GatherElements", "GatherND", "Concat", "Slice", "Split",
-    "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Tile", "Pad", "Cast", "CastLike", "Constant",
-    "ConstantOfShape", "Range", "Dropout", "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements",
-    "NonZero", "OneHot", "Trilu", "ReorderInput", "ReorderOutput", "MemcpyToHost", "MemcpyFromHost",
-    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConcat", "EyeLike", "Compress",
-    "ReverseSequence", "Optional", "OptionalHasElement", "OptionalGetElement", "SequenceConstruct", "If",
+    "Reshape",
+    "Transpose",
+    "Shape",
+    "Size",
+    "Gather",
+    "GatherElements",
+    "GatherND",
+    "Concat",
+    "Slice",
+    "Split",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Identity",
+    "Expand",
+    "Tile",
+    "Pad",
+    "Cast",
+    "CastLike",
+    "Constant",
+    "ConstantOfShape",
+    "Range",
+    "Dropout",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "ScatterND",
+    "ScatterElements",
+    "NonZero",
+    "OneHot",
+    "Trilu",
+    "ReorderInput",
+    "ReorderOutput",
+    "MemcpyToHost",
+    "MemcpyFromHost",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "QLinearConcat",
+    "EyeLike",
+    "Compress",
+    "ReverseSequence",
+    "Optional",
+    "OptionalHasElement",
+    "OptionalGetElement",
+    "SequenceConstruct",
+    "If",
 ];
 
 /// Element-wise and activation ops: 1 FLOP per output element.
 const ELEMENTWISE_OPS: &[&str] = &[
-    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Sqrt", "Exp", "Log", "Abs", "Neg", "Reciprocal", "Floor",
-    "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Erf", "Relu",
-    "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu", "Selu", "Celu", "Gelu",
-    "FastGelu", "BiasGelu", "QuickGelu", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Shrink", "Clip",
-    "Where", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "And", "Or", "Xor",
-    "BitShift", "IsNaN", "IsInf", "CumSum", "BiasAdd", "QLinearAdd", "QLinearMul", "QLinearSigmoid",
-    "QLinearLeakyRelu", "Affine", "ScaledTanh",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Mod",
+    "Sqrt",
+    "Exp",
+    "Log",
+    "Abs",
+    "Neg",
+    "Reciprocal",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sign",
+    "Sin",
+    "Cos",
+    "Tan",
+    "Asin",
+    "Acos",
+    "Atan",
+    "Sinh",
+    "Cosh",
+    "Erf",
+    "Relu",
+    "LeakyRelu",
+    "PRelu",
+    "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
+    "Elu",
+    "Selu",
+    "Celu",
+    "Gelu",
+    "FastGelu",
+    "BiasGelu",
+    "QuickGelu",
+    "Softplus",
+    "Softsign",
+    "Mish",
+    "ThresholdedRelu",
+    "Shrink",
+    "Clip",
+    "Where",
+    "Equal",
+    "Greater",
+    "GreaterOrEqual",
+    "Less",
+    "LessOrEqual",
+    "Not",
+    "And",
+    "Or",
+    "Xor",
+    "BitShift",
+    "IsNaN",
+    "IsInf",
+    "CumSum",
+    "BiasAdd",
+    "QLinearAdd",
+    "QLinearMul",
+    "QLinearSigmoid",
+    "QLinearLeakyRelu",
+    "Affine",
+    "ScaledTanh",
 ];
 
 /// Variadic element-wise ops: inputs − 1 FLOPs per output element.
@@ -74,10 +173,29 @@ const VARIADIC_OPS: &[&str] = &["Sum", "Min", "Max", "Mean"];
 
 /// Pooling and reductions: 1 FLOP per input element.
 const POOL_REDUCE_OPS: &[&str] = &[
-    "MaxPool", "AveragePool", "LpPool", "GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool", "NhwcMaxPool",
-    "QLinearGlobalAveragePool", "QLinearAveragePool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-    "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax",
-    "ArgMin", "MaxRoiPool", "TopK",
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalMaxPool",
+    "GlobalAveragePool",
+    "GlobalLpPool",
+    "NhwcMaxPool",
+    "QLinearGlobalAveragePool",
+    "QLinearAveragePool",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+    "ArgMax",
+    "ArgMin",
+    "MaxRoiPool",
+    "TopK",
 ];
 
 /// FLOPs of one node. `inputs`/`outputs` are the shapes ORT recorded, in operand order.
@@ -90,13 +208,20 @@ pub fn node_flops(op_type: &str, inputs: &[TensorShape], outputs: &[TensorShape]
         op if VARIADIC_OPS.contains(&op) => Ok(out_elems()?.saturating_mul(inputs.len().max(2) as u64 - 1)),
         op if POOL_REDUCE_OPS.contains(&op) => in_elems(),
         "Conv" | "NhwcConv" | "ConvInteger" => conv_macs(op_type, inputs, outputs, 1).map(double),
-        "FusedConv" | "NhwcFusedConv" => Ok(double(conv_macs(op_type, inputs, outputs, 1)?).saturating_add(out_elems()?)),
+        "FusedConv" | "NhwcFusedConv" => {
+            Ok(double(conv_macs(op_type, inputs, outputs, 1)?).saturating_add(out_elems()?))
+        }
         "QLinearConv" => conv_macs(op_type, inputs, outputs, 3).map(double),
         "ConvTranspose" => {
             let weight = operand(op_type, inputs, 1, "weight shape")?;
             Ok(double(in_elems()?.saturating_mul(product(&weight.dims[1..]))))
         }
-        "MatMul" | "FusedMatMul" | "MatMulInteger" | "DynamicQuantizeMatMul" | "MatMulNBits" | "Gemm"
+        "MatMul"
+        | "FusedMatMul"
+        | "MatMulInteger"
+        | "DynamicQuantizeMatMul"
+        | "MatMulNBits"
+        | "Gemm"
         | "MatMulIntegerToFloat" => matmul_macs(op_type, inputs, outputs, 0).map(double),
         "FusedGemm" => Ok(double(matmul_macs(op_type, inputs, outputs, 0)?).saturating_add(out_elems()?)),
         "QLinearMatMul" | "QGemm" => matmul_macs(op_type, inputs, outputs, 0).map(double),
@@ -181,13 +306,8 @@ fn einsum_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Res
     match inputs {
         [single] => Ok(single.elements()),
         [a, b] => {
-            let batch_rank = a
-                .dims
-                .iter()
-                .zip(&b.dims)
-                .zip(&out.dims)
-                .take_while(|((x, y), z)| x == y && y == z)
-                .count();
+            let batch_rank =
+                a.dims.iter().zip(&b.dims).zip(&out.dims).take_while(|((x, y), z)| x == y && y == z).count();
             let batch = product(&out.dims[..batch_rank]).max(1);
             let k_squared = (a.elements() as f64 * b.elements() as f64) / (out.elements().max(1) as f64 * batch as f64);
             Ok(out.elements().saturating_mul((k_squared.sqrt().round() as u64).max(1)))
@@ -246,7 +366,8 @@ fn recurrent_macs(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
     else {
         return Err(missing(op, "X [S,B,I], W and R of rank 3"));
     };
-    Ok(product(&[dirs, seq, batch]).saturating_mul(product(&[gates_w, in_w]).saturating_add(product(&[gates_r, hidden]))))
+    Ok(product(&[dirs, seq, batch])
+        .saturating_mul(product(&[gates_w, in_w]).saturating_add(product(&[gates_r, hidden]))))
 }
 
 /// Det of `[…, n, n]`: ⅔·n³ per matrix (LU factorisation).
@@ -294,7 +415,8 @@ mod tests {
         let f = node_flops("LSTM", &[s(&[5, 1, 10]), s(&[1, 80, 10]), s(&[1, 80, 20])], &[]).unwrap();
         assert_eq!(f, 2 * 5 * (80 * 10 + 80 * 20));
         assert_eq!(node_flops("Det", &[s(&[1, 2, 2])], &[s(&[1])]).unwrap(), 6);
-        let f = node_flops("MultiHeadAttention", &[s(&[1, 8, 32]), s(&[1, 12, 32]), s(&[1, 12, 32])], &[s(&[1, 8, 32])]);
+        let f =
+            node_flops("MultiHeadAttention", &[s(&[1, 8, 32]), s(&[1, 12, 32]), s(&[1, 12, 32])], &[s(&[1, 8, 32])]);
         assert_eq!(f.unwrap(), 2 * 8 * 12 * 64);
     }
 
@@ -308,6 +430,9 @@ mod tests {
         assert_eq!(node_flops("GlobalAveragePool", &[s(&[1, 64, 7, 7])], &[s(&[1, 64, 1, 1])]).unwrap(), 64 * 49);
         assert_eq!(node_flops("Frobnicate", &[], &[]), Err(FlopsError::UnknownOp("Frobnicate".into())));
         assert_eq!(node_flops("Frobnicate", &[], &[]).unwrap_err().to_string(), "FLOPs unknown for Frobnicate");
-        assert!(matches!(node_flops("Conv", &[s(&[1, 3, 8, 8])], &[s(&[1, 4, 8, 8])]), Err(FlopsError::MissingShape { .. })));
+        assert!(matches!(
+            node_flops("Conv", &[s(&[1, 3, 8, 8])], &[s(&[1, 4, 8, 8])]),
+            Err(FlopsError::MissingShape { .. })
+        ));
     }
 }

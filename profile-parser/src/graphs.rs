@@ -29,7 +29,10 @@ pub struct GraphPart<'a> {
 
 /// The graph I/O of `graph`, as the placement reads it.
 pub fn graph_io(graph: &GraphRun) -> GraphIo {
-    GraphIo { inputs: graph.inputs.iter().map(|i| i.shape.clone()).collect(), outputs: graph.outputs.iter().map(|o| o.shape.clone()).collect() }
+    GraphIo {
+        inputs: graph.inputs.iter().map(|i| i.shape.clone()).collect(),
+        outputs: graph.outputs.iter().map(|o| o.shape.clone()).collect(),
+    }
 }
 
 /// One node of the whole model while the reports are merged.
@@ -155,7 +158,11 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
                 model_flops,
                 unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),
                 unattributed_flops,
-                flops_covered_pct: if model_flops > 0 { percent(total_flops as f64, model_flops as f64) } else { 100.0 },
+                flops_covered_pct: if model_flops > 0 {
+                    percent(total_flops as f64, model_flops as f64)
+                } else {
+                    100.0
+                },
                 folded_nodes: beside.values().map(|b| b.folded_nodes).sum(),
                 not_run_nodes: beside.values().map(|b| b.not_run_nodes).sum(),
                 time_us_per_run: total_time,

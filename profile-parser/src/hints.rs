@@ -23,7 +23,13 @@ const QNN_OP_HINTS: &[(&str, &str)] = &[
 ];
 
 /// The hint for a fallback node off the preferred EP `ep`: by design, by the EP's reason, or by op type.
-pub fn fallback_hint(op_type: &str, reason: Option<&str>, input_shapes: &[String], expected: bool, ep: &str) -> Option<String> {
+pub fn fallback_hint(
+    op_type: &str,
+    reason: Option<&str>,
+    input_shapes: &[String],
+    expected: bool,
+    ep: &str,
+) -> Option<String> {
     if expected {
         return Some(
             "by design: offload_graph_io_quantization=1 runs graph-I/O Q/DQ on CPU; set it to 0 to keep them on the NPU"
@@ -38,7 +44,9 @@ pub fn fallback_hint(op_type: &str, reason: Option<&str>, input_shapes: &[String
     if qnn && reason.contains("int64") {
         return Some("QNN HTP has no int64 tensors: cast to int32 in the model".to_string());
     }
-    let by_op = |hints: &[(&str, &'static str)]| hints.iter().find(|(op, _)| *op == op_type).map(|(_, hint)| (*hint).to_string());
+    let by_op = |hints: &[(&str, &'static str)]| {
+        hints.iter().find(|(op, _)| *op == op_type).map(|(_, hint)| (*hint).to_string())
+    };
     if qnn {
         by_op(QNN_OP_HINTS).or_else(|| by_op(OP_HINTS))
     } else {
@@ -61,8 +69,12 @@ mod tests {
 
     #[test]
     fn picks_expected_then_reason_then_op() {
-        assert!(fallback_hint("QuantizeLinear", None, &[], true, QNN).unwrap().contains("offload_graph_io_quantization"));
-        assert!(fallback_hint("Det", Some("Dynamic shape not supported"), &[], false, QNN).unwrap().contains("--shape"));
+        assert!(fallback_hint("QuantizeLinear", None, &[], true, QNN)
+            .unwrap()
+            .contains("offload_graph_io_quantization"));
+        assert!(fallback_hint("Det", Some("Dynamic shape not supported"), &[], false, QNN)
+            .unwrap()
+            .contains("--shape"));
         assert!(fallback_hint("Conv", Some("Cannot get shape"), &[], false, QNN).unwrap().contains("--shape"));
         assert!(fallback_hint("Det", None, &[], false, QNN).unwrap().contains("not supported by QNN"));
         assert!(fallback_hint("LayerNormalization", None, &[], false, QNN).unwrap().contains("newer QNN SDK"));

@@ -92,7 +92,10 @@ impl RejectionReasons {
     /// order: the names the EP and the backend used (layout-renamed nodes, nodes of the graph ONNX
     /// Runtime partitions) traced to the model's own nodes; QNN's internal op names are no model node.
     pub fn model_nodes(&self, graph: &ModelGraph) -> Vec<RefusedNode> {
-        let coverage = Coverage::new(graph.nodes.iter().map(|n| n.name.as_str()), graph.partitioned.iter().flat_map(|p| &p.groups));
+        let coverage = Coverage::new(
+            graph.nodes.iter().map(|n| n.name.as_str()),
+            graph.partitioned.iter().flat_map(|p| &p.groups),
+        );
         let mut refused: Vec<(usize, Option<String>)> = Vec::new();
         for name in self.nodes() {
             for node in coverage.model_nodes(name) {
@@ -109,7 +112,11 @@ impl RejectionReasons {
         refused.sort_by_key(|(node, _)| *node);
         refused
             .into_iter()
-            .map(|(node, reason)| RefusedNode { name: graph.nodes[node].name.clone(), op_type: graph.nodes[node].op_type.clone(), reason })
+            .map(|(node, reason)| RefusedNode {
+                name: graph.nodes[node].name.clone(),
+                op_type: graph.nodes[node].op_type.clone(),
+                reason,
+            })
             .collect()
     }
 
@@ -171,7 +178,10 @@ pub fn parse_rejections<R: BufRead>(reader: R) -> std::io::Result<RejectionReaso
             if finalizing {
                 let text = error_text(line);
                 let generic = GENERIC_ERRORS.iter().any(|g| text.contains(g));
-                if !generic && !reasons.finalize_errors.contains(&text) && reasons.finalize_errors.len() < MAX_FINALIZE_ERRORS {
+                if !generic
+                    && !reasons.finalize_errors.contains(&text)
+                    && reasons.finalize_errors.len() < MAX_FINALIZE_ERRORS
+                {
                     reasons.finalize_errors.push(text);
                 }
             } else if line.contains(QNN_ERROR) {
@@ -209,7 +219,8 @@ fn read_block(lines: &[String], reasons: &mut RejectionReasons, refused: Option<
             nodes.push((name.to_string(), op));
         } else if let Some(at) = line.find(REASON_MARKER) {
             let reason = line[at + REASON_MARKER.len()..].trim().to_string();
-            let backend = refused.filter(|(op, _)| nodes.iter().any(|(node, _)| !node.is_empty() && op.starts_with(node.as_str())));
+            let backend = refused
+                .filter(|(op, _)| nodes.iter().any(|(node, _)| !node.is_empty() && op.starts_with(node.as_str())));
             for (node, op) in nodes.drain(..) {
                 if let Some((_, account)) = &backend {
                     reasons.backend.entry(node.clone()).or_insert_with(|| account.clone());
@@ -352,7 +363,10 @@ mod tests {
                  supported configurations: FP16, INT8 (EP: Failed to add fused Matmul node.)"
             )
         );
-        assert_eq!(r.reason("conv1_token_1").as_deref(), Some("QNN backend: [4294967295] has incorrect Value 68, expected >= 73."));
+        assert_eq!(
+            r.reason("conv1_token_1").as_deref(),
+            Some("QNN backend: [4294967295] has incorrect Value 68, expected >= 73.")
+        );
         assert_eq!(r.nodes().collect::<Vec<_>>(), ["conv1_token_1", "mm"]);
         assert_eq!(r.op_types.get("conv1_token_1").map(String::as_str), Some("Conv"), "from the EP's refusal line");
     }
@@ -378,17 +392,35 @@ mod tests {
     fn the_backends_account_of_a_qnn_op_goes_to_the_onnx_nodes_of_the_block_that_follows() {
         let r = parse_rejections(FUSED_REFUSAL.as_bytes()).unwrap();
         let gemm = r.reason("mm/MatMulAddFusion").unwrap();
-        assert!(gemm.starts_with("QNN backend: Unsupported datatypes for the HTP Op 'FullyConnected'") && gemm.ends_with("(EP: Failed to add node.)"), "{gemm}");
-        assert_eq!(r.reason("erf").as_deref(), Some("Operators of type `Erf` are not supported by QNN EP."), "prelu_2 does not start with erf");
+        assert!(
+            gemm.starts_with("QNN backend: Unsupported datatypes for the HTP Op 'FullyConnected'")
+                && gemm.ends_with("(EP: Failed to add node.)"),
+            "{gemm}"
+        );
+        assert_eq!(
+            r.reason("erf").as_deref(),
+            Some("Operators of type `Erf` are not supported by QNN EP."),
+            "prelu_2 does not start with erf"
+        );
         // Traced to the model: the fused Gemm stands for the model's MatMul and Add; QNN's op names are no model node.
         let graph = ModelGraph {
-            nodes: ["mm", "add", "erf", "prelu"].iter().map(|n| npugate_result::GraphNode { name: n.to_string(), op_type: "X".into(), ..Default::default() }).collect(),
+            nodes: ["mm", "add", "erf", "prelu"]
+                .iter()
+                .map(|n| npugate_result::GraphNode { name: n.to_string(), op_type: "X".into(), ..Default::default() })
+                .collect(),
             partitioned: Some(npugate_result::Fusions {
-                groups: vec![npugate_result::FusionGroup { kernels: vec!["mm/MatMulAddFusion".into()], nodes: vec!["mm".into(), "add".into()] }],
+                groups: vec![npugate_result::FusionGroup {
+                    kernels: vec!["mm/MatMulAddFusion".into()],
+                    nodes: vec!["mm".into(), "add".into()],
+                }],
             }),
             ..Default::default()
         };
-        let refused: Vec<(String, bool)> = r.model_nodes(&graph).into_iter().map(|n| (n.name, n.reason.is_some_and(|r| r.starts_with("QNN backend")))).collect();
+        let refused: Vec<(String, bool)> = r
+            .model_nodes(&graph)
+            .into_iter()
+            .map(|n| (n.name, n.reason.is_some_and(|r| r.starts_with("QNN backend"))))
+            .collect();
         assert_eq!(refused, [("mm".to_string(), true), ("add".to_string(), true), ("erf".to_string(), false)]);
     }
 
@@ -397,7 +429,11 @@ mod tests {
         let r = parse_rejections(HTP_REFUSAL.as_bytes()).unwrap();
         assert_eq!(
             r.finalize_errors,
-            ["could not create op: q::flat_from_vtcm", "\"p2o.Div.2\" generated: could not create op", "RouterX86 graph prepare failed 12"]
+            [
+                "could not create op: q::flat_from_vtcm",
+                "\"p2o.Div.2\" generated: could not create op",
+                "RouterX86 graph prepare failed 12"
+            ]
         );
     }
 }

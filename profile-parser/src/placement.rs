@@ -14,8 +14,8 @@ use crate::ort_log::RejectionReasons;
 use crate::profile::{Profile, ProfiledNode};
 use crate::qnn_csv::QnnProfile;
 use crate::report::{
-    Boundaries, CompiledAttribution, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport, TimeStats, Totals, Transition,
-    PLACEMENT_SCHEMA,
+    Boundaries, CompiledAttribution, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport,
+    TimeStats, Totals, Transition, PLACEMENT_SCHEMA,
 };
 use crate::shape::TensorShape;
 
@@ -67,7 +67,8 @@ impl<'a> PlacementInputs<'a> {
     /// I/O (the shapes fed, else those declared), I/O-offload option and traced fusions. Profiles,
     /// log and QNN CSV are the caller's to add.
     pub fn of_run(result: &'a RunResult) -> PlacementInputs<'a> {
-        let fed: Vec<Vec<Option<i64>>> = result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect();
+        let fed: Vec<Vec<Option<i64>>> =
+            result.inputs.iter().map(|i| i.shape.iter().copied().map(Some).collect()).collect();
         let graph_io = GraphIo {
             inputs: if fed.is_empty() { result.model.inputs.iter().map(|i| i.shape.clone()).collect() } else { fed },
             outputs: result.model.outputs.iter().map(|o| o.shape.clone()).collect(),
@@ -136,7 +137,8 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
             &legacy
         }
     };
-    let coverage = Coverage::new(graph.nodes.iter().map(|n| n.name.as_str()), graph.partitioned.iter().flat_map(|p| &p.groups));
+    let coverage =
+        Coverage::new(graph.nodes.iter().map(|n| n.name.as_str()), graph.partitioned.iter().flat_map(|p| &p.groups));
     let mut nodes = model_nodes(graph, &coverage, inputs, &mut warnings);
     let partitions = match inputs.profile {
         Some(profile) => match_partitions(inputs.assignment, &coverage, profile, &mut warnings),
@@ -157,7 +159,8 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
     let io_quantization = IoQuantization::new(inputs, graph);
     let fallback = fallback_list(&nodes, inputs, &io_quantization, total_flops);
     note_inserted_nodes(inputs, &coverage, &io_quantization, &mut warnings);
-    let mut report_partitions: Vec<Partition> = partitions.iter().map(|p| p.to_report(&nodes, inputs.profile)).collect();
+    let mut report_partitions: Vec<Partition> =
+        partitions.iter().map(|p| p.to_report(&nodes, inputs.profile)).collect();
     if let Some(qnn) = inputs.qnn {
         attach_backend_ops(&mut report_partitions, qnn, &mut warnings);
     }
@@ -239,7 +242,12 @@ fn graph_of_assignment(assignment: &Assignment) -> ModelGraph {
     let mut nodes: Vec<GraphNode> = Vec::new();
     for node in assignment.subgraphs.iter().flat_map(|s| &s.nodes) {
         if !nodes.iter().any(|n| n.name == node.name) {
-            nodes.push(GraphNode { name: node.name.clone(), op_type: node.op_type.clone(), domain: node.domain.clone(), subgraph: false });
+            nodes.push(GraphNode {
+                name: node.name.clone(),
+                op_type: node.op_type.clone(),
+                domain: node.domain.clone(),
+                subgraph: false,
+            });
         }
     }
     ModelGraph { nodes, ..ModelGraph::default() }
@@ -252,7 +260,12 @@ fn graph_of_assignment(assignment: &Assignment) -> ModelGraph {
 /// not have run there. A node nothing stands for was folded away at load (its group has no
 /// nodes left), did not run (a subgraph node the reference pass did not see: a branch not taken)
 /// or could not be attributed.
-fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &PlacementInputs<'a>, warnings: &mut Vec<String>) -> Vec<Node<'a>> {
+fn model_nodes<'a>(
+    graph: &'a ModelGraph,
+    coverage: &Coverage<'_>,
+    inputs: &PlacementInputs<'a>,
+    warnings: &mut Vec<String>,
+) -> Vec<Node<'a>> {
     let reference: HashMap<&str, &ProfiledNode> =
         inputs.reference.map(|r| r.nodes.iter().map(|n| (n.name.as_str(), n)).collect()).unwrap_or_default();
     let mut candidates: Vec<Vec<(&'a str, &'a str)>> = vec![Vec::new(); graph.nodes.len()];
@@ -348,22 +361,35 @@ fn model_nodes<'a>(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &Plac
         Some(_) => {}
     }
     let count = |state| nodes.iter().filter(|n| n.not_placed == Some(state)).count();
-    let flops_of = |state| nodes.iter().filter(|n| n.not_placed == Some(state)).filter_map(|n| n.flops).fold(0u64, u64::saturating_add);
+    let flops_of = |state| {
+        nodes.iter().filter(|n| n.not_placed == Some(state)).filter_map(|n| n.flops).fold(0u64, u64::saturating_add)
+    };
     if count(NotPlaced::NotRun) > 0 {
-        warnings.push(format!("{} node(s) in subgraph branches did not run (an If/Loop branch not taken): no EP, no FLOPs counted", count(NotPlaced::NotRun)));
+        warnings.push(format!(
+            "{} node(s) in subgraph branches did not run (an If/Loop branch not taken): no EP, no FLOPs counted",
+            count(NotPlaced::NotRun)
+        ));
     }
     if count(NotPlaced::FoldedAtLoad) > 0 {
-        warnings.push(format!("{} node(s) were folded away when ONNX Runtime loaded the model: they never run", count(NotPlaced::FoldedAtLoad)));
+        warnings.push(format!(
+            "{} node(s) were folded away when ONNX Runtime loaded the model: they never run",
+            count(NotPlaced::FoldedAtLoad)
+        ));
     }
     if count(NotPlaced::Unattributed) > 0 {
-        let unattributed: Vec<&Node<'_>> = nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).collect();
+        let unattributed: Vec<&Node<'_>> =
+            nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).collect();
         let names: Vec<&str> = unattributed.iter().map(|n| n.name).collect();
         let moved_data_only = unattributed.iter().all(|n| KNOWN_ZERO_OPS.contains(&n.op_type));
         warnings.push(format!(
             "{} node(s) with {} FLOPs could not be traced to a node ONNX Runtime placed{}: unknown to every share ({})",
             names.len(),
             flops_of(NotPlaced::Unattributed),
-            if moved_data_only { " (an EP's layout transformation replaces Transpose and Q/DQ nodes with new ones)" } else { "" },
+            if moved_data_only {
+                " (an EP's layout transformation replaces Transpose and Q/DQ nodes with new ones)"
+            } else {
+                ""
+            },
             preview(&names)
         ));
     }
@@ -421,7 +447,12 @@ fn fused_id(name: &str) -> u64 {
 /// same order: the k-th fused node of an EP, by that id, is the k-th subgraph of that EP. When the
 /// counts differ the common prefix is matched and a warning says so. A partition stands for the
 /// model nodes its subgraph's nodes stand for.
-fn match_partitions(assignment: &Assignment, coverage: &Coverage<'_>, profile: &Profile, warnings: &mut Vec<String>) -> Vec<MatchedPartition> {
+fn match_partitions(
+    assignment: &Assignment,
+    coverage: &Coverage<'_>,
+    profile: &Profile,
+    warnings: &mut Vec<String>,
+) -> Vec<MatchedPartition> {
     let mut fused_by_ep: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, node) in profile.nodes.iter().enumerate() {
         if is_fused_partition(node) {
@@ -498,7 +529,13 @@ fn witness_placement<'a>(
     };
     let group_of: HashMap<&str, usize> = inputs
         .fusions
-        .map(|f| f.groups.iter().enumerate().flat_map(|(g, group)| group.nodes.iter().map(move |n| (n.as_str(), g))).collect())
+        .map(|f| {
+            f.groups
+                .iter()
+                .enumerate()
+                .flat_map(|(g, group)| group.nodes.iter().map(move |n| (n.as_str(), g)))
+                .collect()
+        })
         .unwrap_or_default();
     let mut individual_eps = profile.nodes.iter().filter(|k| !is_fused_partition(k)).map(|k| k.provider.as_str());
     let only_individual_ep = individual_eps.next().filter(|first| individual_eps.all(|ep| ep == *first));
@@ -519,7 +556,8 @@ fn witness_placement<'a>(
     }
     let groups = inputs.fusions.map(|f| f.groups.as_slice()).unwrap_or_default();
     for (group, members) in group_members {
-        let kernels: Vec<usize> = groups[group].kernels.iter().filter_map(|k| kernel_named.get(k.as_str())).copied().collect();
+        let kernels: Vec<usize> =
+            groups[group].kernels.iter().filter_map(|k| kernel_named.get(k.as_str())).copied().collect();
         if groups[group].kernels.is_empty() {
             folded += members.len();
             for &member in &members {
@@ -538,7 +576,9 @@ fn witness_placement<'a>(
         }
     }
     if folded > 0 {
-        warnings.push(format!("{folded} node(s) were folded away by the profiled session's graph optimizations: no time per run"));
+        warnings.push(format!(
+            "{folded} node(s) were folded away by the profiled session's graph optimizations: no time per run"
+        ));
     }
     if unattributed > 0 {
         warnings.push(format!(
@@ -563,9 +603,9 @@ fn check_profile_model(profile: &Profile, io: &GraphIo, warnings: &mut Vec<Strin
     if io.inputs.is_empty() || first_run.is_empty() {
         return;
     }
-    let consumes_input = first_run.iter().any(|e| {
-        profile.node_of(e).input_shapes.iter().any(|s| io.inputs.iter().any(|i| dims_match(i, &s.dims)))
-    });
+    let consumes_input = first_run
+        .iter()
+        .any(|e| profile.node_of(e).input_shapes.iter().any(|s| io.inputs.iter().any(|i| dims_match(i, &s.dims))));
     if !consumes_input {
         warnings.push(
             "profile: no kernel consumes a tensor shaped like the graph inputs: is the profile from another model or input shape?"
@@ -651,7 +691,10 @@ impl<'a> IoQuantization<'a> {
         IoQuantization {
             offloaded: inputs.io_offload && inputs.preferred_ep != CPU_EP,
             names: inputs.graph.map(|_| graph.io_quantization.as_slice()),
-            reference_order: inputs.reference.map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect()).unwrap_or_default(),
+            reference_order: inputs
+                .reference
+                .map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect())
+                .unwrap_or_default(),
             graph_io: &inputs.graph_io,
         }
     }
@@ -675,11 +718,17 @@ impl<'a> IoQuantization<'a> {
         let is_qdq = |r: &&ProfiledNode| matches!(r.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear");
         match op_type {
             "QuantizeLinear" => {
-                reference.input_shapes.first().is_some_and(|s| self.graph_io.inputs.iter().any(|i| dims_match(i, &s.dims)))
+                reference
+                    .input_shapes
+                    .first()
+                    .is_some_and(|s| self.graph_io.inputs.iter().any(|i| dims_match(i, &s.dims)))
                     && order[..position].iter().all(is_qdq)
             }
             "DequantizeLinear" => {
-                reference.output_shapes.first().is_some_and(|s| self.graph_io.outputs.iter().any(|o| dims_match(o, &s.dims)))
+                reference
+                    .output_shapes
+                    .first()
+                    .is_some_and(|s| self.graph_io.outputs.iter().any(|o| dims_match(o, &s.dims)))
                     && order[position + 1..].iter().all(|r| r.op_type == "DequantizeLinear")
             }
             _ => false,
@@ -707,13 +756,19 @@ pub fn off_preferred_ep<'a>(inputs: &'a PlacementInputs<'a>) -> Vec<&'a Assigned
 /// count includes them) that run off the preferred EP: graph-I/O Q/DQ on the CPU by design — by
 /// the partitioned graph's tensor names, or, for those the EP's layout transformation inserted
 /// (no graph of ours has them), by the EP's own reason — and any others.
-fn note_inserted_nodes(inputs: &PlacementInputs<'_>, coverage: &Coverage<'_>, io: &IoQuantization<'_>, warnings: &mut Vec<String>) {
+fn note_inserted_nodes(
+    inputs: &PlacementInputs<'_>,
+    coverage: &Coverage<'_>,
+    io: &IoQuantization<'_>,
+    warnings: &mut Vec<String>,
+) {
     let (mut by_design, mut other): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
     for node in inputs.assignment.subgraphs.iter().filter(|s| s.ep != inputs.preferred_ep).flat_map(|s| &s.nodes) {
         if !coverage.model_nodes(&node.name).is_empty() {
             continue;
         }
-        let offload_reason = inputs.rejections.and_then(|r| r.reason(&node.name)).is_some_and(|r| is_io_offload_reason(&r));
+        let offload_reason =
+            inputs.rejections.and_then(|r| r.reason(&node.name)).is_some_and(|r| is_io_offload_reason(&r));
         if io.offloaded && (io.names.is_some_and(|names| names.contains(&node.name)) || offload_reason) {
             by_design.push(&node.name);
         } else {
@@ -746,7 +801,12 @@ fn is_io_offload_reason(reason: &str) -> bool {
 
 /// Every placed node not on the preferred EP, most FLOPs first (unknown FLOPs last), then by time.
 /// Its reason is the EP's for it, or for a node of the partitioned graph that stands for it.
-fn fallback_list(nodes: &[Node<'_>], inputs: &PlacementInputs<'_>, io: &IoQuantization<'_>, total_flops: u64) -> Vec<FallbackNode> {
+fn fallback_list(
+    nodes: &[Node<'_>],
+    inputs: &PlacementInputs<'_>,
+    io: &IoQuantization<'_>,
+    total_flops: u64,
+) -> Vec<FallbackNode> {
     let mut list: Vec<FallbackNode> = nodes
         .iter()
         .filter(|n| n.placed() && n.ep != Some(inputs.preferred_ep))
@@ -818,7 +878,8 @@ fn boundaries(profile: &Profile) -> Boundaries {
                         .zip(profile.run_executions())
                         .filter_map(|(gaps, run)| {
                             let &(p, g) = gaps.get(k)?;
-                            let same = profile.node_of(&run[p]).name == a.name && profile.node_of(&run[p + 1]).name == b.name;
+                            let same =
+                                profile.node_of(&run[p]).name == a.name && profile.node_of(&run[p + 1]).name == b.name;
                             same.then_some(g)
                         })
                         .collect();
@@ -833,7 +894,8 @@ fn boundaries(profile: &Profile) -> Boundaries {
                 .collect()
         })
         .unwrap_or_default();
-    let totals: Vec<f64> = switch_gaps.iter().filter(|g| !g.is_empty()).map(|g| g.iter().map(|(_, t)| t).sum()).collect();
+    let totals: Vec<f64> =
+        switch_gaps.iter().filter(|g| !g.is_empty()).map(|g| g.iter().map(|(_, t)| t).sum()).collect();
     Boundaries { per_run, transitions, gap_us_per_run: median(&totals), same_ep_gap_us: median(&same_ep_gaps) }
 }
 

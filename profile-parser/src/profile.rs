@@ -145,7 +145,9 @@ impl From<StreamError> for ProfileError {
     fn from(err: StreamError) -> Self {
         match err {
             StreamError::Truncated(at) => ProfileError::Truncated { line: at.line, column: at.column },
-            StreamError::Malformed(at, message) => ProfileError::Malformed { line: at.line, column: at.column, message },
+            StreamError::Malformed(at, message) => {
+                ProfileError::Malformed { line: at.line, column: at.column, message }
+            }
             StreamError::Io(e) => ProfileError::Io(e),
         }
     }
@@ -326,10 +328,16 @@ impl ProfileBuilder {
             warnings.push(format!("ignored {} _fence_before/_fence_after event(s) (ORT < 1.20)", self.fence_events));
         }
         if self.unreadable_args > 0 {
-            warnings.push(format!("{} node(s) have args that are not an object of ORT's keys: op/provider/shapes unknown", self.unreadable_args));
+            warnings.push(format!(
+                "{} node(s) have args that are not an object of ORT's keys: op/provider/shapes unknown",
+                self.unreadable_args
+            ));
         }
         if self.unreadable_shapes > 0 {
-            warnings.push(format!("{} shape list(s) are not [{{\"type\":[dims]}}, …]: shapes unknown there", self.unreadable_shapes));
+            warnings.push(format!(
+                "{} shape list(s) are not [{{\"type\":[dims]}}, …]: shapes unknown there",
+                self.unreadable_shapes
+            ));
         }
         if self.no_provider_events > 0 {
             warnings.push(format!("{} node(s) have no args.provider; shown as <unknown>", self.no_provider_events));

@@ -109,7 +109,12 @@ pub fn analyze_run(dir: &Path, result: &RunResult) -> Result<PlacementReport, An
 
 /// The placement of an LLM folder's generation: each graph in each phase on its own profiles,
 /// merged with every graph weighted by its runs per generation ([`crate::graphs::merge`]).
-fn generation_report(dir: &Path, result: &RunResult, generation: &Generation, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+fn generation_report(
+    dir: &Path,
+    result: &RunResult,
+    generation: &Generation,
+    rejections: Option<&RejectionReasons>,
+) -> Result<PlacementReport, AnalyzeError> {
     let preferred = result.execution.preferred_ep.as_str();
     let mut parts = Vec::new();
     for graph in &generation.graphs {
@@ -134,7 +139,11 @@ fn generation_report(dir: &Path, result: &RunResult, generation: &Generation, re
 }
 
 /// The placement of a run of one `.onnx`.
-fn single_model(dir: &Path, result: &RunResult, rejections: Option<&RejectionReasons>) -> Result<PlacementReport, AnalyzeError> {
+fn single_model(
+    dir: &Path,
+    result: &RunResult,
+    rejections: Option<&RejectionReasons>,
+) -> Result<PlacementReport, AnalyzeError> {
     let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
     let profile = present(files::PROFILE).map(|p| read_profile(&p)).transpose()?;
     let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
@@ -165,7 +174,9 @@ fn shape_fix(result: &RunResult) -> Option<String> {
         .iter()
         .filter(|declared| declared.shape.iter().any(Option::is_none))
         .filter_map(|declared| result.inputs.iter().find(|fed| fed.name == declared.name))
-        .map(|fed| format!("--shape {}={}", fed.name, fed.shape.iter().map(i64::to_string).collect::<Vec<_>>().join("x")))
+        .map(|fed| {
+            format!("--shape {}={}", fed.name, fed.shape.iter().map(i64::to_string).collect::<Vec<_>>().join("x"))
+        })
         .collect();
     (!flags.is_empty()).then(|| flags.join(" "))
 }

@@ -3,10 +3,10 @@
 
 mod common;
 
-use npugate_result::Assignment;
 use npugate_profile::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
 use npugate_profile::profile::Profile;
 use npugate_profile::report::PlacementReport;
+use npugate_result::Assignment;
 
 const MODELS: [&str; 4] = ["smallcnn", "smallcnn_qdq", "mixed", "resnet50"];
 
@@ -113,7 +113,8 @@ fn graph_io_quantization_on_cpu_is_expected_mid_graph_dq_is_not() {
             subgraph.ep = "QNNExecutionProvider".to_string();
         }
     }
-    let io = GraphIo { inputs: vec![vec![Some(1), Some(3), Some(64), Some(64)]], outputs: vec![vec![Some(1), Some(10)]] };
+    let io =
+        GraphIo { inputs: vec![vec![Some(1), Some(3), Some(64), Some(64)]], outputs: vec![vec![Some(1), Some(10)]] };
     let r = cpu_report("smallcnn_qdq", "QNNExecutionProvider", &assignment, &io);
     let expected = |name: &str| r.fallback.iter().find(|f| f.name == name).map(|f| f.expected);
     assert_eq!(expected("input_QuantizeLinear"), Some(true));

@@ -8,7 +8,7 @@ use npugate_profile::ort_log::parse_rejections;
 use npugate_profile::placement::{build_report, GraphIo, PlacementInputs};
 use npugate_profile::profile::parse_profile;
 use npugate_profile::report::NotPlaced;
-use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, Fusions, FusionGroup, GraphNode, ModelGraph};
+use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, FusionGroup, Fusions, GraphNode, ModelGraph};
 
 const QNN: &str = "QNNExecutionProvider";
 const CPU: &str = "CPUExecutionProvider";
@@ -18,11 +18,20 @@ fn node(name: &str, op: &str) -> GraphNode {
 }
 
 fn group(kernels: &[&str], nodes: &[&str]) -> FusionGroup {
-    FusionGroup { kernels: kernels.iter().map(|s| s.to_string()).collect(), nodes: nodes.iter().map(|s| s.to_string()).collect() }
+    FusionGroup {
+        kernels: kernels.iter().map(|s| s.to_string()).collect(),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+    }
 }
 
 fn subgraph(ep: &str, nodes: &[(&str, &str)]) -> AssignedSubgraph {
-    AssignedSubgraph { ep: ep.into(), nodes: nodes.iter().map(|(n, op)| AssignedNode { name: n.to_string(), op_type: op.to_string(), domain: String::new() }).collect() }
+    AssignedSubgraph {
+        ep: ep.into(),
+        nodes: nodes
+            .iter()
+            .map(|(n, op)| AssignedNode { name: n.to_string(), op_type: op.to_string(), domain: String::new() })
+            .collect(),
+    }
 }
 
 /// The reference pass (optimizations off): every model node that ran, with its shapes.
@@ -86,7 +95,16 @@ fn model_nodes_carry_their_flops_through_fusions_partitions_and_an_epcontext_nod
         source: "Session_GetEpGraphAssignmentInfo".into(),
         error: None,
         subgraphs: vec![
-            subgraph(QNN, &[("gemm_input_reshape", "Reshape"), ("mm/MatMulAddFusion", "Gemm"), ("gemm_output_reshape_token_5", "Reshape"), ("then_relu", "Relu"), ("else_neg", "Neg")]),
+            subgraph(
+                QNN,
+                &[
+                    ("gemm_input_reshape", "Reshape"),
+                    ("mm/MatMulAddFusion", "Gemm"),
+                    ("gemm_output_reshape_token_5", "Reshape"),
+                    ("then_relu", "Relu"),
+                    ("else_neg", "Neg"),
+                ],
+            ),
             subgraph(QNN, &[("QNNExecutionProvider_QNN_ctx_0", "EPContext")]),
             subgraph(CPU, &[("q_in", "QuantizeLinear")]),
             subgraph(CPU, &[("erf", "Erf")]),
@@ -111,13 +129,24 @@ fn model_nodes_carry_their_flops_through_fusions_partitions_and_an_epcontext_nod
         fusions: None,
     });
     let compiled = report.compiled.as_ref().expect("the graph's attribution is in the placement");
-    assert_eq!((compiled.attribution, compiled.source_model.as_deref()), (npugate_result::Attribution::CompileRecord, Some("m.onnx")));
+    assert_eq!(
+        (compiled.attribution, compiled.source_model.as_deref()),
+        (npugate_result::Attribution::CompileRecord, Some("m.onnx"))
+    );
     let on = |name: &str| report.nodes.iter().find(|n| n.name == name).unwrap();
-    assert_eq!((on("mm").ep.as_str(), on("mm").flops), (QNN, Some(2 * 64 * 32)), "the fused Gemm's EP, the MatMul's own FLOPs");
+    assert_eq!(
+        (on("mm").ep.as_str(), on("mm").flops),
+        (QNN, Some(2 * 64 * 32)),
+        "the fused Gemm's EP, the MatMul's own FLOPs"
+    );
     assert_eq!((on("add").ep.as_str(), on("add").flops), (QNN, Some(32)));
     assert_eq!((on("src_a").ep.as_str(), on("src_a").flops), (QNN, Some(2 * 32 * 8)), "the EPContext node's source");
     assert_eq!(on("shape").not_placed, Some(NotPlaced::FoldedAtLoad));
-    assert_eq!((on("then_relu").ep.as_str(), on("else_neg").not_placed), (QNN, Some(NotPlaced::NotRun)), "the else branch did not run");
+    assert_eq!(
+        (on("then_relu").ep.as_str(), on("else_neg").not_placed),
+        (QNN, Some(NotPlaced::NotRun)),
+        "the else branch did not run"
+    );
     assert_eq!(on("lost").not_placed, Some(NotPlaced::Unattributed));
     let t = &report.totals;
     assert_eq!((t.model_nodes, t.nodes, t.folded_nodes, t.not_run_nodes, t.unattributed_nodes), (Some(11), 8, 1, 1, 1));
@@ -129,15 +158,26 @@ fn model_nodes_carry_their_flops_through_fusions_partitions_and_an_epcontext_nod
     let off: Vec<(&str, bool)> = report.fallback.iter().map(|f| (f.name.as_str(), f.expected)).collect();
     assert_eq!(off, [("erf", false), ("dq_out", true), ("q_in", true)], "by tensor names, not shapes");
     assert_eq!(report.rejections.len(), 1);
-    assert_eq!(report.rejections[0].reason, "Operators of type `Erf` are not supported by QNN EP.Erf node `…` will not be assigned to QNN EP.");
+    assert_eq!(
+        report.rejections[0].reason,
+        "Operators of type `Erf` are not supported by QNN EP.Erf node `…` will not be assigned to QNN EP."
+    );
     let all = report.warnings.join("\n");
-    assert!(all.contains("inserted 1 graph-I/O QuantizeLinear/DequantizeLinear node(s) that run on the CPU by design") && all.contains("DequantizeLinear_token_9"), "{all}");
+    assert!(
+        all.contains("inserted 1 graph-I/O QuantizeLinear/DequantizeLinear node(s) that run on the CPU by design")
+            && all.contains("DequantizeLinear_token_9"),
+        "{all}"
+    );
     assert!(all.contains("1 node(s) with 32 FLOPs could not be traced"), "{all}");
 }
 
 #[test]
 fn graph_io_quantization_is_a_fallback_when_the_ep_was_told_to_take_it() {
-    let graph = ModelGraph { nodes: vec![node("q_in", "QuantizeLinear"), node("mm", "MatMul")], io_quantization: vec!["q_in".into()], ..ModelGraph::default() };
+    let graph = ModelGraph {
+        nodes: vec![node("q_in", "QuantizeLinear"), node("mm", "MatMul")],
+        io_quantization: vec!["q_in".into()],
+        ..ModelGraph::default()
+    };
     let assignment = Assignment {
         source: String::new(),
         error: None,

@@ -9,10 +9,10 @@
 
 mod common;
 
-use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
 use npugate_profile::placement::{build_report, GraphIo, PlacementInputs};
 use npugate_profile::report::PlacementReport;
 use npugate_profile::result_dir::read_rejections;
+use npugate_result::{AssignedNode, AssignedSubgraph, Assignment};
 
 const QNN: &str = "QNNExecutionProvider";
 
@@ -34,10 +34,21 @@ fn fixture_assignment() -> Assignment {
             subgraph(
                 QNN,
                 &[
-                    ("conv1", "Conv"), ("relu1", "Relu"), ("pool1", "MaxPool"), ("conv2", "Conv"), ("relu2", "Relu"),
-                    ("pool2", "MaxPool"), ("conv3", "Conv"), ("relu3", "Relu"), ("gap", "GlobalAveragePool"),
-                    ("flatten", "Flatten"), ("fc", "Gemm"), ("softmax", "Softmax"), ("to_square", "Reshape"),
-                    ("tr", "Transpose"), ("gram", "MatMul"),
+                    ("conv1", "Conv"),
+                    ("relu1", "Relu"),
+                    ("pool1", "MaxPool"),
+                    ("conv2", "Conv"),
+                    ("relu2", "Relu"),
+                    ("pool2", "MaxPool"),
+                    ("conv3", "Conv"),
+                    ("relu3", "Relu"),
+                    ("gap", "GlobalAveragePool"),
+                    ("flatten", "Flatten"),
+                    ("fc", "Gemm"),
+                    ("softmax", "Softmax"),
+                    ("to_square", "Reshape"),
+                    ("tr", "Transpose"),
+                    ("gram", "MatMul"),
                 ],
             ),
             subgraph("CPUExecutionProvider", &[("det", "Det")]),
@@ -104,7 +115,10 @@ fn boundaries_and_shares_add_up() {
     let r = report();
     assert_eq!(r.boundaries.per_run, [2], "QNN → CPU (det) → QNN");
     let t = &r.boundaries.transitions;
-    assert_eq!((t[0].from_ep.as_str(), t[0].to_ep.as_str(), t[0].before.as_str()), (QNN, "CPUExecutionProvider", "det"));
+    assert_eq!(
+        (t[0].from_ep.as_str(), t[0].to_ep.as_str(), t[0].before.as_str()),
+        (QNN, "CPUExecutionProvider", "det")
+    );
     assert_eq!((t[1].after.as_str(), t[1].to_ep.as_str()), ("det", QNN));
     // The hand-over costs, from the kernels' own timestamps: partition 1 ends at 1,384,704 µs, det
     // starts at 1,385,669; det ends at 1,389,011, partition 2 starts at 1,390,350.
@@ -128,7 +142,8 @@ fn boundaries_and_shares_add_up() {
 
 #[test]
 fn qnn_csv_ops_attach_to_the_partition_holding_their_node() {
-    let csv = npugate_profile::result_dir::read_qnn_csv(&common::fixture("synthetic/qnn_profile_detailed.csv")).unwrap();
+    let csv =
+        npugate_profile::result_dir::read_qnn_csv(&common::fixture("synthetic/qnn_profile_detailed.csv")).unwrap();
     assert_eq!(csv.executes, 4, "2 runs × 2 partitions");
     let profile = common::profile("ort-1.31.1/a64_qemu_mixed_qnn_saver.json");
     let assignment = fixture_assignment();

@@ -4,10 +4,10 @@ mod common;
 
 use std::path::Path;
 
-use proptest::prelude::*;
 use npugate_profile::placement::{build_report, GraphIo, PlacementInputs, CPU_EP};
 use npugate_profile::profile::parse_profile;
 use npugate_profile::{analyze_result_dir, AnalyzeError};
+use proptest::prelude::*;
 
 fn copy_fixture(relative: &str, dir: &Path, name: &str) {
     std::fs::copy(common::fixture(relative), dir.join(name)).unwrap();
@@ -128,10 +128,10 @@ fn parse_and_report(bytes: &[u8]) {
             rejections: None,
             qnn: None,
             graph_io: GraphIo { inputs: vec![vec![Some(1)]], outputs: vec![vec![None]] },
-        graph: None,
-        io_offload: true,
+            graph: None,
+            io_offload: true,
             predicted: None,
-        fusions: None,
+            fusions: None,
         });
     }
 }

@@ -131,7 +131,9 @@ pub fn is_npugate_document(path: &Path) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
     let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or_default();
     let (name, major) = split_id(schema);
-    name.strip_prefix("npugate.").is_some_and(|rest| !rest.is_empty()) && !major.is_empty() && major.bytes().all(|b| b.is_ascii_digit())
+    name.strip_prefix("npugate.").is_some_and(|rest| !rest.is_empty())
+        && !major.is_empty()
+        && major.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Reads a document when `path` exists; `Ok(None)` when it does not.
@@ -208,7 +210,10 @@ mod tests {
         assert_eq!(read::<Note>(&path).unwrap().text, "hi");
         std::fs::write(&path, r#"{"schema":"npugate.note/3","text":"x"}"#).unwrap();
         let error = read::<Note>(&path).unwrap_err().to_string();
-        assert!(error.contains("note.json") && error.contains("npugate.note/3") && error.contains("npugate.note/2"), "{error}");
+        assert!(
+            error.contains("note.json") && error.contains("npugate.note/3") && error.contains("npugate.note/2"),
+            "{error}"
+        );
         std::fs::write(&path, r#"{"text":"x"}"#).unwrap();
         assert!(read::<Note>(&path).unwrap_err().to_string().contains("<missing>"));
         std::fs::write(&path, "{").unwrap();

@@ -539,9 +539,15 @@ impl Attribution {
     /// How the terminal report says it.
     pub fn describe(self) -> &'static str {
         match self {
-            Attribution::CompileRecord => "the compile record (the source nodes each EPContext node replaced, written by npugate compile)",
-            Attribution::SourceModel => "the source model's graph (the source nodes between each EPContext node's inputs and outputs)",
-            Attribution::Unattributed => "nothing: no source model, so each EPContext node is one node of unknown FLOPs (pass --reference-model)",
+            Attribution::CompileRecord => {
+                "the compile record (the source nodes each EPContext node replaced, written by npugate compile)"
+            }
+            Attribution::SourceModel => {
+                "the source model's graph (the source nodes between each EPContext node's inputs and outputs)"
+            }
+            Attribution::Unattributed => {
+                "nothing: no source model, so each EPContext node is one node of unknown FLOPs (pass --reference-model)"
+            }
         }
     }
 }

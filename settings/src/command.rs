@@ -62,7 +62,14 @@ impl HarnessCommand {
     /// callers that go through a shell quote each word.
     pub fn to_argv(&self) -> Vec<String> {
         let path = |p: &PathBuf| p.display().to_string();
-        let mut args = vec!["--ort-lib".into(), path(&self.ort_lib), "--model".into(), path(&self.model), "--out".into(), path(&self.out)];
+        let mut args = vec![
+            "--ort-lib".into(),
+            path(&self.ort_lib),
+            "--model".into(),
+            path(&self.model),
+            "--out".into(),
+            path(&self.out),
+        ];
         if let Some(library) = &self.ep_library {
             args.extend(["--ep-library".into(), path(library)]);
         }
@@ -91,12 +98,77 @@ mod tests {
     fn argv_round_trips_every_setting() {
         let model_file = format!("w.bin={}:7", "a".repeat(64));
         let given = HarnessCommand::parse_from([
-            "h", "--ort-lib", "/t/libonnxruntime.so", "--model", "/t/m.onnx", "--out", "/t/out", "--ep-library", "/t/libqnn.so",
-            "--runtime-name", "rt", "--fixed-from-sha256", "ab12", "--model-file", &model_file, "--runs", "7", "--warmup", "1", "--profile-runs", "0", "--no-reference-pass", "--seed", "9",
-            "--ep", "qnn", "--ep-name", "QNNExecutionProvider", "--ep-device", "npu", "--ep-option", "a=b=c", "--session-config", "k=v", "--shape", "x=1x3", "--input", "x=/t/a.npy",
-            "--intra-threads", "2", "--optimization", "basic", "--ort-log-level", "error", "--strict", "--context-cache", "/t/cache", "--check-outputs", "--session-only",
-            "--qnn-backend", "saver", "--htp-performance-mode", "sustained_high_performance", "--qnn-profiling", "detailed",
-            "--vtcm-mb", "8", "--htp-arch", "75", "--enable-htp-fp16-precision", "0", "--offload-graph-io-quantization", "1", "--prompt-tokens", "16", "--gen-tokens", "4", "--warmup-generations", "0", "--generations", "2",
+            "h",
+            "--ort-lib",
+            "/t/libonnxruntime.so",
+            "--model",
+            "/t/m.onnx",
+            "--out",
+            "/t/out",
+            "--ep-library",
+            "/t/libqnn.so",
+            "--runtime-name",
+            "rt",
+            "--fixed-from-sha256",
+            "ab12",
+            "--model-file",
+            &model_file,
+            "--runs",
+            "7",
+            "--warmup",
+            "1",
+            "--profile-runs",
+            "0",
+            "--no-reference-pass",
+            "--seed",
+            "9",
+            "--ep",
+            "qnn",
+            "--ep-name",
+            "QNNExecutionProvider",
+            "--ep-device",
+            "npu",
+            "--ep-option",
+            "a=b=c",
+            "--session-config",
+            "k=v",
+            "--shape",
+            "x=1x3",
+            "--input",
+            "x=/t/a.npy",
+            "--intra-threads",
+            "2",
+            "--optimization",
+            "basic",
+            "--ort-log-level",
+            "error",
+            "--strict",
+            "--context-cache",
+            "/t/cache",
+            "--check-outputs",
+            "--session-only",
+            "--qnn-backend",
+            "saver",
+            "--htp-performance-mode",
+            "sustained_high_performance",
+            "--qnn-profiling",
+            "detailed",
+            "--vtcm-mb",
+            "8",
+            "--htp-arch",
+            "75",
+            "--enable-htp-fp16-precision",
+            "0",
+            "--offload-graph-io-quantization",
+            "1",
+            "--prompt-tokens",
+            "16",
+            "--gen-tokens",
+            "4",
+            "--warmup-generations",
+            "0",
+            "--generations",
+            "2",
         ]);
         let again = HarnessCommand::parse_from(std::iter::once("h".to_string()).chain(given.to_argv()));
         assert_eq!(again, given);
@@ -108,7 +180,14 @@ mod tests {
     #[test]
     fn malformed_values_are_refused_when_parsed() {
         let base = ["h", "--ort-lib", "x", "--model", "y", "--out", "z"];
-        for extra in [&["--ep-option", "novalue"][..], &["--shape", "x=1x0"], &["--runs", "0"], &["--input", "x="], &["--model-file", "w.bin"], &["--gen-tokens", "0"]] {
+        for extra in [
+            &["--ep-option", "novalue"][..],
+            &["--shape", "x=1x0"],
+            &["--runs", "0"],
+            &["--input", "x="],
+            &["--model-file", "w.bin"],
+            &["--gen-tokens", "0"],
+        ] {
             assert!(HarnessCommand::try_parse_from(base.iter().chain(extra)).is_err(), "{extra:?}");
         }
     }

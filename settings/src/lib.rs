@@ -201,10 +201,23 @@ impl TryFrom<SettingsTable> for HarnessSettings {
 
     fn try_from(table: SettingsTable) -> Result<HarnessSettings, String> {
         if let Some(key) = table.unknown.keys().next() {
-            return Err(format!("unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"));
+            return Err(format!(
+                "unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"
+            ));
         }
-        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } = table.run;
-        Ok(HarnessSettings { session: table.session, runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs, generation: table.generation })
+        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } =
+            table.run;
+        Ok(HarnessSettings {
+            session: table.session,
+            runs,
+            warmup,
+            profile_runs,
+            no_reference_pass,
+            session_only,
+            execute_once,
+            check_outputs,
+            generation: table.generation,
+        })
     }
 }
 
@@ -285,7 +298,12 @@ impl HarnessSettings {
         let mut args = vec!["--runs".into(), self.runs.to_string(), "--warmup".into(), self.warmup.to_string()];
         args.extend(["--profile-runs".into(), self.profile_runs.to_string(), "--seed".into(), self.seed.to_string()]);
         args.extend(["--intra-threads".into(), self.intra_threads.to_string()]);
-        args.extend(["--ep".into(), self.ep.cli_name().into(), "--optimization".into(), self.optimization.cli_name().into()]);
+        args.extend([
+            "--ep".into(),
+            self.ep.cli_name().into(),
+            "--optimization".into(),
+            self.optimization.cli_name().into(),
+        ]);
         args.extend(["--ort-log-level".into(), self.ort_log_level.cli_name().into()]);
         let switches = [
             (self.no_reference_pass, "--no-reference-pass"),
@@ -341,14 +359,24 @@ mod tests {
         let both = toml::from_str::<HarnessSettings>("runs = 5\nseed = 7\nstrict = true").unwrap();
         assert_eq!((both.runs, both.seed, both.strict, both.warmup), (5, 7, true, HarnessSettings::default().warmup));
         let generation = toml::from_str::<HarnessSettings>("prompt_tokens = 16\ngen_tokens = 4\nruns = 3").unwrap();
-        assert_eq!((generation.generation.prompt_tokens.map(|c| c.get()), generation.generation.gen_tokens.map(|c| c.get()), generation.runs), (Some(16), Some(4), 3));
+        assert_eq!(
+            (
+                generation.generation.prompt_tokens.map(|c| c.get()),
+                generation.generation.gen_tokens.map(|c| c.get()),
+                generation.runs
+            ),
+            (Some(16), Some(4), 3)
+        );
         let bad = toml::from_str::<HarnessSettings>("shapes = [\"x=1x0\"]").unwrap_err().to_string();
         assert!(bad.contains("not a positive integer"), "{bad}");
     }
 
     #[test]
     fn input_paths_are_mapped_for_a_target() {
-        let settings = HarnessSettings::from(SessionSettings { inputs: vec!["x=/host/a.npy".parse().unwrap()], ..SessionSettings::default() });
+        let settings = HarnessSettings::from(SessionSettings {
+            inputs: vec!["x=/host/a.npy".parse().unwrap()],
+            ..SessionSettings::default()
+        });
         let mapped = settings.with_input_paths(|input| PathBuf::from(format!("/device/{}.npy", input.input)));
         assert_eq!(mapped.inputs[0].to_string(), "x=/device/x.npy");
         assert_eq!(settings.inputs[0].path, PathBuf::from("/host/a.npy"));

@@ -209,7 +209,10 @@ impl QnnArgs {
         options.push(("htp_performance_mode".into(), spelling(mode)));
         options.push(("enable_htp_fp16_precision".into(), bool_text(self.enable_htp_fp16_precision.unwrap_or(true))));
         let optional = [
-            ("htp_graph_finalization_optimization_mode", self.htp_graph_finalization_optimization_mode.map(|v| v.to_string())),
+            (
+                "htp_graph_finalization_optimization_mode",
+                self.htp_graph_finalization_optimization_mode.map(|v| v.to_string()),
+            ),
             ("vtcm_mb", self.vtcm_mb.map(|v| v.to_string())),
             ("soc_model", self.soc_model.map(|v| v.to_string())),
             ("htp_arch", self.htp_arch.clone()),
@@ -227,7 +230,10 @@ impl QnnArgs {
             ("--qnn-backend", self.qnn_backend.as_ref().map(QnnBackend::spelling)),
             ("--htp-performance-mode", self.htp_performance_mode.map(spelling)),
             ("--qnn-profiling", self.qnn_profiling.map(spelling)),
-            ("--htp-graph-finalization-optimization-mode", self.htp_graph_finalization_optimization_mode.map(|v| v.to_string())),
+            (
+                "--htp-graph-finalization-optimization-mode",
+                self.htp_graph_finalization_optimization_mode.map(|v| v.to_string()),
+            ),
             ("--vtcm-mb", self.vtcm_mb.map(|v| v.to_string())),
             ("--soc-model", self.soc_model.map(|v| v.to_string())),
             ("--htp-arch", self.htp_arch.clone()),
@@ -268,7 +274,10 @@ mod tests {
 
     #[test]
     fn backend_path_and_all_performance_modes_spell_like_qnn() {
-        assert_eq!(parse_backend("/data/local/tmp/libQnnHtp.so").unwrap(), QnnBackend::Path("/data/local/tmp/libQnnHtp.so".into()));
+        assert_eq!(
+            parse_backend("/data/local/tmp/libQnnHtp.so").unwrap(),
+            QnnBackend::Path("/data/local/tmp/libQnnHtp.so".into())
+        );
         assert_eq!(parse_backend("saver").unwrap(), QnnBackend::Type("saver"));
         assert!(parse_backend("npu").unwrap_err().contains("htp, gpu, cpu, saver"));
         let modes: Vec<String> = HtpPerformanceMode::value_variants().iter().map(|m| spelling(*m)).collect();

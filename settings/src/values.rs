@@ -57,7 +57,8 @@ impl FromStr for ShapeSpec {
     type Err = String;
 
     fn from_str(text: &str) -> Result<ShapeSpec, String> {
-        let (input, dims) = split_key_value(text).ok_or_else(|| format!("expected NAME=DIMS like x=1x3x224x224, got {text:?}"))?;
+        let (input, dims) =
+            split_key_value(text).ok_or_else(|| format!("expected NAME=DIMS like x=1x3x224x224, got {text:?}"))?;
         let dims = dims
             .split(['x', 'X', ','])
             .map(|d| match d.trim().parse::<i64>() {
@@ -134,7 +135,13 @@ mod tests {
 
     #[test]
     fn malformed_values_are_refused_with_the_fix() {
-        for (text, needle) in [("x=1x0", "not a positive integer"), ("x=1x-3", "not a positive integer"), ("x=", "not a positive"), ("=1x3", "NAME=DIMS"), ("x", "NAME=DIMS")] {
+        for (text, needle) in [
+            ("x=1x0", "not a positive integer"),
+            ("x=1x-3", "not a positive integer"),
+            ("x=", "not a positive"),
+            ("=1x3", "NAME=DIMS"),
+            ("x", "NAME=DIMS"),
+        ] {
             let error = text.parse::<ShapeSpec>().unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");
         }

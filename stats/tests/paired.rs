@@ -10,11 +10,19 @@ fn runs(n: usize, mean_ns: f64, noise_pct: f64, rng: &mut fastrand::Rng) -> Vec<
 
 /// An ABBA session of `rounds` rounds of `n` runs: A's true latency `a_ns`, B's `b_ns`, both scaled
 /// by `load(slot)` where the slot counts harness launches (two per round).
-fn session(rounds: usize, n: usize, a_ns: f64, b_ns: f64, load: impl Fn(usize) -> f64, seed: u64) -> Vec<(Vec<u64>, Vec<u64>)> {
+fn session(
+    rounds: usize,
+    n: usize,
+    a_ns: f64,
+    b_ns: f64,
+    load: impl Fn(usize) -> f64,
+    seed: u64,
+) -> Vec<(Vec<u64>, Vec<u64>)> {
     let mut rng = fastrand::Rng::with_seed(seed);
     (0..rounds)
         .map(|round| {
-            let (a_slot, b_slot) = if round.is_multiple_of(2) { (2 * round, 2 * round + 1) } else { (2 * round + 1, 2 * round) };
+            let (a_slot, b_slot) =
+                if round.is_multiple_of(2) { (2 * round, 2 * round + 1) } else { (2 * round + 1, 2 * round) };
             let mut first = |slot: usize, ns: f64| runs(n, ns * load(slot), 3.0, &mut rng);
             // Draw in launch order so the noise stream follows the session.
             if a_slot < b_slot {
@@ -67,7 +75,10 @@ fn load_starting_halfway_moves_both_sides_and_cancels_in_the_paired_ratio() {
     let stored = median_ratio(&same[9].1, &same[0].0).unwrap();
     assert!(stored.ci.lower > 1.35, "{stored:?}");
     // The session's drift is visible in A's round medians …
-    let a_medians: Vec<f64> = same.iter().map(|(a, _)| npugate_stats::median(&a.iter().map(|&v| v as f64).collect::<Vec<_>>()).unwrap()).collect();
+    let a_medians: Vec<f64> = same
+        .iter()
+        .map(|(a, _)| npugate_stats::median(&a.iter().map(|&v| v as f64).collect::<Vec<_>>()).unwrap())
+        .collect();
     assert!(drift(&a_medians).unwrap().change_pct > 35.0);
     // … and a real 10% slowdown still reads 1.10 through it.
     let slower = paired(&session(10, 20, 2e6, 2.2e6, load, 4));

@@ -100,7 +100,8 @@ impl Action {
     pub fn load(dir: &Path) -> Action {
         let path = dir.join("action.yml");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let action: Action = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{} is not an action: {e}", path.display()));
+        let action: Action =
+            serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{} is not an action: {e}", path.display()));
         assert_eq!(action.runs.using, "composite", "{}: the simulated runner runs composite actions", path.display());
         action
     }
@@ -198,7 +199,8 @@ impl ActionRun {
 
     /// Everything about the run, for assertion messages.
     pub fn describe(&self) -> String {
-        let mut text = format!("conclusion {} (exit {}), outputs {:?}\n", self.conclusion.name(), self.exit_code, self.outputs);
+        let mut text =
+            format!("conclusion {} (exit {}), outputs {:?}\n", self.conclusion.name(), self.exit_code, self.outputs);
         for step in &self.steps {
             text += &format!(
                 "--- step {} {} (exit {:?})\n--- stdout\n{}\n--- stderr\n{}\n",
@@ -209,7 +211,11 @@ impl ActionRun {
                 step.stderr
             );
         }
-        text + &format!("--- summary\n{}\n--- uploads {:?}", self.summary, self.uploads.iter().map(|u| (&u.name, &u.paths)).collect::<Vec<_>>())
+        text + &format!(
+            "--- summary\n{}\n--- uploads {:?}",
+            self.summary,
+            self.uploads.iter().map(|u| (&u.name, &u.paths)).collect::<Vec<_>>()
+        )
     }
 }
 
@@ -230,7 +236,10 @@ impl ActionRunner {
         }
         let mut env: BTreeMap<String, String> =
             crate::RUNNER_ENV.iter().filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?))).collect();
-        env.extend([("CI", "true"), ("GITHUB_ACTIONS", "true"), ("RUNNER_OS", "Linux")].map(|(k, v)| (k.to_string(), v.to_string())));
+        env.extend(
+            [("CI", "true"), ("GITHUB_ACTIONS", "true"), ("RUNNER_OS", "Linux")]
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
         ActionRunner { action_path: action_path.to_path_buf(), action: Action::load(action_path), root, env }
     }
 
@@ -259,11 +268,15 @@ impl ActionRunner {
     /// step's shell (the adb rig runs it inside its network namespace).
     pub fn run_with(&self, with: &[(&str, &str)], launcher: &dyn Fn(&Path) -> Command) -> ActionRun {
         for (name, _) in with {
-            assert!(self.action.inputs.contains_key(*name), "the workflow gives input {name:?}, which action.yml does not declare");
+            assert!(
+                self.action.inputs.contains_key(*name),
+                "the workflow gives input {name:?}, which action.yml does not declare"
+            );
         }
         let mut contexts = Contexts {
             github: self.github_context(),
-            runner: [("temp".to_string(), self.temp().display().to_string()), ("os".to_string(), "Linux".to_string())].into(),
+            runner: [("temp".to_string(), self.temp().display().to_string()), ("os".to_string(), "Linux".to_string())]
+                .into(),
             env: self.env.clone(),
             step_ids: self.action.runs.steps.iter().filter_map(|s| s.id.clone()).collect(),
             ..Contexts::default()
@@ -292,7 +305,14 @@ impl ActionRunner {
             let label = step.id.clone().or_else(|| step.name.clone()).unwrap_or_else(|| format!("step {}", index + 1));
             contexts.failed = run.conclusion == Outcome::Failure;
             let record = if !condition_holds(step.condition.as_deref(), &contexts) {
-                StepRun { label, outcome: Outcome::Skipped, exit_code: None, stdout: String::new(), stderr: String::new(), outputs: BTreeMap::new() }
+                StepRun {
+                    label,
+                    outcome: Outcome::Skipped,
+                    exit_code: None,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    outputs: BTreeMap::new(),
+                }
             } else if let Some(uses) = &step.uses {
                 self.upload(label, uses, step, &contexts, &mut run)
             } else {
@@ -333,8 +353,17 @@ impl ActionRunner {
     }
 
     /// Runs a `run:` step.
-    fn script(&self, label: String, step: &Step, contexts: &Contexts, files: &StepFiles, path_prefix: &[String], launcher: &dyn Fn(&Path) -> Command) -> StepRun {
-        let script = interpolate(step.run.as_deref().unwrap_or_else(|| panic!("step {label}: neither run nor uses")), contexts);
+    fn script(
+        &self,
+        label: String,
+        step: &Step,
+        contexts: &Contexts,
+        files: &StepFiles,
+        path_prefix: &[String],
+        launcher: &dyn Fn(&Path) -> Command,
+    ) -> StepRun {
+        let script =
+            interpolate(step.run.as_deref().unwrap_or_else(|| panic!("step {label}: neither run nor uses")), contexts);
         let script_file = files.dir.join("script.sh");
         std::fs::write(&script_file, script).expect("write the step's script");
         let mut command = match step.shell.as_deref() {
@@ -348,7 +377,9 @@ impl ActionRunner {
                 command.arg("-e").arg(&script_file);
                 command
             }
-            other => panic!("step {label}: shell {other:?}: a composite action's run step must name its shell (bash or sh here)"),
+            other => panic!(
+                "step {label}: shell {other:?}: a composite action's run step must name its shell (bash or sh here)"
+            ),
         };
         let mut env = contexts.env.clone();
         for (name, value) in &step.env {
@@ -388,8 +419,12 @@ impl ActionRunner {
 
     /// `uses: actions/upload-artifact@v4`: checks and records what would be uploaded.
     fn upload(&self, label: String, uses: &str, step: &Step, contexts: &Contexts, run: &mut ActionRun) -> StepRun {
-        assert!(uses.starts_with("actions/upload-artifact@"), "step {label}: the simulated runner knows only actions/upload-artifact, not {uses}");
-        let with: BTreeMap<&str, String> = step.with.iter().map(|(k, v)| (k.as_str(), interpolate(v, contexts))).collect();
+        assert!(
+            uses.starts_with("actions/upload-artifact@"),
+            "step {label}: the simulated runner knows only actions/upload-artifact, not {uses}"
+        );
+        let with: BTreeMap<&str, String> =
+            step.with.iter().map(|(k, v)| (k.as_str(), interpolate(v, contexts))).collect();
         let name = with.get("name").cloned().unwrap_or_else(|| "artifact".into());
         let mut problems = Vec::new();
         if name.is_empty() || name.contains(['"', ':', '<', '>', '|', '*', '?', '\r', '\n', '\\', '/']) {
@@ -398,16 +433,29 @@ impl ActionRunner {
         if run.uploads.iter().any(|u| u.name == name) {
             problems.push(format!("an artifact named {name:?} was already uploaded in this run"));
         }
-        let paths: Vec<PathBuf> = with.get("path").map(String::as_str).unwrap_or("").lines().filter(|l| !l.trim().is_empty()).map(|line| {
-            assert!(!line.contains(['*', '?', '!']), "step {label}: path patterns ({line}) are not simulated");
-            self.workspace().join(line.trim())
-        }).collect();
+        let paths: Vec<PathBuf> = with
+            .get("path")
+            .map(String::as_str)
+            .unwrap_or("")
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|line| {
+                assert!(!line.contains(['*', '?', '!']), "step {label}: path patterns ({line}) are not simulated");
+                self.workspace().join(line.trim())
+            })
+            .collect();
         let files: Vec<PathBuf> = paths.iter().flat_map(|p| crate::files_under(p)).collect();
         if files.is_empty() {
             match with.get("if-no-files-found").map(String::as_str).unwrap_or("warn") {
-                "error" => problems.push(format!("No files were found with the provided path: {paths:?}. No artifacts will be uploaded.")),
+                "error" => problems.push(format!(
+                    "No files were found with the provided path: {paths:?}. No artifacts will be uploaded."
+                )),
                 "ignore" => {}
-                _ => run.annotations.push(Annotation { level: "warning".into(), title: None, message: format!("No files were found with the provided path: {paths:?}") }),
+                _ => run.annotations.push(Annotation {
+                    level: "warning".into(),
+                    title: None,
+                    message: format!("No files were found with the provided path: {paths:?}"),
+                }),
             }
         }
         let outcome = if problems.is_empty() { Outcome::Success } else { Outcome::Failure };
@@ -417,7 +465,14 @@ impl ActionRunner {
         if outcome == Outcome::Success {
             run.uploads.push(Upload { name, paths, files });
         }
-        StepRun { label, outcome, exit_code: None, stdout: String::new(), stderr: problems.join("\n"), outputs: BTreeMap::new() }
+        StepRun {
+            label,
+            outcome,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: problems.join("\n"),
+            outputs: BTreeMap::new(),
+        }
     }
 }
 
@@ -469,7 +524,9 @@ pub fn key_values(text: &str) -> BTreeMap<String, String> {
             (_, Some((name, value))) => {
                 values.insert(name.to_string(), value.to_string());
             }
-            _ => panic!("a line of a GITHUB_OUTPUT/GITHUB_ENV file is neither name=value nor name<<DELIMITER: {line:?}"),
+            _ => {
+                panic!("a line of a GITHUB_OUTPUT/GITHUB_ENV file is neither name=value nor name<<DELIMITER: {line:?}")
+            }
         }
     }
     values
@@ -577,7 +634,9 @@ fn condition_holds(condition: Option<&str>, contexts: &Contexts) -> bool {
     let expression = condition.trim();
     let expression = expression.strip_prefix("${{").and_then(|e| e.strip_suffix("}}")).unwrap_or(expression);
     let tokens = tokenize(expression);
-    let names_status = tokens.iter().any(|t| matches!(t, Token::Name(n) if ["always", "success", "failure", "cancelled"].contains(&n.as_str())));
+    let names_status = tokens
+        .iter()
+        .any(|t| matches!(t, Token::Name(n) if ["always", "success", "failure", "cancelled"].contains(&n.as_str())));
     let value = evaluate(expression, contexts).truthy();
     if names_status {
         value
@@ -619,7 +678,10 @@ fn tokenize(expression: &str) -> Vec<Token> {
                 }
             }
             tokens.push(Token::Text(text));
-        } else if let Some(op) = ["==", "!=", "&&", "||", "(", ")", "!"].into_iter().find(|op| chars[i..].starts_with(&op.chars().collect::<Vec<_>>())) {
+        } else if let Some(op) = ["==", "!=", "&&", "||", "(", ")", "!"]
+            .into_iter()
+            .find(|op| chars[i..].starts_with(&op.chars().collect::<Vec<_>>()))
+        {
             tokens.push(Token::Operator(op));
             i += op.len();
         } else if c.is_ascii_digit() {
@@ -704,19 +766,29 @@ impl Parser<'_> {
             assert!(self.eat(")"), "missing ) in {:?}", self.expression);
             return value;
         }
-        let token = self.tokens.get(self.at).cloned().unwrap_or_else(|| panic!("the expression {:?} ends early", self.expression));
+        let token = self
+            .tokens
+            .get(self.at)
+            .cloned()
+            .unwrap_or_else(|| panic!("the expression {:?} ends early", self.expression));
         self.at += 1;
         match token {
             Token::Text(text) => Value::Text(text),
             Token::Number(n) => Value::Number(n),
             Token::Name(name) if self.eat("(") => {
-                assert!(self.eat(")"), "the simulated runner knows only status functions without arguments, not {name}(… in {:?}", self.expression);
+                assert!(
+                    self.eat(")"),
+                    "the simulated runner knows only status functions without arguments, not {name}(… in {:?}",
+                    self.expression
+                );
                 match name.as_str() {
                     "always" => Value::Bool(true),
                     "success" => Value::Bool(!self.contexts.failed),
                     "failure" => Value::Bool(self.contexts.failed),
                     "cancelled" => Value::Bool(false),
-                    other => panic!("the simulated runner does not know the function {other}() in {:?}", self.expression),
+                    other => {
+                        panic!("the simulated runner does not know the function {other}() in {:?}", self.expression)
+                    }
                 }
             }
             Token::Name(name) => self.lookup(&name),
@@ -732,19 +804,28 @@ impl Parser<'_> {
             ["true"] => Value::Bool(true),
             ["false"] => Value::Bool(false),
             ["null"] => Value::Null,
-            ["inputs", input] => {
-                Value::Text(c.inputs.get(*input).unwrap_or_else(|| panic!("{name}: action.yml declares no input {input:?}")).clone())
-            }
+            ["inputs", input] => Value::Text(
+                c.inputs
+                    .get(*input)
+                    .unwrap_or_else(|| panic!("{name}: action.yml declares no input {input:?}"))
+                    .clone(),
+            ),
             ["steps", id, rest @ ..] => match (c.steps.get(*id), rest) {
-                (Some((_, outputs)), ["outputs", output]) => outputs.get(*output).map_or(Value::Null, |v| Value::Text(v.clone())),
+                (Some((_, outputs)), ["outputs", output]) => {
+                    outputs.get(*output).map_or(Value::Null, |v| Value::Text(v.clone()))
+                }
                 (Some((outcome, _)), ["outcome" | "conclusion"]) => Value::Text(outcome.name().into()),
                 (None, _) if c.step_ids.iter().any(|declared| declared == id) => Value::Null,
                 (None, _) => panic!("{name}: action.yml has no step with id {id:?}"),
                 _ => panic!("the simulated runner cannot read {name}"),
             },
             ["env", variable] => c.env.get(*variable).map_or(Value::Null, |v| Value::Text(v.clone())),
-            ["github", field] => Value::Text(c.github.get(*field).unwrap_or_else(|| panic!("the simulated runner has no {name}")).clone()),
-            ["runner", field] => Value::Text(c.runner.get(*field).unwrap_or_else(|| panic!("the simulated runner has no {name}")).clone()),
+            ["github", field] => Value::Text(
+                c.github.get(*field).unwrap_or_else(|| panic!("the simulated runner has no {name}")).clone(),
+            ),
+            ["runner", field] => Value::Text(
+                c.runner.get(*field).unwrap_or_else(|| panic!("the simulated runner has no {name}")).clone(),
+            ),
             _ => panic!("the simulated runner does not know the context {name} (in {:?})", self.expression),
         }
     }

@@ -71,7 +71,9 @@ impl Rig {
     pub fn up_with(devices: &[Device]) -> Rig {
         let state = tempfile::Builder::new().prefix("npugate-rig-").tempdir().expect("temp dir");
         let rig = Rig { state };
-        let output = crate::run(Command::new(rig_script()).arg("up").arg(rig.state.path()).args(devices.iter().map(Device::spec)));
+        let output = crate::run(
+            Command::new(rig_script()).arg("up").arg(rig.state.path()).args(devices.iter().map(Device::spec)),
+        );
         assert!(
             output.status.success(),
             "adb-rig up failed (see scripts/adb-rig install):\n{}",
@@ -121,8 +123,12 @@ impl Rig {
     /// its fork and exec — the harness runs `getprop` — which shows the harness's command line).
     pub fn harnesses(&self, port: u16) -> Vec<u32> {
         let is_harness = |argv: &[String]| argv.first().is_some_and(|program| program.ends_with("/npugate-harness"));
-        let all: Vec<(u32, u32)> =
-            self.processes(port).into_iter().filter(|(_, _, argv)| is_harness(argv)).map(|(pid, parent, _)| (pid, parent)).collect();
+        let all: Vec<(u32, u32)> = self
+            .processes(port)
+            .into_iter()
+            .filter(|(_, _, argv)| is_harness(argv))
+            .map(|(pid, parent, _)| (pid, parent))
+            .collect();
         all.iter().filter(|(_, parent)| !all.iter().any(|(pid, _)| pid == parent)).map(|(pid, _)| *pid).collect()
     }
 
@@ -151,10 +157,15 @@ impl Rig {
                 continue;
             }
             let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-            let argv = cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            let argv = cmdline
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
             // `pid (name) state ppid …`: the name may hold spaces, so count from its last ')'.
             let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-            let parent = stat.rfind(')').and_then(|at| stat[at + 1..].split_whitespace().nth(1)?.parse().ok()).unwrap_or(0);
+            let parent =
+                stat.rfind(')').and_then(|at| stat[at + 1..].split_whitespace().nth(1)?.parse().ok()).unwrap_or(0);
             found.push((pid, parent, argv));
         }
         found

@@ -113,10 +113,15 @@ impl Pipeline {
         for include in includes {
             let file = match &include {
                 Value::String(local) => project_dir.join(local.trim_start_matches('/')),
-                Value::Object(item) if item.contains_key("local") => project_dir.join(scalar(&item["local"], "include:local").trim_start_matches('/')),
+                Value::Object(item) if item.contains_key("local") => {
+                    project_dir.join(scalar(&item["local"], "include:local").trim_start_matches('/'))
+                }
                 Value::Object(item) if item.contains_key("project") => {
                     let project = scalar(&item["project"], "include:project");
-                    let (_, dir) = projects.iter().find(|(name, _)| *name == project).unwrap_or_else(|| panic!("include of project {project}: no directory given for it"));
+                    let (_, dir) = projects
+                        .iter()
+                        .find(|(name, _)| *name == project)
+                        .unwrap_or_else(|| panic!("include of project {project}: no directory given for it"));
                     dir.join(scalar(&item["file"], "include:file").trim_start_matches('/'))
                 }
                 other => panic!("the simulated pipeline does not include {other}"),
@@ -161,7 +166,13 @@ impl Pipeline {
 
     /// Runs `job`: `matrix` picks one `parallel:matrix` combination, `pipeline_variables` are the
     /// pipeline's own (they override the file's); `launcher` makes the command that starts the shell.
-    pub fn run(&self, job: &Job, matrix: &[(&str, &str)], pipeline_variables: &[(&str, &str)], launcher: &dyn Fn(&Path) -> Command) -> JobRun {
+    pub fn run(
+        &self,
+        job: &Job,
+        matrix: &[(&str, &str)],
+        pipeline_variables: &[(&str, &str)],
+        launcher: &dyn Fn(&Path) -> Command,
+    ) -> JobRun {
         let mut variables: BTreeMap<String, String> = [
             ("CI", "true".to_string()),
             ("GITLAB_CI", "true".to_string()),
@@ -175,7 +186,12 @@ impl Pipeline {
         .collect();
         variables.extend(job.variables.clone());
         if !matrix.is_empty() {
-            let entries = job.config.get("parallel").and_then(|p| p.get("matrix")).and_then(Value::as_array).unwrap_or_else(|| panic!("job {} has no parallel:matrix", job.name));
+            let entries = job
+                .config
+                .get("parallel")
+                .and_then(|p| p.get("matrix"))
+                .and_then(Value::as_array)
+                .unwrap_or_else(|| panic!("job {} has no parallel:matrix", job.name));
             let offered = entries.iter().any(|entry| {
                 matrix.iter().all(|(key, value)| strings(entry.get(*key), key).iter().any(|v| v == value))
             });
@@ -185,20 +201,33 @@ impl Pipeline {
         variables.extend(pipeline_variables.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let variables = expand_all(&variables);
 
-        let lines: Vec<String> = ["before_script", "script"].iter().flat_map(|key| strings(job.config.get(*key), key)).collect();
+        let lines: Vec<String> =
+            ["before_script", "script"].iter().flat_map(|key| strings(job.config.get(*key), key)).collect();
         assert!(!lines.is_empty(), "job {} has no script", job.name);
         let (exit_code, mut log) = self.shell(&lines, &variables, launcher);
         let after = strings(job.config.get("after_script"), "after_script");
         if !after.is_empty() {
             log += &self.shell(&after, &variables, launcher).1;
         }
-        let mut run = JobRun { exit_code, log, artifacts: Vec::new(), junit: Vec::new(), dotenv: BTreeMap::new(), warnings: Vec::new() };
+        let mut run = JobRun {
+            exit_code,
+            log,
+            artifacts: Vec::new(),
+            junit: Vec::new(),
+            dotenv: BTreeMap::new(),
+            warnings: Vec::new(),
+        };
         self.collect_artifacts(job, &mut run);
         run
     }
 
     /// Runs `lines` in one bash as the shell executor does; the exit code and the log.
-    fn shell(&self, lines: &[String], variables: &BTreeMap<String, String>, launcher: &dyn Fn(&Path) -> Command) -> (i32, String) {
+    fn shell(
+        &self,
+        lines: &[String],
+        variables: &BTreeMap<String, String>,
+        launcher: &dyn Fn(&Path) -> Command,
+    ) -> (i32, String) {
         let mut script = String::from("exec 2>&1\nset -eo pipefail\nset +o noclobber\n");
         for line in lines {
             script += &format!("printf '%s\\n' {}\n{line}\n", shell_quote(&format!("$ {line}")));
@@ -249,7 +278,8 @@ impl Pipeline {
             for file in matched(&pattern, "reports:dotenv", run) {
                 let text = std::fs::read_to_string(&file).expect("dotenv report");
                 for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                    let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("dotenv line without =: {line:?}"));
+                    let (key, value) =
+                        line.split_once('=').unwrap_or_else(|| panic!("dotenv line without =: {line:?}"));
                     assert!(
                         !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
                         "GitLab refuses the dotenv key {key:?} of {}",
@@ -330,7 +360,10 @@ fn wildcard(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
         Some((prefix, rest)) => {
-            name.starts_with(prefix) && (0..=name.len() - prefix.len()).any(|skip| name.is_char_boundary(prefix.len() + skip) && wildcard(rest, &name[prefix.len() + skip..]))
+            name.starts_with(prefix)
+                && (0..=name.len() - prefix.len()).any(|skip| {
+                    name.is_char_boundary(prefix.len() + skip) && wildcard(rest, &name[prefix.len() + skip..])
+                })
         }
     }
 }

@@ -42,13 +42,19 @@ pub fn preflight(model: &Path, socs: &[&str], out: &Path) -> (Output, Value) {
         args.extend(["--soc", soc]);
     }
     let output = npugate(&args, &[Path::new("--model"), model, Path::new("--out"), out]);
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("preflight --json prints JSON ({e}):\n{}", describe(&output)));
+    let report = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("preflight --json prints JSON ({e}):\n{}", describe(&output)));
     (output, report)
 }
 
 /// The verdict of `soc` in a preflight report.
 pub fn soc<'a>(report: &'a Value, soc: &str) -> &'a Value {
-    report["socs"].as_array().expect("socs").iter().find(|s| s["soc"] == soc).unwrap_or_else(|| panic!("no {soc} in {report:#}"))
+    report["socs"]
+        .as_array()
+        .expect("socs")
+        .iter()
+        .find(|s| s["soc"] == soc)
+        .unwrap_or_else(|| panic!("no {soc} in {report:#}"))
 }
 
 /// Checks that the second QNN version's runtime is fetched (scripts/setup fetches it).
@@ -62,8 +68,14 @@ pub fn second_qnn_version() {
 pub fn harness_under_wine(runtime: &str, model: &Path, out: &Path, args: &[&str]) -> Output {
     let harness = windows_harness();
     let prefix = crate::cache_dir().join("wine/prefix");
-    assert!(prefix.join(".npugate-ready").is_file(), "{} is not ready: run npugate on the host HTP first", prefix.display());
-    let z = |path: &Path| format!("Z:{}", std::path::absolute(path).expect("absolute path").display().to_string().replace('/', "\\"));
+    assert!(
+        prefix.join(".npugate-ready").is_file(),
+        "{} is not ready: run npugate on the host HTP first",
+        prefix.display()
+    );
+    let z = |path: &Path| {
+        format!("Z:{}", std::path::absolute(path).expect("absolute path").display().to_string().replace('/', "\\"))
+    };
     std::fs::create_dir_all(out).expect("harness output directory");
     run(Command::new("wine")
         .env("WINEPREFIX", &prefix)

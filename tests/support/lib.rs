@@ -53,7 +53,11 @@ pub fn model(name: &str) -> PathBuf {
 /// A test LLM model folder written by `scripts/make-test-models` (a `genai_config.json` and its graphs).
 pub fn model_folder(name: &str) -> PathBuf {
     let path = cache_dir().join("models").join(name);
-    assert!(path.join("genai_config.json").is_file(), "{} is missing: run `scripts/make-test-models` (or `scripts/setup`)", path.display());
+    assert!(
+        path.join("genai_config.json").is_file(),
+        "{} is missing: run `scripts/make-test-models` (or `scripts/setup`)",
+        path.display()
+    );
     path
 }
 
@@ -126,7 +130,10 @@ pub fn run(command: &mut Command) -> Output {
                 let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
                 let _ = child.wait();
                 let test = std::thread::current().name().unwrap_or("this test").to_string();
-                panic!("{test}: {command:?} ran past {}s (NPUGATE_E2E_TIMEOUT) and was killed with everything it started", command_timeout().as_secs());
+                panic!(
+                    "{test}: {command:?} ran past {}s (NPUGATE_E2E_TIMEOUT) and was killed with everything it started",
+                    command_timeout().as_secs()
+                );
             }
             None => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
@@ -159,8 +166,15 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
         .into_iter()
         .find(|bin| Command::new(bin).arg("--version").output().is_ok_and(|o| o.status.success()));
     let Some(browser) = browser else {
-        assert!(std::env::var_os("CI").is_none(), "chromium is not installed (scripts/setup installs it); {} cannot be rendered", page.display());
-        eprintln!("\n!!!!!!!! SKIPPED: chromium is not installed; {} was NOT rendered. Run scripts/setup. !!!!!!!!\n", page.display());
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is not installed (scripts/setup installs it); {} cannot be rendered",
+            page.display()
+        );
+        eprintln!(
+            "\n!!!!!!!! SKIPPED: chromium is not installed; {} was NOT rendered. Run scripts/setup. !!!!!!!!\n",
+            page.display()
+        );
         return None;
     };
     std::fs::create_dir_all(keep).expect("screenshot directory");
@@ -174,7 +188,12 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
         .arg(format!("--screenshot={}", png.display()))
         .arg("--window-size=1400,2400")
         .arg(format!("file://{}", page.display())));
-    assert!(png.is_file(), "chromium wrote no screenshot of {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        png.is_file(),
+        "chromium wrote no screenshot of {}: {}",
+        page.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("{} rendered to {}", page.display(), png.display());
     Some(std::fs::read(png).expect("read the screenshot"))
 }
@@ -198,7 +217,16 @@ pub fn old_ort_lib() -> PathBuf {
     }
     std::fs::create_dir_all(&dir).expect("create test runtime dir");
     let download = run(Command::new("python3")
-        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--platform", "manylinux_2_27_x86_64"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux_2_27_x86_64",
+        ])
         .args(["--python-version", "3.11", "--implementation", "cp", "--dest"])
         .arg(&dir)
         .arg("onnxruntime==1.20.1"));
@@ -215,14 +243,16 @@ pub fn old_ort_lib() -> PathBuf {
 
 /// Variables of this process a simulated CI runner's job keeps (the rest of the test's environment,
 /// e.g. cargo's, is no part of a CI job's).
-pub const RUNNER_ENV: [&str; 8] = ["PATH", "HOME", "LANG", "NPUGATE_CACHE", "CARGO_HOME", "RUSTUP_HOME", "CARGO_TARGET_DIR", "TMPDIR"];
+pub const RUNNER_ENV: [&str; 8] =
+    ["PATH", "HOME", "LANG", "NPUGATE_CACHE", "CARGO_HOME", "RUSTUP_HOME", "CARGO_TARGET_DIR", "TMPDIR"];
 
 /// Every file under `path` (itself, when it is a file), sorted.
 pub fn files_under(path: &Path) -> Vec<PathBuf> {
     if path.is_file() {
         return vec![path.to_path_buf()];
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path).into_iter().flatten().flatten().flat_map(|e| files_under(&e.path())).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(path).into_iter().flatten().flatten().flat_map(|e| files_under(&e.path())).collect();
     files.sort();
     files
 }

@@ -1,7 +1,7 @@
 //! Helpers for the QNN tests: the aarch64 harness, the QNN plugin runtime and qemu-user.
 
-use std::path::{Path, PathBuf};
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output};
 
 use crate::{run, runtime_file, target_profile_dir};

@@ -20,7 +20,10 @@ pub fn write_plan(dir: &Path, serials: &[String], models: &[&str]) -> PathBuf {
     }
     for name in models {
         let path = crate::model(&format!("{name}.onnx"));
-        plan.push_str(&format!("\n[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n", path.display().to_string()));
+        plan.push_str(&format!(
+            "\n[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n",
+            path.display().to_string()
+        ));
     }
     let file = dir.join("sweep.toml");
     std::fs::write(&file, plan).expect("write the plan");
@@ -54,6 +57,8 @@ pub fn start_and_kill_after_first_cell(mut command: Command, out: &Path) {
 
 fn children(dir: &Path) -> Vec<PathBuf> {
     let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
-    entries.map(|e| e.path()).filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.')).collect()
+    entries
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect()
 }
-

@@ -41,7 +41,19 @@ onnx.save(model, out, save_as_external_data=True, all_tensors_to_one_file=one,
 
 fn npugate_on(rig: &Rig, args: &[&str], model: &Path, out: &Path) -> Output {
     let mut command = rig.command(bin("npugate"));
-    command.args(["run", "--runtime", RUNTIME, "--rule", "cv_pct=100000", "--runs", "20", "--warmup", "0", "--profile-runs", "1"]);
+    command.args([
+        "run",
+        "--runtime",
+        RUNTIME,
+        "--rule",
+        "cv_pct=100000",
+        "--runs",
+        "20",
+        "--warmup",
+        "0",
+        "--profile-runs",
+        "1",
+    ]);
     command.args(args).arg("--model").arg(model).arg("--out").arg(out);
     run(&mut command)
 }
@@ -53,7 +65,13 @@ fn json(path: &Path) -> Value {
 /// The device's deploy report of a run: (files pushed, bytes pushed, remote names pushed).
 fn pushed(dir: &Path) -> (u64, u64, Vec<String>) {
     let deploy = &json(&dir.join("device_run.json"))["deploy"];
-    let names = deploy["files"].as_array().unwrap().iter().filter(|f| f["pushed"] == true).map(|f| f["remote"].as_str().unwrap().to_string()).collect();
+    let names = deploy["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["pushed"] == true)
+        .map(|f| f["remote"].as_str().unwrap().to_string())
+        .collect();
     (deploy["files_pushed"].as_u64().unwrap(), deploy["bytes_pushed"].as_u64().unwrap(), names)
 }
 
@@ -80,7 +98,10 @@ fn external_data_models_run_on_a_rack_are_pushed_once_and_a_weights_change_is_a_
         assert_eq!((result.model.files[0].name.as_str(), result.model.files[0].bytes), ("smallcnn.weights", weights));
         assert_ne!(result.model.digest, result.model.sha256, "the digest covers the weights");
         let (files, _, names) = pushed(&dir);
-        assert!(files >= 2 && names.iter().any(|n| n.ends_with(&format!("{}/smallcnn.weights", result.model.digest))), "{names:?}");
+        assert!(
+            files >= 2 && names.iter().any(|n| n.ends_with(&format!("{}/smallcnn.weights", result.model.digest))),
+            "{names:?}"
+        );
         // On the device the model and its weights sit together in the model's own directory.
         let model_dir = rig.device_data(port).join(format!("local/tmp/npugate/models/{}", result.model.digest));
         assert!(model_dir.join("smallcnn.onnx").is_file() && model_dir.join("smallcnn.weights").is_file());
@@ -96,7 +117,8 @@ fn external_data_models_run_on_a_rack_are_pushed_once_and_a_weights_change_is_a_
     // Linking it again leaves nothing beside it (toybox's `ln -f` over a link of the same file
     // would leave its `<name>_XXXXXX` temp link behind).
     let model_dir = rig.device_data(6301).join(format!("local/tmp/npugate/models/{}", before.model.digest));
-    let mut names: Vec<String> = std::fs::read_dir(&model_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&model_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, ["smallcnn.onnx", "smallcnn.weights"], "{}", model_dir.display());
 
@@ -121,7 +143,11 @@ fn external_data_models_run_on_a_rack_are_pushed_once_and_a_weights_change_is_a_
     assert_eq!((files, bytes_pushed), (1, weights), "only the weights crossed the cable: {names:?}");
     assert!(names[0].ends_with("/smallcnn.weights"), "{names:?}");
     // A baseline saved before the change does not silently match.
-    let gate = run(Command::new(bin("npugate")).args(["gate"]).arg(&changed).args(["--rule", "cv_pct=100000", "--baseline"]).arg(&baseline));
+    let gate = run(Command::new(bin("npugate"))
+        .args(["gate"])
+        .arg(&changed)
+        .args(["--rule", "cv_pct=100000", "--baseline"])
+        .arg(&baseline));
     assert_eq!(gate.status.code(), Some(2), "{}", describe(&gate));
     assert!(String::from_utf8_lossy(&gate.stdout).contains("model digest"), "{}", describe(&gate));
 
@@ -151,7 +177,22 @@ fn a_real_model_resaved_with_external_data_in_constants_runs_on_a_device() {
     // The same model on the host: the same digest.
     let local = work.path().join("local");
     let output = run(Command::new(bin("npugate"))
-        .args(["run", "--local", "--runtime", RUNTIME, "--no-gate", "--runs", "2", "--warmup", "0", "--profile-runs", "0", "--shape", "x=1x3x48x192", "--model"])
+        .args([
+            "run",
+            "--local",
+            "--runtime",
+            RUNTIME,
+            "--no-gate",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--profile-runs",
+            "0",
+            "--shape",
+            "x=1x3x48x192",
+            "--model",
+        ])
         .arg(&cls)
         .arg("--out")
         .arg(&local));
@@ -185,7 +226,11 @@ onnx.save(m, sys.argv[3])
     let refused = npugate_on(&rig, &device, &climbing, &work.path().join("climbing"));
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("climbing.onnx") && stderr.contains("../../etc/passwd") && stderr.contains("climbs out"), "{}", describe(&refused));
+    assert!(
+        stderr.contains("climbing.onnx") && stderr.contains("../../etc/passwd") && stderr.contains("climbs out"),
+        "{}",
+        describe(&refused)
+    );
 
     // A symlink in the folder that leads out of it.
     std::os::unix::fs::symlink("/etc/passwd", dir.join("escape.weights")).unwrap();
@@ -230,14 +275,34 @@ fn a_compiled_model_with_its_context_file_is_deployed_as_a_set_and_runs_alone_un
     let model_path = alone.join("smallcnn_qdq_ctx.onnx");
     let emulated = work.path().join("emulated");
     let output = run(Command::new(bin("npugate"))
-        .args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "2", "--warmup", "0", "--profile-runs", "0", "--no-reference-pass", "--no-gate", "--model"])
+        .args([
+            "run",
+            "--local",
+            "--ep",
+            "qnn",
+            "--soc",
+            "SM8650",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--profile-runs",
+            "0",
+            "--no-reference-pass",
+            "--no-gate",
+            "--model",
+        ])
         .arg(&model_path)
         .arg("--out")
         .arg(&emulated));
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let result = RunResult::read(&emulated).unwrap();
     assert_eq!(result.model.files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["smallcnn_qdq_ctx.bin"]);
-    assert!(result.assignment.subgraphs.iter().any(|s| s.ep == "QNNExecutionProvider" && s.nodes.iter().any(|n| n.op_type == "EPContext")));
+    assert!(result
+        .assignment
+        .subgraphs
+        .iter()
+        .any(|s| s.ep == "QNNExecutionProvider" && s.nodes.iter().any(|n| n.op_type == "EPContext")));
 
     // On a board (an SM8650 by its kernel's chip id) the .bin is deployed beside the model.
     let port = 6331;
@@ -245,5 +310,9 @@ fn a_compiled_model_with_its_context_file_is_deployed_as_a_set_and_runs_alone_un
     let device = work.path().join("device");
     let output = npugate_on(&rig, &["--device", &Rig::serial(port), "--no-gate"], &model_path, &device);
     let model_dir = rig.device_data(port).join(format!("local/tmp/npugate/models/{}", result.model.digest));
-    assert!(model_dir.join("smallcnn_qdq_ctx.onnx").is_file() && model_dir.join("smallcnn_qdq_ctx.bin").is_file(), "{}", describe(&output));
+    assert!(
+        model_dir.join("smallcnn_qdq_ctx.onnx").is_file() && model_dir.join("smallcnn_qdq_ctx.bin").is_file(),
+        "{}",
+        describe(&output)
+    );
 }

@@ -40,7 +40,9 @@ fn num(value: &Value) -> f64 {
 
 /// An output number of the action.
 fn output_number(run: &ActionRun, name: &str) -> f64 {
-    run.output(name).parse().unwrap_or_else(|_| panic!("output {name} is not a number: {:?}\n{}", run.output(name), run.describe()))
+    run.output(name)
+        .parse()
+        .unwrap_or_else(|_| panic!("output {name} is not a number: {:?}\n{}", run.output(name), run.describe()))
 }
 
 /// Median and CV (sample stdev / mean) of raw latencies, counted here.
@@ -65,10 +67,22 @@ fn preferred_share(placement: &Value) -> f64 {
 /// Checks the action's median_ms, cv_pct and npu_flops_pct against a count made here from `verdict`.
 fn assert_numbers_match(run: &ActionRun, verdict: &Value) {
     let (median_ms, cv_pct) = median_and_cv_ms(&verdict["latencies_ns"]);
-    assert!((output_number(run, "median_ms") - median_ms).abs() < 1e-4, "median_ms {} vs {median_ms} counted here", run.output("median_ms"));
-    assert!((output_number(run, "cv_pct") - cv_pct).abs() < 1e-3 * cv_pct.max(1.0), "cv_pct {} vs {cv_pct} counted here", run.output("cv_pct"));
+    assert!(
+        (output_number(run, "median_ms") - median_ms).abs() < 1e-4,
+        "median_ms {} vs {median_ms} counted here",
+        run.output("median_ms")
+    );
+    assert!(
+        (output_number(run, "cv_pct") - cv_pct).abs() < 1e-3 * cv_pct.max(1.0),
+        "cv_pct {} vs {cv_pct} counted here",
+        run.output("cv_pct")
+    );
     let share = preferred_share(&verdict["placement"]);
-    assert!((output_number(run, "npu_flops_pct") - share).abs() < 1e-4, "npu_flops_pct {} vs {share} counted here", run.output("npu_flops_pct"));
+    assert!(
+        (output_number(run, "npu_flops_pct") - share).abs() < 1e-4,
+        "npu_flops_pct {} vs {share} counted here",
+        run.output("npu_flops_pct")
+    );
 }
 
 /// The test cases and failures of a JUnit file.
@@ -87,7 +101,13 @@ fn assert_uploaded_report(run: &ActionRun) -> PathBuf {
         assert!(upload.files.contains(&report_dir.join(file)), "{file} is not in the artifact: {:?}", upload.files);
     }
     assert!(upload.files.iter().any(|f| f.ends_with("report.html")), "no report.html in the artifact");
-    assert!(upload.files.iter().any(|f| f.extension().is_some_and(|e| e == "xml") && f.starts_with(report_dir.join("junit"))), "no JUnit in the artifact");
+    assert!(
+        upload
+            .files
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "xml") && f.starts_with(report_dir.join("junit"))),
+        "no JUnit in the artifact"
+    );
     report_dir
 }
 
@@ -102,7 +122,8 @@ fn hostile_copy(name: &str, dir: &Path) -> PathBuf {
 fn action_yml_and_the_gitlab_template_validate_against_their_published_schemas() {
     let schemas = repo().join("tests/schemas");
     let validate = |schema: &str, document: &Value| -> Vec<String> {
-        let validator = jsonschema::validator_for(&json(&schemas.join(schema))).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let validator =
+            jsonschema::validator_for(&json(&schemas.join(schema))).unwrap_or_else(|e| panic!("{schema}: {e}"));
         validator.iter_errors(document).map(|e| format!("{} at {}", e, e.instance_path())).collect()
     };
     let action = yaml(&repo().join("action.yml"));
@@ -130,11 +151,16 @@ fn action_yml_and_the_gitlab_template_validate_against_their_published_schemas()
     assert!(!validate("github-action.json", &broken_action).is_empty(), "a step with `shel:` passed the action schema");
     let mut broken_job = template[".npugate"].clone();
     broken_job["artifacts"]["when"] = "sometimes".into();
-    assert!(!validate("gitlab-ci.json", &as_job(&broken_job)).is_empty(), "artifacts:when sometimes passed GitLab's schema");
+    assert!(
+        !validate("gitlab-ci.json", &as_job(&broken_job)).is_empty(),
+        "artifacts:when sometimes passed GitLab's schema"
+    );
 
     // Every npugate flag the brief names is an input, and every output is declared.
     let action_doc = &action;
-    for input in ["model", "shape", "device", "runtime", "ep", "gate", "rules", "baseline", "baseline-model", "evidence-key"] {
+    for input in
+        ["model", "shape", "device", "runtime", "ep", "gate", "rules", "baseline", "baseline-model", "evidence-key"]
+    {
         assert!(action_doc["inputs"].get(input).is_some(), "action.yml has no input {input}");
     }
     assert_eq!(action_doc["inputs"]["device"]["default"], "local");
@@ -162,7 +188,10 @@ fn the_action_passes_a_model_that_runs_where_it_should_and_publishes_everything(
         ("evidence-key", &pem),
     ]);
     assert_eq!((action.conclusion, action.exit_code), (Outcome::Success, 0), "{}", action.describe());
-    assert!(!runner.workspace().join("PWNED").exists() && !repo().join("PWNED").exists(), "the model's name ran a command");
+    assert!(
+        !runner.workspace().join("PWNED").exists() && !repo().join("PWNED").exists(),
+        "the model's name ran a command"
+    );
     let report_dir = assert_uploaded_report(&action);
     assert_eq!(action.steps.iter().map(|s| s.outcome).collect::<Vec<_>>(), [Outcome::Success; 3]);
 
@@ -183,7 +212,11 @@ fn the_action_passes_a_model_that_runs_where_it_should_and_publishes_everything(
     assert_eq!((cases, failures), (verdict["checks"].as_array().unwrap().len(), 0));
 
     // The signed evidence bundle is in the artifact and verifies with the public key.
-    let verified = run(Command::new(bin("npugate")).arg("verify").arg(report_dir.join("evidence")).arg("--pubkey").arg(key.with_extension("key.pub")));
+    let verified = run(Command::new(bin("npugate"))
+        .arg("verify")
+        .arg(report_dir.join("evidence"))
+        .arg("--pubkey")
+        .arg(key.with_extension("key.pub")));
     assert!(verified.status.success(), "{}", describe(&verified));
     // install put npugate on the PATH of the steps after it.
     assert!(action.steps[0].stdout.trim().ends_with("/npugate"), "{}", action.describe());
@@ -212,8 +245,15 @@ fn the_action_fails_on_a_planted_fallback_and_annotates_the_fallen_node() {
     assert!(share > 99.0 && share < 100.0, "Det and Mul cost a few FLOPs: {share}");
 
     let errors = action.annotations("error");
-    let fallback = errors.iter().find(|a| a.title.as_deref() == Some("npugate max_fallback_nodes")).unwrap_or_else(|| panic!("{:?}", action.annotations));
-    assert!(fallback.message.contains("Det node det") && fallback.message.contains("off OpenVINOExecutionProvider"), "{}", fallback.message);
+    let fallback = errors
+        .iter()
+        .find(|a| a.title.as_deref() == Some("npugate max_fallback_nodes"))
+        .unwrap_or_else(|| panic!("{:?}", action.annotations));
+    assert!(
+        fallback.message.contains("Det node det") && fallback.message.contains("off OpenVINOExecutionProvider"),
+        "{}",
+        fallback.message
+    );
     assert!(action.summary.contains("FAIL") && action.summary.contains("det"), "summary:\n{}", action.summary);
     let (_, failures, junit) = junit_counts(&report_dir.join("junit/local.xml"));
     assert_eq!(failures, 1, "{junit}");
@@ -227,7 +267,11 @@ fn bad_input_is_one_annotation_naming_the_input_and_exit_2() {
     assert_eq!((missing.conclusion, missing.exit_code), (Outcome::Failure, 2), "{}", missing.describe());
     let errors = missing.annotations("error");
     assert_eq!(errors.len(), 1, "{:?}", missing.annotations);
-    assert!(errors[0].message.contains("model (NPUGATE_MODEL) models/nowhere.onnx: no such file"), "{}", errors[0].message);
+    assert!(
+        errors[0].message.contains("model (NPUGATE_MODEL) models/nowhere.onnx: no such file"),
+        "{}",
+        errors[0].message
+    );
     assert!(missing.uploads.is_empty(), "nothing ran, nothing to upload");
 
     let both = runner.run(&[
@@ -240,7 +284,11 @@ fn bad_input_is_one_annotation_naming_the_input_and_exit_2() {
     assert!(both.annotations("error")[0].message.contains("give baseline"), "{:?}", both.annotations);
 
     // npugate's own refusal (--soc without the host HTP) is judged "error", in npugate's words.
-    let refused = runner.run(&[("npugate-bin", &npugate_bin()), ("model", &model("smallcnn.onnx").display().to_string()), ("soc", "SM8650")]);
+    let refused = runner.run(&[
+        ("npugate-bin", &npugate_bin()),
+        ("model", &model("smallcnn.onnx").display().to_string()),
+        ("soc", "SM8650"),
+    ]);
     assert_eq!((refused.exit_code, refused.output("verdict")), (2, "error"), "{}", refused.describe());
     let error = &refused.annotations("error")[0].message;
     assert!(error.contains("--soc"), "npugate's reason reaches the annotation: {error}");
@@ -261,15 +309,28 @@ fn the_action_compares_against_the_base_branch_model_and_names_the_node_that_mov
         ("rules", "max_slowdown_pct=100000"),
         ("args", "--ep-option device_type=CPU --rounds 2 --runs-per-round 5 --warmup 1 --profile-runs 1"),
     ]);
-    assert_eq!((action.conclusion, action.exit_code, action.output("verdict")), (Outcome::Failure, 1, "fail"), "{}", action.describe());
+    assert_eq!(
+        (action.conclusion, action.exit_code, action.output("verdict")),
+        (Outcome::Failure, 1, "fail"),
+        "{}",
+        action.describe()
+    );
     let report_dir = assert_uploaded_report(&action);
     let comparison = json(&report_dir.join("result/compare.json"));
     assert_eq!(comparison["schema"], "npugate.compare/1");
     let candidate = &comparison["candidate"];
     let (median_ms, _) = median_and_cv_ms(&candidate["latencies_ns"]);
-    assert!((output_number(&action, "median_ms") - median_ms).abs() < 1e-4, "{} vs {median_ms}", action.output("median_ms"));
+    assert!(
+        (output_number(&action, "median_ms") - median_ms).abs() < 1e-4,
+        "{} vs {median_ms}",
+        action.output("median_ms")
+    );
     assert!((output_number(&action, "npu_flops_pct") - preferred_share(&candidate["placement"])).abs() < 1e-4);
-    let moved = action.annotations("error").into_iter().find(|a| a.title.as_deref() == Some("npugate placement_must_match")).unwrap_or_else(|| panic!("{:?}", action.annotations));
+    let moved = action
+        .annotations("error")
+        .into_iter()
+        .find(|a| a.title.as_deref() == Some("npugate placement_must_match"))
+        .unwrap_or_else(|| panic!("{:?}", action.annotations));
     assert!(moved.message.contains("det"), "{}", moved.message);
     assert!(action.summary.contains("det"), "{}", action.summary);
 }
@@ -287,11 +348,20 @@ fn the_action_installs_npugate_from_its_checkout_with_the_host_htp() {
         ("soc", "SM8650"),
         ("args", "--runs 1 --warmup 0 --profile-runs 1"),
     ]);
-    assert_eq!((action.conclusion, action.exit_code, action.output("verdict")), (Outcome::Success, 0, "pass"), "{}", action.describe());
+    assert_eq!(
+        (action.conclusion, action.exit_code, action.output("verdict")),
+        (Outcome::Success, 0, "pass"),
+        "{}",
+        action.describe()
+    );
     let installed = action.steps[0].outputs.get("npugate").cloned().unwrap_or_default();
     assert_eq!(PathBuf::from(&installed), bin("npugate"), "install built the checkout's npugate into CARGO_TARGET_DIR");
     let log = &action.steps[0].stderr;
-    assert!(log.contains("building npugate in") && log.contains("building the Windows harness"), "{}", action.describe());
+    assert!(
+        log.contains("building npugate in") && log.contains("building the Windows harness"),
+        "{}",
+        action.describe()
+    );
     // The QDQ model's graph-input Quantize / graph-output Dequantize are on the CPU by design: expected, not fallback.
     let verdict = json(&PathBuf::from(action.output("report_dir")).join("result/verdict.json"));
     assert!((output_number(&action, "npu_flops_pct") - preferred_share(&verdict["placement"])).abs() < 1e-4);
@@ -323,12 +393,19 @@ fn the_action_gates_devices_on_the_rig_and_through_a_remote_adb_server() {
         ],
         &launcher,
     );
-    assert_eq!((rack.conclusion, rack.exit_code, rack.output("verdict")), (Outcome::Failure, 1, "fail"), "{}", rack.describe());
+    assert_eq!(
+        (rack.conclusion, rack.exit_code, rack.output("verdict")),
+        (Outcome::Failure, 1, "fail"),
+        "{}",
+        rack.describe()
+    );
     let report_dir = assert_uploaded_report(&rack);
     let rack_json = json(&report_dir.join("result/rack.json"));
-    let serials: Vec<&str> = rack_json["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap()).collect();
+    let serials: Vec<&str> =
+        rack_json["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap()).collect();
     assert_eq!(serials, [Rig::serial(6431), Rig::serial(6432)], "only the local server's devices");
-    let fallbacks: Vec<_> = rack.annotations("error").into_iter().filter(|a| a.message.contains("Det node det")).collect();
+    let fallbacks: Vec<_> =
+        rack.annotations("error").into_iter().filter(|a| a.message.contains("Det node det")).collect();
     assert_eq!(fallbacks.len(), 2, "one annotation per device: {:?}", rack.annotations);
     for serial in &serials {
         assert!(rack.summary.contains(&format!("### {serial}")), "a section per device:\n{}", rack.summary);
@@ -336,7 +413,11 @@ fn the_action_gates_devices_on_the_rig_and_through_a_remote_adb_server() {
     }
     let lowest = serials
         .iter()
-        .map(|s| preferred_share(&json(&report_dir.join(format!("result/{}/verdict.json", s.replace(':', "_"))))["placement"]))
+        .map(|s| {
+            preferred_share(
+                &json(&report_dir.join(format!("result/{}/verdict.json", s.replace(':', "_"))))["placement"],
+            )
+        })
         .fold(f64::INFINITY, f64::min);
     assert!((output_number(&rack, "npu_flops_pct") - lowest).abs() < 1e-4, "the lowest share over the devices");
 
@@ -353,11 +434,20 @@ fn the_action_gates_devices_on_the_rig_and_through_a_remote_adb_server() {
         ],
         &launcher,
     );
-    assert_eq!((remote.conclusion, remote.exit_code, remote.output("verdict")), (Outcome::Success, 0, "pass"), "{}", remote.describe());
+    assert_eq!(
+        (remote.conclusion, remote.exit_code, remote.output("verdict")),
+        (Outcome::Success, 0, "pass"),
+        "{}",
+        remote.describe()
+    );
     let report_dir = assert_uploaded_report(&remote);
     let verdict = json(&report_dir.join(format!("result/{}/verdict.json", Rig::serial(6433).replace(':', "_"))));
     assert_numbers_match(&remote, &verdict);
-    assert!(remote.annotations("notice").iter().any(|n| n.message.contains("rules passed")), "{:?}", remote.annotations);
+    assert!(
+        remote.annotations("notice").iter().any(|n| n.message.contains("rules passed")),
+        "{:?}",
+        remote.annotations
+    );
 }
 
 #[test]
@@ -385,20 +475,37 @@ fn a_nightly_sweep_spreads_over_two_adb_servers_as_two_matrix_jobs() {
             ],
             &launcher,
         );
-        assert_eq!((job.conclusion, job.exit_code, job.output("verdict")), (Outcome::Success, 0, "pass"), "{}", job.describe());
+        assert_eq!(
+            (job.conclusion, job.exit_code, job.output("verdict")),
+            (Outcome::Success, 0, "pass"),
+            "{}",
+            job.describe()
+        );
         let report_dir = PathBuf::from(job.output("report_dir"));
         let sweep = json(&report_dir.join("result/sweep.json"));
         assert_eq!(sweep["schema"], "npugate.sweep/1");
         let matrix = std::fs::read_to_string(report_dir.join("result/matrix.md")).unwrap();
         assert!(job.summary.contains(matrix.trim()), "the summary is the matrix report:\n{}", job.summary);
         assert!(history.is_file(), "the shard's own history");
-        let medians: Vec<f64> = sweep["cells"].as_array().unwrap().iter().map(|c| num(&c["record"]["median_ns"]) / 1e6).collect();
+        let medians: Vec<f64> =
+            sweep["cells"].as_array().unwrap().iter().map(|c| num(&c["record"]["median_ns"]) / 1e6).collect();
         let highest = medians.iter().copied().fold(f64::MIN, f64::max);
         assert!((output_number(&job, "median_ms") - highest).abs() < 1e-4, "{} vs {highest}", job.output("median_ms"));
         assert_eq!(job.uploads[0].paths, [report_dir]);
-        swept.push(sweep["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap().to_string()).collect::<Vec<_>>());
+        swept.push(
+            sweep["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["serial"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>(),
+        );
     }
-    assert_eq!(swept, [vec![Rig::serial(6441), Rig::serial(6442)], vec![Rig::serial(6443)]], "each phone in exactly one shard");
+    assert_eq!(
+        swept,
+        [vec![Rig::serial(6441), Rig::serial(6442)], vec![Rig::serial(6443)]],
+        "each phone in exactly one shard"
+    );
 }
 
 #[test]
@@ -422,13 +529,26 @@ fn a_nightly_sweep_in_three_shard_jobs_is_merged_into_one_sweep_by_a_fourth() {
             ],
             &launcher,
         );
-        assert_eq!((job.conclusion, job.exit_code, job.output("verdict")), (Outcome::Success, 0, "pass"), "{}", job.describe());
+        assert_eq!(
+            (job.conclusion, job.exit_code, job.output("verdict")),
+            (Outcome::Success, 0, "pass"),
+            "{}",
+            job.describe()
+        );
         let report_dir = PathBuf::from(job.output("report_dir"));
         let result = report_dir.join(format!("shard-{shard}-of-3"));
         let sweep = json(&result.join("sweep.json"));
         assert_eq!(sweep["shard"]["shard"]["index"], shard);
-        assert_eq!(sweep["devices"][0]["serial"], Rig::serial(ports[shard as usize - 1]), "shard {shard} takes the plan's device {shard}");
-        assert!(job.summary.contains(std::fs::read_to_string(result.join("matrix.md")).unwrap().trim()), "{}", job.summary);
+        assert_eq!(
+            sweep["devices"][0]["serial"],
+            Rig::serial(ports[shard as usize - 1]),
+            "shard {shard} takes the plan's device {shard}"
+        );
+        assert!(
+            job.summary.contains(std::fs::read_to_string(result.join("matrix.md")).unwrap().trim()),
+            "{}",
+            job.summary
+        );
         let upload = &job.uploads[0];
         assert!(upload.files.contains(&result.join("sweep.json")), "{:?}", upload.files);
         for file in &upload.files {
@@ -449,14 +569,23 @@ fn a_nightly_sweep_in_three_shard_jobs_is_merged_into_one_sweep_by_a_fourth() {
         runner.run_with(&inputs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(), &launcher)
     };
     let merged = merge("shards/shard-*", "nightly");
-    assert_eq!((merged.conclusion, merged.exit_code, merged.output("verdict")), (Outcome::Success, 0, "pass"), "{}", merged.describe());
+    assert_eq!(
+        (merged.conclusion, merged.exit_code, merged.output("verdict")),
+        (Outcome::Success, 0, "pass"),
+        "{}",
+        merged.describe()
+    );
     let report_dir = PathBuf::from(merged.output("report_dir"));
     let sweep = json(&report_dir.join("result/sweep.json"));
     assert_eq!(sweep["merged"]["shards"].as_array().unwrap().len(), 3);
     let cells = sweep["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 6, "3 devices × 2 runtimes");
     let highest = cells.iter().map(|c| num(&c["record"]["median_ns"]) / 1e6).fold(f64::MIN, f64::max);
-    assert!((output_number(&merged, "median_ms") - highest).abs() < 1e-4, "{} vs {highest}", merged.output("median_ms"));
+    assert!(
+        (output_number(&merged, "median_ms") - highest).abs() < 1e-4,
+        "{} vs {highest}",
+        merged.output("median_ms")
+    );
     let matrix = std::fs::read_to_string(report_dir.join("result/matrix.md")).unwrap();
     assert!(matrix.contains("3 device(s) × 2 runtime(s) × 1 model(s): **6 passed"), "{matrix}");
     assert!(merged.summary.contains(matrix.trim()), "the summary is the merged matrix report:\n{}", merged.summary);
@@ -464,14 +593,31 @@ fn a_nightly_sweep_in_three_shard_jobs_is_merged_into_one_sweep_by_a_fourth() {
 
     // The job of shard 2 failed to deliver: its cells are named, the check fails as not judged.
     let partial = merge("shards/shard-1-of-3 shards/shard-3-of-3", "nightly-partial");
-    assert_eq!((partial.conclusion, partial.exit_code, partial.output("verdict")), (Outcome::Failure, 2, "error"), "{}", partial.describe());
-    let absent: Vec<&str> = partial.annotations("error").iter().map(|a| a.message.as_str()).filter(|m| m.contains("absent")).collect();
+    assert_eq!(
+        (partial.conclusion, partial.exit_code, partial.output("verdict")),
+        (Outcome::Failure, 2, "error"),
+        "{}",
+        partial.describe()
+    );
+    let absent: Vec<&str> =
+        partial.annotations("error").iter().map(|a| a.message.as_str()).filter(|m| m.contains("absent")).collect();
     assert_eq!(absent.len(), 2, "{:?}", partial.annotations);
-    assert!(absent.iter().all(|m| m.starts_with("smallcnn on 127.0.0.1_6452 with ort-") && m.ends_with(": absent: shard 2/3 was not merged")), "{absent:?}");
+    assert!(
+        absent.iter().all(|m| m.starts_with("smallcnn on 127.0.0.1_6452 with ort-")
+            && m.ends_with(": absent: shard 2/3 was not merged")),
+        "{absent:?}"
+    );
     assert!(partial.summary.contains("## Absent cells"), "{}", partial.summary);
     let nothing = merge("shards/shard-9-of-*", "nightly-nothing");
     assert_eq!((nothing.conclusion, nothing.exit_code), (Outcome::Failure, 2), "{}", nothing.describe());
-    assert!(nothing.annotations("error").iter().any(|a| a.message.contains("merge (NPUGATE_MERGE) shards/shard-9-of-* matches no shard result")), "{:?}", nothing.annotations);
+    assert!(
+        nothing
+            .annotations("error")
+            .iter()
+            .any(|a| a.message.contains("merge (NPUGATE_MERGE) shards/shard-9-of-* matches no shard result")),
+        "{:?}",
+        nothing.annotations
+    );
 }
 
 #[test]
@@ -487,14 +633,23 @@ fn the_action_judges_placement_on_a_snapdragon_without_a_device() {
         ("rules", "max_fallback_nodes=0"),
         ("args", "--runs 1 --warmup 0 --profile-runs 1"),
     ]);
-    assert_eq!((action.conclusion, action.exit_code, action.output("verdict")), (Outcome::Failure, 1, "fail"), "{}", action.describe());
+    assert_eq!(
+        (action.conclusion, action.exit_code, action.output("verdict")),
+        (Outcome::Failure, 1, "fail"),
+        "{}",
+        action.describe()
+    );
     let report_dir = assert_uploaded_report(&action);
     let verdict = json(&report_dir.join("result/verdict.json"));
     assert!((output_number(&action, "npu_flops_pct") - preferred_share(&verdict["placement"])).abs() < 1e-4);
     let named = action.annotations("error").into_iter().any(|a| a.message.contains("matmul_int32"));
     assert!(named, "the node the HTP refused is named: {:?}", action.annotations);
     // The emulator's speed says nothing about a phone: the latency rules are not applicable, and say so.
-    assert!(action.annotations("notice").iter().any(|n| n.title.as_deref().is_some_and(|t| t.contains("not applicable"))), "{:?}", action.annotations);
+    assert!(
+        action.annotations("notice").iter().any(|n| n.title.as_deref().is_some_and(|t| t.contains("not applicable"))),
+        "{:?}",
+        action.annotations
+    );
 }
 
 /// A GitLab project with the documented `.gitlab-ci.yml`, the npugate project it includes mapped to `npugate_dir`.
@@ -556,7 +711,11 @@ fn the_gitlab_template_cloned_from_its_repository_fails_a_planted_fallback() {
     // npugate's repository as the runner would clone it: the template and scripts of this checkout, tagged v1.
     let origin = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
-        let out = run(Command::new("git").arg("-C").arg(origin.path()).args(["-c", "user.name=ci", "-c", "user.email=ci@localhost"]).args(args));
+        let out = run(Command::new("git")
+            .arg("-C")
+            .arg(origin.path())
+            .args(["-c", "user.name=ci", "-c", "user.email=ci@localhost"])
+            .args(args));
         assert!(out.status.success(), "git {args:?}: {}", describe(&out));
     };
     git(&["init", "--quiet"]);
@@ -595,7 +754,11 @@ fn the_gitlab_template_cloned_from_its_repository_fails_a_planted_fallback() {
     assert_eq!(failures, 1, "{junit}");
     assert!(junit.contains("Det node det"), "the JUnit failure names the node: {junit}");
     assert!(run.log.contains("Det node det"), "the log names it too");
-    assert!(run.artifacts.iter().any(|f| f.ends_with("report.html")), "artifacts are kept when the job fails: {:?}", run.artifacts);
+    assert!(
+        run.artifacts.iter().any(|f| f.ends_with("report.html")),
+        "artifacts are kept when the job fails: {:?}",
+        run.artifacts
+    );
 }
 
 #[test]
@@ -692,8 +855,16 @@ job:
     let job = pipeline.job("job");
     let run = pipeline.run(&job, &[("AXIS", "b")], &[("FROM_PIPELINE", "p")], &|program: &Path| Command::new(program));
     assert!(run.log.contains("over=job ref=g-job axis=b pipeline=p base=from-base"), "{}", run.describe());
-    assert!(run.log.contains("before") && run.log.contains("after") && !run.log.contains("pipefail did not stop"), "{}", run.describe());
+    assert!(
+        run.log.contains("before") && run.log.contains("after") && !run.log.contains("pipefail did not stop"),
+        "{}",
+        run.describe()
+    );
     assert_eq!(run.exit_code, 1, "{}", run.describe());
-    assert_eq!((run.junit.len(), run.dotenv.get("KEY").map(String::as_str)), (1, Some("v")), "artifacts: when always keeps them");
+    assert_eq!(
+        (run.junit.len(), run.dotenv.get("KEY").map(String::as_str)),
+        (1, Some("v")),
+        "artifacts: when always keeps them"
+    );
     assert!(run.artifacts.contains(&project.path().join("out/vars.env")));
 }

@@ -46,12 +46,27 @@ fn a_rack_compares_each_device_on_its_own_and_writes_every_round_and_report() {
     let out = work.path().join("rack");
     // `max_slowdown_pct = 50`: two identical models interleaved are never 50% apart unless the
     // pairing itself is broken, whatever else loads this machine — so the verdict is `pass`.
-    let extra = ["--device", "all", "--rounds", "10", "--runs-per-round", "15", "--intra-threads", "1", "--rule", "max_slowdown_pct=50"];
+    let extra = [
+        "--device",
+        "all",
+        "--rounds",
+        "10",
+        "--runs-per-round",
+        "15",
+        "--intra-threads",
+        "1",
+        "--rule",
+        "max_slowdown_pct=50",
+    ];
     let reports = ["--format", "markdown", "--format", "junit", "--format", "html", "--report", "reports"];
     let rack = run(compare(&rig, &stack, &copy, &out, &extra).args(reports));
     assert_eq!(rack.status.code(), Some(0), "{}", describe(&rack));
     let summary = json(&out.join("rack.json"));
-    assert_eq!((summary["devices"].as_array().unwrap().len(), summary["exit_code"].as_u64()), (2, Some(0)), "{summary}");
+    assert_eq!(
+        (summary["devices"].as_array().unwrap().len(), summary["exit_code"].as_u64()),
+        (2, Some(0)),
+        "{summary}"
+    );
     for port in [6181, 6182] {
         let device = out.join(format!("127.0.0.1_{port}"));
         let verdict = json(&device.join("compare.json"));
@@ -61,10 +76,16 @@ fn a_rack_compares_each_device_on_its_own_and_writes_every_round_and_report() {
         assert!((0.67..1.5).contains(&ratio), "an identical copy: B/A {ratio}");
         assert_eq!(verdict["placement_differences"].as_array().unwrap().len(), 0, "both run on the CPU EP");
         for dir in ["baseline/placement", "candidate/placement", "baseline/round-01", "candidate/round-10"] {
-            assert!(device.join(dir).join("result.json").is_file() && device.join(dir).join("device_run.json").is_file(), "{dir}");
+            assert!(
+                device.join(dir).join("result.json").is_file() && device.join(dir).join("device_run.json").is_file(),
+                "{dir}"
+            );
         }
         let round = json(&device.join("candidate/round-10/result.json"));
-        assert_eq!((round["settings"]["runs"].as_u64(), round["settings"]["profile_runs"].as_u64()), (Some(15), Some(0)));
+        assert_eq!(
+            (round["settings"]["runs"].as_u64(), round["settings"]["profile_runs"].as_u64()),
+            (Some(15), Some(0))
+        );
         let junit = std::fs::read_to_string(device.join("reports/compare.junit.xml")).unwrap();
         assert!(junit.contains("name=\"max_slowdown_pct\"") && junit.contains("placement_must_match"), "{junit}");
         assert!(std::fs::read_to_string(device.join("reports/compare.html")).unwrap().contains("npugate compare"));
@@ -77,7 +98,18 @@ fn confirm_2_keeps_all_three_attempts_of_a_reproducible_failure() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("confirmed");
     let failing = run(Command::new(bin("npugate"))
-        .args(["run", "--local", "--runs", "5", "--profile-runs", "1", "--rule", "median_ms=0.000001", "--confirm", "2"])
+        .args([
+            "run",
+            "--local",
+            "--runs",
+            "5",
+            "--profile-runs",
+            "1",
+            "--rule",
+            "median_ms=0.000001",
+            "--confirm",
+            "2",
+        ])
         .arg("--model")
         .arg(model("smallcnn.onnx"))
         .arg("--out")
@@ -85,7 +117,11 @@ fn confirm_2_keeps_all_three_attempts_of_a_reproducible_failure() {
     assert_eq!(failing.status.code(), Some(1), "{}", describe(&failing));
     let verdict = json(&out.join("verdict.json"));
     let confirmation = &verdict["confirmation"];
-    assert_eq!((confirmation["failed"].as_u64(), confirmation["outcome"].as_str()), (Some(3), Some("fail")), "{confirmation}");
+    assert_eq!(
+        (confirmation["failed"].as_u64(), confirmation["outcome"].as_str()),
+        (Some(3), Some("fail")),
+        "{confirmation}"
+    );
     assert_eq!(confirmation["attempts"].as_array().unwrap().len(), 3);
     for attempt in 1..=3 {
         let dir = out.join(format!("attempt-{attempt}"));
@@ -100,7 +136,20 @@ fn confirm_2_keeps_all_three_attempts_of_a_reproducible_failure() {
     // A placement failure is deterministic: never rerun.
     let out = work.path().join("placement");
     let placement = run(Command::new(bin("npugate"))
-        .args(["run", "--local", "--runs", "5", "--profile-runs", "1", "--rule", "median_ms=0.000001", "--rule", "npu_nodes_pct=101", "--confirm", "2"])
+        .args([
+            "run",
+            "--local",
+            "--runs",
+            "5",
+            "--profile-runs",
+            "1",
+            "--rule",
+            "median_ms=0.000001",
+            "--rule",
+            "npu_nodes_pct=101",
+            "--confirm",
+            "2",
+        ])
         .arg("--model")
         .arg(model("smallcnn.onnx"))
         .arg("--out")
@@ -115,11 +164,23 @@ fn sweep(rig: &Rig, serials: &[String], dir: &Path, history: &Path, night: &str)
     for serial in serials {
         plan.push_str(&format!("[[device]]\nserial = {serial:?}\n"));
     }
-    plan.push_str(&format!("[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n", model("smallcnn.onnx").display().to_string()));
+    plan.push_str(&format!(
+        "[[model]]\npath = {:?}\nrules = {{ cv_pct = 100000 }}\n",
+        model("smallcnn.onnx").display().to_string()
+    ));
     let file = dir.join("sweep.toml");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(&file, plan).unwrap();
-    run(rig.command(bin("npugate")).arg("sweep").arg("--plan").arg(&file).arg("--out").arg(dir.join(night)).arg("--history").arg(history).args(["--night", night]))
+    run(rig
+        .command(bin("npugate"))
+        .arg("sweep")
+        .arg("--plan")
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.join(night))
+        .arg("--history")
+        .arg(history)
+        .args(["--night", night]))
 }
 
 #[test]
@@ -153,12 +214,23 @@ fn a_device_with_planted_noisy_history_is_flagged_and_skipped() {
     let listed = run(rig.command(bin("npugate")).args(["devices", "--history"]).arg(&history));
     assert!(listed.status.success(), "{}", describe(&listed));
     let text = String::from_utf8_lossy(&listed.stdout);
-    let line = |serial: &str| text.lines().find(|l| l.trim_start().starts_with(serial) && l.contains("noise floor")).unwrap_or_else(|| panic!("{serial}: {text}")).to_string();
+    let line = |serial: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(serial) && l.contains("noise floor"))
+            .unwrap_or_else(|| panic!("{serial}: {text}"))
+            .to_string()
+    };
     assert!(line(&serials[2]).contains("NOISY") && line(&serials[2]).ends_with(": noisy"), "{text}");
     assert!(line(&serials[0]).contains(" ok ") && line(&serials[1]).contains(" ok "), "{text}");
     let listed = run(rig.command(bin("npugate")).args(["devices", "--json", "--history"]).arg(&history));
     let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
-    let noisy: Vec<&str> = list["health"].as_array().unwrap().iter().filter(|h| h["noisy"] == true).map(|h| h["serial"].as_str().unwrap()).collect();
+    let noisy: Vec<&str> = list["health"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["noisy"] == true)
+        .map(|h| h["serial"].as_str().unwrap())
+        .collect();
     assert_eq!(noisy, [serials[2].as_str()], "{list}");
 
     let shown = run(Command::new(bin("npugate")).args(["history", "--history"]).arg(&history));
@@ -168,14 +240,35 @@ fn a_device_with_planted_noisy_history_is_flagged_and_skipped() {
     let out = work.path().join("rack");
     let skipped = run(rig
         .command(bin("npugate"))
-        .args(["run", "--runtime", RUNTIME, "--device", "all", "--runs", "5", "--rule", "disable=[\"cv_pct\"]", "--skip-noisy", "--history"])
+        .args([
+            "run",
+            "--runtime",
+            RUNTIME,
+            "--device",
+            "all",
+            "--runs",
+            "5",
+            "--rule",
+            "disable=[\"cv_pct\"]",
+            "--skip-noisy",
+            "--history",
+        ])
         .arg(&history)
         .arg("--model")
         .arg(model("smallcnn.onnx"))
         .arg("--out")
         .arg(&out));
     assert_eq!(skipped.status.code(), Some(0), "{}", describe(&skipped));
-    assert!(String::from_utf8_lossy(&skipped.stderr).contains(&format!("skipping {}: noise floor", serials[2])), "{}", describe(&skipped));
-    let ran: Vec<String> = json(&out.join("rack.json"))["devices"].as_array().unwrap().iter().map(|d| d["serial"].as_str().unwrap().to_string()).collect();
+    assert!(
+        String::from_utf8_lossy(&skipped.stderr).contains(&format!("skipping {}: noise floor", serials[2])),
+        "{}",
+        describe(&skipped)
+    );
+    let ran: Vec<String> = json(&out.join("rack.json"))["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["serial"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(ran, serials[..2]);
 }

@@ -106,9 +106,17 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     assert_eq!(state["cooldown"]["outcome"], "reached", "{state}");
     // Two of the three zones are readable by the shell (the PMIC's is not, as on phones); every
     // CPU has its cpufreq files.
-    let zones: Vec<&str> = state["before"]["thermal_zones"].as_array().unwrap().iter().map(|z| z["kind"].as_str().unwrap()).collect();
+    let zones: Vec<&str> =
+        state["before"]["thermal_zones"].as_array().unwrap().iter().map(|z| z["kind"].as_str().unwrap()).collect();
     assert_eq!(zones, ["cpu-0-0-usr", "gpuss-0-usr"], "{state}");
-    assert!(state["before"]["cpus"].as_array().unwrap().iter().all(|c| c["governor"] == "schedutil" && c["max_khz"] == 3302400), "{state}");
+    assert!(
+        state["before"]["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["governor"] == "schedutil" && c["max_khz"] == 3302400),
+        "{state}"
+    );
     let record = json(&dir.join("device_run.json"));
     assert_eq!(record["deploy"]["files_pushed"], 3, "{record}");
     assert!(record["deploy"]["bytes_pushed"].as_u64().unwrap() > 1_000_000, "{record}");
@@ -121,7 +129,10 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     );
     let on_device = rig.device_data(6101).join("local/tmp/npugate");
     let digest = npugate_result::RunResult::read(&dir).unwrap().model.digest;
-    assert!(on_device.join(format!("models/{digest}/smallcnn.onnx")).exists(), "model not deployed under the default work dir");
+    assert!(
+        on_device.join(format!("models/{digest}/smallcnn.onnx")).exists(),
+        "model not deployed under the default work dir"
+    );
     assert!(std::fs::read_dir(on_device.join("results")).unwrap().next().is_none(), "device result dir not cleaned up");
 
     assert!(String::from_utf8_lossy(&first.stdout).contains("npu_flops_pct"), "no gate verdict: {}", describe(&first));
@@ -150,7 +161,8 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
     assert_eq!(third.status.code(), Some(0), "{}", describe(&third));
     let record = json(&result_dir(&out.path().join("third"), 6101).join("device_run.json"));
     let files = record["deploy"]["files"].as_array().unwrap();
-    let pushed: Vec<&str> = files.iter().filter(|f| f["pushed"] == true).map(|f| f["remote"].as_str().unwrap()).collect();
+    let pushed: Vec<&str> =
+        files.iter().filter(|f| f["pushed"] == true).map(|f| f["remote"].as_str().unwrap()).collect();
     assert_eq!(pushed, [format!("models/{sha256}/smallcnn.onnx")], "{record}");
 }
 
@@ -220,7 +232,11 @@ fn hostile_model_names_run_as_plain_file_names() {
         let outcome = run_on_devices(&rig, &hostile, &dest, &["--device", &Rig::serial(6101)]);
         assert_eq!(outcome.status.code(), Some(0), "{name}: {}", describe(&outcome));
         let result = npugate_result::RunResult::read(&result_dir(&dest, 6101)).unwrap();
-        assert!(result.model.path.ends_with(&format!("/models/{}/{name}", result.model.digest)), "{}", result.model.path);
+        assert!(
+            result.model.path.ends_with(&format!("/models/{}/{name}", result.model.digest)),
+            "{}",
+            result.model.path
+        );
         assert!(rig.device_data(6101).join("local/tmp/npugate/models").join(&result.model.digest).join(name).exists());
     }
     let mut created = Vec::new();
@@ -269,7 +285,12 @@ fn two_runs_on_one_device_take_turns_and_one_that_may_not_wait_names_the_holder(
     let rig = Rig::up(&[6111]);
     let out = tempfile::tempdir().unwrap();
     // Warm the device (deploy) so both runs below spend their time measuring.
-    let warm = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("warm"), &["--device", &Rig::serial(6111), "--runs", "20"]);
+    let warm = run_on_devices(
+        &rig,
+        &model("smallcnn.onnx"),
+        &out.path().join("warm"),
+        &["--device", &Rig::serial(6111), "--runs", "20"],
+    );
     assert_eq!(warm.status.code(), Some(0), "{}", describe(&warm));
 
     let stop = AtomicBool::new(false);
@@ -279,11 +300,16 @@ fn two_runs_on_one_device_take_turns_and_one_that_may_not_wait_names_the_holder(
         std::thread::sleep(Duration::from_secs(1));
         let second = start_run(&rig, 6111, &out.path().join("second"), LONG_RUN);
         assert!(rig.wait_for_process(6111, "npugate-harness", Duration::from_secs(60)), "no harness started");
-        let refused = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("refused"), &["--device", &Rig::serial(6111), "--lock-timeout", "0"]);
+        let refused = run_on_devices(
+            &rig,
+            &model("smallcnn.onnx"),
+            &out.path().join("refused"),
+            &["--device", &Rig::serial(6111), "--lock-timeout", "0"],
+        );
         let (first_pid, first) = (first.id(), first.wait_with_output().unwrap());
         let second = second.wait_with_output().unwrap();
         stop.store(true, Ordering::SeqCst);
-        (( first_pid, first), second, refused, watcher.join().unwrap())
+        ((first_pid, first), second, refused, watcher.join().unwrap())
     });
     let (first_pid, first) = first;
     assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
@@ -352,22 +378,39 @@ fn bad_locks_and_unwritable_work_dirs_are_named_with_the_fix() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("host lab-7 pid 4242"), "{}", describe(&refused));
     let forced = npugate(&rig, &["devices", "--unlock", &serial, "--force"]);
     assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
-    assert!(String::from_utf8_lossy(&forced.stdout).contains("cleared the lock of host lab-7 pid 4242"), "{}", describe(&forced));
+    assert!(
+        String::from_utf8_lossy(&forced.stdout).contains("cleared the lock of host lab-7 pid 4242"),
+        "{}",
+        describe(&forced)
+    );
     assert!(!lock.exists());
     let free = npugate(&rig, &["devices", "--unlock", &serial]);
     assert!(String::from_utf8_lossy(&free.stdout).contains("not locked"), "{}", describe(&free));
 
-    let unwritable = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("ro"), &["--device", &serial, "--work-dir", "/proc/npugate"]);
+    let unwritable = run_on_devices(
+        &rig,
+        &model("smallcnn.onnx"),
+        &out.path().join("ro"),
+        &["--device", &serial, "--work-dir", "/proc/npugate"],
+    );
     assert_eq!(unwritable.status.code(), Some(2), "{}", describe(&unwritable));
     let said = String::from_utf8_lossy(&unwritable.stdout);
     assert!(said.contains("cannot take the lock in work dir /proc/npugate"), "{said}");
 
     // /data is root's (0771): the shell cannot make a work dir there, and the error says why —
     // mkdir's own words, not the lock's "No such file or directory".
-    let denied = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("data"), &["--device", &serial, "--work-dir", "/data/npugate"]);
+    let denied = run_on_devices(
+        &rig,
+        &model("smallcnn.onnx"),
+        &out.path().join("data"),
+        &["--device", &serial, "--work-dir", "/data/npugate"],
+    );
     assert_eq!(denied.status.code(), Some(2), "{}", describe(&denied));
     let said = String::from_utf8_lossy(&denied.stdout);
-    assert!(said.contains("cannot take the lock in work dir /data/npugate: mkdir: '/data/npugate': Permission denied"), "{said}");
+    assert!(
+        said.contains("cannot take the lock in work dir /data/npugate: mkdir: '/data/npugate': Permission denied"),
+        "{said}"
+    );
     assert!(!said.contains("No such file or directory"), "{said}");
 }
 
@@ -401,7 +444,11 @@ fn a_phone_is_identified_from_its_properties_and_a_missing_applet_is_a_named_gap
     let out = tempfile::tempdir().unwrap();
     let refused = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", &Rig::serial(6114)]);
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
-    assert!(String::from_utf8_lossy(&refused.stdout).contains("device 127.0.0.1:6114: its ABI is unknown"), "{}", describe(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("device 127.0.0.1:6114: its ABI is unknown"),
+        "{}",
+        describe(&refused)
+    );
     assert!(!rig.device_data(6114).join("local/tmp/npugate").exists(), "nothing was pushed");
 }
 
@@ -413,8 +460,18 @@ fn a_shell_that_cannot_see_other_users_makes_the_background_check_not_applicable
     let spinner = Spinner::start();
     let out = tempfile::tempdir().unwrap();
     let rule = ["--rule", "max_background_cpu_pct=20"];
-    let blind = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("blind"), &[&["--device", &Rig::serial(6116)][..], &rule].concat());
-    let seeing = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("seeing"), &[&["--device", &Rig::serial(6117)][..], &rule].concat());
+    let blind = run_on_devices(
+        &rig,
+        &model("smallcnn.onnx"),
+        &out.path().join("blind"),
+        &[&["--device", &Rig::serial(6116)][..], &rule].concat(),
+    );
+    let seeing = run_on_devices(
+        &rig,
+        &model("smallcnn.onnx"),
+        &out.path().join("seeing"),
+        &[&["--device", &Rig::serial(6117)][..], &rule].concat(),
+    );
     drop(spinner);
     assert_eq!(blind.status.code(), Some(0), "a check that could not see does not fail the run: {}", describe(&blind));
     let verdict = json(&result_dir(&out.path().join("blind"), 6116).join("verdict.json"));
@@ -438,7 +495,8 @@ struct Spinner(Child);
 
 impl Spinner {
     fn start() -> Spinner {
-        let child = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).stdout(Stdio::null()).spawn().unwrap();
+        let child =
+            std::process::Command::new("sh").args(["-c", "while :; do :; done"]).stdout(Stdio::null()).spawn().unwrap();
         Spinner(child)
     }
 }

@@ -22,7 +22,11 @@ fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
     let out = npugate(&["keygen", "--out", text(&key)]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let public = dir.join("signing.key.pub");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), std::fs::read_to_string(&public).unwrap(), "keygen prints the public key");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        std::fs::read_to_string(&public).unwrap(),
+        "keygen prints the public key"
+    );
     (key, public)
 }
 
@@ -56,12 +60,28 @@ fn a_bundle_verifies_and_any_changed_byte_is_named() {
     let qdq = model("smallcnn_qdq.onnx");
     let float = model("smallcnn.onnx");
     let out = npugate(&[
-        "run", "--local", "--model", text(&qdq), "--out", text(&result), "--runs", "5", "--rule", "disable=[\"cv_pct\"]",
-        "--check-outputs", "--reference-model", text(&float), "--evidence", text(&bundle), "--signing-key", text(&key),
+        "run",
+        "--local",
+        "--model",
+        text(&qdq),
+        "--out",
+        text(&result),
+        "--runs",
+        "5",
+        "--rule",
+        "disable=[\"cv_pct\"]",
+        "--check-outputs",
+        "--reference-model",
+        text(&float),
+        "--evidence",
+        text(&bundle),
+        "--signing-key",
+        text(&key),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["schema"], "npugate.evidence/1");
     let files: Vec<(String, String)> = manifest["files"]
         .as_array()
@@ -101,7 +121,8 @@ fn a_bundle_verifies_and_any_changed_byte_is_named() {
     let (_, other_public) = keygen(&other);
     let wrong_key = npugate(&["verify", text(&bundle), "--pubkey", text(&other_public)]);
     assert_eq!(wrong_key.status.code(), Some(1), "{}", describe(&wrong_key));
-    assert!(String::from_utf8_lossy(&wrong_key.stdout).contains("signature.json: does not verify with the given public key"));
+    assert!(String::from_utf8_lossy(&wrong_key.stdout)
+        .contains("signature.json: does not verify with the given public key"));
     std::fs::write(bundle.join("runs/local/extra.txt"), "added").unwrap();
     let added = npugate(&["verify", text(&bundle), "--pubkey", text(&public)]);
     assert_eq!(added.status.code(), Some(1), "{}", describe(&added));
@@ -112,7 +133,11 @@ fn a_bundle_verifies_and_any_changed_byte_is_named() {
     }
     let bad_key = npugate(&["verify", text(&bundle), "--pubkey", text(&qdq)]);
     assert_eq!(bad_key.status.code(), Some(2), "{}", describe(&bad_key));
-    assert!(String::from_utf8_lossy(&bad_key.stderr).contains("is not an ed25519 public key"), "{}", describe(&bad_key));
+    assert!(
+        String::from_utf8_lossy(&bad_key.stderr).contains("is not an ed25519 public key"),
+        "{}",
+        describe(&bad_key)
+    );
 }
 
 #[test]
@@ -165,7 +190,8 @@ fn a_sweep_bundle_holds_every_finished_cell_and_verifies() {
     let out = run(&mut command);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
     let runs = manifest["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "{manifest}");
     let cell = format!("runs/{}/ort-1.31.1-linux-x86_64/smallcnn", serial.replace(':', "_"));
@@ -199,12 +225,14 @@ fn run_on_two_devices_checks_outputs_prints_the_table_and_bundles_both_devices()
     assert!(stdout.contains("Output consistency") && stdout.contains("no outlier device"), "{}", describe(&out));
     for port in [6163, 6164] {
         let dir = out_dir.join(Rig::serial(port).replace(':', "_"));
-        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
         assert_eq!(report["reference"]["result_dir"], "../output-reference");
         assert!(report["outputs"][0]["metrics"]["sqnr_db"].as_f64().is_some_and(|db| db > 20.0), "{report}");
     }
 
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("manifest.json")).unwrap()).unwrap();
     let labels: Vec<&str> = manifest["runs"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["127.0.0.1_6163", "127.0.0.1_6164", "output-reference"]);
     let paths: Vec<&str> = manifest["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();

@@ -47,10 +47,19 @@ fn assert_matches_the_independent_count(name: &str, report: &PlacementReport, tr
     let total = report.totals.flops;
     assert!(relative_error(total, truth) < 0.01, "{name}: total {total} FLOPs, independent {truth}");
     assert_eq!(report.totals.model_nodes, Some(report.nodes.len()), "{name}");
-    assert_eq!((report.totals.nodes, report.totals.unattributed_nodes, report.totals.flops_unknown_nodes), (report.nodes.len(), 0, 0), "{name}: {:?}", report.warnings);
+    assert_eq!(
+        (report.totals.nodes, report.totals.unattributed_nodes, report.totals.flops_unknown_nodes),
+        (report.nodes.len(), 0, 0),
+        "{name}: {:?}",
+        report.warnings
+    );
     assert_eq!(report.totals.flops_covered_pct, 100.0, "{name}");
     assert_eq!(report.preferred_flops_pct, 100.0, "{name}");
-    assert!(report.warnings.iter().all(|w| !w.contains("did not run") && !w.contains("could not be traced")), "{name}: {:?}", report.warnings);
+    assert!(
+        report.warnings.iter().all(|w| !w.contains("did not run") && !w.contains("could not be traced")),
+        "{name}: {:?}",
+        report.warnings
+    );
 }
 
 #[test]
@@ -62,7 +71,8 @@ fn a_transformers_flops_survive_onnx_runtimes_fusions_and_match_an_independent_c
     let result = RunResult::read(dir.path()).unwrap();
     // ONNX Runtime fused MatMul+Add into Gemm (and the GELU, and the LayerNorm's residual adds) at load:
     // the assignment names the fused nodes, not the model's.
-    let assigned: Vec<&str> = result.assignment.subgraphs.iter().flat_map(|s| &s.nodes).map(|n| n.name.as_str()).collect();
+    let assigned: Vec<&str> =
+        result.assignment.subgraphs.iter().flat_map(|s| &s.nodes).map(|n| n.name.as_str()).collect();
     assert_eq!(assigned.iter().filter(|n| n.ends_with("/MatMulAddFusion")).count(), 9, "{assigned:?}");
     assert!(!assigned.contains(&"/blocks.0.attn.qkv/MatMul"), "{assigned:?}");
     let report = placement(dir.path());
@@ -70,7 +80,10 @@ fn a_transformers_flops_survive_onnx_runtimes_fusions_and_match_an_independent_c
     assert_matches_the_independent_count("vitblock", &report, &independent_count(&vit, &[]));
     let qkv: &NodePlacement = report.nodes.iter().find(|n| n.name == "/blocks.0.attn.qkv/MatMul").unwrap();
     assert_eq!((qkv.ep.as_str(), qkv.flops), ("CPUExecutionProvider", Some(2 * 65 * 192 * 576)), "{qkv:?}");
-    assert!(qkv.time_us_per_run.is_some_and(|t| t > 0.0), "the fused Gemm's kernel time is shared with its sources: {qkv:?}");
+    assert!(
+        qkv.time_us_per_run.is_some_and(|t| t > 0.0),
+        "the fused Gemm's kernel time is shared with its sources: {qkv:?}"
+    );
 }
 
 #[test]
@@ -80,7 +93,17 @@ fn a_cnns_flops_survive_conv_batchnorm_fusion_and_match_an_independent_count() {
     let output = run_local(&resnet, dir.path(), &[]);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let result = RunResult::read(dir.path()).unwrap();
-    let folded = result.graph.as_ref().unwrap().partitioned.as_ref().unwrap().groups.iter().filter(|g| g.nodes.len() > g.kernels.len()).count();
+    let folded = result
+        .graph
+        .as_ref()
+        .unwrap()
+        .partitioned
+        .as_ref()
+        .unwrap()
+        .groups
+        .iter()
+        .filter(|g| g.nodes.len() > g.kernels.len())
+        .count();
     assert!(folded >= 50, "ONNX Runtime fuses each BatchNormalization into its Conv at load: {folded} groups");
     assert_matches_the_independent_count("resnet50", &placement(dir.path()), &independent_count(&resnet, &[]));
 }
@@ -89,14 +112,33 @@ fn a_cnns_flops_survive_conv_batchnorm_fusion_and_match_an_independent_count() {
 fn unnamed_nodes_get_onnx_runtimes_names_and_a_cpu_run_passes_at_100_percent() {
     let dir = tempfile::tempdir().unwrap();
     let axis = dir.path().join("axis.npy");
-    let write_axis = run(Command::new(python()).args(["-c", "import numpy, sys; numpy.save(sys.argv[1], numpy.array(0, numpy.int32))"]).arg(&axis));
+    let write_axis = run(Command::new(python())
+        .args(["-c", "import numpy, sys; numpy.save(sys.argv[1], numpy.array(0, numpy.int32))"])
+        .arg(&axis));
     assert!(write_axis.status.success(), "{}", describe(&write_axis));
     let axis_input = format!("axis={}", axis.display());
     for (file, extra, names) in [
         ("unnamed_einsum.onnx", vec![], vec!["Einsum_0"]),
         ("unnamed_cumsum.onnx", vec!["--input", axis_input.as_str()], vec!["CumSum_0"]),
         ("unnamed_topk.onnx", vec![], vec!["TopK_0"]),
-        ("unnamed_cnn.onnx", vec![], vec!["Conv_0", "Relu_1", "MaxPool_2", "Conv_3", "Relu_4", "MaxPool_5", "Conv_6", "Relu_7", "GlobalAveragePool_8", "Flatten_9", "Gemm_10", "Softmax_11"]),
+        (
+            "unnamed_cnn.onnx",
+            vec![],
+            vec![
+                "Conv_0",
+                "Relu_1",
+                "MaxPool_2",
+                "Conv_3",
+                "Relu_4",
+                "MaxPool_5",
+                "Conv_6",
+                "Relu_7",
+                "GlobalAveragePool_8",
+                "Flatten_9",
+                "Gemm_10",
+                "Softmax_11",
+            ],
+        ),
     ] {
         let out = dir.path().join(file);
         let output = run_local(&model(file), &out, &extra);
@@ -107,7 +149,8 @@ fn unnamed_nodes_get_onnx_runtimes_names_and_a_cpu_run_passes_at_100_percent() {
         let graph = result.graph.as_ref().unwrap();
         assert_eq!(graph.named, names.len(), "{file}");
         // ONNX Runtime's own assignment and profiles know the nodes by the same names.
-        let assigned: Vec<&str> = result.assignment.subgraphs.iter().flat_map(|s| &s.nodes).map(|n| n.name.as_str()).collect();
+        let assigned: Vec<&str> =
+            result.assignment.subgraphs.iter().flat_map(|s| &s.nodes).map(|n| n.name.as_str()).collect();
         assert!(names.iter().all(|n| assigned.contains(n)), "{file}: {assigned:?}");
         let reference = std::fs::read_to_string(out.join("reference_profile.json")).unwrap();
         assert!(names.iter().all(|n| reference.contains(&format!("\"{n}_kernel_time\""))), "{file}");
@@ -122,7 +165,9 @@ fn unnamed_nodes_get_onnx_runtimes_names_and_a_cpu_run_passes_at_100_percent() {
 
 #[test]
 fn outputs_of_another_rank_than_declared_and_of_data_dependent_size_run() {
-    for (file, extra, output_name) in [("wrong_rank_output.onnx", &["--shape", "x=2x4x8"][..], "y"), ("nonzero.onnx", &[][..], "indices")] {
+    for (file, extra, output_name) in
+        [("wrong_rank_output.onnx", &["--shape", "x=2x4x8"][..], "y"), ("nonzero.onnx", &[][..], "indices")]
+    {
         let dir = tempfile::tempdir().unwrap();
         let mut flags = vec!["--check-outputs"];
         flags.extend_from_slice(extra);
@@ -131,17 +176,26 @@ fn outputs_of_another_rank_than_declared_and_of_data_dependent_size_run() {
         let result = RunResult::read(dir.path()).unwrap();
         assert_eq!(result.timings.latencies_ns.len(), 20, "{file}");
         assert!(
-            result.warnings.iter().any(|w| w.contains(&format!("output(s) {output_name} have no static declared shape")) && w.contains("allocates them on every run")),
+            result
+                .warnings
+                .iter()
+                .any(|w| w.contains(&format!("output(s) {output_name} have no static declared shape"))
+                    && w.contains("allocates them on every run")),
             "{file}: {:?}",
             result.warnings
         );
         // The saved output has its real shape, not the declared one.
         let saved = dir.path().join(format!("outputs/{output_name}.npy"));
-        let shape = run(Command::new(python()).args(["-c", "import numpy, sys; print(list(numpy.load(sys.argv[1]).shape))"]).arg(&saved));
+        let shape = run(Command::new(python())
+            .args(["-c", "import numpy, sys; print(list(numpy.load(sys.argv[1]).shape))"])
+            .arg(&saved));
         let shape = String::from_utf8_lossy(&shape.stdout).trim().to_string();
         match file {
             "wrong_rank_output.onnx" => assert_eq!(shape, "[2, 4, 8]"),
-            _ => assert!(shape.starts_with("[2, ") && shape != "[2, 16]", "NonZero of uniform [0, 1) data > 0.5 has about 16 of 32: {shape}"),
+            _ => assert!(
+                shape.starts_with("[2, ") && shape != "[2, 16]",
+                "NonZero of uniform [0, 1) data > 0.5 has about 16 of 32: {shape}"
+            ),
         }
     }
     // A model whose outputs have their declared static shape keeps them preallocated.
@@ -159,7 +213,8 @@ mod host_htp {
 
     /// An emulated `npugate run --local --ep qnn --soc SM8650` of `model` into `out`.
     fn emulated_run(model: &Path, out: &Path) -> Output {
-        let args = ["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "3", "--warmup", "1", "--profile-runs", "1"];
+        let args =
+            ["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "3", "--warmup", "1", "--profile-runs", "1"];
         npugate(&args, &[Path::new("--model"), model, Path::new("--out"), out])
     }
 
@@ -170,16 +225,34 @@ mod host_htp {
         let output = emulated_run(&vit, &dir.path().join("vit"));
         assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
         let result = RunResult::read(&dir.path().join("vit")).unwrap();
-        let on_qnn: Vec<&str> = result.assignment.subgraphs.iter().filter(|s| s.ep == "QNNExecutionProvider").flat_map(|s| &s.nodes).map(|n| n.name.as_str()).collect();
+        let on_qnn: Vec<&str> = result
+            .assignment
+            .subgraphs
+            .iter()
+            .filter(|s| s.ep == "QNNExecutionProvider")
+            .flat_map(|s| &s.nodes)
+            .map(|n| n.name.as_str())
+            .collect();
         assert!(on_qnn.iter().any(|n| n.ends_with("/MatMulAddFusion")), "QNN was given the fused Gemms: {on_qnn:?}");
         let report = placement(&dir.path().join("vit"));
         let truth = independent_count(&vit, &[])["flops"].as_u64().unwrap();
-        assert!(relative_error(report.totals.flops, truth) < 0.01, "{} FLOPs on the HTP run, independent {truth}", report.totals.flops);
+        assert!(
+            relative_error(report.totals.flops, truth) < 0.01,
+            "{} FLOPs on the HTP run, independent {truth}",
+            report.totals.flops
+        );
         assert_eq!(mac_op_flops(&report), truth, "every Conv/MatMul of the model counted");
-        assert_eq!((report.preferred_flops_pct, report.totals.flops_covered_pct, report.totals.unattributed_flops), (100.0, 100.0, 0));
+        assert_eq!(
+            (report.preferred_flops_pct, report.totals.flops_covered_pct, report.totals.unattributed_flops),
+            (100.0, 100.0, 0)
+        );
         assert_eq!(report.partitions.len(), 1);
         assert_eq!(report.partitions[0].flops, report.totals.flops, "the partition stands for every model node it ran");
-        assert!(report.totals.nodes <= 69 && report.warnings.iter().all(|w| !w.contains("did not run")), "{:?}", report.warnings);
+        assert!(
+            report.totals.nodes <= 69 && report.warnings.iter().all(|w| !w.contains("did not run")),
+            "{:?}",
+            report.warnings
+        );
 
         let output = emulated_run(&model("unnamed_cnn.onnx"), &dir.path().join("unnamed"));
         assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
@@ -207,12 +280,27 @@ mod host_htp {
         assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
         for name in socs {
             let verdict = soc(&report, name);
-            assert_eq!((verdict["outcome"].as_str(), verdict["flops_pct"].as_f64()), (Some("pass"), Some(100.0)), "{verdict:#}");
-            let by_design: Vec<(&str, bool)> =
-                verdict["fallback"].as_array().unwrap().iter().map(|f| (f["name"].as_str().unwrap(), f["expected"] == true)).collect();
+            assert_eq!(
+                (verdict["outcome"].as_str(), verdict["flops_pct"].as_f64()),
+                (Some("pass"), Some(100.0)),
+                "{verdict:#}"
+            );
+            let by_design: Vec<(&str, bool)> = verdict["fallback"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| (f["name"].as_str().unwrap(), f["expected"] == true))
+                .collect();
             assert_eq!(by_design, [("input_a_QuantizeLinear", true), ("input_b_QuantizeLinear", true)], "{name}");
         }
-        let text = String::from_utf8_lossy(&npugate(&["preflight", "--soc", "SM8650"], &[Path::new("--model"), &qdq, Path::new("--out"), &dir.path().join("text")]).stdout).into_owned();
+        let text = String::from_utf8_lossy(
+            &npugate(
+                &["preflight", "--soc", "SM8650"],
+                &[Path::new("--model"), &qdq, Path::new("--out"), &dir.path().join("text")],
+            )
+            .stdout,
+        )
+        .into_owned();
         assert!(text.contains("on CPU by design: input_a_QuantizeLinear (QuantizeLinear)"), "{text}");
 
         let output = emulated_run(&qdq, &dir.path().join("run"));
@@ -225,8 +313,14 @@ mod host_htp {
         assert!(run.totals.nodes <= 18, "only model nodes are counted: {:?}", run.totals);
 
         let compiled = dir.path().join("io_qdq_ctx.onnx");
-        let output = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &qdq, Path::new("--out"), &compiled]);
-        assert_eq!(output.status.code(), Some(0), "nothing is left on the CPU but graph-I/O Q/DQ: {}", describe(&output));
+        let output =
+            npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &qdq, Path::new("--out"), &compiled]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "nothing is left on the CPU but graph-I/O Q/DQ: {}",
+            describe(&output)
+        );
     }
 
     #[test]
@@ -242,7 +336,8 @@ mod host_htp {
         // are traced to the model's nodes.
         let (_, report) = preflight(&vit, &["QCM6490"], &dir.path().join("preflight"));
         let verdict = soc(&report, "QCM6490");
-        let left: Vec<&str> = verdict["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+        let left: Vec<&str> =
+            verdict["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
         assert!(!left.is_empty() && left.len() <= names.len(), "{verdict:#}");
         assert!(left.iter().all(|name| names.iter().any(|n| n == name)), "only model nodes: {left:?}");
 
@@ -252,8 +347,16 @@ mod host_htp {
         let causes: Vec<(usize, &str)> = run.rejections.iter().map(|c| (c.nodes, c.op_types[0].as_str())).collect();
         assert_eq!(causes, [(3, "Neg"), (3, "MatMul")], "{:#?}", run.rejections);
         for cause in &run.rejections {
-            assert!(cause.reason.contains("in the node '…'"), "the node's name is taken out of the reason: {}", cause.reason);
-            assert!(cause.describe().starts_with("3 nodes: QNN backend: Unsupported input/output datatypes"), "{}", cause.describe());
+            assert!(
+                cause.reason.contains("in the node '…'"),
+                "the node's name is taken out of the reason: {}",
+                cause.reason
+            );
+            assert!(
+                cause.describe().starts_with("3 nodes: QNN backend: Unsupported input/output datatypes"),
+                "{}",
+                cause.describe()
+            );
             assert!(cause.describe().contains("(e.g. /blocks."), "{}", cause.describe());
         }
     }

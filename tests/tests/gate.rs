@@ -40,7 +40,17 @@ fn gate_passes_fails_and_reports_on_a_real_run() {
 
     let reports = work.path().join("reports");
     let all = npugate(&[
-        "gate", text(&dir), "--rule", NO_CV, "--format", "json", "--format", "junit", "--format", "html", "--report",
+        "gate",
+        text(&dir),
+        "--rule",
+        NO_CV,
+        "--format",
+        "json",
+        "--format",
+        "junit",
+        "--format",
+        "html",
+        "--report",
         text(&reports),
     ]);
     assert_eq!(all.status.code(), Some(0), "{}", describe(&all));
@@ -61,7 +71,11 @@ fn cv_rule_on_too_few_runs_fails_with_the_count_needed() {
     measure(&dir, 10);
     let out = npugate(&["gate", text(&dir)]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("needs at least 20 runs, this run has 10"), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("needs at least 20 runs, this run has 10"),
+        "{}",
+        describe(&out)
+    );
 }
 
 #[test]
@@ -75,7 +89,11 @@ fn baseline_save_compare_and_fingerprint_guard() {
 
     let same = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&baseline)]);
     assert_eq!(same.status.code(), Some(0), "{}", describe(&same));
-    assert!(String::from_utf8_lossy(&same.stdout).contains("no node moved off CPUExecutionProvider"), "{}", describe(&same));
+    assert!(
+        String::from_utf8_lossy(&same.stdout).contains("no node moved off CPUExecutionProvider"),
+        "{}",
+        describe(&same)
+    );
 
     // The same run against a baseline of another model: refused (2) unless forced.
     let mut other: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();

@@ -9,11 +9,9 @@ use npugate_result::{files, RunResult, RunStatus};
 
 /// Node names of the model's graph, read with the `onnx` Python package.
 fn graph_node_names(model: &Path) -> Vec<String> {
-    let output = run(Command::new(python()).args([
-        "-c",
-        "import json, sys, onnx; print(json.dumps([n.name for n in onnx.load(sys.argv[1]).graph.node]))",
-    ])
-    .arg(model));
+    let output = run(Command::new(python())
+        .args(["-c", "import json, sys, onnx; print(json.dumps([n.name for n in onnx.load(sys.argv[1]).graph.node]))"])
+        .arg(model));
     assert!(output.status.success(), "{}", describe(&output));
     serde_json::from_slice(&output.stdout).expect("node names JSON")
 }
@@ -60,7 +58,10 @@ fn check_real_run(model_name: &str, runs: u32) {
     assert_eq!((timed_log.level.as_str(), timed_log.lines_during_runs), ("warning", 0), "{timed_log:?}");
     let log = std::fs::read_to_string(out.join(files::ORT_LOG)).unwrap();
     assert!(log.contains("[V:onnxruntime:profiled"), "the profiled session logs VERBOSE");
-    assert!(!log.contains("[V:onnxruntime:timed") && !log.contains("[I:onnxruntime:timed"), "the timed session logs WARNING and above only");
+    assert!(
+        !log.contains("[V:onnxruntime:timed") && !log.contains("[I:onnxruntime:timed"),
+        "the timed session logs WARNING and above only"
+    );
 }
 
 #[test]
@@ -159,7 +160,13 @@ fn bad_runtime_libraries_are_refused_with_the_fix() {
     let out = dir.path().join("out");
     let model = model("smallcnn.onnx");
     let with_lib = |lib: &Path| {
-        run(Command::new(bin("npugate-harness")).arg("--ort-lib").arg(lib).arg("--model").arg(&model).arg("--out").arg(&out))
+        run(Command::new(bin("npugate-harness"))
+            .arg("--ort-lib")
+            .arg(lib)
+            .arg("--model")
+            .arg(&model)
+            .arg("--out")
+            .arg(&out))
     };
     expect_refusal(&with_lib(&dir.path().join("libonnxruntime.so")), &out, "does not exist");
 
@@ -192,14 +199,34 @@ fn bad_options_are_refused() {
     expect_refusal(&harness(&model, &out, &["--session-config", "=1"]), &out, "KEY=VALUE");
     // Every EP choice that cannot attach is one line naming the fix.
     expect_refusal(&harness(&model, &out, &["--ep", "plugin"]), &out, "--ep plugin needs --ep-name NAME");
-    expect_refusal(&harness(&model, &out, &["--ep", "plugin", "--ep-name", "FooExecutionProvider"]), &out, "needs --ep-library PATH");
-    expect_refusal(&harness(&model, &out, &["--ep", "openvino", "--ep-device", "npu"]), &out, "--ep-device chooses the device of a plugin EP");
-    expect_refusal(&harness(&model, &out, &["--ep", "openvino", "--qnn-backend", "htp"]), &out, "--qnn-backend applies to --ep qnn only");
+    expect_refusal(
+        &harness(&model, &out, &["--ep", "plugin", "--ep-name", "FooExecutionProvider"]),
+        &out,
+        "needs --ep-library PATH",
+    );
+    expect_refusal(
+        &harness(&model, &out, &["--ep", "openvino", "--ep-device", "npu"]),
+        &out,
+        "--ep-device chooses the device of a plugin EP",
+    );
+    expect_refusal(
+        &harness(&model, &out, &["--ep", "openvino", "--qnn-backend", "htp"]),
+        &out,
+        "--qnn-backend applies to --ep qnn only",
+    );
     expect_refusal(&harness(&model, &out, &["--strict"]), &out, "--strict applies to an accelerator EP");
-    expect_refusal(&harness(&model, &out, &["--ep", "xnnpack"]), &out, "XnnpackExecutionProvider is not in this ONNX Runtime");
+    expect_refusal(
+        &harness(&model, &out, &["--ep", "xnnpack"]),
+        &out,
+        "XnnpackExecutionProvider is not in this ONNX Runtime",
+    );
     let no_such_plugin = dir.path().join("libnosuch.so");
     expect_refusal(
-        &harness(&model, &out, &["--ep", "plugin", "--ep-name", "Foo", "--ep-library", no_such_plugin.to_str().unwrap()]),
+        &harness(
+            &model,
+            &out,
+            &["--ep", "plugin", "--ep-name", "Foo", "--ep-library", no_such_plugin.to_str().unwrap()],
+        ),
         &out,
         "EP plugin library",
     );
@@ -223,10 +250,18 @@ fn npy_of_wrong_dtype_or_shape_is_refused() {
     let float64 = write_npy(dir.path(), "float64", "(1, 3, 64, 64)");
     expect_refusal(&harness(&model, &out, &["--input", &format!("{name}={}", float64.display())]), &out, "dtype <f8");
     let wrong_shape = write_npy(dir.path(), "float32", "(1, 3, 32, 32)");
-    expect_refusal(&harness(&model, &out, &["--input", &format!("{name}={}", wrong_shape.display())]), &out, "shape [1, 3, 32, 32]");
+    expect_refusal(
+        &harness(&model, &out, &["--input", &format!("{name}={}", wrong_shape.display())]),
+        &out,
+        "shape [1, 3, 32, 32]",
+    );
     let not_npy = dir.path().join("bad.npy");
     std::fs::write(&not_npy, b"not numpy").unwrap();
-    expect_refusal(&harness(&model, &out, &["--input", &format!("{name}={}", not_npy.display())]), &out, "not a valid .npy");
+    expect_refusal(
+        &harness(&model, &out, &["--input", &format!("{name}={}", not_npy.display())]),
+        &out,
+        "not a valid .npy",
+    );
 }
 
 #[test]
@@ -249,7 +284,11 @@ fn npugate_run_local_measures_judges_and_reports() {
         assert!(out.join(file).is_file(), "{file} in the result directory");
     }
 
-    let refused = run(Command::new(bin("npugate")).args(["run", "--local", "--model"]).arg(dir.path().join("nope.onnx")).arg("--out").arg(dir.path().join("x")));
+    let refused = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--model"])
+        .arg(dir.path().join("nope.onnx"))
+        .arg("--out")
+        .arg(dir.path().join("x")));
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("nope.onnx"), "{}", describe(&refused));
 }

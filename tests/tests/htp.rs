@@ -9,8 +9,8 @@ use std::process::Command;
 use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::htp::{npugate, preflight, soc};
 use npugate_e2e::{bin, describe, model, python, run};
-use npugate_result::RunResult;
 use npugate_onnx::Model;
+use npugate_result::RunResult;
 use serde_json::Value;
 
 fn stderr(output: &std::process::Output) -> String {
@@ -18,12 +18,18 @@ fn stderr(output: &std::process::Output) -> String {
 }
 
 fn read_json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("valid JSON")
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .expect("valid JSON")
 }
 
 /// The fallback entry named `name` of a SoC verdict.
 fn fallback<'a>(verdict: &'a Value, name: &str) -> &'a Value {
-    verdict["fallback"].as_array().unwrap().iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} not left to CPU: {verdict:#}"))
+    verdict["fallback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not left to CPU: {verdict:#}"))
 }
 
 #[test]
@@ -34,19 +40,29 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     assert_eq!(report["schema"], "npugate.htp-preflight/2");
     assert!(report["label"].as_str().unwrap().contains("the device did not run"), "{report:#}");
     let verdict = soc(&report, "SM8650");
-    assert_eq!((verdict["outcome"].as_str(), verdict["compiled"].as_bool(), verdict["htp_arch"].as_str()), (Some("fail"), Some(true), Some("v75")));
+    assert_eq!(
+        (verdict["outcome"].as_str(), verdict["compiled"].as_bool(), verdict["htp_arch"].as_str()),
+        (Some("fail"), Some(true), Some("v75"))
+    );
     let matmul = fallback(verdict, "matmul_int32");
     assert_eq!(matmul["op_type"], "MatMul");
     let reason = matmul["reason"].as_str().unwrap();
     // The EP's builder turned the node into a QNN op; the backend's own validation refused it.
-    assert!(reason.starts_with("QNN backend: Unsupported input/output datatypes requested for the HTP Op 'MatMul'"), "{reason}");
+    assert!(
+        reason.starts_with("QNN backend: Unsupported input/output datatypes requested for the HTP Op 'MatMul'"),
+        "{reason}"
+    );
     assert!(reason.contains("requested in[0] INT_32, in[1] INT_32, out[0] INT_32"), "{reason}");
     assert!(reason.contains("supported configurations: BF16, FP16, INT16, INT8"), "{reason}");
     assert!(reason.ends_with("(EP: Failed to add fused Matmul node.)"), "{reason}");
     assert!(fallback(verdict, "neg_int32")["reason"].as_str().unwrap().contains("'ElementWiseNeg'"), "{verdict:#}");
     // Nodes left to the CPU: the quiet session was dropped and created again at VERBOSE for these reasons.
-    let rerun = RunResult::read(&dir.path().join("out/SM8650")).unwrap().execution.session_log.and_then(|l| l.verbose_rerun);
-    assert!(rerun.as_deref().is_some_and(|r| r.contains("left off QNNExecutionProvider") && r.contains("matmul_int32")), "{rerun:?}");
+    let rerun =
+        RunResult::read(&dir.path().join("out/SM8650")).unwrap().execution.session_log.and_then(|l| l.verbose_rerun);
+    assert!(
+        rerun.as_deref().is_some_and(|r| r.contains("left off QNNExecutionProvider") && r.contains("matmul_int32")),
+        "{rerun:?}"
+    );
     let nodes_pct = verdict["nodes_pct"].as_f64().unwrap();
     assert!(nodes_pct > 0.0 && nodes_pct < 100.0, "the Conv/Relu branch runs on the HTP: {nodes_pct}");
     assert!(verdict["flops_pct"].as_f64().unwrap() > 90.0, "the Conv holds the FLOPs: {verdict:#}");
@@ -55,16 +71,25 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     assert_eq!(placement["schema"], "npugate.placement/1");
     assert!(placement["predicted"].as_str().unwrap().contains("Qualcomm's host backend"), "{placement:#}");
     assert_eq!(read_json(&dir.path().join("out/preflight.json")), report);
-    let text = npugate(&["preflight", "--soc", "SM8650"], &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &dir.path().join("text")]);
+    let text = npugate(
+        &["preflight", "--soc", "SM8650"],
+        &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &dir.path().join("text")],
+    );
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("SM8650  v75   FAIL"), "{stdout}");
     assert!(stdout.contains("left to CPU: matmul_int32 (MatMul): QNN backend: Unsupported"), "{stdout}");
     // Compiled anyway: exit 1 names the nodes left on the CPU, and the file is written with them as plain nodes.
     let ctx = dir.path().join("reject_ctx.onnx");
-    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &ctx]);
+    let compile = npugate(
+        &["compile", "--soc", "SM8650"],
+        &[Path::new("--model"), &model("htp_reject.onnx"), Path::new("--out"), &ctx],
+    );
     assert_eq!(compile.status.code(), Some(1), "{}", describe(&compile));
     let stdout = String::from_utf8_lossy(&compile.stdout);
-    assert!(stdout.contains("left on the CPU: matmul_int32 (MatMul): QNN backend:") && stdout.contains("neg_int32 (Neg)"), "{stdout}");
+    assert!(
+        stdout.contains("left on the CPU: matmul_int32 (MatMul): QNN backend:") && stdout.contains("neg_int32 (Neg)"),
+        "{stdout}"
+    );
     let compiled = Model::read(&ctx).unwrap();
     let ops: Vec<&str> = compiled.index().nodes().iter().map(|n| n.op_type()).collect();
     assert!(ops.contains(&"EPContext") && ops.contains(&"MatMul") && ops.contains(&"Neg"), "{ops:?}");
@@ -82,10 +107,17 @@ fn an_a16w16_conv_net_is_refused_on_v68_and_taken_on_v75() {
     let conv = fallback(v68, "conv1");
     assert_eq!(conv["op_type"], "Conv");
     let reason = conv["reason"].as_str().unwrap();
-    assert!(reason.contains("has incorrect Value 68, expected >= 73.") && reason.contains("[needs Hexagon v73 or newer; SM8350 is v68]"), "{reason}");
+    assert!(
+        reason.contains("has incorrect Value 68, expected >= 73.")
+            && reason.contains("[needs Hexagon v73 or newer; SM8350 is v68]"),
+        "{reason}"
+    );
     let v75 = soc(&report, "SM8650");
     assert_eq!((v75["outcome"].as_str(), v75["compiled"].as_bool()), (Some("pass"), Some(true)), "{v75:#}");
-    assert!(v75["fallback"].as_array().unwrap().iter().all(|f| f["expected"] == true), "only graph I/O (de)quantization on CPU: {v75:#}");
+    assert!(
+        v75["fallback"].as_array().unwrap().iter().all(|f| f["expected"] == true),
+        "only graph I/O (de)quantization on CPU: {v75:#}"
+    );
     // Quiet first, VERBOSE only where needed: the passing SoC's session (graph I/O Q/DQ on the CPU by
     // design) was kept at warning, its assignment the whole account; the refused one was created
     // again at VERBOSE, whose log gave the reasons above.
@@ -107,15 +139,26 @@ fn a_float_model_fails_to_compile_for_v68_and_compiles_for_v75() {
     let v68 = soc(&report, "SM8350");
     assert_eq!((v68["outcome"].as_str(), v68["compiled"].as_bool()), (Some("fail"), Some(false)));
     let error = v68["error"].as_str().unwrap();
-    assert!(error.starts_with("cannot compile for SM8350 (v68): ") && error.contains("Failed to finalize QNN graph"), "{error}");
+    assert!(
+        error.starts_with("cannot compile for SM8350 (v68): ") && error.contains("Failed to finalize QNN graph"),
+        "{error}"
+    );
     assert!(error.contains("QNN: ") && error.contains("graph prepare failed"), "QNN's own finalize errors: {error}");
     let v75 = soc(&report, "SM8650");
-    assert_eq!((v75["outcome"].as_str(), v75["compiled"].as_bool(), v75["nodes_pct"].as_f64()), (Some("pass"), Some(true), Some(100.0)), "{v75:#}");
+    assert_eq!(
+        (v75["outcome"].as_str(), v75["compiled"].as_bool(), v75["nodes_pct"].as_f64()),
+        (Some("pass"), Some(true), Some(100.0)),
+        "{v75:#}"
+    );
     // npugate compile says the same: nothing written for v68.
     let out = dir.path().join("hs_ctx.onnx");
     let compile = npugate(&["compile", "--soc", "SM8350"], &[Path::new("--model"), &float, Path::new("--out"), &out]);
     assert_eq!(compile.status.code(), Some(2), "{}", describe(&compile));
-    assert!(stderr(&compile).contains("cannot compile") && stderr(&compile).contains("for SM8350 (v68)"), "{}", describe(&compile));
+    assert!(
+        stderr(&compile).contains("cannot compile") && stderr(&compile).contains("for SM8350 (v68)"),
+        "{}",
+        describe(&compile)
+    );
     assert!(!out.exists());
 }
 
@@ -123,8 +166,13 @@ fn a_float_model_fails_to_compile_for_v68_and_compiles_for_v75() {
 fn output_step(path: &Path, output: &str) -> f64 {
     let model = Model::read(path).unwrap();
     let graph = model.proto().graph.as_ref().unwrap();
-    let dq = graph.node.iter().find(|n| n.op_type.as_deref() == Some("DequantizeLinear") && n.output.iter().any(|o| o == output)).expect("output DQ");
-    let scale = graph.initializer.iter().find(|t| t.name.as_deref() == Some(dq.input[1].as_str())).expect("scale initializer");
+    let dq = graph
+        .node
+        .iter()
+        .find(|n| n.op_type.as_deref() == Some("DequantizeLinear") && n.output.iter().any(|o| o == output))
+        .expect("output DQ");
+    let scale =
+        graph.initializer.iter().find(|t| t.name.as_deref() == Some(dq.input[1].as_str())).expect("scale initializer");
     let raw = scale.raw_data.as_deref().unwrap_or_default();
     let value = if raw.len() == 4 { f32::from_le_bytes(raw.try_into().unwrap()) } else { scale.float_data[0] };
     f64::from(value)
@@ -137,8 +185,32 @@ fn a_uint8_qdq_model_on_the_emulator_is_within_one_output_step_of_the_cpu_ep() {
     let step = output_step(&qdq, "probs");
     let out = dir.path().join("emulated");
     let output = npugate(
-        &["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "3", "--warmup", "0", "--profile-runs", "1", "--check-outputs", "--json"],
-        &[Path::new("--model"), &qdq, Path::new("--reference-model"), &qdq, Path::new("--out"), &out, Path::new("--rule"), Path::new(&format!("max_abs_err={step}"))],
+        &[
+            "run",
+            "--local",
+            "--ep",
+            "qnn",
+            "--soc",
+            "SM8650",
+            "--runs",
+            "3",
+            "--warmup",
+            "0",
+            "--profile-runs",
+            "1",
+            "--check-outputs",
+            "--json",
+        ],
+        &[
+            Path::new("--model"),
+            &qdq,
+            Path::new("--reference-model"),
+            &qdq,
+            Path::new("--out"),
+            &out,
+            Path::new("--rule"),
+            Path::new(&format!("max_abs_err={step}")),
+        ],
     );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let result = RunResult::read(&out).unwrap();
@@ -166,7 +238,25 @@ fn the_timed_session_on_the_emulator_logs_nothing_per_inference_and_the_account_
     let dir = tempfile::tempdir().unwrap();
     let qdq = model("smallcnn_qdq.onnx");
     let emulate = |out: &Path, extra: &[&str]| {
-        let args = [&["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "20", "--warmup", "2", "--profile-runs", "1", "--no-reference-pass"][..], extra].concat();
+        let args = [
+            &[
+                "run",
+                "--local",
+                "--ep",
+                "qnn",
+                "--soc",
+                "SM8650",
+                "--runs",
+                "20",
+                "--warmup",
+                "2",
+                "--profile-runs",
+                "1",
+                "--no-reference-pass",
+            ][..],
+            extra,
+        ]
+        .concat();
         let output = npugate(&args, &[Path::new("--model"), &qdq, Path::new("--out"), out]);
         assert!(output.status.code().is_some_and(|c| c < 2), "{}", describe(&output));
         (output, RunResult::read(out).unwrap())
@@ -185,16 +275,33 @@ fn the_timed_session_on_the_emulator_logs_nothing_per_inference_and_the_account_
     let backend = result.backend.as_ref().unwrap();
     assert!(backend.started && backend.evidence.iter().any(|e| e.contains("QNN SetupBackend succeed")), "{backend:?}");
     let power = backend.htp_power.as_ref().expect("the HTP power configuration is recorded");
-    assert_eq!((power.performance_mode.as_deref(), power.rpc_polling_time_us), (Some("burst"), Some(9999)), "{power:?}");
-    assert!(!power.applied && power.not_applied.as_deref() == Some("QNN HTP backend: No perf settings support on this platform"), "{power:?}");
+    assert_eq!(
+        (power.performance_mode.as_deref(), power.rpc_polling_time_us),
+        (Some("burst"), Some(9999)),
+        "{power:?}"
+    );
+    assert!(
+        !power.applied
+            && power.not_applied.as_deref() == Some("QNN HTP backend: No perf settings support on this platform"),
+        "{power:?}"
+    );
     let said = stderr(&output) + &String::from_utf8_lossy(&output.stdout);
-    assert!(said.contains("htp_performance_mode=burst was requested, but not applied: QNN HTP backend: No perf settings support"), "{said}");
+    assert!(
+        said.contains(
+            "htp_performance_mode=burst was requested, but not applied: QNN HTP backend: No perf settings support"
+        ),
+        "{said}"
+    );
 
     // VERBOSE, as the harness did before: every inference logs (the QNN EP and the backend).
     let loud = dir.path().join("verbose");
     let (_, result) = emulate(&loud, &["--ort-log-level", "verbose"]);
     let timed_log = result.execution.timed_log.as_ref().unwrap();
-    assert_eq!(graph_executions(&loud.join("ort.log")), inferences + 1, "every timed-session inference logged its execution");
+    assert_eq!(
+        graph_executions(&loud.join("ort.log")),
+        inferences + 1,
+        "every timed-session inference logged its execution"
+    );
     assert!(timed_log.lines_during_runs >= 10 * inferences as u64, "{timed_log:?}");
     eprintln!("log lines per inference at verbose: {:.1}", timed_log.lines_during_runs as f64 / inferences as f64);
     // ERROR: nothing either.
@@ -207,12 +314,16 @@ fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs
     let dir = tempfile::tempdir().unwrap();
     let qdq = model("smallcnn_qdq.onnx");
     let ctx = dir.path().join("smallcnn_qdq_ctx.onnx");
-    let compile = |out: &Path| npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &qdq, Path::new("--out"), out]);
+    let compile =
+        |out: &Path| npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &qdq, Path::new("--out"), out]);
     let output = compile(&ctx);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let again = dir.path().join("again_ctx.onnx");
     assert_eq!(compile(&again).status.code(), Some(0));
-    assert!(std::fs::read(&ctx).unwrap() == std::fs::read(&again).unwrap(), "the same model, SoC and runtime give the same bytes");
+    assert!(
+        std::fs::read(&ctx).unwrap() == std::fs::read(&again).unwrap(),
+        "the same model, SoC and runtime give the same bytes"
+    );
     let compiled = Model::read(&ctx).unwrap();
     let meta = |key: &str| compiled.metadata(&format!("npugate.compiled_for.{key}")).map(str::to_string);
     assert_eq!(meta("soc").as_deref(), Some("SM8650"));
@@ -221,11 +332,30 @@ fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs
     assert!(meta("qnn_backend_build").unwrap().starts_with("v2.51.0."));
     assert_eq!(meta("ort_version").as_deref(), Some("1.31.1"));
     assert_eq!(meta("source_model_sha256").unwrap(), npugate_result::digest::sha256_file(&qdq).unwrap().0);
-    assert!(compiled.index().nodes().iter().any(|n| n.op_type() == "EPContext"), "the context binary is embedded in an EPContext node");
+    assert!(
+        compiled.index().nodes().iter().any(|n| n.op_type() == "EPContext"),
+        "the context binary is embedded in an EPContext node"
+    );
 
     let emulate = |model: &Path, out: &Path, soc: &str| {
         npugate(
-            &["run", "--local", "--ep", "qnn", "--soc", soc, "--runs", "2", "--warmup", "0", "--profile-runs", "0", "--no-reference-pass", "--check-outputs", "--no-gate"],
+            &[
+                "run",
+                "--local",
+                "--ep",
+                "qnn",
+                "--soc",
+                soc,
+                "--runs",
+                "2",
+                "--warmup",
+                "0",
+                "--profile-runs",
+                "0",
+                "--no-reference-pass",
+                "--check-outputs",
+                "--no-gate",
+            ],
             &[Path::new("--model"), model, Path::new("--reference-model"), &qdq, Path::new("--out"), out],
         )
     };
@@ -235,14 +365,27 @@ fn a_compiled_model_is_deterministic_loads_back_under_wine_with_the_same_outputs
         assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     }
     let context_result = RunResult::read(&from_context).unwrap();
-    assert!(context_result.assignment.subgraphs.iter().any(|s| s.ep == "QNNExecutionProvider" && s.nodes.iter().any(|n| n.op_type == "EPContext")));
+    assert!(context_result
+        .assignment
+        .subgraphs
+        .iter()
+        .any(|s| s.ep == "QNNExecutionProvider" && s.nodes.iter().any(|n| n.op_type == "EPContext")));
     for name in &RunResult::read(&from_source).unwrap().artifacts.outputs {
-        assert_eq!(std::fs::read(from_source.join(name)).unwrap(), std::fs::read(from_context.join(name)).unwrap(), "{name} differs");
+        assert_eq!(
+            std::fs::read(from_source.join(name)).unwrap(),
+            std::fs::read(from_context.join(name)).unwrap(),
+            "{name} differs"
+        );
     }
     // The emulator configured as another chip refuses the context binary, naming both sides.
     let refused = emulate(&ctx, &dir.path().join("v68"), "SM8350");
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
-    assert!(stderr(&refused).contains("compiled for SM8650 (v75) with QNN 2.51.0") && stderr(&refused).contains("is SM8350 (v68)"), "{}", describe(&refused));
+    assert!(
+        stderr(&refused).contains("compiled for SM8650 (v75) with QNN 2.51.0")
+            && stderr(&refused).contains("is SM8350 (v68)"),
+        "{}",
+        describe(&refused)
+    );
 
     // A board whose kernel reads SM8350 (chip id 439) refuses it before anything is pushed.
     let port = 6201;
@@ -268,7 +411,10 @@ fn bad_input_is_one_line_with_the_fix() {
     let unknown = npugate(&["preflight", "--soc", "SM9999"], &[Path::new("--model"), &model("smallcnn.onnx")]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(stderr(&unknown).contains("unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"), "{}", describe(&unknown));
-    let dynamic = npugate(&["preflight"], &[Path::new("--model"), &model("dynamic.onnx"), Path::new("--out"), &dir.path().join("d")]);
+    let dynamic = npugate(
+        &["preflight"],
+        &[Path::new("--model"), &model("dynamic.onnx"), Path::new("--out"), &dir.path().join("d")],
+    );
     assert_eq!(dynamic.status.code(), Some(2));
     assert!(stderr(&dynamic).contains("pass --shape x=Nx3xNxN"), "{}", describe(&dynamic));
     // A model ONNX Runtime cannot load even on its CPU EP is no SoC's verdict.
@@ -278,9 +424,16 @@ fn bad_input_is_one_line_with_the_fix() {
         [helper.make_tensor_value_info('x', T.FLOAT, [1, 4])], [helper.make_tensor_value_info('y', T.FLOAT, [1, 4])])\n\
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)], ir_version=8), sys.argv[1])";
     assert!(run(Command::new(python()).args(["-c", script]).arg(&bad)).status.success());
-    let refused = npugate(&["preflight", "--soc", "SM8650"], &[Path::new("--model"), &bad, Path::new("--out"), &dir.path().join("bad")]);
+    let refused = npugate(
+        &["preflight", "--soc", "SM8650"],
+        &[Path::new("--model"), &bad, Path::new("--out"), &dir.path().join("bad")],
+    );
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
-    assert!(stderr(&refused).contains("cannot load model") && stderr(&refused).contains("unknown_op.onnx"), "{}", describe(&refused));
+    assert!(
+        stderr(&refused).contains("cannot load model") && stderr(&refused).contains("unknown_op.onnx"),
+        "{}",
+        describe(&refused)
+    );
     // Without wine on PATH: one line with the setup command, exit 2.
     let no_wine = run(Command::new(bin("npugate"))
         .env("PATH", "/nonexistent")
@@ -331,7 +484,14 @@ fn a_sweep_plan_with_socs_covers_chipsets_no_device_of_the_lab_has() {
     let out = dir.path().join("sweep");
     let output = npugate(
         &["sweep", "--night", "2026-11-23"],
-        &[Path::new("--plan"), &plan, Path::new("--out"), &out, Path::new("--history"), &dir.path().join("history.sqlite")],
+        &[
+            Path::new("--plan"),
+            &plan,
+            Path::new("--out"),
+            &out,
+            Path::new("--history"),
+            &dir.path().join("history.sqlite"),
+        ],
     );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let summary = read_json(&out.join("sweep.json"));
@@ -341,7 +501,11 @@ fn a_sweep_plan_with_socs_covers_chipsets_no_device_of_the_lab_has() {
         let marker = read_json(&cell.join("cell.json"));
         assert_eq!(marker["device"]["soc"], soc, "{marker:#}");
         let result = RunResult::read(&cell).unwrap();
-        assert!(result.execution.emulated.is_some() && result.execution.requested_ep == "qnn", "{:?}", result.execution);
+        assert!(
+            result.execution.emulated.is_some() && result.execution.requested_ep == "qnn",
+            "{:?}",
+            result.execution
+        );
         let verdict = read_json(&cell.join("verdict.json"));
         let cv = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "cv_pct").unwrap();
         assert_eq!(cv["status"], "not_applicable", "{cv:#}");

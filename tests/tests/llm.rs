@@ -81,7 +81,10 @@ fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 
 /// The saved last logits (`outputs/logits.npy`, float32) as f64.
 fn saved_logits(dir: &Path) -> Vec<f64> {
-    let values = python_json("import json, sys, numpy as np; print(json.dumps(np.load(sys.argv[1]).astype(float).tolist()))", &[text(&dir.join("outputs/logits.npy"))]);
+    let values = python_json(
+        "import json, sys, numpy as np; print(json.dumps(np.load(sys.argv[1]).astype(float).tolist()))",
+        &[text(&dir.join("outputs/logits.npy"))],
+    );
     values.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
 }
 
@@ -91,7 +94,11 @@ fn a_generation_with_the_kv_cache_equals_a_full_forward_pass_over_the_same_token
     let out = work.path().join("gen");
     let folder = model_folder("tinyllm");
     let (prompt, gen, generations) = (12u32, 6u32, 3u32);
-    let output = run_local(&folder, &out, &["--prompt-tokens", "12", "--gen-tokens", "6", "--generations", "3", "--check-outputs"]);
+    let output = run_local(
+        &folder,
+        &out,
+        &["--prompt-tokens", "12", "--gen-tokens", "6", "--generations", "3", "--check-outputs"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
 
     let result = RunResult::read(&out).unwrap();
@@ -99,16 +106,31 @@ fn a_generation_with_the_kv_cache_equals_a_full_forward_pass_over_the_same_token
     assert_eq!((generation.layout.as_str(), generation.prompt_tokens, generation.gen_tokens), ("decoder", prompt, gen));
     assert_eq!(generation.ttft_ns.len(), generations as usize);
     assert!(generation.decode_ns.iter().all(|steps| steps.len() == gen as usize && steps.iter().all(|&ns| ns > 0)));
-    assert_eq!(generation.decode.as_ref().map(|d| d.n), Some((gen * generations) as usize), "per-token statistics over every step");
+    assert_eq!(
+        generation.decode.as_ref().map(|d| d.n),
+        Some((gen * generations) as usize),
+        "per-token statistics over every step"
+    );
     assert_eq!(generation.ttft.as_ref().map(|t| t.n), Some(generations as usize));
     assert!(generation.prefill_tok_s > 0.0 && generation.decode_tok_s > 0.0);
     let median_step = generation.decode.as_ref().unwrap().median_ns;
-    assert!((generation.decode_tok_s - 1e9 / median_step).abs() < 1e-6 * generation.decode_tok_s, "decode tok/s is 1 / median step");
-    assert_eq!((generation.kv.mode.as_str(), generation.kv.copies_per_step), ("ping_pong", 0.0), "I/O binding carries the cache without copies");
+    assert!(
+        (generation.decode_tok_s - 1e9 / median_step).abs() < 1e-6 * generation.decode_tok_s,
+        "decode tok/s is 1 / median step"
+    );
+    assert_eq!(
+        (generation.kv.mode.as_str(), generation.kv.copies_per_step),
+        ("ping_pong", 0.0),
+        "I/O binding carries the cache without copies"
+    );
     // 2 layers × key and value × 2 heads × (prompt + gen) positions × 16 × 4 bytes.
     assert_eq!(generation.kv.bytes, 2 * 2 * 2 * u64::from(prompt + gen) * 16 * 4);
     assert!(generation.peak_rss_bytes.is_some_and(|b| b > 1 << 20));
-    assert_eq!(result.timings.latencies_ns.len(), (gen * generations) as usize, "the gate's latency series is the decode steps");
+    assert_eq!(
+        result.timings.latencies_ns.len(),
+        (gen * generations) as usize,
+        "the gate's latency series is the decode steps"
+    );
 
     // The same tokens through Python's onnxruntime, each position from a full forward pass without a cache.
     let ids: Vec<i64> = generation.prompt_ids.iter().chain(&generation.tokens[..gen as usize]).copied().collect();
@@ -128,18 +150,33 @@ fn a_generation_with_the_kv_cache_equals_a_full_forward_pass_over_the_same_token
     // Placement: the decoder in both phases, the model's FLOPs each phase's times its runs.
     let verdict = json(&out.join("verdict.json"));
     let graphs = verdict["placement"]["graphs"].as_array().unwrap();
-    let phases: Vec<(String, u64)> = graphs.iter().map(|g| (g["phase"].as_str().unwrap().to_string(), g["runs"].as_u64().unwrap())).collect();
+    let phases: Vec<(String, u64)> =
+        graphs.iter().map(|g| (g["phase"].as_str().unwrap().to_string(), g["runs"].as_u64().unwrap())).collect();
     assert_eq!(phases, [("prompt".to_string(), 1), ("token".to_string(), u64::from(gen))]);
     let weighted: u64 = graphs.iter().map(|g| g["flops_per_run"].as_u64().unwrap() * g["runs"].as_u64().unwrap()).sum();
     assert_eq!(verdict["placement"]["totals"]["flops"].as_u64(), Some(weighted));
     // Independent count of the MatMuls (2 × MACs): per layer q, k, v, o (32×32), up (32×64),
     // down (64×32), scores and context (2 heads × 16 × keys); the head (32×97). The reference
     // pass's decode step attends over prompt + 1 keys.
-    let matmuls = |s: u64, keys: u64| 2 * (2 * s * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 2 * (2 * s * keys * 16)) + 2 * s * 32 * 97;
+    let matmuls =
+        |s: u64, keys: u64| 2 * (2 * s * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 2 * (2 * s * keys * 16)) + 2 * s * 32 * 97;
     let expected = matmuls(u64::from(prompt), u64::from(prompt)) + u64::from(gen) * matmuls(1, u64::from(prompt) + 1);
-    let counted: u64 = verdict["placement"]["nodes"].as_array().unwrap().iter().filter(|n| n["op_type"] == "MatMul").map(|n| n["flops"].as_u64().unwrap()).sum();
+    let counted: u64 = verdict["placement"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["op_type"] == "MatMul")
+        .map(|n| n["flops"].as_u64().unwrap())
+        .sum();
     assert_eq!(counted, expected, "MatMul FLOPs, weighted by runs per generation");
-    assert!(verdict["placement"]["nodes"].as_array().unwrap().iter().all(|n| n["name"].as_str().unwrap().starts_with("decoder:")), "nodes are named after their graph");
+    assert!(
+        verdict["placement"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["name"].as_str().unwrap().starts_with("decoder:")),
+        "nodes are named after their graph"
+    );
     assert!(verdict["generation"]["decode_tok_s"].as_f64().unwrap() > 0.0);
 }
 
@@ -148,7 +185,11 @@ fn a_static_prompt_and_token_pipeline_shares_its_kv_buffer_and_matches_python() 
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("pipeline");
     let folder = model_folder("tinyllm_qnn");
-    let output = run_local(&folder, &out, &["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "2", "--check-outputs"]);
+    let output = run_local(
+        &folder,
+        &out,
+        &["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "2", "--check-outputs"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("Generation (pipeline, 16-token prompt, 8 decode steps, 2 generations)"), "{stdout}");
@@ -157,15 +198,22 @@ fn a_static_prompt_and_token_pipeline_shares_its_kv_buffer_and_matches_python() 
     let generation = result.generation.unwrap();
     assert_eq!((generation.kv.mode.as_str(), generation.kv.copies_per_step), ("shared", 0.0));
     assert_eq!(generation.kv.bytes, 2 * 2 * 2 * 32 * 16 * 4, "a static cache is its whole length");
-    let runs: Vec<(&str, u32, u32)> = generation.graphs.iter().map(|g| (g.id.as_str(), g.prompt_runs, g.token_runs)).collect();
-    assert_eq!(runs, [("prompt-processor", 2, 0), ("token-generator", 0, 8)], "two 8-token prompt chunks, then 8 steps");
-    let python = python_json(STATIC_PIPELINE, &[text(&folder), &serde_json::to_string(&generation.prompt_ids).unwrap(), "8"]);
+    let runs: Vec<(&str, u32, u32)> =
+        generation.graphs.iter().map(|g| (g.id.as_str(), g.prompt_runs, g.token_runs)).collect();
+    assert_eq!(
+        runs,
+        [("prompt-processor", 2, 0), ("token-generator", 0, 8)],
+        "two 8-token prompt chunks, then 8 steps"
+    );
+    let python =
+        python_json(STATIC_PIPELINE, &[text(&folder), &serde_json::to_string(&generation.prompt_ids).unwrap(), "8"]);
     let tokens: Vec<i64> = python["tokens"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
     assert_eq!(tokens, generation.tokens);
     let reference: Vec<f64> = python["last_logits"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert!(max_abs_diff(&saved_logits(&out), &reference) < 1e-4);
     let verdict = json(&out.join("verdict.json"));
-    let fallen = verdict["placement"]["nodes"].as_array().unwrap().iter().filter(|n| n["ep"] != "CPUExecutionProvider").count();
+    let fallen =
+        verdict["placement"]["nodes"].as_array().unwrap().iter().filter(|n| n["ep"] != "CPUExecutionProvider").count();
     assert_eq!(fallen, 0);
 }
 
@@ -174,13 +222,46 @@ fn generation_rules_judge_ttft_and_tokens_per_second() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("rules");
     let folder = model_folder("tinyllm");
-    let output = run_local(&folder, &out, &["--prompt-tokens", "8", "--gen-tokens", "4", "--generations", "2", "--profile-runs", "1", "--rule", "min_decode_tok_s=1"]);
+    let output = run_local(
+        &folder,
+        &out,
+        &[
+            "--prompt-tokens",
+            "8",
+            "--gen-tokens",
+            "4",
+            "--generations",
+            "2",
+            "--profile-runs",
+            "1",
+            "--rule",
+            "min_decode_tok_s=1",
+        ],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     // Limits no machine meets, judged on the same result.
-    let fail = run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--rule", "max_ttft_ms=0.000001", "--rule", "min_decode_tok_s=1e12", "--rule", "min_prefill_tok_s=1e12", "--rule", "decode_cv_pct=5"]));
+    let fail = run(Command::new(bin("npugate")).args([
+        "gate",
+        text(&out),
+        "--rule",
+        NO_CV,
+        "--rule",
+        "max_ttft_ms=0.000001",
+        "--rule",
+        "min_decode_tok_s=1e12",
+        "--rule",
+        "min_prefill_tok_s=1e12",
+        "--rule",
+        "decode_cv_pct=5",
+    ]));
     assert_eq!(fail.status.code(), Some(1), "{}", describe(&fail));
     let stdout = String::from_utf8_lossy(&fail.stdout);
-    for needle in ["max_ttft_ms: median time to first token", "min_decode_tok_s: decode", "min_prefill_tok_s: prefill", "decode_cv_pct: a CV limit needs at least 20 decode steps, this run has 8"] {
+    for needle in [
+        "max_ttft_ms: median time to first token",
+        "min_decode_tok_s: decode",
+        "min_prefill_tok_s: prefill",
+        "decode_cv_pct: a CV limit needs at least 20 decode steps, this run has 8",
+    ] {
         assert!(stdout.contains(needle), "{needle}: {stdout}");
     }
 
@@ -191,17 +272,38 @@ fn generation_rules_judge_ttft_and_tokens_per_second() {
     assert!(output.status.success(), "{}", describe(&output));
     let mut baseline = json(&saved);
     let ttft: Vec<u64> = baseline["ttft_ns"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(ttft, json(&out.join("result.json"))["generation"]["ttft_ns"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect::<Vec<_>>());
-    let same = run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--baseline", text(&saved)]));
+    assert_eq!(
+        ttft,
+        json(&out.join("result.json"))["generation"]["ttft_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    let same =
+        run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--baseline", text(&saved)]));
     assert_eq!(same.status.code(), Some(0), "{}", describe(&same));
-    assert!(String::from_utf8_lossy(&same.stdout).contains("baseline_ttft_pct: median time to first token is 1.000× the baseline's"), "{}", describe(&same));
+    assert!(
+        String::from_utf8_lossy(&same.stdout)
+            .contains("baseline_ttft_pct: median time to first token is 1.000× the baseline's"),
+        "{}",
+        describe(&same)
+    );
     baseline["ttft_ns"] = serde_json::json!([1, 1]);
     std::fs::write(&saved, baseline.to_string()).unwrap();
-    let slower = run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--baseline", text(&saved)]));
+    let slower =
+        run(Command::new(bin("npugate")).args(["gate", text(&out), "--rule", NO_CV, "--baseline", text(&saved)]));
     assert_eq!(slower.status.code(), Some(1), "{}", describe(&slower));
     let verdict = json(&out.join("verdict.json"));
-    let status = |rule: &str| verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == rule).map(|c| c["status"].clone());
-    assert_eq!((status("baseline_ttft_pct"), status("baseline_median_pct")), (Some("fail".into()), Some("pass".into())), "{verdict}");
+    let status = |rule: &str| {
+        verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == rule).map(|c| c["status"].clone())
+    };
+    assert_eq!(
+        (status("baseline_ttft_pct"), status("baseline_median_pct")),
+        (Some("fail".into()), Some("pass".into())),
+        "{verdict}"
+    );
 }
 
 #[test]
@@ -213,10 +315,26 @@ fn bad_model_folders_and_lengths_are_one_line_exit_2_before_anything_runs() {
     std::fs::copy(source.join("model.onnx"), copy.join("model.onnx")).unwrap();
     let config = std::fs::read_to_string(source.join("genai_config.json")).unwrap();
     let cases: Vec<(String, Vec<&str>, &str)> = vec![
-        (config.replace("\"model.onnx\"", "\"missing.onnx\""), vec![], "model.decoder.filename: names missing.onnx, which is not in"),
-        (config.replace("\"position_ids\": \"position_ids\"", "\"position_ids\": \"positions\""), vec![], "graph model.onnx has inputs the config does not name (position_ids)"),
-        (config.replace("\"input_ids\": \"input_ids\"", "\"input_ids\": \"tokens\""), vec![], "model.decoder.inputs.input_ids: \"tokens\": graph model.onnx has no input of that name"),
-        (config.clone(), vec!["--prompt-tokens", "60", "--gen-tokens", "8"], "--prompt-tokens 60 + --gen-tokens 8 = 68 tokens, more than"),
+        (
+            config.replace("\"model.onnx\"", "\"missing.onnx\""),
+            vec![],
+            "model.decoder.filename: names missing.onnx, which is not in",
+        ),
+        (
+            config.replace("\"position_ids\": \"position_ids\"", "\"position_ids\": \"positions\""),
+            vec![],
+            "graph model.onnx has inputs the config does not name (position_ids)",
+        ),
+        (
+            config.replace("\"input_ids\": \"input_ids\"", "\"input_ids\": \"tokens\""),
+            vec![],
+            "model.decoder.inputs.input_ids: \"tokens\": graph model.onnx has no input of that name",
+        ),
+        (
+            config.clone(),
+            vec!["--prompt-tokens", "60", "--gen-tokens", "8"],
+            "--prompt-tokens 60 + --gen-tokens 8 = 68 tokens, more than",
+        ),
         (config.clone(), vec!["--gen-tokens", "0"], "0 leaves nothing to measure"),
         (config.clone(), vec!["--shape", "input_ids=1x4"], "--shape does not apply to the LLM model folder"),
     ];
@@ -231,7 +349,11 @@ fn bad_model_folders_and_lengths_are_one_line_exit_2_before_anything_runs() {
     }
     let lines = run_local(&copy, &work.path().join("x"), &["--prompt-tokens", "60", "--gen-tokens", "8"]);
     let stderr = String::from_utf8_lossy(&lines.stderr);
-    assert!(stderr.trim().lines().count() == 1 && stderr.starts_with("npugate: error: --prompt-tokens 60"), "refused before a runtime is even chosen: {}", describe(&lines));
+    assert!(
+        stderr.trim().lines().count() == 1 && stderr.starts_with("npugate: error: --prompt-tokens 60"),
+        "refused before a runtime is even chosen: {}",
+        describe(&lines)
+    );
 }
 
 #[test]
@@ -242,7 +364,10 @@ fn the_output_of_onnxruntime_genais_own_model_builder_runs_and_generates_its_tok
     let output = run_local(&folder, &out, &["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "2"]);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let generation = RunResult::read(&out).unwrap().generation.unwrap();
-    assert_eq!((generation.layout.as_str(), generation.kv.mode.as_str(), generation.kv.copies_per_step), ("decoder", "ping_pong", 0.0));
+    assert_eq!(
+        (generation.layout.as_str(), generation.kv.mode.as_str(), generation.kv.copies_per_step),
+        ("decoder", "ping_pong", 0.0)
+    );
     // onnxruntime-genai itself, greedy on the same prompt: its tokens until it stops at EOS.
     let builder_python = npugate_e2e::cache_dir().join("genai-builder-venv/bin/python");
     let script = r#"
@@ -255,9 +380,17 @@ while not generator.is_done():
     generator.generate_next_token(); tokens.append(int(generator.get_next_tokens()[0]))
 print(json.dumps(tokens))
 "#;
-    let genai = run(Command::new(builder_python).arg("-c").arg(script).args([text(&folder), &serde_json::to_string(&generation.prompt_ids).unwrap(), "8"]));
+    let genai = run(Command::new(builder_python).arg("-c").arg(script).args([
+        text(&folder),
+        &serde_json::to_string(&generation.prompt_ids).unwrap(),
+        "8",
+    ]));
     assert!(genai.status.success(), "{}", describe(&genai));
     let tokens: Vec<i64> = serde_json::from_slice(&genai.stdout).unwrap();
     assert!(!tokens.is_empty() && tokens.len() <= generation.tokens.len());
-    assert_eq!(tokens, generation.tokens[..tokens.len()], "npugate's greedy tokens = onnxruntime-genai's (up to its EOS)");
+    assert_eq!(
+        tokens,
+        generation.tokens[..tokens.len()],
+        "npugate's greedy tokens = onnxruntime-genai's (up to its EOS)"
+    );
 }

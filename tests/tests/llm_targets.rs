@@ -25,8 +25,20 @@ fn a_model_folder_is_deployed_as_one_model_and_generates_on_a_rig_device() {
     let out = work.path().join("device");
     let folder = model_folder("tinyllm");
     let mut command = rig.command(bin("npugate"));
-    command.args(["run", "--runtime", "ort-1.31.1-linux-x86_64", "--device", &Rig::serial(port), "--rule", "disable=[\"cv_pct\"]"]);
-    command.args(["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "3", "--profile-runs", "1", "--model"]).arg(&folder).arg("--out").arg(&out);
+    command.args([
+        "run",
+        "--runtime",
+        "ort-1.31.1-linux-x86_64",
+        "--device",
+        &Rig::serial(port),
+        "--rule",
+        "disable=[\"cv_pct\"]",
+    ]);
+    command
+        .args(["--prompt-tokens", "16", "--gen-tokens", "8", "--generations", "3", "--profile-runs", "1", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out);
     let output = run(&mut command);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
 
@@ -34,10 +46,15 @@ fn a_model_folder_is_deployed_as_one_model_and_generates_on_a_rig_device() {
     let result = RunResult::read(&out).unwrap();
     let generation = result.generation.as_ref().expect("a generation on the device");
     assert_eq!((generation.ttft_ns.len(), generation.decode_ns.iter().map(Vec::len).sum::<usize>()), (3, 24));
-    assert!(generation.prefill_tok_s > 0.0 && generation.decode_tok_s > 0.0 && generation.decode.as_ref().is_some_and(|d| d.n == 24));
+    assert!(
+        generation.prefill_tok_s > 0.0
+            && generation.decode_tok_s > 0.0
+            && generation.decode.as_ref().is_some_and(|d| d.n == 24)
+    );
     assert_eq!(generation.kv.copies_per_step, 0.0);
     let deploy = &json(&out.join("device_run.json"))["deploy"];
-    let remotes: Vec<String> = deploy["files"].as_array().unwrap().iter().map(|f| f["remote"].as_str().unwrap().to_string()).collect();
+    let remotes: Vec<String> =
+        deploy["files"].as_array().unwrap().iter().map(|f| f["remote"].as_str().unwrap().to_string()).collect();
     let model_dir = format!("models/{}", result.model.digest);
     for name in ["genai_config.json", "model.onnx"] {
         assert!(remotes.contains(&format!("{model_dir}/{name}")), "{name} deployed into {model_dir}: {remotes:?}");
@@ -51,17 +68,54 @@ fn a_graph_the_htp_rejects_in_the_token_generator_only_fails_the_gate_naming_gra
     let out = work.path().join("htp");
     let folder = model_folder("tinyllm_qnn_fallback");
     let mut command = Command::new(bin("npugate"));
-    command.args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--check-outputs", "--rule", "max_fallback_nodes=0"]);
-    command.args(["--prompt-tokens", "8", "--gen-tokens", "4", "--generations", "1", "--warmup-generations", "0", "--model"]).arg(&folder).arg("--out").arg(&out);
+    command.args([
+        "run",
+        "--local",
+        "--ep",
+        "qnn",
+        "--soc",
+        "SM8650",
+        "--check-outputs",
+        "--rule",
+        "max_fallback_nodes=0",
+    ]);
+    command
+        .args([
+            "--prompt-tokens",
+            "8",
+            "--gen-tokens",
+            "4",
+            "--generations",
+            "1",
+            "--warmup-generations",
+            "0",
+            "--model",
+        ])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out);
     let output = run(&mut command);
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("FAIL    max_fallback_nodes") && stdout.contains("token-generator:positions/neg1"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL    max_fallback_nodes") && stdout.contains("token-generator:positions/neg1"),
+        "{stdout}"
+    );
 
     let verdict = json(&out.join("verdict.json"));
-    let graphs: Vec<(String, u64)> = verdict["placement"]["graphs"].as_array().unwrap().iter().map(|g| (g["graph"].as_str().unwrap().to_string(), g["fallback_nodes"].as_u64().unwrap())).collect();
-    assert_eq!(graphs, [("prompt-processor".to_string(), 0), ("token-generator".to_string(), 2)], "the prompt graph runs whole on the HTP");
-    let fallen: Vec<&str> = verdict["placement"]["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    let graphs: Vec<(String, u64)> = verdict["placement"]["graphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["graph"].as_str().unwrap().to_string(), g["fallback_nodes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        graphs,
+        [("prompt-processor".to_string(), 0), ("token-generator".to_string(), 2)],
+        "the prompt graph runs whole on the HTP"
+    );
+    let fallen: Vec<&str> =
+        verdict["placement"]["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(fallen, ["token-generator:positions/neg1", "token-generator:positions/neg2"]);
     assert!(verdict["placement"]["fallback"][0]["reason"].as_str().unwrap().contains("INT_32"), "QNN's own reason");
     // The emulator's generated tokens are the fp32 CPU reference's (the last logits within fp16).
@@ -71,7 +125,11 @@ fn a_graph_the_htp_rejects_in_the_token_generator_only_fails_the_gate_naming_gra
     assert!(outputs["outputs"][1]["metrics"]["cosine"].as_f64().unwrap() > 0.999);
     let result = RunResult::read(&out).unwrap();
     assert!(result.execution.emulated.is_some());
-    assert!(verdict["checks"].as_array().unwrap().iter().any(|c| c["rule"] == "cv_pct" && c["status"] == "not_applicable"));
+    assert!(verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["rule"] == "cv_pct" && c["status"] == "not_applicable"));
 }
 
 #[test]
@@ -79,10 +137,17 @@ fn preflight_of_a_folder_judges_each_graph_per_soc_in_one_line() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("preflight");
     let folder = model_folder("tinyllm_qnn_fallback");
-    let output = run(Command::new(bin("npugate")).args(["preflight", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&out));
+    let output = run(Command::new(bin("npugate"))
+        .args(["preflight", "--soc", "SM8650", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("graph prompt-processor (prompt.onnx) on SM8650 (v75): pass: every node on the HTP, compiled"), "{stdout}");
+    assert!(
+        stdout.contains("graph prompt-processor (prompt.onnx) on SM8650 (v75): pass: every node on the HTP, compiled"),
+        "{stdout}"
+    );
     assert!(stdout.contains("graph token-generator (token.onnx) on SM8650 (v75): fail: 2 node(s) left to the CPU (positions/neg1, positions/neg2)"), "{stdout}");
     for graph in ["prompt-processor", "token-generator"] {
         assert!(out.join(graph).join("preflight.json").is_file(), "{graph}'s report");
@@ -94,14 +159,25 @@ fn preflight_names_a_prompt_graph_that_fails_v68_while_the_token_graph_compiles_
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("preflight");
     let folder = model_folder("tinyllm_qnn_v68");
-    let output = run(Command::new(bin("npugate")).args(["preflight", "--soc", "SM8350", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&out));
+    let output = run(Command::new(bin("npugate"))
+        .args(["preflight", "--soc", "SM8350", "--soc", "SM8650", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let verdicts: Vec<&str> = stdout.lines().filter(|line| line.starts_with("graph ") && line.contains(") on SM")).collect();
+    let verdicts: Vec<&str> =
+        stdout.lines().filter(|line| line.starts_with("graph ") && line.contains(") on SM")).collect();
     assert_eq!(verdicts.len(), 4, "one line per graph and SoC: {stdout}");
     // The float prompt processor cannot compile for v68 (no float HTP); the uint8 token generator can.
-    let prompt_v68 = verdicts.iter().find(|line| line.starts_with("graph prompt-processor (prompt.onnx) on SM8350 (v68): ")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(prompt_v68.contains(": fail: cannot compile for SM8350 (v68)") && prompt_v68.contains("q::Gather"), "{prompt_v68}");
+    let prompt_v68 = verdicts
+        .iter()
+        .find(|line| line.starts_with("graph prompt-processor (prompt.onnx) on SM8350 (v68): "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        prompt_v68.contains(": fail: cannot compile for SM8350 (v68)") && prompt_v68.contains("q::Gather"),
+        "{prompt_v68}"
+    );
     for passed in [
         "graph token-generator (token.onnx) on SM8350 (v68): pass: every node on the HTP, compiled",
         "graph prompt-processor (prompt.onnx) on SM8650 (v75): pass: every node on the HTP, compiled",
@@ -129,11 +205,20 @@ fn a_folder_compiles_into_one_weight_shared_context_whose_two_graphs_name_one_bi
     let work = tempfile::tempdir().unwrap();
     let compiled = work.path().join("tinyllm_qnn_ctx");
     let folder = model_folder("tinyllm_qnn");
-    let output = run(Command::new(bin("npugate")).args(["compile", "--soc", "SM8650", "--model"]).arg(&folder).arg("--out").arg(&compiled));
+    let output = run(Command::new(bin("npugate"))
+        .args(["compile", "--soc", "SM8650", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&compiled));
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("graph prompt-processor compiled for SM8650") && stdout.contains("graph token-generator compiled for SM8650"), "{stdout}");
-    let mut written: Vec<String> = std::fs::read_dir(&compiled).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(
+        stdout.contains("graph prompt-processor compiled for SM8650")
+            && stdout.contains("graph token-generator compiled for SM8650"),
+        "{stdout}"
+    );
+    let mut written: Vec<String> =
+        std::fs::read_dir(&compiled).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     written.sort();
     let binaries: Vec<&String> = written.iter().filter(|name| name.ends_with(".bin")).collect();
     assert_eq!(binaries.len(), 1, "one context binary: {written:?}");
@@ -148,25 +233,54 @@ fn a_folder_compiles_into_one_weight_shared_context_whose_two_graphs_name_one_bi
     for graph in ["prompt_ctx.onnx", "token_ctx.onnx"] {
         assert!(nodes.iter().any(|n| n.0 == graph), "{graph} has an EPContext node: {nodes:?}");
     }
-    assert!(nodes.iter().all(|n| n.2 == 0 && &n.4 == binaries[0]), "every EPContext node names {}: {nodes:?}", binaries[0]);
+    assert!(
+        nodes.iter().all(|n| n.2 == 0 && &n.4 == binaries[0]),
+        "every EPContext node names {}: {nodes:?}",
+        binaries[0]
+    );
     let config = json(&compiled.join("genai_config.json"));
     let pipeline = &config["model"]["decoder"]["pipeline"][0];
-    assert_eq!((pipeline["prompt-processor"]["filename"].as_str(), pipeline["token-generator"]["filename"].as_str()), (Some("prompt_ctx.onnx"), Some("token_ctx.onnx")));
+    assert_eq!(
+        (pipeline["prompt-processor"]["filename"].as_str(), pipeline["token-generator"]["filename"].as_str()),
+        (Some("prompt_ctx.onnx"), Some("token_ctx.onnx"))
+    );
 
     // QNN prepared both graphs with weight sharing on (its own words in the compile's log).
     let log = std::fs::read_to_string(work.path().join("tinyllm_qnn_ctx.compile").join("ort.log")).unwrap();
-    let shared: Vec<&str> = log.lines().filter(|line| line.contains("init graph option: weight_sharing_enabled = 1")).collect();
+    let shared: Vec<&str> =
+        log.lines().filter(|line| line.contains("init graph option: weight_sharing_enabled = 1")).collect();
     assert_eq!(shared.len(), 2, "both graphs prepared with weight sharing: {shared:?}");
 
     // The emulator cannot load a weight-shared context under any QNN version measured (Qualcomm's
     // x86_64 HTP: "Shared weights buffer isn't supported on this platform"): one line, exit 2, nothing run.
     let out = work.path().join("run");
     let mut command = Command::new(bin("npugate"));
-    command.args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--prompt-tokens", "8", "--gen-tokens", "4", "--model"]).arg(&compiled).arg("--out").arg(&out);
+    command
+        .args([
+            "run",
+            "--local",
+            "--ep",
+            "qnn",
+            "--soc",
+            "SM8650",
+            "--prompt-tokens",
+            "8",
+            "--gen-tokens",
+            "4",
+            "--model",
+        ])
+        .arg(&compiled)
+        .arg("--out")
+        .arg(&out);
     let output = run(&mut command);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&format!("share one weight-shared context ({})", binaries[0])) && stderr.contains("does not support shared weights") && stderr.contains("emulate the folder it was compiled from"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("share one weight-shared context ({})", binaries[0]))
+            && stderr.contains("does not support shared weights")
+            && stderr.contains("emulate the folder it was compiled from"),
+        "{stderr}"
+    );
     assert!(!out.exists(), "nothing ran");
 }
 
@@ -175,7 +289,8 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
     let port = 6491;
     let rig = Rig::up(&[port]);
     let work = tempfile::tempdir().unwrap();
-    let (out, history, plan) = (work.path().join("night"), work.path().join("history.sqlite"), work.path().join("sweep.toml"));
+    let (out, history, plan) =
+        (work.path().join("night"), work.path().join("history.sqlite"), work.path().join("sweep.toml"));
     let folder = model_folder("tinyllm");
     let text = format!(
         "name = \"llm\"\nruntimes = [\"ort-1.31.1-linux-x86_64\"]\n\n[settings]\nprompt_tokens = 16\ngen_tokens = 8\ngenerations = 3\nprofile_runs = 1\n\n\
@@ -185,7 +300,15 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
     );
     std::fs::write(&plan, text).unwrap();
     let mut sweep = rig.command(bin("npugate"));
-    sweep.arg("sweep").arg("--plan").arg(&plan).arg("--out").arg(&out).arg("--history").arg(&history).args(["--night", "2026-03-01"]);
+    sweep
+        .arg("sweep")
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out)
+        .arg("--history")
+        .arg(&history)
+        .args(["--night", "2026-03-01"]);
     let output = run(&mut sweep);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
 
@@ -194,7 +317,8 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
     assert_eq!(cells.len(), 1, "{cells:?}");
     assert!(cells[0].ends_with("tinyllm"), "the folder names its cells: {cells:?}");
     let verdict = json(&cells[0].join("verdict.json"));
-    let query = |args: &[&str]| run(Command::new(bin("npugate")).arg("history").arg("--history").arg(&history).args(args));
+    let query =
+        |args: &[&str]| run(Command::new(bin("npugate")).arg("history").arg("--history").arg(&history).args(args));
     let answer = query(&["--json"]);
     assert!(answer.status.success(), "{}", describe(&answer));
     let report: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
@@ -206,5 +330,8 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
     let table = query(&[]);
     let text = String::from_utf8_lossy(&table.stdout);
     let line = text.lines().find(|l| l.contains("ort-1.31.1-linux-x86_64")).unwrap_or_else(|| panic!("{text}"));
-    assert!(line.contains(" ms/token (pass), TTFT ") && line.contains(" ms, prefill ") && line.contains(" tok/s, decode "), "{line}");
+    assert!(
+        line.contains(" ms/token (pass), TTFT ") && line.contains(" ms, prefill ") && line.contains(" tok/s, decode "),
+        "{line}"
+    );
 }

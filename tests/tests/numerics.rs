@@ -18,13 +18,24 @@ fn text(path: &Path) -> &str {
 /// `npugate numerics --local --json` of `model` against `reference` into `out`, with extra arguments.
 fn numerics(model_file: &Path, reference: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut command = Command::new(bin("npugate"));
-    command.args(["numerics", "--local", "--json", "--model", text(model_file), "--reference-model", text(reference), "--out", text(out)]);
+    command.args([
+        "numerics",
+        "--local",
+        "--json",
+        "--model",
+        text(model_file),
+        "--reference-model",
+        text(reference),
+        "--out",
+        text(out),
+    ]);
     run(command.args(extra))
 }
 
 /// The JSON report printed on stdout, checked against the one written in `out`.
 fn report(output: &Output, out: &Path) -> Value {
-    let printed: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(output)));
+    let printed: Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", describe(output)));
     let written: Value = serde_json::from_str(&std::fs::read_to_string(out.join("numerics.json")).unwrap()).unwrap();
     assert_eq!(printed, written);
     assert_eq!(printed["schema"], "npugate.numerics/1");
@@ -35,7 +46,12 @@ fn report(output: &Output, out: &Path) -> Value {
 /// Per layer: (tensor, SQNR on the first target; `inf` as infinity).
 fn sqnr_by_layer(report: &Value) -> Vec<(String, f64)> {
     let value = |v: &Value| v.as_f64().unwrap_or_else(|| if v == "inf" { f64::INFINITY } else { panic!("SQNR {v}") });
-    report["layers"].as_array().unwrap().iter().map(|l| (l["tensor"].as_str().unwrap().to_string(), value(&l["results"][0]["sqnr_db"]))).collect()
+    report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["tensor"].as_str().unwrap().to_string(), value(&l["results"][0]["sqnr_db"])))
+        .collect()
 }
 
 #[test]
@@ -47,7 +63,11 @@ fn a_broken_weight_scale_is_found_at_its_layer_though_the_output_passes_30_db() 
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let report = report(&output, &out);
     let first = &report["first_divergence"];
-    assert_eq!((first["node"].as_str(), first["tensor"].as_str(), first["op_type"].as_str()), (Some("conv2"), Some("r2"), Some("Conv")), "{first}");
+    assert_eq!(
+        (first["node"].as_str(), first["tensor"].as_str(), first["op_type"].as_str()),
+        (Some("conv2"), Some("r2"), Some("Conv")),
+        "{first}"
+    );
     let sqnr = first["sqnr_db"].as_f64().unwrap();
     assert!((4.0..9.0).contains(&sqnr), "halved weights: 20·log10(2) ≈ 6 dB, got {sqnr}");
     assert_eq!(first["inputs"][0]["tensor"], "p1");
@@ -57,7 +77,10 @@ fn a_broken_weight_scale_is_found_at_its_layer_though_the_output_passes_30_db() 
     assert!(layers[..2].iter().all(|(_, s)| *s > 30.0), "{layers:?}");
     assert!(layers[3..].iter().all(|(_, s)| *s > 20.0), "InstanceNormalization undoes the scale: {layers:?}");
     let r2 = &report["layers"][2];
-    assert_eq!((r2["rule"].as_str(), r2["exposed"].as_str(), r2["dequantized_with"].as_str()), (Some("quantize_dequantize"), Some("r2_QuantizeLinear_Output"), Some("r2_DequantizeLinear")));
+    assert_eq!(
+        (r2["rule"].as_str(), r2["exposed"].as_str(), r2["dequantized_with"].as_str()),
+        (Some("quantize_dequantize"), Some("r2_QuantizeLinear_Output"), Some("r2_DequantizeLinear"))
+    );
     assert_eq!(r2["results"][0]["divergence_origin"], true);
     assert_eq!(report["layers"][3]["results"][0]["divergence_origin"], false, "n2 follows r2: not an origin");
     assert_eq!(report["outcome"], "fail");
@@ -65,16 +88,18 @@ fn a_broken_weight_scale_is_found_at_its_layer_though_the_output_passes_30_db() 
 
     // The output check alone sees nothing wrong.
     let checked = work.path().join("output-check");
-    let check = run(Command::new(bin("npugate")).args(["run", "--local", "--check-outputs", "--runs", "3", "--model", text(&broken)]).args([
-        "--reference-model",
-        text(&float),
-        "--rule",
-        "disable=[\"cv_pct\"]",
-        "--rule",
-        "min_sqnr_db=30",
-        "--out",
-        text(&checked),
-    ]));
+    let check = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--check-outputs", "--runs", "3", "--model", text(&broken)])
+        .args([
+            "--reference-model",
+            text(&float),
+            "--rule",
+            "disable=[\"cv_pct\"]",
+            "--rule",
+            "min_sqnr_db=30",
+            "--out",
+            text(&checked),
+        ]));
     assert_eq!(check.status.code(), Some(0), "the broken model passes a 30 dB output check: {}", describe(&check));
     let outputs: Value = serde_json::from_str(&std::fs::read_to_string(checked.join("outputs.json")).unwrap()).unwrap();
     assert!(outputs["outputs"][0]["metrics"]["sqnr_db"].as_f64().unwrap() > 30.0);
@@ -96,22 +121,24 @@ fn a_clean_quantization_has_no_divergence_and_lists_what_it_did_not_compare() {
     // r1 it would be far below 20 dB. The match reads the QuantizeLinear output instead.
     assert_eq!(report["layers"][0]["exposed"], "r1_QuantizeLinear_Output");
     let unmatched = report["unmatched"].as_array().unwrap();
-    let reasons = |reason: &str| unmatched.iter().filter(|u| u["reason"] == reason).map(|u| u["tensor"].as_str().unwrap()).collect::<Vec<_>>();
+    let reasons = |reason: &str| {
+        unmatched.iter().filter(|u| u["reason"] == reason).map(|u| u["tensor"].as_str().unwrap()).collect::<Vec<_>>()
+    };
     assert_eq!(reasons("not_in_model"), ["c1", "c2", "c3"], "the Conv outputs the quantizer fused away");
     assert!(reasons("dequantized_constant").contains(&"conv2.w_DequantizeLinear_Output"));
     assert_eq!(reasons("quantized_input"), ["input_QuantizeLinear_Output", "input_DequantizeLinear_Output"]);
     assert_eq!(report["instrumentation"]["exposed_in_model"], 9, "probs is a graph output already");
 
-    let table = run(Command::new(bin("npugate")).args(["numerics", "--local", "--model", text(&model("normcnn_qdq.onnx"))]).args([
-        "--reference-model",
-        text(&model("normcnn.onnx")),
-        "--out",
-        text(&out),
-    ]));
+    let table = run(Command::new(bin("npugate"))
+        .args(["numerics", "--local", "--model", text(&model("normcnn_qdq.onnx"))])
+        .args(["--reference-model", text(&model("normcnn.onnx")), "--out", text(&out)]));
     assert_eq!(table.status.code(), Some(0), "an earlier report's directory is reused: {}", describe(&table));
     let stdout = String::from_utf8_lossy(&table.stdout);
     assert!(stdout.contains("PASS no divergence") && stdout.contains("r2      conv2 (Conv)"), "{stdout}");
-    assert!(stdout.contains("3 float tensors with no counterpart in the model (fused away or renamed): c1, c2, c3"), "{stdout}");
+    assert!(
+        stdout.contains("3 float tensors with no counterpart in the model (fused away or renamed): c1, c2, c3"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -160,7 +187,11 @@ fn tensors_are_found_by_position_not_by_their_renamed_files() {
     let layers = sqnr_by_layer(&report);
     assert_eq!(layers[0], ("a/b:0".to_string(), f64::INFINITY));
     assert_eq!(layers[1], ("a_b_0".to_string(), f64::INFINITY), "a mix-up of the two files would compare x with -x");
-    assert!((layers[2].1 - 20.0 * 2f64.log10()).abs() < 0.01, "y = 1.5·a_b_0 against 1·a_b_0: 6.02 dB, got {}", layers[2].1);
+    assert!(
+        (layers[2].1 - 20.0 * 2f64.log10()).abs() < 0.01,
+        "y = 1.5·a_b_0 against 1·a_b_0: 6.02 dB, got {}",
+        layers[2].1
+    );
     assert_eq!(report["first_divergence"]["node"], "scale");
 
     // Tensors named on the command line, in either model's terms.
@@ -197,7 +228,14 @@ fn bad_input_is_one_line_naming_the_fix() {
     let foreign = work.path().join("foreign");
     std::fs::create_dir_all(&foreign).unwrap();
     std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
-    let refused = run(Command::new(bin("npugate")).args(["numerics", "--local", "--model", text(&float), "--out", text(&foreign)]));
+    let refused = run(Command::new(bin("npugate")).args([
+        "numerics",
+        "--local",
+        "--model",
+        text(&float),
+        "--out",
+        text(&foreign),
+    ]));
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("choose another --out"));
     assert_eq!(std::fs::read_to_string(foreign.join("notes.txt")).unwrap(), "mine");
@@ -209,14 +247,10 @@ fn a_rack_of_devices_gets_one_table_of_layers_by_device() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("rack");
     let (broken, float) = (model("normcnn_qdq_broken.onnx"), model("normcnn.onnx"));
-    let output = run(rig.command(bin("npugate")).args(["numerics", "--device", "all", "--runtime", "ort-1.31.1-linux-x86_64"]).args([
-        "--model",
-        text(&broken),
-        "--reference-model",
-        text(&float),
-        "--out",
-        text(&out),
-    ]));
+    let output = run(rig
+        .command(bin("npugate"))
+        .args(["numerics", "--device", "all", "--runtime", "ort-1.31.1-linux-x86_64"])
+        .args(["--model", text(&broken), "--reference-model", text(&float), "--out", text(&out)]));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let header = stdout.lines().find(|l| l.trim_start().starts_with('#')).unwrap_or_else(|| panic!("{stdout}"));
@@ -228,7 +262,10 @@ fn a_rack_of_devices_gets_one_table_of_layers_by_device() {
     assert_eq!(report["targets"].as_array().unwrap().len(), 2);
     assert_eq!(report["first_divergence"]["targets"], serde_json::json!(["127.0.0.1:6311", "127.0.0.1:6312"]));
     for dir in ["127.0.0.1_6311", "127.0.0.1_6312"] {
-        assert!(out.join(dir).join("result.json").is_file() && out.join(dir).join("device_run.json").is_file(), "{dir}");
+        assert!(
+            out.join(dir).join("result.json").is_file() && out.join(dir).join("device_run.json").is_file(),
+            "{dir}"
+        );
     }
     assert!(out.join("reference/result.json").is_file(), "one reference run on the host for every device");
 }
@@ -268,7 +305,12 @@ fn every_layer_agrees_with_an_independent_computation_in_python() {
     let output = numerics(&broken, &float, &out, &["--input", &input]);
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let ours = sqnr_by_layer(&report(&output, &out));
-    let python = run(Command::new(python()).args(["-c", PYTHON_SQNR]).arg(out.join("numerics.json")).arg(&broken).arg(&float).arg(&x));
+    let python = run(Command::new(python())
+        .args(["-c", PYTHON_SQNR])
+        .arg(out.join("numerics.json"))
+        .arg(&broken)
+        .arg(&float)
+        .arg(&x));
     assert!(python.status.success(), "{}", describe(&python));
     let theirs: Vec<(String, f64)> = String::from_utf8_lossy(&python.stdout)
         .lines()
@@ -289,17 +331,17 @@ fn the_host_htp_emulator_of_two_chipsets_finds_the_broken_layer_on_each() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("htp");
     let (broken, float) = (model("normcnn_qdq_broken.onnx"), model("normcnn.onnx"));
-    let output = run(Command::new(bin("npugate")).args(["numerics", "--ep", "qnn", "--soc", "SM8650", "--soc", "SM8350", "--json"]).args([
-        "--model",
-        text(&broken),
-        "--reference-model",
-        text(&float),
-        "--out",
-        text(&out),
-    ]));
+    let output = run(Command::new(bin("npugate"))
+        .args(["numerics", "--ep", "qnn", "--soc", "SM8650", "--soc", "SM8350", "--json"])
+        .args(["--model", text(&broken), "--reference-model", text(&float), "--out", text(&out)]));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let report = report(&output, &out);
-    assert_eq!(report["first_divergence"]["targets"], serde_json::json!(["SM8650", "SM8350"]), "{}", report["first_divergence"]);
+    assert_eq!(
+        report["first_divergence"]["targets"],
+        serde_json::json!(["SM8650", "SM8350"]),
+        "{}",
+        report["first_divergence"]
+    );
     assert_eq!(report["first_divergence"]["node"], "conv2");
     for target in report["targets"].as_array().unwrap() {
         // The instrumented model really ran on Qualcomm's HTP (emulated), not on the CPU EP.

@@ -41,13 +41,18 @@ fn num(value: &Value) -> f64 {
 fn det_falls_back_from_openvino_to_the_cpu_with_both_eps_measured_and_the_gate_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("mixed");
-    let output = run_openvino("mixed.onnx", &out, &["--ep-option", "device_type=CPU", "--rule", "max_fallback_nodes=0"]);
+    let output =
+        run_openvino("mixed.onnx", &out, &["--ep-option", "device_type=CPU", "--rule", "max_fallback_nodes=0"]);
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
 
     let result = RunResult::read(&out).unwrap();
     assert_eq!((result.execution.preferred_ep.as_str(), result.execution.attach.as_str()), (OPENVINO, "builtin"));
     assert_eq!(result.runtime.ort_version, "1.24.1");
-    assert!(result.runtime.libraries.iter().any(|l| l.role == "ep_provider" && l.path.ends_with("libonnxruntime_providers_openvino.so")));
+    assert!(result
+        .runtime
+        .libraries
+        .iter()
+        .any(|l| l.role == "ep_provider" && l.path.ends_with("libonnxruntime_providers_openvino.so")));
     assert!(result.backend.as_ref().is_some_and(|b| b.started), "{:?}", result.backend);
 
     let verdict = json(&out.join("verdict.json"));
@@ -74,7 +79,8 @@ fn det_falls_back_from_openvino_to_the_cpu_with_both_eps_measured_and_the_gate_n
     assert!(partitions.len() >= 2, "the Det splits the graph: {placement}");
     for (partition, nodes) in partitions.iter().zip(&assigned) {
         assert_eq!(partition["ep"], OPENVINO);
-        let names: Vec<String> = partition["nodes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+        let names: Vec<String> =
+            partition["nodes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
         assert_eq!(&names, nodes);
         assert!(num(&partition["time"]["median_us"]) > 0.0, "{partition}");
     }
@@ -93,7 +99,10 @@ fn det_falls_back_from_openvino_to_the_cpu_with_both_eps_measured_and_the_gate_n
     assert!(num(&boundaries["gap_us_per_run"]) >= 0.0, "{boundaries}");
     // The fallback named, and the gate failing on it.
     let det = placement["fallback"].as_array().unwrap().iter().find(|f| f["name"] == "det").expect("det falls back");
-    assert_eq!((det["op_type"].as_str(), det["ep"].as_str(), det["expected"].as_bool()), (Some("Det"), Some(CPU), Some(false)));
+    assert_eq!(
+        (det["op_type"].as_str(), det["ep"].as_str(), det["expected"].as_bool()),
+        (Some("Det"), Some(CPU), Some(false))
+    );
     assert!(num(&det["time_us_per_run"]) > 0.0, "{det}");
     let check = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "max_fallback_nodes").unwrap();
     assert_eq!(check["status"], "fail");
@@ -155,7 +164,10 @@ fn an_ep_the_runtime_does_not_contain_is_one_error_naming_what_it_has() {
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("OpenVINOExecutionProvider is not in this ONNX Runtime"), "{stderr}");
-    assert!(stderr.contains("libonnxruntime.so.1.31.1), which contains AzureExecutionProvider, CPUExecutionProvider"), "{stderr}");
+    assert!(
+        stderr.contains("libonnxruntime.so.1.31.1), which contains AzureExecutionProvider, CPUExecutionProvider"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("did not start"), "a runtime without the EP is bad input, not a dead device: {stderr}");
 }
 
@@ -199,7 +211,11 @@ fn the_openvino_plugin_ep_offers_no_device_on_this_cpu_and_did_not_start() {
     let output = run_openvino("smallcnn.onnx", &dir.path().join("out"), &["--runtime", plugin, "--ep-device", "npu"]);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("OpenVINOExecutionProvider did not start: the OpenVINOExecutionProvider plugin offers no device"), "{stderr}");
+    assert!(
+        stderr
+            .contains("OpenVINOExecutionProvider did not start: the OpenVINOExecutionProvider plugin offers no device"),
+        "{stderr}"
+    );
     assert!(!dir.path().join("out/result.json").exists());
 }
 
@@ -239,7 +255,8 @@ fn openvino_and_cpu_runtimes_are_two_columns_of_one_sweep_matrix_on_the_rig() {
         let dir = out.join(cell["dir"].as_str().unwrap());
         let result = json(&dir.join("result.json"));
         let placement = &json(&dir.join("verdict.json"))["placement"];
-        let eps: Vec<&str> = placement["per_ep"].as_array().unwrap().iter().map(|e| e["ep"].as_str().unwrap()).collect();
+        let eps: Vec<&str> =
+            placement["per_ep"].as_array().unwrap().iter().map(|e| e["ep"].as_str().unwrap()).collect();
         if cell["key"]["runtime"] == openvino {
             assert_eq!(result["execution"]["preferred_ep"], "OpenVINOExecutionProvider");
             assert_eq!(result["runtime"]["ort_version"], "1.24.1");
@@ -253,5 +270,10 @@ fn openvino_and_cpu_runtimes_are_two_columns_of_one_sweep_matrix_on_the_rig() {
     }
     let markdown = std::fs::read_to_string(out.join("matrix.md")).unwrap();
     assert!(markdown.contains(openvino) && markdown.contains(cpu), "{markdown}");
-    assert!(markdown.contains("conv1 (Conv) moved to OpenVINOExecutionProvider (CPUExecutionProvider on ort-1.31.1-linux-x86_64)"), "{markdown}");
+    assert!(
+        markdown.contains(
+            "conv1 (Conv) moved to OpenVINOExecutionProvider (CPUExecutionProvider on ort-1.31.1-linux-x86_64)"
+        ),
+        "{markdown}"
+    );
 }

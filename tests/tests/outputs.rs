@@ -31,7 +31,11 @@ fn qdq_model_against_its_float_model_has_finite_sqnr_and_the_rules_judge_it() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("qdq");
     let float = model("smallcnn.onnx");
-    let out = check_outputs(&model("smallcnn_qdq.onnx"), &dir, &["--reference-model", text(&float), "--rule", "min_sqnr_db=10"]);
+    let out = check_outputs(
+        &model("smallcnn_qdq.onnx"),
+        &dir,
+        &["--reference-model", text(&float), "--rule", "min_sqnr_db=10"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let report = outputs_json(&dir);
@@ -47,12 +51,14 @@ fn qdq_model_against_its_float_model_has_finite_sqnr_and_the_rules_judge_it() {
     assert!(cosine > 0.99 && cosine < 1.0, "cosine {cosine}");
     assert!(metrics["max_abs_err"].as_f64().unwrap() > 0.0);
     assert!(metrics["top1_agreement_pct"].is_number(), "probs is a class score: {metrics}");
-    let run_result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let run_result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
     assert_eq!(run_result["artifacts"]["outputs"][0], "outputs/probs.npy");
     assert_eq!(run_result["timings"]["latencies_ns"].as_array().unwrap().len(), 5, "the extra run is not timed");
 
     // The same result, judged again with a threshold the QDQ model cannot meet.
-    let fail = run(Command::new(bin("npugate")).args(["gate", text(&dir), "--rule", NO_CV, "--rule", "min_sqnr_db=90"]));
+    let fail =
+        run(Command::new(bin("npugate")).args(["gate", text(&dir), "--rule", NO_CV, "--rule", "min_sqnr_db=90"]));
     assert_eq!(fail.status.code(), Some(1), "{}", describe(&fail));
     let stdout = String::from_utf8_lossy(&fail.stdout);
     assert!(stdout.contains("min_sqnr_db: output probs") && stdout.contains("< 90 dB"), "{}", describe(&fail));
@@ -88,8 +94,15 @@ fn a_reference_fed_other_inputs_is_refused_naming_the_input() {
     let out = check_outputs(&model("smallcnn.onnx"), &dir, &["--reference-model", text(&other)]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("input \"input\" differs between the run") && stderr.contains("same --seed"), "{}", describe(&out));
-    assert!(dir.join("result.json").is_file() && dir.join("verdict.json").is_file(), "the measured run is kept and judged");
+    assert!(
+        stderr.contains("input \"input\" differs between the run") && stderr.contains("same --seed"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        dir.join("result.json").is_file() && dir.join("verdict.json").is_file(),
+        "the measured run is kept and judged"
+    );
     assert!(!dir.join("outputs.json").exists());
 }
 
@@ -104,7 +117,14 @@ fn outputs_compare_puts_runs_side_by_side_and_marks_the_outlier() {
     let drifted = check_outputs(&qdq, &far, &["--reference-model", text(&float)]);
     assert_eq!(drifted.status.code(), Some(0), "{}", describe(&drifted));
 
-    let table = run(Command::new(bin("npugate")).args(["outputs", "compare", text(&close), text(&far), "--format", "markdown"]));
+    let table = run(Command::new(bin("npugate")).args([
+        "outputs",
+        "compare",
+        text(&close),
+        text(&far),
+        "--format",
+        "markdown",
+    ]));
     assert_eq!(table.status.code(), Some(0), "{}", describe(&table));
     let markdown = String::from_utf8_lossy(&table.stdout);
     let rows: Vec<&str> = markdown.lines().filter(|l| l.contains("| probs") || l.contains("**probs**")).collect();

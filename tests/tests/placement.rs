@@ -8,9 +8,9 @@ use std::path::Path;
 
 use npugate_e2e::qnn::qnn_harness;
 use npugate_e2e::{describe, harness, model};
-use npugate_result::RunResult;
 use npugate_profile::placement::strip_token_suffix;
 use npugate_profile::report::{NotPlaced, PlacementReport};
+use npugate_result::RunResult;
 
 const CPU: &str = "CPUExecutionProvider";
 const QNN: &str = "QNNExecutionProvider";
@@ -51,7 +51,10 @@ fn assert_agrees_node_for_node(model_name: &str, result: &RunResult, report: &Pl
     }
     let eps: BTreeSet<&str> = result.assignment.subgraphs.iter().map(|s| s.ep.as_str()).collect();
     for node in &report.nodes {
-        if node.not_placed == Some(NotPlaced::Unattributed) && node.flops == Some(0) && matches!(node.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear" | "Transpose") {
+        if node.not_placed == Some(NotPlaced::Unattributed)
+            && node.flops == Some(0)
+            && matches!(node.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear" | "Transpose")
+        {
             // The EP's layout transformation replaced it with new nodes: 0 FLOPs, in no share.
             continue;
         }
@@ -61,11 +64,16 @@ fn assert_agrees_node_for_node(model_name: &str, result: &RunResult, report: &Pl
         }
         assert_eq!(node.profile_ep.as_deref(), Some(node.ep.as_str()), "{model_name}: {node:?}");
     }
-    let timed: BTreeSet<&str> = report.per_ep.iter().filter(|e| e.time_us_per_run.is_some_and(|t| t > 0.0)).map(|e| e.ep.as_str()).collect();
+    let timed: BTreeSet<&str> =
+        report.per_ep.iter().filter(|e| e.time_us_per_run.is_some_and(|t| t > 0.0)).map(|e| e.ep.as_str()).collect();
     assert_eq!(timed, eps, "{model_name}: EPs with kernel time vs assigned EPs");
     let compiled = result.assignment.subgraphs.iter().filter(|s| s.ep != CPU).count();
     assert_eq!(report.partitions.len(), compiled, "{model_name}: {:?}", report.warnings);
-    assert!(report.warnings.iter().all(|w| !w.contains("another EP") && !w.contains("another model")), "{model_name}: {:?}", report.warnings);
+    assert!(
+        report.warnings.iter().all(|w| !w.contains("another EP") && !w.contains("another model")),
+        "{model_name}: {:?}",
+        report.warnings
+    );
 }
 
 #[test]
@@ -106,7 +114,11 @@ fn qnn_saver_runs_agree_with_the_assignment_and_mark_io_quantization_expected() 
         assert_eq!(report.totals.flops_unknown_nodes, 0, "{model_name}: {:?}", report.warnings);
         let per_run_partitions = report.partitions.len();
         assert_eq!(report.boundaries.per_run.len(), report.runs_profiled);
-        assert!(report.boundaries.per_run.iter().all(|&b| b == 2), "{model_name}: {:?} ({per_run_partitions} partitions)", report.boundaries);
+        assert!(
+            report.boundaries.per_run.iter().all(|&b| b == 2),
+            "{model_name}: {:?} ({per_run_partitions} partitions)",
+            report.boundaries
+        );
         let unexpected: Vec<&str> = report.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
         match model_name {
             "mixed.onnx" => {

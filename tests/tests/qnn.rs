@@ -8,8 +8,8 @@ use std::process::Command;
 
 use npugate_e2e::qnn::{aarch64_harness, qemu_run, qemu_teardown_crash, qnn_file, qnn_harness, AARCH64_ORT};
 use npugate_e2e::{bin, describe, model, run};
-use npugate_result::{RunResult, RunStatus};
 use npugate_profile::report::PlacementReport;
+use npugate_result::{RunResult, RunStatus};
 
 fn preflight(model_name: &str, out: &Path) -> (std::process::Output, Option<PlacementReport>) {
     let output = run(Command::new(bin("npugate"))
@@ -19,7 +19,9 @@ fn preflight(model_name: &str, out: &Path) -> (std::process::Output, Option<Plac
         .arg(out)
         .arg("--harness")
         .arg(aarch64_harness()));
-    let report = std::fs::read(out.join("placement.json")).ok().map(|bytes| serde_json::from_slice(&bytes).expect("placement.json parses"));
+    let report = std::fs::read(out.join("placement.json"))
+        .ok()
+        .map(|bytes| serde_json::from_slice(&bytes).expect("placement.json parses"));
     (output, report)
 }
 
@@ -47,7 +49,10 @@ fn preflight_names_the_unsupported_det_node_with_the_eps_reason() {
     let det = report.fallback.iter().find(|f| f.name == "det").expect("det in the fallback list");
     assert_eq!(det.ep, "CPUExecutionProvider");
     assert!(!det.expected);
-    assert!(det.reason.as_deref().unwrap_or("").contains("Operators of type `Det` are not supported by QNN EP"), "{det:?}");
+    assert!(
+        det.reason.as_deref().unwrap_or("").contains("Operators of type `Det` are not supported by QNN EP"),
+        "{det:?}"
+    );
     assert_eq!(report.fallback.iter().filter(|f| !f.expected).count(), 1, "{:?}", report.fallback);
 }
 
@@ -105,7 +110,18 @@ fn qnn_profiling_goes_to_the_profiled_session_only() {
         &model("smallcnn.onnx"),
         dir.path(),
         // At INFO the timed session traces its options (at the default WARNING it logs none).
-        &["--qnn-backend", "htp", "--ep-option", &saver, "--ep-option", "skip_backend_op_validation=1", "--qnn-profiling", "basic", "--ort-log-level", "info"],
+        &[
+            "--qnn-backend",
+            "htp",
+            "--ep-option",
+            &saver,
+            "--ep-option",
+            "skip_backend_op_validation=1",
+            "--qnn-profiling",
+            "basic",
+            "--ort-log-level",
+            "info",
+        ],
     );
     let result = RunResult::read(dir.path()).unwrap_or_else(|e| panic!("{e}\n{}", describe(&output)));
     assert!(!result.execution.ep_options.contains_key("profiling_level"), "{:?}", result.execution.ep_options);
@@ -121,14 +137,22 @@ fn qnn_profiling_goes_to_the_profiled_session_only() {
             .to_string()
     };
     assert!(!options_of("timed").contains("profiling_level"), "{}", options_of("timed"));
-    assert!(options_of("profiled").contains("ep.qnnexecutionprovider.profiling_level: basic"), "{}", options_of("profiled"));
+    assert!(
+        options_of("profiled").contains("ep.qnnexecutionprovider.profiling_level: basic"),
+        "{}",
+        options_of("profiled")
+    );
 }
 
 #[test]
 fn a_context_cache_needs_a_backend_that_makes_context_binaries() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let output = qnn_harness(&model("smallcnn.onnx"), dir.path(), &["--qnn-backend", "saver", "--context-cache", cache.to_str().unwrap()]);
+    let output = qnn_harness(
+        &model("smallcnn.onnx"),
+        dir.path(),
+        &["--qnn-backend", "saver", "--context-cache", cache.to_str().unwrap()],
+    );
     assert!(failed_on_purpose(&output), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--context-cache") && stderr.contains("only the QNN HTP"), "{stderr}");
@@ -184,17 +208,23 @@ fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libr
     let cache = dir.path().join("cache");
     // Qualcomm's plugin AAR layout: Java classes, headers, native libraries per ABI.
     let aar = dir.path().join("onnxruntime-android-qnn-2.6.0.aar");
-    zip_with(&aar, &[
-        ("AndroidManifest.xml", "<manifest/>"),
-        ("classes.jar", "jar"),
-        ("headers/onnxruntime_c_api.h", "h"),
-        ("jni/arm64-v8a/libonnxruntime.so", "ort-arm64"),
-        ("jni/arm64-v8a/libonnxruntime4j_jni.so", "jni"),
-        ("jni/arm64-v8a/libonnxruntime_providers_qnn.so", "plugin"),
-        ("jni/arm64-v8a/libQnnHtp.so", "htp-from-aar"),
-        ("jni/armeabi-v7a/libonnxruntime.so", "ort-arm32"),
-    ]);
-    let output = npugate_in(&cache, &["runtime", "import-aar", aar.to_str().unwrap(), "--name", "aar-rt", "--ort-version", "1.31.1"]);
+    zip_with(
+        &aar,
+        &[
+            ("AndroidManifest.xml", "<manifest/>"),
+            ("classes.jar", "jar"),
+            ("headers/onnxruntime_c_api.h", "h"),
+            ("jni/arm64-v8a/libonnxruntime.so", "ort-arm64"),
+            ("jni/arm64-v8a/libonnxruntime4j_jni.so", "jni"),
+            ("jni/arm64-v8a/libonnxruntime_providers_qnn.so", "plugin"),
+            ("jni/arm64-v8a/libQnnHtp.so", "htp-from-aar"),
+            ("jni/armeabi-v7a/libonnxruntime.so", "ort-arm32"),
+        ],
+    );
+    let output = npugate_in(
+        &cache,
+        &["runtime", "import-aar", aar.to_str().unwrap(), "--name", "aar-rt", "--ort-version", "1.31.1"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let aar_rt = manifest(&cache, "aar-rt");
     assert_eq!(aar_rt["target"], "aarch64-linux-android");
@@ -205,7 +235,10 @@ fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libr
 
     // Microsoft's AAR: QNN EP built into libonnxruntime.so, no plugin.
     let microsoft = dir.path().join("onnxruntime-android-qnn-1.29.0.aar");
-    zip_with(&microsoft, &[("jni/arm64-v8a/libonnxruntime.so", "ort"), ("jni/arm64-v8a/libonnxruntime4j_jni.so", "jni")]);
+    zip_with(
+        &microsoft,
+        &[("jni/arm64-v8a/libonnxruntime.so", "ort"), ("jni/arm64-v8a/libonnxruntime4j_jni.so", "jni")],
+    );
     let output = npugate_in(&cache, &["runtime", "import-aar", microsoft.to_str().unwrap(), "--name", "ms-rt"]);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     assert_eq!(manifest(&cache, "ms-rt")["ep"]["attach"], "builtin");
@@ -230,11 +263,20 @@ fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libr
         write(rel, content);
     }
     let sdk_arg = sdk.to_str().unwrap();
-    let output = npugate_in(&cache, &["runtime", "import-qairt", sdk_arg, "--name", "v75-rt", "--base", "aar-rt", "--arch", "v75"]);
+    let output = npugate_in(
+        &cache,
+        &["runtime", "import-qairt", sdk_arg, "--name", "v75-rt", "--base", "aar-rt", "--arch", "v75"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let v75 = manifest(&cache, "v75-rt");
     let names = file_names(&v75);
-    for wanted in ["libQnnHtpV75Stub.so", "libQnnHtpV75Skel.so", "libQnnSystem.so", "libQnnHtpPrepare.so", "libonnxruntime_providers_qnn.so"] {
+    for wanted in [
+        "libQnnHtpV75Stub.so",
+        "libQnnHtpV75Skel.so",
+        "libQnnSystem.so",
+        "libQnnHtpPrepare.so",
+        "libonnxruntime_providers_qnn.so",
+    ] {
         assert!(names.iter().any(|n| n == wanted), "{wanted} missing from {names:?}");
     }
     assert!(!names.iter().any(|n| n.contains("V73")), "{names:?}");
@@ -243,7 +285,10 @@ fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libr
     let htp = std::fs::read_to_string(cache.join("runtimes/v75-rt/libQnnHtp.so")).unwrap();
     assert_eq!(htp, "htp-from-sdk", "the SDK's Android library replaces the base's");
 
-    let output = npugate_in(&cache, &["runtime", "import-qairt", sdk_arg, "--name", "v79-rt", "--base", "aar-rt", "--arch", "v79"]);
+    let output = npugate_in(
+        &cache,
+        &["runtime", "import-qairt", sdk_arg, "--name", "v79-rt", "--base", "aar-rt", "--arch", "v79"],
+    );
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no Skel for v79"), "{}", describe(&output));
     assert!(!cache.join("runtimes/v79-rt").exists());
@@ -258,7 +303,16 @@ fn a_backend_that_started_and_rejected_every_node_is_a_verdict_naming_the_cause(
     let output = qnn_harness(
         &model("dynamic.onnx"),
         dir.path(),
-        &["--qnn-backend", "htp", "--ep-option", &saver, "--ep-option", "skip_backend_op_validation=1", "--shape", "x=1x3x32x32"],
+        &[
+            "--qnn-backend",
+            "htp",
+            "--ep-option",
+            &saver,
+            "--ep-option",
+            "skip_backend_op_validation=1",
+            "--shape",
+            "x=1x3x32x32",
+        ],
     );
     assert_eq!(output.status.code(), Some(0), "a started backend is no harness failure: {}", describe(&output));
     let result = RunResult::read(dir.path()).unwrap();
@@ -268,10 +322,12 @@ fn a_backend_that_started_and_rejected_every_node_is_a_verdict_naming_the_cause(
     assert!(backend.evidence.iter().any(|e| e.contains("QNN SetupBackend succeed")), "{backend:?}");
     assert!(result.assignment.subgraphs.iter().all(|s| s.ep == "CPUExecutionProvider"), "every node rejected");
 
-    let gate = run(Command::new(bin("npugate"))
-        .args(["gate"])
-        .arg(dir.path())
-        .args(["--rule", "disable=[\"cv_pct\"]", "--rule", "max_fallback_nodes=0"]));
+    let gate = run(Command::new(bin("npugate")).args(["gate"]).arg(dir.path()).args([
+        "--rule",
+        "disable=[\"cv_pct\"]",
+        "--rule",
+        "max_fallback_nodes=0",
+    ]));
     assert_eq!(gate.status.code(), Some(1), "a verdict, not 'did not start': {}", describe(&gate));
     let report = String::from_utf8_lossy(&gate.stdout);
     assert!(report.contains("QNNExecutionProvider started but claimed no node"), "{report}");

@@ -24,11 +24,18 @@ fn ppocr_det_preflights_with_its_shape_fixed_at_every_node_claimed() {
     let det = sample("ppocrv4-det");
     // Validation and compile only: the emulated inference of a 640×640 detector is ~100 s of CPU
     // here and proves nothing this test asks (smaller models' tests execute).
-    let out = npugate_in(work.path(), &["preflight", "--model", det.to_str().unwrap(), "--shape", "x=1x3x640x640", "--no-execute", "--json"]);
+    let out = npugate_in(
+        work.path(),
+        &["preflight", "--model", det.to_str().unwrap(), "--shape", "x=1x3x640x640", "--no-execute", "--json"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let soc = &report["socs"][0];
-    assert_eq!((soc["soc"].as_str(), soc["outcome"].as_str(), soc["nodes_pct"].as_f64()), (Some("SM8650"), Some("pass"), Some(100.0)), "{report}");
+    assert_eq!(
+        (soc["soc"].as_str(), soc["outcome"].as_str(), soc["nodes_pct"].as_f64()),
+        (Some("SM8650"), Some("pass"), Some(100.0)),
+        "{report}"
+    );
     assert!(soc["placement"]["totals"]["nodes"].as_u64().unwrap() >= 328, "{report}");
     let result = RunResult::read(&work.path().join(soc["result_dir"].as_str().unwrap())).unwrap();
     let declared: Vec<Option<i64>> = result.model.inputs[0].shape.clone();
@@ -42,7 +49,8 @@ fn ppocr_det_preflights_with_its_shape_fixed_at_every_node_claimed() {
 fn ppocr_cls_gets_h_and_w_right_although_both_are_named_question_mark() {
     let work = tempfile::tempdir().unwrap();
     let cls = sample("ppocr-cls");
-    let out = npugate_in(work.path(), &["preflight", "--model", cls.to_str().unwrap(), "--shape", "x=1x3x48x192", "--json"]);
+    let out =
+        npugate_in(work.path(), &["preflight", "--model", cls.to_str().unwrap(), "--shape", "x=1x3x48x192", "--json"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", describe(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let soc = &report["socs"][0];
@@ -55,7 +63,10 @@ fn ppocr_cls_gets_h_and_w_right_although_both_are_named_question_mark() {
 fn a_failed_first_run_leaves_nothing_that_stops_the_next_one() {
     let work = tempfile::tempdir().unwrap();
     let dynamic = model("dynamic.onnx");
-    let typo = npugate_in(work.path(), &["run", "--local", "--model", dynamic.to_str().unwrap(), "--shape", "y=1x3x32x32", "--runs", "3"]);
+    let typo = npugate_in(
+        work.path(),
+        &["run", "--local", "--model", dynamic.to_str().unwrap(), "--shape", "y=1x3x32x32", "--runs", "3"],
+    );
     assert_eq!(typo.status.code(), Some(2), "{}", describe(&typo));
     assert!(stderr(&typo).contains("no input") && stderr(&typo).contains("\"y\""), "{}", describe(&typo));
     let results = work.path().join("npugate-results");
@@ -68,11 +79,21 @@ fn a_failed_first_run_leaves_nothing_that_stops_the_next_one() {
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     assert!(stderr(&refused).contains("broken.onnx"), "{}", describe(&refused));
 
-    let good = npugate_in(work.path(), &["run", "--local", "--model", dynamic.to_str().unwrap(), "--shape", "x=1x3x32x32", "--runs", "3"]);
+    let good = npugate_in(
+        work.path(),
+        &["run", "--local", "--model", dynamic.to_str().unwrap(), "--shape", "x=1x3x32x32", "--runs", "3"],
+    );
     assert!(matches!(good.status.code(), Some(0 | 1)), "{}", describe(&good));
     assert!(results.join("dynamic/local/result.json").is_file());
-    let again = npugate_in(work.path(), &["run", "--local", "--model", dynamic.to_str().unwrap(), "--shape", "x=1x3x32x32", "--runs", "3"]);
-    assert!(matches!(again.status.code(), Some(0 | 1)), "a complete result is replaced by the next: {}", describe(&again));
+    let again = npugate_in(
+        work.path(),
+        &["run", "--local", "--model", dynamic.to_str().unwrap(), "--shape", "x=1x3x32x32", "--runs", "3"],
+    );
+    assert!(
+        matches!(again.status.code(), Some(0 | 1)),
+        "a complete result is replaced by the next: {}",
+        describe(&again)
+    );
 }
 
 #[test]
@@ -93,7 +114,10 @@ fn bad_shapes_are_one_line_each_naming_the_input_and_the_fix() {
         let out = npugate_in(work.path(), &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", describe(&out));
         let message = stderr(&out);
-        assert!(message.contains(needle) && message.lines().filter(|l| !l.trim().is_empty()).count() <= 2, "{args:?}: {message}");
+        assert!(
+            message.contains(needle) && message.lines().filter(|l| !l.trim().is_empty()).count() <= 2,
+            "{args:?}: {message}"
+        );
         assert!(!message.contains("panicked"), "{message}");
     }
 }
@@ -103,7 +127,17 @@ fn a_device_run_without_a_runtime_picks_the_newest_one_for_the_device_and_says_s
     let rig = Rig::up(&[6131]);
     let out = tempfile::tempdir().unwrap();
     let smallcnn = model("smallcnn.onnx");
-    let args = ["run", "--device", &Rig::serial(6131), "--model", smallcnn.to_str().unwrap(), "--runs", "3", "--rule", "cv_pct=100000"];
+    let args = [
+        "run",
+        "--device",
+        &Rig::serial(6131),
+        "--model",
+        smallcnn.to_str().unwrap(),
+        "--runs",
+        "3",
+        "--rule",
+        "cv_pct=100000",
+    ];
     let mut command = rig.command(bin("npugate"));
     command.args(args).arg("--out").arg(out.path());
     let picked = run(&mut command);

@@ -18,7 +18,15 @@ const MODELS: [&str; 2] = ["smallcnn", "mixed"];
 
 fn sweep_command(rig: &Rig, plan: &Path, out: &Path, history: &Path, night: &str) -> Command {
     let mut command = rig.command(bin("npugate"));
-    command.arg("sweep").arg("--plan").arg(plan).arg("--out").arg(out).arg("--history").arg(history).args(["--night", night]);
+    command
+        .arg("sweep")
+        .arg("--plan")
+        .arg(plan)
+        .arg("--out")
+        .arg(out)
+        .arg("--history")
+        .arg(history)
+        .args(["--night", night]);
     command
 }
 
@@ -46,7 +54,8 @@ fn a_killed_sweep_resumes_without_redoing_finished_cells_and_the_history_spans_t
 
     // Night 1: killed right after its first cell, then resumed.
     start_and_kill_after_first_cell(sweep_command(&rig, &plan, &night1, &history, "2026-01-01"), &night1);
-    let before: BTreeMap<PathBuf, _> = finished_cells(&night1).into_iter().map(|cell| (cell.clone(), identity(&cell))).collect();
+    let before: BTreeMap<PathBuf, _> =
+        finished_cells(&night1).into_iter().map(|cell| (cell.clone(), identity(&cell))).collect();
     assert!(!before.is_empty() && before.len() < 8, "kill landed after {} of 8 cells", before.len());
     let summary = json(&night1.join("sweep.json"));
     assert_eq!(summary["schema"], "npugate.sweep/1");
@@ -74,7 +83,10 @@ fn a_killed_sweep_resumes_without_redoing_finished_cells_and_the_history_spans_t
         let record = &cell["record"];
         assert_eq!(record["schema"], "npugate.sweep-cell/1");
         assert_eq!(record["runs"], 20);
-        assert!(record["median_ns"].as_f64().unwrap() > 0.0 && record["npu_flops_pct"].as_f64() == Some(100.0), "{record}");
+        assert!(
+            record["median_ns"].as_f64().unwrap() > 0.0 && record["npu_flops_pct"].as_f64() == Some(100.0),
+            "{record}"
+        );
         let dir = night1.join(cell["dir"].as_str().unwrap());
         for file in ["result.json", "verdict.json", "report.html", "cell.json"] {
             assert!(dir.join(file).is_file(), "{} lacks {file}", dir.display());
@@ -122,13 +134,21 @@ fn a_killed_sweep_resumes_without_redoing_finished_cells_and_the_history_spans_t
         assert_eq!(s["model"], "smallcnn");
         assert_eq!(s["points"].as_array().unwrap().len(), 3, "{s}");
         let change = &s["change"];
-        assert_eq!((change["from_night"].as_str(), change["to_night"].as_str()), (Some("2026-01-02"), Some("2026-01-03")));
+        assert_eq!(
+            (change["from_night"].as_str(), change["to_night"].as_str()),
+            (Some("2026-01-02"), Some("2026-01-03"))
+        );
         let ratio = &change["median_ratio"];
-        let (lower, point, upper) = (ratio["ci"]["lower"].as_f64().unwrap(), ratio["ratio"].as_f64().unwrap(), ratio["ci"]["upper"].as_f64().unwrap());
+        let (lower, point, upper) = (
+            ratio["ci"]["lower"].as_f64().unwrap(),
+            ratio["ratio"].as_f64().unwrap(),
+            ratio["ci"]["upper"].as_f64().unwrap(),
+        );
         assert!(lower <= point && point <= upper && lower > 0.0, "{ratio}");
         assert!(["slower", "faster", "unchanged"].contains(&change["latency"].as_str().unwrap()), "{change}");
     }
-    let recent = query(&["--model", "smallcnn", "--device", &serials[0], "--runtime", RUNTIMES[1], "--nights", "2", "--json"]);
+    let recent =
+        query(&["--model", "smallcnn", "--device", &serials[0], "--runtime", RUNTIMES[1], "--nights", "2", "--json"]);
     let recent: Value = serde_json::from_slice(&recent.stdout).unwrap();
     assert_eq!(recent["nights"], serde_json::json!(["2026-01-02", "2026-01-03"]));
     assert_eq!(recent["series"].as_array().unwrap().len(), 1);
@@ -176,7 +196,10 @@ fn plan_errors_are_one_line_name_the_field_and_the_file_and_exit_2() {
         let output = run(&mut sweep_command(&rig, &plan, &out, &work.path().join("h.sqlite"), "2026-01-01"));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
-        assert!(stderr.contains(&plan.display().to_string()) && stderr.contains(expected), "want {expected:?}: {stderr}");
+        assert!(
+            stderr.contains(&plan.display().to_string()) && stderr.contains(expected),
+            "want {expected:?}: {stderr}"
+        );
         assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
         assert!(!out.join("sweep.json").exists(), "nothing is run for a bad plan");
     }
@@ -205,7 +228,11 @@ fn a_sweep_killed_mid_cell_and_resumed_at_once_stops_the_orphan_before_timing_an
     let night = work.path().join("killed");
 
     // SIGKILL while the second cell's harness runs: its host is gone, its harness is not.
-    let mut child = sweep_command(&rig, &plan, &night, &history, "2026-02-01").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = sweep_command(&rig, &plan, &night, &history, "2026-02-01")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let start = Instant::now();
     while finished_cells(&night).is_empty() || rig.harnesses(6143).is_empty() {
         assert!(start.elapsed() < Duration::from_secs(300), "the second cell's harness never started");

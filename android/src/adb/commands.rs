@@ -4,11 +4,28 @@
 //! script uses one. The probe checks every applet on each device and names the missing ones.
 
 /// mksh builtins the scripts use (also builtins of dash and bash, the shells of Linux boards).
-pub const SHELL_BUILTINS: &[&str] = &[".", "[", "cd", "command", "continue", "echo", "exit", "kill", "read", "set", "test", "true", "false"];
+pub const SHELL_BUILTINS: &[&str] =
+    &[".", "[", "cd", "command", "continue", "echo", "exit", "kill", "read", "set", "test", "true", "false"];
 
 /// toybox applets the scripts use; each must be on the device's PATH.
-pub const APPLETS: &[&str] =
-    &["cat", "chmod", "cut", "date", "getconf", "grep", "ln", "mkdir", "mv", "printf", "rm", "sed", "sha256sum", "sleep", "stat", "uname"];
+pub const APPLETS: &[&str] = &[
+    "cat",
+    "chmod",
+    "cut",
+    "date",
+    "getconf",
+    "grep",
+    "ln",
+    "mkdir",
+    "mv",
+    "printf",
+    "rm",
+    "sed",
+    "sha256sum",
+    "sleep",
+    "stat",
+    "uname",
+];
 
 /// Android's own commands the scripts use when present (a Linux board has none).
 pub const ANDROID_COMMANDS: &[&str] = &["getprop"];
@@ -22,7 +39,8 @@ pub fn outside_the_set(script: &str) -> Vec<String> {
     let functions = function_names(script);
     let mut found: Vec<String> = Vec::new();
     for word in command_words(script) {
-        let known = SHELL_BUILTINS.iter().chain(APPLETS).chain(ANDROID_COMMANDS).any(|c| *c == word) || functions.contains(&word);
+        let known = SHELL_BUILTINS.iter().chain(APPLETS).chain(ANDROID_COMMANDS).any(|c| *c == word)
+            || functions.contains(&word);
         if !known && !found.contains(&word) {
             found.push(word);
         }
@@ -247,7 +265,10 @@ if [ -d "$d" ] && grep -q y e; then for z in a*; do f "$z"; done; fi
 h=$(date +%s) && echo "${x%/}" $((i+1)) > "$L/x" && bash -c 'true'
 # comment: perl
 "#;
-        assert_eq!(command_words(script), ["echo", "tr", "awk", "sed", "cut", "[", "grep", "f", "date", "echo", "bash"]);
+        assert_eq!(
+            command_words(script),
+            ["echo", "tr", "awk", "sed", "cut", "[", "grep", "f", "date", "echo", "bash"]
+        );
         assert_eq!(outside_the_set(script), ["tr", "awk", "bash"]);
         assert_eq!(outside_the_set("\"$chroot\" x"), [QUOTED_COMMAND]);
     }

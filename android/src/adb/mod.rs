@@ -229,8 +229,12 @@ impl Adb {
         command.args(args);
         match npugate_host::process::run(command, timeout, cancelled) {
             Ok(done) => Ok(Finished { stdout: done.stdout, stderr: done.stderr, code: done.code.unwrap_or(-1) }),
-            Err(Stopped::Spawn { source, .. }) => Err(AdbError::Spawn { binary: self.binary.display().to_string(), source }),
-            Err(Stopped::Timeout { .. }) => Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout }),
+            Err(Stopped::Spawn { source, .. }) => {
+                Err(AdbError::Spawn { binary: self.binary.display().to_string(), source })
+            }
+            Err(Stopped::Timeout { .. }) => {
+                Err(AdbError::Timeout { serial: serial.into(), step: step.into(), timeout })
+            }
             Err(Stopped::Cancelled { .. }) => Err(AdbError::Interrupted { serial: serial.into(), step: step.into() }),
         }
     }
@@ -333,18 +337,23 @@ fn phone_bin() -> &'static Path {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         let found = |name: &str| {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).map(|dir| dir.join(name)).find(|path| path.is_file())
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|dir| dir.join(name))
+                .find(|path| path.is_file())
         };
         let (Some(mksh), Some(toybox)) = (found("mksh"), found("toybox")) else {
             panic!("mksh and toybox are missing: run scripts/setup (apt-get install mksh toybox)");
         };
         let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/phone-bin");
         std::fs::create_dir_all(&bin).expect("create target/phone-bin");
-        let applets = String::from_utf8(Command::new(&toybox).output().expect("run toybox").stdout).expect("toybox lists applets");
+        let applets = String::from_utf8(Command::new(&toybox).output().expect("run toybox").stdout)
+            .expect("toybox lists applets");
         for (name, program) in applets.split_whitespace().map(|applet| (applet, &toybox)).chain([("sh", &mksh)]) {
             // Parallel test processes make the same links; one of them wins.
             match std::os::unix::fs::symlink(program, bin.join(name)) {
-                Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => panic!("cannot link {name} in {}: {error}", bin.display()),
+                Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => {
+                    panic!("cannot link {name} in {}: {error}", bin.display())
+                }
                 _ => {}
             }
         }
@@ -361,8 +370,11 @@ impl DeviceShell for LocalShell {
         let bin = phone_bin();
         let mut command = Command::new(bin.join("sh"));
         command.arg("-c").arg(script).env_clear().env("PATH", bin);
-        let done = npugate_host::process::run(command, timeout, &|| false)
-            .map_err(|stopped| AdbError::Failed { serial: "local-sh".into(), step: step.into(), message: stopped.to_string() })?;
+        let done = npugate_host::process::run(command, timeout, &|| false).map_err(|stopped| AdbError::Failed {
+            serial: "local-sh".into(),
+            step: step.into(),
+            message: stopped.to_string(),
+        })?;
         Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })
     }
 }

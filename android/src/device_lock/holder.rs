@@ -53,7 +53,11 @@ impl Holder {
         let command = words.map(|a| shell_words::quote(&a).into_owned()).collect::<Vec<_>>().join(" ");
         Holder {
             run: run.to_string(),
-            host: one_line(&read_trimmed("/proc/sys/kernel/hostname").or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_else(|| "unknown-host".into())),
+            host: one_line(
+                &read_trimmed("/proc/sys/kernel/hostname")
+                    .or_else(|| std::env::var("HOSTNAME").ok())
+                    .unwrap_or_else(|| "unknown-host".into()),
+            ),
             host_id: this_host_id(),
             pid: std::process::id(),
             pid_start: process_start(std::process::id()),
@@ -91,7 +95,9 @@ impl Holder {
         match fields.get("schema") {
             Some(&LOCK_SCHEMA) => {}
             Some(schema) if schema.starts_with(SCHEMA_FAMILY) => return Err(RecordProblem::Newer(schema.to_string())),
-            Some(schema) => return Err(RecordProblem::Corrupt(format!("schema {:?} is not {LOCK_SCHEMA}", clip(schema)))),
+            Some(schema) => {
+                return Err(RecordProblem::Corrupt(format!("schema {:?} is not {LOCK_SCHEMA}", clip(schema))))
+            }
             None => return Err(RecordProblem::Corrupt("no schema line".into())),
         }
         let text_field = |key: &str| {
@@ -102,11 +108,16 @@ impl Holder {
                 .ok_or_else(|| RecordProblem::Corrupt(format!("field {key} is missing")))
         };
         let pid = text_field("pid")?;
-        let pid = pid.parse().map_err(|_| RecordProblem::Corrupt(format!("field pid: {:?} is not a process id", clip(&pid))))?;
-        let pid_start = match fields.get("pid_start") {
-            None => None,
-            Some(start) => Some(start.parse().map_err(|_| RecordProblem::Corrupt(format!("field pid_start: {:?} is not a number", clip(start))))?),
-        };
+        let pid = pid
+            .parse()
+            .map_err(|_| RecordProblem::Corrupt(format!("field pid: {:?} is not a process id", clip(&pid))))?;
+        let pid_start =
+            match fields.get("pid_start") {
+                None => None,
+                Some(start) => Some(start.parse().map_err(|_| {
+                    RecordProblem::Corrupt(format!("field pid_start: {:?} is not a number", clip(start)))
+                })?),
+            };
         Ok(Holder {
             run: text_field("run")?,
             host: text_field("host")?,

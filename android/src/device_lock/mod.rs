@@ -136,10 +136,22 @@ enum Found {
 impl DeviceLock {
     /// Takes the lock of `work_dir` on the device behind `shell`, waiting as `options` say, then
     /// stops every orphaned harness of the work dir. Reports waits, breaks and stops on `reporter`.
-    pub fn acquire(shell: Arc<dyn DeviceShell>, work_dir: &str, options: &LockOptions, reporter: &Reporter<'_>) -> Result<DeviceLock, LockError> {
+    pub fn acquire(
+        shell: Arc<dyn DeviceShell>,
+        work_dir: &str,
+        options: &LockOptions,
+        reporter: &Reporter<'_>,
+    ) -> Result<DeviceLock, LockError> {
         let ours = Holder::for_this_process(&new_run_id());
         let device = shell.name().to_string();
-        let mut record = LockRecord { lock_dir: lock_dir(work_dir), holder: ours.clone(), waited_s: 0.0, waited_for: None, broken: vec![], orphans_stopped: vec![] };
+        let mut record = LockRecord {
+            lock_dir: lock_dir(work_dir),
+            holder: ours.clone(),
+            waited_s: 0.0,
+            waited_for: None,
+            broken: vec![],
+            orphans_stopped: vec![],
+        };
         let mut waiting_since: Option<Instant> = None;
         let mut vanished = 0;
         loop {
@@ -166,10 +178,14 @@ impl DeviceLock {
             };
             let holder = observation.holder.as_ref().ok();
             match judge(&observation, options.stale_after) {
-                Found::Unreadable(problem) => return Err(LockError::Unusable(unreadable_message(&device, work_dir, &problem))),
+                Found::Unreadable(problem) => {
+                    return Err(LockError::Unusable(unreadable_message(&device, work_dir, &problem)))
+                }
                 Found::Gone(reason) => {
                     if script::break_lock(&*shell, work_dir, holder.map_or("", |h| h.run.as_str()))? {
-                        let whose = holder.map_or("a lock without a holder record".to_string(), |h| format!("the lock of {}", h.describe()));
+                        let whose = holder.map_or("a lock without a holder record".to_string(), |h| {
+                            format!("the lock of {}", h.describe())
+                        });
                         (reporter.note)(&format!("device {device}: broke {whose}: {reason}"));
                         record.broken.push(BrokenLock { holder: holder.cloned(), reason });
                     }
@@ -195,8 +211,12 @@ impl DeviceLock {
                     }
                     if record.waited_for.is_none() && holder.is_some() {
                         record.waited_for = holder.cloned();
-                        let bound = options.timeout.map_or("as long as it takes".to_string(), |t| format!("up to {} s", t.as_secs()));
-                        (reporter.note)(&format!("device {device} is locked by {whom}; waiting for it ({bound}, see --lock-timeout)"));
+                        let bound = options
+                            .timeout
+                            .map_or("as long as it takes".to_string(), |t| format!("up to {} s", t.as_secs()));
+                        (reporter.note)(&format!(
+                            "device {device} is locked by {whom}; waiting for it ({bound}, see --lock-timeout)"
+                        ));
                     }
                     let short = holder.map_or("a new holder".to_string(), |h| format!("host {} pid {}", h.host, h.pid));
                     (reporter.step)(&format!("lock: waiting {} s for {short}", waited.as_secs()));
@@ -206,7 +226,10 @@ impl DeviceLock {
         }
         record.waited_s = waiting_since.map_or(0.0, |since| since.elapsed().as_secs_f64());
         if let Some(holder) = &record.waited_for {
-            (reporter.note)(&format!("device {device}: lock taken after waiting {:.1} s for host {} pid {}", record.waited_s, holder.host, holder.pid));
+            (reporter.note)(&format!(
+                "device {device}: lock taken after waiting {:.1} s for host {} pid {}",
+                record.waited_s, holder.host, holder.pid
+            ));
         }
         let heartbeat = Heartbeat::start(shell.clone(), work_dir, &ours.run, options.heartbeat_every);
         let mut lock = DeviceLock { shell, work_dir: work_dir.to_string(), record, heartbeat };
@@ -215,7 +238,10 @@ impl DeviceLock {
         for orphan in &orphans {
             let whose = lock.record.broken.iter().filter_map(|b| b.holder.as_ref()).find(|h| h.run == orphan.run);
             let whose = whose.map_or(String::new(), |h| format!(" of {}", h.describe()));
-            (reporter.note)(&format!("device {device}: stopped orphaned harness pid {} (run {}{whose}) before timing anything", orphan.pid, orphan.run));
+            (reporter.note)(&format!(
+                "device {device}: stopped orphaned harness pid {} (run {}{whose}) before timing anything",
+                orphan.pid, orphan.run
+            ));
         }
         lock.record.orphans_stopped = orphans;
         Ok(lock)
@@ -264,8 +290,14 @@ fn judge(observation: &Observation, stale_after: Duration) -> Found {
         Ok(holder) => match holder.alive_here() {
             Some(false) => Found::Gone(format!("its npugate process (pid {}) on this host has ended", holder.pid)),
             Some(true) => Found::Alive,
-            None if stale(observation.heartbeat_age_s) || observation.heartbeat_age_s.is_none() && stale(observation.lock_age_s) => {
-                Found::Gone(format!("no heartbeat for {} s (stale after {} s)", observation.heartbeat_age_s.or(observation.lock_age_s).unwrap_or(0), stale_after.as_secs()))
+            None if stale(observation.heartbeat_age_s)
+                || observation.heartbeat_age_s.is_none() && stale(observation.lock_age_s) =>
+            {
+                Found::Gone(format!(
+                    "no heartbeat for {} s (stale after {} s)",
+                    observation.heartbeat_age_s.or(observation.lock_age_s).unwrap_or(0),
+                    stale_after.as_secs()
+                ))
             }
             None => Found::Alive,
         },
@@ -294,7 +326,12 @@ fn unreadable_message(device: &str, work_dir: &str, problem: &RecordProblem) -> 
 /// its process runs on this host, its heartbeat is fresher than `options.stale_after` or its
 /// harness runs — unless `force`.
 /// Returns what was done, one sentence.
-pub fn unlock(shell: &dyn DeviceShell, work_dir: &str, force: bool, options: &LockOptions) -> Result<String, LockError> {
+pub fn unlock(
+    shell: &dyn DeviceShell,
+    work_dir: &str,
+    force: bool,
+    options: &LockOptions,
+) -> Result<String, LockError> {
     let device = shell.name();
     let Some(observation) = script::inspect(shell, work_dir)? else {
         return Ok(format!("device {device}: not locked ({} does not exist)", lock_dir(work_dir)));
@@ -359,7 +396,8 @@ impl Heartbeat {
             move || loop {
                 let (flag, wake) = &*stop;
                 let stopped = flag.lock().unwrap_or_else(|p| p.into_inner());
-                let (stopped, _) = wake.wait_timeout_while(stopped, every, |stopped| !*stopped).unwrap_or_else(|p| p.into_inner());
+                let (stopped, _) =
+                    wake.wait_timeout_while(stopped, every, |stopped| !*stopped).unwrap_or_else(|p| p.into_inner());
                 if *stopped {
                     return;
                 }

@@ -94,7 +94,13 @@ pub fn lock_dir(work_dir: &str) -> String {
 }
 
 /// Runs `body` after the prelude with `W`, `L` and `vars` set.
-fn run(shell: &dyn DeviceShell, work_dir: &str, vars: &[(&str, &str)], body: &str, step: &str) -> Result<String, AdbError> {
+fn run(
+    shell: &dyn DeviceShell,
+    work_dir: &str,
+    vars: &[(&str, &str)],
+    body: &str,
+    step: &str,
+) -> Result<String, AdbError> {
     let mut script = format!("{}\n{}\n", assignment("W", work_dir), assignment("L", &lock_dir(work_dir)));
     for (name, value) in vars {
         script.push_str(&assignment(name, value));
@@ -135,7 +141,8 @@ fi
 
 /// The lock as it is, without taking it; `None` when it is free.
 pub fn inspect(shell: &dyn DeviceShell, work_dir: &str) -> Result<Option<Observation>, AdbError> {
-    let out = run(shell, work_dir, &[], "if [ -d \"$L\" ]; then inspect; else echo free; fi\n", "inspect the device lock")?;
+    let out =
+        run(shell, work_dir, &[], "if [ -d \"$L\" ]; then inspect; else echo free; fi\n", "inspect the device lock")?;
     Ok((out.lines().next() != Some("free")).then(|| parse_observation(&out)))
 }
 
@@ -211,7 +218,12 @@ fn parse_observation(text: &str) -> Observation {
         }
     }
     let age = |key: &str| Some(numbers.get("now")?.saturating_sub(*numbers.get(key)?));
-    Observation { holder: Holder::parse(record), heartbeat_age_s: age("heartbeat"), lock_age_s: age("created"), harnesses }
+    Observation {
+        holder: Holder::parse(record),
+        heartbeat_age_s: age("heartbeat"),
+        lock_age_s: age("created"),
+        harnesses,
+    }
 }
 
 /// `PID RUN` → a harness.
@@ -227,7 +239,10 @@ mod tests {
     #[test]
     fn an_inspection_is_parsed_and_odd_lines_are_ignored() {
         let holder = Holder::for_this_process("run-9");
-        let text = format!("now 1000\ncreated 990\nheartbeat 997\nharness 42 run-9\nharness x run-1\nnoise\nholder\n{}", holder.to_text());
+        let text = format!(
+            "now 1000\ncreated 990\nheartbeat 997\nharness 42 run-9\nharness x run-1\nnoise\nholder\n{}",
+            holder.to_text()
+        );
         let seen = parse_observation(&text);
         assert_eq!((seen.heartbeat_age_s, seen.lock_age_s), (Some(3), Some(10)));
         assert_eq!(seen.harnesses, [DeviceHarness { pid: 42, run: "run-9".into() }]);

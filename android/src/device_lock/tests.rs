@@ -74,7 +74,12 @@ impl Bench {
 }
 
 fn quick(timeout: Option<Duration>) -> LockOptions {
-    LockOptions { timeout, poll: Duration::from_millis(50), stale_after: Duration::from_secs(60), heartbeat_every: Duration::from_millis(100) }
+    LockOptions {
+        timeout,
+        poll: Duration::from_millis(50),
+        stale_after: Duration::from_secs(60),
+        heartbeat_every: Duration::from_millis(100),
+    }
 }
 
 /// A holder on another host (its process cannot be checked from here).
@@ -111,7 +116,10 @@ fn a_held_lock_fails_at_once_with_timeout_zero_and_is_waited_for_otherwise() {
     let pid = std::process::id();
 
     let error = bench.take(&quick(Some(Duration::ZERO))).err().unwrap().to_string();
-    assert!(error.contains(&format!("pid {pid}")) && error.contains(&format!("host {}", first.record().holder.host)), "{error}");
+    assert!(
+        error.contains(&format!("pid {pid}")) && error.contains(&format!("host {}", first.record().holder.host)),
+        "{error}"
+    );
     assert!(error.contains("--lock-timeout 0"), "{error}");
 
     let started = Instant::now();
@@ -150,7 +158,12 @@ fn a_stale_lock_is_broken_and_its_orphaned_harness_stopped_before_the_lock_is_ou
     assert!(!Path::new(&bench.work()).join("results/run-4242-old").exists(), "its run dir is removed");
     let notes = bench.notes();
     assert!(notes.iter().any(|n| n.contains("broke the lock of host ci-runner-7 pid 4242")), "{notes:?}");
-    assert!(notes.iter().any(|n| n.contains(&format!("stopped orphaned harness pid {}", orphan.id())) && n.contains("ci-runner-7")), "{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!("stopped orphaned harness pid {}", orphan.id())) && n.contains("ci-runner-7")),
+        "{notes:?}"
+    );
 }
 
 #[test]
@@ -166,7 +179,11 @@ fn a_fresh_remote_lock_is_held_and_a_dead_local_holder_is_gone_at_once() {
     let local = Holder { pid: dead, pid_start: Some(1), run: "run-2".into(), ..Holder::for_this_process("x") };
     bench.plant(&local.to_text(), Some(0));
     let lock = bench.take(&quick(Some(Duration::ZERO))).unwrap();
-    assert!(lock.record().broken[0].reason.contains(&format!("pid {dead}) on this host has ended")), "{:?}", lock.record());
+    assert!(
+        lock.record().broken[0].reason.contains(&format!("pid {dead}) on this host has ended")),
+        "{:?}",
+        lock.record()
+    );
 }
 
 #[test]
@@ -202,7 +219,10 @@ fn an_unwritable_work_dir_is_named() {
     let bench = Bench::new();
     std::fs::write(bench.dir.path().join("work"), "a file, not a dir").unwrap();
     let error = bench.take(&quick(None)).err().unwrap().to_string();
-    assert!(error.contains(&format!("cannot take the lock in work dir {}", bench.work())) && error.contains("--work-dir"), "{error}");
+    assert!(
+        error.contains(&format!("cannot take the lock in work dir {}", bench.work())) && error.contains("--work-dir"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -252,12 +272,19 @@ fn unlock_refuses_a_live_holder_unless_forced_and_clears_a_stale_or_corrupt_one(
 
     bench.plant(&remote_holder("run-1").to_text(), Some(3));
     let refused = unlock(&LocalShell, &bench.work(), false, &options).err().unwrap().to_string();
-    assert!(refused.contains("host ci-runner-7 pid 4242") && refused.contains("heartbeat is 3 s old") && refused.contains("--force"), "{refused}");
+    assert!(
+        refused.contains("host ci-runner-7 pid 4242")
+            && refused.contains("heartbeat is 3 s old")
+            && refused.contains("--force"),
+        "{refused}"
+    );
     assert!(unlock(&LocalShell, &bench.work(), true, &options).unwrap().contains("(forced)"));
     assert!(!bench.lock_path().exists());
 
     bench.plant(&remote_holder("run-1").to_text(), Some(600));
-    assert!(unlock(&LocalShell, &bench.work(), false, &options).unwrap().contains("cleared the lock of host ci-runner-7"));
+    assert!(unlock(&LocalShell, &bench.work(), false, &options)
+        .unwrap()
+        .contains("cleared the lock of host ci-runner-7"));
     bench.plant("garbage", None);
     assert!(unlock(&LocalShell, &bench.work(), false, &options).unwrap().contains("cleared a corrupt lock"));
     assert!(!bench.lock_path().exists());

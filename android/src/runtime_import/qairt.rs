@@ -21,24 +21,31 @@ pub fn import(sdk: &Path, name: &str, base: &str, arches: &[String]) -> Result<R
     }
     let libs = sdk.join(ANDROID_LIBS);
     if !libs.is_dir() {
-        bail!("{} is not a QAIRT SDK folder ({} is missing); pass the SDK root (the folder with lib/ and include/)", sdk.display(), libs.display());
+        bail!(
+            "{} is not a QAIRT SDK folder ({} is missing); pass the SDK root (the folder with lib/ and include/)",
+            sdk.display(),
+            libs.display()
+        );
     }
     let arches: Vec<String> = arches.iter().map(|a| normalize_arch(a)).collect::<Result<_>>()?;
     install(name, |staging| {
         for file in &base.files {
-            std::fs::copy(base.dir.join(&file.name), staging.join(&file.name)).with_context(|| format!("cannot copy {} from runtime {}", file.name, base.name))?;
+            std::fs::copy(base.dir.join(&file.name), staging.join(&file.name))
+                .with_context(|| format!("cannot copy {} from runtime {}", file.name, base.name))?;
         }
         for library in shared_objects(&libs)? {
             let file = library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let (role, arch) = role_of(&file);
             let wanted = role != "qnn_skel" && arch.as_ref().is_none_or(|a| arches.contains(a));
             if wanted {
-                std::fs::copy(&library, staging.join(&file)).with_context(|| format!("cannot copy {}", library.display()))?;
+                std::fs::copy(&library, staging.join(&file))
+                    .with_context(|| format!("cannot copy {}", library.display()))?;
             }
         }
         for arch in &arches {
             let skels = sdk.join("lib").join(format!("hexagon-{arch}")).join("unsigned");
-            let found = shared_objects(&skels).with_context(|| format!("the SDK has no Skel for {arch} ({} is missing)", skels.display()))?;
+            let found = shared_objects(&skels)
+                .with_context(|| format!("the SDK has no Skel for {arch} ({} is missing)", skels.display()))?;
             if found.is_empty() {
                 bail!("{} holds no .so: the SDK has no Skel for {arch}", skels.display());
             }
@@ -49,7 +56,13 @@ pub fn import(sdk: &Path, name: &str, base: &str, arches: &[String]) -> Result<R
         }
         let mut sources = base.sources.clone();
         sources.push(format!("qairt:{} ({})", sdk.display(), arches.join(",")));
-        Ok(Staged { target: base.target.clone(), ort_version: base.ort_version.clone(), ort_library: base.ort_library.clone(), ep: base.ep.clone(), sources })
+        Ok(Staged {
+            target: base.target.clone(),
+            ort_version: base.ort_version.clone(),
+            ort_library: base.ort_library.clone(),
+            ep: base.ep.clone(),
+            sources,
+        })
     })
 }
 

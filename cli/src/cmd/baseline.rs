@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use npugate_gate::units::fmt_ms;
 use npugate_gate::Baseline;
-use npugate_result::RunResult;
 use npugate_result::contract::EXIT_PASS;
+use npugate_result::RunResult;
 
 /// `npugate baseline …`.
 #[derive(Debug, clap::Subcommand)]
@@ -32,14 +32,18 @@ pub fn run(command: BaselineCommand) -> anyhow::Result<u8> {
     let placement = match npugate_profile::analyze_result_dir(&args.result_dir) {
         Ok(report) => Some(report),
         Err(error) => {
-            eprintln!("npugate: warning: saving without placement (the baseline_placement rule will be unjudged): {error}");
+            eprintln!(
+                "npugate: warning: saving without placement (the baseline_placement rule will be unjudged): {error}"
+            );
             None
         }
     };
     let source = args.result_dir.display().to_string();
     let baseline = Baseline::from_run(&run, placement.as_ref(), &source)?;
     baseline.write(&args.out)?;
-    let median = npugate_gate::stats::LatencyStats::from_ns(&baseline.latencies_ns).map(|s| fmt_ms(s.median_ns)).unwrap_or_default();
+    let median = npugate_gate::stats::LatencyStats::from_ns(&baseline.latencies_ns)
+        .map(|s| fmt_ms(s.median_ns))
+        .unwrap_or_default();
     eprintln!(
         "npugate: saved baseline {}: {} runs, median {median}, {} placed nodes, {} on {}",
         args.out.display(),

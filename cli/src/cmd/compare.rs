@@ -13,9 +13,9 @@ use super::options::{FormatArgs, HealthArgs, RulesArgs, TargetArgs};
 use npugate_engine::compare::{compare_on, CompareReport, CompareSpec};
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::device_rack;
+use npugate_engine::targets::{Job, Silent, Target};
 use npugate_htp::compiled::ReferenceChoice;
 use npugate_plan::{Command, Installed, Kind, Plan, Request};
-use npugate_engine::targets::{Job, Silent, Target};
 
 /// Arguments of `npugate compare`.
 #[derive(Debug, Args)]
@@ -71,7 +71,10 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     // A compiled side's placement run counts it in its source model's nodes and runs the source
     // as its reference, found the way `npugate run` finds it.
     const NAME_IT: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
-    let choices = [ReferenceChoice::resolve(&args.baseline_model, None, NAME_IT)?, ReferenceChoice::resolve(args.target.model(), None, NAME_IT)?];
+    let choices = [
+        ReferenceChoice::resolve(&args.baseline_model, None, NAME_IT)?,
+        ReferenceChoice::resolve(args.target.model(), None, NAME_IT)?,
+    ];
     for skipped in choices.iter().filter_map(|choice| choice.skipped_for(&args.settings)) {
         eprintln!("npugate: warning: {skipped}");
     }
@@ -84,7 +87,17 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         .targets
         .iter()
         .map(|one| CompareSpec {
-            job: Job { harness: &one.harness, runtime: &one.runtime, model: args.target.model(), prepared: None, reference_model: None, settings: &args.settings, env: &[], timeout: plan.timeout, cancel: &cancel },
+            job: Job {
+                harness: &one.harness,
+                runtime: &one.runtime,
+                model: args.target.model(),
+                prepared: None,
+                reference_model: None,
+                settings: &args.settings,
+                env: &[],
+                timeout: plan.timeout,
+                cancel: &cancel,
+            },
             baseline: &args.baseline_model,
             candidate: args.target.model(),
             sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
@@ -94,19 +107,23 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         })
         .collect();
     if plan.kind == Kind::Host {
-        let report = run_confirmed(args.confirm, &plan.out, |dir| compare_on(plan.targets[0].target.as_ref(), &specs[0], dir, &Silent))?;
+        let report = run_confirmed(args.confirm, &plan.out, |dir| {
+            compare_on(plan.targets[0].target.as_ref(), &specs[0], dir, &Silent)
+        })?;
         sinks.emit(&report.verdict)?;
         eprintln!("npugate: comparison, every run and report in {}", report.dir.display());
         return Ok(report.verdict.exit_code());
     }
     let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
-    let on_done = |target: &dyn Target, report: &CompareReport| match sinks.render_for_device(&report.verdict, &report.dir) {
-        Ok(text) => print!("{text}"),
-        Err(error) => eprintln!("npugate: {}: error: {error:#}", target.name()),
-    };
-    let work = |index: usize, target: &dyn Target, dir: &std::path::Path, progress: &dyn npugate_engine::targets::Progress| {
-        run_confirmed(args.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
-    };
+    let on_done =
+        |target: &dyn Target, report: &CompareReport| match sinks.render_for_device(&report.verdict, &report.dir) {
+            Ok(text) => print!("{text}"),
+            Err(error) => eprintln!("npugate: {}: error: {error:#}", target.name()),
+        };
+    let work =
+        |index: usize, target: &dyn Target, dir: &std::path::Path, progress: &dyn npugate_engine::targets::Progress| {
+            run_confirmed(args.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
+        };
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     let rack = device_rack::on_targets(&targets, &plan.out, &args.target.place.devices.policy(&cancel), work, &on_done)
         .with_context(|| format!("comparing on {}", names.join(", ")))?;

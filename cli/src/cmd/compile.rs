@@ -48,25 +48,35 @@ impl CompileArgs {
         if self.emulator.socs().len() != 1 {
             bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
         }
-        Ok(Request { out: None, ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator)) })
+        Ok(Request {
+            out: None,
+            ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator))
+        })
     }
 }
 
 /// Runs `npugate compile`.
 pub fn run(args: CompileArgs) -> Result<u8> {
-    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
+    let model = args.subject.model.model.canonicalize().with_context(|| {
+        format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
+    })?;
     let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     let soc = plan.targets.first().and_then(|planned| planned.soc).context("an emulator target has its SoC")?;
-    let hosts: Vec<HostHtp> = plan.targets.iter().map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() }).collect();
+    let hosts: Vec<HostHtp> = plan
+        .targets
+        .iter()
+        .map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() })
+        .collect();
     let cancel = super::options::interrupt_flag();
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
     if let Some(config) = npugate_onnx::genai::config_path(&model) {
         return compile_folder(&args, &config, &hosts, soc, fp16, &cancel);
     }
     let compile = |host: &HostHtp, out: &Path| {
-        CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }.run(out, &cancel)
+        CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }
+            .run(out, &cancel)
     };
     if let [host] = hosts.as_slice() {
         let out = args.subject.out.out.clone().unwrap_or_else(|| model.with_file_name(format!("{stem}_ctx.onnx")));
@@ -84,10 +94,12 @@ pub fn run(args: CompileArgs) -> Result<u8> {
         left_on_cpu |= !compiled.left_on_cpu.is_empty();
         contexts.push((compiled.compiled_for.qnn_sdk.clone(), compiled.path));
     }
-    let measured_by = std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let measured_by =
+        std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
     let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let compat_dir = dir.join(format!("{stem}.context-compat"));
-    let matrix = CompatRequest { hosts: &hosts, soc, contexts: &contexts, model: &model_name, measured_by }.run(&compat_dir, &cancel)?;
+    let matrix = CompatRequest { hosts: &hosts, soc, contexts: &contexts, model: &model_name, measured_by }
+        .run(&compat_dir, &cancel)?;
     println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
     print!("{}", matrix.table());
     eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
@@ -96,7 +108,14 @@ pub fn run(args: CompileArgs) -> Result<u8> {
 
 /// An LLM folder: every graph into one weight-shared context, written as a compiled folder
 /// (`--out`, default `<folder>_ctx/` beside it) that deploys and runs as one model.
-fn compile_folder(args: &CompileArgs, config: &Path, hosts: &[HostHtp], soc: npugate_host::hexagon::Soc, fp16: bool, cancel: &npugate_engine::targets::Cancel) -> Result<u8> {
+fn compile_folder(
+    args: &CompileArgs,
+    config: &Path,
+    hosts: &[HostHtp],
+    soc: npugate_host::hexagon::Soc,
+    fp16: bool,
+    cancel: &npugate_engine::targets::Cancel,
+) -> Result<u8> {
     let [host] = hosts else {
         bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
     };
@@ -111,11 +130,20 @@ fn compile_folder(args: &CompileArgs, config: &Path, hosts: &[HostHtp], soc: npu
     for graph in &compiled.graphs {
         println!("{}: graph {} compiled for {}", graph.path.display(), graph.id, graph.compiled_for.describe());
         for node in &graph.left_on_cpu {
-            println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
+            println!(
+                "  left on the CPU: {} ({}): {}",
+                node.name,
+                node.op_type,
+                node.reason.as_deref().unwrap_or("no reason in the log")
+            );
         }
         left_on_cpu |= !graph.left_on_cpu.is_empty();
     }
-    println!("one context binary for {} graphs (weights shared): {}", compiled.graphs.len(), compiled.context_binary.display());
+    println!(
+        "one context binary for {} graphs (weights shared): {}",
+        compiled.graphs.len(),
+        compiled.context_binary.display()
+    );
     println!("{}: the compiled folder; run it with --model {}", compiled.dir.display(), compiled.dir.display());
     eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
     Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
@@ -128,7 +156,12 @@ fn print_compiled(compiled: &Compiled) {
         println!("  context binary beside it: {}", file.display());
     }
     for node in &compiled.left_on_cpu {
-        println!("  left on the CPU: {} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"));
+        println!(
+            "  left on the CPU: {} ({}): {}",
+            node.name,
+            node.op_type,
+            node.reason.as_deref().unwrap_or("no reason in the log")
+        );
     }
     eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
 }

@@ -74,9 +74,22 @@ fn table(devices: &[DeviceInfo]) -> String {
     }
     let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let rows = devices.iter().map(|d| {
-        vec![d.serial.clone(), d.state.clone(), o(&d.model), o(&d.soc), o(&d.hexagon_arch), o(&d.release), o(&d.abi), o(&d.fingerprint), o(&d.probe_error)]
+        vec![
+            d.serial.clone(),
+            d.state.clone(),
+            o(&d.model),
+            o(&d.soc),
+            o(&d.hexagon_arch),
+            o(&d.release),
+            o(&d.abi),
+            o(&d.fingerprint),
+            o(&d.probe_error),
+        ]
     });
-    npugate_host::table::plain(&["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"], rows)
+    npugate_host::table::plain(
+        &["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"],
+        rows,
+    )
 }
 
 /// Each listed device's noise floor from the history, flagged ones marked `NOISY`.

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use npugate_nightly::history::trend::{self, sparkline, HistoryReport};
 use npugate_nightly::history::store::GenerationFigures;
+use npugate_nightly::history::trend::{self, sparkline, HistoryReport};
 use npugate_nightly::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
 
@@ -75,10 +75,12 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
     }
     report.devices = health::load(&path)?.unwrap_or_default();
     report.devices.retain(|h| {
-        args.device.as_ref().is_none_or(|d| &h.serial == d) && args.soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
+        args.device.as_ref().is_none_or(|d| &h.serial == d)
+            && args.soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
     });
     if let Some(html) = &args.html {
-        std::fs::write(html, chart::history_page(&report)).with_context(|| format!("cannot write {}", html.display()))?;
+        std::fs::write(html, chart::history_page(&report))
+            .with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("npugate history: trend chart in {}", html.display());
     }
     if args.json.json {
@@ -121,7 +123,9 @@ fn series_lines(report: &HistoryReport) -> String {
                 .map(|p| {
                     let median = p.median_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
                     match &p.generation {
-                        Some(generation) => format!("{median}/token ({}), {}", p.outcome, generation_figures(generation)),
+                        Some(generation) => {
+                            format!("{median}/token ({}), {}", p.outcome, generation_figures(generation))
+                        }
                         None => format!("{median} ({})", p.outcome),
                     }
                 })

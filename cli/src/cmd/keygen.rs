@@ -32,7 +32,11 @@ pub fn run(args: KeygenArgs) -> Result<u8> {
     let public = public_pem(&key.verifying_key())?;
     write_private(&args.out, private_pem(&key)?.as_bytes())?;
     std::fs::write(&public_file, &public).with_context(|| format!("cannot write {}", public_file.display()))?;
-    eprintln!("npugate: private key in {} (keep it secret), public key in {}", args.out.display(), public_file.display());
+    eprintln!(
+        "npugate: private key in {} (keep it secret), public key in {}",
+        args.out.display(),
+        public_file.display()
+    );
     print!("{public}");
     Ok(EXIT_PASS)
 }

@@ -3,8 +3,8 @@
 //! shared by several subcommands are in [`options`] and turn into the library's typed values.
 
 pub mod baseline;
-pub mod compile;
 pub mod compare;
+pub mod compile;
 pub mod devices;
 pub mod gate;
 pub mod history;
@@ -128,8 +128,15 @@ mod tests {
     fn resolved(args: &[&str]) -> Result<Brief, String> {
         let model = tempfile::tempdir().unwrap();
         let path = model.path().join("m.onnx");
-        npugate_onnx::Model::from(npugate_onnx::proto::ModelProto { graph: Some(Default::default()), ..Default::default() }).write(&path).unwrap();
-        let line: Vec<String> = std::iter::once("npugate".to_string()).chain(args.iter().map(|a| a.replace("M.onnx", &path.display().to_string()))).collect();
+        npugate_onnx::Model::from(npugate_onnx::proto::ModelProto {
+            graph: Some(Default::default()),
+            ..Default::default()
+        })
+        .write(&path)
+        .unwrap();
+        let line: Vec<String> = std::iter::once("npugate".to_string())
+            .chain(args.iter().map(|a| a.replace("M.onnx", &path.display().to_string())))
+            .collect();
         let cli = Cli::try_parse_from(&line).map_err(|e| e.to_string())?;
         let fake = Fake::machine();
         let plan = match &cli.command {
@@ -152,48 +159,103 @@ mod tests {
 
     #[test]
     fn run_resolves_through_the_plan() {
-        assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "local"));
-        assert_eq!(resolved(&["run", "--local", "--model", "M.onnx", "--ep", "qnn", "--qnn", "2.49"]), one(Kind::Emulator, "SM8650", "qnn-2.5.0-ort-1.31.1-windows-x86_64", "htp"));
-        assert_eq!(resolved(&["run", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "devices"));
-        assert_eq!(resolved(&["run", "--ep", "qnn", "--soc", "SM8350", "--model", "M.onnx"]), one(Kind::Emulator, "SM8350", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "htp"));
+        assert_eq!(
+            resolved(&["run", "--local", "--model", "M.onnx", "--ep", "openvino"]),
+            one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "local")
+        );
+        assert_eq!(
+            resolved(&["run", "--local", "--model", "M.onnx", "--ep", "qnn", "--qnn", "2.49"]),
+            one(Kind::Emulator, "SM8650", "qnn-2.5.0-ort-1.31.1-windows-x86_64", "htp")
+        );
+        assert_eq!(
+            resolved(&["run", "--device", "phone-a", "--model", "M.onnx"]),
+            one(Kind::Devices, "phone-a", "ort-1.31.1-android", "devices")
+        );
+        assert_eq!(
+            resolved(&["run", "--ep", "qnn", "--soc", "SM8350", "--model", "M.onnx"]),
+            one(Kind::Emulator, "SM8350", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "htp")
+        );
         assert!(resolved(&["run", "--model", "M.onnx"]).unwrap_err().contains("choose where to run"));
     }
 
     #[test]
     fn compare_resolves_through_the_plan() {
-        let compare = |extra: &[&str]| resolved(&[&["compare", "--baseline-model", "M.onnx", "--model", "M.onnx"], extra].concat());
-        assert_eq!(compare(&["--local", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "compare"));
-        assert_eq!(compare(&["--device", "phone-b", "--ep", "qnn"]), one(Kind::Devices, "phone-b", "qnn-2.7.0-ort-1.31.1-android", "compare"));
+        let compare = |extra: &[&str]| {
+            resolved(&[&["compare", "--baseline-model", "M.onnx", "--model", "M.onnx"], extra].concat())
+        };
+        assert_eq!(
+            compare(&["--local", "--ep", "openvino"]),
+            one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "compare")
+        );
+        assert_eq!(
+            compare(&["--device", "phone-b", "--ep", "qnn"]),
+            one(Kind::Devices, "phone-b", "qnn-2.7.0-ort-1.31.1-android", "compare")
+        );
         assert!(compare(&["--local", "--ep", "qnn"]).unwrap_err().contains("compare on --device"));
     }
 
     #[test]
     fn numerics_resolves_through_the_plan() {
-        assert_eq!(resolved(&["numerics", "--device", "phone-a", "--model", "M.onnx"]), one(Kind::Devices, "phone-a", "ort-1.31.1-android", "numerics"));
-        assert_eq!(resolved(&["numerics", "--local", "--model", "M.onnx"]), one(Kind::Host, "local", "ort-1.31.1-linux-x86_64", "numerics"));
-        let emulated = resolved(&["numerics", "--ep", "qnn", "--soc", "SM8350", "--qnn", "all", "--model", "M.onnx"]).unwrap();
-        assert_eq!(emulated.1.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["SM8350-qnn-2.49.40", "SM8350-qnn-2.51.0"]);
-        assert!(resolved(&["numerics", "--soc", "SM8350", "--model", "M.onnx"]).unwrap_err().contains("they need --ep qnn"));
+        assert_eq!(
+            resolved(&["numerics", "--device", "phone-a", "--model", "M.onnx"]),
+            one(Kind::Devices, "phone-a", "ort-1.31.1-android", "numerics")
+        );
+        assert_eq!(
+            resolved(&["numerics", "--local", "--model", "M.onnx"]),
+            one(Kind::Host, "local", "ort-1.31.1-linux-x86_64", "numerics")
+        );
+        let emulated =
+            resolved(&["numerics", "--ep", "qnn", "--soc", "SM8350", "--qnn", "all", "--model", "M.onnx"]).unwrap();
+        assert_eq!(
+            emulated.1.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(),
+            ["SM8350-qnn-2.49.40", "SM8350-qnn-2.51.0"]
+        );
+        assert!(resolved(&["numerics", "--soc", "SM8350", "--model", "M.onnx"])
+            .unwrap_err()
+            .contains("they need --ep qnn"));
     }
 
     #[test]
     fn preflight_resolves_through_the_plan() {
         let all = resolved(&["preflight", "--model", "M.onnx", "--soc", "all"]).unwrap();
-        assert_eq!((all.0, all.1.len(), all.2.as_path()), (Kind::Emulator, npugate_host::hexagon::all().len(), std::path::Path::new("preflight")));
-        assert_eq!(resolved(&["preflight", "--model", "M.onnx", "--ep", "openvino"]), one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "preflight-openvino"));
+        assert_eq!(
+            (all.0, all.1.len(), all.2.as_path()),
+            (Kind::Emulator, npugate_host::hexagon::all().len(), std::path::Path::new("preflight"))
+        );
+        assert_eq!(
+            resolved(&["preflight", "--model", "M.onnx", "--ep", "openvino"]),
+            one(Kind::Host, "local", "openvino-1.24.1-linux-x86_64", "preflight-openvino")
+        );
         let saver = resolved(&["preflight", "--model", "M.onnx", "--backend", "saver"]).unwrap_err();
-        assert!(saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"), "{saver}");
+        assert!(
+            saver.contains("no runtime with QNNExecutionProvider is fetched for aarch64-unknown-linux-gnu"),
+            "{saver}"
+        );
     }
 
     #[test]
     fn sweep_takes_a_plan_and_a_shard_or_merges_shard_results() {
-        let parse = |args: &[&str]| Cli::try_parse_from([&["npugate", "sweep"], args].concat()).map_err(|e| e.to_string());
-        let Command::Sweep(run) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else { panic!("sweep") };
-        assert_eq!((run.plan.as_deref(), run.shard, run.command.is_none()), (Some(std::path::Path::new("p.toml")), Some(npugate_nightly::sweep::Shard { index: 2, count: 3 }), true));
-        let Command::Sweep(merge) = parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command else { panic!("sweep") };
+        let parse =
+            |args: &[&str]| Cli::try_parse_from([&["npugate", "sweep"], args].concat()).map_err(|e| e.to_string());
+        let Command::Sweep(run) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else {
+            panic!("sweep")
+        };
+        assert_eq!(
+            (run.plan.as_deref(), run.shard, run.command.is_none()),
+            (Some(std::path::Path::new("p.toml")), Some(npugate_nightly::sweep::Shard { index: 2, count: 3 }), true)
+        );
+        let Command::Sweep(merge) = parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command
+        else {
+            panic!("sweep")
+        };
         let Some(sweep::SweepCommand::Merge(merge)) = merge.command else { panic!("merge") };
-        assert_eq!((merge.shards.len(), merge.out.out.as_deref(), merge.history.history.as_deref()), (2, Some(std::path::Path::new("m")), Some(std::path::Path::new("h.sqlite"))));
-        assert!(parse(&["--plan", "p.toml", "--shard", "4/3"]).unwrap_err().contains("\"4/3\" is not a shard; write I/N with 1 ≤ I ≤ N"));
+        assert_eq!(
+            (merge.shards.len(), merge.out.out.as_deref(), merge.history.history.as_deref()),
+            (2, Some(std::path::Path::new("m")), Some(std::path::Path::new("h.sqlite")))
+        );
+        assert!(parse(&["--plan", "p.toml", "--shard", "4/3"])
+            .unwrap_err()
+            .contains("\"4/3\" is not a shard; write I/N with 1 ≤ I ≤ N"));
         assert!(parse(&["--shard", "1/3"]).unwrap_err().contains("--plan"), "a sweep needs its plan");
         assert!(parse(&["merge"]).unwrap_err().contains("<DIR>"), "a merge needs shard results");
         assert!(parse(&["--plan", "p.toml", "merge", "a"]).is_err(), "a plan or a merge, not both");
@@ -201,7 +263,10 @@ mod tests {
 
     #[test]
     fn compile_resolves_through_the_plan() {
-        assert_eq!(resolved(&["compile", "--model", "M.onnx", "--soc", "SM8550", "--qnn", "2.51"]), one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "compile"));
+        assert_eq!(
+            resolved(&["compile", "--model", "M.onnx", "--soc", "SM8550", "--qnn", "2.51"]),
+            one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "compile")
+        );
         assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
     }
 }

@@ -10,7 +10,7 @@ use npugate_settings::{HarnessSettings, SessionSettings};
 
 use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
 use npugate_htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
-use npugate_numerics::{self as numerics, NumericsRequest, TensorChoice, Targets, DEFAULT_MIN_SQNR_DB};
+use npugate_numerics::{self as numerics, NumericsRequest, Targets, TensorChoice, DEFAULT_MIN_SQNR_DB};
 use npugate_plan::{self as plan, Command, Installed, Plan, Request};
 
 /// Arguments of `npugate numerics`.
@@ -59,7 +59,8 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
         }
     }
     // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
-    let choice = ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref(), NAME_IT_BY_FLAG)?;
+    let choice =
+        ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref(), NAME_IT_BY_FLAG)?;
     let Some(reference_model) = choice.outputs.as_deref() else {
         bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
     };

@@ -6,17 +6,17 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use ed25519_dalek::SigningKey;
-use npugate_settings::EpKind;
 use npugate_gate::export::Format;
+use npugate_settings::EpKind;
 
 use npugate_android::adb::Adb;
 use npugate_android::device_state::parse_celsius;
-use npugate_host::hexagon::{Soc, SocChoice};
 use npugate_engine::pipeline::{GateSpec, Sinks};
-use npugate_plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, Request};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
 use npugate_engine::targets::Cancel;
+use npugate_host::hexagon::{Soc, SocChoice};
+use npugate_plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, Request};
 
 /// `--model`: the model every harness command runs.
 #[derive(Debug, Clone, Args)]
@@ -137,7 +137,9 @@ impl PlaceArgs {
         }
         match emulator.filter(|e| !e.socs.is_empty() || !e.qnn.is_empty()) {
             Some(_) if ep == EpKind::Qnn => Ok(Place::Local),
-            Some(_) => anyhow::bail!("--soc and --qnn run the model on Qualcomm's host HTP emulator: they need --ep qnn"),
+            Some(_) => {
+                anyhow::bail!("--soc and --qnn run the model on Qualcomm's host HTP emulator: they need --ep qnn")
+            }
             None if emulator.is_some() => {
                 anyhow::bail!("choose where to run: --local (this machine), --device SERIAL|all (over adb) or --ep qnn --soc SOC (the host HTP emulator)")
             }
@@ -195,7 +197,13 @@ pub struct TargetArgs {
 
 impl TargetArgs {
     /// The plan request of `command` (see [`PlaceArgs::place`] for where it runs).
-    pub fn request(&self, command: Command, ep: EpKind, emulator: Option<&EmulatorArgs>, health: Option<&HealthArgs>) -> Result<Request<'_>> {
+    pub fn request(
+        &self,
+        command: Command,
+        ep: EpKind,
+        emulator: Option<&EmulatorArgs>,
+        health: Option<&HealthArgs>,
+    ) -> Result<Request<'_>> {
         let place = self.place.place(ep, emulator, health)?;
         Ok(self.subject.request(command, place, ep, emulator))
     }
@@ -257,7 +265,12 @@ pub struct GateArgs {
 impl GateArgs {
     /// The rules and baseline.
     pub fn spec(&self) -> Result<GateSpec> {
-        GateSpec::load(self.rules.rules_file.as_deref(), &self.rules.rule_overrides, self.baseline.as_deref(), self.force)
+        GateSpec::load(
+            self.rules.rules_file.as_deref(),
+            &self.rules.rule_overrides,
+            self.baseline.as_deref(),
+            self.force,
+        )
     }
 }
 

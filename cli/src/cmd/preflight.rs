@@ -13,9 +13,9 @@ use npugate_settings::{EpKind, SessionSettings};
 
 use super::options::{EmulatorArgs, JsonArg, SubjectArgs};
 use npugate_htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
+use npugate_htp::saver::{summary, unexpected_fallbacks, PreflightRequest};
 use npugate_htp::HostHtp;
 use npugate_plan::{Command, Installed, Kind, Place, Plan, Request};
-use npugate_htp::saver::{summary, unexpected_fallbacks, PreflightRequest};
 
 /// Which backend judges the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,7 +64,9 @@ impl PreflightArgs {
     pub fn request(&self) -> Result<Request<'_>> {
         let (place, ep) = match (self.host_ep(), self.backend) {
             (true, PreflightBackend::Htp) => (Place::Local, self.session.ep),
-            (true, PreflightBackend::Saver) => bail!("--backend saver predicts QNN; drop --ep {}", self.session.ep.cli_name()),
+            (true, PreflightBackend::Saver) => {
+                bail!("--backend saver predicts QNN; drop --ep {}", self.session.ep.cli_name())
+            }
             (false, PreflightBackend::Htp) => (Place::Emulator, EpKind::Qnn),
             (false, PreflightBackend::Saver) => (Place::Qemu, EpKind::Qnn),
         };
@@ -74,7 +76,9 @@ impl PreflightArgs {
 
 /// Runs `npugate preflight`.
 pub fn run(args: PreflightArgs) -> Result<u8> {
-    let model = args.subject.model.model.canonicalize().with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display()))?;
+    let model = args.subject.model.model.canonicalize().with_context(|| {
+        format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
+    })?;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     match plan.kind {
@@ -122,9 +126,23 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
 /// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own (into
 /// `<out>/<graph id>/`), one line per graph and SoC, then each graph's report; the exit code is
 /// the worst graph's.
-fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, hosts: &[HostHtp], socs: &[npugate_host::hexagon::Soc], fp16: bool, plan: &Plan) -> Result<u8> {
-    if let Some(flag) = [(!args.session.shapes.is_empty(), "--shape"), (!args.session.inputs.is_empty(), "--input")].iter().find(|(given, _)| *given).map(|(_, flag)| flag) {
-        bail!("{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs", config.display());
+fn htp_per_graph(
+    args: &PreflightArgs,
+    config: &std::path::Path,
+    hosts: &[HostHtp],
+    socs: &[npugate_host::hexagon::Soc],
+    fp16: bool,
+    plan: &Plan,
+) -> Result<u8> {
+    if let Some(flag) = [(!args.session.shapes.is_empty(), "--shape"), (!args.session.inputs.is_empty(), "--input")]
+        .iter()
+        .find(|(given, _)| *given)
+        .map(|(_, flag)| flag)
+    {
+        bail!(
+            "{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs",
+            config.display()
+        );
     }
     let llm = npugate_engine::model::open_folder(config)?;
     let cancel = super::options::interrupt_flag();
@@ -132,7 +150,15 @@ fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, hosts: &[HostHt
     let mut details = String::new();
     let mut lines = Vec::new();
     for graph in &llm.graphs {
-        let request = HtpPreflightRequest { hosts, model: &graph.path, shapes: &[], inputs: &[], socs, fp16, execute: !args.no_execute };
+        let request = HtpPreflightRequest {
+            hosts,
+            model: &graph.path,
+            shapes: &[],
+            inputs: &[],
+            socs,
+            fp16,
+            execute: !args.no_execute,
+        };
         let report = request.run(&plan.out.join(&graph.id), &cancel)?;
         for soc in &report.socs {
             let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
@@ -147,7 +173,8 @@ fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, hosts: &[HostHt
                 (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
             };
             let qnn = if hosts.len() > 1 { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
-            lines.push(format!("graph {} ({}) on {} ({}){qnn}: {verdict}", graph.id, graph.file, soc.soc, soc.htp_arch));
+            lines
+                .push(format!("graph {} ({}) on {} ({}){qnn}: {verdict}", graph.id, graph.file, soc.soc, soc.htp_arch));
         }
         details.push_str(&format!("\ngraph {} ({}):\n{}", graph.id, graph.file, htp_summary(&report)));
         exit = exit.max(report.exit_code);
@@ -165,10 +192,18 @@ fn htp_per_graph(args: &PreflightArgs, config: &std::path::Path, hosts: &[HostHt
 fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u8> {
     let planned = &plan.targets[0];
     let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
-    let request = PreflightRequest { harness: &planned.harness, runtime: &planned.runtime, model, shapes: &args.session.shapes, fp16 };
+    let request = PreflightRequest {
+        harness: &planned.harness,
+        runtime: &planned.runtime,
+        model,
+        shapes: &args.session.shapes,
+        fp16,
+    };
     let preflight = request.run(&plan.out, &super::options::interrupt_flag())?;
     if let Some(status) = &preflight.crashed_after_result {
-        eprintln!("npugate: note: the harness crashed in teardown ({status}) after writing result.json; the result decides");
+        eprintln!(
+            "npugate: note: the harness crashed in teardown ({status}) after writing result.json; the result decides"
+        );
     }
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&preflight.report)?);

@@ -7,8 +7,8 @@ use clap::Args;
 use npugate_settings::HarnessSettings;
 
 use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
-use npugate_plan::{Command, Installed, Plan, Request};
 use crate::run_plan::{self, RunOptions};
+use npugate_plan::{Command, Installed, Plan, Request};
 
 /// Arguments of `npugate run`.
 #[derive(Debug, Args)]

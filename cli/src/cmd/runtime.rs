@@ -61,8 +61,12 @@ pub fn run(command: RuntimeCommand) -> Result<u8> {
             let names = if all { catalog::catalog()?.runtime.into_iter().map(|r| r.name).collect() } else { names };
             for name in names {
                 match runtime::fetch(&name)? {
-                    FetchOutcome::UpToDate(m) => println!("{name}: up to date ({} files) in {}", m.files.len(), m.dir.display()),
-                    FetchOutcome::Fetched(m) => println!("{name}: fetched {} files into {}", m.files.len(), m.dir.display()),
+                    FetchOutcome::UpToDate(m) => {
+                        println!("{name}: up to date ({} files) in {}", m.files.len(), m.dir.display())
+                    }
+                    FetchOutcome::Fetched(m) => {
+                        println!("{name}: fetched {} files into {}", m.files.len(), m.dir.display())
+                    }
                 }
             }
         }
@@ -75,8 +79,12 @@ pub fn run(command: RuntimeCommand) -> Result<u8> {
         RuntimeCommand::Show { name } => {
             println!("{}", serde_json::to_string_pretty(&RuntimeManifest::load(&name)?)?);
         }
-        RuntimeCommand::ImportAar { path, name, ort_version } => imported(npugate_android::runtime_import::aar::import(&path, &name, &ort_version)?),
-        RuntimeCommand::ImportQairt { dir, name, base, arches } => imported(npugate_android::runtime_import::qairt::import(&dir, &name, &base, &arches)?),
+        RuntimeCommand::ImportAar { path, name, ort_version } => {
+            imported(npugate_android::runtime_import::aar::import(&path, &name, &ort_version)?)
+        }
+        RuntimeCommand::ImportQairt { dir, name, base, arches } => {
+            imported(npugate_android::runtime_import::qairt::import(&dir, &name, &base, &arches)?)
+        }
     }
     Ok(EXIT_PASS)
 }

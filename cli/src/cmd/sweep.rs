@@ -12,10 +12,10 @@ use clap::{Args, Subcommand};
 use npugate_result::contract::EXIT_ERROR;
 
 use super::options::{DeviceRunArgs, EvidenceArgs, HarnessArg, HistoryArg, OutArg};
+use npugate_engine::targets::Target;
 use npugate_nightly::history::{self, HistoryFilter, HistoryReport, HistoryStore};
 use npugate_nightly::matrix::{self, Matrix};
 use npugate_nightly::sweep::{self, Cut, Shard, SweepOptions, SweepPlan, SweepSummary, SweepTarget};
-use npugate_engine::targets::Target;
 
 /// Nights of history the matrix report's trends show.
 const TREND_NIGHTS: usize = 30;
@@ -110,7 +110,10 @@ fn run_plan(plan_file: &Path, args: &SweepArgs) -> Result<u8> {
     let adb = devices_args.devices.adb()?;
     let cut = Cut { units: sweep::plan_units(&plan, &adb, &devices_args.devices.devices)?, shard: args.shard };
     let mut devices: Vec<SweepTarget<Box<dyn Target>>> =
-        sweep::resolve_devices(&plan, &adb, &cut, &devices_args.adb_settings())?.into_iter().map(SweepTarget::boxed).collect();
+        sweep::resolve_devices(&plan, &adb, &cut, &devices_args.adb_settings())?
+            .into_iter()
+            .map(SweepTarget::boxed)
+            .collect();
     devices.extend(sweep::host_htp_targets(&plan, &cut).into_iter().map(SweepTarget::boxed));
     let policy = devices_args.policy(&super::options::interrupt_flag());
     let options = SweepOptions {
@@ -124,8 +127,13 @@ fn run_plan(plan_file: &Path, args: &SweepArgs) -> Result<u8> {
     let summary = sweep::run_sweep(&plan, &devices, &options)?;
     let (written, history_ok) = report(&summary, &out, &args.history.path())?;
     if let Some((bundle_dir, key)) = &bundle {
-        let manifest = npugate_nightly::evidence::for_sweep(&plan, &out, args.harness.harness.as_deref(), &written)?.write(bundle_dir, key)?;
-        eprintln!("npugate sweep: evidence bundle of {} files signed in {}", manifest.files.len(), bundle_dir.display());
+        let manifest = npugate_nightly::evidence::for_sweep(&plan, &out, args.harness.harness.as_deref(), &written)?
+            .write(bundle_dir, key)?;
+        eprintln!(
+            "npugate sweep: evidence bundle of {} files signed in {}",
+            manifest.files.len(),
+            bundle_dir.display()
+        );
     }
     let code = summary.exit_code.unwrap_or(EXIT_ERROR);
     Ok(if history_ok { code } else { EXIT_ERROR })
@@ -137,7 +145,12 @@ fn run_merge(args: &MergeArgs) -> Result<u8> {
         Some(out) => out,
         None => {
             let first = args.shards.first().and_then(|dir| SweepSummary::read(dir));
-            let first = first.ok_or_else(|| anyhow::anyhow!("{} holds no sweep; give the --out folders of `npugate sweep --shard I/N`", args.shards[0].display()))?;
+            let first = first.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{} holds no sweep; give the --out folders of `npugate sweep --shard I/N`",
+                    args.shards[0].display()
+                )
+            })?;
             PathBuf::from("npugate-sweeps").join(&first.name).join(&first.night)
         }
     };
@@ -145,7 +158,12 @@ fn run_merge(args: &MergeArgs) -> Result<u8> {
     if let Some(merged) = &summary.merged {
         for missing in &merged.missing {
             let units: Vec<String> = missing.units.iter().map(|unit| unit.label()).collect();
-            eprintln!("npugate sweep merge: shard {}/{} is missing: its cells on {} are absent", missing.index, merged.count, units.join(", "));
+            eprintln!(
+                "npugate sweep merge: shard {}/{} is missing: its cells on {} are absent",
+                missing.index,
+                merged.count,
+                units.join(", ")
+            );
         }
     }
     let (_, history_ok) = report(&summary, &out, &args.history.path())?;

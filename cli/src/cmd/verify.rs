@@ -24,7 +24,11 @@ pub fn run(args: VerifyArgs) -> Result<u8> {
     let key = read_public_key(&args.pubkey)?;
     let problems = verify(&args.bundle, &key)?;
     if problems.is_empty() {
-        println!("valid: {} is signed by {} and every file matches its sha256", args.bundle.display(), args.pubkey.display());
+        println!(
+            "valid: {} is signed by {} and every file matches its sha256",
+            args.bundle.display(),
+            args.pubkey.display()
+        );
         return Ok(EXIT_PASS);
     }
     for problem in &problems {

@@ -18,10 +18,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use npugate_gate::compare::{judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence};
+use npugate_gate::compare::{
+    judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence,
+};
 use npugate_gate::export::{write_all, Format};
-use npugate_settings::HarnessSettings;
 use npugate_result::files;
+use npugate_settings::HarnessSettings;
 
 use crate::layout::Ownership;
 use crate::rack::Attempted;
@@ -93,13 +95,19 @@ fn placement_settings(settings: &HarnessSettings) -> HarnessSettings {
 
 /// The settings of the timed rounds: the user's warm-up, `runs` timed runs, nothing after them.
 fn round_settings(settings: &HarnessSettings, runs: u32) -> HarnessSettings {
-    let mut round = HarnessSettings { runs, profile_runs: 0, no_reference_pass: true, check_outputs: false, ..settings.clone() };
+    let mut round =
+        HarnessSettings { runs, profile_runs: 0, no_reference_pass: true, check_outputs: false, ..settings.clone() };
     round.qnn.qnn_profiling = None;
     round
 }
 
 /// Runs the comparison `spec` on `target` into `out` and saves its verdict there.
-pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progress: &dyn Progress) -> Result<CompareReport> {
+pub fn compare_on(
+    target: &dyn Target,
+    spec: &CompareSpec<'_>,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<CompareReport> {
     for model in [spec.baseline, spec.candidate] {
         let folder = npugate_onnx::genai::config_path(model).is_some_and(|config| config.is_file());
         anyhow::ensure!(model.is_file() || folder, "model {} not found", model.display());
@@ -109,7 +117,11 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
     let placement = placement_settings(spec.job.settings);
     let timed = round_settings(spec.job.settings, spec.runs_per_round);
     let sides = [(BASELINE_DIR, spec.baseline, spec.sources[0]), (CANDIDATE_DIR, spec.candidate, spec.sources[1])];
-    let run = |(model, source): (&Path, Option<&Path>), settings: &HarnessSettings, dir: &str, step: &str| -> Result<RunReport> {
+    let run = |(model, source): (&Path, Option<&Path>),
+               settings: &HarnessSettings,
+               dir: &str,
+               step: &str|
+     -> Result<RunReport> {
         if cancel.is_cancelled() {
             return Err(cancel.error());
         }
@@ -120,7 +132,12 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
     };
     let mut placed = Vec::new();
     for (side, model, source) in sides {
-        placed.push(run((model, source), &placement, &format!("{side}/{PLACEMENT_DIR}"), &format!("placement {side}"))?);
+        placed.push(run(
+            (model, source),
+            &placement,
+            &format!("{side}/{PLACEMENT_DIR}"),
+            &format!("placement {side}"),
+        )?);
     }
     let mut rounds: Vec<(First, RunReport, RunReport)> = Vec::with_capacity(spec.rounds);
     for index in 0..spec.rounds {
@@ -133,7 +150,8 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
         for side in order {
             let (name, model, source) = sides[side];
             let dir = format!("{name}/{}", round_dir(index));
-            pair[side] = Some(run((model, source), &timed, &dir, &format!("round {}/{} {name}", index + 1, spec.rounds))?);
+            pair[side] =
+                Some(run((model, source), &timed, &dir, &format!("round {}/{} {name}", index + 1, spec.rounds))?);
         }
         let [Some(a), Some(b)] = pair else { unreachable!("both sides ran") };
         rounds.push((first, a, b));
@@ -151,7 +169,10 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
             ));
         }
     }
-    let placements: Vec<_> = placed.iter().map(|r| npugate_profile::analyze_run(r.placed.dir(), &r.result).map_err(|e| e.to_string())).collect();
+    let placements: Vec<_> = placed
+        .iter()
+        .map(|r| npugate_profile::analyze_run(r.placed.dir(), &r.result).map_err(|e| e.to_string()))
+        .collect();
     let (a_dir, b_dir) = (format!("{BASELINE_DIR}/{PLACEMENT_DIR}"), format!("{CANDIDATE_DIR}/{PLACEMENT_DIR}"));
     let (a_run, b_run) = (&placed[0].result, &placed[1].result);
     let (a_model, b_model) = (spec.baseline.display().to_string(), spec.candidate.display().to_string());
@@ -168,8 +189,18 @@ pub fn compare_on(target: &dyn Target, spec: &CompareSpec<'_>, out: &Path, progr
         .collect();
     let evidence = CompareEvidence {
         target: target.name(),
-        baseline: SideEvidence { model: &a_model, placement_run: a_run, placement: placements[0].as_ref().map_err(Clone::clone), placement_dir: &a_dir },
-        candidate: SideEvidence { model: &b_model, placement_run: b_run, placement: placements[1].as_ref().map_err(Clone::clone), placement_dir: &b_dir },
+        baseline: SideEvidence {
+            model: &a_model,
+            placement_run: a_run,
+            placement: placements[0].as_ref().map_err(Clone::clone),
+            placement_dir: &a_dir,
+        },
+        candidate: SideEvidence {
+            model: &b_model,
+            placement_run: b_run,
+            placement: placements[1].as_ref().map_err(Clone::clone),
+            placement_dir: &b_dir,
+        },
         rounds: &evidence_rounds,
         errors,
     };
@@ -186,8 +217,11 @@ fn round_dir(index: usize) -> String {
 /// Makes `out` an empty directory: missing, empty, or a comparison of npugate's (it is replaced,
 /// also when cut short); anything else is refused.
 fn clear(out: &Path) -> Result<()> {
-    const COMPARISON: Ownership =
-        Ownership { marker: files::COMPARE, what: "npugate comparison", own_names: &[BASELINE_DIR, CANDIDATE_DIR, files::REPORT_HTML, "attempt-*"] };
+    const COMPARISON: Ownership = Ownership {
+        marker: files::COMPARE,
+        what: "npugate comparison",
+        own_names: &[BASELINE_DIR, CANDIDATE_DIR, files::REPORT_HTML, "attempt-*"],
+    };
     COMPARISON.replace(out, "--out")
 }
 
@@ -202,9 +236,9 @@ mod tests {
     use super::*;
     use crate::confirm::run_confirmed;
     use crate::pipeline::{self, GateSpec, OutputsCheck};
-    use npugate_host::runtime::RuntimeManifest;
     use crate::targets::mock::{Behaviour, MockTarget, Simulated};
     use crate::targets::{Cancel, Silent};
+    use npugate_host::runtime::RuntimeManifest;
 
     const ROUNDS: usize = 10;
 
@@ -234,8 +268,26 @@ mod tests {
         let cancel = Cancel::new();
         let rules = CompareRules::default();
         let (a, b) = (work.join(baseline), work.join(candidate));
-        let job = Job { harness: &a, runtime: &runtime, model: &a, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
-        let spec = CompareSpec { job, baseline: &a, candidate: &b, sources: [None, None], rounds: ROUNDS, runs_per_round: 20, rules: &rules };
+        let job = Job {
+            harness: &a,
+            runtime: &runtime,
+            model: &a,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: Duration::from_secs(5),
+            cancel: &cancel,
+        };
+        let spec = CompareSpec {
+            job,
+            baseline: &a,
+            candidate: &b,
+            sources: [None, None],
+            rounds: ROUNDS,
+            runs_per_round: 20,
+            rules: &rules,
+        };
         run_confirmed(confirm, &work.join("out"), |dir| compare_on(target, &spec, dir, &Silent)).unwrap()
     }
 
@@ -243,11 +295,34 @@ mod tests {
     fn each_side_runs_with_its_own_source_model_as_the_reference() {
         let work = models();
         let target = device(1_000_000, steady);
-        let (settings, runtime, cancel, rules) = (HarnessSettings::default(), RuntimeManifest::for_tests(work.path()), Cancel::new(), CompareRules::default());
+        let (settings, runtime, cancel, rules) = (
+            HarnessSettings::default(),
+            RuntimeManifest::for_tests(work.path()),
+            Cancel::new(),
+            CompareRules::default(),
+        );
         let (a, b) = (work.path().join("a.onnx"), work.path().join("b.onnx"));
         let source_b = work.path().join("a_copy.onnx");
-        let job = Job { harness: &a, runtime: &runtime, model: &a, prepared: None, reference_model: None, settings: &settings, env: &[], timeout: Duration::from_secs(5), cancel: &cancel };
-        let spec = CompareSpec { job, baseline: &a, candidate: &b, sources: [None, Some(&source_b)], rounds: 2, runs_per_round: 5, rules: &rules };
+        let job = Job {
+            harness: &a,
+            runtime: &runtime,
+            model: &a,
+            prepared: None,
+            reference_model: None,
+            settings: &settings,
+            env: &[],
+            timeout: Duration::from_secs(5),
+            cancel: &cancel,
+        };
+        let spec = CompareSpec {
+            job,
+            baseline: &a,
+            candidate: &b,
+            sources: [None, Some(&source_b)],
+            rounds: 2,
+            runs_per_round: 5,
+            rules: &rules,
+        };
         compare_on(&target, &spec, &work.path().join("out"), &Silent).unwrap();
         let jobs = target.jobs();
         assert_eq!(jobs.len(), 6, "two placement runs and two rounds of two: {jobs:?}");
@@ -273,7 +348,11 @@ mod tests {
         }
         assert!(out.join(files::REPORT_HTML).is_file());
         assert_eq!(RunResult::read(&out.join("candidate/round-03")).unwrap().timings.latencies_ns.len(), 20);
-        assert_eq!(RunResult::read(&out.join("candidate/placement")).unwrap().timings.latencies_ns.len(), 1, "placement runs time one run");
+        assert_eq!(
+            RunResult::read(&out.join("candidate/placement")).unwrap().timings.latencies_ns.len(),
+            1,
+            "placement runs time one run"
+        );
         assert!(v.baseline.placement.is_some() && v.placement_differences.is_empty());
     }
 
@@ -316,7 +395,8 @@ mod tests {
         let rules = Rules::load(None, &["disable=[\"cv_pct\", \"npu_flops_pct\"]".into()]).unwrap();
         let spec = GateSpec { rules, baseline: Some(baseline), force: false };
         let current = out.join(format!("candidate/round-{ROUNDS}"));
-        let verdict = pipeline::judge(&current, &RunResult::read(&current).unwrap(), &OutputsCheck::NotRequested, &spec);
+        let verdict =
+            pipeline::judge(&current, &RunResult::read(&current).unwrap(), &OutputsCheck::NotRequested, &spec);
         assert_eq!(verdict.outcome, Outcome::Fail, "{:#?}", verdict.checks);
         assert!(verdict.failures().all(|c| c.rule == npugate_gate::RuleName::BaselineMedianPct));
     }
@@ -347,13 +427,19 @@ mod tests {
             assert!(kept.confirmation.is_none(), "each attempt keeps its own verdict");
             assert_eq!(kept.outcome, if attempt == 1 { Outcome::Fail } else { Outcome::Pass });
         }
-        assert!(out.join("baseline/round-01").join(files::RESULT).is_file(), "the reported attempt's runs are in place");
+        assert!(
+            out.join("baseline/round-01").join(files::RESULT).is_file(),
+            "the reported attempt's runs are in place"
+        );
 
         let work = models();
         let report = compare(&device(1_300_000, steady), work.path(), "a.onnx", "b.onnx", 2);
         let confirmation = report.verdict.confirmation.as_ref().unwrap();
         assert_eq!(confirmation.sentence(), "failed 3 of 3: the failure reproduced");
         assert_eq!((report.verdict.outcome, report.exit_code()), (Outcome::Fail, 1));
-        assert!(confirmation.attempts.iter().all(|a| a.headline.as_deref().is_some_and(|h| h.starts_with("B/A 1.3"))), "{confirmation:?}");
+        assert!(
+            confirmation.attempts.iter().all(|a| a.headline.as_deref().is_some_and(|h| h.starts_with("B/A 1.3"))),
+            "{confirmation:?}"
+        );
     }
 }

@@ -9,18 +9,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use npugate_settings::HarnessCommand;
 use npugate_result::{contract, files};
+use npugate_settings::HarnessCommand;
 use serde::{Deserialize, Serialize};
 
 use super::{Execution, Job, Progress, Retryable, Target};
+use crate::model::ModelFiles;
 use npugate_android::adb::quote::{assignment, command_line, quote};
 use npugate_android::adb::{Adb, AdbError, DeviceShell};
 use npugate_android::deploy::{self, DeployFile, DeployReport};
 use npugate_android::device_lock::{DeviceLock, LockError, LockOptions, LockRecord, Reporter};
 use npugate_android::device_state::{self, Cooldown, DeviceStateRecord};
 use npugate_android::devices::{self, DeviceInfo};
-use crate::model::ModelFiles;
 
 /// Schema of `device_run.json`.
 pub const DEVICE_RUN_SCHEMA: &str = "npugate.device-run/1";
@@ -112,24 +112,32 @@ impl Target for AdbTarget {
         let device = devices::probe(adb, serial).map_err(adb_error)?;
         let mut warnings: Vec<String> = device.gap().into_iter().collect();
         let model_files = job.model_files()?;
-        let reference_files = job.reference_model.map(|path| ModelFiles::read(path, &npugate_host::hash_cache::HashCache::default_cache())).transpose()?;
+        let reference_files = job
+            .reference_model
+            .map(|path| ModelFiles::read(path, &npugate_host::hash_cache::HashCache::default_cache()))
+            .transpose()?;
         let files = files_for(job, &device, (&model_files, reference_files.as_ref()), &mut warnings)?;
         let shell: Arc<dyn DeviceShell> = Arc::new(adb.device(serial));
         progress.step("lock");
         let cancelled = || job.cancel.is_cancelled();
-        let reporter = Reporter { step: &|what| progress.step(what), note: &|line| progress.note(line), cancelled: &cancelled };
+        let reporter =
+            Reporter { step: &|what| progress.step(what), note: &|line| progress.note(line), cancelled: &cancelled };
         // Held until this function returns: cooldown, deploy, run and pull happen under it.
-        let lock = DeviceLock::acquire(shell.clone(), work_dir, &LockOptions::waiting(self.settings.lock_timeout), &reporter)
-            .map_err(|error| match error {
-                LockError::Adb(error) => adb_error(error),
-                LockError::Interrupted(_) => job.cancel.error(),
-                other => other.into(),
-            })?;
+        let lock =
+            DeviceLock::acquire(shell.clone(), work_dir, &LockOptions::waiting(self.settings.lock_timeout), &reporter)
+                .map_err(|error| match error {
+                    LockError::Adb(error) => adb_error(error),
+                    LockError::Interrupted(_) => job.cancel.error(),
+                    other => other.into(),
+                })?;
         let cooldown = match self.settings.cooldown {
             Some((target_c, limit)) => {
                 progress.step(&format!("cooldown to {target_c}°C"));
                 let on_wait = |t: f64| progress.step(&format!("cooldown: {t:.1}°C > {target_c}°C"));
-                Some(device_state::cool_down(&*shell, target_c, limit, Duration::from_secs(5), on_wait).map_err(adb_error)?)
+                Some(
+                    device_state::cool_down(&*shell, target_c, limit, Duration::from_secs(5), on_wait)
+                        .map_err(adb_error)?,
+                )
             }
             None => None,
         };
@@ -142,8 +150,9 @@ impl Target for AdbTarget {
             return Err(job.cancel.error());
         }
         progress.step("deploy");
-        let mut deploy = deploy::deploy(adb, serial, work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
-            .map_err(adb_error)?;
+        let mut deploy =
+            deploy::deploy(adb, serial, work_dir, &files, |t| progress.push_total(t), |b| progress.pushed(b))
+                .map_err(adb_error)?;
         deploy.model_hash_seconds = model_files.hash_time.as_secs_f64();
         if cancelled() {
             return Err(job.cancel.error());
@@ -171,7 +180,11 @@ impl Target for AdbTarget {
         progress.step("pull");
         let pulled = Instant::now();
         pull_into(adb, serial, &layout.out, out).with_context(|| {
-            format!("harness exited {}: {}", shell_out.exit_code, shell_out.stderr.lines().last().unwrap_or("(no stderr)"))
+            format!(
+                "harness exited {}: {}",
+                shell_out.exit_code,
+                shell_out.stderr.lines().last().unwrap_or("(no stderr)")
+            )
         })?;
         let pull_seconds = pulled.elapsed().as_secs_f64();
         let _ = adb.shell(serial, &cleanup_script(&layout.out), Duration::from_secs(60), "clean up");
@@ -215,7 +228,12 @@ fn adb_error(error: AdbError) -> anyhow::Error {
 
 /// The files this device needs: its harness, the model with every file it refers to (and so a
 /// compiled model's source model, `reference`), the inputs and the runtime's libraries, keeping only the Stub/Skel of the device's Hexagon arch.
-fn files_for(job: &Job<'_>, device: &DeviceInfo, (model, reference): (&ModelFiles, Option<&ModelFiles>), warnings: &mut Vec<String>) -> anyhow::Result<Vec<DeployFile>> {
+fn files_for(
+    job: &Job<'_>,
+    device: &DeviceInfo,
+    (model, reference): (&ModelFiles, Option<&ModelFiles>),
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<Vec<DeployFile>> {
     let serial = &device.serial;
     let target = device.target.as_deref().ok_or_else(|| match device.abi.as_deref() {
         Some(abi) => anyhow::anyhow!("device {serial}: unknown ABI {abi:?}; no harness target for it"),
@@ -257,7 +275,13 @@ fn files_for(job: &Job<'_>, device: &DeviceInfo, (model, reference): (&ModelFile
 
 /// The `.onnx` at `path` and every file it refers to, in the model's own directory.
 fn model_deploy_files(path: &Path, model: &ModelFiles) -> Vec<DeployFile> {
-    let onnx = DeployFile { local: path.to_path_buf(), remote: model_path(path, model), sha256: model.sha256.clone(), bytes: model.bytes, executable: false };
+    let onnx = DeployFile {
+        local: path.to_path_buf(),
+        remote: model_path(path, model),
+        sha256: model.sha256.clone(),
+        bytes: model.bytes,
+        executable: false,
+    };
     let referenced = model.referenced.iter().map(|(file, local)| DeployFile {
         local: local.clone(),
         remote: format!("{}/{}", model_dir(model), file.name),
@@ -295,7 +319,8 @@ impl Layout {
     fn new(job: &Job<'_>, (model, reference): (&ModelFiles, Option<&ModelFiles>), work: &str, run_id: &str) -> Layout {
         let runtime_dir = format!("{work}/runtimes/{}", job.runtime.name);
         // A CPU run never loads the runtime's plugin EP (a plugin runtime serves CPU runs too).
-        let ep_library = job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref()).filter(|_| job.settings.ep.is_accelerator());
+        let ep_library =
+            job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref()).filter(|_| job.settings.ep.is_accelerator());
         let out = format!("{work}/results/{run_id}");
         let mut index = 0;
         let settings = job.settings.with_input_paths(|input| {
@@ -310,7 +335,10 @@ impl Layout {
             runtime_name: Some(job.runtime.name.clone()),
             fixed_from_sha256: job.fixed_from().map(str::to_string),
             model_files: model.hints(),
-            reference_model: job.reference_model.zip(reference).map(|(path, files)| format!("{work}/{}", model_path(path, files)).into()),
+            reference_model: job
+                .reference_model
+                .zip(reference)
+                .map(|(path, files)| format!("{work}/{}", model_path(path, files)).into()),
             settings,
         };
         Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command }
@@ -360,8 +388,8 @@ fn file_name(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use npugate_host::runtime::manifest::{EpLibrary, RuntimeFile};
     use crate::targets::Cancel;
+    use npugate_host::runtime::manifest::{EpLibrary, RuntimeFile};
     use npugate_settings::HarnessSettings;
 
     fn runtime(dir: &Path) -> npugate_host::runtime::RuntimeManifest {
@@ -378,7 +406,11 @@ mod tests {
             target: "aarch64-linux-android".into(),
             ort_version: "1.31.1".into(),
             ort_library: "libonnxruntime.so".into(),
-            ep: Some(EpLibrary { name: "QNNExecutionProvider".into(), attach: "plugin".into(), library: Some("libqnn_ep.so".into()) }),
+            ep: Some(EpLibrary {
+                name: "QNNExecutionProvider".into(),
+                attach: "plugin".into(),
+                library: Some("libqnn_ep.so".into()),
+            }),
             sources: vec![],
             qnn_build: None,
             files: vec![
@@ -405,8 +437,24 @@ mod tests {
         }
     }
 
-    fn job<'a>(runtime: &'a npugate_host::runtime::RuntimeManifest, model: &'a Path, harness: &'a Path, settings: &'a HarnessSettings, cancel: &'a Cancel) -> Job<'a> {
-        Job { harness, runtime, model, prepared: None, reference_model: None, settings, env: &[], timeout: Duration::from_secs(1), cancel }
+    fn job<'a>(
+        runtime: &'a npugate_host::runtime::RuntimeManifest,
+        model: &'a Path,
+        harness: &'a Path,
+        settings: &'a HarnessSettings,
+        cancel: &'a Cancel,
+    ) -> Job<'a> {
+        Job {
+            harness,
+            runtime,
+            model,
+            prepared: None,
+            reference_model: None,
+            settings,
+            env: &[],
+            timeout: Duration::from_secs(1),
+            cancel,
+        }
     }
 
     #[test]
@@ -429,7 +477,11 @@ mod tests {
         let files = files_for(&job, &device, (&model_files, None), &mut warnings).unwrap();
         let names: Vec<&str> = files.iter().map(|f| f.remote.as_str()).collect();
         let model_dir = format!("models/{}", "d".repeat(64));
-        assert_eq!(names[1..3], [format!("{model_dir}/m.onnx"), format!("{model_dir}/sub/w.bin")], "the model's files sit together");
+        assert_eq!(
+            names[1..3],
+            [format!("{model_dir}/m.onnx"), format!("{model_dir}/sub/w.bin")],
+            "the model's files sit together"
+        );
         assert_eq!(files[2].sha256, "b".repeat(64));
         assert!(
             names.contains(&"runtimes/qnn-test/libQnnHtpV75Skel.so")
@@ -486,14 +538,24 @@ mod tests {
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &harness, &settings, &cancel);
         let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1");
-        let file = DeployFile { local: model.clone(), remote: "models/m.onnx".into(), sha256: "a".repeat(64), bytes: 1, executable: true };
+        let file = DeployFile {
+            local: model.clone(),
+            remote: "models/m.onnx".into(),
+            sha256: "a".repeat(64),
+            bytes: 1,
+            executable: true,
+        };
         scripts.extend([
             npugate_android::adb::wrapped(&harness_command(&job, &layout)),
             cleanup_script(&layout.out),
             deploy::check_script(&format!("{work}/blobs"), &[file.sha256.as_str()].into()),
             deploy::link_script(work, std::slice::from_ref(&file), &[&file]),
         ]);
-        assert_eq!(scripts.len(), 13, "every script of the lock, the state and load sample, the probe, the run and the deploy");
+        assert_eq!(
+            scripts.len(),
+            13,
+            "every script of the lock, the state and load sample, the probe, the run and the deploy"
+        );
         for script in &scripts {
             let mut outside = npugate_android::adb::commands::outside_the_set(script);
             // The deployed harness is the one program of npugate's own the scripts start.
@@ -510,7 +572,8 @@ mod tests {
         let fake = work.join("bin/npugate-harness");
         // No /bin/sh on a phone: the fake harness is a script of the phone shell the test runs.
         let shell = npugate_android::adb::LocalShell;
-        std::fs::write(&fake, "printf '%s\\n' \"$LD_LIBRARY_PATH\" \"$ADSP_LIBRARY_PATH\" \"$#\" \"$@\" > seen\n").unwrap();
+        std::fs::write(&fake, "printf '%s\\n' \"$LD_LIBRARY_PATH\" \"$ADSP_LIBRARY_PATH\" \"$#\" \"$@\" > seen\n")
+            .unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let model = dir.path().join("a b;rm -rf $(x).onnx");
         let runtime = runtime(dir.path());
@@ -524,7 +587,10 @@ mod tests {
         let lines: Vec<&str> = seen.lines().collect();
         let runtime_dir = format!("{work}/runtimes/qnn-test");
         assert_eq!(lines[0], runtime_dir);
-        assert_eq!(lines[1], format!("{runtime_dir};/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/lib/rfsa/adsp;/dsp"));
+        assert_eq!(
+            lines[1],
+            format!("{runtime_dir};/vendor/lib/rfsa/adsp;/vendor/dsp/cdsp;/system/lib/rfsa/adsp;/dsp")
+        );
         let argv = &lines[3..];
         assert_eq!(lines[2], argv.len().to_string(), "every argument arrives as one word");
         let model_at = argv.iter().position(|a| *a == "--model").unwrap();

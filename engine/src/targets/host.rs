@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
-use npugate_settings::HarnessCommand;
 use npugate_result::files;
+use npugate_settings::HarnessCommand;
 
 use super::{Execution, Job, Progress, Target};
 
@@ -73,15 +73,24 @@ impl LocalLaunch<'_> {
         let mut program = self.program;
         program.args(command.to_argv()).current_dir(out).envs(job.env.iter().copied());
         let started = Instant::now();
-        let finished = npugate_host::process::run(program, job.timeout, &|| job.cancel.is_cancelled()).map_err(|stopped| match stopped {
-            npugate_host::process::Stopped::Timeout { .. } => super::Retryable(stopped.into()).into(),
-            other => anyhow::Error::from(other),
-        })?;
+        let finished =
+            npugate_host::process::run(program, job.timeout, &|| job.cancel.is_cancelled()).map_err(|stopped| {
+                match stopped {
+                    npugate_host::process::Stopped::Timeout { .. } => super::Retryable(stopped.into()).into(),
+                    other => anyhow::Error::from(other),
+                }
+            })?;
         for (name, text) in [(files::HARNESS_STDOUT, &finished.stdout), (files::HARNESS_STDERR, &finished.stderr)] {
             if !text.is_empty() {
-                std::fs::write(out.join(name), text).with_context(|| format!("cannot write {}", out.join(name).display()))?;
+                std::fs::write(out.join(name), text)
+                    .with_context(|| format!("cannot write {}", out.join(name).display()))?;
             }
         }
-        Ok(Execution { exit_code: finished.code, stderr: finished.stderr, seconds: started.elapsed().as_secs_f64(), warnings: Vec::new() })
+        Ok(Execution {
+            exit_code: finished.code,
+            stderr: finished.stderr,
+            seconds: started.elapsed().as_secs_f64(),
+            warnings: Vec::new(),
+        })
     }
 }

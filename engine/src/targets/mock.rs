@@ -55,7 +55,12 @@ pub struct Simulated {
 impl Simulated {
     /// `runs` latencies of `model` on call `call`.
     fn latencies(&self, call: usize, model: &str, runs: u32) -> Vec<u64> {
-        let base = self.base_ns.iter().find(|(name, _)| name == model).or(self.base_ns.first()).map_or(1_000_000, |(_, ns)| *ns);
+        let base = self
+            .base_ns
+            .iter()
+            .find(|(name, _)| name == model)
+            .or(self.base_ns.first())
+            .map_or(1_000_000, |(_, ns)| *ns);
         let mean = base as f64 * (self.load)(call, model);
         let mut rng = fastrand::Rng::with_seed(call as u64 * 7919 + 17);
         (0..runs).map(|_| (mean * (1.0 + self.noise_pct / 100.0 * (2.0 * rng.f64() - 1.0))) as u64).collect()
@@ -74,7 +79,12 @@ pub struct MockTarget {
 impl MockTarget {
     /// A target called `name` that behaves as `script` says, call by call.
     pub fn new(name: &str, script: Vec<Behaviour>) -> MockTarget {
-        MockTarget { name: name.into(), script: Mutex::new(script.into()), calls: AtomicUsize::new(0), jobs: Mutex::default() }
+        MockTarget {
+            name: name.into(),
+            script: Mutex::new(script.into()),
+            calls: AtomicUsize::new(0),
+            jobs: Mutex::default(),
+        }
     }
 
     /// How many times `execute` was called.
@@ -109,7 +119,10 @@ impl Target for MockTarget {
 
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
-        self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((job.model.to_path_buf(), job.reference_model.map(Path::to_path_buf)));
+        self.jobs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((job.model.to_path_buf(), job.reference_model.map(Path::to_path_buf)));
         progress.step("run");
         let started = Instant::now();
         match self.next() {
@@ -125,7 +138,12 @@ impl Target for MockTarget {
             Behaviour::BackendDown(reason) => {
                 write_result(out, vec![1_000_000; 3], |result| {
                     result.status = RunStatus::Incomplete;
-                    result.backend = Some(BackendHealth { started: false, evidence: vec![reason.clone()], reason: Some(reason.clone()), htp_power: None });
+                    result.backend = Some(BackendHealth {
+                        started: false,
+                        evidence: vec![reason.clone()],
+                        reason: Some(reason.clone()),
+                        htp_power: None,
+                    });
                 })?;
                 Ok(exited(3, format!("npugate-harness: error: QNN backend did not start: {reason}"), started))
             }

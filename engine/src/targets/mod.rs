@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use npugate_settings::HarnessSettings;
 
-use npugate_host::hash_cache::HashCache;
 use crate::model::{ModelFiles, PreparedModel};
+use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
 
 /// One harness run to perform, described with host files.

@@ -9,8 +9,8 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::host::LocalLaunch;
-use npugate_host::process::Stopped;
 use super::{Execution, Job, Progress, Target};
+use npugate_host::process::Stopped;
 
 /// The triple of the harness and runtimes qemu runs.
 pub const TRIPLE: &str = "aarch64-unknown-linux-gnu";

@@ -93,7 +93,10 @@ impl Target for WineTarget {
         super::check_runtime(self.name(), TRIPLE, job.runtime)?;
         let shim = job.harness.with_file_name(PRNG_SHIM);
         if !job.harness.is_file() || !shim.is_file() {
-            bail!("the Windows harness {} (with {PRNG_SHIM} beside it) is not built; {SETUP_HINT}", job.harness.display());
+            bail!(
+                "the Windows harness {} (with {PRNG_SHIM} beside it) is not built; {SETUP_HINT}",
+                job.harness.display()
+            );
         }
         progress.step("wine prefix");
         let _shared = self.prefix.ready()?;
@@ -102,9 +105,11 @@ impl Target for WineTarget {
         let job = Job { settings: &settings, ..*job };
         let mut program = Command::new("wine");
         program.arg(job.harness).envs(self.prefix.env());
-        LocalLaunch { program, path: &windows_path }.run(&job, out).map_err(|error| match error.downcast_ref::<Stopped>() {
-            Some(Stopped::Spawn { .. }) => error.context(format!("wine is not installed; {SETUP_HINT}")),
-            _ => error,
+        LocalLaunch { program, path: &windows_path }.run(&job, out).map_err(|error| {
+            match error.downcast_ref::<Stopped>() {
+                Some(Stopped::Spawn { .. }) => error.context(format!("wine is not installed; {SETUP_HINT}")),
+                _ => error,
+            }
         })
     }
 }
@@ -205,14 +210,16 @@ impl WinePrefix {
     /// Creates the prefix from scratch with `wineboot -i` (the caller holds the exclusive lock).
     fn create(&self) -> Result<()> {
         if self.dir.exists() {
-            std::fs::remove_dir_all(&self.dir).with_context(|| format!("cannot remove the broken wine prefix {}", self.dir.display()))?;
+            std::fs::remove_dir_all(&self.dir)
+                .with_context(|| format!("cannot remove the broken wine prefix {}", self.dir.display()))?;
         }
         let mut wineboot = Command::new("wine");
         wineboot.args(["wineboot", "-i"]).envs(self.env());
-        let finished = npugate_host::process::run(wineboot, WINEBOOT_LIMIT, &|| false).map_err(|error| match error {
-            Stopped::Spawn { .. } => anyhow::anyhow!("wine is not installed; {SETUP_HINT}"),
-            other => anyhow::anyhow!("creating the wine prefix {}: {other}", self.dir.display()),
-        })?;
+        let finished =
+            npugate_host::process::run(wineboot, WINEBOOT_LIMIT, &|| false).map_err(|error| match error {
+                Stopped::Spawn { .. } => anyhow::anyhow!("wine is not installed; {SETUP_HINT}"),
+                other => anyhow::anyhow!("creating the wine prefix {}: {other}", self.dir.display()),
+            })?;
         // wineboot returns before the prefix is flushed; wait for its wineserver to write it out.
         let mut server = Command::new("wineserver");
         server.arg("-w").envs(self.env());
@@ -237,7 +244,10 @@ mod tests {
 
     #[test]
     fn host_paths_become_drive_z_paths() {
-        assert_eq!(windows_path(Path::new("/root/.cache/npugate/m a.onnx")), PathBuf::from("Z:\\root\\.cache\\npugate\\m a.onnx"));
+        assert_eq!(
+            windows_path(Path::new("/root/.cache/npugate/m a.onnx")),
+            PathBuf::from("Z:\\root\\.cache\\npugate\\m a.onnx")
+        );
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub struct DeviceOutputs {
 }
 
 /// Header of [`rows`].
-pub(super) const HEADER: [&str; 9] = ["device", "SoC", "output", "cosine", "SQNR dB", "max abs err", "mean abs err", "top-1", ""];
+pub(super) const HEADER: [&str; 9] =
+    ["device", "SoC", "output", "cosine", "SQNR dB", "max abs err", "mean abs err", "top-1", ""];
 /// Which columns of [`rows`] hold numbers.
 pub(super) const NUMERIC: [bool; 9] = [false, false, false, true, true, true, true, true, false];
 /// The last cell of the outlier device's rows.
@@ -81,7 +82,10 @@ pub(super) fn outlier_line(prefix: &str, devices: &[DeviceOutputs], outlier: Opt
 pub(super) fn verdict_outputs(v: &Verdict) -> Option<(String, Vec<DeviceOutputs>)> {
     let report = v.outputs.clone()?;
     let fp = &v.subject.fingerprint;
-    Some((v.subject.model_file().to_string(), vec![DeviceOutputs { device: fp.device.clone(), soc: fp.soc.clone(), report }]))
+    Some((
+        v.subject.model_file().to_string(),
+        vec![DeviceOutputs { device: fp.device.clone(), soc: fp.soc.clone(), report }],
+    ))
 }
 
 #[cfg(test)]
@@ -98,7 +102,12 @@ mod tests {
             soc: format!("{name}-soc"),
             report: OutputsReport {
                 schema: OUTPUTS_SCHEMA.into(),
-                reference: ReferenceSource { model: "m.onnx".into(), model_sha256: String::new(), ep: "CPU".into(), result_dir: "r".into() },
+                reference: ReferenceSource {
+                    model: "m.onnx".into(),
+                    model_sha256: String::new(),
+                    ep: "CPU".into(),
+                    result_dir: "r".into(),
+                },
                 outputs: vec![compare_tensors("probs", (&[2, 10], &reference), (&[2, 10], &output)).unwrap()],
             },
         }

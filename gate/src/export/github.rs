@@ -30,7 +30,9 @@ fn annotations(checks: &[Check], errors: &[String], warnings: &[String]) -> Stri
     for check in checks {
         match check.status {
             CheckStatus::Fail => out.push_str(&command("error", &format!("npugate {}", check.rule), &check.message)),
-            CheckStatus::Unjudged => out.push_str(&command("error", &format!("npugate {} (not judged)", check.rule), &check.message)),
+            CheckStatus::Unjudged => {
+                out.push_str(&command("error", &format!("npugate {} (not judged)", check.rule), &check.message))
+            }
             CheckStatus::NotApplicable => {
                 out.push_str(&command("notice", &format!("npugate {} (not applicable)", check.rule), &check.message))
             }
@@ -56,7 +58,8 @@ impl Exporter for GithubExporter {
         let mut out = confirmation_notice(v.confirmation.as_ref());
         out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
         if v.outcome == Outcome::Pass {
-            let summary = format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
+            let summary =
+                format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
             out.push_str(&command("notice", "npugate", &summary));
         }
         out

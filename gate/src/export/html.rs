@@ -6,9 +6,9 @@ use maud::{html, Markup};
 use npugate_profile::report::PlacementReport;
 
 use super::{
-    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,
-    round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER,
-    PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
+    placement_side_rows, round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER,
+    FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
@@ -38,12 +38,7 @@ fn ep_color(ep: &str, preferred: &str, others: &[String]) -> &'static str {
 
 /// EPs other than the preferred one and the CPU, in report order (for stable colours).
 fn other_eps(report: &PlacementReport) -> Vec<String> {
-    report
-        .per_ep
-        .iter()
-        .map(|e| e.ep.clone())
-        .filter(|ep| *ep != report.preferred_ep && ep != CPU_EP)
-        .collect()
+    report.per_ep.iter().map(|e| e.ep.clone()).filter(|ep| *ep != report.preferred_ep && ep != CPU_EP).collect()
 }
 
 /// Colour of a latency: by cluster when bimodal, else the preferred colour.
@@ -85,7 +80,9 @@ fn histogram(stats: &LatencyStats, latencies_ns: &[u64]) -> Markup {
     if let Some(split) = stats.bimodal_split() {
         // Legend in the top-right corner: one swatch per cluster.
         let right = plot.width - plot.right;
-        for (row, (cluster, color)) in [(&split.fast, PREFERRED_COLOR), (&split.slow, CPU_COLOR)].into_iter().enumerate() {
+        for (row, (cluster, color)) in
+            [(&split.fast, PREFERRED_COLOR), (&split.slow, CPU_COLOR)].into_iter().enumerate()
+        {
             let y = plot.top + 6.0 + 16.0 * row as f64;
             let label = format!("{:.0}% of runs at {} ms", cluster.share_pct, ms_number(cluster.median_ns / 1e6));
             plot.draw(html! {
@@ -206,7 +203,11 @@ fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
         .collect();
     let boundary_index = |kernel: &str| {
         index_of(kernel).or_else(|| {
-            report.partitions.iter().find(|p| p.fused_name == kernel).and_then(|p| p.nodes.iter().filter_map(|name| index_of(name)).max())
+            report
+                .partitions
+                .iter()
+                .find(|p| p.fused_name == kernel)
+                .and_then(|p| p.nodes.iter().filter_map(|name| index_of(name)).max())
         })
     };
     let switches: Vec<(f64, &str, &str)> = report
@@ -323,7 +324,8 @@ fn round_chart(v: &CompareVerdict) -> Markup {
         (PREFERRED_COLOR, "baseline (A)", (|r| r.baseline_median_ns) as fn(&crate::compare::Round) -> f64),
         (CPU_COLOR, "candidate (B)", |r| r.candidate_median_ns),
     ] {
-        let points: Vec<(f64, f64)> = v.rounds.iter().map(|r| (plot.px(r.round as f64), plot.py(median(r) / 1e6))).collect();
+        let points: Vec<(f64, f64)> =
+            v.rounds.iter().map(|r| (plot.px(r.round as f64), plot.py(median(r) / 1e6))).collect();
         let path: Vec<String> = points.iter().map(|(x, y)| format!("{},{}", Px(*x), Px(*y))).collect();
         let legend_y = if color == PREFERRED_COLOR { plot.top + 4.0 } else { plot.top + 20.0 };
         let right = plot.width - plot.right;
@@ -341,7 +343,13 @@ fn round_chart(v: &CompareVerdict) -> Markup {
 fn ratio_chart(v: &CompareVerdict) -> Markup {
     let n = v.rounds.len().max(1) as f64;
     let limit = v.rules.max_slowdown_pct.map(|pct| 1.0 + pct / 100.0);
-    let values = v.rounds.iter().map(|r| r.ratio).chain([1.0]).chain(limit).chain(v.paired.iter().flat_map(|p| [p.ci.lower, p.ci.upper]));
+    let values = v
+        .rounds
+        .iter()
+        .map(|r| r.ratio)
+        .chain([1.0])
+        .chain(limit)
+        .chain(v.paired.iter().flat_map(|p| [p.ci.lower, p.ci.upper]));
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(r), hi.max(r)));
     let pad = ((hi - lo) * 0.1).max(0.005);
     let mut plot = Plot::new(HALF, 300.0, (0.5, n + 0.5), (lo - pad, hi + pad));
@@ -449,7 +457,8 @@ impl Exporter for HtmlExporter {
     }
 
     fn render_compare(&self, v: &CompareVerdict) -> String {
-        let placements = [("baseline (A)", v.baseline.placement.as_ref()), ("candidate (B)", v.candidate.placement.as_ref())];
+        let placements =
+            [("baseline (A)", v.baseline.placement.as_ref()), ("candidate (B)", v.candidate.placement.as_ref())];
         let body = html! {
             section {
                 h1 { (page::badge(v.outcome)) "npugate compare" }

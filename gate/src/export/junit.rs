@@ -48,7 +48,14 @@ fn check_case(check: &Check, classname: &str) -> TestCase {
 
 /// A suite with one case per check, a `run` case for the first error (all errors in its body), and
 /// the warnings (and the confirmation's decision) as its standard output.
-fn suite(name: &str, classname: &str, checks: &[Check], errors: &[String], notes: String, properties: &[(&str, &str)]) -> String {
+fn suite(
+    name: &str,
+    classname: &str,
+    checks: &[Check],
+    errors: &[String],
+    notes: String,
+    properties: &[(&str, &str)],
+) -> String {
     let mut suite = TestSuite::new(name);
     suite.set_time(Duration::ZERO).add_properties(properties.iter().copied());
     suite.add_test_cases(checks.iter().map(|check| check_case(check, classname)));
@@ -84,7 +91,14 @@ impl Exporter for JunitExporter {
             ("outcome", v.outcome.label()),
         ];
         let classname = format!("npugate.{}", fp.preferred_ep);
-        suite("npugate gate", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
+        suite(
+            "npugate gate",
+            &classname,
+            &v.checks,
+            &v.errors,
+            notes(v.confirmation.as_ref(), &v.warnings),
+            &properties,
+        )
     }
 
     fn render_compare(&self, v: &CompareVerdict) -> String {
@@ -102,6 +116,13 @@ impl Exporter for JunitExporter {
             ("outcome", v.outcome.label()),
         ];
         let classname = format!("npugate.compare.{}", fp.preferred_ep);
-        suite("npugate compare", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
+        suite(
+            "npugate compare",
+            &classname,
+            &v.checks,
+            &v.errors,
+            notes(v.confirmation.as_ref(), &v.warnings),
+            &properties,
+        )
     }
 }

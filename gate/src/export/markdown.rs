@@ -3,9 +3,9 @@
 
 use super::consistency::{self, DeviceOutputs};
 use super::{
-    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,
-    round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER,
-    PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
+    placement_side_rows, round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER,
+    FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
@@ -94,7 +94,8 @@ fn confirmation_section(confirmation: &Confirmation) -> String {
 
 impl Exporter for MarkdownExporter {
     fn render(&self, v: &Verdict) -> String {
-        let mut out = format!("## {} npugate gate: {}\n\n{}\n\n", icon(v.outcome), v.outcome.label(), cell(&v.subject.summary()));
+        let mut out =
+            format!("## {} npugate gate: {}\n\n{}\n\n", icon(v.outcome), v.outcome.label(), cell(&v.subject.summary()));
         if let Some(confirmation) = &v.confirmation {
             out.push_str(&confirmation_section(confirmation));
         }
@@ -134,7 +135,10 @@ impl Exporter for MarkdownExporter {
         if let Some(b) = &v.baseline {
             out.push_str(&format!("\n### Baseline `{}`\n\n", cell(&b.source)));
             if let Some(r) = &b.median_ratio {
-                out.push_str(&format!("- median ratio {:.3}× (95% CI {:.3}–{:.3}×)\n", r.ratio, r.ci.lower, r.ci.upper));
+                out.push_str(&format!(
+                    "- median ratio {:.3}× (95% CI {:.3}–{:.3}×)\n",
+                    r.ratio, r.ci.lower, r.ci.upper
+                ));
             }
             for d in &b.fingerprint_differences {
                 out.push_str(&format!("- fingerprint: {}\n", cell(d)));
@@ -167,7 +171,10 @@ impl Exporter for MarkdownExporter {
         if v.placement_differences.is_empty() {
             out.push_str("\nEvery node runs on the same EP in both.\n");
         } else {
-            out.push_str(&format!("\n{} node(s) run on another EP in the candidate:\n\n", v.placement_differences.len()));
+            out.push_str(&format!(
+                "\n{} node(s) run on another EP in the candidate:\n\n",
+                v.placement_differences.len()
+            ));
             out.push_str(&table(&DIFFERENCE_HEADER, &difference_rows(v)));
         }
         out

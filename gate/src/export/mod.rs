@@ -29,7 +29,9 @@ pub use html::HtmlExporter;
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
 pub use markdown::{consistency_markdown, MarkdownExporter};
-pub use terminal::{consistency_text, paint, placement_text, text_table, TerminalExporter, BOLD, DIM, GREEN, RED, YELLOW};
+pub use terminal::{
+    consistency_text, paint, placement_text, text_table, TerminalExporter, BOLD, DIM, GREEN, RED, YELLOW,
+};
 
 /// Renders the documents of one format.
 pub trait Exporter {
@@ -188,25 +190,37 @@ pub fn write_all(report: &dyn Report, formats: &[Format], out: Option<&Path>) ->
 
 /// The measured value of a check with its unit (`56.1%`, `8.10 ms`, `3 nodes`), or `—`.
 fn measured_text(check: &Check) -> String {
-    check.measured.map_or_else(|| "—".to_string(), |v| match check.unit {
-        Unit::Percent => fmt_pct(v),
-        Unit::Ms => fmt_ms(v * 1e6),
-        Unit::Db => format!("{} dB", fmt_metric(v, 1)),
-        Unit::Cosine | Unit::Abs => fmt_metric(v, 6),
-        Unit::TokensPerSecond => format!("{v:.1} tok/s"),
-        Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
-    })
+    check.measured.map_or_else(
+        || "—".to_string(),
+        |v| match check.unit {
+            Unit::Percent => fmt_pct(v),
+            Unit::Ms => fmt_ms(v * 1e6),
+            Unit::Db => format!("{} dB", fmt_metric(v, 1)),
+            Unit::Cosine | Unit::Abs => fmt_metric(v, 6),
+            Unit::TokensPerSecond => format!("{v:.1} tok/s"),
+            Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
+        },
+    )
 }
 
 /// The limit of a check as configured (`8%`, `20 ms`, `1 partitions`).
 fn limit_text(check: &Check) -> String {
-    check.limit.map_or_else(|| "—".to_string(), |v| match check.unit {
-        Unit::Percent => format!("{}%", fmt_limit(v)),
-        Unit::Cosine | Unit::Abs => fmt_limit(v),
-        Unit::Ms | Unit::Db | Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches | Unit::TokensPerSecond => {
-            format!("{} {}", fmt_limit(v), check.unit)
-        }
-    })
+    check.limit.map_or_else(
+        || "—".to_string(),
+        |v| match check.unit {
+            Unit::Percent => format!("{}%", fmt_limit(v)),
+            Unit::Cosine | Unit::Abs => fmt_limit(v),
+            Unit::Ms
+            | Unit::Db
+            | Unit::Runs
+            | Unit::Nodes
+            | Unit::Partitions
+            | Unit::Switches
+            | Unit::TokensPerSecond => {
+                format!("{} {}", fmt_limit(v), check.unit)
+            }
+        },
+    )
 }
 
 /// Named latency estimates of a run in display order, shared by the terminal, Markdown and HTML reports.
@@ -327,7 +341,8 @@ const COMPARE_ESTIMATE_HEADER: [&str; 3] = ["estimate", "baseline (A)", "candida
 /// first inference of their rounds.
 fn compare_estimate_rows(c: &CompareVerdict) -> Vec<[String; 3]> {
     let values = |side: &crate::compare::Side| {
-        let mut values = side.latency.as_ref().map_or_else(|| vec!["—".to_string(); ESTIMATES.len()], |s| estimates(s).to_vec());
+        let mut values =
+            side.latency.as_ref().map_or_else(|| vec!["—".to_string(); ESTIMATES.len()], |s| estimates(s).to_vec());
         let first: Vec<f64> = side.first_inference_ns.iter().map(|&v| v as f64).collect();
         values.push(crate::stats::median(&first).map_or_else(|| "—".into(), fmt_ms));
         values
@@ -370,14 +385,24 @@ fn placement_side_rows(c: &CompareVerdict) -> Vec<[String; 3]> {
         ("nodes on it", |p| fmt_pct(p.preferred_nodes_pct)),
         ("FLOPs on it", |p| fmt_pct(p.preferred_flops_pct)),
         ("kernel time on it", |p| p.preferred_time_pct.map_or_else(|| "—".into(), fmt_pct)),
-        ("nodes off it (expected)", |p| format!("{} ({})", p.fallback.len(), p.fallback.iter().filter(|f| f.expected).count())),
+        ("nodes off it (expected)", |p| {
+            format!("{} ({})", p.fallback.len(), p.fallback.iter().filter(|f| f.expected).count())
+        }),
         ("partitions", |p| p.partitions.len().to_string()),
-        ("EP switches per run", |p| p.boundaries.per_run.iter().copied().max().unwrap_or(p.boundaries.transitions.len()).to_string()),
+        ("EP switches per run", |p| {
+            p.boundaries.per_run.iter().copied().max().unwrap_or(p.boundaries.transitions.len()).to_string()
+        }),
     ];
     let value = |p: Option<&PlacementReport>, cell: Cell| p.map_or_else(|| "—".into(), cell);
     cells
         .iter()
-        .map(|(name, cell)| [name.to_string(), value(c.baseline.placement.as_ref(), *cell), value(c.candidate.placement.as_ref(), *cell)])
+        .map(|(name, cell)| {
+            [
+                name.to_string(),
+                value(c.baseline.placement.as_ref(), *cell),
+                value(c.candidate.placement.as_ref(), *cell),
+            ]
+        })
         .collect()
 }
 

@@ -7,9 +7,9 @@ use npugate_profile::report::{PlacementReport, Totals};
 
 use super::consistency::{self, DeviceOutputs};
 use super::{
-    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text, placement_side_rows,
-    round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER,
-    PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+    compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
+    placement_side_rows, round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER,
+    FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
@@ -92,7 +92,10 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     out.push_str(&format!("  {}\n", flops_coverage(&report.totals)));
     if let Some(compiled) = &report.compiled {
         let line = match &compiled.source_model {
-            Some(source) => format!("compiled model, counted in the nodes of its source model {source}; EPContext nodes attributed by {}", compiled.attribution.describe()),
+            Some(source) => format!(
+                "compiled model, counted in the nodes of its source model {source}; EPContext nodes attributed by {}",
+                compiled.attribution.describe()
+            ),
             None => format!("compiled model; EPContext nodes attributed by {}", compiled.attribution.describe()),
         };
         let unattributed = compiled.attribution == npugate_result::Attribution::Unattributed;
@@ -121,7 +124,11 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     let b = &report.boundaries;
     let per_run = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
     let cost = match (b.gap_us_per_run, b.same_ep_gap_us) {
-        (Some(gap), Some(same)) => format!(", {} idle at them (consecutive kernels of one EP: {} apart)", fmt_ms_from_us(gap), fmt_ms_from_us(same)),
+        (Some(gap), Some(same)) => format!(
+            ", {} idle at them (consecutive kernels of one EP: {} apart)",
+            fmt_ms_from_us(gap),
+            fmt_ms_from_us(same)
+        ),
         (Some(gap), None) => format!(", {} idle at them", fmt_ms_from_us(gap)),
         (None, _) => String::new(),
     };
@@ -138,7 +145,11 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         report.preferred_ep
     ));
     for cause in &report.rejections {
-        let ops = if cause.op_types.len() > 3 { format!("{}, …", cause.op_types[..3].join(", ")) } else { cause.op_types.join(", ") };
+        let ops = if cause.op_types.len() > 3 {
+            format!("{}, …", cause.op_types[..3].join(", "))
+        } else {
+            cause.op_types.join(", ")
+        };
         out.push_str(&format!("  {} ({ops})\n", paint(color, YELLOW, &cause.describe())));
     }
     if !report.fallback.is_empty() {
@@ -152,7 +163,10 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         const EXPLAINED: usize = 10;
         let explained: Vec<_> = report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()).collect();
         if explained.len() > EXPLAINED {
-            out.push_str(&format!("  (reasons of the first {EXPLAINED} of {} nodes; the causes above cover them all)\n", explained.len()));
+            out.push_str(&format!(
+                "  (reasons of the first {EXPLAINED} of {} nodes; the causes above cover them all)\n",
+                explained.len()
+            ));
         }
         for f in explained.into_iter().take(EXPLAINED) {
             out.push_str(&format!("  {}:\n", f.name));
@@ -177,7 +191,11 @@ pub(crate) fn flops_coverage(t: &Totals) -> String {
         Some(model) => format!("{} of {model} model nodes", t.nodes),
         None => format!("{} nodes", t.nodes),
     };
-    let mut line = format!("FLOPs: {:.3} G in {nodes}; the shares cover {:.1}% of the model's FLOPs", t.flops as f64 / 1e9, t.flops_covered_pct);
+    let mut line = format!(
+        "FLOPs: {:.3} G in {nodes}; the shares cover {:.1}% of the model's FLOPs",
+        t.flops as f64 / 1e9,
+        t.flops_covered_pct
+    );
     if t.unattributed_nodes > 0 {
         line.push_str(&format!(
             "; {:.3} GFLOPs in {} node(s) could not be attributed to an EP",
@@ -233,10 +251,7 @@ impl Exporter for TerminalExporter {
         if let Some(b) = &v.baseline {
             out.push_str(&format!("{} {}", paint(c, BOLD, "Baseline"), b.source));
             if let Some(r) = &b.median_ratio {
-                out.push_str(&format!(
-                    ": median {:.3}× (95% CI {:.3}–{:.3}×)",
-                    r.ratio, r.ci.lower, r.ci.upper
-                ));
+                out.push_str(&format!(": median {:.3}× (95% CI {:.3}–{:.3}×)", r.ratio, r.ci.lower, r.ci.upper));
             }
             if b.forced {
                 out.push_str(&format!(" — {}", paint(c, YELLOW, "forced across different fingerprints")));
@@ -260,7 +275,10 @@ impl Exporter for TerminalExporter {
         if let Some(confirmation) = &v.confirmation {
             out.push_str(&confirmation_text(confirmation, c));
         }
-        out.push_str(&format!("{} (ABBA order; each round a fresh harness session, cold runs excluded)\n", paint(c, BOLD, "Rounds")));
+        out.push_str(&format!(
+            "{} (ABBA order; each round a fresh harness session, cold runs excluded)\n",
+            paint(c, BOLD, "Rounds")
+        ));
         out.push_str(&text_table(&ROUND_HEADER, &round_rows(v), &[true, false, true, true, true], c));
         out.push_str(&format!("\n{} every timed run of every round\n", paint(c, BOLD, "Latency")));
         out.push_str(&text_table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[false, true, true], c));
@@ -270,7 +288,12 @@ impl Exporter for TerminalExporter {
             out.push_str("  every node runs on the same EP in both\n");
         } else {
             out.push_str(&format!("  {} node(s) run on another EP in the candidate:\n", v.placement_differences.len()));
-            out.push_str(&text_table(&DIFFERENCE_HEADER, &difference_rows(v), &[false, false, false, false, true, false], c));
+            out.push_str(&text_table(
+                &DIFFERENCE_HEADER,
+                &difference_rows(v),
+                &[false, false, false, false, true, false],
+                c,
+            ));
         }
         out.push('\n');
         out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
@@ -289,14 +312,25 @@ fn generation_text(g: &GenerationSummary, placement: Option<&PlacementReport>, c
         g.generations
     );
     let stats = |s: &Option<crate::stats::LatencyStats>| {
-        s.as_ref().map_or("—".into(), |s| format!("median {} (95% CI {}–{}), CV {}", fmt_ms(s.median_ns), fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper), fmt_pct(s.cv_pct)))
+        s.as_ref().map_or("—".into(), |s| {
+            format!(
+                "median {} (95% CI {}–{}), CV {}",
+                fmt_ms(s.median_ns),
+                fmt_ms(s.median_ci.lower),
+                fmt_ms(s.median_ci.upper),
+                fmt_pct(s.cv_pct)
+            )
+        })
     };
     let mut rows = vec![
         ["time to first token".to_string(), stats(&g.ttft)],
         ["decode step".to_string(), stats(&g.decode)],
         ["prefill".to_string(), format!("{:.1} tok/s", g.prefill_tok_s)],
         ["decode".to_string(), format!("{:.1} tok/s", g.decode_tok_s)],
-        ["KV cache".to_string(), format!("{} bytes at the end ({}, {} copies per step)", g.kv.bytes, g.kv.mode, g.kv.copies_per_step)],
+        [
+            "KV cache".to_string(),
+            format!("{} bytes at the end ({}, {} copies per step)", g.kv.bytes, g.kv.mode, g.kv.copies_per_step),
+        ],
     ];
     if let Some(rss) = g.peak_rss_bytes {
         rows.push(["peak RSS".to_string(), format!("{:.1} MiB", rss as f64 / (1024.0 * 1024.0))]);
@@ -304,7 +338,12 @@ fn generation_text(g: &GenerationSummary, placement: Option<&PlacementReport>, c
     for graph in placement.map(|p| p.graphs.as_slice()).unwrap_or_default() {
         rows.push([
             format!("{} ({}, ×{})", graph.graph, graph.phase, graph.runs),
-            format!("{} of FLOPs, {} of nodes on the preferred EP; {} fallback node(s)", fmt_pct(graph.preferred_flops_pct), fmt_pct(graph.preferred_nodes_pct), graph.fallback_nodes),
+            format!(
+                "{} of FLOPs, {} of nodes on the preferred EP; {} fallback node(s)",
+                fmt_pct(graph.preferred_flops_pct),
+                fmt_pct(graph.preferred_nodes_pct),
+                graph.fallback_nodes
+            ),
         ]);
     }
     out.push_str(&text_table(&["measure", "value"], &rows, &[false, false], c));
@@ -347,7 +386,12 @@ fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String], c: 
             [label, ch.rule.to_string(), measured_text(ch), limit_text(ch), ch.message.clone()]
         })
         .collect();
-    out.push_str(&text_table(&["status", "rule", "measured", "limit", "detail"], &rows, &[false, false, true, true, false], c));
+    out.push_str(&text_table(
+        &["status", "rule", "measured", "limit", "detail"],
+        &rows,
+        &[false, false, true, true, false],
+        c,
+    ));
     for error in errors {
         out.push_str(&format!("{}\n", paint(c, RED, &format!("error: {error}"))));
     }

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use npugate_result::RunResult;
 use npugate_profile::report::{
     Boundaries, EpShare, FallbackNode, NodePlacement, Partition, PlacementReport, TimeStats, Totals, Transition,
     PLACEMENT_SCHEMA,
 };
+use npugate_result::RunResult;
 
 pub const QNN: &str = "QNNExecutionProvider";
 pub const CPU: &str = "CPUExecutionProvider";
@@ -86,7 +86,11 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
                 nodes_pct: pct(mine.len() as f64, nodes.len() as f64),
                 flops,
                 // As the placement counts it: with no FLOPs known, the FLOP share is the node share.
-                flops_pct: if total_flops == 0 { pct(mine.len() as f64, nodes.len() as f64) } else { pct(flops as f64, total_flops as f64) },
+                flops_pct: if total_flops == 0 {
+                    pct(mine.len() as f64, nodes.len() as f64)
+                } else {
+                    pct(flops as f64, total_flops as f64)
+                },
                 time_us_per_run: Some(time),
                 time_pct: Some(pct(time, total_time)),
             }
@@ -120,7 +124,13 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
             }
         }
         if let Some(p) = previous.filter(|p| p.ep != n.ep) {
-            transitions.push(Transition { from_ep: p.ep.clone(), to_ep: n.ep.clone(), after: p.name.clone(), before: n.name.clone(), gap_us: None });
+            transitions.push(Transition {
+                from_ep: p.ep.clone(),
+                to_ep: n.ep.clone(),
+                after: p.name.clone(),
+                before: n.name.clone(),
+                gap_us: None,
+            });
         }
         previous = Some(n);
     }

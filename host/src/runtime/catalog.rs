@@ -103,6 +103,9 @@ mod tests {
         }
         assert!(find("nope").unwrap_err().to_string().contains("ort-1.31.1-linux-x86_64"));
         assert!(pickable("openvino-1.24.1-linux-x86_64") && pickable("an-imported-runtime"));
-        assert!(!pickable("openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64"), "its plugin lists no device on non-Intel hosts");
+        assert!(
+            !pickable("openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64"),
+            "its plugin lists no device on non-Intel hosts"
+        );
     }
 }

@@ -30,12 +30,21 @@ pub fn newest_for(target: &str, ep: Option<&str>, fetched: &[RuntimeManifest]) -
         .iter()
         .filter(|runtime| runtime.target == target && super::catalog::pickable(&runtime.name))
         .filter(|runtime| accelerator.is_none_or(|name| runtime.ep.as_ref().is_some_and(|e| e.name == name)))
-        .max_by(|a, b| version(&a.ort_version).cmp(&version(&b.ort_version)).then(b.ep.is_some().cmp(&a.ep.is_some())).then(b.name.cmp(&a.name)));
+        .max_by(|a, b| {
+            version(&a.ort_version)
+                .cmp(&version(&b.ort_version))
+                .then(b.ep.is_some().cmp(&a.ep.is_some()))
+                .then(b.name.cmp(&a.name))
+        });
     if let Some(runtime) = best {
         return Ok(runtime.clone());
     }
-    let known: Vec<String> =
-        catalog::catalog()?.runtime.into_iter().filter(|entry| entry.target == target).map(|entry| format!("npugate runtime fetch {}", entry.name)).collect();
+    let known: Vec<String> = catalog::catalog()?
+        .runtime
+        .into_iter()
+        .filter(|entry| entry.target == target)
+        .map(|entry| format!("npugate runtime fetch {}", entry.name))
+        .collect();
     let with = accelerator.map(|name| format!(" with {name}")).unwrap_or_default();
     if known.is_empty() {
         bail!("no runtime{with} is fetched for {target} and the catalog has none; import one (npugate runtime import-aar / import-qairt) and pass --runtime NAME");
@@ -58,7 +67,11 @@ mod tests {
         runtime.name = name.into();
         runtime.target = target.into();
         runtime.ort_version = ort.into();
-        runtime.ep = ep.then(|| EpLibrary { name: "QNNExecutionProvider".into(), attach: "plugin".into(), library: Some("q.so".into()) });
+        runtime.ep = ep.then(|| EpLibrary {
+            name: "QNNExecutionProvider".into(),
+            attach: "plugin".into(),
+            library: Some("q.so".into()),
+        });
         runtime
     }
 

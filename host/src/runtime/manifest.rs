@@ -283,13 +283,24 @@ mod tests {
     fn a_runtime_whose_name_would_leave_its_folder_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("libonnxruntime.so"), "lib").unwrap();
-        let written = RuntimeManifest::write_for_dir(dir.path(), "ok-name", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]);
+        let written = RuntimeManifest::write_for_dir(
+            dir.path(),
+            "ok-name",
+            "x86_64-unknown-linux-gnu",
+            "1.31.1",
+            "libonnxruntime.so",
+            None,
+            vec![],
+        );
         assert!(written.is_ok());
         let file = dir.path().join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&file).unwrap().replace("\"ok-name\"", "\"../x\"");
         std::fs::write(&file, text).unwrap();
         let error = RuntimeManifest::load(&dir.path().display().to_string()).unwrap_err().to_string();
-        assert!(error.contains("runtime.json") && error.contains("\"../x\"") && error.contains("names a directory"), "{error}");
+        assert!(
+            error.contains("runtime.json") && error.contains("\"../x\"") && error.contains("names a directory"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -57,8 +57,12 @@ fn check_qnn_sdk(name: &str, expected: &str, dir: &std::path::Path) -> Result<()
     let build = backend.as_deref().and_then(manifest::qnn_build_in);
     match build.as_deref().map(manifest::qnn_sdk_version) {
         Some(found) if found == expected => Ok(()),
-        Some(found) => anyhow::bail!("runtime {name}: its HTP backend is QNN {found}, but the catalog pins QNN {expected}; the wheel changed"),
-        None => anyhow::bail!("runtime {name}: no QNN build found in its HTP backend library (the catalog pins QNN {expected})"),
+        Some(found) => anyhow::bail!(
+            "runtime {name}: its HTP backend is QNN {found}, but the catalog pins QNN {expected}; the wheel changed"
+        ),
+        None => anyhow::bail!(
+            "runtime {name}: no QNN build found in its HTP backend library (the catalog pins QNN {expected})"
+        ),
     }
 }
 
@@ -80,7 +84,8 @@ pub struct Staged {
 /// Builds runtime `name` in a staging directory with `fill` (which unpacks the files), writes its
 /// manifest, then replaces `<cache>/runtimes/<name>` with it in one rename.
 pub fn install(name: &str, fill: impl FnOnce(&std::path::Path) -> Result<Staged>) -> Result<RuntimeManifest> {
-    crate::paths::check_plain_name(name, "runtime name").map_err(|e| anyhow::anyhow!("{e}; pass --name like qnn-2.6.0-android-v75"))?;
+    crate::paths::check_plain_name(name, "runtime name")
+        .map_err(|e| anyhow::anyhow!("{e}; pass --name like qnn-2.6.0-android-v75"))?;
     let runtimes = crate::paths::runtimes_dir();
     std::fs::create_dir_all(&runtimes).with_context(|| format!("cannot create {}", runtimes.display()))?;
     let staging = tempfile::Builder::new()
@@ -88,7 +93,15 @@ pub fn install(name: &str, fill: impl FnOnce(&std::path::Path) -> Result<Staged>
         .tempdir_in(&runtimes)
         .with_context(|| format!("cannot create a staging directory in {}", runtimes.display()))?;
     let staged = fill(staging.path())?;
-    RuntimeManifest::write_for_dir(staging.path(), name, &staged.target, &staged.ort_version, &staged.ort_library, staged.ep, staged.sources)?;
+    RuntimeManifest::write_for_dir(
+        staging.path(),
+        name,
+        &staged.target,
+        &staged.ort_version,
+        &staged.ort_library,
+        staged.ep,
+        staged.sources,
+    )?;
     let dir = runtimes.join(name);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot replace {}", dir.display()))?;

@@ -65,11 +65,13 @@ fn verify(pin: &WheelPin, wheel: &Path) -> Result<()> {
 /// Unpacks the members of `wheel` matching `patterns` flat into `dest`; returns their file names.
 pub fn extract(wheel: &Path, patterns: &[String], dest: &Path) -> Result<Vec<String>> {
     let file = std::fs::File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
-    let mut archive = zip::ZipArchive::new(file).with_context(|| format!("{} is not a valid wheel (zip)", wheel.display()))?;
+    let mut archive =
+        zip::ZipArchive::new(file).with_context(|| format!("{} is not a valid wheel (zip)", wheel.display()))?;
     let mut extracted = Vec::new();
     let mut matched = vec![false; patterns.len()];
     for index in 0..archive.len() {
-        let mut member = archive.by_index(index).with_context(|| format!("{}: bad zip entry {index}", wheel.display()))?;
+        let mut member =
+            archive.by_index(index).with_context(|| format!("{}: bad zip entry {index}", wheel.display()))?;
         let name = member.name().to_string();
         let mut wanted = false;
         for (pattern, hit) in patterns.iter().zip(matched.iter_mut()) {

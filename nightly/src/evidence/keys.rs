@@ -32,7 +32,10 @@ pub fn signing_key(file: Option<&Path>) -> Result<SigningKey> {
 pub fn read_signing_key(file: &Path) -> Result<SigningKey> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read signing key {}", file.display()))?;
     SigningKey::from_pkcs8_pem(String::from_utf8_lossy(&bytes).trim()).map_err(|e| {
-        anyhow::anyhow!("{} is not an ed25519 private key in PKCS#8 PEM ({e}); create one with `npugate keygen --out KEY`", file.display())
+        anyhow::anyhow!(
+            "{} is not an ed25519 private key in PKCS#8 PEM ({e}); create one with `npugate keygen --out KEY`",
+            file.display()
+        )
     })
 }
 
@@ -45,7 +48,10 @@ pub fn read_public_key(file: &Path) -> Result<VerifyingKey> {
     VerifyingKey::from_public_key_pem(pem)
         .or_else(|_| SigningKey::from_pkcs8_pem(pem).map(|key| key.verifying_key()))
         .map_err(|_| {
-            anyhow::anyhow!("{} is not an ed25519 public key in PEM; pass the KEY.pub that `npugate keygen` wrote", file.display())
+            anyhow::anyhow!(
+                "{} is not an ed25519 public key in PEM; pass the KEY.pub that `npugate keygen` wrote",
+                file.display()
+            )
         })
 }
 

@@ -25,13 +25,14 @@ pub use manifest::{Manifest, VerdictSummary, MANIFEST_FILE, SIGNATURE_FILE};
 pub use sweep::for_sweep;
 pub use verify::verify;
 
-use npugate_settings::HarnessSettings;
+use manifest::{
+    canonical_json, FileEntry, RunEvidence, RuntimeVersion, SignatureFile, ToolVersion, EVIDENCE_SCHEMA,
+    SIGNATURE_SCHEMA,
+};
 use npugate_engine::layout::Ownership;
 use npugate_host::runtime::manifest::MANIFEST_FILE as RUNTIME_MANIFEST;
 use npugate_host::runtime::RuntimeManifest;
-use manifest::{
-    canonical_json, FileEntry, RunEvidence, RuntimeVersion, SignatureFile, ToolVersion, EVIDENCE_SCHEMA, SIGNATURE_SCHEMA,
-};
+use npugate_settings::HarnessSettings;
 
 /// What goes into a bundle: result directories (copied whole) and single files.
 #[derive(Debug, Clone, Default)]
@@ -58,7 +59,10 @@ impl Bundle {
             dir: format!("runs/{label}"),
             status: format!("{:?}", result.status).to_lowercase(),
             harness: result.tool.clone(),
-            runtime: RuntimeVersion { name: result.runtime.name.clone(), ort_version: result.runtime.ort_version.clone() },
+            runtime: RuntimeVersion {
+                name: result.runtime.name.clone(),
+                ort_version: result.runtime.ort_version.clone(),
+            },
             model_digest: result.model.digest.clone(),
             model_files: result.model.files.clone(),
             fingerprint: result.fingerprint.clone(),
@@ -89,7 +93,10 @@ impl Bundle {
         runtime: &RuntimeManifest,
         settings: &HarnessSettings,
     ) -> anyhow::Result<Bundle> {
-        let mut bundle = self.model("model", "model", model)?.file("harness", &format!("harness/{}", file_name(harness)), harness).runtime(runtime);
+        let mut bundle = self
+            .model("model", "model", model)?
+            .file("harness", &format!("harness/{}", file_name(harness)), harness)
+            .runtime(runtime);
         if let Some(reference) = reference_model {
             bundle = bundle.model("reference_model", "reference-model", reference)?;
         }
@@ -99,7 +106,8 @@ impl Bundle {
     /// Adds a model as `<dir>/<file name>` with every file it refers to (external data, context
     /// binaries) beside it under its own name, all with `role`.
     pub fn model(self, role: &str, dir: &str, model: &Path) -> anyhow::Result<Bundle> {
-        let files = npugate_engine::model::ModelFiles::read(model, &npugate_host::hash_cache::HashCache::default_cache())?;
+        let files =
+            npugate_engine::model::ModelFiles::read(model, &npugate_host::hash_cache::HashCache::default_cache())?;
         let mut bundle = self.file(role, &format!("{dir}/{}", file_name(model)), model);
         for (file, local) in &files.referenced {
             bundle = bundle.file(role, &format!("{dir}/{}", file.name), local);
@@ -120,7 +128,11 @@ impl Bundle {
         let manifest = runtime.dir.join(RUNTIME_MANIFEST);
         let mut bundle = self.file("runtime", &format!("runtime/{}/{RUNTIME_MANIFEST}", runtime.name), &manifest);
         for library in &runtime.files {
-            bundle = bundle.file("runtime", &format!("runtime/{}/{}", runtime.name, library.name), &runtime.dir.join(&library.name));
+            bundle = bundle.file(
+                "runtime",
+                &format!("runtime/{}/{}", runtime.name, library.name),
+                &runtime.dir.join(&library.name),
+            );
         }
         bundle
     }
@@ -130,7 +142,10 @@ impl Bundle {
     pub fn write(&self, out: &Path, key: &SigningKey) -> Result<Manifest> {
         if let Some(path) = self.conflicts.first() {
             let (_, source) = &self.files[path];
-            bail!("two different files would be {path} in the evidence bundle (one is {}); give them distinct names", source.display());
+            bail!(
+                "two different files would be {path} in the evidence bundle (one is {}); give them distinct names",
+                source.display()
+            );
         }
         prepare(out)?;
         let mut entries = Vec::new();
@@ -181,7 +196,8 @@ fn copy_into(out: &Path, bundle_path: &str, role: &str, source: &Path) -> Result
     }
     std::fs::copy(source, &destination)
         .with_context(|| format!("cannot copy {} into the evidence bundle", source.display()))?;
-    let (sha256, bytes) = sha256_file(&destination).with_context(|| format!("cannot hash {}", destination.display()))?;
+    let (sha256, bytes) =
+        sha256_file(&destination).with_context(|| format!("cannot hash {}", destination.display()))?;
     Ok(FileEntry { path: bundle_path.to_string(), role: role.to_string(), sha256, bytes })
 }
 
@@ -229,7 +245,8 @@ fn file_name(path: &Path) -> String {
 
 /// A path component: characters outside `[A-Za-z0-9._-]` become `_`; never empty, `.` or `..`.
 fn safe_name(text: &str) -> String {
-    let name: String = text.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    let name: String =
+        text.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
     if name.is_empty() || name.chars().all(|c| c == '.') {
         format!("_{name}")
     } else {
@@ -295,7 +312,11 @@ mod tests {
     #[test]
     fn one_bundle_path_from_two_sources_is_refused() {
         let work = tempfile::tempdir().unwrap();
-        let bundle = Bundle::new().file("model", "model/m.onnx", Path::new("a/m.onnx")).file("model", "model/m.onnx", Path::new("b/m.onnx"));
+        let bundle = Bundle::new().file("model", "model/m.onnx", Path::new("a/m.onnx")).file(
+            "model",
+            "model/m.onnx",
+            Path::new("b/m.onnx"),
+        );
         let err = bundle.write(&work.path().join("out"), &SigningKey::from_bytes(&[1; 32])).unwrap_err().to_string();
         assert!(err.contains("model/m.onnx"), "{err}");
         assert!(!work.path().join("out").exists(), "nothing written");

@@ -18,11 +18,17 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
     for cell in finished_cells(sweep_dir)? {
         let key = &cell.record.key;
         let result = RunResult::read(&cell.dir)?;
-        let verdict = VerdictSummary { outcome: cell.record.outcome.label().to_lowercase(), failed: cell.record.failed_rules.clone() };
-        bundle = bundle.run(&format!("{}/{}/{}", key.device, key.runtime, key.model), &cell.dir, &result, Some(verdict));
+        let verdict = VerdictSummary {
+            outcome: cell.record.outcome.label().to_lowercase(),
+            failed: cell.record.failed_rules.clone(),
+        };
+        bundle =
+            bundle.run(&format!("{}/{}/{}", key.device, key.runtime, key.model), &cell.dir, &result, Some(verdict));
     }
     for model in &plan.models {
-        bundle = bundle.model("model", &format!("model/{}", model.name), &model.path)?.inputs(&format!("inputs/{}", model.name), &model.settings);
+        bundle = bundle
+            .model("model", &format!("model/{}", model.name), &model.path)?
+            .inputs(&format!("inputs/{}", model.name), &model.settings);
         if let Some(source) = &model.reference.source {
             bundle = bundle.model("reference_model", &format!("reference-model/{}", model.name), source)?;
         }
@@ -32,7 +38,11 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
             Some(path) => path.to_path_buf(),
             None => npugate_engine::harnesses::for_target(&runtime.target)?,
         };
-        bundle = bundle.runtime(runtime).file("harness", &format!("harness/{}/{}", runtime.target, file_name(&binary)), &binary);
+        bundle = bundle.runtime(runtime).file(
+            "harness",
+            &format!("harness/{}/{}", runtime.target, file_name(&binary)),
+            &binary,
+        );
     }
     bundle = bundle.file("report", files::SWEEP, &sweep_dir.join(files::SWEEP));
     for report in reports {

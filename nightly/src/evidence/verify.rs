@@ -39,7 +39,10 @@ pub fn verify(dir: &Path, key: &VerifyingKey) -> anyhow::Result<Vec<Problem>> {
         anyhow::bail!("{} is not a directory; pass the directory `--evidence` wrote", dir.display());
     }
     if !dir.join(MANIFEST_FILE).exists() && !dir.join(SIGNATURE_FILE).exists() {
-        anyhow::bail!("{} holds no evidence bundle (no {MANIFEST_FILE}); pass the directory `--evidence` wrote", dir.display());
+        anyhow::bail!(
+            "{} holds no evidence bundle (no {MANIFEST_FILE}); pass the directory `--evidence` wrote",
+            dir.display()
+        );
     }
     let mut problems = Vec::new();
     let manifest_bytes = std::fs::read(dir.join(MANIFEST_FILE));
@@ -70,14 +73,22 @@ pub fn verify(dir: &Path, key: &VerifyingKey) -> anyhow::Result<Vec<Problem>> {
 fn check_signature(dir: &Path, manifest: Option<&[u8]>, key: &VerifyingKey) -> Option<Problem> {
     let text = match std::fs::read(dir.join(SIGNATURE_FILE)) {
         Ok(text) => text,
-        Err(e) => return Some(problem(SIGNATURE_FILE, format!("cannot be read ({e}); the bundle is unsigned or incomplete"))),
+        Err(e) => {
+            return Some(problem(SIGNATURE_FILE, format!("cannot be read ({e}); the bundle is unsigned or incomplete")))
+        }
     };
     let file: SignatureFile = match serde_json::from_slice(&text) {
         Ok(file) => file,
         Err(e) => return Some(problem(SIGNATURE_FILE, format!("was changed: it is not a valid signature file ({e})"))),
     };
-    if !Schema::new(SIGNATURE_SCHEMA).accepts(&file.schema) || file.algorithm != "ed25519" || file.manifest != MANIFEST_FILE {
-        return Some(problem(SIGNATURE_FILE, "was changed: schema, algorithm or manifest name is not what npugate writes"));
+    if !Schema::new(SIGNATURE_SCHEMA).accepts(&file.schema)
+        || file.algorithm != "ed25519"
+        || file.manifest != MANIFEST_FILE
+    {
+        return Some(problem(
+            SIGNATURE_FILE,
+            "was changed: schema, algorithm or manifest name is not what npugate writes",
+        ));
     }
     let signature = match hex::decode(&file.signature).ok().and_then(|b| Signature::from_slice(&b).ok()) {
         Some(signature) => signature,
@@ -88,17 +99,29 @@ fn check_signature(dir: &Path, manifest: Option<&[u8]>, key: &VerifyingKey) -> O
     let signed_by_key = hex::encode(key.as_bytes()) == file.public_key;
     match (key.verify(manifest, &signature).is_ok(), manifest_sha256 == file.manifest_sha256) {
         (true, true) if signed_by_key => None,
-        (true, true) => Some(problem(SIGNATURE_FILE, "was changed: its public_key is not the key the signature verifies with")),
-        (true, false) => Some(problem(SIGNATURE_FILE, "was changed: its manifest_sha256 does not match the signed manifest")),
+        (true, true) => {
+            Some(problem(SIGNATURE_FILE, "was changed: its public_key is not the key the signature verifies with"))
+        }
+        (true, false) => {
+            Some(problem(SIGNATURE_FILE, "was changed: its manifest_sha256 does not match the signed manifest"))
+        }
         (false, false) => Some(problem(
             MANIFEST_FILE,
-            format!("was changed after signing (sha256 {manifest_sha256}, signed {}); the signature does not verify", file.manifest_sha256),
+            format!(
+                "was changed after signing (sha256 {manifest_sha256}, signed {}); the signature does not verify",
+                file.manifest_sha256
+            ),
         )),
         (false, true) if !signed_by_key => Some(problem(
             SIGNATURE_FILE,
-            format!("does not verify with the given public key: the bundle names signer {}, or signature.json was changed", file.public_key),
+            format!(
+                "does not verify with the given public key: the bundle names signer {}, or signature.json was changed",
+                file.public_key
+            ),
         )),
-        (false, true) => Some(problem(SIGNATURE_FILE, "was changed: the signature does not verify over the unchanged manifest")),
+        (false, true) => {
+            Some(problem(SIGNATURE_FILE, "was changed: the signature does not verify over the unchanged manifest"))
+        }
     }
 }
 
@@ -115,9 +138,8 @@ fn check_files(dir: &Path, manifest: &Manifest) -> anyhow::Result<Vec<Problem>> 
         }
         match sha256_file(&dir.join(&entry.path)) {
             Err(e) => problems.push(problem(&entry.path, format!("is missing or unreadable ({e})"))),
-            Ok((sha256, _)) if sha256 != entry.sha256 => {
-                problems.push(problem(&entry.path, format!("was changed (sha256 {sha256}, manifest says {})", entry.sha256)))
-            }
+            Ok((sha256, _)) if sha256 != entry.sha256 => problems
+                .push(problem(&entry.path, format!("was changed (sha256 {sha256}, manifest says {})", entry.sha256))),
             Ok(_) => {}
         }
     }

@@ -2,9 +2,9 @@
 //! alike): a trend chart of median latency per night, one line per series, with failed nights
 //! ringed in red; and the `npugate history --html` page.
 
+use maud::{html, Markup};
 use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
 use npugate_gate::units::ms_number;
-use maud::{html, Markup};
 
 use super::trend::{HistoryReport, Point, Series};
 
@@ -24,7 +24,11 @@ pub fn trend_chart(nights: &[String], series: &[&Series], title: &str) -> Markup
         |x| {
             let index = x.round();
             let near = (x - index).abs() < 1e-6 && index >= 0.0;
-            near.then(|| nights.get(index as usize)).flatten().filter(|_| (index as usize).is_multiple_of(label_every)).cloned().unwrap_or_default()
+            near.then(|| nights.get(index as usize))
+                .flatten()
+                .filter(|_| (index as usize).is_multiple_of(label_every))
+                .cloned()
+                .unwrap_or_default()
         },
         ms_number,
     );
@@ -95,7 +99,9 @@ fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
                 s.runtime.clone(),
                 s.points.len().to_string(),
                 last.and_then(|p| p.median_ns).map(|m| ms_number(m / 1e6)).unwrap_or_else(|| "–".into()),
-                last.and_then(|p| p.generation.and_then(|g| g.ttft_ns)).map(|t| ms_number(t / 1e6)).unwrap_or_else(|| "–".into()),
+                last.and_then(|p| p.generation.and_then(|g| g.ttft_ns))
+                    .map(|t| ms_number(t / 1e6))
+                    .unwrap_or_else(|| "–".into()),
                 last.and_then(|p| p.cv_pct).map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
                 last.map(|p| p.outcome.clone()).unwrap_or_default(),
                 s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into()),
@@ -105,7 +111,8 @@ fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
 }
 
 /// Header of [`series_rows`].
-const SERIES_HEADER: [&str; 8] = ["device", "runtime", "nights", "median (ms)", "TTFT (ms)", "CV (%)", "gate", "since the night before"];
+const SERIES_HEADER: [&str; 8] =
+    ["device", "runtime", "nights", "median (ms)", "TTFT (ms)", "CV (%)", "gate", "since the night before"];
 
 /// Per device class and model: a heading, the trend chart and the table of its series (the
 /// caller wraps each group: a `section` on a page of its own, a `div` inside another section).

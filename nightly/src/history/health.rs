@@ -104,8 +104,15 @@ pub fn assess(cells: &[StoredCell]) -> Vec<DeviceHealth> {
                     series.entry((cell.model.as_str(), cell.runtime.as_str())).or_default().push(m);
                 }
             }
-            let spreads: Vec<f64> = series.values().filter(|medians| medians.len() >= 2).filter_map(|m| relative_spread_pct(m)).collect();
-            OwnNoise { serial: serial.to_string(), soc: cells[0].soc.clone(), cells: cells.len(), cv_pct: median(&cvs), median_spread_pct: median(&spreads) }
+            let spreads: Vec<f64> =
+                series.values().filter(|medians| medians.len() >= 2).filter_map(|m| relative_spread_pct(m)).collect();
+            OwnNoise {
+                serial: serial.to_string(),
+                soc: cells[0].soc.clone(),
+                cells: cells.len(),
+                cv_pct: median(&cvs),
+                median_spread_pct: median(&spreads),
+            }
         })
         .collect();
     own.iter()
@@ -115,7 +122,8 @@ pub fn assess(cells: &[StoredCell]) -> Vec<DeviceHealth> {
             let peers = if same_soc.is_empty() { others().collect() } else { same_soc };
             let peer_floors: Vec<f64> = peers.iter().filter_map(|p| p.floor()).collect();
             let (mine, theirs) = (device.floor(), median(&peer_floors));
-            let noisy = matches!((mine, theirs), (Some(m), Some(t)) if m > NOISY_FACTOR * t && m - t >= NOISY_MARGIN_PCT);
+            let noisy =
+                matches!((mine, theirs), (Some(m), Some(t)) if m > NOISY_FACTOR * t && m - t >= NOISY_MARGIN_PCT);
             DeviceHealth {
                 serial: device.serial.clone(),
                 soc: device.soc.clone(),
@@ -149,7 +157,14 @@ fn relative_spread_pct(medians: &[f64]) -> Option<f64> {
 }
 
 /// `noise floor 9.4% (CV 9.4%, spread of medians 3.1%), 4.7× its 2 peers' 2.0%: noisy`.
-fn summary(mine: Option<f64>, cv: Option<f64>, spread: Option<f64>, theirs: Option<f64>, peers: usize, noisy: bool) -> String {
+fn summary(
+    mine: Option<f64>,
+    cv: Option<f64>,
+    spread: Option<f64>,
+    theirs: Option<f64>,
+    peers: usize,
+    noisy: bool,
+) -> String {
     let Some(mine) = mine else { return "no noise floor yet (no finished sweep cells)".into() };
     let part = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.1}%"));
     let parts = format!("CV {}, spread of medians {}", part(cv), part(spread));
@@ -209,7 +224,11 @@ mod tests {
         let by = |serial: &str| health.iter().find(|h| h.serial == serial).unwrap();
         assert!(by("hot").noisy, "{:?}", by("hot"));
         assert_eq!(by("hot").peers, ["quiet-1", "quiet-2"], "peers share the SoC");
-        assert!(by("hot").summary.ends_with(": noisy") && by("hot").summary.starts_with("noise floor 9.0% (CV 9.0%"), "{}", by("hot").summary);
+        assert!(
+            by("hot").summary.ends_with(": noisy") && by("hot").summary.starts_with("noise floor 9.0% (CV 9.0%"),
+            "{}",
+            by("hot").summary
+        );
         assert!(!by("quiet-1").noisy && !by("quiet-2").noisy && !by("alone").noisy);
         assert_eq!(by("alone").peers.len(), 3, "a SoC of its own compares with every other device");
         assert_eq!(by("quiet-1").cells, 8);

@@ -134,7 +134,11 @@ pub struct GenerationFigures {
 impl GenerationFigures {
     /// The figures of a verdict's generation summary.
     pub fn of(summary: &GenerationSummary) -> GenerationFigures {
-        GenerationFigures { ttft_ns: summary.ttft.as_ref().map(|ttft| ttft.median_ns), prefill_tok_s: summary.prefill_tok_s, decode_tok_s: summary.decode_tok_s }
+        GenerationFigures {
+            ttft_ns: summary.ttft.as_ref().map(|ttft| ttft.median_ns),
+            prefill_tok_s: summary.prefill_tok_s,
+            decode_tok_s: summary.decode_tok_s,
+        }
     }
 }
 
@@ -164,7 +168,11 @@ impl CellAxes {
         }
         let known = |a: &Option<String>, b: &Option<String>| matches!((a, b), (Some(a), Some(b)) if a != b);
         if known(&before.qnn_build, &self.qnn_build) {
-            changed.push(format!("QNN build {} → {}", before.qnn_build.as_deref().unwrap_or_default(), self.qnn_build.as_deref().unwrap_or_default()));
+            changed.push(format!(
+                "QNN build {} → {}",
+                before.qnn_build.as_deref().unwrap_or_default(),
+                self.qnn_build.as_deref().unwrap_or_default()
+            ));
         }
         if self.ort_version != before.ort_version {
             changed.push(format!("ONNX Runtime {} → {}", before.ort_version, self.ort_version));
@@ -190,7 +198,10 @@ impl HistoryStore {
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", path.display());
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(fail)?;
         if version > STORE_VERSION {
-            anyhow::bail!("history {} has schema version {version}; this npugate reads version {STORE_VERSION}", path.display());
+            anyhow::bail!(
+                "history {} has schema version {version}; this npugate reads version {STORE_VERSION}",
+                path.display()
+            );
         }
         connection.execute_batch("PRAGMA foreign_keys = ON;").map_err(fail)?;
         if version == 1 {
@@ -227,9 +238,11 @@ impl HistoryStore {
         }
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let tx = self.connection.transaction().map_err(fail)?;
-        let sweep_dir_text = std::fs::canonicalize(sweep_dir).unwrap_or_else(|_| sweep_dir.to_path_buf()).display().to_string();
+        let sweep_dir_text =
+            std::fs::canonicalize(sweep_dir).unwrap_or_else(|_| sweep_dir.to_path_buf()).display().to_string();
         if summary.shard.is_none() {
-            tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night]).map_err(fail)?;
+            tx.execute("DELETE FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night])
+                .map_err(fail)?;
         }
         tx.execute(
             "INSERT INTO sweeps (name, night, started_at, sweep_dir) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name, night) DO NOTHING",
@@ -237,10 +250,15 @@ impl HistoryStore {
         )
         .map_err(fail)?;
         let sweep_id: i64 = tx
-            .query_row("SELECT id FROM sweeps WHERE name = ?1 AND night = ?2", params![summary.name, summary.night], |row| row.get(0))
+            .query_row(
+                "SELECT id FROM sweeps WHERE name = ?1 AND night = ?2",
+                params![summary.name, summary.night],
+                |row| row.get(0),
+            )
             .map_err(fail)?;
         for device in &summary.devices {
-            tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir]).map_err(fail)?;
+            tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir])
+                .map_err(fail)?;
         }
         for (FinishedCell { record, dir }, latencies, generation) in &rows {
             tx.execute(
@@ -320,7 +338,9 @@ impl HistoryStore {
                 })?;
                 let rates: (Option<f64>, Option<f64>) = (row.get(19)?, row.get(20)?);
                 let generation = match rates {
-                    (Some(prefill_tok_s), Some(decode_tok_s)) => Some(GenerationFigures { ttft_ns: row.get(18)?, prefill_tok_s, decode_tok_s }),
+                    (Some(prefill_tok_s), Some(decode_tok_s)) => {
+                        Some(GenerationFigures { ttft_ns: row.get(18)?, prefill_tok_s, decode_tok_s })
+                    }
                     _ => None,
                 };
                 Ok(StoredCell {
@@ -332,7 +352,12 @@ impl HistoryStore {
                     soc: row.get(5)?,
                     runtime: row.get(6)?,
                     model: row.get(7)?,
-                    axes: CellAxes { model_digest: row.get(14)?, qnn_build: row.get(15)?, ort_version: row.get(16)?, device_fingerprint: row.get(17)? },
+                    axes: CellAxes {
+                        model_digest: row.get(14)?,
+                        qnn_build: row.get(15)?,
+                        ort_version: row.get(16)?,
+                        device_fingerprint: row.get(17)?,
+                    },
                     outcome: row.get(8)?,
                     median_ns: row.get(9)?,
                     cv_pct: row.get(10)?,
@@ -357,8 +382,12 @@ mod tests {
         let path = dir.path().join("history.sqlite");
         {
             let connection = Connection::open(&path).unwrap();
-            let version_1 = CREATE.replace("model_digest", "model_sha256").replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "");
-            connection.execute_batch(&version_1.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", "")).unwrap();
+            let version_1 = CREATE
+                .replace("model_digest", "model_sha256")
+                .replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "");
+            connection
+                .execute_batch(&version_1.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", ""))
+                .unwrap();
             connection
                 .execute_batch(
                     "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
@@ -368,9 +397,11 @@ mod tests {
             connection.pragma_update(None, "user_version", 1).unwrap();
         }
         let store = HistoryStore::open(&path).unwrap();
-        let digest: String = store.connection.query_row("SELECT model_digest FROM cells", [], |row| row.get(0)).unwrap();
+        let digest: String =
+            store.connection.query_row("SELECT model_digest FROM cells", [], |row| row.get(0)).unwrap();
         assert_eq!(digest, "abc");
-        let qnn: Option<String> = store.connection.query_row("SELECT qnn_build FROM cells", [], |row| row.get(0)).unwrap();
+        let qnn: Option<String> =
+            store.connection.query_row("SELECT qnn_build FROM cells", [], |row| row.get(0)).unwrap();
         assert_eq!(qnn, None, "version 3 adds the QNN build, unknown for older cells");
         let ttft: Option<f64> = store.connection.query_row("SELECT ttft_ns FROM cells", [], |row| row.get(0)).unwrap();
         assert_eq!(ttft, None, "version 4 adds the TTFT, unknown for older cells");
@@ -386,7 +417,9 @@ mod tests {
         let path = dir.path().join("history.sqlite");
         {
             let connection = Connection::open(&path).unwrap();
-            connection.execute_batch(&CREATE.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", "")).unwrap();
+            connection
+                .execute_batch(&CREATE.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", ""))
+                .unwrap();
             connection
                 .execute_batch(
                     "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
@@ -406,10 +439,17 @@ mod tests {
             )
             .unwrap();
         let cells = store.cells(&HistoryFilter { nights: 30, ..Default::default() }).unwrap();
-        let by_model: Vec<(&str, Option<GenerationFigures>)> = cells.iter().map(|c| (c.model.as_str(), c.generation)).collect();
+        let by_model: Vec<(&str, Option<GenerationFigures>)> =
+            cells.iter().map(|c| (c.model.as_str(), c.generation)).collect();
         assert_eq!(
             by_model,
-            [("old", None), ("tinyllm", Some(GenerationFigures { ttft_ns: Some(210000.0), prefill_tok_s: 76065.9, decode_tok_s: 10490.6 }))],
+            [
+                ("old", None),
+                (
+                    "tinyllm",
+                    Some(GenerationFigures { ttft_ns: Some(210000.0), prefill_tok_s: 76065.9, decode_tok_s: 10490.6 })
+                )
+            ],
             "a cell from before version 4 has no generation figures"
         );
     }

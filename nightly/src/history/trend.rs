@@ -130,7 +130,10 @@ pub enum LatencyChange {
 impl Change {
     /// True when anything changed: latency beyond the tolerance, outcome, fallback count or an axis the cell ran with.
     pub fn is_notable(&self) -> bool {
-        matches!(self.latency, LatencyChange::Slower | LatencyChange::Faster) || self.outcome.is_some() || self.fallback_nodes.is_some() || !self.axes.is_empty()
+        matches!(self.latency, LatencyChange::Slower | LatencyChange::Faster)
+            || self.outcome.is_some()
+            || self.fallback_nodes.is_some()
+            || !self.axes.is_empty()
     }
 
     /// One line: `×1.064 (95% CI 1.021–1.105) slower since 2026-01-02; pass → fail`.
@@ -143,7 +146,10 @@ impl Change {
             LatencyChange::Unknown => "not comparable",
         };
         match &self.median_ratio {
-            Some(r) => parts.push(format!("×{:.3} (95% CI {:.3}–{:.3}) {verdict} since {}", r.ratio, r.ci.lower, r.ci.upper, self.from_night)),
+            Some(r) => parts.push(format!(
+                "×{:.3} (95% CI {:.3}–{:.3}) {verdict} since {}",
+                r.ratio, r.ci.lower, r.ci.upper, self.from_night
+            )),
             None => parts.push(format!("{verdict} since {}", self.from_night)),
         }
         if let Some(outcome) = &self.outcome {
@@ -200,7 +206,14 @@ pub fn build(filter: &HistoryFilter, cells: Vec<StoredCell>, tolerance_pct: f64)
             Series { model, soc, device, runtime, points, change }
         })
         .collect();
-    HistoryReport { schema: HISTORY_SCHEMA.into(), filter: filter.clone(), tolerance_pct, nights, series, devices: Vec::new() }
+    HistoryReport {
+        schema: HISTORY_SCHEMA.into(),
+        filter: filter.clone(),
+        tolerance_pct,
+        nights,
+        series,
+        devices: Vec::new(),
+    }
 }
 
 /// `last` against `before`.
@@ -256,7 +269,12 @@ mod tests {
             soc: "SM8650".into(),
             runtime: "rt".into(),
             model: "m".into(),
-            axes: CellAxes { model_digest: "abc".into(), qnn_build: Some("v2.49.40.260810104044".into()), ort_version: "1.31.1".into(), device_fingerprint: None },
+            axes: CellAxes {
+                model_digest: "abc".into(),
+                qnn_build: Some("v2.49.40.260810104044".into()),
+                ort_version: "1.31.1".into(),
+                device_fingerprint: None,
+            },
             outcome: outcome.into(),
             median_ns: None,
             cv_pct: None,
@@ -275,18 +293,34 @@ mod tests {
     #[test]
     fn the_last_night_is_judged_on_the_interval_of_the_median_ratio() {
         let filter = HistoryFilter { nights: 30, ..Default::default() };
-        let slower = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_300_000), "fail")], 10.0);
+        let slower = build(
+            &filter,
+            vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_300_000), "fail")],
+            10.0,
+        );
         let change = slower.series[0].change.as_ref().unwrap();
         assert_eq!(change.latency, LatencyChange::Slower);
         assert_eq!(change.outcome.as_deref(), Some("pass → fail"));
         assert!(change.sentence().starts_with("×1.3"), "{}", change.sentence());
 
-        let small = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_050_000), "pass")], 10.0);
+        let small = build(
+            &filter,
+            vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_050_000), "pass")],
+            10.0,
+        );
         let change = small.series[0].change.as_ref().unwrap();
         assert_eq!(change.latency, LatencyChange::Unchanged, "5% is inside the 10% tolerance");
         assert!(!change.is_notable());
-        let strict = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_050_000), "pass")], 0.0);
-        assert_eq!(strict.series[0].change.as_ref().unwrap().latency, LatencyChange::Slower, "without tolerance the interval decides");
+        let strict = build(
+            &filter,
+            vec![cell("2026-01-01", around(1_000_000), "pass"), cell("2026-01-02", around(1_050_000), "pass")],
+            0.0,
+        );
+        assert_eq!(
+            strict.series[0].change.as_ref().unwrap().latency,
+            LatencyChange::Slower,
+            "without tolerance the interval decides"
+        );
     }
 
     #[test]
@@ -297,11 +331,20 @@ mod tests {
         let report = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), later], 10.0);
         let change = report.series[0].change.as_ref().unwrap();
         assert_eq!(change.axes, ["QNN build v2.49.40.260810104044 → v2.51.0.260929181845"]);
-        assert!(change.sentence().ends_with("gate pass → fail; changed: QNN build v2.49.40.260810104044 → v2.51.0.260929181845"), "{}", change.sentence());
+        assert!(
+            change
+                .sentence()
+                .ends_with("gate pass → fail; changed: QNN build v2.49.40.260810104044 → v2.51.0.260929181845"),
+            "{}",
+            change.sentence()
+        );
         let mut unknown = cell("2026-01-02", around(1_000_000), "pass");
         unknown.axes.qnn_build = None;
         let report = build(&filter, vec![cell("2026-01-01", around(1_000_000), "pass"), unknown], 10.0);
-        assert!(report.series[0].change.as_ref().unwrap().axes.is_empty(), "an axis unknown on one night is not compared");
+        assert!(
+            report.series[0].change.as_ref().unwrap().axes.is_empty(),
+            "an axis unknown on one night is not compared"
+        );
     }
 
     #[test]

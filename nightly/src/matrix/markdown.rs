@@ -50,15 +50,23 @@ pub fn render(m: &Matrix) -> String {
                 ]
             })
             .collect();
-        out.push_str(&table(&["SoC", "model", "device", "runtime", "median by night", "since the night before"], &rows));
+        out.push_str(&table(
+            &["SoC", "model", "device", "runtime", "median by night", "since the night before"],
+            &rows,
+        ));
     }
-    let unfinished: Vec<String> = m.unfinished().map(|c| format!("- {}: {}", c.key.label(), c.error.as_deref().unwrap_or("not run"))).collect();
+    let unfinished: Vec<String> =
+        m.unfinished().map(|c| format!("- {}: {}", c.key.label(), c.error.as_deref().unwrap_or("not run"))).collect();
     if !unfinished.is_empty() {
         let _ = writeln!(out, "\n## Unfinished cells\n\n{}", unfinished.join("\n"));
     }
     let absent = m.absent();
     if !absent.is_empty() {
-        let _ = writeln!(out, "\n## Absent cells (their shard was not merged: run it, then merge again)\n\n- {}", absent.join("\n- "));
+        let _ = writeln!(
+            out,
+            "\n## Absent cells (their shard was not merged: run it, then merge again)\n\n- {}",
+            absent.join("\n- ")
+        );
     }
     out
 }

@@ -56,13 +56,17 @@ impl PlacementMove {
 }
 
 /// Nodes present in both placements whose EP differs, in the graph order of `other`.
-pub fn placement_differences(reference: &PlacementReport, other: &PlacementReport) -> Vec<(String, String, String, String)> {
+pub fn placement_differences(
+    reference: &PlacementReport,
+    other: &PlacementReport,
+) -> Vec<(String, String, String, String)> {
     other
         .nodes
         .iter()
         .filter_map(|node| {
             let before = reference.nodes.iter().find(|n| n.name == node.name)?;
-            (before.ep != node.ep).then(|| (node.name.clone(), node.op_type.clone(), before.ep.clone(), node.ep.clone()))
+            (before.ep != node.ep)
+                .then(|| (node.name.clone(), node.op_type.clone(), before.ep.clone(), node.ep.clone()))
         })
         .collect()
 }
@@ -70,7 +74,11 @@ pub fn placement_differences(reference: &PlacementReport, other: &PlacementRepor
 impl<'a> Matrix<'a> {
     /// Reads the finished cells' placements from their verdicts and diffs every runtime against
     /// the plan's first on each device.
-    pub fn build(summary: &'a SweepSummary, sweep_dir: &Path, trends: Option<HistoryReport>) -> anyhow::Result<Matrix<'a>> {
+    pub fn build(
+        summary: &'a SweepSummary,
+        sweep_dir: &Path,
+        trends: Option<HistoryReport>,
+    ) -> anyhow::Result<Matrix<'a>> {
         let placement = |record: &CellRecord| -> anyhow::Result<Option<PlacementReport>> {
             Ok(CellRecord::read_verdict(&record.key.dir(sweep_dir))?.placement)
         };
@@ -79,7 +87,9 @@ impl<'a> Matrix<'a> {
         for reference in summary.finished().filter(|r| &r.key.runtime == reference_runtime) {
             let Some(base) = placement(reference)? else { continue };
             let others = summary.finished().filter(|r| {
-                r.key.device == reference.key.device && r.key.model == reference.key.model && &r.key.runtime != reference_runtime
+                r.key.device == reference.key.device
+                    && r.key.model == reference.key.model
+                    && &r.key.runtime != reference_runtime
             });
             for other in others {
                 let Some(current) = placement(other)? else { continue };
@@ -111,7 +121,12 @@ impl<'a> Matrix<'a> {
         let outcomes: Vec<npugate_gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
         let count = |o: npugate_gate::Outcome| outcomes.iter().filter(|&&x| x == o).count();
         let unfinished = self.unfinished().count();
-        (count(npugate_gate::Outcome::Pass), count(npugate_gate::Outcome::Fail), count(npugate_gate::Outcome::Error), unfinished)
+        (
+            count(npugate_gate::Outcome::Pass),
+            count(npugate_gate::Outcome::Fail),
+            count(npugate_gate::Outcome::Error),
+            unfinished,
+        )
     }
 
     /// Cells that did not finish (and are not absent), in summary order.
@@ -123,11 +138,20 @@ impl<'a> Matrix<'a> {
     /// 2/3 was not merged)`), and per unit of a missing shard whose devices only that shard knows (a SoC class).
     pub(super) fn absent(&self) -> Vec<String> {
         let cells = self.summary.cells.iter().filter(|c| c.state == CellState::Absent);
-        let mut lines: Vec<String> = cells.map(|c| format!("{}: absent ({})", c.key.label(), c.error.as_deref().unwrap_or("its shard was not merged"))).collect();
+        let mut lines: Vec<String> = cells
+            .map(|c| {
+                format!("{}: absent ({})", c.key.label(), c.error.as_deref().unwrap_or("its shard was not merged"))
+            })
+            .collect();
         if let Some(merged) = &self.summary.merged {
             for missing in &merged.missing {
                 for unit in missing.units.iter().filter(|unit| unit.known_dir().is_none()) {
-                    lines.push(format!("{}, every runtime and model: absent (shard {}/{} was not merged)", unit.label(), missing.index, merged.count));
+                    lines.push(format!(
+                        "{}, every runtime and model: absent (shard {}/{} was not merged)",
+                        unit.label(),
+                        missing.index,
+                        merged.count
+                    ));
                 }
             }
         }
@@ -173,7 +197,8 @@ pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
 }
 
 /// Header of the per-model matrix tables.
-pub(super) const CELL_HEADER: [&str; 8] = ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
+pub(super) const CELL_HEADER: [&str; 8] =
+    ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
 
 #[cfg(test)]
 mod tests {
@@ -211,9 +236,13 @@ mod tests {
         let qnn = "QNNExecutionProvider";
         let cpu = "CPUExecutionProvider";
         let old = placement(&[("/model.9/conv", qnn), ("/model.10/norm", qnn), ("/model.11/act", qnn)]);
-        let new = placement(&[("/model.9/conv", qnn), ("/model.10/norm", cpu), ("/model.11/act", qnn), ("/extra", cpu)]);
+        let new =
+            placement(&[("/model.9/conv", qnn), ("/model.10/norm", cpu), ("/model.11/act", qnn), ("/extra", cpu)]);
         let moved = placement_differences(&old, &new);
-        assert_eq!(moved, [("/model.10/norm".to_string(), "LayerNormalization".to_string(), qnn.to_string(), cpu.to_string())]);
+        assert_eq!(
+            moved,
+            [("/model.10/norm".to_string(), "LayerNormalization".to_string(), qnn.to_string(), cpu.to_string())]
+        );
         let sentence = PlacementMove {
             model: "m".into(),
             device: "d".into(),

@@ -105,7 +105,14 @@ impl contract::Document for CellRecord {
 
 impl CellRecord {
     /// The record of a judged cell whose runtime's HTP backend is QNN build `qnn_build`.
-    pub fn new(key: CellKey, device: CellDevice, verdict: &Verdict, qnn_build: Option<String>, exit_code: u8, seconds: f64) -> CellRecord {
+    pub fn new(
+        key: CellKey,
+        device: CellDevice,
+        verdict: &Verdict,
+        qnn_build: Option<String>,
+        exit_code: u8,
+        seconds: f64,
+    ) -> CellRecord {
         let latency = verdict.latency.as_ref();
         let placement = verdict.placement.as_ref();
         CellRecord {
@@ -133,9 +140,14 @@ impl CellRecord {
     /// writes `cell.json` atomically (temp file + rename).
     pub fn write_marker(&self, dir: &Path) -> anyhow::Result<()> {
         for file in [files::RESULT, files::VERDICT, files::REPORT_HTML] {
-            anyhow::ensure!(dir.join(file).is_file(), "cell {}: {file} is missing; not marking it finished", self.key.label());
+            anyhow::ensure!(
+                dir.join(file).is_file(),
+                "cell {}: {file} is missing; not marking it finished",
+                self.key.label()
+            );
         }
-        contract::write_json(&dir.join(files::CELL), self).with_context(|| format!("cannot write {}", dir.join(files::CELL).display()))
+        contract::write_json(&dir.join(files::CELL), self)
+            .with_context(|| format!("cannot write {}", dir.join(files::CELL).display()))
     }
 
     /// The record of a finished cell in `dir`; `None` when the cell has no (readable) marker.

@@ -13,19 +13,19 @@ use super::cell::{CellDevice, CellKey, CellRecord};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
 use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
-use super::unit::{self, host_htp_dir, Unit};
-use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
+use super::unit::{self, host_htp_dir, Unit};
 use npugate_android::adb::Adb;
 use npugate_android::devices::{self, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::run::{run_on, RunSpec};
-use npugate_host::runtime::RuntimeManifest;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Progress, Target};
+use npugate_host::runtime::RuntimeManifest;
+use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 
 /// How to run a plan.
 pub struct SweepOptions<'a> {
@@ -100,7 +100,14 @@ pub fn host_htp_targets(plan: &SweepPlan, cut: &Cut) -> Vec<SweepTarget<WineTarg
                 target: Some(npugate_engine::targets::wine::TRIPLE.into()),
                 ..DeviceInfo::default()
             };
-            SweepTarget { target: WineTarget::for_soc(*soc).named(&name), info, dir: name, chosen_by: "socs".into(), unit: position, host_htp: true }
+            SweepTarget {
+                target: WineTarget::for_soc(*soc).named(&name),
+                info,
+                dir: name,
+                chosen_by: "socs".into(),
+                unit: position,
+                host_htp: true,
+            }
         })
         .collect()
 }
@@ -122,14 +129,19 @@ impl Attempted for DeviceCells {
 }
 
 /// Runs (or resumes) the sweep on `devices`; returns the final summary (also in `<out>/sweep.json`).
-pub fn run_sweep<T: Target>(plan: &SweepPlan, devices: &[SweepTarget<T>], options: &SweepOptions) -> Result<SweepSummary> {
+pub fn run_sweep<T: Target>(
+    plan: &SweepPlan,
+    devices: &[SweepTarget<T>],
+    options: &SweepOptions,
+) -> Result<SweepSummary> {
     let out = options.out;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let shard = options.cut.shard.map(|shard| shard_info(plan, shard, options.cut, devices)).transpose()?;
     let summary = initial_summary(plan, options, devices, shard)?;
     if let Some(shard) = options.cut.shard {
         let taken: Vec<String> = options.cut.taken().map(|(_, unit)| unit.label()).collect();
-        let taken = if taken.is_empty() { "none (the plan has fewer units than shards)".to_string() } else { taken.join(", ") };
+        let taken =
+            if taken.is_empty() { "none (the plan has fewer units than shards)".to_string() } else { taken.join(", ") };
         eprintln!("npugate sweep: shard {shard} of {} unit(s): {taken}", options.cut.units.len());
     }
     let summary = Mutex::new(summary);
@@ -195,7 +207,8 @@ fn cell_runtimes(plan: &SweepPlan, host_htp: bool) -> Vec<&RuntimeManifest> {
 /// The record of the shard `cut` makes of `plan` (see [`super::shard`]), with the devices this
 /// shard resolved its units to.
 fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarget<T>]) -> Result<ShardInfo> {
-    let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file).with_context(|| format!("cannot read sweep plan {}", plan.file.display()))?;
+    let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file)
+        .with_context(|| format!("cannot read sweep plan {}", plan.file.display()))?;
     let units = cut
         .units
         .iter()
@@ -203,7 +216,10 @@ fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarg
         .map(|(position, unit)| ShardUnit {
             shard: Shard::of_unit(position, shard.count),
             unit: unit.clone(),
-            runtimes: cell_runtimes(plan, matches!(unit, Unit::HostHtp(_))).into_iter().map(|runtime| runtime.name.clone()).collect(),
+            runtimes: cell_runtimes(plan, matches!(unit, Unit::HostHtp(_)))
+                .into_iter()
+                .map(|runtime| runtime.name.clone())
+                .collect(),
             devices: devices.iter().filter(|d| d.unit == position).map(|d| d.info.serial.clone()).collect(),
         })
         .collect();
@@ -213,7 +229,12 @@ fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarg
 /// The device units of `cut` this sweep runs (see [`plan_units`]) as devices over `adb`, each
 /// probed and every runtime checked against its target. A SoC class takes the connected devices of
 /// that SoC the plan does not name by serial.
-pub fn resolve_devices(plan: &SweepPlan, adb: &Adb, cut: &Cut, settings: &AdbSettings) -> Result<Vec<SweepTarget<AdbTarget>>> {
+pub fn resolve_devices(
+    plan: &SweepPlan,
+    adb: &Adb,
+    cut: &Cut,
+    settings: &AdbSettings,
+) -> Result<Vec<SweepTarget<AdbTarget>>> {
     let named = unit::named_serials(&cut.units);
     let mut listed: Option<DeviceList> = None;
     let mut chosen: Vec<(String, String, usize)> = Vec::new();
@@ -298,7 +319,12 @@ fn matching_soc(devices: &[DeviceInfo], soc: &str) -> Vec<String> {
 
 /// The summary to start from: this plan's cells, finished ones read from their markers; the night
 /// and start time of the sweep already in `out` when resuming.
-fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[SweepTarget<T>], shard: Option<ShardInfo>) -> Result<SweepSummary> {
+fn initial_summary<T>(
+    plan: &SweepPlan,
+    options: &SweepOptions,
+    devices: &[SweepTarget<T>],
+    shard: Option<ShardInfo>,
+) -> Result<SweepSummary> {
     let out = options.out;
     let (night, started_at) = match SweepSummary::read(out) {
         Some(previous) => {
@@ -306,10 +332,17 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
                 bail!("{} holds sweep {:?}, not {:?}; choose another --out", out.display(), previous.name, plan.name);
             }
             if options.night.is_some_and(|night| night != previous.night) {
-                bail!("{} holds the sweep of night {}; resume it without --night or choose another --out", out.display(), previous.night);
+                bail!(
+                    "{} holds the sweep of night {}; resume it without --night or choose another --out",
+                    out.display(),
+                    previous.night
+                );
             }
             if previous.merged.is_some() {
-                bail!("{} holds a merged sweep (npugate sweep merge), which runs no cells; choose another --out", out.display());
+                bail!(
+                    "{} holds a merged sweep (npugate sweep merge), which runs no cells; choose another --out",
+                    out.display()
+                );
             }
             match (&previous.shard, &shard) {
                 (Some(before), Some(now)) => {
@@ -317,8 +350,17 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
                         bail!("{} {why}, or choose another --out", out.display());
                     }
                 }
-                (Some(before), None) => bail!("{} holds shard {} of its sweep; resume it with --shard {}, or choose another --out", out.display(), before.shard, before.shard),
-                (None, Some(now)) => bail!("{} holds a sweep run without --shard; resume it without --shard {}, or choose another --out", out.display(), now.shard),
+                (Some(before), None) => bail!(
+                    "{} holds shard {} of its sweep; resume it with --shard {}, or choose another --out",
+                    out.display(),
+                    before.shard,
+                    before.shard
+                ),
+                (None, Some(now)) => bail!(
+                    "{} holds a sweep run without --shard; resume it without --shard {}, or choose another --out",
+                    out.display(),
+                    now.shard
+                ),
                 (None, None) => {}
             }
             (previous.night, previous.started_at)
@@ -330,7 +372,8 @@ fn initial_summary<T>(plan: &SweepPlan, options: &SweepOptions, devices: &[Sweep
     for device in devices {
         for runtime in device.runtimes(plan) {
             for model in &plan.models {
-                let key = CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
+                let key =
+                    CellKey { device: device.dir.clone(), runtime: runtime.name.clone(), model: model.name.clone() };
                 let record = CellRecord::read_finished(&key.dir(out));
                 let state = if record.is_some() { CellState::Finished } else { CellState::Pending };
                 let dir = format!("{}/{}/{}", key.device, key.runtime, key.model);
@@ -437,7 +480,10 @@ fn run_cell<T: Target>(
     let harness = npugate_plan::harness_for(options.harness, runtime, &npugate_plan::Installed)?;
     let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
     let settings = match device.host_htp {
-        true => HarnessSettings { session: SessionSettings { ep: EpKind::Qnn, ..settings.session.clone() }, ..settings.clone() },
+        true => HarnessSettings {
+            session: SessionSettings { ep: EpKind::Qnn, ..settings.session.clone() },
+            ..settings.clone()
+        },
         false => settings.clone(),
     };
     let job = Job {
@@ -458,9 +504,21 @@ fn run_cell<T: Target>(
         serial: device.info.serial.clone(),
         soc: device.info.soc.clone().or(fingerprint_soc).unwrap_or_else(|| "unknown".into()),
         model: device.info.model.clone(),
-        fingerprint: device.info.fingerprint.clone().or_else(|| device.info.os.clone()).or_else(|| Some(verdict.subject.fingerprint.device.clone())),
+        fingerprint: device
+            .info
+            .fingerprint
+            .clone()
+            .or_else(|| device.info.os.clone())
+            .or_else(|| Some(verdict.subject.fingerprint.device.clone())),
     };
-    let record = CellRecord::new(key.clone(), cell_device, verdict, runtime.qnn_build(), run.exit_code, started.elapsed().as_secs_f64());
+    let record = CellRecord::new(
+        key.clone(),
+        cell_device,
+        verdict,
+        runtime.qnn_build(),
+        run.exit_code,
+        started.elapsed().as_secs_f64(),
+    );
     record.write_marker(run.placed.dir())?;
     Ok(record)
 }
@@ -515,18 +573,35 @@ mod tests {
         let runtime = dir.join("rt");
         std::fs::create_dir_all(&runtime).unwrap();
         std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
-        RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]).unwrap();
-        let mut text = format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
+        RuntimeManifest::write_for_dir(
+            &runtime,
+            "rt-test",
+            "x86_64-unknown-linux-gnu",
+            "1.31.1",
+            "libonnxruntime.so",
+            None,
+            vec![],
+        )
+        .unwrap();
+        let mut text =
+            format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
         for index in 0..models {
             npugate_engine::model::testing::identity_model(&dir.join(format!("m{index}.onnx")), &[Some(1), Some(3)]);
-            text.push_str(&format!("[[model]]\npath = \"m{index}.onnx\"\nrules = {{ cv_pct = 0, npu_flops_pct = 0 }}\n"));
+            text.push_str(&format!(
+                "[[model]]\npath = \"m{index}.onnx\"\nrules = {{ cv_pct = 0, npu_flops_pct = 0 }}\n"
+            ));
         }
         std::fs::write(dir.join("sweep.toml"), text).unwrap();
         SweepPlan::load(&dir.join("sweep.toml")).unwrap()
     }
 
     fn device(target: KilledAfter) -> SweepTarget<KilledAfter> {
-        let info = DeviceInfo { serial: "rig-1".into(), state: "device".into(), target: Some(npugate_engine::targets::host_triple()), ..Default::default() };
+        let info = DeviceInfo {
+            serial: "rig-1".into(),
+            state: "device".into(),
+            target: Some(npugate_engine::targets::host_triple()),
+            ..Default::default()
+        };
         SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), unit: 0, host_htp: false }
     }
 
@@ -539,11 +614,21 @@ mod tests {
         std::fs::write(&harness, "not run by the mock").unwrap();
         let run = |kill_after: usize| {
             let cancel = Cancel::new();
-            let target = KilledAfter { mock: MockTarget::new("rig-1", vec![Behaviour::Measure(vec![1_000_000; 20])]), kill_after, cancel: cancel.clone() };
+            let target = KilledAfter {
+                mock: MockTarget::new("rig-1", vec![Behaviour::Measure(vec![1_000_000; 20])]),
+                kill_after,
+                cancel: cancel.clone(),
+            };
             let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel };
             let cut = Cut { units: vec![Unit::Serial("rig-1".into())], shard: None };
-            let options =
-                SweepOptions { out: &out, night: Some("2026-11-23"), harness: Some(&harness), policy: &policy, run_timeout: Duration::from_secs(5), cut: &cut };
+            let options = SweepOptions {
+                out: &out,
+                night: Some("2026-11-23"),
+                harness: Some(&harness),
+                policy: &policy,
+                run_timeout: Duration::from_secs(5),
+                cut: &cut,
+            };
             let devices = [device(target)];
             let summary = run_sweep(&plan, &devices, &options).unwrap();
             (summary, devices[0].target.mock.calls())
@@ -552,7 +637,14 @@ mod tests {
         let (killed, calls) = run(2);
         assert_eq!(calls, 2);
         assert_eq!(killed.finished().count(), 2, "{killed:?}");
-        assert!(killed.devices[0].outcome.as_ref().unwrap().infrastructure_error.as_deref().unwrap().contains("interrupted"));
+        assert!(killed.devices[0]
+            .outcome
+            .as_ref()
+            .unwrap()
+            .infrastructure_error
+            .as_deref()
+            .unwrap()
+            .contains("interrupted"));
         assert_eq!(killed.exit_code, Some(EXIT_ERROR));
         // A kill in the middle of the third cell leaves its staging directory behind.
         let third = CellKey { device: "rig-1".into(), runtime: "rt-test".into(), model: "m2".into() }.dir(&out);

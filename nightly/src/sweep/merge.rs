@@ -36,7 +36,10 @@ impl ShardResult {
             )
         })?;
         let Some(info) = summary.shard.clone() else {
-            bail!("{} holds a sweep run without --shard; merge takes the shard results of `npugate sweep --shard I/N`", dir.display());
+            bail!(
+                "{} holds a sweep run without --shard; merge takes the shard results of `npugate sweep --shard I/N`",
+                dir.display()
+            );
         };
         Ok(ShardResult { dir: dir.to_path_buf(), summary, info })
     }
@@ -44,7 +47,9 @@ impl ShardResult {
     /// Why this shard is not of the same sweep as `first`, if it is not.
     fn mismatch(&self, first: &ShardResult) -> Option<String> {
         let (a, b) = (&self.summary, &first.summary);
-        let differs = |what: &str, this: String, that: String| Some(format!("{what} {this}, but {} has {that}", first.dir.display()));
+        let differs = |what: &str, this: String, that: String| {
+            Some(format!("{what} {this}, but {} has {that}", first.dir.display()))
+        };
         if a.name != b.name {
             return differs("is of sweep", format!("{:?}", a.name), format!("{:?}", b.name));
         }
@@ -73,7 +78,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
     for dir in inputs {
         let shard = ShardResult::read(dir)?;
         if let Some(same) = shards.get(&shard.info.shard.index) {
-            bail!("{} and {} are both shard {}; give each shard once", same.dir.display(), dir.display(), shard.info.shard);
+            bail!(
+                "{} and {} are both shard {}; give each shard once",
+                same.dir.display(),
+                dir.display(),
+                shard.info.shard
+            );
         }
         shards.insert(shard.info.shard.index, shard);
     }
@@ -97,7 +107,13 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
                     for model in &first.summary.models {
                         let key = CellKey { device: device.clone(), runtime: runtime.clone(), model: model.clone() };
                         let dir = format!("{device}/{runtime}/{model}");
-                        cells.push(CellEntry { key, dir, state: CellState::Absent, record: None, error: Some(error.clone()) });
+                        cells.push(CellEntry {
+                            key,
+                            dir,
+                            state: CellState::Absent,
+                            record: None,
+                            error: Some(error.clone()),
+                        });
                     }
                 }
             }
@@ -105,13 +121,25 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
         };
         for serial in &shard.info.units[position].devices {
             let device = shard.summary.devices.iter().find(|d| &d.serial == serial).with_context(|| {
-                format!("{}: device {serial} of {} is not among its devices", shard.dir.join(files::SWEEP).display(), planned.unit.label())
+                format!(
+                    "{}: device {serial} of {} is not among its devices",
+                    shard.dir.join(files::SWEEP).display(),
+                    planned.unit.label()
+                )
             })?;
             if let Some(other) = device_dirs.insert(device.dir.clone(), &shard.dir) {
-                bail!("{} and {} both hold device folder {}; their serials make one folder name", other.display(), shard.dir.display(), device.dir);
+                bail!(
+                    "{} and {} both hold device folder {}; their serials make one folder name",
+                    other.display(),
+                    shard.dir.display(),
+                    device.dir
+                );
             }
             devices.push(SweepDevice {
-                outcome: device.outcome.clone().map(|outcome| npugate_engine::rack::DeviceOutcome { result_dir: Some(out.join(&device.dir)), ..outcome }),
+                outcome: device.outcome.clone().map(|outcome| npugate_engine::rack::DeviceOutcome {
+                    result_dir: Some(out.join(&device.dir)),
+                    ..outcome
+                }),
                 ..device.clone()
             });
             for entry in shard.summary.cells.iter().filter(|c| c.key.device == device.dir) {
@@ -120,8 +148,12 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
                     links.push((source.clone(), entry.key.clone()));
                 }
                 cells.push(match CellRecord::read_finished(&source) {
-                    Some(record) => CellEntry { state: CellState::Finished, record: Some(record), error: None, ..entry.clone() },
-                    None if entry.state == CellState::Finished => CellEntry { state: CellState::Pending, record: None, ..entry.clone() },
+                    Some(record) => {
+                        CellEntry { state: CellState::Finished, record: Some(record), error: None, ..entry.clone() }
+                    }
+                    None if entry.state == CellState::Finished => {
+                        CellEntry { state: CellState::Pending, record: None, ..entry.clone() }
+                    }
                     None => CellEntry { record: None, ..entry.clone() },
                 });
             }
@@ -135,7 +167,11 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
         plan: first.summary.plan.clone(),
         night: first.summary.night.clone(),
         started_at: shards.values().map(|s| s.summary.started_at.clone()).min().unwrap_or_default(),
-        finished_at: shards.values().map(|s| s.summary.finished_at.clone()).collect::<Option<Vec<_>>>().and_then(|ends| ends.into_iter().max()),
+        finished_at: shards
+            .values()
+            .map(|s| s.summary.finished_at.clone())
+            .collect::<Option<Vec<_>>>()
+            .and_then(|ends| ends.into_iter().max()),
         runtimes: first.summary.runtimes.clone(),
         models: first.summary.models.clone(),
         devices,
@@ -169,7 +205,9 @@ fn check_out(out: &Path, inputs: &[PathBuf]) -> Result<()> {
     let resolved = |path: &Path| {
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         std::fs::canonicalize(&absolute).unwrap_or_else(|_| match (absolute.parent(), absolute.file_name()) {
-            (Some(parent), Some(name)) => std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf()).join(name),
+            (Some(parent), Some(name)) => {
+                std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf()).join(name)
+            }
             _ => absolute.clone(),
         })
     };
@@ -198,7 +236,10 @@ fn check_out(out: &Path, inputs: &[PathBuf]) -> Result<()> {
 fn write_merged(out: &Path, summary: &SweepSummary, links: &[(PathBuf, CellKey)]) -> Result<()> {
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let staging = tempfile::Builder::new().prefix(".npugate-merge-").tempdir_in(parent).with_context(|| format!("cannot write in {}", parent.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".npugate-merge-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
     let mut linked = BTreeSet::new();
     for (source, key) in links {
         if linked.insert(key.clone()) {
@@ -218,15 +259,15 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use npugate_android::devices::DeviceInfo;
     use crate::matrix::{self, Matrix};
-    use npugate_engine::rack::RackPolicy;
-    use npugate_host::runtime::RuntimeManifest;
     use crate::sweep::shard::{Cut, Shard};
     use crate::sweep::unit::Unit;
     use crate::sweep::{run_sweep, SweepOptions, SweepPlan, SweepTarget};
+    use npugate_android::devices::DeviceInfo;
+    use npugate_engine::rack::RackPolicy;
     use npugate_engine::targets::mock::{Behaviour, MockTarget};
     use npugate_engine::targets::Cancel;
+    use npugate_host::runtime::RuntimeManifest;
 
     const NIGHT: &str = "2026-11-23";
 
@@ -234,8 +275,18 @@ mod tests {
         let runtime = dir.join("rt");
         std::fs::create_dir_all(&runtime).unwrap();
         std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
-        RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![]).unwrap();
-        let mut text = format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
+        RuntimeManifest::write_for_dir(
+            &runtime,
+            "rt-test",
+            "x86_64-unknown-linux-gnu",
+            "1.31.1",
+            "libonnxruntime.so",
+            None,
+            vec![],
+        )
+        .unwrap();
+        let mut text =
+            format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
         for (index, rules) in ["cv_pct = 100", "median_ms = 0.3"].iter().enumerate() {
             npugate_engine::model::testing::identity_model(&dir.join(format!("m{index}.onnx")), &[Some(1), Some(3)]);
             text.push_str(&format!("[[model]]\npath = \"m{index}.onnx\"\nrules = {{ {rules}, npu_flops_pct = 0 }}\n"));
@@ -262,13 +313,25 @@ mod tests {
                     Unit::Serial(serial) => serial.clone(),
                     _ => "b".to_string(), // the class's one device
                 };
-                let info = DeviceInfo { serial: serial.clone(), state: "device".into(), target: Some(npugate_engine::targets::host_triple()), ..Default::default() };
+                let info = DeviceInfo {
+                    serial: serial.clone(),
+                    state: "device".into(),
+                    target: Some(npugate_engine::targets::host_triple()),
+                    ..Default::default()
+                };
                 let target = MockTarget::new(&serial, vec![Behaviour::Measure(vec![400_000; 20])]);
                 SweepTarget { target, info, dir: serial, chosen_by: unit.chosen_by(), unit: position, host_htp: false }
             })
             .collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: Cancel::new() };
-        let options = SweepOptions { out, night: Some(NIGHT), harness: Some(&harness), policy: &policy, run_timeout: Duration::from_secs(5), cut: &cut };
+        let options = SweepOptions {
+            out,
+            night: Some(NIGHT),
+            harness: Some(&harness),
+            policy: &policy,
+            run_timeout: Duration::from_secs(5),
+            cut: &cut,
+        };
         run_sweep(plan, &targets, &options).unwrap()
     }
 
@@ -278,7 +341,8 @@ mod tests {
 
     /// `sweep.json` without what belongs to one invocation (its times, each device's rack outcome) or to the merge.
     fn cells_of(dir: &Path) -> serde_json::Value {
-        let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(files::SWEEP)).unwrap()).unwrap();
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(files::SWEEP)).unwrap()).unwrap();
         let object = value.as_object_mut().unwrap();
         for key in ["started_at", "finished_at", "shard", "merged"] {
             object.remove(key);
@@ -315,11 +379,17 @@ mod tests {
         for cell in &merged.cells {
             let shard_dir = &dirs[["a", "b", "c"].iter().position(|d| *d == cell.key.device).unwrap()];
             let (ours, theirs) = (cell.key.dir(&out), cell.key.dir(shard_dir));
-            assert_eq!(std::fs::read(ours.join(files::RESULT)).unwrap(), std::fs::read(theirs.join(files::RESULT)).unwrap());
+            assert_eq!(
+                std::fs::read(ours.join(files::RESULT)).unwrap(),
+                std::fs::read(theirs.join(files::RESULT)).unwrap()
+            );
             assert_eq!(cell.record, CellRecord::read_finished(&theirs));
         }
         let info = merged.merged.as_ref().unwrap();
-        assert_eq!((info.count, info.shards.iter().map(|s| s.index).collect::<Vec<_>>(), info.missing.len()), (3, vec![1, 2, 3], 0));
+        assert_eq!(
+            (info.count, info.shards.iter().map(|s| s.index).collect::<Vec<_>>(), info.missing.len()),
+            (3, vec![1, 2, 3], 0)
+        );
 
         // The unsharded run with the shards' cells in place of its own: the same summary.
         for cell in &merged.cells {
@@ -329,7 +399,11 @@ mod tests {
         }
         let resumed = sweep(&plan, work.path(), &unsharded, units(false), None);
         assert_eq!(cells_of(&unsharded), cells_of(&out));
-        assert_eq!(write_matrix(&resumed, &unsharded), write_matrix(&merged, &out), "matrix.html and matrix.md, byte for byte");
+        assert_eq!(
+            write_matrix(&resumed, &unsharded),
+            write_matrix(&merged, &out),
+            "matrix.html and matrix.md, byte for byte"
+        );
     }
 
     #[test]
@@ -344,18 +418,30 @@ mod tests {
         let out = work.path().join("merged");
         let merged = merge(&dirs[..2], &out).unwrap();
         assert_eq!(merged.exit_code, Some(2));
-        let absent: Vec<String> = merged.cells.iter().filter(|c| c.state == CellState::Absent).map(|c| c.key.label()).collect();
+        let absent: Vec<String> =
+            merged.cells.iter().filter(|c| c.state == CellState::Absent).map(|c| c.key.label()).collect();
         assert_eq!(absent, ["c / rt-test / m0", "c / rt-test / m1"]);
         let (html, markdown) = write_matrix(&merged, &out);
-        assert!(markdown.contains("## Absent cells") && markdown.contains("- c / rt-test / m1: absent (shard 3/3 was not merged)"), "{markdown}");
+        assert!(
+            markdown.contains("## Absent cells")
+                && markdown.contains("- c / rt-test / m1: absent (shard 3/3 was not merged)"),
+            "{markdown}"
+        );
         assert!(markdown.contains("0 unfinished, shard 3/3 missing**"), "{markdown}");
         assert!(html.contains("c / rt-test / m0: absent (shard 3/3 was not merged)"), "{html}");
 
         let without_class = merge(&[dirs[0].clone(), dirs[2].clone()], &out).unwrap();
         assert_eq!(without_class.exit_code, Some(2));
-        assert!(without_class.cells.iter().all(|c| c.state != CellState::Absent), "a class's devices are known to its shard alone");
+        assert!(
+            without_class.cells.iter().all(|c| c.state != CellState::Absent),
+            "a class's devices are known to its shard alone"
+        );
         let (_, markdown) = write_matrix(&without_class, &out);
-        assert!(markdown.contains("- every device with SoC SM8650, every runtime and model: absent (shard 2/3 was not merged)"), "{markdown}");
+        assert!(
+            markdown
+                .contains("- every device with SoC SM8650, every runtime and model: absent (shard 2/3 was not merged)"),
+            "{markdown}"
+        );
     }
 
     #[test]
@@ -376,7 +462,10 @@ mod tests {
         assert!(error(&dirs, &dirs[0].join("merged")).contains("is inside shard result"));
         std::os::unix::fs::symlink(&dirs[0], work.path().join("link")).unwrap();
         let roundabout = work.path().join("link").join("merged");
-        assert!(error(&dirs, &roundabout).contains("is inside shard result"), "a path that does not exist yet, resolved");
+        assert!(
+            error(&dirs, &roundabout).contains("is inside shard result"),
+            "a path that does not exist yet, resolved"
+        );
         // Another night's shard.
         let other = work.path().join("other-night");
         std::fs::create_dir_all(&other).unwrap();
@@ -384,14 +473,21 @@ mod tests {
         summary.night = "2026-11-24".into();
         summary.write(&other).unwrap();
         let message = error(&[dirs[0].clone(), other], &out);
-        assert!(message.contains("is of night 2026-11-24, but") && message.contains("has 2026-11-23; merge the shards of one sweep and night"), "{message}");
+        assert!(
+            message.contains("is of night 2026-11-24, but")
+                && message.contains("has 2026-11-23; merge the shards of one sweep and night"),
+            "{message}"
+        );
         assert!(!out.exists(), "nothing was written");
 
         // An out that holds anything but an earlier merge is left alone; an earlier merge is replaced.
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join("notes.txt"), "mine").unwrap();
         assert!(error(&dirs, &out).contains("holds no merged sweep (notes.txt is there)"));
-        assert!(error(&dirs, &unsharded).contains("holds no merged sweep"), "an unsharded sweep's cells are never replaced");
+        assert!(
+            error(&dirs, &unsharded).contains("holds no merged sweep"),
+            "an unsharded sweep's cells are never replaced"
+        );
         std::fs::remove_file(out.join("notes.txt")).unwrap();
         let first = merge(&dirs[..1], &out).unwrap();
         assert_eq!(first.merged.unwrap().missing.iter().map(|m| m.index).collect::<Vec<_>>(), [2, 3]);
@@ -409,10 +505,18 @@ mod tests {
         let resume = |units: Vec<Unit>, shard: Option<Shard>| {
             let cut = Cut { units, shard };
             let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: Cancel::new() };
-            let options = SweepOptions { out: &dir, night: None, harness: None, policy: &policy, run_timeout: Duration::from_secs(5), cut: &cut };
+            let options = SweepOptions {
+                out: &dir,
+                night: None,
+                harness: None,
+                policy: &policy,
+                run_timeout: Duration::from_secs(5),
+                cut: &cut,
+            };
             format!("{:#}", run_sweep::<MockTarget>(&plan, &[], &options).unwrap_err())
         };
-        assert!(resume(units(false), shard(2)).contains("holds shard 1/3 of its sweep, not 2/3; resume it with --shard 1/3"));
+        assert!(resume(units(false), shard(2))
+            .contains("holds shard 1/3 of its sweep, not 2/3; resume it with --shard 1/3"));
         assert!(resume(units(false), None).contains("holds shard 1/3 of its sweep; resume it with --shard 1/3"));
         assert!(resume(units(true), shard(1)).contains("holds shard 1/3 of a plan cut into other units"));
         let again = sweep(&plan, work.path(), &dir, units(false), shard(1));

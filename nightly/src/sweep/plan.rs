@@ -10,10 +10,10 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 use npugate_host::hexagon::Soc;
-use npugate_htp::compiled::ReferenceChoice;
 use npugate_host::runtime::RuntimeManifest;
+use npugate_htp::compiled::ReferenceChoice;
+use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
 #[derive(Debug, Deserialize)]
@@ -146,7 +146,10 @@ impl SweepPlan {
         let settings = raw.settings.with_input_paths(|input| base.join(&input.path));
         for (index, spec) in raw.device.iter().enumerate() {
             if spec.serial.is_some() == spec.soc.is_some() {
-                return Err(field_error(format!("device[{index}]"), "give exactly one of serial = \"…\" or soc = \"…\"".into()));
+                return Err(field_error(
+                    format!("device[{index}]"),
+                    "give exactly one of serial = \"…\" or soc = \"…\"".into(),
+                ));
             }
         }
         if raw.runtimes.is_empty() && raw.socs.is_empty() {
@@ -162,9 +165,13 @@ impl SweepPlan {
         }
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
         for (index, name) in raw.runtimes.iter().enumerate() {
-            let manifest = RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
+            let manifest =
+                RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
             if runtimes.iter().any(|r| r.name == manifest.name) {
-                return Err(field_error(format!("runtimes[{index}]"), format!("runtime {} is listed twice", manifest.name)));
+                return Err(field_error(
+                    format!("runtimes[{index}]"),
+                    format!("runtime {} is listed twice", manifest.name),
+                ));
             }
             runtimes.push(manifest);
         }
@@ -185,40 +192,66 @@ impl SweepPlan {
             let field = |key: &str| format!("model[{index}].{key}");
             let path = base.join(&entry.path);
             // A model is an .onnx file, or an LLM folder (its genai_config.json, or the folder).
-            let llm_folder = npugate_onnx::genai::config_path(&path).filter(|config| config.is_file()).and_then(|config| config.parent().map(Path::to_path_buf));
+            let llm_folder = npugate_onnx::genai::config_path(&path)
+                .filter(|config| config.is_file())
+                .and_then(|config| config.parent().map(Path::to_path_buf));
             if !path.is_file() && llm_folder.is_none() {
                 return Err(field_error(
                     field("path"),
-                    format!("model {} not found; give an .onnx file or an LLM folder holding genai_config.json", path.display()),
+                    format!(
+                        "model {} not found; give an .onnx file or an LLM folder holding genai_config.json",
+                        path.display()
+                    ),
                 ));
             }
             let name = match entry.name {
                 Some(name) => name,
-                None => llm_folder.as_deref().unwrap_or(&path).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                None => llm_folder
+                    .as_deref()
+                    .unwrap_or(&path)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
             };
-            npugate_host::paths::check_plain_name(&name, "the model name").map_err(|e| field_error(field("name"), e.to_string()))?;
+            npugate_host::paths::check_plain_name(&name, "the model name")
+                .map_err(|e| field_error(field("name"), e.to_string()))?;
             if !names.insert(name.clone()) {
-                return Err(field_error(field("name"), format!("two models are named {name:?}; give one another name = \"…\"")));
+                return Err(field_error(
+                    field("name"),
+                    format!("two models are named {name:?}; give one another name = \"…\""),
+                ));
             }
             let rules = match (entry.gate, entry.rules) {
-                (Some(_), Some(_)) => return Err(field_error(field("gate"), "give either gate = \"gate.toml\" or rules = { … }, not both".into())),
-                (Some(gate), None) => Rules::load(Some(&base.join(gate)), &[]).map_err(|e| field_error(field("gate"), e.to_string()))?,
+                (Some(_), Some(_)) => {
+                    return Err(field_error(
+                        field("gate"),
+                        "give either gate = \"gate.toml\" or rules = { … }, not both".into(),
+                    ))
+                }
+                (Some(gate), None) => {
+                    Rules::load(Some(&base.join(gate)), &[]).map_err(|e| field_error(field("gate"), e.to_string()))?
+                }
                 (None, Some(rules)) => rules,
                 (None, None) => Rules::default(),
             };
             let mut model_settings = settings.clone();
             for (at, text) in entry.shapes.iter().enumerate() {
-                let shape: ShapeSpec = text.parse().map_err(|e: String| field_error(field(&format!("shapes[{at}]")), e))?;
+                let shape: ShapeSpec =
+                    text.parse().map_err(|e: String| field_error(field(&format!("shapes[{at}]")), e))?;
                 model_settings.shapes.push(shape);
             }
             for (at, text) in entry.inputs.iter().enumerate() {
-                let mut input: InputFile = text.parse().map_err(|e: String| field_error(field(&format!("inputs[{at}]")), e))?;
+                let mut input: InputFile =
+                    text.parse().map_err(|e: String| field_error(field(&format!("inputs[{at}]")), e))?;
                 input.path = base.join(&input.path);
                 model_settings.inputs.push(input);
             }
             for (at, input) in model_settings.inputs.iter().enumerate() {
                 if !input.path.is_file() {
-                    return Err(field_error(field(&format!("inputs[{at}]")), format!("input file {} not found", input.path.display())));
+                    return Err(field_error(
+                        field(&format!("inputs[{at}]")),
+                        format!("input file {} not found", input.path.display()),
+                    ));
                 }
             }
             npugate_engine::model::check_any(&path, &model_settings)
@@ -227,15 +260,30 @@ impl SweepPlan {
             if let Some(given) = reference_model.as_ref().filter(|given| !given.is_file()) {
                 return Err(field_error(field("reference_model"), format!("model file {} not found", given.display())));
             }
-            let reference = ReferenceChoice::resolve(&path, reference_model.as_deref(), "set reference_model = \"<its source .onnx>\" in its [[model]]").map_err(|e| field_error(field("path"), format!("{e:#}")))?;
+            let reference = ReferenceChoice::resolve(
+                &path,
+                reference_model.as_deref(),
+                "set reference_model = \"<its source .onnx>\" in its [[model]]",
+            )
+            .map_err(|e| field_error(field("path"), format!("{e:#}")))?;
             let model_settings = reference.settings_for(&model_settings);
             models.push(PlannedModel { name, path, rules, settings: model_settings, reference });
         }
         let qnn = npugate_plan::QnnChoice::from_flags(&raw.qnn);
         let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, &qnn) {
-            (true, Some(_), _) => return Err(field_error("htp_runtime".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, Some(_), _) => {
+                return Err(field_error(
+                    "htp_runtime".into(),
+                    "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into(),
+                ))
+            }
             (true, None, npugate_plan::QnnChoice::Any) => Vec::new(),
-            (true, None, _) => return Err(field_error("qnn".into(), "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into())),
+            (true, None, _) => {
+                return Err(field_error(
+                    "qnn".into(),
+                    "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into(),
+                ))
+            }
             (false, name, _) => {
                 // The host-HTP cells resolve like `npugate run --local --ep qnn --soc … --qnn …` of
                 // each model (a compiled model is checked against every SoC and QNN version).
@@ -253,7 +301,8 @@ impl SweepPlan {
                         qnn: qnn.clone(),
                         out: None,
                     };
-                    let plan = npugate_plan::Plan::resolve(&request, &npugate_plan::Installed).map_err(|e| field_error(field.into(), format!("{e:#}")))?;
+                    let plan = npugate_plan::Plan::resolve(&request, &npugate_plan::Installed)
+                        .map_err(|e| field_error(field.into(), format!("{e:#}")))?;
                     runtimes.clear();
                     for planned in plan.targets {
                         if !runtimes.iter().any(|r| r.dir == planned.runtime.dir) {
@@ -264,9 +313,21 @@ impl SweepPlan {
                 runtimes
             }
         };
-        let name = raw.name.unwrap_or_else(|| file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into()));
-        npugate_host::paths::check_plain_name(&name, "the sweep name").map_err(|e| field_error("name".into(), e.to_string()))?;
-        Ok(SweepPlan { file: file.to_path_buf(), name, devices: raw.device, runtimes, runtime_eps, socs, htp_runtimes, models })
+        let name = raw.name.unwrap_or_else(|| {
+            file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into())
+        });
+        npugate_host::paths::check_plain_name(&name, "the sweep name")
+            .map_err(|e| field_error("name".into(), e.to_string()))?;
+        Ok(SweepPlan {
+            file: file.to_path_buf(),
+            name,
+            devices: raw.device,
+            runtimes,
+            runtime_eps,
+            socs,
+            htp_runtimes,
+            models,
+        })
     }
 
     /// The harness settings of `model`'s cell on `runtime`: the model's, with the runtime's EP.
@@ -316,8 +377,16 @@ mod tests {
         let runtime = dir.join("rt");
         std::fs::create_dir_all(&runtime).unwrap();
         std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
-        RuntimeManifest::write_for_dir(&runtime, "rt-test", "x86_64-unknown-linux-gnu", "1.31.1", "libonnxruntime.so", None, vec![])
-            .unwrap();
+        RuntimeManifest::write_for_dir(
+            &runtime,
+            "rt-test",
+            "x86_64-unknown-linux-gnu",
+            "1.31.1",
+            "libonnxruntime.so",
+            None,
+            vec![],
+        )
+        .unwrap();
         runtime.display().to_string()
     }
 
@@ -326,8 +395,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let runtime = runtime_dir(dir.path());
         std::fs::create_dir_all(dir.path().join("empty")).unwrap();
-        let error = format!("{:#}", plan_in(dir.path(), &format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"empty\"\n")).unwrap_err());
-        assert!(error.contains("model[0].path") && error.contains("an .onnx file or an LLM folder holding genai_config.json"), "{error}");
+        let error = format!(
+            "{:#}",
+            plan_in(dir.path(), &format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"empty\"\n")).unwrap_err()
+        );
+        assert!(
+            error.contains("model[0].path")
+                && error.contains("an .onnx file or an LLM folder holding genai_config.json"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -370,7 +446,8 @@ mod tests {
         assert_eq!(settings.ep, EpKind::OpenVino);
         assert_eq!(settings.ep_options, ["device_type=CPU".parse::<KeyValue>().unwrap()]);
         assert_eq!(plan.models[0].settings.ep, EpKind::Cpu, "the model's own settings are unchanged");
-        let unknown = format!("runtimes = [{runtime:?}]\n[runtime_ep.\"nope\"]\nep = \"cpu\"\n[[model]]\npath = \"a.onnx\"\n");
+        let unknown =
+            format!("runtimes = [{runtime:?}]\n[runtime_ep.\"nope\"]\nep = \"cpu\"\n[[model]]\npath = \"a.onnx\"\n");
         let error = format!("{:#}", plan_in(dir.path(), &unknown).unwrap_err());
         assert!(error.contains("runtime_ep.\"nope\": \"nope\" is not in runtimes"), "{error}");
     }
@@ -381,23 +458,71 @@ mod tests {
         let runtime = runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let cases = [
-            (format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"), "line 2: unknown setting `runz`"),
+            (
+                format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"),
+                "line 2: unknown setting `runz`",
+            ),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model"),
-            (format!("name = \"../x\"\nruntimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n"), "name: the sweep name \"../x\" must be"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\nname = \"a/b\"\npath = \"a.onnx\"\n"), "model[0].name: the model name \"a/b\""),
-            ("runtimes = [\"ort-0.0.0-nowhere\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes[0]: runtime \"ort-0.0.0-nowhere\""),
-            (format!("runtimes = [{runtime:?}]\n[[device]]\n[[model]]\npath = \"a.onnx\"\n"), "device[0]: give exactly one"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"), "unknown field `cv_pc`"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n[[model]]\npath = \"a.onnx\"\n"), "model[1].name: two models"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3\", \"y=1x0\"]\n"), "model[0].shapes[1]: dimension \"0\""),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"y=1x3\"]\n"), "model[0].shapes: model"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"), "model[0].shapes: model"),
-            (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"), "model[0].inputs[0]: input file"),
-            (format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"), "line 2: dimension \"big\""),
-            ("socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)"),
-            ("socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(), "socs[1]: SoC SM8650 is listed twice"),
-            (format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"), "htp_runtime: applies to host-HTP cells only"),
-            (format!("runtimes = [{runtime:?}]\nqnn = [\"2.51\"]\n[[model]]\npath = \"a.onnx\"\n"), "qnn: applies to host-HTP cells only"),
+            (
+                format!("name = \"../x\"\nruntimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n"),
+                "name: the sweep name \"../x\" must be",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\nname = \"a/b\"\npath = \"a.onnx\"\n"),
+                "model[0].name: the model name \"a/b\"",
+            ),
+            (
+                "runtimes = [\"ort-0.0.0-nowhere\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
+                "runtimes[0]: runtime \"ort-0.0.0-nowhere\"",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[device]]\n[[model]]\npath = \"a.onnx\"\n"),
+                "device[0]: give exactly one",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nrules = {{ cv_pc = 1 }}\n"),
+                "unknown field `cv_pc`",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\n[[model]]\npath = \"a.onnx\"\n"),
+                "model[1].name: two models",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3\", \"y=1x0\"]\n"),
+                "model[0].shapes[1]: dimension \"0\"",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"y=1x3\"]\n"),
+                "model[0].shapes: model",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\nshapes = [\"x=1x3x5\"]\n"),
+                "model[0].shapes: model",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"a.onnx\"\ninputs = [\"x=missing.npy\"]\n"),
+                "model[0].inputs[0]: input file",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"),
+                "line 2: dimension \"big\"",
+            ),
+            (
+                "socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
+                "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)",
+            ),
+            (
+                "socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
+                "socs[1]: SoC SM8650 is listed twice",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\nhtp_runtime = \"x\"\n[[model]]\npath = \"a.onnx\"\n"),
+                "htp_runtime: applies to host-HTP cells only",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\nqnn = [\"2.51\"]\n[[model]]\npath = \"a.onnx\"\n"),
+                "qnn: applies to host-HTP cells only",
+            ),
             ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
         ];
         for (text, expected) in cases {

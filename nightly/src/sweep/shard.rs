@@ -50,7 +50,8 @@ impl FromStr for Shard {
     fn from_str(text: &str) -> Result<Shard, String> {
         let wrong = || format!("{text:?} is not a shard; write I/N with 1 ≤ I ≤ N, e.g. 2/3");
         let (index, count) = text.split_once('/').ok_or_else(wrong)?;
-        let (index, count): (u32, u32) = (index.trim().parse().map_err(|_| wrong())?, count.trim().parse().map_err(|_| wrong())?);
+        let (index, count): (u32, u32) =
+            (index.trim().parse().map_err(|_| wrong())?, count.trim().parse().map_err(|_| wrong())?);
         if index == 0 || index > count {
             return Err(wrong());
         }
@@ -108,14 +109,24 @@ impl ShardInfo {
     /// Why a sweep directory holding this shard cannot be resumed as `other`, and the fix, if it cannot.
     pub fn differs_from(&self, other: &ShardInfo) -> Option<String> {
         if self.shard != other.shard {
-            return Some(format!("holds shard {} of its sweep, not {}; resume it with --shard {}", self.shard, other.shard, self.shard));
+            return Some(format!(
+                "holds shard {} of its sweep, not {}; resume it with --shard {}",
+                self.shard, other.shard, self.shard
+            ));
         }
         if self.plan_sha256 != other.plan_sha256 {
-            return Some(format!("holds shard {} of another version of the plan (sha256 {}); resume it with that plan", self.shard, self.plan_sha256));
+            return Some(format!(
+                "holds shard {} of another version of the plan (sha256 {}); resume it with that plan",
+                self.shard, self.plan_sha256
+            ));
         }
         if self.plan_cut() != other.plan_cut() {
             let units: Vec<String> = self.units.iter().map(|u| u.unit.label()).collect();
-            return Some(format!("holds shard {} of a plan cut into other units ({}); resume it with those devices", self.shard, units.join(", ")));
+            return Some(format!(
+                "holds shard {} of a plan cut into other units ({}); resume it with those devices",
+                self.shard,
+                units.join(", ")
+            ));
         }
         None
     }

@@ -150,7 +150,12 @@ pub struct FinishedCell {
 /// finished sweep, e.g. evidence bundles.
 pub fn finished_cells(sweep_dir: &Path) -> anyhow::Result<Vec<FinishedCell>> {
     let summary = SweepSummary::read(sweep_dir).ok_or_else(|| {
-        anyhow::anyhow!("{} holds no sweep ({} missing or not {})", sweep_dir.display(), npugate_result::files::SWEEP, SWEEP_SCHEMA)
+        anyhow::anyhow!(
+            "{} holds no sweep ({} missing or not {})",
+            sweep_dir.display(),
+            npugate_result::files::SWEEP,
+            SWEEP_SCHEMA
+        )
     })?;
     Ok(summary
         .cells

@@ -44,7 +44,9 @@ impl Unit {
     /// (a SoC class is only known once its devices are listed).
     pub fn known_dir(&self) -> Option<String> {
         match self {
-            Unit::Serial(serial) | Unit::Device(serial) => npugate_engine::device_rack::result_dir_names(std::slice::from_ref(serial)).pop(),
+            Unit::Serial(serial) | Unit::Device(serial) => {
+                npugate_engine::device_rack::result_dir_names(std::slice::from_ref(serial)).pop()
+            }
             Unit::HostHtp(soc) => Some(host_htp_dir(soc)),
             Unit::Soc(_) => None,
         }
@@ -73,7 +75,12 @@ mod tests {
 
     #[test]
     fn units_read_as_sweep_json_writes_them() {
-        let units = [Unit::Serial("R5CX".into()), Unit::Soc("SM8650".into()), Unit::HostHtp("SM8350".into()), Unit::Device("a:1".into())];
+        let units = [
+            Unit::Serial("R5CX".into()),
+            Unit::Soc("SM8650".into()),
+            Unit::HostHtp("SM8350".into()),
+            Unit::Device("a:1".into()),
+        ];
         let json = serde_json::to_string(&units).unwrap();
         assert_eq!(json, r#"[{"serial":"R5CX"},{"soc":"SM8650"},{"host_htp":"SM8350"},{"device":"a:1"}]"#);
         assert_eq!(serde_json::from_str::<Vec<Unit>>(&json).unwrap(), units);

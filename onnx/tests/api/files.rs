@@ -204,7 +204,13 @@ fn referenced_files_are_located_with_their_sizes() {
     let names: Vec<(&str, u64)> = located.iter().map(|f| (f.name.as_str(), f.bytes)).collect();
     assert_eq!(
         names,
-        [("function.bin", 9000), ("model_qnn.bin", 9000), ("sparse.bin", 9000), ("sub/branch.bin", 9000), ("weights.bin", 9000)]
+        [
+            ("function.bin", 9000),
+            ("model_qnn.bin", 9000),
+            ("sparse.bin", 9000),
+            ("sub/branch.bin", 9000),
+            ("weights.bin", 9000)
+        ]
     );
     assert_eq!(located[3].path, dir.path().join("sub/branch.bin"));
     assert!(relu_model(&["1"]).locate_files(std::path::Path::new("/nonexistent")).unwrap().is_empty());

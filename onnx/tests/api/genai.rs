@@ -16,7 +16,11 @@ fn write_graph(path: &Path, inputs: &[&str], outputs: &[&str]) {
             _ => tensor_value(name, Some(&["1", "2", "p", "4"])),
         })
         .collect();
-    let nodes = outputs.iter().enumerate().map(|(i, out)| node("Identity", &format!("n{i}"), &[inputs[i % inputs.len()]], &[out])).collect();
+    let nodes = outputs
+        .iter()
+        .enumerate()
+        .map(|(i, out)| node("Identity", &format!("n{i}"), &[inputs[i % inputs.len()]], &[out]))
+        .collect();
     let declared_outputs = outputs.iter().map(|name| tensor_value(name, Some(&["1", "s", "9"]))).collect();
     model(graph("g", nodes, declared_inputs, declared_outputs)).write(path).unwrap();
 }
@@ -33,8 +37,16 @@ fn decoder_folder(dir: &Path) {
 }
 
 fn pipeline_folder(dir: &Path, token_inputs: &str) {
-    write_graph(&dir.join("prompt.onnx"), &["input_ids", "past_key_values.0.key", "past_key_values.0.value"], DECODER_OUTPUTS);
-    write_graph(&dir.join("token.onnx"), &["input_ids", "past_key_values.0.key", "past_key_values.0.value"], DECODER_OUTPUTS);
+    write_graph(
+        &dir.join("prompt.onnx"),
+        &["input_ids", "past_key_values.0.key", "past_key_values.0.value"],
+        DECODER_OUTPUTS,
+    );
+    write_graph(
+        &dir.join("token.onnx"),
+        &["input_ids", "past_key_values.0.key", "past_key_values.0.value"],
+        DECODER_OUTPUTS,
+    );
     let config = format!(
         r#"{{"model": {{"type": "decoder-pipeline", "context_length": 32,
         "decoder": {{"num_hidden_layers": 1, "pipeline": [{{
@@ -57,7 +69,10 @@ fn a_decoder_folder_is_read_with_genai_defaults_for_the_names() {
     assert_eq!(llm.graphs.len(), 1);
     let inputs: Vec<&str> = llm.graphs[0].inputs.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(inputs, DECODER_INPUTS, "position_ids is optional: the graph has none");
-    assert_eq!(llm.names.kv(0), ["past_key_values.0.key", "past_key_values.0.value", "present.0.key", "present.0.value"]);
+    assert_eq!(
+        llm.names.kv(0),
+        ["past_key_values.0.key", "past_key_values.0.value", "present.0.key", "present.0.value"]
+    );
     let files: Vec<String> = llm.files().into_iter().map(|(name, _)| name).collect();
     assert_eq!(files, [GENAI_CONFIG, "model.onnx"]);
 }
@@ -80,20 +95,35 @@ fn bad_folders_are_one_line_naming_the_file_and_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join(GENAI_CONFIG);
     let error = LlmModel::open(&config).unwrap_err().to_string();
-    assert!(error.contains(GENAI_CONFIG) && error.contains("is missing") && error.contains("pass an .onnx file or such a folder"), "{error}");
+    assert!(
+        error.contains(GENAI_CONFIG)
+            && error.contains("is missing")
+            && error.contains("pass an .onnx file or such a folder"),
+        "{error}"
+    );
 
     pipeline_folder(dir.path(), r#"["input_ids", "past_key_values.0.key", "hidden_states"]"#);
     let error = LlmModel::open(&config).unwrap_err().to_string();
-    assert!(error.contains("model.decoder.pipeline[0] (token-generator).inputs[2]") && error.contains("\"hidden_states\": graph token.onnx has no input"), "{error}");
+    assert!(
+        error.contains("model.decoder.pipeline[0] (token-generator).inputs[2]")
+            && error.contains("\"hidden_states\": graph token.onnx has no input"),
+        "{error}"
+    );
 
     decoder_folder(dir.path());
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, text.replace("model.onnx", "missing.onnx")).unwrap();
     let error = LlmModel::open(&config).unwrap_err().to_string();
-    assert!(error.contains("model.decoder.filename") && error.contains("names missing.onnx, which is not in"), "{error}");
+    assert!(
+        error.contains("model.decoder.filename") && error.contains("names missing.onnx, which is not in"),
+        "{error}"
+    );
     std::fs::write(&config, text.replace("\"num_hidden_layers\": 1", "\"num_hidden_layers\": 2")).unwrap();
     let error = LlmModel::open(&config).unwrap_err().to_string();
-    assert!(error.contains("model.decoder.inputs.past_key_names") && error.contains("\"past_key_values.1.key\""), "{error}");
+    assert!(
+        error.contains("model.decoder.inputs.past_key_names") && error.contains("\"past_key_values.1.key\""),
+        "{error}"
+    );
     std::fs::write(&config, text.replace("\"context_length\": 16,", "")).unwrap();
     assert!(LlmModel::open(&config).unwrap_err().to_string().contains("model.context_length: must be a positive"));
     std::fs::write(&config, "{\"model\": ").unwrap();
@@ -108,7 +138,8 @@ fn a_renamed_config_names_new_graph_files_and_keeps_every_other_field() {
     let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
     let text = llm.renamed_config(|id| (id == "token-generator").then(|| "token_ctx.onnx".to_string())).unwrap();
     let renamed: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join(GENAI_CONFIG)).unwrap()).unwrap();
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(GENAI_CONFIG)).unwrap()).unwrap();
     let stages = &renamed["model"]["decoder"]["pipeline"][0];
     assert_eq!(stages["token-generator"]["filename"], "token_ctx.onnx");
     assert_eq!(stages["prompt-processor"]["filename"], "prompt.onnx", "a graph given no new name keeps its own");
@@ -119,7 +150,8 @@ fn a_renamed_config_names_new_graph_files_and_keeps_every_other_field() {
     let decoder = tempfile::tempdir().unwrap();
     decoder_folder(decoder.path());
     let llm = LlmModel::open(&decoder.path().join(GENAI_CONFIG)).unwrap();
-    let renamed: serde_json::Value = serde_json::from_str(&llm.renamed_config(|id| Some(format!("{id}_ctx.onnx"))).unwrap()).unwrap();
+    let renamed: serde_json::Value =
+        serde_json::from_str(&llm.renamed_config(|id| Some(format!("{id}_ctx.onnx"))).unwrap()).unwrap();
     assert_eq!(renamed["model"]["decoder"]["filename"], "decoder_ctx.onnx");
     assert_eq!(renamed["model"]["decoder"]["unknown_field"], 3);
 }

@@ -70,8 +70,9 @@ fn graphs_list_their_inputs_outputs_initializers_and_value_info() {
     let model = nested_model();
     let index = model.index();
     let main = index.graph(GraphId::MAIN).unwrap();
-    let names =
-        |signatures: Vec<npugate_onnx::ValueSignature>| signatures.into_iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let names = |signatures: Vec<npugate_onnx::ValueSignature>| {
+        signatures.into_iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
     assert_eq!(names(main.inputs()), ["x: float32[batch, 8]", "M: float32[]"]);
     assert_eq!(names(main.outputs()), ["y: float32[batch, 8]"]);
     assert_eq!(names(main.initializers()), ["M: float32[]"]);
@@ -110,8 +111,13 @@ fn the_nodes_between_a_cut_are_what_a_compiled_node_replaced() {
     cut.initializer.push(initializer("w", &[1]));
     let model = model(cut);
     let index = model.index();
-    let names = |nodes: Vec<&npugate_onnx::NodeInfo<'_>>| nodes.iter().map(|n| n.name().to_string()).collect::<Vec<_>>();
-    assert_eq!(names(index.nodes_between(&["xq"], &["tb"])), ["a", "wdq", "b"], "weights' DQ inside, the graph-input Q outside");
+    let names =
+        |nodes: Vec<&npugate_onnx::NodeInfo<'_>>| nodes.iter().map(|n| n.name().to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        names(index.nodes_between(&["xq"], &["tb"])),
+        ["a", "wdq", "b"],
+        "weights' DQ inside, the graph-input Q outside"
+    );
     assert_eq!(names(index.nodes_between(&["x"], &["y"])), ["q", "a", "wdq", "b", "c", "dq"]);
     assert!(index.nodes_between(&["tb"], &["tb"]).is_empty());
     assert!(index.nodes_between(&[], &["no_such_value"]).is_empty());

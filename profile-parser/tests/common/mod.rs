@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use npugate_result::Assignment;
 use npugate_profile::profile::Profile;
 use npugate_profile::result_dir::read_profile;
+use npugate_result::Assignment;
 
 /// Path of a fixture file under `tests/fixtures`.
 pub fn fixture(relative: &str) -> PathBuf {
