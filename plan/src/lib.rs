@@ -24,7 +24,7 @@ use anyhow::{bail, Context, Result};
 use npugate_settings::EpKind;
 
 use npugate_android::adb::Adb;
-use npugate_android::devices::DeviceInfo;
+use npugate_android::devices::{DeviceChoice, DeviceInfo};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::qemu::{self, QemuTarget};
@@ -59,7 +59,7 @@ pub struct DevicePlace {
     /// The adb client.
     pub adb: Adb,
     /// `--device` values (serials or `all`; empty: `ANDROID_SERIAL` or the only device).
-    pub selectors: Vec<String>,
+    pub selectors: Vec<DeviceChoice>,
     /// Work dir, cooldown and lock timeout of every device run.
     pub settings: AdbSettings,
     /// The limit of one harness run on a device.
@@ -97,26 +97,83 @@ pub enum QnnChoice {
     #[default]
     Any,
     /// These versions (`2.51`, `2.49.40`), in order; each must match a fetched runtime.
-    Versions(Vec<String>),
+    Versions(Vec<QnnVersion>),
     /// `all`: every QNN version fetched for the target.
     All,
 }
 
-impl QnnChoice {
-    /// The choice the `--qnn` values make (`all` anywhere means all).
-    pub fn from_flags(values: &[String]) -> QnnChoice {
-        match values {
-            [] => QnnChoice::Any,
-            _ if values.iter().any(|v| v.eq_ignore_ascii_case("all")) => QnnChoice::All,
-            _ => {
-                let mut versions: Vec<String> = Vec::new();
-                for value in values.iter().map(|v| v.trim_start_matches('v').to_string()) {
-                    if !versions.contains(&value) {
-                        versions.push(value);
-                    }
-                }
-                QnnChoice::Versions(versions)
+/// One `--qnn` value: a QNN version, or `all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QnnFlag {
+    /// Every QNN version fetched.
+    All,
+    /// This version.
+    Version(QnnVersion),
+}
+
+/// A QNN version as the user writes it: whole dotted numbers (`2.51`, `2.49.40`, a leading `v`
+/// allowed). It names every build whose leading components are these — `2.49` is 2.49.40, never
+/// 2.4 nor 2.490 — and nothing else: `2.x` or `2.49.40abc` is refused when parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QnnVersion(Vec<u64>);
+
+impl QnnVersion {
+    /// True when `build` (`[2, 49, 40]`) starts with every component of this version.
+    fn names(&self, build: &[u64]) -> bool {
+        build.starts_with(&self.0)
+    }
+}
+
+impl std::str::FromStr for QnnVersion {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<QnnVersion, String> {
+        let bare = text.trim().strip_prefix(['v', 'V']).unwrap_or(text.trim());
+        let parts: Option<Vec<u64>> = bare.split('.').map(|part| part.parse().ok()).collect();
+        match parts {
+            Some(parts) if !bare.is_empty() && bare.chars().all(|c| c.is_ascii_digit() || c == '.') => {
+                Ok(QnnVersion(parts))
             }
+            _ => Err(format!(
+                "{text:?} is not a QNN version; write whole dotted numbers such as 2.51 or 2.49.40 (or all)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for QnnVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&parts.join("."))
+    }
+}
+
+impl std::str::FromStr for QnnFlag {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<QnnFlag, String> {
+        match text.trim() {
+            all if all.eq_ignore_ascii_case("all") => Ok(QnnFlag::All),
+            version => version.parse().map(QnnFlag::Version),
+        }
+    }
+}
+
+impl QnnChoice {
+    /// The choice the `--qnn` values make (`all` anywhere means all; each version once).
+    pub fn from_flags(values: &[QnnFlag]) -> QnnChoice {
+        let mut versions: Vec<QnnVersion> = Vec::new();
+        for value in values {
+            match value {
+                QnnFlag::All => return QnnChoice::All,
+                QnnFlag::Version(version) if !versions.contains(version) => versions.push(version.clone()),
+                QnnFlag::Version(_) => {}
+            }
+        }
+        if versions.is_empty() {
+            QnnChoice::Any
+        } else {
+            QnnChoice::Versions(versions)
         }
     }
 }
@@ -227,7 +284,7 @@ pub trait Resources {
     /// True when wine can run the Windows harness here.
     fn wine_installed(&self) -> bool;
     /// The serials `selectors` choose (`all`, serials; none: `ANDROID_SERIAL` or the only device).
-    fn select_devices(&self, adb: &Adb, selectors: &[String]) -> Result<Vec<String>>;
+    fn select_devices(&self, adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>>;
     /// What a device is (its target triple, SoC, arch).
     fn probe(&self, adb: &Adb, serial: &str) -> Result<DeviceInfo>;
 }
@@ -256,7 +313,7 @@ impl Resources for Installed {
         wine::installed()
     }
 
-    fn select_devices(&self, adb: &Adb, selectors: &[String]) -> Result<Vec<String>> {
+    fn select_devices(&self, adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>> {
         npugate_android::devices::select(adb, selectors)
     }
 
@@ -636,19 +693,23 @@ fn by_qnn(
         QnnChoice::Versions(versions) => versions
             .iter()
             .map(|wanted| {
-                let key = version_key(wanted);
-                candidates
-                    .iter()
-                    .rev()
-                    .find(|(have, _, _)| have.starts_with(&key))
-                    .map(|(_, _, runtime)| (*runtime).clone())
-                    .with_context(|| format!("--qnn {wanted}: no runtime with QNN {wanted} is {}", available()))
+                candidates.iter().rev().find(|(have, _, _)| wanted.names(have)).map(|(_, _, runtime)| (*runtime).clone()).with_context(|| {
+                    let builds: Vec<&str> = candidates.iter().map(|c| c.1.as_str()).collect();
+                    let near = npugate_settings::names::closest(&wanted.to_string(), builds)
+                        .map(|near| format!("did you mean {near}? "))
+                        .unwrap_or_default();
+                    format!(
+                        "--qnn {wanted}: no runtime with QNN {wanted} is {} ({near}a version names the builds that begin with its whole dotted numbers: 2.49 is 2.49.40, not 2.4)",
+                        available()
+                    )
+                })
             })
             .collect(),
     }
 }
 
-/// `2.49.40` → [2, 49, 40] (non-numeric parts count as 0), for ordering and prefix matches.
+/// `2.49.40` → [2, 49, 40] (a QNN build's version as the runtime reports it; a part that is no
+/// number counts as 0), for ordering and matching.
 fn version_key(text: &str) -> Vec<u64> {
     text.trim_start_matches('v').split('.').map(|part| part.parse().unwrap_or(0)).collect()
 }
@@ -765,16 +826,20 @@ pub mod fake {
             true
         }
 
-        fn select_devices(&self, _adb: &Adb, selectors: &[String]) -> Result<Vec<String>> {
+        fn select_devices(&self, _adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>> {
             let all: Vec<String> = self.devices.iter().map(|d| d.serial.clone()).collect();
             match selectors {
                 [] if all.len() == 1 => Ok(all),
                 [] => bail!("{} devices online; choose with --device SERIAL or --device all", all.len()),
-                [one] if one == "all" => Ok(all),
-                some => some
-                    .iter()
-                    .map(|s| all.iter().find(|a| *a == s).cloned().with_context(|| format!("device {s} not found")))
-                    .collect(),
+                some => {
+                    let mut chosen = Vec::new();
+                    for choice in some {
+                        let admitted: Vec<String> = all.iter().filter(|a| choice.admits(a)).cloned().collect();
+                        anyhow::ensure!(!admitted.is_empty(), "device {choice} not found");
+                        chosen.extend(admitted);
+                    }
+                    Ok(chosen)
+                }
             }
         }
 
@@ -819,11 +884,16 @@ mod tests {
     fn devices(selectors: &[&str]) -> Place {
         Place::Devices(DevicePlace {
             adb: Adb::new(None, None).unwrap(),
-            selectors: selectors.iter().map(|s| s.to_string()).collect(),
+            selectors: selectors.iter().map(|s| s.parse().unwrap()).collect(),
             settings: AdbSettings { work_dir: "/data/local/tmp/npugate".into(), cooldown: None, lock_timeout: None },
             run_timeout: Duration::from_secs(60),
             skip_noisy: None,
         })
+    }
+
+    /// The choice `--qnn` values make.
+    fn qnn(values: &[&str]) -> QnnChoice {
+        QnnChoice::from_flags(&values.iter().map(|v| v.parse().unwrap()).collect::<Vec<QnnFlag>>())
     }
 
     fn names(plan: &Plan) -> Vec<(String, String)> {
@@ -888,7 +958,7 @@ mod tests {
         );
         assert_eq!(one.out, PathBuf::from("npugate-results/m/htp"));
         let mut matrix = request(Command::Preflight, Place::Emulator, EpKind::Qnn);
-        (matrix.socs, matrix.qnn) = (vec![sm8350, sm8650], QnnChoice::from_flags(&["all".into()]));
+        (matrix.socs, matrix.qnn) = (vec![sm8350, sm8650], qnn(&["all"]));
         let plan = Plan::resolve(&matrix, &fake).unwrap();
         let expected: Vec<(String, String)> = [
             ("SM8350-qnn-2.49.40", "qnn-2.5.0-ort-1.31.1-windows-x86_64"),
@@ -900,11 +970,30 @@ mod tests {
         .to_vec();
         assert_eq!(names(&plan), expected);
         assert_eq!(plan.out, PathBuf::from("npugate-results/m/preflight"));
-        matrix.qnn = QnnChoice::from_flags(&["2.49".into()]);
+        matrix.qnn = qnn(&["2.49"]);
         assert_eq!(names(&Plan::resolve(&matrix, &fake).unwrap())[0].1, "qnn-2.5.0-ort-1.31.1-windows-x86_64");
-        matrix.qnn = QnnChoice::from_flags(&["2.40".into()]);
+        matrix.qnn = qnn(&["2.40"]);
         let unknown = Plan::resolve(&matrix, &fake).unwrap_err().to_string();
         assert!(unknown.contains("--qnn 2.40") && unknown.contains("2.49.40, 2.51.0"), "{unknown}");
+        assert!(unknown.contains("did you mean 2.49.40?") && unknown.contains("2.49 is 2.49.40, not 2.4"), "{unknown}");
+        matrix.qnn = qnn(&["2.4"]);
+        assert!(Plan::resolve(&matrix, &fake).is_err(), "2.4 is not a prefix of 2.49.40");
+        matrix.qnn = qnn(&["V2.51.0"]);
+        assert_eq!(names(&Plan::resolve(&matrix, &fake).unwrap())[0].1, "qnn-2.7.0-ort-1.31.1-windows-x86_64");
+    }
+
+    #[test]
+    fn a_qnn_version_is_whole_dotted_numbers() {
+        for near_miss in ["2.x", "2.49.40abc", "2..49", "", "v", "2.49-rc1", "latest"] {
+            let error = near_miss.parse::<QnnFlag>().unwrap_err();
+            assert!(error.contains("is not a QNN version") && error.contains("2.49.40"), "{near_miss}: {error}");
+        }
+        assert_eq!("ALL".parse::<QnnFlag>().unwrap(), QnnFlag::All);
+        assert_eq!(
+            qnn(&["2.51", "v2.51", "2.49.40"]),
+            QnnChoice::Versions(vec!["2.51".parse().unwrap(), "2.49.40".parse().unwrap()])
+        );
+        assert_eq!(qnn(&["2.51", "all"]), QnnChoice::All);
     }
 
     #[test]
@@ -917,7 +1006,7 @@ mod tests {
             Plan::resolve(&request(Command::Compare, Place::Local, EpKind::Qnn), &fake).unwrap_err().to_string();
         assert!(emulated_compare.contains("compare on --device"), "{emulated_compare}");
         let mut cpu_qnn = request(Command::Run, Place::Local, EpKind::Cpu);
-        cpu_qnn.qnn = QnnChoice::from_flags(&["2.51".into()]);
+        cpu_qnn.qnn = qnn(&["2.51"]);
         assert!(Plan::resolve(&cpu_qnn, &fake).unwrap_err().to_string().contains("it needs --ep qnn"));
         let mut wrong = request(Command::Run, devices(&["phone-a"]), EpKind::Cpu);
         wrong.runtime = Some("ort-1.31.1-linux-x86_64");

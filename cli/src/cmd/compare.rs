@@ -9,7 +9,7 @@ use clap::Args;
 use npugate_gate::compare::CompareRules;
 use npugate_settings::HarnessSettings;
 
-use super::options::{FormatArgs, HealthArgs, RulesArgs, TargetArgs};
+use super::options::{ConfirmArg, FormatArgs, HealthArgs, RulesArgs, TargetArgs};
 use npugate_engine::compare::{compare_on, CompareReport, CompareSpec};
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::device_rack;
@@ -34,10 +34,9 @@ pub struct CompareArgs {
     /// Timed runs of each model in each round (instead of --runs).
     #[arg(long, default_value_t = 20, conflicts_with = "runs", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs_per_round: u32,
-    /// When only the slowdown fails, run the whole comparison K more times and fail only when most
-    /// attempts fail; every attempt is kept (`attempt-N/`) and listed.
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub confirm: u32,
+    /// `--confirm K`: the whole comparison rerun.
+    #[command(flatten)]
+    pub confirm: ConfirmArg,
     /// Compare rules (`--gate FILE`: max_slowdown_pct (default 5), placement_must_match (default
     /// true), disable; `--rule NAME=VALUE`).
     #[command(flatten)]
@@ -107,7 +106,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         })
         .collect();
     if plan.kind == Kind::Host {
-        let report = run_confirmed(args.confirm, &plan.out, |dir| {
+        let report = run_confirmed(args.confirm.confirm, &plan.out, |dir| {
             compare_on(plan.targets[0].target.as_ref(), &specs[0], dir, &Silent)
         })?;
         sinks.emit(&report.verdict)?;
@@ -122,7 +121,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
         };
     let work =
         |index: usize, target: &dyn Target, dir: &std::path::Path, progress: &dyn npugate_engine::targets::Progress| {
-            run_confirmed(args.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
+            run_confirmed(args.confirm.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
         };
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     let rack = device_rack::on_targets(&targets, &plan.out, &args.target.place.devices.policy(&cancel), work, &on_done)

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use npugate_settings::HarnessSettings;
 
-use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
+use super::options::{ConfirmArg, EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
 use crate::run_plan::{self, RunOptions};
 use npugate_plan::{Command, Installed, Plan, Request};
 
@@ -27,10 +27,9 @@ pub struct RunArgs {
     /// `--reference-model`: the float model of a QDQ model, the source of a compiled model.
     #[command(flatten)]
     pub reference: ReferenceArg,
-    /// When only latency rules fail, rerun K more times and fail only when most attempts fail;
-    /// every attempt is kept (`attempt-N/`) and listed in the verdict.
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub confirm: u32,
+    /// `--confirm K`.
+    #[command(flatten)]
+    pub confirm: ConfirmArg,
     /// Measurement settings.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -70,7 +69,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         settings: &args.settings,
         gate: gate.as_ref(),
         sinks: args.gate.output.sinks(args.target.json.json),
-        confirm: args.confirm,
+        confirm: args.confirm.confirm,
         retries: args.target.place.devices.retries,
         evidence: bundle.as_ref().map(|(dir, key)| (dir.as_path(), key)),
         cancel: super::options::interrupt_flag(),

@@ -16,7 +16,7 @@ use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use super::unit::{self, host_htp_dir, Unit};
 use npugate_android::adb::Adb;
-use npugate_android::devices::{self, DeviceInfo, DeviceList};
+use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
@@ -168,7 +168,7 @@ pub fn run_sweep<T: Target>(
 /// The plan's units in plan order: its `[[device]]` entries — or, without any, the devices
 /// `requested` chooses (`--device SERIAL|all`, listed over `adb`) — then its host-HTP SoCs. A serial
 /// or a SoC class listed twice is one unit. Nothing is probed.
-pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<Vec<Unit>> {
+pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[DeviceChoice]) -> Result<Vec<Unit>> {
     let mut units: Vec<Unit> = Vec::new();
     if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
         // Host-HTP cells only: no device is needed.
@@ -241,7 +241,7 @@ pub fn resolve_devices(
     for (position, unit) in cut.taken() {
         match unit {
             Unit::Serial(serial) => {
-                let selected = devices::select(adb, std::slice::from_ref(serial))
+                let selected = devices::select(adb, &[DeviceChoice::Serial(serial.clone())])
                     .map_err(|e| plan.error(&device_field(plan, unit), format!("{e:#}")))?;
                 chosen.extend(selected.into_iter().map(|s| (s, unit.chosen_by(), position)));
             }
