@@ -12,7 +12,12 @@
 //!   alike — the choice is announced;
 //! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_htp::DEFAULT_SOC`]);
 //!   `--qnn` picks one emulator runtime per QNN version (each SoC × QNN version is a target);
-//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]).
+//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]);
+//!   `compile` writes beside the model (`<model>_ctx.onnx`, `<folder>_ctx/`, or one per QNN version
+//!   in the model's folder);
+//! - **the model**: looked at once ([`Subject`]: a single `.onnx`, a compiled one, an LLM folder),
+//!   with the one rule of what each kind refuses, its fp32 reference, and — for the host HTP — the
+//!   fp16 default ([`DEFAULT_HTP_FP16`](npugate_settings::qnn::DEFAULT_HTP_FP16)).
 //!
 //! Nothing here starts a process: what the machine has (fetched runtimes, built harnesses,
 //! connected devices) comes through [`Resources`], so the rules are tested without any.
@@ -33,7 +38,12 @@ use npugate_engine::targets::{host_triple, Target};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_htp::compiled::CompiledFor;
+use npugate_htp::compiled::NAME_IT_BY_FLAG;
+use npugate_settings::HarnessSettings;
+
+pub mod subject;
+
+pub use subject::{ModelFlags, ModelKind, Subject};
 
 /// The longest a harness run on this machine (natively or under wine or qemu) may take.
 pub const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -214,7 +224,43 @@ pub struct Request<'a> {
     pub qnn: QnnChoice,
     /// `--out`.
     pub out: Option<&'a Path>,
+    /// `--reference-model`.
+    pub reference_model: Option<&'a Path>,
+    /// `compare --baseline-model`.
+    pub baseline: Option<&'a Path>,
+    /// The flags given that shape the model's run (what a kind of model refuses).
+    pub flags: ModelFlags,
+    /// `--enable-htp-fp16-precision`, when given.
+    pub fp16: Option<bool>,
+    /// The run's settings, when the command runs the model as `run` does (`run`, `compare`): the
+    /// model is checked against them before any device is touched.
+    pub settings: Option<&'a HarnessSettings>,
 }
+
+impl<'a> Request<'a> {
+    /// The request of `command` for `model` at `place` on `ep`, everything else not given.
+    pub fn new(command: Command, model: &'a Path, place: Place, ep: EpKind) -> Request<'a> {
+        Request {
+            command,
+            model,
+            place,
+            ep,
+            runtime: None,
+            harness: None,
+            socs: Vec::new(),
+            qnn: QnnChoice::Any,
+            out: None,
+            reference_model: None,
+            baseline: None,
+            flags: ModelFlags::default(),
+            fp16: None,
+            settings: None,
+        }
+    }
+}
+
+/// How a compare's user keeps a compiled side's source (compare has no `--reference-model`).
+pub const NAME_IT_BY_KEEPING: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
 
 /// One target of a plan with what runs on it.
 pub struct Planned {
@@ -253,9 +299,15 @@ pub enum Kind {
     Devices,
 }
 
-/// A resolved plan: every target with its runtime and harness, and where results go.
+/// A resolved plan: the model, every target with its runtime and harness, and where results go.
 #[derive(Debug)]
 pub struct Plan {
+    /// The model, looked at once.
+    pub model: Subject,
+    /// `compare`'s baseline model, looked at once.
+    pub baseline: Option<Subject>,
+    /// Float graphs run in fp16 on the HTP (`--enable-htp-fp16-precision`, else the default).
+    pub fp16: bool,
     /// What kind of targets these are.
     pub kind: Kind,
     /// The targets, in order (SoC-major for the emulator).
@@ -323,8 +375,10 @@ impl Resources for Installed {
 }
 
 impl Plan {
-    /// Resolves `request` against what `resources` has (see the module doc for the rules).
+    /// Resolves `request` against what `resources` has (see the module doc for the rules): the
+    /// model first (nothing is touched for a model the command refuses), then where it runs.
     pub fn resolve(request: &Request<'_>, resources: &dyn Resources) -> Result<Plan> {
+        let (model, baseline) = models(request)?;
         let kind = match &request.place {
             Place::Local if request.ep == EpKind::Qnn && windows_runtime(request.runtime, resources) => Kind::Emulator,
             Place::Local => Kind::Host,
@@ -332,30 +386,34 @@ impl Plan {
             Place::Qemu => Kind::Qemu,
             Place::Devices(_) => Kind::Devices,
         };
-        if kind != Kind::Emulator && !request.socs.is_empty() {
-            bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
-        }
-        if kind == Kind::Emulator && request.command == Command::Compare {
-            bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
-        }
-        if request.qnn != QnnChoice::Any && request.ep != EpKind::Qnn && kind != Kind::Emulator && kind != Kind::Qemu {
-            bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
+        check_place(request, kind)?;
+        if kind == Kind::Emulator {
+            model.refuse_on_emulator()?;
         }
         let mut plan = Plan {
+            out: PathBuf::new(),
+            model,
+            baseline,
+            fp16: request.fp16.unwrap_or(npugate_settings::qnn::DEFAULT_HTP_FP16),
             kind,
             targets: Vec::new(),
-            out: request.out.map(Path::to_path_buf).unwrap_or_else(|| {
-                npugate_engine::layout::default_out_dir(request.model, &default_leaf(request.command, kind, request.ep))
-            }),
             timeout: LOCAL_TIMEOUT,
             notes: Vec::new(),
             warnings: Vec::new(),
         };
-        match kind {
+        plan.targets(request, resources)?;
+        plan.out = out_dir(request, &plan);
+        plan.check_compiled(resources)?;
+        Ok(plan)
+    }
+
+    /// The targets of the plan's kind, each with its runtime and harness.
+    fn targets(&mut self, request: &Request<'_>, resources: &dyn Resources) -> Result<()> {
+        match self.kind {
             Kind::Host => {
-                let runtime = plan.runtime_for(&host_triple(), request.ep, request, resources)?.remove(0);
+                let runtime = self.runtime_for(&host_triple(), request.ep, request, resources)?.remove(0);
                 let harness = harness(request, &runtime, resources)?;
-                plan.targets.push(Planned {
+                self.targets.push(Planned {
                     target: Box::new(HostTarget::new()),
                     runtime,
                     harness,
@@ -363,21 +421,20 @@ impl Plan {
                     device: None,
                 });
             }
-            Kind::Emulator => plan.emulator(request, resources)?,
+            Kind::Emulator => self.emulator(request, resources)?,
             Kind::Qemu => {
-                let runtime = plan.runtime_for(qemu::TRIPLE, EpKind::Qnn, request, resources)?.remove(0);
+                let runtime = self.runtime_for(qemu::TRIPLE, EpKind::Qnn, request, resources)?.remove(0);
                 let harness = harness(request, &runtime, resources)?;
-                plan.targets.push(Planned { target: Box::new(QemuTarget), runtime, harness, soc: None, device: None });
+                self.targets.push(Planned { target: Box::new(QemuTarget), runtime, harness, soc: None, device: None });
             }
             Kind::Devices => {
                 let Place::Devices(place) = &request.place else {
                     unreachable!("Kind::Devices comes from Place::Devices")
                 };
-                plan.devices(place, request, resources)?;
+                self.devices(place, request, resources)?;
             }
         }
-        plan.check_compiled(request.model, resources)?;
-        Ok(plan)
+        Ok(())
     }
 
     /// Prints the choices made for the user and the warnings, one line each, on stderr.
@@ -387,6 +444,16 @@ impl Plan {
         }
         for warning in &self.warnings {
             eprintln!("npugate: warning: {warning}");
+        }
+    }
+
+    /// The one target, when the plan runs its work in `out` itself (this machine, or one emulated
+    /// SoC with one QNN version); `None` for a rack (devices, several emulated targets), whose
+    /// targets each work in `out/<name>/`.
+    pub fn single(&self) -> Option<&Planned> {
+        match (self.kind, self.targets.as_slice()) {
+            (Kind::Host | Kind::Emulator, [one]) => Some(one),
+            _ => None,
         }
     }
 
@@ -517,10 +584,12 @@ impl Plan {
     /// Refuses targets a model compiled by `npugate compile` does not fit (another Hexagon arch,
     /// a QNN version known not to load it), naming both sides, before anything runs; keeps the
     /// warnings.
-    fn check_compiled(&mut self, model: &Path, resources: &dyn Resources) -> Result<()> {
-        let Some(compiled) = CompiledFor::read(model)? else {
+    fn check_compiled(&mut self, resources: &dyn Resources) -> Result<()> {
+        let Some(compiled) = self.model.compiled().cloned() else {
             return Ok(());
         };
+        let model = self.model.path.clone();
+        let model = model.as_path();
         for planned in &self.targets {
             let (name, soc, arch) = match (&planned.soc, &planned.device) {
                 (Some(soc), _) => (
@@ -544,6 +613,63 @@ impl Plan {
             )?);
         }
         Ok(())
+    }
+}
+
+/// The model (and compare's baseline) looked at once, refused when its kind does not take the
+/// flags given, and checked against the run's settings.
+fn models(request: &Request<'_>) -> Result<(Subject, Option<Subject>)> {
+    let name_it = if request.command == Command::Compare { NAME_IT_BY_KEEPING } else { NAME_IT_BY_FLAG };
+    if let Some(settings) = request.settings {
+        settings.check()?;
+    }
+    let look = |path: &Path, reference: Option<&Path>| -> Result<Subject> {
+        let subject = Subject::classify(path, reference, name_it)?;
+        subject.refuse(request.command, &request.flags)?;
+        if let Some(settings) = request.settings {
+            npugate_engine::model::check_run(path, subject.llm(), settings)?;
+        }
+        Ok(subject)
+    };
+    let baseline = request.baseline.map(|path| look(path, None)).transpose()?;
+    Ok((look(request.model, request.reference_model)?, baseline))
+}
+
+/// Refuses choices that do not fit where the plan runs.
+fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
+    if kind != Kind::Emulator && !request.socs.is_empty() {
+        bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
+    }
+    if kind == Kind::Emulator && request.command == Command::Compare {
+        bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
+    }
+    if request.qnn != QnnChoice::Any && request.ep != EpKind::Qnn && kind != Kind::Emulator && kind != Kind::Qemu {
+        bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
+    }
+    Ok(())
+}
+
+/// Where a plan's results go: `--out`; else for `compile` beside the model (`<model>_ctx.onnx`,
+/// an LLM folder's `<folder>_ctx/`, the model's folder for one model per QNN version); else
+/// `npugate-results/<model>/<leaf>`.
+fn out_dir(request: &Request<'_>, plan: &Plan) -> PathBuf {
+    if let Some(out) = request.out {
+        return out.to_path_buf();
+    }
+    let model = request.model;
+    let stem =
+        |path: &Path| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    match (request.command, plan.model.llm(), plan.targets.len()) {
+        (Command::Compile, Some(llm), _) => {
+            let name =
+                llm.folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+            llm.folder.with_file_name(format!("{name}_ctx"))
+        }
+        (Command::Compile, None, 1) => model.with_file_name(format!("{}_ctx.onnx", stem(model))),
+        (Command::Compile, None, _) => model.parent().map(PathBuf::from).unwrap_or_default(),
+        (command, _, _) => {
+            npugate_engine::layout::default_out_dir(model, &default_leaf(command, plan.kind, request.ep))
+        }
     }
 }
 
@@ -868,17 +994,7 @@ mod tests {
 
     fn request(command: Command, place: Place, ep: EpKind) -> Request<'static> {
         let model = MODEL.path().join("m.onnx").into_boxed_path();
-        Request {
-            command,
-            model: Box::leak(model),
-            place,
-            ep,
-            runtime: None,
-            harness: None,
-            socs: Vec::new(),
-            qnn: QnnChoice::Any,
-            out: None,
-        }
+        Request::new(command, Box::leak(model), place, ep)
     }
 
     fn devices(selectors: &[&str]) -> Place {

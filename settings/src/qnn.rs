@@ -7,6 +7,10 @@ use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+/// Float graphs run in fp16 on the HTP unless `--enable-htp-fp16-precision 0` says otherwise: what
+/// a device run does, and what the host HTP's preflight and compile assume.
+pub const DEFAULT_HTP_FP16: bool = true;
+
 /// Provider option keys that have their own flag; `--ep-option` must not set them a second way.
 const DEDICATED_KEYS: &[(&str, &str)] = &[
     ("backend_type", "--qnn-backend"),
@@ -190,7 +194,10 @@ impl QnnArgs {
         }];
         let mode = self.htp_performance_mode.unwrap_or(HtpPerformanceMode::Burst);
         options.push(("htp_performance_mode".into(), spelling(mode)));
-        options.push(("enable_htp_fp16_precision".into(), bool_text(self.enable_htp_fp16_precision.unwrap_or(true))));
+        options.push((
+            "enable_htp_fp16_precision".into(),
+            bool_text(self.enable_htp_fp16_precision.unwrap_or(DEFAULT_HTP_FP16)),
+        ));
         let optional = [
             (
                 "htp_graph_finalization_optimization_mode",

@@ -5,6 +5,7 @@
 pub mod baseline;
 pub mod compare;
 pub mod compile;
+pub mod console;
 pub mod devices;
 pub mod gate;
 pub mod history;
@@ -23,6 +24,7 @@ pub mod verify;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use console::{Console, ProgressArg};
 use npugate_result::contract::EXIT_ERROR;
 
 /// Catch silent NPU→CPU fallback before merge: run on the device, gate on latency and placement.
@@ -31,6 +33,10 @@ use npugate_result::contract::EXIT_ERROR;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How progress is shown on stderr: `auto` (a bar per target on a terminal, lines otherwise),
+    /// `bars`, `lines`, `json` (one `npugate.event/1` object per event) or `none`.
+    #[arg(long, global = true, value_enum, default_value_t = ProgressArg::Auto)]
+    progress: ProgressArg,
 }
 
 /// The subcommands.
@@ -80,26 +86,28 @@ enum Command {
     History(history::HistoryArgs),
 }
 
-/// Parses the command line, runs the subcommand and turns its outcome into the exit code; an
-/// error is one line on stderr and exit 2.
+/// Parses the command line, decides colour, the interrupt handler and the progress reporter once
+/// ([`Console`]), runs the subcommand and turns its outcome into the exit code; an error is one
+/// line on stderr and exit 2.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let console = Console::decide(cli.progress);
     let outcome = match cli.command {
         Command::Runtime(c) => runtime::run(c),
         Command::Model(c) => model::run(c),
-        Command::Placement(a) => placement::run(a),
-        Command::Run(a) => run::run(a),
-        Command::Compare(a) => compare::run(a),
+        Command::Placement(a) => placement::run(a, &console),
+        Command::Run(a) => run::run(a, &console),
+        Command::Compare(a) => compare::run(a, &console),
         Command::Devices(a) => devices::run(a),
-        Command::Gate(a) => gate::run(a),
+        Command::Gate(a) => gate::run(a, &console),
         Command::Baseline(c) => baseline::run(c),
-        Command::Preflight(a) => preflight::run(a),
-        Command::Numerics(a) => numerics::run(a),
-        Command::Compile(a) => compile::run(a),
-        Command::Outputs(c) => outputs::run(c),
+        Command::Preflight(a) => preflight::run(a, &console),
+        Command::Numerics(a) => numerics::run(a, &console),
+        Command::Compile(a) => compile::run(a, &console),
+        Command::Outputs(c) => outputs::run(c, &console),
         Command::Keygen(a) => keygen::run(a),
         Command::Verify(a) => verify::run(a),
-        Command::Sweep(a) => sweep::run(a),
+        Command::Sweep(a) => sweep::run(a, &console),
         Command::History(a) => history::run(a),
     };
     match outcome {

@@ -9,13 +9,13 @@ use ed25519_dalek::SigningKey;
 use npugate_gate::export::Format;
 use npugate_settings::EpKind;
 
+use super::console::Console;
 use npugate_android::adb::Adb;
 use npugate_android::device_state::parse_celsius;
 use npugate_android::devices::DeviceChoice;
 use npugate_engine::pipeline::{GateSpec, Sinks};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
-use npugate_engine::targets::Cancel;
 use npugate_host::hexagon::{Soc, SocChoice};
 use npugate_plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, QnnFlag, Request};
 
@@ -171,15 +171,12 @@ impl SubjectArgs {
     /// versions when the command takes them.
     pub fn request(&self, command: Command, place: Place, ep: EpKind, emulator: Option<&EmulatorArgs>) -> Request<'_> {
         Request {
-            command,
-            model: &self.model.model,
-            place,
-            ep,
             runtime: self.runtime.runtime.as_deref(),
             harness: self.runtime.harness.harness.as_deref(),
             socs: emulator.map(EmulatorArgs::socs).unwrap_or_default(),
             qnn: emulator.map(EmulatorArgs::qnn).unwrap_or_default(),
             out: self.out.out.as_deref(),
+            ..Request::new(command, &self.model.model, place, ep)
         }
     }
 }
@@ -241,10 +238,11 @@ pub struct FormatArgs {
 }
 
 impl FormatArgs {
-    /// Where the verdict goes; `json` (from `--json`) replaces the formats with JSON.
-    pub fn sinks(&self, json: bool) -> Sinks {
+    /// Where the verdict goes; `json` (from `--json`) replaces the formats with JSON; the terminal
+    /// format on stdout is coloured when `color`.
+    pub fn sinks(&self, json: bool, color: bool) -> Sinks {
         let formats = if json { vec![Format::Json] } else { self.formats.clone() };
-        Sinks { formats, report: self.report.clone() }
+        Sinks { formats, report: self.report.clone(), color }
     }
 }
 
@@ -363,9 +361,9 @@ impl DeviceRunArgs {
         Duration::from_secs(self.run_timeout)
     }
 
-    /// Retries, a short pause between attempts, and `cancel`.
-    pub fn policy(&self, cancel: &Cancel) -> RackPolicy {
-        RackPolicy { retries: self.retries, retry_pause: Duration::from_secs(1), cancel: cancel.clone() }
+    /// `--retries`, with the console's interrupt flag and reporter.
+    pub fn policy(&self, console: &Console) -> RackPolicy {
+        console.policy(self.retries)
     }
 }
 
@@ -433,15 +431,4 @@ impl EvidenceArgs {
             Some(out) => Ok(Some((out.clone(), npugate_nightly::evidence::signing_key(self.signing_key.as_deref())?))),
         }
     }
-}
-
-/// A cancellation flag set by Ctrl-C (SIGINT) or SIGTERM: work stops at its next check, a running
-/// harness is stopped, and the command ends with what was finished so far.
-pub fn interrupt_flag() -> Cancel {
-    let cancel = Cancel::new();
-    let flag = cancel.clone();
-    if let Err(error) = ctrlc::set_handler(move || flag.cancel()) {
-        eprintln!("npugate: warning: Ctrl-C will end npugate at once, not cleanly: {error}");
-    }
-    cancel
 }

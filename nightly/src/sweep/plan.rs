@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_htp::compiled::ReferenceChoice;
+use npugate_plan::{ModelFlags, Subject};
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -277,20 +278,21 @@ impl PlanContext<'_> {
         }
         let rules = self.rules(&field("gate"), entry.gate.as_deref(), entry.rules.clone())?;
         let model_settings = self.model_settings(index, &entry, settings)?;
-        npugate_engine::model::check_any(&path, &model_settings)
-            .map_err(|e| self.error(&field("shapes"), format!("{e:#}")))?;
         let reference_model = entry.reference_model.map(|given| self.base.join(given));
         if let Some(given) = reference_model.as_ref().filter(|given| !given.is_file()) {
             return Err(self.error(&field("reference_model"), format!("model file {} not found", given.display())));
         }
-        let reference = ReferenceChoice::resolve(
-            &path,
-            reference_model.as_deref(),
-            "set reference_model = \"<its source .onnx>\" in its [[model]]",
-        )
-        .map_err(|e| self.error(&field("path"), format!("{e:#}")))?;
-        let model_settings = reference.settings_for(&model_settings);
-        Ok(PlannedModel { name, path, rules, settings: model_settings, reference })
+        // The model looked at as `npugate run` looks at it: its kind, what the kind refuses, its reference.
+        let name_it = "set reference_model = \"<its source .onnx>\" in its [[model]]";
+        let subject = Subject::classify(&path, reference_model.as_deref(), name_it)
+            .map_err(|e| self.error(&field("path"), format!("{e:#}")))?;
+        let flags = ModelFlags::of(&model_settings.session, Some(&model_settings.generation));
+        subject
+            .refuse(npugate_plan::Command::Run, &flags)
+            .and_then(|()| npugate_engine::model::check_run(&path, subject.llm(), &model_settings))
+            .map_err(|e| self.error(&field("shapes"), format!("{e:#}")))?;
+        let model_settings = subject.reference.settings_for(&model_settings);
+        Ok(PlannedModel { name, path, rules, settings: model_settings, reference: subject.reference })
     }
 
     /// A model's rules: its gate file or its inline rules (not both), over the defaults.
@@ -350,15 +352,15 @@ impl PlanContext<'_> {
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
         for model in models {
             let request = npugate_plan::Request {
-                command: npugate_plan::Command::Run,
-                model: &model.path,
-                place: npugate_plan::Place::Emulator,
-                ep: EpKind::Qnn,
                 runtime: htp_runtime,
-                harness: None,
                 socs: socs.to_vec(),
                 qnn: choice.clone(),
-                out: None,
+                ..npugate_plan::Request::new(
+                    npugate_plan::Command::Run,
+                    &model.path,
+                    npugate_plan::Place::Emulator,
+                    EpKind::Qnn,
+                )
             };
             let plan = npugate_plan::Plan::resolve(&request, &npugate_plan::Installed)
                 .map_err(|e| self.error(field, format!("{e:#}")))?;
