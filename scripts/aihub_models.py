@@ -184,6 +184,8 @@ def main():
     if unknown:
         sys.exit(f"aihub_models.py: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
     torch.set_num_threads(1)
+    # nn.MultiheadAttention's inference fast path is one fused op the ONNX exporter does not know.
+    torch.backends.mha.set_fastpath_enabled(False)
     for model_id in wanted:
         build_one(out_dir, model_id)
 

@@ -77,20 +77,20 @@ def preflight(models_dir, npugate, timeout="900"):
 
 def features(models_dir, npugate, data_dir):
     """data_dir/features.json: each rebuilt model's graph features, as `npugate estimate` computes them."""
-    entries = []
+    entries, held_out = [], []
     for model_id, precision, path in variants(models_dir):
-        if model_id in HELD_OUT:
-            continue
         done = subprocess.run([npugate, "estimate", "--model", path, "--json"], capture_output=True, text=True)
         if done.returncode > 1:
             sys.exit(f"bench-aihub: npugate estimate --model {path} failed: {done.stderr[-2000:]}")
         report = json.loads(done.stdout)
-        entries.append({"model": model_id, "precision": precision, "features": report["features"]})
+        entry = {"model": model_id, "precision": precision, "features": report["features"]}
+        (held_out if model_id in HELD_OUT else entries).append(entry)
     document = {
         "schema": "npugate.aihub-features/1",
         "made_by": "scripts/bench-aihub (npugate estimate --json on scripts/aihub_models.py's rebuilt models)",
         "held_out": HELD_OUT,
         "models": entries,
+        "held_out_models": held_out,
     }
     with open(os.path.join(data_dir, "features.json"), "w") as handle:
         json.dump(document, handle, indent=1, sort_keys=True)

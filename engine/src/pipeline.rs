@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use npugate_estimate::{GraphFeatures, SocEstimate};
 use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
-use npugate_estimate::{GraphFeatures, SocEstimate};
 use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files, RunResult};
 

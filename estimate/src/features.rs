@@ -32,7 +32,7 @@ const NOT_LAYERS: &[&str] = &["QuantizeLinear", "DequantizeLinear", "Identity", 
 
 /// The numeric precision a model runs in on the HTP, in AI Hub's words: `float` (run in fp16),
 /// `w8a8`, `w8a16`, … (weight and activation bits of its QDQ nodes).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Precision(pub String);
 

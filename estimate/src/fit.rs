@@ -148,7 +148,8 @@ pub fn nnls(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
     let mut passive = vec![false; n];
     for _ in 0..(3 * n + 10) {
         let residual: Vec<f64> = scaled.iter().zip(b).map(|(row, bi)| bi - dot(row, &x)).collect();
-        let gradient: Vec<f64> = (0..n).map(|j| scaled.iter().zip(&residual).map(|(row, r)| row[j] * r).sum()).collect();
+        let gradient: Vec<f64> =
+            (0..n).map(|j| scaled.iter().zip(&residual).map(|(row, r)| row[j] * r).sum()).collect();
         let Some(entering) =
             (0..n).filter(|&j| !passive[j] && gradient[j] > 1e-12).max_by(|&i, &j| gradient[i].total_cmp(&gradient[j]))
         else {

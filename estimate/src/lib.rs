@@ -127,7 +127,9 @@ impl Estimator {
         }
         let labelled: Vec<(&str, &str, &str, &GraphFeatures, f64)> = rows
             .iter()
-            .map(|(r, f)| (r.model.as_str(), r.precision.as_str(), r.device.as_str(), *f, r.inference_time_ms.unwrap_or(0.0)))
+            .map(|(r, f)| {
+                (r.model.as_str(), r.precision.as_str(), r.device.as_str(), *f, r.inference_time_ms.unwrap_or(0.0))
+            })
             .collect();
         let held_out = fit::leave_one_model_out(&labelled);
         let error = HeldOutError::of(&held_out).ok_or("no reference rows")?;

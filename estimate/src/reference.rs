@@ -99,8 +99,11 @@ pub struct FeaturesFile {
     pub made_by: String,
     /// Models rebuilt but kept out of the reference (their published rows check the estimate).
     pub held_out: Vec<String>,
-    /// One entry per rebuilt model and precision.
+    /// One entry per rebuilt model and precision: what the latency models are fitted on.
     pub models: Vec<ModelFeatures>,
+    /// The features of the held-out models, never fitted on: they check the estimate offline.
+    #[serde(default)]
+    pub held_out_models: Vec<ModelFeatures>,
 }
 
 /// What the reference is, for the reports: AI Hub's release and commit.
@@ -139,7 +142,12 @@ impl Reference {
             let path = dir.join(name);
             std::fs::read_to_string(&path).map_err(|source| ReferenceError::Read { path, source })
         };
-        Reference::parse(&read("perf.csv")?, &read("features.json")?, &read("PROVENANCE.md")?, &dir.display().to_string())
+        Reference::parse(
+            &read("perf.csv")?,
+            &read("features.json")?,
+            &read("PROVENANCE.md")?,
+            &dir.display().to_string(),
+        )
     }
 
     fn parse(perf: &str, features: &str, provenance: &str, location: &str) -> Result<Reference, ReferenceError> {

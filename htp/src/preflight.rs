@@ -739,8 +739,11 @@ pub fn summary(report: &HtpPreflightReport) -> String {
     let versions: Vec<String> = report.qnn.iter().map(|q| format!("QNN {} ({})", q.sdk, q.runtime)).collect();
     let mut text = format!("preflight: {}\nmodel {}\n{}\n\n", report.label, report.model, versions.join(", "));
     text.push_str(&matrix(report));
-    if report.qnn.len() <= 1 && report.socs.iter().any(|s| s.estimate.as_ref().is_some_and(|e| e.estimate_ms.is_some())) {
-        text.push_str("* ESTIMATE of the device latency from the graph, not a measurement (npugate estimate: ±p90 error)\n");
+    if report.qnn.len() <= 1 && report.socs.iter().any(|s| s.estimate.as_ref().is_some_and(|e| e.estimate_ms.is_some()))
+    {
+        text.push_str(
+            "* ESTIMATE of the device latency from the graph, not a measurement (npugate estimate: ±p90 error)\n",
+        );
     }
     let several = report.qnn.len() > 1;
     for soc in &report.socs {
