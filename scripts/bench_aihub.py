@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 # The SoCs npugate's host HTP judges that AI Hub measured `onnx` rows on (QCS6490 is QCM6490's die;
 # AI Hub ran no float onnx rows there). SA8295P has no `onnx` rows: its qnn_dlc rows are compared when
@@ -77,14 +78,19 @@ def preflight(models_dir, npugate, timeout="900"):
 
 def features(models_dir, npugate, data_dir):
     """data_dir/features.json: each rebuilt model's graph features, as `npugate estimate` computes them."""
-    entries, held_out = [], []
-    for model_id, precision, path in variants(models_dir):
-        done = subprocess.run([npugate, "estimate", "--model", path, "--json"], capture_output=True, text=True)
+    def one(variant):
+        model_id, precision, path = variant
+        out = preflight_dir(path)[: -len(".preflight")] + ".estimate"
+        args = [npugate, "estimate", "--model", path, "--json", "--out", out]
+        done = subprocess.run(args, capture_output=True, text=True)
         if done.returncode > 1:
             sys.exit(f"bench-aihub: npugate estimate --model {path} failed: {done.stderr[-2000:]}")
-        report = json.loads(done.stdout)
-        entry = {"model": model_id, "precision": precision, "features": report["features"]}
-        (held_out if model_id in HELD_OUT else entries).append(entry)
+        return {"model": model_id, "precision": precision, "features": json.loads(done.stdout)["features"]}
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        computed = list(pool.map(one, variants(models_dir)))
+    entries = [e for e in computed if e["model"] not in HELD_OUT]
+    held_out = [e for e in computed if e["model"] in HELD_OUT]
     document = {
         "schema": "npugate.aihub-features/1",
         "made_by": "scripts/bench-aihub (npugate estimate --json on scripts/aihub_models.py's rebuilt models)",

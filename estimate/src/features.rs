@@ -42,21 +42,20 @@ impl Precision {
         Precision("float".into())
     }
 
-    /// Reads the precision of a model: `float` without QDQ nodes; else `w<W>a<A>` from the widest
-    /// weight a `DequantizeLinear` reads from an initializer and the widest zero point of a
+    /// Reads the precision of a model: `float` without QDQ nodes; else `w<W>a<A>` from the most
+    /// common width of the initializers `DequantizeLinear` nodes read (the weights; a few 16-bit
+    /// constants beside 8-bit weights do not make a w16 model) and the widest zero point of a
     /// `QuantizeLinear` (8 when it has none, the ONNX default uint8).
     pub fn of_model(model: &Model) -> Precision {
         let index = model.index();
         let initializers: Vec<ValueSignature> = index.graphs().iter().flat_map(|g| g.initializers()).collect();
         let bits_of = |name: &str| initializers.iter().find(|i| i.name == name).and_then(|i| bits(i.element_type));
-        let mut weights = None;
+        let mut weight_widths: Vec<u32> = Vec::new();
         let mut activations = None;
         for node in index.nodes() {
             match node.op_type() {
                 "DequantizeLinear" => {
-                    if let Some(b) = node.inputs().first().and_then(|name| bits_of(name)) {
-                        weights = weights.max(Some(b));
-                    }
+                    weight_widths.extend(node.inputs().first().and_then(|name| bits_of(name)));
                 }
                 "QuantizeLinear" => {
                     let b = node.inputs().get(2).filter(|n| !n.is_empty()).and_then(|name| bits_of(name)).unwrap_or(8);
@@ -65,6 +64,8 @@ impl Precision {
                 _ => {}
             }
         }
+        let count = |bits: &u32| weight_widths.iter().filter(|b| *b == bits).count();
+        let weights = weight_widths.iter().copied().max_by(|a, b| count(a).cmp(&count(b)).then(b.cmp(a)));
         match (weights, activations) {
             (None, None) => Precision::float(),
             (w, a) => Precision(format!("w{}a{}", w.or(a).unwrap_or(8), a.or(w).unwrap_or(8))),
@@ -130,8 +131,11 @@ fn stored_bytes(element: ElementType) -> f64 {
 pub struct GraphFeatures {
     /// `float`, `w8a8`, `w8a16`, …
     pub precision: Precision,
-    /// FLOPs of convolutions (FLOPs = 2 × multiply-accumulates, npugate's counter).
+    /// FLOPs of dense convolutions (FLOPs = 2 × multiply-accumulates, npugate's counter).
     pub conv_flops: u64,
+    /// FLOPs of grouped and depthwise convolutions (few FLOPs, poorly fed matrix units).
+    #[serde(default)]
+    pub grouped_conv_flops: u64,
     /// FLOPs of matrix products: MatMul, Gemm, Einsum, attention, recurrences.
     pub matmul_flops: u64,
     /// FLOPs of everything else counted: element-wise, normalization, softmax, pooling, resize.
@@ -157,6 +161,7 @@ impl GraphFeatures {
         let mut features = GraphFeatures {
             precision,
             conv_flops: 0,
+            grouped_conv_flops: 0,
             matmul_flops: 0,
             other_flops: 0,
             unknown_flops_nodes: 0,
@@ -178,6 +183,7 @@ impl GraphFeatures {
                 continue;
             };
             match op {
+                op if CONV_OPS.contains(&op) && grouped(node) => features.grouped_conv_flops += flops,
                 op if CONV_OPS.contains(&op) => features.conv_flops += flops,
                 op if MATMUL_OPS.contains(&op) => features.matmul_flops += flops,
                 _ => features.other_flops += flops,
@@ -207,13 +213,29 @@ fn weight_bytes(model: &Model) -> u64 {
     bytes as u64
 }
 
+/// True for a grouped or depthwise convolution: its weight `[C_out, C_in/group, k…]` reads fewer
+/// channels than its input `[N, C_in, …]` has.
+fn grouped(node: &NodePlacement) -> bool {
+    let channels = |shape: Option<&String>, at: usize| shape.and_then(|s| dims(s).get(at).copied());
+    match (channels(node.input_shapes.first(), 1), channels(node.input_shapes.get(1), 1)) {
+        (Some(input), Some(per_group)) => per_group > 0 && per_group < input,
+        _ => false,
+    }
+}
+
+/// The dims of a shape as the placement report prints it (`[1,64,112,112]`).
+fn dims(shape: &str) -> Vec<i64> {
+    let inner = shape.trim().trim_start_matches('[').trim_end_matches(']');
+    inner.split(',').filter_map(|d| d.trim().parse().ok()).collect()
+}
+
 /// Elements of a shape as the placement report prints it (`[1,64,112,112]`); 0 when unreadable.
 fn elements(shape: &str) -> u64 {
     let inner = shape.trim().trim_start_matches('[').trim_end_matches(']');
-    if inner.is_empty() {
-        return 1;
+    if inner.split(',').any(|d| d.trim().parse::<i64>().is_err()) && !inner.trim().is_empty() {
+        return 0;
     }
-    inner.split(',').map(|d| d.trim().parse::<i64>().map_or(0, |d| u64::try_from(d).unwrap_or(0))).product()
+    dims(shape).iter().map(|&d| u64::try_from(d).unwrap_or(0)).product()
 }
 
 #[cfg(test)]
@@ -225,6 +247,26 @@ mod tests {
         assert_eq!(elements("[1,64,112,112]"), 64 * 112 * 112);
         assert_eq!(elements("[]"), 1);
         assert_eq!(elements("[1,-1]"), 0);
+    }
+
+    #[test]
+    fn depthwise_and_grouped_convolutions_are_told_from_dense_ones() {
+        let conv = |input: &str, weight: &str| NodePlacement {
+            name: "c".into(),
+            op_type: "Conv".into(),
+            domain: String::new(),
+            ep: String::new(),
+            not_placed: None,
+            input_shapes: vec![input.into(), weight.into()],
+            output_shapes: vec![],
+            flops: Some(1),
+            profile_ep: None,
+            time_us_per_run: None,
+        };
+        assert!(grouped(&conv("[1,32,112,112]", "[32,1,3,3]")));
+        assert!(grouped(&conv("[1,64,56,56]", "[64,16,3,3]")));
+        assert!(!grouped(&conv("[1,3,224,224]", "[64,3,7,7]")));
+        assert!(!grouped(&conv("[1,3,224,224]", "")));
     }
 
     #[test]

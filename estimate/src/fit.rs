@@ -3,7 +3,10 @@
 //! latency), and its error measured by leaving one model out at a time.
 //!
 //! latency_ms ≈ c₀ + c₁·layers + c₂·fp16 conv GFLOPs + c₃·int16 conv GFLOPs + c₄·int8 conv GFLOPs
-//!              + c₅·matmul GFLOPs + c₆·other GFLOPs + c₇·MB moved (weights + activations)
+//!              + c₅·grouped conv GFLOPs + c₆·matmul GFLOPs + c₇·other GFLOPs + c₈·MB moved
+//!
+//! (conv = dense convolutions at the model's precision; grouped = grouped and depthwise ones;
+//! MB moved = weights + every layer's outputs)
 //!
 //! Every coefficient is ≥ 0 (a cost), so no term can buy accuracy with a negative time.
 
@@ -12,12 +15,13 @@ use serde::{Deserialize, Serialize};
 use crate::features::{GraphFeatures, MacClass};
 
 /// The terms of the latency model, in coefficient order, with their units.
-pub const TERMS: [&str; 8] = [
+pub const TERMS: [&str; 9] = [
     "ms",
     "ms per layer",
     "ms per fp16 conv GFLOP",
     "ms per int16 conv GFLOP",
     "ms per int8 conv GFLOP",
+    "ms per grouped conv GFLOP",
     "ms per matmul GFLOP",
     "ms per other GFLOP",
     "ms per MB moved",
@@ -27,7 +31,7 @@ pub const TERMS: [&str; 8] = [
 pub const MIN_MODELS: usize = 10;
 
 /// The values of [`TERMS`] for a graph.
-pub fn terms(features: &GraphFeatures) -> [f64; 8] {
+pub fn terms(features: &GraphFeatures) -> [f64; 9] {
     let giga = |flops: u64| flops as f64 / 1e9;
     let conv = giga(features.conv_flops);
     let class = features.precision.mac_class();
@@ -38,6 +42,7 @@ pub fn terms(features: &GraphFeatures) -> [f64; 8] {
         conv_of(MacClass::Fp16),
         conv_of(MacClass::Int16),
         conv_of(MacClass::Int8),
+        giga(features.grouped_conv_flops),
         giga(features.matmul_flops),
         giga(features.other_flops),
         (features.weight_bytes + features.activation_bytes) as f64 / 1e6,
@@ -202,11 +207,12 @@ fn solve_on(a: &[Vec<f64>], b: &[f64], passive: &[bool]) -> Vec<f64> {
         if diagonal.abs() < 1e-300 {
             continue;
         }
-        for row in 0..k {
-            if row != col {
-                let factor = m[row][col] / diagonal;
-                for c in col..=k {
-                    m[row][c] -= factor * m[col][c];
+        let pivot_row = m[col].clone();
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != col {
+                let factor = row[col] / diagonal;
+                for (value, pivot) in row.iter_mut().zip(&pivot_row).skip(col) {
+                    *value -= factor * pivot;
                 }
             }
         }
