@@ -10,6 +10,7 @@ pub mod ep;
 pub mod generation;
 pub mod names;
 pub mod qnn;
+pub mod spelling;
 pub mod table;
 pub mod values;
 
@@ -309,18 +310,7 @@ fn display_path<S: serde::Serializer>(path: &Option<PathBuf>, serializer: S) -> 
     }
 }
 
-/// `Serialize` of a clap value enum as its command-line name, the one spelling of its values.
-macro_rules! serialize_as_value_name {
-    ($($ty:ty),*) => {$(
-        impl serde::Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(&crate::qnn::spelling(*self))
-            }
-        }
-    )*};
-}
-pub(crate) use serialize_as_value_name;
-serialize_as_value_name!(OptimizationLevel, OrtLogLevel, EpKind, EpDevice);
+spelling::serialize_as_value_name!(OptimizationLevel, OrtLogLevel, EpKind, EpDevice);
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,8 @@ use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use crate::spelling::spelling;
+
 /// Float graphs run in fp16 on the HTP unless `--enable-htp-fp16-precision 0` says otherwise: what
 /// a device run does, and what the host HTP's preflight and compile assume.
 pub const DEFAULT_HTP_FP16: bool = true;
@@ -158,11 +160,6 @@ pub enum QnnProfiling {
     Optrace,
 }
 
-/// The clap spelling of a value-enum variant (which is also the QNN EP's spelling).
-pub fn spelling<T: ValueEnum>(value: T) -> String {
-    value.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
-}
-
 impl QnnArgs {
     /// The flags that were given, by name (to reject them with `--ep cpu`).
     pub fn given_flags(&self) -> Vec<String> {
@@ -225,7 +222,7 @@ impl QnnArgs {
     }
 }
 
-crate::serialize_as_value_name!(HtpPerformanceMode, QnnProfiling);
+crate::spelling::serialize_as_value_name!(HtpPerformanceMode, QnnProfiling);
 
 #[cfg(test)]
 mod tests {
