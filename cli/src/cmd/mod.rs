@@ -162,7 +162,12 @@ mod tests {
         }
         .map_err(|e| format!("{e:#}"))?;
         let targets = plan.targets.iter().map(|t| (t.target.name().to_string(), t.runtime.name.clone())).collect();
-        let leaf = plan.out.strip_prefix("npugate-results/m").map(|p| p.to_path_buf()).unwrap_or(plan.out.clone());
+        // A result folder under npugate-results/m, or a file beside the model (compile's output).
+        let leaf = match plan.out.strip_prefix("npugate-results/m") {
+            Ok(leaf) => leaf.to_path_buf(),
+            Err(_) if plan.out.parent() == Some(model.path()) => plan.out.strip_prefix(model.path()).unwrap().into(),
+            Err(_) => plan.out.clone(),
+        };
         Ok((plan.kind, targets, leaf))
     }
 
@@ -278,7 +283,8 @@ mod tests {
     fn compile_resolves_through_the_plan() {
         assert_eq!(
             resolved(&["compile", "--model", "M.onnx", "--soc", "SM8550", "--qnn", "2.51"]),
-            one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "compile")
+            one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "m_ctx.onnx"),
+            "compile writes the compiled model beside its source"
         );
         assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
     }
