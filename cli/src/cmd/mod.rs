@@ -36,7 +36,7 @@ struct Cli {
     command: Command,
     /// How progress is shown on stderr: `auto` (a bar per target on a terminal, lines otherwise),
     /// `bars`, `lines`, `json` (one `npugate.event/1` object per event) or `none`.
-    #[arg(long, global = true, value_enum, default_value_t = ProgressArg::Auto)]
+    #[arg(long, global = true, value_enum, value_name = "HOW", hide_possible_values = true, default_value_t = ProgressArg::Auto)]
     progress: ProgressArg,
 }
 
