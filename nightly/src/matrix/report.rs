@@ -6,6 +6,7 @@ use std::path::Path;
 use npugate_profile::report::PlacementReport;
 
 use crate::history::HistoryReport;
+use crate::sweep::cell::{FINDINGS_HEADER, HOST_TIME_HEADER};
 use crate::sweep::summary::{CellEntry, CellState};
 use crate::sweep::{CellRecord, SweepSummary};
 
@@ -110,9 +111,10 @@ impl<'a> Matrix<'a> {
         Ok(Matrix { summary, moves, trends })
     }
 
-    /// Cells of `model` that finished, in summary order.
-    pub(super) fn model_cells(&self, model: &str) -> Vec<&CellRecord> {
-        self.summary.finished().filter(|r| r.key.model == model).collect()
+    /// Cells of `model` that finished, in summary order: those on devices, and those on an
+    /// emulator (whose time is host time, shown apart).
+    pub(super) fn model_cells(&self, model: &str) -> (Vec<&CellRecord>, Vec<&CellRecord>) {
+        self.summary.finished().filter(|r| r.key.model == model).partition(|r| !r.is_emulated())
     }
 
     /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished);
@@ -199,6 +201,35 @@ pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
 /// Header of the per-model matrix tables.
 pub(super) const CELL_HEADER: [&str; 8] =
     ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
+
+/// An emulated cell as a table row: emulator (SoC), runtime, verdict, the findings (compile,
+/// placement, outputs), host time, failed rules — no device latency.
+pub(super) fn emulated_row(record: &CellRecord) -> Vec<String> {
+    let host_time = record.median_ns.map(|ns| npugate_gate::units::ms_number(ns / 1e6));
+    let mut row = vec![
+        format!("{} ({})", record.key.device, record.device.soc),
+        record.key.runtime.clone(),
+        record.outcome.label().to_string(),
+    ];
+    row.extend(record.findings.columns(record.npu_flops_pct, record.fallback_nodes));
+    row.push(host_time.unwrap_or_else(|| "–".into()));
+    row.push(record.failed_rules.join(", "));
+    row
+}
+
+/// Header of the emulated cells' tables.
+pub(super) const EMULATED_HEADER: [&str; 10] = [
+    "emulator (SoC)",
+    "runtime",
+    "verdict",
+    FINDINGS_HEADER[0],
+    FINDINGS_HEADER[1],
+    FINDINGS_HEADER[2],
+    FINDINGS_HEADER[3],
+    FINDINGS_HEADER[4],
+    HOST_TIME_HEADER,
+    "failed rules",
+];
 
 #[cfg(test)]
 mod tests {
