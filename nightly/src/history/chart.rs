@@ -8,7 +8,7 @@ use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
 use npugate_gate::units::ms_number;
 
 use super::trend::{HistoryReport, Point, Series};
-use crate::sweep::cell::{EMULATED_NOTE, FINDINGS_HEADER, HOST_TIME_HEADER};
+use crate::sweep::cell::{emulated_header, EMULATED_COLUMNS, EMULATED_NOTE};
 
 /// Median latency (ms) per night for each series; x is the night's position in `nights`.
 pub fn trend_chart(nights: &[String], series: &[&Series], title: &str) -> Markup {
@@ -126,11 +126,12 @@ fn emulated_rows(nights: &[String], series: &[&Series]) -> Vec<Vec<String>> {
         .map(|s| {
             let mut row = vec![s.device.clone(), s.runtime.clone(), outcomes_by_night(s, nights)];
             match s.points.last() {
-                Some(last) => {
-                    row.extend(last.findings.columns(last.npu_flops_pct, last.fallback_nodes.map(|n| n as usize)));
-                    row.push(last.host_median_ns.map(|m| ms_number(m / 1e6)).unwrap_or_else(|| "–".into()));
-                }
-                None => row.extend(std::iter::repeat_n("–".to_string(), FINDINGS_HEADER.len() + 1)),
+                Some(last) => row.extend(last.findings.columns(
+                    last.npu_flops_pct,
+                    last.fallback_nodes.map(|n| n as usize),
+                    last.host_median_ns,
+                )),
+                None => row.extend(std::iter::repeat_n("–".to_string(), EMULATED_COLUMNS.len())),
             }
             row.push(s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into()));
             row
@@ -144,20 +145,6 @@ pub fn outcomes_by_night(series: &Series, nights: &[String]) -> String {
     let outcome = |night: &String| series.points.iter().find(|p| &p.night == night).map(|p| p.outcome.as_str());
     nights.iter().map(|night| outcome(night).unwrap_or("–")).collect::<Vec<_>>().join(" · ")
 }
-
-/// Header of [`emulated_rows`].
-const EMULATED_SERIES_HEADER: [&str; 10] = [
-    "emulator",
-    "runtime",
-    "gate by night",
-    FINDINGS_HEADER[0],
-    FINDINGS_HEADER[1],
-    FINDINGS_HEADER[2],
-    FINDINGS_HEADER[3],
-    FINDINGS_HEADER[4],
-    HOST_TIME_HEADER,
-    "since the night before",
-];
 
 /// Per device class and model: a heading, the trend chart and the table of its device series;
 /// then per model the table of its emulated series on every SoC, never charted (the caller wraps
@@ -183,7 +170,7 @@ pub fn trend_groups(report: &HistoryReport) -> Vec<Markup> {
     let emulated = emulated.into_iter().map(|(model, members)| {
         html! {
             h2 { (model) " on the host HTP emulator" }
-            (page::table(&EMULATED_SERIES_HEADER, &emulated_rows(&report.nights, &members), &[4, 5, 8]))
+            (page::table(&emulated_header(["emulator", "runtime", "gate by night"], "since the night before"), &emulated_rows(&report.nights, &members), &[4, 5, 8]))
         }
     });
     devices.chain(emulated).collect()
@@ -214,17 +201,12 @@ pub fn history_page(report: &HistoryReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::fixtures::{around, cell, emulated};
+    use crate::history::fixtures::{around, device_and_emulator, emulated};
     use crate::history::{trend, HistoryFilter};
 
     #[test]
     fn the_history_page_charts_device_latency_only() {
-        let cells = vec![
-            cell("2026-11-26", around(4_000_000), "pass"),
-            emulated("2026-11-26", around(56_000_000)),
-            cell("2026-11-27", around(4_100_000), "pass"),
-            emulated("2026-11-27", around(21_000_000)),
-        ];
+        let cells = device_and_emulator([56, 21]);
         let report = trend::build(&HistoryFilter { nights: 30, ..Default::default() }, cells, 10.0);
         let page = history_page(&report);
         assert_eq!(page.matches("<svg").count(), 1, "one trend chart: the device's");

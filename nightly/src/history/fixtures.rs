@@ -53,3 +53,14 @@ pub fn emulated(night: &str, latencies_ns: Vec<u64>) -> StoredCell {
 pub fn around(center: u64) -> Vec<u64> {
     (0..40).map(|i| center + (i * 7 % 21) * center / 1000).collect()
 }
+
+/// Two nights, 2026-11-26 and 2026-11-27, of device `dev` (about 4 ms) and the host HTP emulator
+/// (`host_ms` of host time each night).
+pub fn device_and_emulator(host_ms: [u64; 2]) -> Vec<StoredCell> {
+    vec![
+        cell("2026-11-26", around(4_000_000), "pass"),
+        emulated("2026-11-26", around(host_ms[0] * 1_000_000)),
+        cell("2026-11-27", around(4_100_000), "pass"),
+        emulated("2026-11-27", around(host_ms[1] * 1_000_000)),
+    ]
+}

@@ -456,21 +456,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_version_1_store_is_migrated_to_model_digests_keeping_its_rows() {
+    /// A store of `version` holding one sweep and the cells `rows` inserts, in a new temporary directory.
+    fn store_of_version(version: i64, rows: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.sqlite");
-        {
-            let connection = Connection::open(&path).unwrap();
-            connection.execute_batch(&create_of_version(1)).unwrap();
-            connection
-                .execute_batch(
-                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
-                     INSERT INTO cells VALUES (1, 'dev', 's', 'SM8650', NULL, 'rt', '1.31', 'm', 'abc', 'pass', 1.0, 1.0, NULL, NULL, '[]', 'r');",
-                )
-                .unwrap();
-            connection.pragma_update(None, "user_version", 1).unwrap();
-        }
+        let connection = Connection::open(&path).unwrap();
+        connection.execute_batch(&create_of_version(version)).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');",
+            )
+            .unwrap();
+        connection.execute_batch(rows).unwrap();
+        connection.pragma_update(None, "user_version", version).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_to_model_digests_keeping_its_rows() {
+        let (_dir, path) = store_of_version(
+            1,
+            "INSERT INTO cells VALUES (1, 'dev', 's', 'SM8650', NULL, 'rt', '1.31', 'm', 'abc', 'pass', 1.0, 1.0, NULL, NULL, '[]', 'r');",
+        );
         let store = HistoryStore::open(&path).unwrap();
         let digest: String =
             store.connection.query_row("SELECT model_digest FROM cells", [], |row| row.get(0)).unwrap();
@@ -488,20 +495,11 @@ mod tests {
 
     #[test]
     fn a_version_3_store_gains_the_generation_columns_and_an_llm_cell_reads_its_ttft_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.sqlite");
-        {
-            let connection = Connection::open(&path).unwrap();
-            connection.execute_batch(&create_of_version(3)).unwrap();
-            connection
-                .execute_batch(
-                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
-                     INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir)
+        let (_dir, path) = store_of_version(
+            3,
+            "INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir)
                      VALUES (1, 'dev', 's', 'SM8650', 'rt', '1.31', 'old', 'abc', 'pass', '[1000]', 'r');",
-                )
-                .unwrap();
-            connection.pragma_update(None, "user_version", 3).unwrap();
-        }
+        );
         let store = HistoryStore::open(&path).unwrap();
         store
             .connection
@@ -529,22 +527,15 @@ mod tests {
 
     #[test]
     fn a_version_4_store_knows_its_host_htp_cells_as_emulated_and_version_5_findings_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.sqlite");
-        {
-            let connection = Connection::open(&path).unwrap();
-            connection.execute_batch(&create_of_version(4)).unwrap();
-            connection
-                .execute_batch(&format!(
-                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
-                     INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns,
+        let (_dir, path) = store_of_version(
+            4,
+            &format!(
+                    "INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns,
                        result_dir, device_fingerprint)
                      VALUES (1, 'htp-SM8650', 'htp-SM8650', 'SM8650', 'qnn', '1.31', 'm', 'abc', 'pass', '[84000000]', 'r', '{HOST_HTP_FINGERPRINT}'),
                             (1, 'R5CX', 'R5CX', 'SM8650', 'qnn', '1.31', 'm', 'abc', 'pass', '[4000000]', 'r', 'samsung/e3q/…');"
-                ))
-                .unwrap();
-            connection.pragma_update(None, "user_version", 4).unwrap();
-        }
+                ),
+        );
         let store = HistoryStore::open(&path).unwrap();
         store
             .connection

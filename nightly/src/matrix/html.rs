@@ -6,7 +6,7 @@ use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
 use npugate_gate::units::ms_number;
 use npugate_gate::Outcome;
 
-use super::report::{cell_row, emulated_row, Matrix, CELL_HEADER, EMULATED_HEADER};
+use super::report::{cell_row, emulated_header, emulated_row, Matrix, CELL_HEADER};
 use crate::history::chart::trend_groups;
 use crate::sweep::cell::EMULATED_NOTE;
 use crate::sweep::CellRecord;
@@ -68,7 +68,7 @@ fn model_section(m: &Matrix, model: &str) -> Markup {
             }
             @if !emulated.is_empty() {
                 h3 { "On the host HTP emulator" }
-                (page::table(&EMULATED_HEADER, &emulated_rows, &[4, 5, 8]))
+                (page::table(&emulated_header(), &emulated_rows, &[4, 5, 8]))
             }
             p.muted {
                 "Cell reports: "

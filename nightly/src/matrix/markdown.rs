@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use npugate_gate::export::markdown::table;
 
-use super::report::{cell_row, emulated_row, Matrix, CELL_HEADER, EMULATED_HEADER};
+use super::report::{cell_row, emulated_header, emulated_row, Matrix, CELL_HEADER};
 use crate::history::chart::outcomes_by_night;
 use crate::history::trend::{sparkline, HistoryReport, Series};
 use crate::sweep::cell::EMULATED_NOTE;
@@ -36,7 +36,7 @@ pub fn render(m: &Matrix) -> String {
         }
         if !emulated.is_empty() {
             out.push_str("On the host HTP emulator:\n\n");
-            out.push_str(&table(&EMULATED_HEADER, &emulated.into_iter().map(emulated_row).collect::<Vec<_>>()));
+            out.push_str(&table(&emulated_header(), &emulated.into_iter().map(emulated_row).collect::<Vec<_>>()));
             out.push('\n');
         }
     }

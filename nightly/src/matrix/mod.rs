@@ -28,7 +28,7 @@ pub fn write(matrix: &Matrix<'_>, sweep_dir: &Path) -> anyhow::Result<Vec<PathBu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::fixtures::{around, cell, emulated};
+    use crate::history::fixtures::device_and_emulator;
     use crate::history::trend;
     use crate::history::HistoryFilter;
     use crate::sweep::SweepSummary;
@@ -70,12 +70,7 @@ mod tests {
     #[test]
     fn emulated_cells_are_tabled_by_placement_compile_and_outputs_never_charted_as_latency() {
         let summary = summary();
-        let cells = vec![
-            cell("2026-11-26", around(4_000_000), "pass"),
-            emulated("2026-11-26", around(56_000_000)),
-            cell("2026-11-27", around(4_100_000), "pass"),
-            emulated("2026-11-27", around(84_000_000)),
-        ];
+        let cells = device_and_emulator([56, 84]);
         let trends = trend::build(&HistoryFilter { nights: 30, ..Default::default() }, cells, 10.0);
         let matrix = Matrix { summary: &summary, moves: Vec::new(), trends: Some(trends) };
 

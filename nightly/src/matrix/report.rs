@@ -6,7 +6,7 @@ use std::path::Path;
 use npugate_profile::report::PlacementReport;
 
 use crate::history::HistoryReport;
-use crate::sweep::cell::{FINDINGS_HEADER, HOST_TIME_HEADER};
+
 use crate::sweep::summary::{CellEntry, CellState};
 use crate::sweep::{CellRecord, SweepSummary};
 
@@ -205,31 +205,20 @@ pub(super) const CELL_HEADER: [&str; 8] =
 /// An emulated cell as a table row: emulator (SoC), runtime, verdict, the findings (compile,
 /// placement, outputs), host time, failed rules — no device latency.
 pub(super) fn emulated_row(record: &CellRecord) -> Vec<String> {
-    let host_time = record.median_ns.map(|ns| npugate_gate::units::ms_number(ns / 1e6));
     let mut row = vec![
         format!("{} ({})", record.key.device, record.device.soc),
         record.key.runtime.clone(),
         record.outcome.label().to_string(),
     ];
-    row.extend(record.findings.columns(record.npu_flops_pct, record.fallback_nodes));
-    row.push(host_time.unwrap_or_else(|| "–".into()));
+    row.extend(record.findings.columns(record.npu_flops_pct, record.fallback_nodes, record.median_ns));
     row.push(record.failed_rules.join(", "));
     row
 }
 
-/// Header of the emulated cells' tables.
-pub(super) const EMULATED_HEADER: [&str; 10] = [
-    "emulator (SoC)",
-    "runtime",
-    "verdict",
-    FINDINGS_HEADER[0],
-    FINDINGS_HEADER[1],
-    FINDINGS_HEADER[2],
-    FINDINGS_HEADER[3],
-    FINDINGS_HEADER[4],
-    HOST_TIME_HEADER,
-    "failed rules",
-];
+/// Header of [`emulated_row`].
+pub(super) fn emulated_header() -> Vec<&'static str> {
+    crate::sweep::cell::emulated_header(["emulator (SoC)", "runtime", "verdict"], "failed rules")
+}
 
 #[cfg(test)]
 mod tests {

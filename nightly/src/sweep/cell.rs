@@ -147,8 +147,21 @@ impl Findings {
     }
 }
 
-/// Header of [`Findings::columns`].
-pub const FINDINGS_HEADER: [&str; 5] = ["compiled", "NPU nodes %", "NPU FLOPs %", "fallback", "worst output SQNR dB"];
+/// The columns of [`Findings::columns`], in every table of emulated cells: the findings, and the
+/// host time labelled so it is never read as a device's latency.
+pub const EMULATED_COLUMNS: [&str; 6] = [
+    "compiled",
+    "NPU nodes %",
+    "NPU FLOPs %",
+    "fallback",
+    "worst output SQNR dB",
+    "host time ms (not a device latency)",
+];
+
+/// A table header of emulated cells: `lead`, the [`EMULATED_COLUMNS`], `last`.
+pub fn emulated_header<'a>(lead: [&'a str; 3], last: &'a str) -> Vec<&'a str> {
+    lead.into_iter().chain(EMULATED_COLUMNS).chain([last]).collect()
+}
 
 impl Findings {
     /// `compiled`, or `not compiled: <the backend's error>`.
@@ -169,10 +182,16 @@ impl Findings {
         }
     }
 
-    /// Table columns (see [`FINDINGS_HEADER`]) with the FLOP share and fallback count recorded
-    /// beside the findings: `compiled`, `100.0`, `99.8`, `1: lppool (LpPool)`, `y 48.1`.
-    pub fn columns(&self, npu_flops_pct: Option<f64>, fallback_nodes: Option<usize>) -> Vec<String> {
+    /// The [`EMULATED_COLUMNS`], with the FLOP share, fallback count and host time recorded beside
+    /// the findings: `compiled`, `100.0`, `99.8`, `1: lppool (LpPool)`, `y 48.1`, `84.0`.
+    pub fn columns(
+        &self,
+        npu_flops_pct: Option<f64>,
+        fallback_nodes: Option<usize>,
+        host_median_ns: Option<f64>,
+    ) -> Vec<String> {
         let pct = |value: Option<f64>| value.map_or_else(|| "–".into(), |v| format!("{v:.1}"));
+        let host_time = host_median_ns.map(|ns| npugate_gate::units::ms_number(ns / 1e6));
         let outputs =
             self.outputs.as_ref().map(|o| format!("{} {}", o.output, npugate_gate::outputs::fmt_metric(o.sqnr_db, 1)));
         vec![
@@ -181,12 +200,10 @@ impl Findings {
             pct(npu_flops_pct),
             self.fallback_label(fallback_nodes),
             outputs.unwrap_or_else(|| "not checked".into()),
+            host_time.unwrap_or_else(|| "–".into()),
         ]
     }
 }
-
-/// The host-time column: labelled so it is never read as a device's latency.
-pub const HOST_TIME_HEADER: &str = "host time ms (not a device latency)";
 
 /// What an emulated cell's numbers are, under every table of them.
 pub const EMULATED_NOTE: &str =
