@@ -96,7 +96,11 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
 /// One block per model and SoC, one line per device and runtime with its sparkline.
 fn terminal(report: &HistoryReport) -> String {
     if report.series.is_empty() {
-        return "no matching sweeps in the history\n".into();
+        // Nights without series: --changed left out every series, none changed.
+        return match report.nights.last() {
+            Some(last) => format!("nothing changed since the night before (latest night {last})\n"),
+            None => "no matching sweeps in the history\n".into(),
+        };
     }
     let mut out = series_lines(report);
     if !report.devices.is_empty() {

@@ -80,9 +80,17 @@ fn distinct<'s>(values: impl Iterator<Item = &'s str>) -> Vec<&'s str> {
 pub fn by_class_and_model<'s>(
     series: impl IntoIterator<Item = &'s Series>,
 ) -> Vec<((String, String), Vec<&'s Series>)> {
-    let mut groups: Vec<((String, String), Vec<&Series>)> = Vec::new();
+    grouped(series, |s| (s.soc.clone(), s.model.clone()))
+}
+
+/// The series grouped by `key`, groups and members in first-seen order.
+fn grouped<'s, K: PartialEq>(
+    series: impl IntoIterator<Item = &'s Series>,
+    key: impl Fn(&Series) -> K,
+) -> Vec<(K, Vec<&'s Series>)> {
+    let mut groups: Vec<(K, Vec<&Series>)> = Vec::new();
     for s in series {
-        let key = (s.soc.clone(), s.model.clone());
+        let key = key(s);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(s),
             None => groups.push((key, vec![s])),
@@ -150,27 +158,24 @@ pub fn outcomes_by_night(series: &Series, nights: &[String]) -> String {
 /// then per model the table of its emulated series on every SoC, never charted (the caller wraps
 /// each group: a `section` on a page of its own, a `div` inside another section).
 pub fn trend_groups(report: &HistoryReport) -> Vec<Markup> {
-    let devices = by_class_and_model(report.series.iter().filter(|s| !s.emulated)).into_iter().map(|((soc, model), members)| {
+    let devices = by_class_and_model(report.series.iter().filter(|s| !s.emulated));
+    let devices = devices.into_iter().map(|((soc, model), members)| {
+        let title = format!("{model} on {soc} over the nights");
         html! {
             h2 { (model) " on SoC " (soc) }
             figure {
-                (trend_chart(&report.nights, &members, &format!("{model} on {soc} over the nights")))
+                (trend_chart(&report.nights, &members, &title))
                 figcaption { "Median latency per night, colour: runtime, dash pattern: device; red ring: the gate did not pass that night" }
             }
             (page::table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4, 5]))
         }
     });
-    let mut emulated: Vec<(&str, Vec<&Series>)> = Vec::new();
-    for s in report.series.iter().filter(|s| s.emulated) {
-        match emulated.iter_mut().find(|(model, _)| *model == s.model) {
-            Some((_, members)) => members.push(s),
-            None => emulated.push((&s.model, vec![s])),
-        }
-    }
+    let header = emulated_header(["emulator", "runtime", "gate by night"], "since the night before");
+    let emulated = grouped(report.series.iter().filter(|s| s.emulated), |s| s.model.clone());
     let emulated = emulated.into_iter().map(|(model, members)| {
         html! {
             h2 { (model) " on the host HTP emulator" }
-            (page::table(&emulated_header(["emulator", "runtime", "gate by night"], "since the night before"), &emulated_rows(&report.nights, &members), &[4, 5, 8]))
+            (page::table(&header, &emulated_rows(&report.nights, &members), &[4, 5, 8]))
         }
     });
     devices.chain(emulated).collect()

@@ -135,18 +135,6 @@ pub struct Findings {
     pub outputs: Option<OutputAgreement>,
 }
 
-impl Findings {
-    /// The findings of a verdict: placement shares and fallback nodes, the worst output.
-    pub fn of(verdict: &Verdict) -> Findings {
-        Findings {
-            compile_error: None,
-            npu_nodes_pct: verdict.placement.as_ref().map(|p| p.preferred_nodes_pct),
-            fallback: verdict.placement.as_ref().map(Fallback::of).unwrap_or_default(),
-            outputs: verdict.outputs.as_ref().and_then(OutputAgreement::worst),
-        }
-    }
-}
-
 /// The columns of [`Findings::columns`], in every table of emulated cells: the findings, and the
 /// host time labelled so it is never read as a device's latency.
 pub const EMULATED_COLUMNS: [&str; 6] = [
@@ -164,6 +152,16 @@ pub fn emulated_header<'a>(lead: [&'a str; 3], last: &'a str) -> Vec<&'a str> {
 }
 
 impl Findings {
+    /// The findings of a verdict: placement shares and fallback nodes, the worst output.
+    pub fn of(verdict: &Verdict) -> Findings {
+        Findings {
+            compile_error: None,
+            npu_nodes_pct: verdict.placement.as_ref().map(|p| p.preferred_nodes_pct),
+            fallback: verdict.placement.as_ref().map(Fallback::of).unwrap_or_default(),
+            outputs: verdict.outputs.as_ref().and_then(OutputAgreement::worst),
+        }
+    }
+
     /// `compiled`, or `not compiled: <the backend's error>`.
     pub fn compile_label(&self) -> String {
         match &self.compile_error {
