@@ -292,6 +292,7 @@ impl HtpPreflightRequest<'_> {
             self.shapes,
             self.inputs,
             &npugate_engine::model::default_cache(),
+            npugate_engine::model::Memory::Here,
         )?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
@@ -848,6 +849,7 @@ mod tests {
             dir: dir.to_path_buf(),
             execution: Execution {
                 exit_code: Some(code),
+                signal: None,
                 stderr: "npugate-harness: error: boom".into(),
                 seconds: 1.0,
                 warnings: Vec::new(),
