@@ -300,7 +300,7 @@ pub fn check_sizes(
     memory: Memory,
 ) -> Result<()> {
     let room = memory.room();
-    let refuse = |e: npugate_onnx::size::TooLarge| anyhow::anyhow!("model {}: {e}", model.display());
+    let refuse = |e: Box<npugate_onnx::size::TooLarge>| anyhow::anyhow!("model {}: {e}", model.display());
     for input in onnx.input_signatures() {
         let tensor = match inputs.iter().find(|file| file.input == input.name) {
             Some(file) => file_tensor(&input, &file.path),

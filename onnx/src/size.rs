@@ -124,8 +124,8 @@ impl TensorRequest {
 
     /// Its size in bytes when it fits `room`, else why not: too large for the memory available,
     /// or for any memory at all (overflow).
-    pub fn check(&self, room: &Room) -> Result<u64, TooLarge> {
-        let refuse = |bytes| TooLarge { tensor: self.clone(), bytes, room: room.clone() };
+    pub fn check(&self, room: &Room) -> Result<u64, Box<TooLarge>> {
+        let refuse = |bytes| Box::new(TooLarge { tensor: self.clone(), bytes, room: room.clone() });
         let bytes = self.bytes().ok_or_else(|| refuse(None))?;
         match room.available {
             Some(available) if bytes > available => Err(refuse(Some(bytes))),
