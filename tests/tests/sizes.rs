@@ -145,9 +145,13 @@ fn a_sweep_cell_of_it_fails_in_one_line_from_the_device_and_the_sweep_goes_on() 
 fn a_harness_that_dies_of_a_failed_allocation_is_named_by_its_signal_and_the_size_it_tried() {
     // 256 MiB passes the check against the memory available, but not the 195 MiB of address space
     // the harness gets here: its allocation fails and Rust aborts, as on a device short of memory.
+    // One intra-op thread: a thread stack per core would take the address space first on a big box.
     let work = tempfile::tempdir().unwrap();
     hostile_model(work.path(), &[Some(1), Some(64), Some(1024), Some(1024)]);
-    let script = format!("ulimit -v 200000; exec {} run --local --model huge.onnx --runs 3", bin("npugate").display());
+    let script = format!(
+        "ulimit -v 200000; exec {} run --local --model huge.onnx --runs 3 --intra-threads 1",
+        bin("npugate").display()
+    );
     let output = run(Command::new("sh").current_dir(work.path()).args(["-c", &script]));
     refused_in_one_line(
         &output,
