@@ -4,12 +4,13 @@
 //! more than half failed) is linked into `<out>` itself with its verdict carrying every attempt —
 //! so `<out>` stays a complete result that `npugate gate` and evidence bundles read as before, and
 //! no attempt is hidden. Each attempt goes through the target again, which waits for
-//! `--cooldown-until` first when it is set.
+//! `--cooldown-until` first when it is set. Without `--confirm`, a latency failure of a run during
+//! which the machine was busy is confirmed by `CONTENTION_RERUNS` reruns all the same.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use npugate_gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation};
+use npugate_gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation, CONTENTION_RERUNS};
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::Outcome;
 use npugate_result::contract::EXIT_ERROR;
@@ -27,22 +28,32 @@ pub trait Confirmable: Sized {
     fn failed_rules(&self) -> Vec<RuleName>;
     /// Its headline latency for the attempts table.
     fn headline(&self) -> Option<String>;
+    /// The machine's contention during it, in a phrase, when the machine was busy.
+    fn contention(&self) -> Option<String> {
+        None
+    }
     /// This attempt, which ran in `dir`, as the final result in `out`: its files linked into `out`
     /// and its verdict, carrying `confirmation`, saved there.
     fn finish(self, dir: &Path, confirmation: Confirmation, out: &Path) -> Result<Self>;
 }
 
-/// Runs `attempt(dir)` into `out`; when it fails only latency rules and `confirm` > 0, runs it
-/// `confirm` more times and returns the attempt that stands for the majority decision.
+/// Runs `attempt(dir)` into `out`; when it fails only latency rules, runs it `confirm` more times
+/// — [`CONTENTION_RERUNS`] times when `confirm` is 0 and the machine was busy — and returns the
+/// attempt that stands for the majority decision.
 pub fn run_confirmed<R: Confirmable>(
     confirm: u32,
     out: &Path,
     mut attempt: impl FnMut(&Path) -> Result<R>,
 ) -> Result<R> {
     let first = attempt(out)?;
-    if confirm == 0 || first.outcome() != Outcome::Fail || !worth_confirming(&first.failed_rules()) {
+    if first.outcome() != Outcome::Fail || !worth_confirming(&first.failed_rules()) {
         return Ok(first);
     }
+    let (confirm, contention) = match (confirm, first.contention()) {
+        (0, None) => return Ok(first),
+        (0, Some(contention)) => (CONTENTION_RERUNS, Some(contention)),
+        (asked, _) => (asked, None),
+    };
     move_into(out, &attempt_dir_name(1))?;
     let mut reports = vec![(out.join(attempt_dir_name(1)), first)];
     for number in 2..=confirm + 1 {
@@ -61,7 +72,7 @@ pub fn run_confirmed<R: Confirmable>(
             headline: report.headline(),
         })
         .collect();
-    let confirmation = Confirmation::decide(confirm, attempts);
+    let confirmation = Confirmation { contention, ..Confirmation::decide(confirm, attempts) };
     let (dir, representative) = reports.swap_remove(confirmation.representative as usize - 1);
     representative.finish(&dir, confirmation, out)
 }
@@ -98,6 +109,10 @@ impl Confirmable for RunReport {
 
     fn headline(&self) -> Option<String> {
         median_headline(self.verdict.as_ref().and_then(|v| v.latency.as_ref()).map(|s| s.median_ns))
+    }
+
+    fn contention(&self) -> Option<String> {
+        self.verdict.as_ref()?.contention.as_ref().filter(|c| c.busy()).map(|c| c.phrase())
     }
 
     fn finish(mut self, dir: &Path, confirmation: Confirmation, out: &Path) -> Result<RunReport> {

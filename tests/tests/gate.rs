@@ -56,7 +56,7 @@ fn gate_passes_fails_and_reports_on_a_real_run() {
     assert_eq!(all.status.code(), Some(0), "{}", describe(&all));
     let verdict: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(reports.join("verdict.json")).unwrap()).unwrap();
-    assert_eq!(verdict["schema"], "npugate.verdict/1");
+    assert_eq!(verdict["schema"], "npugate.verdict/1.1");
     assert_eq!(verdict["outcome"], "pass");
     assert_eq!(verdict["latency"]["n"], 60);
     assert_eq!(verdict["placement"]["preferred_ep"], "CPUExecutionProvider");
