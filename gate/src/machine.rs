@@ -25,6 +25,9 @@ use crate::verdict::{Check, CheckStatus};
 
 /// The ORT name of the CPU execution provider.
 const CPU_EP: &str = "CPUExecutionProvider";
+/// Other processes that together kept this much of a core busy (percent) are named as the load
+/// when none alone reached [`WARN_BACKGROUND_CPU_PCT`].
+const BUSY_TOGETHER_PCT: f64 = 50.0;
 /// Runs named one by one in a sentence before "…".
 const NAMED_RUNS: usize = 8;
 /// A cluster or third whose runs waited on median at least this share of its latency gap had the
@@ -149,12 +152,20 @@ impl<'a> Machine<'a> {
         self.load.and_then(|l| l.busiest.iter().max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct)))
     }
 
-    /// `sh (pid 4242) at 99% of a core during the 2.3 s harness run`, when another process kept a
-    /// CPU busy.
+    /// `sh (pid 4242) at 99% of a core during the 2.3 s harness run` when another process kept a
+    /// CPU busy, else `other processes at 140% of a core in all (rustc (pid 7) at 24% of a core, …)
+    /// during …` when together they kept at least [`BUSY_TOGETHER_PCT`] busy.
     fn busy_process(&self) -> Option<String> {
         let load = self.load?;
-        let process = self.busiest().filter(|p| p.cpu_pct >= WARN_BACKGROUND_CPU_PCT)?;
-        Some(format!("{} {}", process.describe(), load.window))
+        if let Some(process) = self.busiest().filter(|p| p.cpu_pct >= WARN_BACKGROUND_CPU_PCT) {
+            return Some(format!("{} {}", process.describe(), load.window));
+        }
+        let together: f64 = load.busiest.iter().map(|p| p.cpu_pct).sum();
+        let named: Vec<String> = load.busiest.iter().take(3).map(ProcessCpu::describe).collect();
+        let more = if load.busiest.len() > 3 { ", …" } else { "" };
+        (together >= BUSY_TOGETHER_PCT).then(|| {
+            format!("other processes at {together:.0}% of a core in all ({}{more}) {}", named.join(", "), load.window)
+        })
     }
 
     /// What changed on the device during the run (temperature, clocks, governors).
