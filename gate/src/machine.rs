@@ -49,9 +49,10 @@ pub struct ContentionSummary {
     /// Why the per-run wait is missing, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
-    /// The busiest other process while the runs were timed (device and local runs record it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub busiest: Option<ProcessCpu>,
+    /// The busiest other processes while the runs were timed, busiest first (device and local
+    /// runs record them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub busiest: Vec<ProcessCpu>,
 }
 
 impl ContentionSummary {
@@ -60,14 +61,9 @@ impl ContentionSummary {
         self.runs.as_ref().map_or(0, |c| c.contended.len())
     }
 
-    /// True when the machine was busy: runs were set aside, or another process kept a CPU busy.
+    /// True when the machine was busy: runs were set aside, or other processes kept a CPU busy.
     pub fn busy(&self) -> bool {
-        self.set_aside() > 0 || self.busy_process().is_some()
-    }
-
-    /// The busiest other process when it kept a CPU busy.
-    fn busy_process(&self) -> Option<&ProcessCpu> {
-        self.busiest.as_ref().filter(|p| p.cpu_pct >= WARN_BACKGROUND_CPU_PCT)
+        self.set_aside() > 0 || busy_processes(&self.busiest).is_some()
     }
 
     /// `6 of 30 runs waited for a CPU; sh (pid 4242) at 99% of a core`: the contention in a phrase.
@@ -76,7 +72,7 @@ impl ContentionSummary {
         if let Some(runs) = self.runs.as_ref().filter(|c| !c.contended.is_empty()) {
             parts.push(format!("{} of {} runs waited for a CPU", runs.contended.len(), runs.runs));
         }
-        parts.extend(self.busy_process().map(ProcessCpu::describe));
+        parts.extend(busy_processes(&self.busiest));
         parts.join("; ")
     }
 }
@@ -138,7 +134,7 @@ impl<'a> Machine<'a> {
             threads: wait.map_or(0, |w| w.threads),
             involuntary_switches: wait.and_then(|w| w.involuntary_switches.measured()).map(|s| s.iter().sum()),
             unavailable,
-            busiest: self.busiest().cloned(),
+            busiest: self.load.map(|l| l.busiest.clone()).unwrap_or_default(),
         })
     }
 
@@ -147,25 +143,10 @@ impl<'a> Machine<'a> {
         self.run.execution.preferred_ep == CPU_EP
     }
 
-    /// The busiest other process recorded around the run.
-    fn busiest(&self) -> Option<&ProcessCpu> {
-        self.load.and_then(|l| l.busiest.iter().max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct)))
-    }
-
-    /// `sh (pid 4242) at 99% of a core during the 2.3 s harness run` when another process kept a
-    /// CPU busy, else `other processes at 140% of a core in all (rustc (pid 7) at 24% of a core, …)
-    /// during …` when together they kept at least [`BUSY_TOGETHER_PCT`] busy.
+    /// The busy processes recorded around the run, and when (see [`busy_processes`]).
     fn busy_process(&self) -> Option<String> {
         let load = self.load?;
-        if let Some(process) = self.busiest().filter(|p| p.cpu_pct >= WARN_BACKGROUND_CPU_PCT) {
-            return Some(format!("{} {}", process.describe(), load.window));
-        }
-        let together: f64 = load.busiest.iter().map(|p| p.cpu_pct).sum();
-        let named: Vec<String> = load.busiest.iter().take(3).map(ProcessCpu::describe).collect();
-        let more = if load.busiest.len() > 3 { ", …" } else { "" };
-        (together >= BUSY_TOGETHER_PCT).then(|| {
-            format!("other processes at {together:.0}% of a core in all ({}{more}) {}", named.join(", "), load.window)
-        })
+        busy_processes(&load.busiest).map(|busy| format!("{busy} {}", load.window))
     }
 
     /// What changed on the device during the run (temperature, clocks, governors).
@@ -357,6 +338,21 @@ impl<'a> Machine<'a> {
             n => format!("; {n} of {} runs set aside (CPU contention)", self.all_runs()),
         }
     }
+}
+
+/// `sh (pid 4242) at 99% of a core` when the busiest of `busiest` kept a CPU busy (at least
+/// [`WARN_BACKGROUND_CPU_PCT`]), else `other processes at 140% of a core in all (rustc (pid 7) at
+/// 24% of a core, …)` when together they kept at least [`BUSY_TOGETHER_PCT`] busy.
+fn busy_processes(busiest: &[ProcessCpu]) -> Option<String> {
+    let top = busiest.iter().max_by(|a, b| a.cpu_pct.total_cmp(&b.cpu_pct))?;
+    if top.cpu_pct >= WARN_BACKGROUND_CPU_PCT {
+        return Some(top.describe());
+    }
+    let together: f64 = busiest.iter().map(|p| p.cpu_pct).sum();
+    let named: Vec<String> = busiest.iter().take(3).map(ProcessCpu::describe).collect();
+    let more = if busiest.len() > 3 { ", …" } else { "" };
+    (together >= BUSY_TOGETHER_PCT)
+        .then(|| format!("other processes at {together:.0}% of a core in all ({}{more})", named.join(", ")))
 }
 
 /// Smallest and largest of some values (∞, −∞ for none).
