@@ -92,18 +92,12 @@ impl<'a> Machine<'a> {
         placement: Option<&'a PlacementReport>,
         load: Option<&'a BackgroundLoad>,
     ) -> Machine<'a> {
-        let contention =
-            run.timings.run_queue_delays().and_then(|delays| Contention::of(&run.timings.latencies_ns, delays));
-        Machine { run, contention, load, placement }
+        Machine { run, contention: run.timings.contention(), load, placement }
     }
 
     /// The latencies the latency rules judge: every timed run but the contended ones.
     pub fn judged_latencies(&self) -> Vec<u64> {
-        let latencies = &self.run.timings.latencies_ns;
-        match &self.contention {
-            Some(contention) => contention.clean_latencies(latencies),
-            None => latencies.clone(),
-        }
+        self.run.timings.clean_latencies()
     }
 
     /// Timed runs in all.
@@ -154,15 +148,17 @@ impl<'a> Machine<'a> {
         self.load.map_or(&[], |l| l.state_changes.as_slice())
     }
 
-    /// `placement shows 2 node(s) off QNNExecutionProvider (Det node det, …)`, when it does and
-    /// the preferred EP is an accelerator.
+    /// `partial fallback: placement shows 2 node(s) off QNNExecutionProvider (Det node det, …)`, when
+    /// it does and the preferred EP is an accelerator. Nodes off the EP by design (graph-I/O Q/DQ)
+    /// run there every run and are no cause of an unsteady latency.
     fn fallback(&self) -> Option<String> {
         let report = self.placement.filter(|_| !self.on_cpu_ep())?;
-        let first = report.fallback.iter().max_by(|a, b| a.flops_pct.total_cmp(&b.flops_pct))?;
-        let more = if report.fallback.len() > 1 { ", …" } else { "" };
+        let off: Vec<_> = report.fallback.iter().filter(|node| !node.expected).collect();
+        let first = off.iter().max_by(|a, b| a.flops_pct.total_cmp(&b.flops_pct))?;
+        let more = if off.len() > 1 { ", …" } else { "" };
         Some(format!(
             "partial fallback: placement shows {} node(s) off {} ({} node {}{more})",
-            report.fallback.len(),
+            off.len(),
             report.preferred_ep,
             first.op_type,
             first.name

@@ -405,9 +405,8 @@ pub struct CpuWait {
     /// Nanoseconds those threads spent runnable but waiting for a CPU (run-queue delay, the 2nd
     /// field of `/proc/self/task/*/schedstat`), summed over the threads, per timed run.
     pub run_queue_delay_ns: PerRun,
-    /// Involuntary context switches of the process (preemptions) per timed run:
-    /// `getrusage(RUSAGE_SELF)`'s `ru_nivcsw`, the sum of every thread's
-    /// `nonvoluntary_ctxt_switches` in `/proc/self/task/*/status`.
+    /// Involuntary context switches (preemptions) of those threads per timed run: the sum of
+    /// their `nonvoluntary_ctxt_switches` in `/proc/self/task/*/status`.
     pub involuntary_switches: PerRun,
 }
 
@@ -439,6 +438,21 @@ impl Timings {
             .as_ref()
             .and_then(|wait| wait.run_queue_delay_ns.measured())
             .filter(|delays| delays.len() == self.latencies_ns.len())
+    }
+
+    /// Which timed runs a busy CPU slowed ([`npugate_stats::Contention`]), when the run-queue
+    /// delay of every run was measured.
+    pub fn contention(&self) -> Option<npugate_stats::Contention> {
+        self.run_queue_delays().and_then(|delays| npugate_stats::Contention::of(&self.latencies_ns, delays))
+    }
+
+    /// The timed runs not set aside as contended, in run order: what the latency rules and a
+    /// baseline read (every timed run without a per-run wait record).
+    pub fn clean_latencies(&self) -> Vec<u64> {
+        match self.contention() {
+            Some(contention) => contention.clean_latencies(&self.latencies_ns),
+            None => self.latencies_ns.clone(),
+        }
     }
 }
 

@@ -225,6 +225,11 @@ fn a_uint8_qdq_model_on_the_emulator_is_within_one_output_step_of_the_cpu_ep() {
     assert!(check("cv_pct")["message"].as_str().unwrap().contains("the run was emulated"));
     assert_eq!(check("npu_flops_pct")["status"], "pass");
     assert_eq!(check("max_abs_err")["status"], "pass");
+    // Its latency is the host's time: no cause is claimed for its shape.
+    let warnings = verdict["warnings"].to_string();
+    for claim in ["fallback", "thermal", "bimodal", "drifted", "CPU contention"] {
+        assert!(!warnings.contains(claim), "{claim}: {warnings}");
+    }
 }
 
 /// How many times the HTP emulator executed a graph, by its own `QnnGraph_execute started` lines

@@ -6,10 +6,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
-use npugate_android::adb::{AdbError, DeviceShell, ShellOutput};
+use npugate_android::adb::ThisMachine;
 use npugate_android::device_load::LOCAL_SAMPLE_S;
 use npugate_android::device_state::{self, DeviceStateRecord};
 use npugate_result::{contract, files};
@@ -57,26 +57,6 @@ impl Target for HostTarget {
             Err(error) => progress.note(&format!("this machine's load could not be sampled: {error}")),
         }
         Ok(execution)
-    }
-}
-
-/// This machine's own shell, read as a device's: its `/proc` and `/sys`.
-struct ThisMachine;
-
-impl DeviceShell for ThisMachine {
-    fn name(&self) -> &str {
-        "local"
-    }
-
-    fn run(&self, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
-        let mut command = Command::new("sh");
-        command.arg("-c").arg(script);
-        let done = npugate_host::process::run(command, timeout, &|| false).map_err(|stopped| AdbError::Failed {
-            serial: self.name().into(),
-            step: step.into(),
-            message: stopped.to_string(),
-        })?;
-        Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })
     }
 }
 
