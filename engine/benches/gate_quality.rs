@@ -16,19 +16,18 @@
 //! leaves them).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
+use npugate_e2e::CpuBurner;
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::run::{run_on, RunSpec};
 use npugate_engine::scenarios::Scenario;
-use npugate_engine::targets::mock::{Behaviour, MockTarget};
-use npugate_engine::targets::{Cancel, Job, Silent};
+use npugate_engine::targets::mock::{Behaviour, MockJob, MockTarget};
+use npugate_engine::targets::Silent;
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::Verdict;
-use npugate_settings::HarnessSettings;
 
 /// Verdicts counted by outcome.
 #[derive(Default)]
@@ -81,28 +80,12 @@ fn pct(part: usize, whole: usize) -> String {
 
 /// One replayed series judged as `npugate run` judges it: each call of the mock replays the next
 /// seed (so a confirmation rerun sees fresh runs of the same scenario).
-fn replay(scenario: Scenario, seed: u64, work: &Path) -> (Verdict, usize) {
-    let model = work.join("m.onnx");
-    if !model.is_file() {
-        npugate_engine::model::testing::identity_model(&model, &[Some(1), Some(3)]);
-    }
+fn replay(scenario: Scenario, seed: u64, mock: &MockJob) -> (Verdict, usize) {
     let script = (0..3).map(|attempt| Behaviour::Replay(scenario.replay(seed * 10 + attempt))).collect();
     let target = MockTarget::new("replay", script);
-    let (settings, cancel, gate) = (HarnessSettings::default(), Cancel::new(), GateSpec::default());
-    let runtime = npugate_host::runtime::RuntimeManifest::for_tests(work);
-    let job = Job {
-        harness: &model,
-        runtime: &runtime,
-        model: &model,
-        prepared: None,
-        reference_model: None,
-        settings: &settings,
-        env: &[],
-        timeout: Duration::from_secs(30),
-        cancel: &cancel,
-    };
-    let spec = RunSpec { job, gate: Some(&gate), reference: None };
-    let out = work.join(format!("out-{seed}"));
+    let gate = GateSpec::default();
+    let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
+    let out = mock.work.path().join(format!("out-{seed}"));
     let report = run_confirmed(0, &out, |dir| run_on(&target, &spec, dir, &Silent)).expect("a replayed run");
     let _ = std::fs::remove_dir_all(&out);
     (report.verdict.expect("judged"), target.calls())
@@ -111,12 +94,12 @@ fn replay(scenario: Scenario, seed: u64, work: &Path) -> (Verdict, usize) {
 fn replayed(series: u64) {
     println!("1. Labelled series on the mock target, default rules, {series} seeds each (30 runs per series)");
     println!("{HEADER}");
-    let work = tempfile::tempdir().expect("temp dir");
+    let mock = MockJob::new();
     let (mut noise, mut noise_failed, mut planted, mut caught) = (0, 0, 0, 0);
     for scenario in Scenario::ALL {
         let mut tally = Tally::default();
         for seed in 0..series {
-            let (verdict, runs) = replay(scenario, seed, work.path());
+            let (verdict, runs) = replay(scenario, seed, &mock);
             tally.count(&verdict, false, runs);
         }
         let rate = if scenario.is_noise() {
@@ -136,27 +119,6 @@ fn replayed(series: u64) {
         pct(noise_failed, noise),
         pct(caught, planted)
     );
-}
-
-/// A process that keeps one core busy for at most 10 minutes, stopped when dropped.
-struct Burner(Child);
-
-impl Burner {
-    fn start() -> Burner {
-        let child = Command::new("timeout")
-            .args(["600", "sh", "-c", "while :; do :; done"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start a CPU burner");
-        Burner(child)
-    }
-}
-
-impl Drop for Burner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `npugate run --local` `runs` times with `args`, each verdict counted; `named` says whether a
@@ -193,10 +155,9 @@ fn real(bin: &Path, cache: &Path, runs: usize) {
             needed.display()
         );
     }
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    println!("\n2. npugate run --local, default rules, {runs} runs each, one CPU burner per core ({cores})");
+    let burners = CpuBurner::every_core(600);
+    println!("\n2. npugate run --local, default rules, {runs} runs each, one CPU burner per core ({})", burners.len());
     println!("{HEADER}");
-    let burners: Vec<Burner> = (0..cores).map(|_| Burner::start()).collect();
     let contention = |v: &Verdict| v.contention.as_ref().is_some_and(|c| c.busy());
     let cls_args = ["--model", cls.to_str().expect("a UTF-8 cache path"), "--shape", "x=1x3x48x192"];
     let unchanged = local_runs(bin, &cls_args, runs, contention);

@@ -155,17 +155,13 @@ impl Confirmable for CompareReport {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use npugate_gate::Rules;
 
     use super::*;
     use crate::pipeline::GateSpec;
     use crate::run::{run_on, RunSpec};
-    use crate::targets::mock::{Behaviour, MockTarget, Simulated};
-    use crate::targets::{Cancel, Job, Silent};
-    use npugate_host::runtime::RuntimeManifest;
-    use npugate_settings::HarnessSettings;
+    use crate::targets::mock::{Behaviour, MockJob, MockTarget, Simulated};
+    use crate::targets::Silent;
 
     /// The first run 50% slower: a one-off (a shared rack's hiccup).
     fn first_slow(call: usize, _: &str) -> f64 {
@@ -186,9 +182,7 @@ mod tests {
         extra_rules: &[&str],
         confirm: u32,
     ) -> (RunReport, MockTarget, tempfile::TempDir) {
-        let work = tempfile::tempdir().unwrap();
-        let model = work.path().join("m.onnx");
-        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
+        let mock = MockJob::new();
         let target = MockTarget::new(
             "sim",
             vec![Behaviour::Simulate(Simulated { base_ns: vec![("m.onnx".into(), 1_000_000)], noise_pct: 2.0, load })],
@@ -196,22 +190,10 @@ mod tests {
         let mut overrides = vec!["median_ms=1.2".to_string(), "disable=[\"cv_pct\", \"npu_flops_pct\"]".to_string()];
         overrides.extend(extra_rules.iter().map(|r| r.to_string()));
         let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
-        let (settings, cancel, runtime) =
-            (HarnessSettings::default(), Cancel::new(), RuntimeManifest::for_tests(work.path()));
-        let job = Job {
-            harness: &model,
-            runtime: &runtime,
-            model: &model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
-        let spec = RunSpec { job, gate: Some(&gate), reference: None };
-        let out = work.path().join("out");
+        let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
+        let out = mock.work.path().join("out");
         let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
+        let MockJob { work, .. } = mock;
         (report, target, work)
     }
 

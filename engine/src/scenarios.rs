@@ -213,43 +213,26 @@ fn device(celsius: f64, max_khz: u64) -> DeviceState {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use npugate_gate::rules::RuleName;
     use npugate_gate::verdict::{CheckStatus, Outcome};
     use npugate_gate::Verdict;
-    use npugate_settings::HarnessSettings;
 
     use super::*;
     use crate::confirm::run_confirmed;
     use crate::pipeline::GateSpec;
     use crate::run::{run_on, RunReport, RunSpec};
-    use crate::targets::mock::{Behaviour, MockTarget};
-    use crate::targets::{Cancel, Job, Silent};
+    use crate::targets::mock::{Behaviour, MockJob, MockTarget};
+    use crate::targets::Silent;
 
     /// `npugate run` with the default rules (no `--confirm`) of the mock replaying `series` call by
     /// call: the verdict, and how many times the target ran.
     fn judged(series: Vec<Replay>) -> (Verdict, usize) {
-        let work = tempfile::tempdir().unwrap();
-        let model = work.path().join("m.onnx");
-        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
+        let mock = MockJob::new();
         let target = MockTarget::new("replay", series.into_iter().map(Behaviour::Replay).collect());
-        let (settings, cancel, gate) = (HarnessSettings::default(), Cancel::new(), GateSpec::default());
-        let runtime = npugate_host::runtime::RuntimeManifest::for_tests(work.path());
-        let job = Job {
-            harness: &model,
-            runtime: &runtime,
-            model: &model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
-        let spec = RunSpec { job, gate: Some(&gate), reference: None };
+        let gate = GateSpec::default();
+        let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
         let report: RunReport =
-            run_confirmed(0, &work.path().join("out"), |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
+            run_confirmed(0, &mock.work.path().join("out"), |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
         (report.verdict.unwrap(), target.calls())
     }
 

@@ -110,14 +110,19 @@ fn with_no_flops_known_expected_nodes_count_by_nodes_as_the_share_does() {
     assert!(check.message.contains("66.7%") && check.message.contains("y_DequantizeLinear"), "{}", check.message);
 }
 
-#[test]
-fn cpu_ep_run_passes_at_100pct() {
+/// The detector's nodes, every one on the CPU EP.
+fn cpu_nodes() -> Vec<common::Node> {
     let mut nodes = detector_nodes();
     for n in &mut nodes {
         n.ep = CPU.into();
         n.expected = false;
     }
-    let report = placement(CPU, &nodes);
+    nodes
+}
+
+#[test]
+fn cpu_ep_run_passes_at_100pct() {
+    let report = placement(CPU, &cpu_nodes());
     let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &Rules::default());
     let check = find(&verdict, RuleName::NpuFlopsPct);
     assert_eq!(check.status, CheckStatus::Pass);
@@ -126,12 +131,7 @@ fn cpu_ep_run_passes_at_100pct() {
 
 #[test]
 fn on_the_cpu_ep_the_cv_rule_is_a_stability_check_that_never_blames_a_fallback() {
-    let mut nodes = detector_nodes();
-    for n in &mut nodes {
-        n.ep = CPU.into();
-        n.expected = false;
-    }
-    let report = placement(CPU, &nodes);
+    let report = placement(CPU, &cpu_nodes());
     let mut cpu_run = run((0..40u64).map(|i| if i % 4 == 0 { 16_000_000 } else { 8_000_000 }).collect());
     cpu_run.execution.preferred_ep = CPU.into();
     let verdict = judge(&Evidence::new(&cpu_run, Ok(&report)), &Rules::default());

@@ -198,6 +198,35 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
     Some(std::fs::read(png).expect("read the screenshot"))
 }
 
+/// A process that keeps one core busy for at most `limit` seconds (`timeout LIMIT sh -c 'while :;
+/// do :; done'`, so it ends by itself even if the test is killed), stopped when dropped: a busy
+/// machine for tests and benchmarks.
+pub struct CpuBurner(std::process::Child);
+
+impl CpuBurner {
+    /// One burner per core of this machine.
+    pub fn every_core(limit: u32) -> Vec<CpuBurner> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (0..cores)
+            .map(|_| {
+                let child = Command::new("timeout")
+                    .args([&limit.to_string(), "sh", "-c", "while :; do :; done"])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .expect("start a CPU burner");
+                CpuBurner(child)
+            })
+            .collect()
+    }
+}
+
+impl Drop for CpuBurner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub mod actions;
 pub mod devices;
 pub mod gitlab;

@@ -4,9 +4,9 @@
 //! per run, named, and never a failure on its account.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use npugate_e2e::{bin, describe, harness, model, run, sample};
+use npugate_e2e::{bin, describe, harness, model, run, sample, CpuBurner};
 use npugate_result::RunResult;
 use serde_json::Value;
 
@@ -129,16 +129,6 @@ fn bad_input_exits_2_naming_the_file() {
     assert!(stderr.contains("npu_flop_pct") && stderr.contains("gate.toml"), "{}", describe(&unknown));
 }
 
-/// A process that keeps one core busy for at most two minutes, stopped when dropped.
-struct Burner(Child);
-
-impl Drop for Burner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// PP-OCR's classifier, unchanged, three times on a machine with a CPU burner per core. What can
 /// be asserted of a busy machine whatever its load: every run's wait is recorded beside its
 /// latency (and on this machine, with every core taken, the threads waited); the machine's load
@@ -147,17 +137,7 @@ impl Drop for Burner {
 /// only after the bounded rerun confirmed it.
 #[test]
 fn a_busy_machine_is_measured_per_run_named_and_never_failed_on_its_account() {
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let burners: Vec<Burner> = (0..cores)
-        .map(|_| {
-            let child = Command::new("timeout")
-                .args(["120", "sh", "-c", "while :; do :; done"])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("start a CPU burner");
-            Burner(child)
-        })
-        .collect();
+    let burners = CpuBurner::every_core(120);
     let work = tempfile::tempdir().unwrap();
     let cls = sample("ppocr-cls");
     let json = |path: &Path| -> Value { serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap() };

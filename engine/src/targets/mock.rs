@@ -14,9 +14,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use npugate_android::device_state::DeviceStateRecord;
+use npugate_host::runtime::RuntimeManifest;
 use npugate_result::{contract, files, BackendHealth, CpuWait, PerRun, RunResult, RunStatus};
+use npugate_settings::HarnessSettings;
 
-use super::{Deadline, Execution, Job, Progress, Retryable, Target};
+use super::{Cancel, Deadline, Execution, Job, Progress, Retryable, Target};
 
 /// What one call of [`MockTarget::execute`] does.
 #[derive(Debug, Clone)]
@@ -104,6 +106,54 @@ impl ReplayPlacement {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../profile-parser/tests/fixtures/harness-openvino-smallcnn")
             }
         }
+    }
+}
+
+/// A job for the mock target with everything it borrows owned: a tiny model (`m.onnx`) in a
+/// temporary folder, the default settings, a runtime for tests, a cancellation flag.
+pub struct MockJob {
+    /// The temporary folder holding the model (and whatever the caller writes there).
+    pub work: tempfile::TempDir,
+    /// `m.onnx` in it.
+    pub model: PathBuf,
+    /// What to measure (the command line's defaults).
+    pub settings: HarnessSettings,
+    /// The longest a run may take (5 s).
+    pub timeout: Duration,
+    runtime: RuntimeManifest,
+    cancel: Cancel,
+}
+
+impl MockJob {
+    /// A fresh folder with its model.
+    pub fn new() -> MockJob {
+        let work = tempfile::tempdir().expect("a temporary folder");
+        let model = work.path().join("m.onnx");
+        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
+        let runtime = RuntimeManifest::for_tests(work.path());
+        let (settings, cancel, timeout) = (HarnessSettings::default(), Cancel::new(), Duration::from_secs(5));
+        MockJob { work, model, settings, timeout, runtime, cancel }
+    }
+
+    /// The job: the model as the harness too (the mock runs nothing).
+    pub fn job(&self) -> Job<'_> {
+        Job {
+            harness: &self.model,
+            runtime: &self.runtime,
+            model: &self.model,
+            prepared: None,
+            reference_model: None,
+            settings: &self.settings,
+            env: &[],
+            timeout: self.timeout,
+            cancel: &self.cancel,
+        }
+    }
+}
+
+impl Default for MockJob {
+    fn default() -> Self {
+        MockJob::new()
     }
 }
 
