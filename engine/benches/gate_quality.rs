@@ -81,7 +81,7 @@ fn pct(part: usize, whole: usize) -> String {
 /// One replayed series judged as `npugate run` judges it: each call of the mock replays the next
 /// seed (so a confirmation rerun sees fresh runs of the same scenario).
 fn replay(scenario: Scenario, seed: u64, mock: &MockJob) -> (Verdict, usize) {
-    let script = (0..3).map(|attempt| Behaviour::Replay(scenario.replay(seed * 10 + attempt))).collect();
+    let script = (0..3).map(|attempt| Behaviour::Replay(Box::new(scenario.replay(seed * 10 + attempt)))).collect();
     let target = MockTarget::new("replay", script);
     let gate = GateSpec::default();
     let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };

@@ -228,7 +228,8 @@ mod tests {
     /// call: the verdict, and how many times the target ran.
     fn judged(series: Vec<Replay>) -> (Verdict, usize) {
         let mock = MockJob::new();
-        let target = MockTarget::new("replay", series.into_iter().map(Behaviour::Replay).collect());
+        let target =
+            MockTarget::new("replay", series.into_iter().map(|replay| Behaviour::Replay(Box::new(replay))).collect());
         let gate = GateSpec::default();
         let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
         let report: RunReport =

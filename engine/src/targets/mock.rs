@@ -36,7 +36,7 @@ pub enum Behaviour {
     /// Writes a complete result with latencies the simulated device produces for this call.
     Simulate(Simulated),
     /// Writes a complete result of a labelled series and its evidence.
-    Replay(Replay),
+    Replay(Box<Replay>),
     /// The way to the target fails (device gone): a retryable error.
     Transport(String),
     /// A final error (e.g. the runtime does not fit the device).
