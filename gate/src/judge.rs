@@ -11,11 +11,12 @@ use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
 use crate::machine::Machine;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
-use crate::rules::{RuleName, Rules};
+use crate::rules::{limit, RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{
-    BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA,
+    check, pass_or_fail, unjudged, BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome,
+    Subject, Verdict, VERDICT_SCHEMA,
 };
 
 /// How many blamed nodes a check message names before "and N more".
@@ -287,34 +288,6 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
         });
     }
     out
-}
-
-/// The rule's limit when it is configured and enabled.
-pub(crate) fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> {
-    value.filter(|_| rules.enabled(rule))
-}
-
-pub(crate) fn check(
-    rule: RuleName,
-    status: CheckStatus,
-    measured: Option<f64>,
-    limit: f64,
-    unit: Unit,
-    message: String,
-) -> Check {
-    Check { rule, status, measured, limit: Some(limit), unit, message, nodes: Vec::new(), clusters: None }
-}
-
-pub(crate) fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
-    check(rule, CheckStatus::Unjudged, None, limit, unit, message)
-}
-
-pub(crate) fn pass_or_fail(ok: bool) -> CheckStatus {
-    if ok {
-        CheckStatus::Pass
-    } else {
-        CheckStatus::Fail
-    }
 }
 
 /// The rules of an LLM folder's generation: median TTFT, prefill and decode tokens per second,

@@ -314,3 +314,29 @@ impl Verdict {
         self.checks.iter().filter(|c| c.status == CheckStatus::Fail)
     }
 }
+
+/// A check of `rule` with its limit and no nodes.
+pub(crate) fn check(
+    rule: RuleName,
+    status: CheckStatus,
+    measured: Option<f64>,
+    limit: f64,
+    unit: Unit,
+    message: String,
+) -> Check {
+    Check { rule, status, measured, limit: Some(limit), unit, message, nodes: Vec::new(), clusters: None }
+}
+
+/// A check whose evidence is missing.
+pub(crate) fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
+    check(rule, CheckStatus::Unjudged, None, limit, unit, message)
+}
+
+/// Pass when `ok`, else fail.
+pub(crate) fn pass_or_fail(ok: bool) -> CheckStatus {
+    if ok {
+        CheckStatus::Pass
+    } else {
+        CheckStatus::Fail
+    }
+}

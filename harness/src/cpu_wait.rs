@@ -80,7 +80,7 @@ mod linux {
     use std::fs::File;
     use std::os::unix::fs::FileExt;
 
-    use super::Reading;
+    use crate::cpu_wait::Reading;
 
     /// Where the threads of this process are listed.
     const TASKS: &str = "/proc/self/task";
@@ -227,7 +227,7 @@ mod linux {
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 mod other {
-    use super::Reading;
+    use crate::cpu_wait::Reading;
 
     /// Why nothing is read on this platform.
     const WHY: &str = "the harness runs on Windows, whose kernel gives no per-thread run-queue delay";
