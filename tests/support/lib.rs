@@ -221,8 +221,13 @@ impl CpuBurner {
 }
 
 impl Drop for CpuBurner {
+    /// SIGTERM to `timeout`, which passes it on to its shell and exits (a SIGKILL, `Child::kill`,
+    /// would end `timeout` alone and leave the shell spinning with no time limit).
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let terminated = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        if !terminated.is_ok_and(|status| status.success()) {
+            let _ = self.0.kill();
+        }
         let _ = self.0.wait();
     }
 }
