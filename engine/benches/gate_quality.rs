@@ -21,10 +21,10 @@ use std::process::{Command, Stdio};
 use npugate_e2e::CpuBurner;
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::pipeline::GateSpec;
+use npugate_engine::progress::Progress;
 use npugate_engine::run::{run_on, RunSpec};
 use npugate_engine::scenarios::Scenario;
 use npugate_engine::targets::mock::{Behaviour, MockJob, MockTarget};
-use npugate_engine::targets::Silent;
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::Verdict;
@@ -86,7 +86,8 @@ fn replay(scenario: Scenario, seed: u64, mock: &MockJob) -> (Verdict, usize) {
     let gate = GateSpec::default();
     let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
     let out = mock.work.path().join(format!("out-{seed}"));
-    let report = run_confirmed(0, &out, |dir| run_on(&target, &spec, dir, &Silent)).expect("a replayed run");
+    let report =
+        run_confirmed(0, &out, |dir| run_on(&target, &spec, dir, &Progress::silent())).expect("a replayed run");
     let _ = std::fs::remove_dir_all(&out);
     (report.verdict.expect("judged"), target.calls())
 }

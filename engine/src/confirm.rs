@@ -159,9 +159,9 @@ mod tests {
 
     use super::*;
     use crate::pipeline::GateSpec;
+    use crate::progress::Progress;
     use crate::run::{run_on, RunSpec};
     use crate::targets::mock::{Behaviour, MockJob, MockTarget, Simulated};
-    use crate::targets::Silent;
 
     /// The first run 50% slower: a one-off (a shared rack's hiccup).
     fn first_slow(call: usize, _: &str) -> f64 {
@@ -192,7 +192,7 @@ mod tests {
         let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
         let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
         let out = mock.work.path().join("out");
-        let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
+        let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Progress::silent())).unwrap();
         let MockJob { work, .. } = mock;
         (report, target, work)
     }

@@ -2,7 +2,8 @@
 //! the host HTP, adb devices, a mock) → [`run`] (stage, execute, check the outputs, judge, place) →
 //! [`pipeline`] (result → placement → verdict → sinks), with [`rack`] running many targets at once
 //! (retries, timeouts, cancellation, panics), [`compare`] two models interleaved on one target and
-//! [`confirm`] rerunning a latency failure before it counts; [`scenarios`] are labelled latency
+//! [`confirm`] rerunning a latency failure before it counts; what happens meanwhile goes out as
+//! [`progress`] events to the one reporter the command chose; [`scenarios`] are labelled latency
 //! series that measure the gate on the mock target.
 
 pub mod compare;
@@ -16,6 +17,7 @@ pub mod layout;
 pub mod model;
 pub mod output_check;
 pub mod pipeline;
+pub mod progress;
 pub mod rack;
 pub mod run;
 pub mod scenarios;

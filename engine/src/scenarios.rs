@@ -220,9 +220,9 @@ mod tests {
     use super::*;
     use crate::confirm::run_confirmed;
     use crate::pipeline::GateSpec;
+    use crate::progress::Progress;
     use crate::run::{run_on, RunReport, RunSpec};
     use crate::targets::mock::{Behaviour, MockJob, MockTarget};
-    use crate::targets::Silent;
 
     /// `npugate run` with the default rules (no `--confirm`) of the mock replaying `series` call by
     /// call: the verdict, and how many times the target ran.
@@ -233,7 +233,8 @@ mod tests {
         let gate = GateSpec::default();
         let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
         let report: RunReport =
-            run_confirmed(0, &mock.work.path().join("out"), |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
+            run_confirmed(0, &mock.work.path().join("out"), |dir| run_on(&target, &spec, dir, &Progress::silent()))
+                .unwrap();
         (report.verdict.unwrap(), target.calls())
     }
 

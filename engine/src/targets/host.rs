@@ -41,7 +41,7 @@ impl Target for HostTarget {
         "local"
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         super::check_runtime(self.name(), &self.triple, job.runtime)?;
         let before = device_state::read_sampled(&ThisMachine, LOCAL_SAMPLE_S);
         progress.step("run");
