@@ -168,7 +168,6 @@ fn check_outputs(
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
     use crate::progress::Progress;
     use crate::rack::{run_rack, RackPolicy};
