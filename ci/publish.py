@@ -50,10 +50,15 @@ def read_document(path: Path, schema: str) -> dict:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise Unreadable(f"{path}: {error}") from error
-    if not isinstance(document, dict) or document.get("schema") != schema:
+    if not isinstance(document, dict) or not same_major(document.get("schema"), schema):
         found = document.get("schema") if isinstance(document, dict) else type(document).__name__
         raise Unreadable(f"{path}: schema is {found!r}, expected {schema!r} (written by another npugate version?)")
     return document
+
+
+def same_major(found, schema: str) -> bool:
+    """True when `found` is `schema` or a minor version of it (`npugate.verdict/1.1` of `…/1`), as npugate's readers accept."""
+    return isinstance(found, str) and (found == schema or found.startswith(schema + "."))
 
 
 @dataclass
@@ -88,14 +93,14 @@ class Outcome:
         return "compare" if self.mode == "compare" else "verdict"
 
     def verdict(self) -> str:
-        """pass | fail | error: the outcome npugate wrote (rack and sweep: their exit code), else error."""
+        """pass | fail | error | not_judged: the outcome npugate wrote (rack and sweep: their exit code), else error."""
         if self.sweep is not None and self.sweep.get("exit_code") is not None:
             return OUTCOME_OF_EXIT.get(self.sweep["exit_code"], "error")
         documents = [t.document for t in self.targets if t.document is not None]
         if not documents or any(t.document is None for t in self.targets):
             return "error"
         outcomes = {d["outcome"] for d in documents}
-        return "error" if "error" in outcomes else "fail" if "fail" in outcomes else "pass"
+        return "error" if "error" in outcomes else "fail" if "fail" in outcomes else "not_judged" if "not_judged" in outcomes else "pass"
 
     def numbers(self) -> dict:
         """npu_flops_pct (lowest), median_ms and cv_pct (highest) over the judged targets or cells."""

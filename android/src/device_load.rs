@@ -22,17 +22,28 @@ const BUSIEST: usize = 5;
 /// Processes below this share (percent of one core) are not listed.
 const LISTED_PCT: f64 = 1.0;
 
+/// Seconds between the two snapshots of a device's sample.
+pub const DEVICE_SAMPLE_S: &str = "0.5";
+/// Seconds between the two snapshots of this machine's sample around a local run: enough for
+/// 10 clock ticks, short enough not to lengthen every local run by a second.
+pub const LOCAL_SAMPLE_S: &str = "0.1";
+
 /// Device-side script: load average, clock ticks per second, whether other users' processes are
-/// hidden, then two snapshots of every process's `stat` line, each after a `snapshot <uptime>`
-/// line. A process that ends while `cat` reads makes it fail; that is no failure of the sample.
-pub const SAMPLE_SCRIPT: &str = r#"echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
+/// hidden, then two snapshots of every process's `stat` line `interval_s` seconds apart, each
+/// after a `snapshot <uptime>` line. A process that ends while `cat` reads makes it fail; that is
+/// no failure of the sample.
+pub fn sample_script(interval_s: &str) -> String {
+    format!(
+        r#"echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
 echo "ticks $(getconf CLK_TCK 2>/dev/null)"
 [ -r /proc/1/stat ] || echo "hidden other users"
-snap() { echo "snapshot $(cut -d' ' -f1 /proc/uptime)"; cat /proc/[0-9]*/stat 2>/dev/null || true; }
+snap() {{ echo "snapshot $(cut -d' ' -f1 /proc/uptime)"; cat /proc/[0-9]*/stat 2>/dev/null || true; }}
 snap
-sleep 0.5
+sleep {interval_s}
 snap
-"#;
+"#
+    )
+}
 
 /// The device's load at one moment.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -76,7 +87,7 @@ struct Snapshot {
 }
 
 impl DeviceLoad {
-    /// Parses what [`SAMPLE_SCRIPT`] printed; lines it cannot read are skipped.
+    /// Parses what [`sample_script`] printed; lines it cannot read are skipped.
     pub fn parse(text: &str) -> DeviceLoad {
         let mut loadavg = None;
         let mut others_hidden = false;
@@ -246,7 +257,7 @@ mod tests {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         let spinner = Spinner(command.spawn().unwrap());
-        let out = LocalShell.run_ok(SAMPLE_SCRIPT, Duration::from_secs(30), "sample").unwrap();
+        let out = LocalShell.run_ok(&sample_script(DEVICE_SAMPLE_S), Duration::from_secs(30), "sample").unwrap();
         let load = DeviceLoad::parse(&out);
         assert!(load.loadavg.is_some() && load.sample_s > 0.3, "{load:?}");
         // Every process's share (the listed top 5 may all be busier on a shared machine).

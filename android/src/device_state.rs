@@ -11,7 +11,7 @@ use npugate_result::{contract, files};
 use serde::{Deserialize, Serialize};
 
 use crate::adb::{AdbError, DeviceShell};
-use crate::device_load::{DeviceLoad, RunLoad, SAMPLE_SCRIPT};
+use crate::device_load::{sample_script, DeviceLoad, RunLoad, DEVICE_SAMPLE_S};
 
 /// Schema of `device_state.json`.
 pub const DEVICE_STATE_SCHEMA: &str = "npugate.device-state/1";
@@ -114,7 +114,13 @@ const LOAD_MARKER: &str = "--- npugate load sample";
 
 /// Reads the device's thermal and clock state and samples its load (one shell call, ~0.5 s).
 pub fn read(shell: &dyn DeviceShell) -> Result<DeviceState, AdbError> {
-    let script = format!("{STATE_SCRIPT}echo '{LOAD_MARKER}'\n{SAMPLE_SCRIPT}");
+    read_sampled(shell, DEVICE_SAMPLE_S)
+}
+
+/// Reads the thermal and clock state and samples the load over `interval_s` seconds (one shell
+/// call): [`read`] with another interval, e.g. for this machine around a local run.
+pub fn read_sampled(shell: &dyn DeviceShell, interval_s: &str) -> Result<DeviceState, AdbError> {
+    let script = format!("{STATE_SCRIPT}echo '{LOAD_MARKER}'\n{}", sample_script(interval_s));
     let out = shell.run_ok(&script, Duration::from_secs(30), "read device state")?;
     let (thermal, load) = out.split_once(LOAD_MARKER).unwrap_or((&out, ""));
     Ok(DeviceState { load: Some(DeviceLoad::parse(load)), ..parse_state(thermal) })
@@ -196,8 +202,8 @@ impl DeviceStateRecord {
     }
 
     /// What else ran on the device, as the gate reads it: the busiest processes during the run
-    /// (else just before it) and every other harness seen before or after it; `None` when no
-    /// load was recorded.
+    /// (else just before it), every other harness seen before or after it, and how the device's
+    /// state drifted; `None` when no load was recorded.
     pub fn background(&self) -> Option<BackgroundLoad> {
         let after = self.after.as_ref().and_then(|a| a.load.as_ref());
         let (window, busiest) = match (&self.during, &self.before.load) {
@@ -220,7 +226,7 @@ impl DeviceStateRecord {
                 self.serial
             )
         });
-        Some(BackgroundLoad { window, busiest, other_harnesses, blind })
+        Some(BackgroundLoad { window, busiest, other_harnesses, blind, state_changes: self.drift.clone() })
     }
 }
 

@@ -4,12 +4,13 @@
 //! more than half failed) is linked into `<out>` itself with its verdict carrying every attempt —
 //! so `<out>` stays a complete result that `npugate gate` and evidence bundles read as before, and
 //! no attempt is hidden. Each attempt goes through the target again, which waits for
-//! `--cooldown-until` first when it is set.
+//! `--cooldown-until` first when it is set. Without `--confirm`, a latency failure of a run during
+//! which the machine was busy is confirmed by `CONTENTION_RERUNS` reruns all the same.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use npugate_gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation};
+use npugate_gate::confirm::{median_headline, worth_confirming, Attempt, Confirmation, CONTENTION_RERUNS};
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::Outcome;
 use npugate_result::contract::EXIT_ERROR;
@@ -27,22 +28,32 @@ pub trait Confirmable: Sized {
     fn failed_rules(&self) -> Vec<RuleName>;
     /// Its headline latency for the attempts table.
     fn headline(&self) -> Option<String>;
+    /// The machine's contention during it, in a phrase, when the machine was busy.
+    fn contention(&self) -> Option<String> {
+        None
+    }
     /// This attempt, which ran in `dir`, as the final result in `out`: its files linked into `out`
     /// and its verdict, carrying `confirmation`, saved there.
     fn finish(self, dir: &Path, confirmation: Confirmation, out: &Path) -> Result<Self>;
 }
 
-/// Runs `attempt(dir)` into `out`; when it fails only latency rules and `confirm` > 0, runs it
-/// `confirm` more times and returns the attempt that stands for the majority decision.
+/// Runs `attempt(dir)` into `out`; when it fails only latency rules, runs it `confirm` more times
+/// — [`CONTENTION_RERUNS`] times when `confirm` is 0 and the machine was busy — and returns the
+/// attempt that stands for the majority decision.
 pub fn run_confirmed<R: Confirmable>(
     confirm: u32,
     out: &Path,
     mut attempt: impl FnMut(&Path) -> Result<R>,
 ) -> Result<R> {
     let first = attempt(out)?;
-    if confirm == 0 || first.outcome() != Outcome::Fail || !worth_confirming(&first.failed_rules()) {
+    if first.outcome() != Outcome::Fail || !worth_confirming(&first.failed_rules()) {
         return Ok(first);
     }
+    let (confirm, contention) = match (confirm, first.contention()) {
+        (0, None) => return Ok(first),
+        (0, Some(contention)) => (CONTENTION_RERUNS, Some(contention)),
+        (asked, _) => (asked, None),
+    };
     move_into(out, &attempt_dir_name(1))?;
     let mut reports = vec![(out.join(attempt_dir_name(1)), first)];
     for number in 2..=confirm + 1 {
@@ -61,7 +72,7 @@ pub fn run_confirmed<R: Confirmable>(
             headline: report.headline(),
         })
         .collect();
-    let confirmation = Confirmation::decide(confirm, attempts);
+    let confirmation = Confirmation { contention, ..Confirmation::decide(confirm, attempts) };
     let (dir, representative) = reports.swap_remove(confirmation.representative as usize - 1);
     representative.finish(&dir, confirmation, out)
 }
@@ -98,6 +109,10 @@ impl Confirmable for RunReport {
 
     fn headline(&self) -> Option<String> {
         median_headline(self.verdict.as_ref().and_then(|v| v.latency.as_ref()).map(|s| s.median_ns))
+    }
+
+    fn contention(&self) -> Option<String> {
+        self.verdict.as_ref()?.contention.as_ref().filter(|c| c.busy()).map(|c| c.phrase())
     }
 
     fn finish(mut self, dir: &Path, confirmation: Confirmation, out: &Path) -> Result<RunReport> {
@@ -140,18 +155,13 @@ impl Confirmable for CompareReport {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use npugate_gate::Rules;
 
     use super::*;
     use crate::pipeline::GateSpec;
     use crate::progress::Progress;
     use crate::run::{run_on, RunSpec};
-    use crate::targets::mock::{Behaviour, MockTarget, Simulated};
-    use crate::targets::{Cancel, Job};
-    use npugate_host::runtime::RuntimeManifest;
-    use npugate_settings::HarnessSettings;
+    use crate::targets::mock::{Behaviour, MockJob, MockTarget, Simulated};
 
     /// The first run 50% slower: a one-off (a shared rack's hiccup).
     fn first_slow(call: usize, _: &str) -> f64 {
@@ -172,9 +182,7 @@ mod tests {
         extra_rules: &[&str],
         confirm: u32,
     ) -> (RunReport, MockTarget, tempfile::TempDir) {
-        let work = tempfile::tempdir().unwrap();
-        let model = work.path().join("m.onnx");
-        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
+        let mock = MockJob::new();
         let target = MockTarget::new(
             "sim",
             vec![Behaviour::Simulate(Simulated { base_ns: vec![("m.onnx".into(), 1_000_000)], noise_pct: 2.0, load })],
@@ -182,22 +190,10 @@ mod tests {
         let mut overrides = vec!["median_ms=1.2".to_string(), "disable=[\"cv_pct\", \"npu_flops_pct\"]".to_string()];
         overrides.extend(extra_rules.iter().map(|r| r.to_string()));
         let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
-        let (settings, cancel, runtime) =
-            (HarnessSettings::default(), Cancel::new(), RuntimeManifest::for_tests(work.path()));
-        let job = Job {
-            harness: &model,
-            runtime: &runtime,
-            model: &model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
-        let spec = RunSpec { job, gate: Some(&gate), reference: None };
-        let out = work.path().join("out");
+        let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
+        let out = mock.work.path().join("out");
         let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Progress::silent())).unwrap();
+        let MockJob { work, .. } = mock;
         (report, target, work)
     }
 

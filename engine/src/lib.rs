@@ -3,7 +3,8 @@
 //! [`pipeline`] (result → placement → verdict → sinks), with [`rack`] running many targets at once
 //! (retries, timeouts, cancellation, panics), [`compare`] two models interleaved on one target and
 //! [`confirm`] rerunning a latency failure before it counts; what happens meanwhile goes out as
-//! [`progress`] events to the one reporter the command chose.
+//! [`progress`] events to the one reporter the command chose; [`scenarios`] are labelled latency
+//! series that measure the gate on the mock target.
 
 pub mod compare;
 pub mod confirm;
@@ -19,4 +20,5 @@ pub mod pipeline;
 pub mod progress;
 pub mod rack;
 pub mod run;
+pub mod scenarios;
 pub mod targets;

@@ -168,39 +168,21 @@ fn check_outputs(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use npugate_settings::HarnessSettings;
-
     use super::*;
     use crate::progress::Progress;
     use crate::rack::{run_rack, RackPolicy};
-    use crate::targets::mock::{Behaviour, MockTarget};
+    use crate::targets::mock::{Behaviour, MockJob, MockTarget};
     use crate::targets::Cancel;
 
     /// Runs the mock's script through `run_on` on a rack with `retries`, judging by the default rules.
     fn rack_of(target: &MockTarget, retries: u32) -> (crate::rack::RackReport, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.onnx");
-        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
-        let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
-        let (settings, cancel, gate) = (HarnessSettings::default(), Cancel::new(), GateSpec::default());
-        let job = Job {
-            harness: dir.path(),
-            runtime: &runtime,
-            model: &model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
-        let spec = RunSpec { job, gate: Some(&gate), reference: None };
-        let out = dir.path().join("out");
+        let (mock, gate) = (MockJob::new(), GateSpec::default());
+        let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
+        let out = mock.work.path().join("out");
         let policy = RackPolicy { retries, ..RackPolicy::once(&Cancel::new()) };
         let rack = run_rack(&[target], &policy, |target, progress| run_on(target, &spec, &out, progress));
-        (rack.report, dir)
+        let MockJob { work, .. } = mock;
+        (rack.report, work)
     }
 
     #[test]
@@ -259,33 +241,13 @@ mod tests {
     fn a_started_ep_that_rejected_nodes_is_a_verdict_not_infrastructure() {
         // The mock's result is the real QNN (Saver) run of mixed.onnx: Det rejected, backend up.
         let judged = MockTarget::new("judged", vec![Behaviour::Measure(vec![1_000_000; 30])]);
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.onnx");
-        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
-        let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
-        let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
+        let mock = MockJob::new();
         let gate = GateSpec {
             rules: npugate_gate::Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap(),
             ..GateSpec::default()
         };
-        let job = Job {
-            harness: dir.path(),
-            runtime: &runtime,
-            model: &model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
-        let report = run_on(
-            &judged,
-            &RunSpec { job, gate: Some(&gate), reference: None },
-            &dir.path().join("out"),
-            &Progress::silent(),
-        )
-        .unwrap();
+        let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
+        let report = run_on(&judged, &spec, &mock.work.path().join("out"), &Progress::silent()).unwrap();
         assert_eq!(report.exit_code, npugate_result::contract::EXIT_FAIL);
         let verdict = report.verdict.unwrap();
         let check = verdict.checks.iter().find(|c| c.rule.to_string() == "max_fallback_nodes").unwrap();

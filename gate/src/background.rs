@@ -45,6 +45,9 @@ pub struct BackgroundLoad {
     /// Why other users' processes were invisible to the sample, when they were (then `busiest`
     /// holds only the shell user's own processes).
     pub blind: Option<String>,
+    /// How the device's state changed during the run, one sentence each (the hottest sensor rose,
+    /// a CPU's clock dropped or changed, a governor changed); empty when steady or unknown.
+    pub state_changes: Vec<String>,
 }
 
 /// What `load` says, as the verdict takes it: the `max_background_cpu_pct` check when the rule is
@@ -141,6 +144,7 @@ mod tests {
             ],
             other_harnesses: vec![],
             blind: None,
+            state_changes: vec![],
         }
     }
 

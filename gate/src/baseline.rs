@@ -23,8 +23,8 @@ pub struct Baseline {
     pub source: String,
     /// Identity of the device, runtime and model.
     pub fingerprint: Fingerprint,
-    /// Every timed run, in run order (the median ratio is bootstrapped from these); an LLM
-    /// folder's decode steps.
+    /// Every timed run not set aside as contended (see [`crate::machine`]), in run order (the
+    /// median ratio is bootstrapped from these); an LLM folder's decode steps.
     pub latencies_ns: Vec<u64>,
     /// An LLM folder's time to first token per timed generation (absent for single models).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -91,7 +91,7 @@ impl Baseline {
             schema: BASELINE_SCHEMA.to_string(),
             source: source.to_string(),
             fingerprint: Fingerprint::of(run),
-            latencies_ns: run.timings.latencies_ns.clone(),
+            latencies_ns: run.timings.clean_latencies(),
             ttft_ns: run.generation.as_ref().map(|g| g.ttft_ns.clone()).unwrap_or_default(),
             placement: placement.map(|report| BaselinePlacement {
                 preferred_ep: report.preferred_ep.clone(),

@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;
 use crate::fingerprint::Fingerprint;
-use crate::judge::{moved_culprit, nodes_check, outcome_of, ratio_check, unjudged};
+use crate::judge::{moved_culprit, nodes_check, outcome_of, ratio_check};
 use crate::rules::{self, RuleName, RulesError};
 use crate::stats::{self, Drift, LatencyStats, PairedRatio};
 use crate::units::{fmt_ms, Unit};
+use crate::verdict::unjudged;
 use crate::verdict::{Check, Culprit, Outcome, Subject};
 
 /// Schema identifier of a serialized [`CompareVerdict`].

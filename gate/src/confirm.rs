@@ -2,12 +2,18 @@
 //! often noise, so the run is repeated K more times and fails only when the failure reproduces in
 //! a majority of all attempts. Every attempt stays in the record; nothing is hidden. Placement,
 //! run-count and output failures are deterministic and never rerun ([`RuleName::reads_latency`]).
+//! A latency failure of a run during which the machine was busy is confirmed without being asked
+//! ([`CONTENTION_RERUNS`] reruns), and the decision says why.
 
 use serde::{Deserialize, Serialize};
 
 use crate::outcome::Outcome;
 use crate::rules::RuleName;
 use crate::units::fmt_ms;
+
+/// Reruns that confirm a latency failure of a run during which the machine was busy, when no
+/// `--confirm` was given: bounded, so a busy machine costs at most this many more runs.
+pub const CONTENTION_RERUNS: u32 = 2;
 
 /// True when a confirmation rerun can change the outcome: some rule failed and every failed rule
 /// reads latencies.
@@ -47,10 +53,15 @@ pub struct Confirmation {
     /// Attempts that failed.
     pub failed: usize,
     /// The decision: `fail` when more than half of the attempts failed, else `error` when one could
-    /// not be judged, else `pass`.
+    /// not be judged for missing evidence, else `not_judged` when the machine dominated one, else
+    /// `pass`.
     pub outcome: Outcome,
     /// The attempt whose result and report stand for the decision (the last one that agrees with it).
     pub representative: u32,
+    /// Why the attempts ran without `--confirm`: the machine was busy during the first attempt
+    /// (its contention, in a phrase), so its latency failure was confirmed before the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<String>,
 }
 
 impl Confirmation {
@@ -61,21 +72,37 @@ impl Confirmation {
             Outcome::Fail
         } else if attempts.iter().any(|a| a.outcome == Outcome::Error) {
             Outcome::Error
+        } else if attempts.iter().any(|a| a.outcome == Outcome::NotJudged) {
+            Outcome::NotJudged
         } else {
             Outcome::Pass
         };
         let representative =
             attempts.iter().rev().find(|a| a.outcome == outcome).or(attempts.last()).map_or(1, |a| a.attempt);
-        Confirmation { asked, attempts, failed, outcome, representative }
+        Confirmation { asked, attempts, failed, outcome, representative, contention: None }
     }
 
-    /// `failed 1 of 3, passed on confirmation` / `failed 3 of 3: the failure reproduced`.
+    /// `failed 1 of 3, passed on confirmation` / `failed 3 of 3: the failure reproduced`, after
+    /// why the reruns ran when the contention started them.
     pub fn sentence(&self) -> String {
+        let why = match &self.contention {
+            Some(contention) => format!(
+                "the machine was busy ({contention}), so the latency failure was confirmed by {} rerun(s): ",
+                self.asked
+            ),
+            None => String::new(),
+        };
+        format!("{why}{}", self.decision())
+    }
+
+    /// The decision in words.
+    fn decision(&self) -> String {
         let (failed, of) = (self.failed, self.attempts.len());
         match self.outcome {
             Outcome::Pass => format!("failed {failed} of {of}, passed on confirmation"),
             Outcome::Fail => format!("failed {failed} of {of}: the failure reproduced"),
             Outcome::Error => format!("failed {failed} of {of}, and an attempt could not be judged"),
+            Outcome::NotJudged => format!("failed {failed} of {of}, and an attempt was not judged (the machine)"),
         }
     }
 

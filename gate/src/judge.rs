@@ -8,18 +8,19 @@ use npugate_result::{RunResult, RunStatus};
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
 use crate::fingerprint::Fingerprint;
+use crate::latency::{latency_checks, latency_warnings, with_clusters};
+use crate::machine::Machine;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
-use crate::rules::{RuleName, Rules};
+use crate::rules::{limit, RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{
-    BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA,
+    check, pass_or_fail, unjudged, BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome,
+    Subject, Verdict, VERDICT_SCHEMA,
 };
 
 /// How many blamed nodes a check message names before "and N more".
 const NAMED_NODES: usize = 3;
-/// A first inference this many times the median is reported as a slow cold start.
-const SLOW_FIRST_RUN_FACTOR: f64 = 2.0;
 
 /// A baseline to compare against, and whether a fingerprint mismatch is overridden.
 #[derive(Debug, Clone, Copy)]
@@ -64,8 +65,9 @@ pub struct Evidence<'a> {
     pub outputs: OutputsEvidence<'a>,
     /// The baseline to compare against, if any.
     pub baseline: Option<Comparison<'a>>,
-    /// What else kept the device busy during the run: recorded (`Some`), not recorded (`None`,
-    /// e.g. a local run), or unreadable (an error).
+    /// What else kept the device busy during the run and how its state changed: recorded
+    /// (`Some`: device and local runs), not recorded (`None`, e.g. an emulated run), or unreadable
+    /// (an error).
     pub background: Result<Option<&'a BackgroundLoad>, String>,
     /// The ESTIMATED latency on the run's SoC (`max_estimated_ms`), or why there is none; `None`
     /// when not computed (the rule is off).
@@ -87,23 +89,31 @@ impl<'a> Evidence<'a> {
 }
 
 /// Judges a run on all its evidence. Never fails: whatever cannot be judged becomes an `unjudged`
-/// check or an entry in `errors`. The outcome is computed once, at the end: `fail` if any check
-/// failed (even when evidence is missing), else `error` if anything could not be judged, else `pass`.
+/// check or an entry in `errors`. The latency rules judge the runs the machine did not slow (see
+/// [`crate::machine`]). The outcome is computed once, at the end: `fail` if any check failed (even
+/// when evidence is missing), else `error` if evidence is missing, else `not_judged` if the machine
+/// dominated a latency rule, else `pass`.
 pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     let run = evidence.run;
     let placement = evidence.placement.as_ref().ok().copied();
-    let latencies = &run.timings.latencies_ns;
-    let latency = LatencyStats::from_ns(latencies);
     let mut errors = Vec::new();
     if run.status == RunStatus::Incomplete {
         errors
             .push(format!("the run is incomplete: {}", run.error.as_deref().unwrap_or("the harness did not say why")));
     }
-    let mut checks = latency_checks(latency.as_ref(), rules);
+    let load = evidence.background.as_ref().unwrap_or_else(|why| {
+        errors.push(format!("the background load is unknown: {why}"));
+        &None
+    });
+    let machine = Machine::new(run, placement, *load);
+    let judged_latencies = machine.judged_latencies();
+    let latency = LatencyStats::from_ns(&judged_latencies);
+    let mut checks = latency_checks(latency.as_ref(), &machine, rules);
     checks.extend(generation_checks(run, rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
-    let baseline = evidence.baseline.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
+    let baseline =
+        evidence.baseline.map(|c| compare(run, &judged_latencies, view.as_ref(), rules, c, &mut checks, &mut errors));
     let outputs = match &evidence.outputs {
         OutputsEvidence::Compared(report) => Some(*report),
         OutputsEvidence::NotChecked => None,
@@ -119,14 +129,12 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     if let Some(what) = &run.execution.emulated {
         not_applicable_on_an_emulator(&mut checks, what);
     }
-    let load = evidence.background.as_ref().unwrap_or_else(|why| {
-        errors.push(format!("the background load is unknown: {why}"));
-        &None
-    });
     checks.extend(estimate_check(evidence.estimate.as_ref(), rules));
     let (background_check, background_warnings) = background::assess(rules, *load);
     checks.extend(background_check);
-    let mut warnings = warnings(run, latency.as_ref(), placement);
+    let all = LatencyStats::from_ns(&run.timings.latencies_ns);
+    let mut warnings = latency_warnings(run, all.as_ref(), latency.as_ref(), &machine);
+    warnings.extend(warnings_of_the_run(run, placement));
     warnings.extend(background_warnings);
     Verdict {
         schema: VERDICT_SCHEMA.to_string(),
@@ -136,7 +144,8 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         checks,
         warnings,
         latency,
-        latencies_ns: latencies.clone(),
+        contention: machine.summary(),
+        latencies_ns: run.timings.latencies_ns.clone(),
         first_inference_ns: run.timings.first_inference_ns,
         session_create_ns: run.timings.session_create_ns,
         placement: placement.cloned(),
@@ -199,12 +208,15 @@ fn not_applicable_on_an_emulator(checks: &mut [Check], what: &str) {
     }
 }
 
-/// `fail` if any check failed, else `error` if anything could not be judged, else `pass`.
+/// `fail` if any check failed, else `error` if evidence was missing, else `not_judged` if the
+/// machine dominated a rule, else `pass`.
 pub(crate) fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
     if checks.iter().any(|c| c.status == CheckStatus::Fail) {
         Outcome::Fail
     } else if !errors.is_empty() || checks.iter().any(|c| c.status == CheckStatus::Unjudged) {
         Outcome::Error
+    } else if checks.iter().any(|c| c.status == CheckStatus::NotJudged) {
+        Outcome::NotJudged
     } else {
         Outcome::Pass
     }
@@ -273,79 +285,6 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
                 );
                 check(rule, pass_or_fail(ok), measured.is_finite().then_some(measured), bound, unit, message)
             }
-        });
-    }
-    out
-}
-
-/// The rule's limit when it is configured and enabled.
-fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> {
-    value.filter(|_| rules.enabled(rule))
-}
-
-pub(crate) fn check(
-    rule: RuleName,
-    status: CheckStatus,
-    measured: Option<f64>,
-    limit: f64,
-    unit: Unit,
-    message: String,
-) -> Check {
-    Check { rule, status, measured, limit: Some(limit), unit, message, nodes: Vec::new(), clusters: None }
-}
-
-pub(crate) fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
-    check(rule, CheckStatus::Unjudged, None, limit, unit, message)
-}
-
-fn pass_or_fail(ok: bool) -> CheckStatus {
-    if ok {
-        CheckStatus::Pass
-    } else {
-        CheckStatus::Fail
-    }
-}
-
-/// `68% of runs at 8.10 ms, 32% at 24.6 ms` for a bimodal series.
-pub fn cluster_sentence(stats: &LatencyStats) -> Option<String> {
-    stats.bimodal_split().map(|s| {
-        format!(
-            "bimodal: {:.0}% of runs at {}, {:.0}% at {}",
-            s.fast.share_pct,
-            fmt_ms(s.fast.median_ns),
-            s.slow.share_pct,
-            fmt_ms(s.slow.median_ns)
-        )
-    })
-}
-
-fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
-    let ms_rules = [
-        (RuleName::MedianMs, rules.median_ms, 50u8),
-        (RuleName::P95Ms, rules.p95_ms, 95),
-        (RuleName::P99Ms, rules.p99_ms, 99),
-    ];
-    let mut out = Vec::new();
-    if let Some(min) = limit(rules, RuleName::MinRuns, rules.min_runs) {
-        let n = latency.map_or(0, |s| s.n);
-        let message = if n >= min {
-            format!("{n} runs >= {min}")
-        } else {
-            format!("min_runs: {n} runs < {min}; rerun with --runs {min}")
-        };
-        out.push(check(RuleName::MinRuns, pass_or_fail(n >= min), Some(n as f64), min as f64, Unit::Runs, message));
-    }
-    if let Some(max) = limit(rules, RuleName::CvPct, rules.cv_pct) {
-        out.push(match latency {
-            None => unjudged(RuleName::CvPct, max, Unit::Percent, "cv_pct: the run has no timed runs".into()),
-            Some(s) => with_clusters(cv_check(s, max), s),
-        });
-    }
-    for (rule, value, percentile) in ms_rules {
-        let Some(max) = limit(rules, rule, value) else { continue };
-        out.push(match latency {
-            None => unjudged(rule, max, Unit::Ms, format!("{rule}: the run has no timed runs")),
-            Some(s) => with_clusters(percentile_check(s, rule, percentile, max), s),
         });
     }
     out
@@ -423,70 +362,6 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
         });
     }
     out
-}
-
-/// `3 outlier run(s) (2%) near 1.65 ms` when a small, cleanly separated slow cluster exists but is
-/// too small to call the series bimodal.
-fn outlier_sentence(stats: &LatencyStats) -> Option<String> {
-    let m = stats.modality.as_ref().filter(|m| !m.bimodal)?;
-    let slow = &m.split.slow;
-    (m.split.ashman_d > stats::MIN_ASHMAN_D && slow.share_pct < stats::MIN_CLUSTER_SHARE_PCT)
-        .then(|| format!("{} outlier run(s) ({:.0}%) near {}", slow.runs, slow.share_pct, fmt_ms(slow.median_ns)))
-}
-
-/// Explains a failing latency check: the two clusters of a bimodal series, or its outliers.
-fn with_clusters(mut check: Check, stats: &LatencyStats) -> Check {
-    if check.status != CheckStatus::Fail {
-        return check;
-    }
-    if let (Some(split), Some(sentence)) = (stats.bimodal_split(), cluster_sentence(stats)) {
-        check.message = format!("{}; {sentence}", check.message);
-        check.clusters = Some(split.clone());
-    } else if let Some(sentence) = outlier_sentence(stats) {
-        check.message = format!("{}; {sentence}", check.message);
-    }
-    check
-}
-
-fn too_few_runs(rule: RuleName, n: usize, needed: usize, limit: f64, unit: Unit, what: &str) -> Check {
-    let message = format!("{rule}: {what} needs at least {needed} runs, this run has {n}; rerun with --runs {needed}");
-    check(rule, CheckStatus::Fail, None, limit, unit, message)
-}
-
-fn cv_check(s: &LatencyStats, max: f64) -> Check {
-    if s.n < stats::MIN_RUNS_FOR_CV {
-        return too_few_runs(RuleName::CvPct, s.n, stats::MIN_RUNS_FOR_CV, max, Unit::Percent, "a CV limit");
-    }
-    let ok = s.cv_pct <= max;
-    let op = if ok { "<=" } else { ">" };
-    let message = format!(
-        "cv_pct {} {op} {}% (stdev {}, mean {}, N={})",
-        fmt_pct(s.cv_pct),
-        fmt_limit(max),
-        fmt_ms(s.stdev_ns),
-        fmt_ms(s.mean_ns),
-        s.n
-    );
-    check(RuleName::CvPct, pass_or_fail(ok), Some(s.cv_pct), max, Unit::Percent, message)
-}
-
-fn percentile_check(s: &LatencyStats, rule: RuleName, percentile: u8, max_ms: f64) -> Check {
-    let needed = if percentile == 50 { 1 } else { stats::min_runs_for_percentile(f64::from(percentile)) };
-    if s.n < needed {
-        return too_few_runs(rule, s.n, needed, max_ms, Unit::Ms, &format!("a p{percentile} limit"));
-    }
-    let value_ns = s.percentile_ns(percentile).unwrap_or(s.max_ns);
-    let value_ms = value_ns / 1e6;
-    let ok = value_ms <= max_ms;
-    let op = if ok { "<=" } else { ">" };
-    let name = if percentile == 50 { "median".to_string() } else { format!("p{percentile}") };
-    let ci = if percentile == 50 {
-        format!(" (95% CI {}–{})", fmt_ms(s.median_ci.lower), fmt_ms(s.median_ci.upper))
-    } else {
-        String::new()
-    };
-    let message = format!("{rule}: {name} {}{ci} {op} {} ms (N={})", fmt_ms(value_ns), fmt_limit(max_ms), s.n);
-    check(rule, pass_or_fail(ok), Some(value_ms), max_ms, Unit::Ms, message)
 }
 
 /// A placement report with the fallback nodes split into blamed ones and excused ones
@@ -693,8 +568,10 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
     out
 }
 
+/// The baseline checks; `latencies` are the run's judged latencies.
 fn compare(
     run: &RunResult,
+    latencies: &[u64],
     view: Option<&PlacementView<'_>>,
     rules: &Rules,
     comparison: Comparison<'_>,
@@ -743,7 +620,7 @@ fn compare(
         return result;
     }
     if let Some(pct) = median_limit {
-        result.median_ratio = stats::median_ratio(&run.timings.latencies_ns, &baseline.latencies_ns);
+        result.median_ratio = stats::median_ratio(latencies, &baseline.latencies_ns);
         checks.push(match &result.median_ratio {
             None => unjudged(
                 RuleName::BaselineMedianPct,
@@ -867,38 +744,12 @@ pub(crate) fn nodes_check(rule: RuleName, nodes: &[Culprit], passed: &str, faile
     }
 }
 
-fn warnings(run: &RunResult, latency: Option<&LatencyStats>, placement: Option<&PlacementReport>) -> Vec<String> {
+/// The warnings that are not about latency: a predicted placement, the HTP power configuration,
+/// the harness's own.
+fn warnings_of_the_run(run: &RunResult, placement: Option<&PlacementReport>) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(s) = latency {
-        if let Some(d) = s.drift.as_ref().filter(|d| d.is_notable()) {
-            let cause = if d.change_pct > 0.0 {
-                "slower towards the end: thermal throttling or background load"
-            } else {
-                "faster towards the end: too little warm-up, or background load that stopped"
-            };
-            out.push(format!(
-                "latency drifted {:+.1}% within the run (first third median {}, last third {}), {cause}",
-                d.change_pct,
-                fmt_ms(d.first_third_median_ns),
-                fmt_ms(d.last_third_median_ns)
-            ));
-        }
-        let first = run.timings.first_inference_ns as f64;
-        if s.median_ns > 0.0 && first >= SLOW_FIRST_RUN_FACTOR * s.median_ns {
-            out.push(format!(
-                "the first inference took {} ({:.1}× the median): cold start, excluded from the statistics",
-                fmt_ms(first),
-                first / s.median_ns
-            ));
-        }
-        if let Some(sentence) = cluster_sentence(s) {
-            out.push(format!("latency is {sentence} (typical of partial CPU fallback or clock switching)"));
-        }
-    }
-    if let Some(p) = placement {
-        if let Some(predicted) = &p.predicted {
-            out.push(format!("placement is a prediction: {predicted}"));
-        }
+    if let Some(predicted) = placement.and_then(|p| p.predicted.as_ref()) {
+        out.push(format!("placement is a prediction: {predicted}"));
     }
     out.extend(htp_performance_mode_warning(run));
     out.extend(run.warnings.iter().cloned());

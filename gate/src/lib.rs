@@ -14,6 +14,8 @@ pub mod confirm;
 pub mod export;
 pub mod fingerprint;
 pub mod judge;
+pub mod latency;
+pub mod machine;
 pub mod outcome;
 pub mod outputs;
 pub mod page;

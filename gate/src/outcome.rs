@@ -11,8 +11,12 @@ pub enum Outcome {
     Pass,
     /// At least one check failed.
     Fail,
-    /// Nothing failed, but something could not be judged.
+    /// Nothing failed, but something could not be judged: evidence was missing.
     Error,
+    /// Nothing failed and no evidence was missing, but the machine dominated what a latency rule
+    /// reads (a busy CPU, a clock or temperature change): the rule was not judged, with the
+    /// measured cause and the fix. Exit code 2, like [`Outcome::Error`]: not a verdict on the model.
+    NotJudged,
 }
 
 impl Outcome {
@@ -22,15 +26,16 @@ impl Outcome {
             Outcome::Pass => "PASS",
             Outcome::Fail => "FAIL",
             Outcome::Error => "ERROR",
+            Outcome::NotJudged => "NOT JUDGED",
         }
     }
 
-    /// The process exit code ([`npugate_result::contract`]): 0 pass, 1 fail, 2 error.
+    /// The process exit code ([`npugate_result::contract`]): 0 pass, 1 fail, 2 error or not judged.
     pub fn exit_code(self) -> u8 {
         match self {
             Outcome::Pass => EXIT_PASS,
             Outcome::Fail => EXIT_FAIL,
-            Outcome::Error => EXIT_ERROR,
+            Outcome::Error | Outcome::NotJudged => EXIT_ERROR,
         }
     }
 }

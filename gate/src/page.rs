@@ -92,7 +92,7 @@ pub fn badge(outcome: Outcome) -> Markup {
     let class = match outcome {
         Outcome::Pass => "badge pass",
         Outcome::Fail => "badge fail",
-        Outcome::Error => "badge error",
+        Outcome::Error | Outcome::NotJudged => "badge error",
     };
     html! { span class=(class) { (outcome.label()) } }
 }

@@ -337,6 +337,11 @@ fn one_line(message: &str) -> String {
     message.split('\n').map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|')).collect::<Vec<_>>().join(" ")
 }
 
+/// The rule's limit when it is configured and enabled.
+pub(crate) fn limit<T: Copy>(rules: &Rules, rule: RuleName, value: Option<T>) -> Option<T> {
+    value.filter(|_| rules.enabled(rule))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,21 +10,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::confirm::Confirmation;
 use crate::fingerprint::Fingerprint;
+pub use crate::machine::ContentionSummary;
 pub use crate::outcome::Outcome;
 use crate::outputs::OutputsReport;
 use crate::rules::{RuleName, Rules};
 use crate::stats::{ClusterSplit, LatencyStats, MedianRatio};
 use crate::units::{fmt_ms_from_us, fmt_pct, Unit};
 
-/// Schema identifier of a serialized [`Verdict`].
-pub const VERDICT_SCHEMA: &str = "npugate.verdict/1";
+/// Schema identifier of a serialized [`Verdict`] (1.1: the `not_judged` outcome and check status,
+/// `contention`).
+pub const VERDICT_SCHEMA: &str = "npugate.verdict/1.1";
 
 /// The judgement of one run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Verdict {
     /// Always [`VERDICT_SCHEMA`].
     pub schema: String,
-    /// `fail` if any check failed, else `error` if anything could not be judged, else `pass`.
+    /// `fail` if any check failed, else `error` if evidence was missing, else `not_judged` if the
+    /// machine dominated what a rule reads, else `pass`.
     pub outcome: Outcome,
     /// What was judged.
     pub subject: Subject,
@@ -32,9 +35,14 @@ pub struct Verdict {
     pub rules: Rules,
     /// One entry per enabled rule, in a fixed order.
     pub checks: Vec<Check>,
-    /// Latency statistics (absent when the run has no timed runs).
+    /// Latency statistics of the runs the latency rules judged: every timed run but those set
+    /// aside as contended (see `contention`); absent when the run has no timed runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
+    /// How busy the machine was while the runs were timed, and which runs it slowed (absent when
+    /// the harness recorded no CPU wait: older harnesses, Windows, LLM folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<ContentionSummary>,
     /// The timed runs in run order (ns), for plots.
     pub latencies_ns: Vec<u64>,
     /// The first (cold) inference after session creation (ns).
@@ -183,6 +191,10 @@ pub enum CheckStatus {
     /// The rule does not apply to this run, by design (latency of a run on an emulator): shown
     /// with the reason, never counted for the outcome.
     NotApplicable,
+    /// Measured, but the machine dominated what the rule reads: too few runs were left once the
+    /// runs a busy CPU slowed were set aside, or the device's clock or temperature changed during
+    /// the run. Shown with the measured cause and the fix; never a failure.
+    NotJudged,
 }
 
 impl CheckStatus {
@@ -193,6 +205,7 @@ impl CheckStatus {
             CheckStatus::Fail => "FAIL",
             CheckStatus::Unjudged => "UNJUDGED",
             CheckStatus::NotApplicable => "N/A",
+            CheckStatus::NotJudged => "NOT JUDGED",
         }
     }
 }
@@ -299,5 +312,31 @@ impl Verdict {
     /// The checks that failed.
     pub fn failures(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| c.status == CheckStatus::Fail)
+    }
+}
+
+/// A check of `rule` with its limit and no nodes.
+pub(crate) fn check(
+    rule: RuleName,
+    status: CheckStatus,
+    measured: Option<f64>,
+    limit: f64,
+    unit: Unit,
+    message: String,
+) -> Check {
+    Check { rule, status, measured, limit: Some(limit), unit, message, nodes: Vec::new(), clusters: None }
+}
+
+/// A check whose evidence is missing.
+pub(crate) fn unjudged(rule: RuleName, limit: f64, unit: Unit, message: String) -> Check {
+    check(rule, CheckStatus::Unjudged, None, limit, unit, message)
+}
+
+/// Pass when `ok`, else fail.
+pub(crate) fn pass_or_fail(ok: bool) -> CheckStatus {
+    if ok {
+        CheckStatus::Pass
+    } else {
+        CheckStatus::Fail
     }
 }

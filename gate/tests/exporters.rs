@@ -37,7 +37,7 @@ fn json_round_trips_and_is_versioned() {
     let verdict = failing_verdict();
     let json = render(Format::Json, &verdict);
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(value["schema"], "npugate.verdict/1");
+    assert_eq!(value["schema"], npugate_gate::verdict::VERDICT_SCHEMA);
     assert_eq!(value["outcome"], "fail");
     let back: Verdict = serde_json::from_str(&json).unwrap();
     // Floats may differ in the last bit after a text round trip; everything a reader acts on is equal.

@@ -110,18 +110,44 @@ fn with_no_flops_known_expected_nodes_count_by_nodes_as_the_share_does() {
     assert!(check.message.contains("66.7%") && check.message.contains("y_DequantizeLinear"), "{}", check.message);
 }
 
-#[test]
-fn cpu_ep_run_passes_at_100pct() {
+/// The detector's nodes, every one on the CPU EP.
+fn cpu_nodes() -> Vec<common::Node> {
     let mut nodes = detector_nodes();
     for n in &mut nodes {
         n.ep = CPU.into();
         n.expected = false;
     }
-    let report = placement(CPU, &nodes);
+    nodes
+}
+
+#[test]
+fn cpu_ep_run_passes_at_100pct() {
+    let report = placement(CPU, &cpu_nodes());
     let verdict = judge(&Evidence::new(&run(normal_series(100, 8.0, 3.0, 1)), Ok(&report)), &Rules::default());
     let check = find(&verdict, RuleName::NpuFlopsPct);
     assert_eq!(check.status, CheckStatus::Pass);
     assert_eq!(check.measured, Some(100.0));
+}
+
+#[test]
+fn on_the_cpu_ep_the_cv_rule_is_a_stability_check_that_never_blames_a_fallback() {
+    let report = placement(CPU, &cpu_nodes());
+    let mut cpu_run = run((0..40u64).map(|i| if i % 4 == 0 { 16_000_000 } else { 8_000_000 }).collect());
+    cpu_run.execution.preferred_ep = CPU.into();
+    let verdict = judge(&Evidence::new(&cpu_run, Ok(&report)), &Rules::default());
+    let cv = find(&verdict, RuleName::CvPct);
+    assert_eq!(cv.status, CheckStatus::Fail);
+    assert!(
+        cv.message.starts_with("cv_pct (a stability check: nothing can fall back on the CPU EP)"),
+        "{}",
+        cv.message
+    );
+    assert!(
+        cv.message.contains("cause not measured: no CPU wait was recorded, on the CPU EP nothing can fall back"),
+        "{}",
+        cv.message
+    );
+    assert!(verdict.warnings.iter().all(|w| !w.contains("partial fallback")), "{:?}", verdict.warnings);
 }
 
 #[test]
@@ -214,6 +240,19 @@ fn an_emulated_run_leaves_speed_rules_not_applicable_and_still_judges_placement(
         "not-applicable checks never make the outcome an error: {:?}",
         verdict.checks
     );
+}
+
+#[test]
+fn an_emulated_runs_latency_shape_is_not_given_a_cause() {
+    // Two clusters and a drift: on a device they would be warned about with their cause.
+    let latencies: Vec<u64> = (0..40u64).map(|i| if i % 3 == 0 { 9_000_000 } else { 5_000_000 } + i * 40_000).collect();
+    let (mut run, report) = (common::run(latencies), placement(QNN, &detector_nodes()));
+    let device = judge(&Evidence::new(&run, Ok(&report)), &Rules::default());
+    assert!(device.warnings.iter().any(|w| w.starts_with("latency is bimodal")), "{:?}", device.warnings);
+    run.execution.emulated = Some("Qualcomm's HTP emulator".into());
+    let emulated = judge(&Evidence::new(&run, Ok(&report)), &Rules::default());
+    let claims = ["bimodal", "drifted", "fallback", "thermal"];
+    assert!(emulated.warnings.iter().all(|w| claims.iter().all(|c| !w.contains(c))), "{:?}", emulated.warnings);
 }
 
 #[test]

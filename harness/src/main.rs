@@ -16,6 +16,7 @@ use ort::environment::Environment;
 mod account;
 mod backend;
 mod context_cache;
+mod cpu_wait;
 mod fingerprint;
 mod fusions;
 mod generate;
@@ -212,6 +213,7 @@ fn run(args: &Args) -> Result<()> {
         timings.first_inference_ns = measurement.first_inference_ns;
         timings.loop_wall_ns = measurement.loop_wall_ns;
         timings.latencies_ns = measurement.latencies_ns;
+        timings.cpu_wait = measurement.cpu_wait;
         if timings.latencies_ns.is_empty() {
             // Nothing was measured: fail without writing a result.
             return measured;

@@ -1,5 +1,7 @@
 //! The measurement loop: inputs and outputs are bound once, then every run is one raw
 //! `RunWithBinding` call between two monotonic clock reads — nothing is allocated in the loop.
+//! Around each run, outside the clock reads, the kernel's counters of the process's CPU wait are
+//! read (see [`crate::cpu_wait`]): the reading after one run is the reading before the next.
 //!
 //! An output bound to a device keeps, after a run, the tensor ONNX Runtime allocated for it, and
 //! the next run writes into it as into a preallocated buffer, checked against the model's
@@ -20,7 +22,9 @@ use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session, SessionOut
 use ort::value::ValueType;
 use ort::AsPointer;
 
+use crate::cpu_wait::CpuWaitRecord;
 use crate::inputs::PreparedInput;
+use npugate_result::CpuWait;
 
 /// A session with its inputs and outputs bound, ready to run repeatedly.
 pub struct BoundSession {
@@ -65,6 +69,9 @@ pub struct Measurement {
     pub latencies_ns: Vec<u64>,
     /// Wall time of the timed loop.
     pub loop_wall_ns: u64,
+    /// How long the process's threads waited for a CPU in each timed run (absent when no timed
+    /// run started).
+    pub cpu_wait: Option<CpuWait>,
 }
 
 impl BoundSession {
@@ -218,27 +225,37 @@ impl BoundSession {
             }
         }
         let mut latencies = vec![0u64; runs as usize];
+        let mut cpu_wait = CpuWaitRecord::open(runs as usize);
+        let rebinds = !self.allocate_on_run.is_empty();
         let mut completed = 0;
         let mut failure = Ok(());
         let loop_start = Instant::now();
+        let mut before = cpu_wait.read();
         for slot in latencies.iter_mut() {
             if let Err(e) = self.rebind() {
                 failure = Err(e.context(format!("timed run {}", completed + 1)));
                 break;
             }
+            if rebinds {
+                before = cpu_wait.read();
+            }
             let t0 = Instant::now();
             let outcome = self.run_bound();
             let t1 = Instant::now();
+            let after = cpu_wait.read();
             if let Err(e) = outcome {
                 failure = Err(e.context(format!("timed run {}", completed + 1)));
                 break;
             }
             *slot = t1.duration_since(t0).as_nanos() as u64;
+            cpu_wait.record(completed, before, after);
+            before = after;
             completed += 1;
         }
         measurement.loop_wall_ns = loop_start.elapsed().as_nanos() as u64;
         latencies.truncate(completed);
         measurement.latencies_ns = latencies;
+        measurement.cpu_wait = Some(cpu_wait.finish(completed));
         (measurement, failure)
     }
 }

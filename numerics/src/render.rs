@@ -260,7 +260,7 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
         let style = match outcome {
             Outcome::Pass => GREEN,
             Outcome::Fail => RED,
-            Outcome::Error => YELLOW,
+            Outcome::Error | Outcome::NotJudged => YELLOW,
         };
         out.push_str(&format!("{} {line}\n", paint(color, style, outcome.label())));
     }

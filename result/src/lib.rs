@@ -15,8 +15,10 @@ pub mod generation;
 pub use contract::ReadError;
 pub use generation::{Generation, GraphPhase, GraphRun, KvCache};
 
-/// Schema identifier written into every `result.json`; bumped on any incompatible change.
-pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1";
+/// Schema identifier written into every `result.json`: the major version is bumped on any
+/// incompatible change, the minor one when a field is added (1.1: `timings.cpu_wait`). Readers
+/// accept every minor version of their major one.
+pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1.1";
 
 /// Every file and directory name npugate gives inside a result directory (and next to it), in one
 /// place: the harness's own files first, then what the host adds.
@@ -387,6 +389,71 @@ pub struct Timings {
     /// timed session is this one, so it equals `session_create_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_warm_create_ns: Option<u64>,
+    /// How long the harness's threads waited for a CPU during each timed run (absent in results
+    /// of harnesses before schema 1.1, and in LLM folder runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait: Option<CpuWait>,
+}
+
+/// The CPU contention of each timed run, read by the harness around it — outside the two clock
+/// reads — from the kernel's per-thread counters: what the machine, not the model, added to a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CpuWait {
+    /// Threads of the harness process whose counters were read: every thread alive when the
+    /// timed loop started (ONNX Runtime's intra-op pool among them).
+    pub threads: usize,
+    /// Nanoseconds those threads spent runnable but waiting for a CPU (run-queue delay, the 2nd
+    /// field of `/proc/self/task/*/schedstat`), summed over the threads, per timed run.
+    pub run_queue_delay_ns: PerRun,
+    /// Involuntary context switches (preemptions) of those threads per timed run: the sum of
+    /// their `nonvoluntary_ctxt_switches` in `/proc/self/task/*/status`.
+    pub involuntary_switches: PerRun,
+}
+
+/// A counter read around every timed run, or why it could not be.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum PerRun {
+    /// One value per timed run, in run order (parallel to `timings.latencies_ns`).
+    Measured(Vec<u64>),
+    /// Why the kernel or platform gives no such counter (e.g. a kernel built without
+    /// `CONFIG_SCHED_INFO` has no `schedstat`; Windows has neither).
+    Unavailable(String),
+}
+
+impl PerRun {
+    /// The values, when measured.
+    pub fn measured(&self) -> Option<&[u64]> {
+        match self {
+            PerRun::Measured(values) => Some(values),
+            PerRun::Unavailable(_) => None,
+        }
+    }
+}
+
+impl Timings {
+    /// The run-queue delay of every timed run, when the harness measured one per run.
+    pub fn run_queue_delays(&self) -> Option<&[u64]> {
+        self.cpu_wait
+            .as_ref()
+            .and_then(|wait| wait.run_queue_delay_ns.measured())
+            .filter(|delays| delays.len() == self.latencies_ns.len())
+    }
+
+    /// Which timed runs a busy CPU slowed ([`npugate_stats::Contention`]), when the run-queue
+    /// delay of every run was measured.
+    pub fn contention(&self) -> Option<npugate_stats::Contention> {
+        self.run_queue_delays().and_then(|delays| npugate_stats::Contention::of(&self.latencies_ns, delays))
+    }
+
+    /// The timed runs not set aside as contended, in run order: what the latency rules and a
+    /// baseline read (every timed run without a per-run wait record).
+    pub fn clean_latencies(&self) -> Vec<u64> {
+        match self.contention() {
+            Some(contention) => contention.clean_latencies(&self.latencies_ns),
+            None => self.latencies_ns.clone(),
+        }
+    }
 }
 
 /// HdrHistogram summary of the timed runs.

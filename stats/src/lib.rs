@@ -1,6 +1,7 @@
 //! Latency statistics, free of I/O: named estimates (as criterion does), a seeded bootstrap
-//! confidence interval for the median, bimodality, within-run drift, sample-size guards and the
-//! paired ratio of an interleaved A/B session ([`paired_ratio`]).
+//! confidence interval for the median, bimodality, within-run drift, sample-size guards, the
+//! paired ratio of an interleaved A/B session ([`paired_ratio`]) and the runs a busy machine
+//! slowed ([`contention`]).
 //! npugate's one implementation of percentiles and medians: the gate's latency statistics, the
 //! placement report's kernel times and the benchmarks all compute them here.
 //!
@@ -14,6 +15,10 @@
 //!   always gives the same interval.
 
 use serde::{Deserialize, Serialize};
+
+pub mod contention;
+
+pub use contention::{ContendedRun, Contention};
 
 /// Number of bootstrap resamples behind every confidence interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 10_000;

@@ -216,6 +216,43 @@ pub fn rendered_dom(page: &Path) -> Option<String> {
     Some(dom)
 }
 
+/// A process that keeps one core busy for at most `limit` seconds (`timeout LIMIT sh -c 'while :;
+/// do :; done'`, so it ends by itself even if the test is killed), in its own process group, stopped
+/// with its group when dropped: a busy machine for tests and benchmarks.
+pub struct CpuBurner(std::process::Child);
+
+impl CpuBurner {
+    /// One core kept busy for at most `limit` seconds.
+    pub fn start(limit: u32) -> CpuBurner {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new("timeout")
+            .args([&limit.to_string(), "sh", "-c", "while :; do :; done"])
+            .stdout(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start a CPU burner");
+        CpuBurner(child)
+    }
+
+    /// One burner per core of this machine.
+    pub fn every_core(limit: u32) -> Vec<CpuBurner> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (0..cores).map(|_| CpuBurner::start(limit)).collect()
+    }
+}
+
+impl Drop for CpuBurner {
+    /// SIGKILL to the burner's whole group (`timeout` and its shell: a kill of `timeout` alone would
+    /// leave the shell spinning with no time limit).
+    fn drop(&mut self) {
+        let killed = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.0.id())]).status();
+        if !killed.is_ok_and(|status| status.success()) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
 pub mod actions;
 pub mod devices;
 pub mod gitlab;

@@ -197,7 +197,7 @@ fn the_action_passes_a_model_that_runs_where_it_should_and_publishes_everything(
 
     // Outputs, read from verdict.json, equal what is counted here from its raw numbers.
     let verdict = json(&report_dir.join("result/verdict.json"));
-    assert_eq!((verdict["schema"].as_str(), verdict["outcome"].as_str()), (Some("npugate.verdict/1"), Some("pass")));
+    assert_eq!((verdict["schema"].as_str(), verdict["outcome"].as_str()), (Some("npugate.verdict/1.1"), Some("pass")));
     assert_eq!((action.output("verdict"), action.output("exit_code")), ("pass", "0"));
     assert_numbers_match(&action, &verdict);
     assert_eq!(output_number(&action, "npu_flops_pct"), 100.0, "a CPU-EP run is all on its preferred EP");

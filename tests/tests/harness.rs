@@ -277,7 +277,7 @@ fn npugate_run_local_measures_judges_and_reports() {
         .args(["--rule", "cv_pct=1000"]));
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let verdict: serde_json::Value = serde_json::from_slice(&output.stdout).expect("verdict JSON on stdout");
-    assert_eq!(verdict["schema"], "npugate.verdict/1");
+    assert_eq!(verdict["schema"], "npugate.verdict/1.1");
     assert_eq!(verdict["outcome"], "pass");
     assert_eq!(verdict["latency"]["n"], 20);
     for file in [files::RESULT, "verdict.json", "report.html"] {

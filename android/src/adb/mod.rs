@@ -370,13 +370,34 @@ impl DeviceShell for LocalShell {
         let bin = phone_bin();
         let mut command = Command::new(bin.join("sh"));
         command.arg("-c").arg(script).env_clear().env("PATH", bin);
-        let done = npugate_host::process::run(command, timeout, &|| false).map_err(|stopped| AdbError::Failed {
-            serial: "local-sh".into(),
-            step: step.into(),
-            message: stopped.to_string(),
-        })?;
-        Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })
+        run_here(self, command, timeout, step)
     }
+}
+
+/// This machine's own shell (`sh -c`) read as a device's: its `/proc` and `/sys`. `npugate run
+/// --local` records this machine's load and state through it as device runs record a device's.
+pub struct ThisMachine;
+
+impl DeviceShell for ThisMachine {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn run(&self, script: &str, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script);
+        run_here(self, command, timeout, step)
+    }
+}
+
+/// Runs a shell `command` of this machine as `shell`'s step.
+fn run_here(shell: &dyn DeviceShell, command: Command, timeout: Duration, step: &str) -> Result<ShellOutput, AdbError> {
+    let done = npugate_host::process::run(command, timeout, &|| false).map_err(|stopped| AdbError::Failed {
+        serial: shell.name().into(),
+        step: step.into(),
+        message: stopped.to_string(),
+    })?;
+    Ok(ShellOutput { stdout: done.stdout, stderr: done.stderr, exit_code: done.code.unwrap_or(-1) })
 }
 
 #[cfg(test)]

@@ -1,13 +1,18 @@
 //! This machine as a target: the harness runs as a local process with the runtime's libraries
-//! where they are in the cache. [`LocalLaunch`] is shared with the targets that run a foreign
-//! harness locally through an emulator (qemu-user, wine).
+//! where they are in the cache, and this machine's state and load are read around it as a
+//! device's are (`device_state.json`: its busiest other processes while the runs were timed, its
+//! temperatures and clocks where it has sensors). [`LocalLaunch`] is shared with the targets that
+//! run a foreign harness locally through an emulator (qemu-user, wine).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
-use npugate_result::files;
+use npugate_android::adb::ThisMachine;
+use npugate_android::device_load::LOCAL_SAMPLE_S;
+use npugate_android::device_state::{self, DeviceStateRecord};
+use npugate_result::{contract, files};
 use npugate_settings::HarnessCommand;
 
 use super::{Execution, Job, Progress, Target};
@@ -38,8 +43,20 @@ impl Target for HostTarget {
 
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         super::check_runtime(self.name(), &self.triple, job.runtime)?;
+        let before = device_state::read_sampled(&ThisMachine, LOCAL_SAMPLE_S);
         progress.step("run");
-        LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf() }.run(job, out)
+        let execution =
+            LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf() }.run(job, out)?;
+        let after = device_state::read_sampled(&ThisMachine, LOCAL_SAMPLE_S).ok();
+        match before {
+            Ok(before) => {
+                let state = DeviceStateRecord::new(self.name(), None, before, after);
+                contract::write_json(&out.join(files::DEVICE_STATE), &state)
+                    .with_context(|| format!("cannot write {}", out.join(files::DEVICE_STATE).display()))?;
+            }
+            Err(error) => progress.note(&format!("this machine's load could not be sampled: {error}")),
+        }
+        Ok(execution)
     }
 }
 

@@ -3,7 +3,9 @@
 //! devices or root. Each call to `execute` takes the next [`Behaviour`] of the script (the last one
 //! repeats). A successful run leaves a real harness result directory (the profile-parser's fixture
 //! of a real QNN run) with the latencies the script gives — or, with [`Behaviour::Simulate`], the
-//! latencies of a simulated device whose speed depends on the model and on the call (a drift).
+//! latencies of a simulated device whose speed depends on the model and on the call (a drift); or,
+//! with [`Behaviour::Replay`], a labelled series with the evidence a device run records beside it
+//! (each run's CPU wait, the device's state) on a placement with or without a fallback node.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -11,9 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use npugate_result::{BackendHealth, RunResult, RunStatus};
+use npugate_android::device_state::DeviceStateRecord;
+use npugate_host::runtime::RuntimeManifest;
+use npugate_result::{contract, files, BackendHealth, CpuWait, PerRun, RunResult, RunStatus};
+use npugate_settings::HarnessSettings;
 
-use super::{Deadline, Execution, Job, Progress, Retryable, Target};
+use super::{Cancel, Deadline, Execution, Job, Progress, Retryable, Target};
 
 /// What one call of [`MockTarget::execute`] does.
 #[derive(Debug, Clone)]
@@ -30,6 +35,8 @@ pub enum Behaviour {
     NoSession(String),
     /// Writes a complete result with latencies the simulated device produces for this call.
     Simulate(Simulated),
+    /// Writes a complete result of a labelled series and its evidence.
+    Replay(Box<Replay>),
     /// The way to the target fails (device gone): a retryable error.
     Transport(String),
     /// A final error (e.g. the runtime does not fit the device).
@@ -64,6 +71,89 @@ impl Simulated {
         let mean = base as f64 * (self.load)(call, model);
         let mut rng = fastrand::Rng::with_seed(call as u64 * 7919 + 17);
         (0..runs).map(|_| (mean * (1.0 + self.noise_pct / 100.0 * (2.0 * rng.f64() - 1.0))) as u64).collect()
+    }
+}
+
+/// A labelled latency series replayed as a device run: its latencies, the CPU wait the harness
+/// recorded around each run, the device's state around the run, and where the model ran.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    /// The timed runs (ns), in order.
+    pub latencies_ns: Vec<u64>,
+    /// Each run's run-queue delay (ns); `None`: the harness recorded none (an older harness).
+    pub run_queue_delay_ns: Option<Vec<u64>>,
+    /// The device's state and load around the run (`device_state.json`), when recorded.
+    pub device_state: Option<DeviceStateRecord>,
+    /// Where the model ran.
+    pub placement: ReplayPlacement,
+}
+
+/// The real result a replay is written over, chosen for its placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayPlacement {
+    /// A node off the preferred EP: the QNN run of `mixed.onnx`, its `Det` on the CPU.
+    Fallback,
+    /// Every node on the preferred EP: the OpenVINO run of `smallcnn.onnx`.
+    AllOnEp,
+}
+
+impl ReplayPlacement {
+    /// The result directory of this placement.
+    fn template(self) -> PathBuf {
+        match self {
+            ReplayPlacement::Fallback => template_dir(),
+            ReplayPlacement::AllOnEp => {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../profile-parser/tests/fixtures/harness-openvino-smallcnn")
+            }
+        }
+    }
+}
+
+/// A job for the mock target with everything it borrows owned: a tiny model (`m.onnx`) in a
+/// temporary folder, the default settings, a runtime for tests, a cancellation flag.
+pub struct MockJob {
+    /// The temporary folder holding the model (and whatever the caller writes there).
+    pub work: tempfile::TempDir,
+    /// `m.onnx` in it.
+    pub model: PathBuf,
+    /// What to measure (the command line's defaults).
+    pub settings: HarnessSettings,
+    /// The longest a run may take (5 s).
+    pub timeout: Duration,
+    runtime: RuntimeManifest,
+    cancel: Cancel,
+}
+
+impl MockJob {
+    /// A fresh folder with its model.
+    pub fn new() -> MockJob {
+        let work = tempfile::tempdir().expect("a temporary folder");
+        let model = work.path().join("m.onnx");
+        crate::model::testing::identity_model(&model, &[Some(1), Some(3)]);
+        let runtime = RuntimeManifest::for_tests(work.path());
+        let (settings, cancel, timeout) = (HarnessSettings::default(), Cancel::new(), Duration::from_secs(5));
+        MockJob { work, model, settings, timeout, runtime, cancel }
+    }
+
+    /// The job: the model as the harness too (the mock runs nothing).
+    pub fn job(&self) -> Job<'_> {
+        Job {
+            harness: &self.model,
+            runtime: &self.runtime,
+            model: &self.model,
+            prepared: None,
+            reference_model: None,
+            settings: &self.settings,
+            env: &[],
+            timeout: self.timeout,
+            cancel: &self.cancel,
+        }
+    }
+}
+
+impl Default for MockJob {
+    fn default() -> Self {
+        MockJob::new()
     }
 }
 
@@ -135,6 +225,10 @@ impl Target for MockTarget {
                 write_result(out, device.latencies(call, &model, job.settings.runs), |_| ())?;
                 Ok(exited(0, String::new(), started))
             }
+            Behaviour::Replay(replay) => {
+                write_replay(out, &replay)?;
+                Ok(exited(0, String::new(), started))
+            }
             Behaviour::BackendDown(reason) => {
                 write_result(out, vec![1_000_000; 3], |result| {
                     result.status = RunStatus::Incomplete;
@@ -170,9 +264,38 @@ impl Target for MockTarget {
 
 /// Copies the template result into `out` with these latencies, changed further by `edit`.
 fn write_result(out: &Path, latencies_ns: Vec<u64>, edit: impl FnOnce(&mut RunResult)) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(template_dir())? {
+    write_over(&template_dir(), out, latencies_ns, edit)
+}
+
+/// Writes a replayed series: its template's result with the series, its CPU wait and its device state.
+fn write_replay(out: &Path, replay: &Replay) -> anyhow::Result<()> {
+    write_over(&replay.placement.template(), out, replay.latencies_ns.clone(), |result| {
+        let runs = replay.latencies_ns.len();
+        result.timings.cpu_wait = replay.run_queue_delay_ns.as_ref().map(|delays| CpuWait {
+            threads: 2,
+            run_queue_delay_ns: PerRun::Measured(delays.clone()),
+            involuntary_switches: PerRun::Measured(delays.iter().map(|&d| u64::from(d > 0)).collect()),
+        });
+        result.settings.runs = runs as u32;
+    })?;
+    if let Some(state) = &replay.device_state {
+        contract::write_json(&out.join(files::DEVICE_STATE), state)?;
+    }
+    Ok(())
+}
+
+/// Copies the result in `template` into `out` with these latencies, changed further by `edit`.
+fn write_over(
+    template: &Path,
+    out: &Path,
+    latencies_ns: Vec<u64>,
+    edit: impl FnOnce(&mut RunResult),
+) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(template)? {
         let entry = entry?;
-        std::fs::copy(entry.path(), out.join(entry.file_name()))?;
+        if entry.file_name() != "PROVENANCE.md" {
+            std::fs::copy(entry.path(), out.join(entry.file_name()))?;
+        }
     }
     let mut result = RunResult::read(out)?;
     result.settings.runs = latencies_ns.len() as u32;

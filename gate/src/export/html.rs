@@ -269,7 +269,7 @@ fn status_pill(status: CheckStatus) -> Markup {
     let class = match status {
         CheckStatus::Pass => "pill pass",
         CheckStatus::Fail => "pill fail",
-        CheckStatus::Unjudged => "pill unjudged",
+        CheckStatus::Unjudged | CheckStatus::NotJudged => "pill unjudged",
         CheckStatus::NotApplicable => "pill na",
     };
     html! { span class=(class) { (status.label()) } }

@@ -30,7 +30,8 @@ fn check_case(check: &Check, classname: &str) -> TestCase {
     }
     let status = match check.status {
         CheckStatus::Fail => non_success(NonSuccessKind::Failure, "gate rule", &check.message, &body),
-        CheckStatus::Unjudged => non_success(NonSuccessKind::Error, "not judged", &check.message, &body),
+        CheckStatus::Unjudged => non_success(NonSuccessKind::Error, "unjudged", &check.message, &body),
+        CheckStatus::NotJudged => non_success(NonSuccessKind::Error, "not judged", &check.message, &body),
         CheckStatus::NotApplicable => {
             let mut skipped = TestCaseStatus::skipped();
             skipped.set_message(check.message.clone());

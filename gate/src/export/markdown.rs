@@ -53,6 +53,7 @@ fn icon(outcome: Outcome) -> &'static str {
         Outcome::Pass => "✅",
         Outcome::Fail => "❌",
         Outcome::Error => "⚠️",
+        Outcome::NotJudged => "⏸️",
     }
 }
 
@@ -64,7 +65,8 @@ fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String]) -> 
             let status = match c.status {
                 CheckStatus::Pass => "✅ pass",
                 CheckStatus::Fail => "❌ fail",
-                CheckStatus::Unjudged => "⚠️ not judged",
+                CheckStatus::Unjudged => "⚠️ unjudged",
+                CheckStatus::NotJudged => "⏸️ not judged",
                 CheckStatus::NotApplicable => "➖ not applicable",
             };
             [status.to_string(), format!("`{}`", c.rule), measured_text(c), limit_text(c), c.message.clone()]

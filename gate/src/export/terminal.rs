@@ -355,7 +355,7 @@ fn outcome_style(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Pass => GREEN,
         Outcome::Fail => RED,
-        Outcome::Error => YELLOW,
+        Outcome::Error | Outcome::NotJudged => YELLOW,
     }
 }
 
@@ -379,7 +379,7 @@ fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String], c: 
             let style = match ch.status {
                 CheckStatus::Pass => GREEN,
                 CheckStatus::Fail => RED,
-                CheckStatus::Unjudged => YELLOW,
+                CheckStatus::Unjudged | CheckStatus::NotJudged => YELLOW,
                 CheckStatus::NotApplicable => DIM,
             };
             let label = paint(c, style, ch.status.label());
