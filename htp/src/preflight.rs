@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::HostHtp;
-use npugate_engine::layout::Staging;
+use npugate_engine::layout::{Ownership, Staging};
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
@@ -43,6 +43,9 @@ use npugate_host::runtime::RuntimeManifest;
 pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/2";
 /// The file the report is saved as in the preflight directory.
 pub const REPORT_FILE: &str = "preflight.json";
+
+/// A preflight's directory: its [`REPORT_FILE`] and one result directory per SoC.
+const PREFLIGHT_DIR: Ownership = Ownership { marker: REPORT_FILE, what: "npugate preflight", own_names: &[] };
 /// The name of the CPU reference job (its directory is in the cache: see `reference_cache`).
 const REFERENCE_DIR: &str = "reference";
 /// The longest one SoC's validation, compile and inference may take.
@@ -290,6 +293,7 @@ impl HtpPreflightRequest<'_> {
     /// ONNX Runtime cannot load it even on its CPU EP.
     pub fn run(&self, out: &Path, policy: &RackPolicy) -> Result<HtpPreflightReport> {
         let cancel = &policy.cancel;
+        PREFLIGHT_DIR.check(out, "--out")?;
         let first = self.hosts.first().context("a preflight needs at least one host-HTP runtime")?;
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
             format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
