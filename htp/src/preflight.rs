@@ -633,13 +633,15 @@ fn judge_soc(
                 .collect(),
         };
         refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
+        // Graph-I/O Q/DQ are on the CPU by design here too, as when the SoC compiles (one rule).
+        let inputs = npugate_profile::placement::PlacementInputs::of_run(&result);
         verdict.fallback = refused
             .into_iter()
             .map(|node| FallbackEntry {
+                expected: inputs.on_cpu_by_design(&node.name),
                 name: node.name,
                 op_type: node.op_type,
                 reason: node.reason.map(|r| arch_hint(&r, soc)),
-                expected: false,
             })
             .collect();
         return verdict;
@@ -760,6 +762,14 @@ pub fn summary(report: &HtpPreflightReport) -> String {
         text.push_str(&format!("\n{} ({}{version}):\n", soc.soc, soc.htp_arch));
         if let Some(error) = &soc.error {
             text.push_str(&format!("  {error}\n"));
+        }
+        let left = soc.rejected().count();
+        if soc.compiled && soc.error.is_none() && left > 0 {
+            text.push_str(&format!(
+                "  {} by preflight's rule: every model node on the HTP ({left} left to CPU{}); `run` judges npu_flops_pct >= 98% instead, and passes a placement that meets it\n",
+                soc.outcome.label(),
+                soc.flops_pct.map(|pct| format!(", {pct:.1}% of FLOPs on the HTP")).unwrap_or_default()
+            ));
         }
         for node in &soc.fallback {
             let kind = if node.expected { "on CPU by design" } else { "left to CPU" };
@@ -1006,6 +1016,10 @@ mod tests {
         assert!(text.contains("QNN 2.49.40: OUTCOME NODES / FLOPS ON HTP"), "{text}");
         assert!(text.contains("what changed from QNN 2.49.40 to QNN 2.51.0:\n  SM8350: outcome FAIL → PASS, compile not compiled → compiled"), "{text}");
         assert!(text.contains("    newly rejected by 2.51.0: b (Op): new reason for b"), "{text}");
+        assert!(
+            text.contains("  FAIL by preflight's rule: every model node on the HTP (1 left to CPU"),
+            "a FAIL names the rule that failed: {text}"
+        );
         assert!(
             text.contains("    newly accepted by 2.51.0 (rejected by 2.49.40): a (Op): old reason for a"),
             "{text}"
