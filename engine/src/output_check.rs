@@ -222,7 +222,13 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
         "<u8" => npy.into_vec::<u64>().map_err(unreadable)?.into_iter().map(|v| v as f64).collect(),
         // Truth values: a backend's bool byte may hold any non-zero value for true (the host HTP
         // writes 12), which is true, not an unreadable tensor.
-        "|b1" => npy.into_vec::<u8>().map_err(unreadable)?.into_iter().map(|v| f64::from(u8::from(v != 0))).collect(),
+        // The data is the file's last byte per element (npyz's bool reader refuses other bytes).
+        "|b1" => {
+            let count = usize::try_from(shape.iter().product::<u64>()).unwrap_or(usize::MAX);
+            let data = bytes.len().checked_sub(count).map(|start| &bytes[start..]);
+            let data = data.with_context(|| format!("{} holds fewer bool values than its shape", path.display()))?;
+            data.iter().map(|&v| f64::from(u8::from(v != 0))).collect()
+        }
         other => bail!("{} holds dtype {other}, which the output check does not read", path.display()),
     };
     Ok((shape, values))
