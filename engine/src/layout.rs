@@ -87,13 +87,7 @@ pub fn check_file(path: &Path, option: &str, inputs: &[&Path]) -> Result<()> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(());
     }
-    if let Some(input) = inputs.iter().find(|input| same_file(path, input)) {
-        bail!(
-            "{option} {} is the command's own input {}; nothing was changed — choose another {option}",
-            path.display(),
-            input.display()
-        );
-    }
+    refuse_input(path, option, inputs)?;
     if path.is_dir() {
         bail!("{option} {} is a directory; nothing was changed — name a file", path.display());
     }
@@ -114,13 +108,7 @@ pub fn check_model_folder(dir: &Path, option: &str, inputs: &[&Path]) -> Result<
     if !dir.exists() {
         return Ok(());
     }
-    if let Some(input) = inputs.iter().find(|input| same_file(dir, input)) {
-        bail!(
-            "{option} {} is the command's own input {}; nothing was changed — choose another {option}",
-            dir.display(),
-            input.display()
-        );
-    }
+    refuse_input(dir, option, inputs)?;
     if !dir.is_dir() {
         bail!("{} is a file; {option} needs a folder; nothing was changed", dir.display());
     }
@@ -146,6 +134,18 @@ pub fn check_model_folder(dir: &Path, option: &str, inputs: &[&Path]) -> Result<
         );
     }
     Ok(())
+}
+
+/// Refuses `path` when it is one of the command's `inputs` (npugate never writes over its input).
+fn refuse_input(path: &Path, option: &str, inputs: &[&Path]) -> Result<()> {
+    match inputs.iter().find(|input| same_file(path, input)) {
+        Some(input) => bail!(
+            "{option} {} is the command's own input {}; nothing was changed — choose another {option}",
+            path.display(),
+            input.display()
+        ),
+        None => Ok(()),
+    }
 }
 
 /// True when `a` and `b` name the same existing file (through links or different spellings).
