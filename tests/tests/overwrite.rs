@@ -46,7 +46,9 @@ fn every_writing_command_refuses_a_users_file_in_the_way() {
         &["preflight", "--soc", "SM8650"],
         &[Path::new("--model"), &source, Path::new("--out"), &preflight_dir],
     );
-    refused(&preflight, &preflight_dir, &[], "its preflight.json is not npugate's");
+    let said = String::from_utf8_lossy(&preflight.stderr);
+    assert_eq!(preflight.status.code(), Some(2), "{}", describe(&preflight));
+    assert!(said.contains(&format!("{} holds no npugate preflight", preflight_dir.display())), "{said}");
     assert_eq!(std::fs::read_to_string(&users_report).unwrap(), MINE);
 
     // keygen, even with --force: --force replaces only a key.
