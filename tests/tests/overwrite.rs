@@ -9,7 +9,7 @@ use npugate_e2e::htp::npugate;
 use npugate_e2e::{describe, harness, model};
 
 /// What the user keeps in the way.
-const MINE: &str = "my notes, not npugate's\n";
+const MINE: &str = "my own notes\n";
 
 /// Asserts that `output` refused in one line naming `path` and left `path` holding `before`.
 fn refused(output: &Output, path: &Path, before: &[u8], says: &str) {
