@@ -324,7 +324,8 @@ mod tests {
 
     /// A model with the given `metadata_props`, written to `path`.
     fn onnx_with(path: &Path, metadata: &[(&str, &str)]) {
-        let mut model = npugate_onnx::Model::from(npugate_onnx::proto::ModelProto::default());
+        let graph = Some(npugate_onnx::proto::GraphProto::default());
+        let mut model = npugate_onnx::Model::from(npugate_onnx::proto::ModelProto { graph, ..Default::default() });
         for (key, value) in metadata {
             model.set_metadata(key, value);
         }
