@@ -280,106 +280,32 @@ impl CompareVerdict {
 
 /// Judges a comparison. Never fails: what cannot be judged becomes an `unjudged` check or an error.
 pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> CompareVerdict {
-    let mut errors = evidence.errors.clone();
-    let mut warnings = Vec::new();
     let rounds: Vec<Round> = evidence.rounds.iter().enumerate().filter_map(|(i, r)| round(i, r)).collect();
-    let pairs: Vec<(&[u64], &[u64])> = evidence
-        .rounds
-        .iter()
-        .map(|r| (r.baseline.timings.latencies_ns.as_slice(), r.candidate.timings.latencies_ns.as_slice()))
-        .collect();
-    let paired = stats::paired_ratio(&pairs);
-    let ttft_pairs: Option<Vec<(&[u64], &[u64])>> =
-        evidence.rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
-    let paired_ttft = ttft_pairs.filter(|pairs| !pairs.is_empty()).and_then(|pairs| stats::paired_ratio(&pairs));
+    let (paired, paired_ttft) = paired_ratios(evidence.rounds);
     let baseline =
         side(&evidence.baseline, evidence.rounds.iter().map(|r| r.baseline), &rounds, |r| r.baseline_median_ns);
     let candidate =
         side(&evidence.candidate, evidence.rounds.iter().map(|r| r.candidate), &rounds, |r| r.candidate_median_ns);
 
-    let mut same_model = Fingerprint::of(evidence.candidate.placement_run);
-    same_model.model_digest = baseline.subject.fingerprint.model_digest.clone();
-    let differences = same_model.differences(&baseline.subject.fingerprint);
-    if !differences.is_empty() {
-        errors.push(format!("the two models did not run on the same device and runtime: {}", differences.join("; ")));
-    }
-    let runs = std::iter::once(evidence.baseline.placement_run)
-        .chain(std::iter::once(evidence.candidate.placement_run))
-        .chain(evidence.rounds.iter().flat_map(|r| [r.baseline, r.candidate]));
-    for run in runs {
-        if run.status == RunStatus::Incomplete {
-            errors.push(format!(
-                "a run of {} is incomplete: {}",
-                run.model.path,
-                run.error.as_deref().unwrap_or("the harness did not say why")
-            ));
-        }
-        for warning in &run.warnings {
-            if !warnings.contains(warning) {
-                warnings.push(warning.clone());
-            }
-        }
-    }
-    if let Some(drift) = baseline.session_drift.as_ref().filter(|d| d.is_notable()) {
-        warnings.insert(
-            0,
-            format!(
-                "the device drifted {:+.1}% across the session (the baseline's round medians, first third {} → last third {}); \
-                 both models ran in every round, so the paired ratio cancels drift that moves them alike",
-                drift.change_pct,
-                fmt_ms(drift.first_third_median_ns),
-                fmt_ms(drift.last_third_median_ns)
-            ),
-        );
-    }
-    if (1..FEW_ROUNDS).contains(&rounds.len()) {
-        warnings.push(format!(
-            "only {} round(s): the interval spans about the smallest to the largest round ratio; use --rounds 10 or more",
-            rounds.len()
-        ));
-    }
-
-    let mut checks = Vec::new();
-    if let Some(pct) = rules.max_slowdown_pct.filter(|_| rules.enabled(RuleName::MaxSlowdownPct)) {
-        checks.push(match &paired {
-            Some(p) => {
-                let what = format!(
-                    "the candidate's median is {:.3}× the baseline's, paired over {} rounds",
-                    p.ratio,
-                    p.round_ratios.len()
-                );
-                ratio_check(RuleName::MaxSlowdownPct, &what, p.ratio, &p.ci, pct)
-            }
-            None => unjudged(
-                RuleName::MaxSlowdownPct,
-                pct,
-                Unit::Percent,
-                "max_slowdown_pct: no round has latencies on both sides".into(),
-            ),
-        });
-    }
-    let placements = (evidence.baseline.placement.as_ref(), evidence.candidate.placement.as_ref());
-    let placement_differences = match placements {
-        (Ok(a), Ok(b)) => differences_of(a, b),
-        _ => Vec::new(),
+    let mut findings = Findings { errors: evidence.errors.clone(), warnings: Vec::new() };
+    findings.check_same_device(evidence, &baseline);
+    findings.check_runs(evidence);
+    findings.warn_of_session(&baseline, rounds.len());
+    let both_placed = match (&evidence.baseline.placement, &evidence.candidate.placement) {
+        (Ok(a), Ok(b)) => Some((*a, *b)),
+        _ => None,
     };
-    for (label, placement) in [("baseline", &evidence.baseline.placement), ("candidate", &evidence.candidate.placement)]
-    {
-        if let Err(why) = placement {
-            errors.push(format!("the {label}'s placement could not be computed: {why}"));
-        }
-    }
-    if rules.placement_must_match && rules.enabled(RuleName::PlacementMustMatch) {
-        checks.push(match placements {
-            (Ok(_), Ok(b)) => placement_check(&placement_differences, &b.preferred_ep),
-            _ => unjudged(
-                RuleName::PlacementMustMatch,
-                0.0,
-                Unit::Nodes,
-                "placement_must_match: a placement is missing (see errors)".into(),
-            ),
-        });
-    }
+    let placement_differences = both_placed.map_or_else(Vec::new, |(a, b)| differences_of(a, b));
+    findings.check_placements(evidence);
+
+    let checks: Vec<Check> = [
+        slowdown_check(rules, paired.as_ref()),
+        placement_rule_check(rules, both_placed.map(|(_, b)| b), &placement_differences),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let Findings { errors, warnings } = findings;
     CompareVerdict {
         schema: COMPARE_SCHEMA.into(),
         outcome: outcome_of(&checks, &errors),
@@ -396,6 +322,138 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         warnings,
         confirmation: None,
     }
+}
+
+/// The candidate's latency over the baseline's, paired round by round: of every timed run, and of
+/// the time to first token (none unless every round has it on both sides).
+fn paired_ratios(rounds: &[RoundEvidence<'_>]) -> (Option<PairedRatio>, Option<PairedRatio>) {
+    let pairs: Vec<(&[u64], &[u64])> = rounds
+        .iter()
+        .map(|r| (r.baseline.timings.latencies_ns.as_slice(), r.candidate.timings.latencies_ns.as_slice()))
+        .collect();
+    let paired = stats::paired_ratio(&pairs);
+    let ttft_pairs: Option<Vec<(&[u64], &[u64])>> =
+        rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
+    let paired_ttft = ttft_pairs.filter(|pairs| !pairs.is_empty()).and_then(|pairs| stats::paired_ratio(&pairs));
+    (paired, paired_ttft)
+}
+
+/// A comparison's errors and warnings, gathered stage by stage in the order the verdict lists them.
+struct Findings {
+    /// One sentence each; any error fails the comparison.
+    errors: Vec<String>,
+    /// One sentence each, without repeats.
+    warnings: Vec<String>,
+}
+
+impl Findings {
+    /// An error when the candidate's placement run differs from the baseline's in anything but the
+    /// model (device, runtime, settings).
+    fn check_same_device(&mut self, evidence: &CompareEvidence<'_>, baseline: &Side) {
+        let mut same_model = Fingerprint::of(evidence.candidate.placement_run);
+        same_model.model_digest = baseline.subject.fingerprint.model_digest.clone();
+        let differences = same_model.differences(&baseline.subject.fingerprint);
+        if !differences.is_empty() {
+            self.errors
+                .push(format!("the two models did not run on the same device and runtime: {}", differences.join("; ")));
+        }
+    }
+
+    /// An error for every incomplete run (placement runs and rounds); each run's warnings, once.
+    fn check_runs(&mut self, evidence: &CompareEvidence<'_>) {
+        let runs = std::iter::once(evidence.baseline.placement_run)
+            .chain(std::iter::once(evidence.candidate.placement_run))
+            .chain(evidence.rounds.iter().flat_map(|r| [r.baseline, r.candidate]));
+        for run in runs {
+            if run.status == RunStatus::Incomplete {
+                self.errors.push(format!(
+                    "a run of {} is incomplete: {}",
+                    run.model.path,
+                    run.error.as_deref().unwrap_or("the harness did not say why")
+                ));
+            }
+            for warning in &run.warnings {
+                if !self.warnings.contains(warning) {
+                    self.warnings.push(warning.clone());
+                }
+            }
+        }
+    }
+
+    /// Warnings about the session: a notable drift of the baseline's round medians (first), too few
+    /// rounds for the interval to mean much (last).
+    fn warn_of_session(&mut self, baseline: &Side, rounds: usize) {
+        if let Some(drift) = baseline.session_drift.as_ref().filter(|d| d.is_notable()) {
+            self.warnings.insert(
+                0,
+                format!(
+                    "the device drifted {:+.1}% across the session (the baseline's round medians, first third {} → last third {}); \
+                     both models ran in every round, so the paired ratio cancels drift that moves them alike",
+                    drift.change_pct,
+                    fmt_ms(drift.first_third_median_ns),
+                    fmt_ms(drift.last_third_median_ns)
+                ),
+            );
+        }
+        if (1..FEW_ROUNDS).contains(&rounds) {
+            self.warnings.push(format!(
+                "only {rounds} round(s): the interval spans about the smallest to the largest round ratio; use --rounds 10 or more"
+            ));
+        }
+    }
+
+    /// An error for each side whose placement could not be computed.
+    fn check_placements(&mut self, evidence: &CompareEvidence<'_>) {
+        for (label, placement) in
+            [("baseline", &evidence.baseline.placement), ("candidate", &evidence.candidate.placement)]
+        {
+            if let Err(why) = placement {
+                self.errors.push(format!("the {label}'s placement could not be computed: {why}"));
+            }
+        }
+    }
+}
+
+/// The `max_slowdown_pct` check on the paired ratio, when the rule is set and enabled.
+fn slowdown_check(rules: &CompareRules, paired: Option<&PairedRatio>) -> Option<Check> {
+    let pct = rules.max_slowdown_pct.filter(|_| rules.enabled(RuleName::MaxSlowdownPct))?;
+    Some(match paired {
+        Some(p) => {
+            let what = format!(
+                "the candidate's median is {:.3}× the baseline's, paired over {} rounds",
+                p.ratio,
+                p.round_ratios.len()
+            );
+            ratio_check(RuleName::MaxSlowdownPct, &what, p.ratio, &p.ci, pct)
+        }
+        None => unjudged(
+            RuleName::MaxSlowdownPct,
+            pct,
+            Unit::Percent,
+            "max_slowdown_pct: no round has latencies on both sides".into(),
+        ),
+    })
+}
+
+/// The `placement_must_match` check on the nodes that moved, when the rule is set and enabled;
+/// unjudged unless both placements were computed (`candidate` is then the candidate's).
+fn placement_rule_check(
+    rules: &CompareRules,
+    candidate: Option<&PlacementReport>,
+    differences: &[Culprit],
+) -> Option<Check> {
+    if !(rules.placement_must_match && rules.enabled(RuleName::PlacementMustMatch)) {
+        return None;
+    }
+    Some(match candidate {
+        Some(b) => placement_check(differences, &b.preferred_ep),
+        None => unjudged(
+            RuleName::PlacementMustMatch,
+            0.0,
+            Unit::Nodes,
+            "placement_must_match: a placement is missing (see errors)".into(),
+        ),
+    })
 }
 
 /// An LLM generation's time to first token per timed generation.

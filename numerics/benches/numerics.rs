@@ -58,21 +58,47 @@ fn bytes_below(dir: &Path) -> u64 {
     std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.metadata().map_or(0, |m| m.len())).sum()
 }
 
-fn main() {
-    let cache = std::env::var_os("NPUGATE_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/npugate"));
-    let model = cache.join("models").join(std::env::var("BENCH_MODEL").unwrap_or_else(|_| "resnet50.onnx".into()));
-    assert!(model.is_file(), "{} is missing: run scripts/make-test-models", model.display());
-    let exe = std::env::current_exe().expect("bench executable");
-    let harness = exe.parent().and_then(Path::parent).expect("target/release/deps").join("npugate-harness");
-    assert!(harness.is_file(), "{} is missing: cargo build --release -p npugate-harness", harness.display());
-    let runtime =
-        RuntimeManifest::load("ort-1.31.1-linux-x86_64").expect("runtime ort-1.31.1-linux-x86_64 (scripts/setup)");
-    let work = tempfile::tempdir().expect("temp dir");
-    let cancel = Cancel::new();
+/// What every step runs with: the model, the harness, the runtime, a scratch folder.
+struct Setup {
+    /// The model under test (`BENCH_MODEL` in the cache's models, default `resnet50.onnx`).
+    model: PathBuf,
+    /// `target/release/npugate-harness`, beside this bench's folder.
+    harness: PathBuf,
+    /// The host ONNX Runtime.
+    runtime: RuntimeManifest,
+    /// Scratch folder for the runs' results.
+    work: tempfile::TempDir,
+    /// Never cancelled.
+    cancel: Cancel,
+}
 
-    // 1. The plain run: one inference, the graph output saved.
+impl Setup {
+    /// Finds the model, the harness and the runtime; panics naming what is missing.
+    fn find() -> Setup {
+        let cache = std::env::var_os("NPUGATE_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/npugate"));
+        let model = cache.join("models").join(std::env::var("BENCH_MODEL").unwrap_or_else(|_| "resnet50.onnx".into()));
+        assert!(model.is_file(), "{} is missing: run scripts/make-test-models", model.display());
+        let exe = std::env::current_exe().expect("bench executable");
+        let harness = exe.parent().and_then(Path::parent).expect("target/release/deps").join("npugate-harness");
+        assert!(harness.is_file(), "{} is missing: cargo build --release -p npugate-harness", harness.display());
+        let runtime =
+            RuntimeManifest::load("ort-1.31.1-linux-x86_64").expect("runtime ort-1.31.1-linux-x86_64 (scripts/setup)");
+        Setup { model, harness, runtime, work: tempfile::tempdir().expect("temp dir"), cancel: Cancel::new() }
+    }
+}
+
+/// Wall time (s) and peak RSS (MB) of the plain run.
+struct PlainRun {
+    /// Wall time, s.
+    wall: f64,
+    /// The harness process's peak RSS, MB.
+    peak: f64,
+}
+
+/// Step 1, the plain run: one inference, the graph output saved.
+fn plain_run(setup: &Setup) -> PlainRun {
     let plain_settings = HarnessSettings {
         runs: 1,
         warmup: 0,
@@ -82,59 +108,91 @@ fn main() {
         ..HarnessSettings::default()
     };
     let job = Job {
-        harness: &harness,
-        runtime: &runtime,
-        model: &model,
+        harness: &setup.harness,
+        runtime: &setup.runtime,
+        model: &setup.model,
         prepared: None,
         reference_model: None,
         settings: &plain_settings,
         env: &[],
         timeout: Duration::from_secs(3600),
-        cancel: &cancel,
+        cancel: &setup.cancel,
     };
-    let plain_dir = work.path().join("plain");
+    let plain_dir = setup.work.path().join("plain");
     std::fs::create_dir_all(&plain_dir).unwrap();
     let started = Instant::now();
     let execution = HostTarget::new().execute(&job, &plain_dir, &Progress::silent()).expect("plain run");
     assert!(execution.succeeded(), "plain run: {}", execution.last_message());
-    let plain_wall = started.elapsed().as_secs_f64();
-    let plain_peak = children_peak_mb();
+    PlainRun { wall: started.elapsed().as_secs_f64(), peak: children_peak_mb() }
+}
 
-    // 2. npugate numerics end to end, every tensor, the model against itself.
-    let out = work.path().join("numerics");
+/// Figures of `npugate numerics` end to end.
+struct EndToEnd {
+    /// Its output folder (reference and instrumented runs).
+    out: PathBuf,
+    /// Tensors compared.
+    tensors: usize,
+    /// Wall time, s.
+    wall: f64,
+    /// Largest harness process so far (the instrumented run), MB.
+    harness_peak: f64,
+    /// This process's peak, MB.
+    host_peak: f64,
+}
+
+/// Step 2, `npugate numerics` end to end, every tensor, the model against itself.
+fn numerics_end_to_end(setup: &Setup) -> EndToEnd {
+    let out = setup.work.path().join("numerics");
     let settings = HarnessSettings::default();
     let request = NumericsRequest {
-        model: &model,
-        reference_model: &model,
+        model: &setup.model,
+        reference_model: &setup.model,
         tensors: &TensorChoice::All,
         min_sqnr_db: numerics::DEFAULT_MIN_SQNR_DB,
         settings: &settings,
-        host_harness: &harness,
-        host_runtime: &runtime,
+        host_harness: &setup.harness,
+        host_runtime: &setup.runtime,
         out: &out,
-        cancel: &cancel,
+        cancel: &setup.cancel,
     };
     let host = [Planned {
         target: Box::new(HostTarget::new()),
-        runtime: runtime.clone(),
-        harness: harness.clone(),
+        runtime: setup.runtime.clone(),
+        harness: setup.harness.clone(),
         soc: None,
         device: None,
     }];
-    let policy = RackPolicy::once(&cancel);
+    let policy = RackPolicy::once(&setup.cancel);
     let on = Targets { planned: &host, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
     let started = Instant::now();
     let report = numerics::run(&request, &on).expect("numerics");
-    let numerics_wall = started.elapsed().as_secs_f64();
-    let instrumented_peak = children_peak_mb();
-    let host_peak = own_mb("VmHWM");
+    let wall = started.elapsed().as_secs_f64();
+    let (harness_peak, host_peak) = (children_peak_mb(), own_mb("VmHWM"));
     assert!(
         report.layers.iter().all(|l| l.results[0].metrics.is_some_and(|m| m.sqnr_db == f64::INFINITY)),
         "the model against itself"
     );
+    EndToEnd { out, tensors: report.layers.len(), wall, harness_peak, host_peak }
+}
 
-    // 3. The comparison alone, in this process.
-    let onnx = Model::read(&model).expect("model");
+/// Figures of the comparison alone.
+#[derive(Clone, Copy)]
+struct CompareAlone {
+    /// Bytes of one run's activations, MB.
+    activations: f64,
+    /// The largest activation, MB.
+    largest: f64,
+    /// This process's RSS before the comparison, MB.
+    baseline: f64,
+    /// Wall time, s.
+    wall: f64,
+    /// This process's peak during the comparison, MB.
+    peak: f64,
+}
+
+/// Step 3, the comparison alone, in this process, over the runs step 2 saved in `out`.
+fn compare_alone(model: &Path, out: &Path) -> CompareAlone {
+    let onnx = Model::read(model).expect("model");
     let matching = Matching::build(&onnx, &onnx, &Selection::All).expect("matching");
     drop(onnx);
     let (reference_dir, run_dir) = (out.join(files::NUMERICS_REFERENCE_DIR), out.join("local"));
@@ -156,11 +214,19 @@ fn main() {
         Saved { dir: &run_dir, result: &run },
     )
     .expect("compare");
-    let compare_wall = started.elapsed().as_secs_f64();
-    let compare_peak = own_mb("VmHWM");
+    let wall = started.elapsed().as_secs_f64();
+    let peak = own_mb("VmHWM");
     assert!(compared.iter().all(Result::is_ok));
+    CompareAlone { activations, largest, baseline, wall, peak }
+}
 
-    println!("{} with every tensor exposed: {} tensors, {activations:.1} MB of activations per run (largest tensor {largest:.1} MB)", model.display(), report.layers.len());
+/// Prints the table of the three steps and their ratios.
+fn print_report(model: &Path, plain: &PlainRun, end_to_end: &EndToEnd, alone: &CompareAlone) {
+    let (plain_wall, plain_peak) = (plain.wall, plain.peak);
+    let (numerics_wall, instrumented_peak, host_peak) =
+        (end_to_end.wall, end_to_end.harness_peak, end_to_end.host_peak);
+    let CompareAlone { activations, largest, baseline, wall: compare_wall, peak: compare_peak } = *alone;
+    println!("{} with every tensor exposed: {} tensors, {activations:.1} MB of activations per run (largest tensor {largest:.1} MB)", model.display(), end_to_end.tensors);
     println!();
     println!("| step | wall | peak RSS |");
     println!("|---|---|---|");
@@ -179,4 +245,12 @@ fn main() {
         compare_peak / activations,
         (compare_peak - baseline) / activations
     );
+}
+
+fn main() {
+    let setup = Setup::find();
+    let plain = plain_run(&setup);
+    let end_to_end = numerics_end_to_end(&setup);
+    let alone = compare_alone(&setup.model, &end_to_end.out);
+    print_report(&setup.model, &plain, &end_to_end, &alone);
 }

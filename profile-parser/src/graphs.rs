@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use npugate_result::GraphRun;
 
 use crate::placement::GraphIo;
-use crate::report::{EpShare, FallbackNode, GraphPlacement, NodePlacement, PlacementReport, Totals, PLACEMENT_SCHEMA};
+use crate::report::{
+    EpShare, FallbackNode, GraphPlacement, NodePlacement, Partition, PlacementReport, Totals, PLACEMENT_SCHEMA,
+};
 
 /// `graph:node`: a node of one graph of a model folder.
 pub fn qualified(graph: &str, node: &str) -> String {
@@ -46,53 +48,83 @@ struct Merged {
 /// The whole model from its (graph, phase) reports: nodes once per graph, FLOPs and time summed
 /// over the phases weighted by runs per generation.
 pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> PlacementReport {
-    let mut nodes: BTreeMap<(usize, String), Merged> = BTreeMap::new();
-    let mut order: Vec<(usize, String)> = Vec::new();
-    let mut graph_index: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let mut graphs = Vec::new();
-    let mut partitions = Vec::new();
-    // Per graph, what its own totals say beside the placed nodes (the same in every phase but FLOPs).
-    let mut beside: BTreeMap<usize, Beside> = BTreeMap::new();
-    for GraphPart { graph, phase, runs, report } in parts {
-        let next = graph_index.len();
-        let index = *graph_index.entry(graph.id.as_str()).or_insert(next);
-        let weight = f64::from(*runs);
+    let mut merging = Merging::default();
+    for part in parts {
+        merging.add(part);
+    }
+    let Merging { mut nodes, order, beside, warnings, graphs, partitions, .. } = merging;
+    let merged: Vec<Merged> = order.into_iter().filter_map(|key| nodes.remove(&key)).collect();
+    let total_flops: u64 = merged.iter().filter_map(|m| m.flops).sum();
+    let total_time: Option<f64> = merged.iter().map(|m| m.time_us).fold(None, add);
+    let per_ep = ep_shares(&merged, total_flops, total_time);
+    let preferred_share = per_ep.iter().find(|s| s.ep == preferred);
+    let fallback = fallback_nodes(&merged, total_flops);
+    PlacementReport {
+        schema: PLACEMENT_SCHEMA.to_string(),
+        model_sha256: digest.to_string(),
+        preferred_ep: preferred.to_string(),
+        predicted: None,
+        runs_profiled: parts.iter().map(|p| p.report.runs_profiled).max().unwrap_or(0),
+        totals: totals(&merged, &beside, total_flops, total_time),
+        preferred_flops_pct: preferred_share.map_or(0.0, |s| s.flops_pct),
+        preferred_nodes_pct: preferred_share.map_or(0.0, |s| s.nodes_pct),
+        preferred_time_pct: total_time.map(|_| preferred_share.and_then(|s| s.time_pct).unwrap_or(0.0)),
+        per_ep,
+        partitions,
+        boundaries: Default::default(),
+        // A compiled folder's graphs are compiled alike: the first graph's attribution says how.
+        compiled: parts.iter().find_map(|p| p.report.compiled.clone()),
+        rejections: crate::causes::aggregate(&fallback, preferred, None),
+        fallback,
+        nodes: merged
+            .into_iter()
+            .map(|m| NodePlacement { flops: m.flops, time_us_per_run: m.time_us, ..m.node })
+            .collect(),
+        graphs,
+        warnings,
+    }
+}
+
+/// The (graph, phase) reports merged so far.
+#[derive(Default)]
+struct Merging<'a> {
+    /// Every node seen, by (graph index, node name).
+    nodes: BTreeMap<(usize, String), Merged>,
+    /// The nodes' keys in the order first seen.
+    order: Vec<(usize, String)>,
+    /// Each graph's index, by graph id, in the order first seen.
+    graph_index: BTreeMap<&'a str, usize>,
+    /// Per graph, what its own totals say beside the placed nodes (the same in every phase but FLOPs).
+    beside: BTreeMap<usize, Beside>,
+    /// The reports' warnings, each naming its graph file and phase.
+    warnings: Vec<String>,
+    /// One entry per (graph, phase).
+    graphs: Vec<GraphPlacement>,
+    /// Every report's partitions, their nodes qualified by graph.
+    partitions: Vec<Partition>,
+}
+
+impl<'a> Merging<'a> {
+    /// Adds one (graph, phase) report, its FLOPs and time weighted by its runs per generation.
+    fn add(&mut self, part: &'a GraphPart<'_>) {
+        let GraphPart { graph, phase, runs, report } = part;
+        let next = self.graph_index.len();
+        let index = *self.graph_index.entry(graph.id.as_str()).or_insert(next);
         let totals = &report.totals;
-        let entry = beside.entry(index).or_default();
+        let entry = self.beside.entry(index).or_default();
         entry.model_nodes = totals.model_nodes;
         entry.unattributed_nodes = entry.unattributed_nodes.max(totals.unattributed_nodes);
         entry.unattributed_flops += totals.unattributed_flops * u64::from(*runs);
         entry.folded_nodes = entry.folded_nodes.max(totals.folded_nodes);
         entry.not_run_nodes = entry.not_run_nodes.max(totals.not_run_nodes);
-        for node in &report.nodes {
-            let key = (index, node.name.clone());
-            let flops = node.flops.map(|f| f * u64::from(*runs));
-            let time = node.time_us_per_run.map(|t| t * weight);
-            match nodes.get_mut(&key) {
-                Some(merged) => {
-                    merged.flops = merged.flops.zip(flops).map(|(a, b)| a + b);
-                    merged.time_us = add(merged.time_us, time);
-                }
-                None => {
-                    let mut placed = node.clone();
-                    placed.name = qualified(&graph.id, &node.name);
-                    let fallback = report.fallback.iter().find(|f| f.name == node.name).cloned().map(|mut f| {
-                        f.name = qualified(&graph.id, &f.name);
-                        f
-                    });
-                    order.push(key.clone());
-                    nodes.insert(key, Merged { node: placed, flops, time_us: time, fallback });
-                }
-            }
-        }
-        partitions.extend(report.partitions.iter().cloned().map(|mut p| {
+        self.add_nodes(index, part);
+        self.partitions.extend(report.partitions.iter().cloned().map(|mut p| {
             p.nodes = p.nodes.iter().map(|n| qualified(&graph.id, n)).collect();
             p
         }));
-        warnings.extend(report.warnings.iter().map(|w| format!("{} ({phase}): {w}", graph.file)));
+        self.warnings.extend(report.warnings.iter().map(|w| format!("{} ({phase}): {w}", graph.file)));
         let fallback_nodes = report.fallback.iter().filter(|f| !f.expected).count();
-        graphs.push(GraphPlacement {
+        self.graphs.push(GraphPlacement {
             graph: graph.id.clone(),
             file: graph.file.clone(),
             phase: phase.clone(),
@@ -104,11 +136,40 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
             fallback_nodes,
         });
     }
-    let merged: Vec<Merged> = order.into_iter().filter_map(|key| nodes.remove(&key)).collect();
-    let total_flops: u64 = merged.iter().filter_map(|m| m.flops).sum();
-    let total_time: Option<f64> = merged.iter().map(|m| m.time_us).fold(None, add);
+
+    /// Adds the nodes of graph `index` in `part`: a node seen in another phase gets this phase's
+    /// FLOPs and time added; a new one is named after its graph, with its fallback entry if any.
+    fn add_nodes(&mut self, index: usize, part: &GraphPart<'_>) {
+        let GraphPart { graph, runs, report, .. } = part;
+        let weight = f64::from(*runs);
+        for node in &report.nodes {
+            let key = (index, node.name.clone());
+            let flops = node.flops.map(|f| f * u64::from(*runs));
+            let time = node.time_us_per_run.map(|t| t * weight);
+            match self.nodes.get_mut(&key) {
+                Some(merged) => {
+                    merged.flops = merged.flops.zip(flops).map(|(a, b)| a + b);
+                    merged.time_us = add(merged.time_us, time);
+                }
+                None => {
+                    let mut placed = node.clone();
+                    placed.name = qualified(&graph.id, &node.name);
+                    let fallback = report.fallback.iter().find(|f| f.name == node.name).cloned().map(|mut f| {
+                        f.name = qualified(&graph.id, &f.name);
+                        f
+                    });
+                    self.order.push(key.clone());
+                    self.nodes.insert(key, Merged { node: placed, flops, time_us: time, fallback });
+                }
+            }
+        }
+    }
+}
+
+/// Nodes, FLOPs and time per execution provider over the merged nodes, most FLOPs first.
+fn ep_shares(merged: &[Merged], total_flops: u64, total_time: Option<f64>) -> Vec<EpShare> {
     let mut by_ep: BTreeMap<&str, (usize, u64, Option<f64>)> = BTreeMap::new();
-    for m in &merged {
+    for m in merged {
         let entry = by_ep.entry(m.node.ep.as_str()).or_default();
         entry.0 += 1;
         entry.1 += m.flops.unwrap_or(0);
@@ -128,7 +189,11 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         })
         .collect();
     per_ep.sort_by(|a, b| b.flops.cmp(&a.flops).then(a.ep.cmp(&b.ep)));
-    let preferred_share = per_ep.iter().find(|s| s.ep == preferred);
+    per_ep
+}
+
+/// The merged nodes that fell back, with their merged FLOPs and time, most FLOPs first.
+fn fallback_nodes(merged: &[Merged], total_flops: u64) -> Vec<FallbackNode> {
     let mut fallback: Vec<FallbackNode> = merged
         .iter()
         .filter_map(|m| {
@@ -141,49 +206,25 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         })
         .collect();
     fallback.sort_by(|a, b| (b.flops.is_some(), b.flops).cmp(&(a.flops.is_some(), a.flops)).then(a.name.cmp(&b.name)));
-    PlacementReport {
-        schema: PLACEMENT_SCHEMA.to_string(),
-        model_sha256: digest.to_string(),
-        preferred_ep: preferred.to_string(),
-        predicted: None,
-        runs_profiled: parts.iter().map(|p| p.report.runs_profiled).max().unwrap_or(0),
-        totals: {
-            let unattributed_flops: u64 = beside.values().map(|b| b.unattributed_flops).sum();
-            let model_flops = total_flops + unattributed_flops;
-            Totals {
-                nodes: count,
-                flops: total_flops,
-                flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(),
-                model_nodes: beside.values().map(|b| b.model_nodes).sum(),
-                model_flops,
-                unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),
-                unattributed_flops,
-                flops_covered_pct: if model_flops > 0 {
-                    percent(total_flops as f64, model_flops as f64)
-                } else {
-                    100.0
-                },
-                folded_nodes: beside.values().map(|b| b.folded_nodes).sum(),
-                not_run_nodes: beside.values().map(|b| b.not_run_nodes).sum(),
-                time_us_per_run: total_time,
-            }
-        },
-        preferred_flops_pct: preferred_share.map_or(0.0, |s| s.flops_pct),
-        preferred_nodes_pct: preferred_share.map_or(0.0, |s| s.nodes_pct),
-        preferred_time_pct: total_time.map(|_| preferred_share.and_then(|s| s.time_pct).unwrap_or(0.0)),
-        per_ep,
-        partitions,
-        boundaries: Default::default(),
-        // A compiled folder's graphs are compiled alike: the first graph's attribution says how.
-        compiled: parts.iter().find_map(|p| p.report.compiled.clone()),
-        rejections: crate::causes::aggregate(&fallback, preferred, None),
-        fallback,
-        nodes: merged
-            .into_iter()
-            .map(|m| NodePlacement { flops: m.flops, time_us_per_run: m.time_us, ..m.node })
-            .collect(),
-        graphs,
-        warnings,
+    fallback
+}
+
+/// The whole model's totals: the merged nodes, and each graph's totals beside them summed.
+fn totals(merged: &[Merged], beside: &BTreeMap<usize, Beside>, total_flops: u64, total_time: Option<f64>) -> Totals {
+    let unattributed_flops: u64 = beside.values().map(|b| b.unattributed_flops).sum();
+    let model_flops = total_flops + unattributed_flops;
+    Totals {
+        nodes: merged.len(),
+        flops: total_flops,
+        flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(),
+        model_nodes: beside.values().map(|b| b.model_nodes).sum(),
+        model_flops,
+        unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),
+        unattributed_flops,
+        flops_covered_pct: if model_flops > 0 { percent(total_flops as f64, model_flops as f64) } else { 100.0 },
+        folded_nodes: beside.values().map(|b| b.folded_nodes).sum(),
+        not_run_nodes: beside.values().map(|b| b.not_run_nodes).sum(),
+        time_us_per_run: total_time,
     }
 }
 

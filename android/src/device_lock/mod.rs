@@ -142,109 +142,29 @@ impl DeviceLock {
         options: &LockOptions,
         reporter: &Reporter<'_>,
     ) -> Result<DeviceLock, LockError> {
-        let ours = Holder::for_this_process(&new_run_id());
-        let device = shell.name().to_string();
-        let mut record = LockRecord {
-            lock_dir: lock_dir(work_dir),
-            holder: ours.clone(),
-            waited_s: 0.0,
-            waited_for: None,
-            broken: vec![],
-            orphans_stopped: vec![],
-        };
-        let mut waiting_since: Option<Instant> = None;
-        let mut vanished = 0;
-        loop {
-            if (reporter.cancelled)() {
-                return Err(LockError::Interrupted(device));
-            }
-            let observation = match script::try_take(&*shell, work_dir, &ours)? {
-                Attempt::Taken => break,
-                Attempt::Unwritable(why) => {
-                    return Err(LockError::Unusable(format!(
-                        "device {device}: cannot take the lock in work dir {work_dir}: {why}; make {work_dir} writable or choose another --work-dir"
-                    )))
-                }
-                Attempt::Held(observation) => observation,
-                Attempt::Vanished(_) if vanished < MAX_VANISHED => {
-                    vanished += 1;
-                    continue;
-                }
-                Attempt::Vanished(why) => {
-                    return Err(LockError::Unusable(format!(
-                        "device {device}: cannot take the lock in work dir {work_dir}: {why} ({MAX_VANISHED} times, though no lock was there)"
-                    )))
-                }
-            };
-            let holder = observation.holder.as_ref().ok();
-            match judge(&observation, options.stale_after) {
-                Found::Unreadable(problem) => {
-                    return Err(LockError::Unusable(unreadable_message(&device, work_dir, &problem)))
-                }
-                Found::Gone(reason) => {
-                    if script::break_lock(&*shell, work_dir, holder.map_or("", |h| h.run.as_str()))? {
-                        let whose = holder.map_or("a lock without a holder record".to_string(), |h| {
-                            format!("the lock of {}", h.describe())
-                        });
-                        (reporter.note)(&format!("device {device}: broke {whose}: {reason}"));
-                        record.broken.push(BrokenLock { holder: holder.cloned(), reason });
-                    }
-                }
-                Found::Alive => {
-                    let whom = holder.map_or("an npugate that is taking it right now".to_string(), Holder::describe);
-                    let since = *waiting_since.get_or_insert_with(Instant::now);
-                    let waited = since.elapsed();
-                    match options.timeout {
-                        Some(limit) if limit.is_zero() => {
-                            return Err(LockError::Busy(format!(
-                                "device {device} is locked by {whom}; --lock-timeout 0 does not wait (wait with --lock-timeout SECONDS, or leave it out to wait as long as it takes)"
-                            )))
-                        }
-                        Some(limit) if waited >= limit => {
-                            return Err(LockError::Busy(format!(
-                                "device {device} is still locked by {whom} after waiting {} s (--lock-timeout {})",
-                                waited.as_secs(),
-                                limit.as_secs()
-                            )))
-                        }
-                        _ => {}
-                    }
-                    if record.waited_for.is_none() && holder.is_some() {
-                        record.waited_for = holder.cloned();
-                        let bound = options
-                            .timeout
-                            .map_or("as long as it takes".to_string(), |t| format!("up to {} s", t.as_secs()));
-                        (reporter.note)(&format!(
-                            "device {device} is locked by {whom}; waiting for it ({bound}, see --lock-timeout)"
-                        ));
-                    }
-                    let short = holder.map_or("a new holder".to_string(), |h| format!("host {} pid {}", h.host, h.pid));
-                    (reporter.step)(&format!("lock: waiting {} s for {short}", waited.as_secs()));
-                    sleep_unless(options.poll, reporter.cancelled);
-                }
-            }
-        }
-        record.waited_s = waiting_since.map_or(0.0, |since| since.elapsed().as_secs_f64());
-        if let Some(holder) = &record.waited_for {
-            (reporter.note)(&format!(
-                "device {device}: lock taken after waiting {:.1} s for host {} pid {}",
-                record.waited_s, holder.host, holder.pid
-            ));
-        }
+        let mut taking = Taking::new(&*shell, work_dir, options, reporter);
+        taking.wait_until_taken()?;
+        let Taking { device, ours, record, .. } = taking;
         let heartbeat = Heartbeat::start(shell.clone(), work_dir, &ours.run, options.heartbeat_every);
         let mut lock = DeviceLock { shell, work_dir: work_dir.to_string(), record, heartbeat };
-        // Holding the lock, no harness of this work dir can be anyone's live run.
-        let orphans = script::stop_harnesses(&*lock.shell, work_dir, &[])?;
+        lock.stop_orphans(&device, reporter)?;
+        Ok(lock)
+    }
+
+    /// Holding the lock, no harness of this work dir can be anyone's live run: stops them all,
+    /// reports each (naming the broken holder whose run it was) and records them.
+    fn stop_orphans(&mut self, device: &str, reporter: &Reporter<'_>) -> Result<(), LockError> {
+        let orphans = script::stop_harnesses(&*self.shell, &self.work_dir, &[])?;
         for orphan in &orphans {
-            let whose = lock.record.broken.iter().filter_map(|b| b.holder.as_ref()).find(|h| h.run == orphan.run);
+            let whose = self.record.broken.iter().filter_map(|b| b.holder.as_ref()).find(|h| h.run == orphan.run);
             let whose = whose.map_or(String::new(), |h| format!(" of {}", h.describe()));
             (reporter.note)(&format!(
                 "device {device}: stopped orphaned harness pid {} (run {}{whose}) before timing anything",
                 orphan.pid, orphan.run
             ));
         }
-        lock.record.orphans_stopped = orphans;
-        Ok(lock)
+        self.record.orphans_stopped = orphans;
+        Ok(())
     }
 
     /// The run dir name this lock was taken for (below `<work-dir>/results/`).
@@ -279,6 +199,150 @@ impl Drop for DeviceLock {
         if let Err(error) = script::release(&*self.shell, &self.work_dir, self.run()) {
             eprintln!("npugate: warning: {error}; the lock {} stays until it is stale", self.record.lock_dir);
         }
+    }
+}
+
+/// A taker waiting for a device's lock: what one look at the lock carries to the next.
+struct Taking<'a, 'r> {
+    /// The device's shell.
+    shell: &'a dyn DeviceShell,
+    /// The work dir whose lock it takes.
+    work_dir: &'a str,
+    /// The device's name, for messages.
+    device: String,
+    /// This process, as the lock's holder record names it.
+    ours: Holder,
+    /// How long to wait, how often to look.
+    options: &'a LockOptions,
+    /// Where waits and breaks are reported.
+    reporter: &'a Reporter<'r>,
+    /// How the lock was taken so far (broken locks, whom it waited for).
+    record: LockRecord,
+    /// When it first found the lock held by a live holder.
+    waiting_since: Option<Instant>,
+}
+
+impl<'a, 'r> Taking<'a, 'r> {
+    /// A taker for this process, with a new run id, that has not looked yet.
+    fn new(
+        shell: &'a dyn DeviceShell,
+        work_dir: &'a str,
+        options: &'a LockOptions,
+        reporter: &'a Reporter<'r>,
+    ) -> Self {
+        let ours = Holder::for_this_process(&new_run_id());
+        let record = LockRecord {
+            lock_dir: lock_dir(work_dir),
+            holder: ours.clone(),
+            waited_s: 0.0,
+            waited_for: None,
+            broken: vec![],
+            orphans_stopped: vec![],
+        };
+        Taking {
+            shell,
+            work_dir,
+            device: shell.name().to_string(),
+            ours,
+            options,
+            reporter,
+            record,
+            waiting_since: None,
+        }
+    }
+
+    /// Tries to take the lock until it is taken (breaking gone holders' locks, waiting for live
+    /// ones), then records and reports how long it waited.
+    fn wait_until_taken(&mut self) -> Result<(), LockError> {
+        let (device, work_dir) = (self.device.clone(), self.work_dir);
+        let mut vanished = 0;
+        loop {
+            if (self.reporter.cancelled)() {
+                return Err(LockError::Interrupted(device));
+            }
+            let observation = match script::try_take(self.shell, work_dir, &self.ours)? {
+                Attempt::Taken => break,
+                Attempt::Unwritable(why) => {
+                    return Err(LockError::Unusable(format!(
+                        "device {device}: cannot take the lock in work dir {work_dir}: {why}; make {work_dir} writable or choose another --work-dir"
+                    )))
+                }
+                Attempt::Held(observation) => observation,
+                Attempt::Vanished(_) if vanished < MAX_VANISHED => {
+                    vanished += 1;
+                    continue;
+                }
+                Attempt::Vanished(why) => {
+                    return Err(LockError::Unusable(format!(
+                        "device {device}: cannot take the lock in work dir {work_dir}: {why} ({MAX_VANISHED} times, though no lock was there)"
+                    )))
+                }
+            };
+            let holder = observation.holder.as_ref().ok();
+            match judge(&observation, self.options.stale_after) {
+                Found::Unreadable(problem) => {
+                    return Err(LockError::Unusable(unreadable_message(&device, work_dir, &problem)))
+                }
+                Found::Gone(reason) => self.break_gone(holder, reason)?,
+                Found::Alive => self.wait_for(holder)?,
+            }
+        }
+        self.record.waited_s = self.waiting_since.map_or(0.0, |since| since.elapsed().as_secs_f64());
+        if let Some(holder) = &self.record.waited_for {
+            (self.reporter.note)(&format!(
+                "device {device}: lock taken after waiting {:.1} s for host {} pid {}",
+                self.record.waited_s, holder.host, holder.pid
+            ));
+        }
+        Ok(())
+    }
+
+    /// Breaks the lock of a holder that is gone (for `reason`); reports and records it unless
+    /// someone else broke or released it first.
+    fn break_gone(&mut self, holder: Option<&Holder>, reason: String) -> Result<(), LockError> {
+        if script::break_lock(self.shell, self.work_dir, holder.map_or("", |h| h.run.as_str()))? {
+            let whose = holder
+                .map_or("a lock without a holder record".to_string(), |h| format!("the lock of {}", h.describe()));
+            (self.reporter.note)(&format!("device {}: broke {whose}: {reason}", self.device));
+            self.record.broken.push(BrokenLock { holder: holder.cloned(), reason });
+        }
+        Ok(())
+    }
+
+    /// One pause waiting for a live holder: gives up once the timeout has passed (at once for a
+    /// zero timeout), says whom it waits for the first time, shows the wait so far.
+    fn wait_for(&mut self, holder: Option<&Holder>) -> Result<(), LockError> {
+        let device = &self.device;
+        let whom = holder.map_or("an npugate that is taking it right now".to_string(), Holder::describe);
+        let since = *self.waiting_since.get_or_insert_with(Instant::now);
+        let waited = since.elapsed();
+        match self.options.timeout {
+            Some(limit) if limit.is_zero() => {
+                return Err(LockError::Busy(format!(
+                    "device {device} is locked by {whom}; --lock-timeout 0 does not wait (wait with --lock-timeout SECONDS, or leave it out to wait as long as it takes)"
+                )))
+            }
+            Some(limit) if waited >= limit => {
+                return Err(LockError::Busy(format!(
+                    "device {device} is still locked by {whom} after waiting {} s (--lock-timeout {})",
+                    waited.as_secs(),
+                    limit.as_secs()
+                )))
+            }
+            _ => {}
+        }
+        if self.record.waited_for.is_none() && holder.is_some() {
+            self.record.waited_for = holder.cloned();
+            let bound =
+                self.options.timeout.map_or("as long as it takes".to_string(), |t| format!("up to {} s", t.as_secs()));
+            (self.reporter.note)(&format!(
+                "device {device} is locked by {whom}; waiting for it ({bound}, see --lock-timeout)"
+            ));
+        }
+        let short = holder.map_or("a new holder".to_string(), |h| format!("host {} pid {}", h.host, h.pid));
+        (self.reporter.step)(&format!("lock: waiting {} s for {short}", waited.as_secs()));
+        sleep_unless(self.options.poll, self.reporter.cancelled);
+        Ok(())
     }
 }
 

@@ -109,67 +109,137 @@ pub fn compare_on(
     out: &Path,
     progress: &Progress<'_>,
 ) -> Result<CompareReport> {
+    check_models(spec)?;
+    clear(out)?;
+    let session = Session { target, spec, out, progress };
+    let placed = session.run_placements()?;
+    let rounds = session.run_rounds()?;
+    progress.step("judge");
+    let report = CompareReport { dir: out.to_path_buf(), verdict: judge_session(target, spec, &placed, &rounds) };
+    report.save()?;
+    Ok(report)
+}
+
+/// Refuses a baseline or candidate that is neither a model file nor an LLM folder.
+fn check_models(spec: &CompareSpec<'_>) -> Result<()> {
     for model in [spec.baseline, spec.candidate] {
         let folder = npugate_onnx::genai::config_path(model).is_some_and(|config| config.is_file());
         anyhow::ensure!(model.is_file() || folder, "model {} not found", model.display());
     }
-    clear(out)?;
-    let cancel = spec.job.cancel;
-    let placement = placement_settings(spec.job.settings);
-    let timed = round_settings(spec.job.settings, spec.runs_per_round);
-    let sides = [(BASELINE_DIR, spec.baseline, spec.sources[0]), (CANDIDATE_DIR, spec.candidate, spec.sources[1])];
-    let run = |(model, source): (&Path, Option<&Path>),
-               settings: &HarnessSettings,
-               dir: &str,
-               step: &str|
-     -> Result<RunReport> {
+    Ok(())
+}
+
+/// One side of a session: its folder name, its model, the source model of a compiled one.
+type SessionSide<'a> = (&'static str, &'a Path, Option<&'a Path>);
+
+/// A session's runs: both models on one target, into folders of `out`.
+struct Session<'s, 'a, 'p> {
+    /// Where every run goes.
+    target: &'s dyn Target,
+    /// The models, the shared job, the rounds.
+    spec: &'s CompareSpec<'a>,
+    /// The comparison's folder.
+    out: &'s Path,
+    /// Where each run's step is shown.
+    progress: &'s Progress<'p>,
+}
+
+/// Both models' timed runs of one round, in side order (baseline, candidate).
+type RoundRuns = (First, RunReport, RunReport);
+
+impl<'a> Session<'_, 'a, '_> {
+    /// The baseline's and the candidate's side, in that order.
+    fn sides(&self) -> [SessionSide<'a>; 2] {
+        [
+            (BASELINE_DIR, self.spec.baseline, self.spec.sources[0]),
+            (CANDIDATE_DIR, self.spec.candidate, self.spec.sources[1]),
+        ]
+    }
+
+    /// Runs one side's model with `settings` into `<out>/<dir>`, shown as `step`; stops if the
+    /// session was cancelled.
+    fn run(&self, side: SessionSide<'a>, settings: &HarnessSettings, dir: &str, step: &str) -> Result<RunReport> {
+        let (_, model, source) = side;
+        let cancel = self.spec.job.cancel;
         if cancel.is_cancelled() {
             return Err(cancel.error());
         }
-        progress.step(step);
-        let job = Job { model, reference_model: source, settings, ..spec.job };
-        run_on(target, &RunSpec { job, gate: None, reference: None }, &out.join(dir), progress)
+        self.progress.step(step);
+        let job = Job { model, reference_model: source, settings, ..self.spec.job };
+        run_on(self.target, &RunSpec { job, gate: None, reference: None }, &self.out.join(dir), self.progress)
             .with_context(|| format!("{dir} ({})", model.display()))
-    };
-    let mut placed = Vec::new();
-    for (side, model, source) in sides {
-        placed.push(run(
-            (model, source),
-            &placement,
-            &format!("{side}/{PLACEMENT_DIR}"),
-            &format!("placement {side}"),
-        )?);
     }
-    let mut rounds: Vec<(First, RunReport, RunReport)> = Vec::with_capacity(spec.rounds);
-    for index in 0..spec.rounds {
-        let first = First::of_round(index);
-        let order = match first {
-            First::Baseline => [0, 1],
-            First::Candidate => [1, 0],
-        };
-        let mut pair: [Option<RunReport>; 2] = [None, None];
-        for side in order {
-            let (name, model, source) = sides[side];
-            let dir = format!("{name}/{}", round_dir(index));
-            pair[side] =
-                Some(run((model, source), &timed, &dir, &format!("round {}/{} {name}", index + 1, spec.rounds))?);
+
+    /// Each model's placement run (profiled, one timed run), baseline first.
+    fn run_placements(&self) -> Result<Vec<RunReport>> {
+        let placement = placement_settings(self.spec.job.settings);
+        let mut placed = Vec::new();
+        for side in self.sides() {
+            let name = side.0;
+            placed.push(self.run(
+                side,
+                &placement,
+                &format!("{name}/{PLACEMENT_DIR}"),
+                &format!("placement {name}"),
+            )?);
         }
-        let [Some(a), Some(b)] = pair else { unreachable!("both sides ran") };
-        rounds.push((first, a, b));
+        Ok(placed)
     }
-    progress.step("judge");
-    let mut errors = Vec::new();
+
+    /// The timed rounds, each model once per round, which goes first alternating by round.
+    fn run_rounds(&self) -> Result<Vec<RoundRuns>> {
+        let spec = self.spec;
+        let timed = round_settings(spec.job.settings, spec.runs_per_round);
+        let sides = self.sides();
+        let mut rounds: Vec<RoundRuns> = Vec::with_capacity(spec.rounds);
+        for index in 0..spec.rounds {
+            let first = First::of_round(index);
+            let order = match first {
+                First::Baseline => [0, 1],
+                First::Candidate => [1, 0],
+            };
+            let mut pair: [Option<RunReport>; 2] = [None, None];
+            for side in order {
+                let name = sides[side].0;
+                let dir = format!("{name}/{}", round_dir(index));
+                pair[side] = Some(self.run(
+                    sides[side],
+                    &timed,
+                    &dir,
+                    &format!("round {}/{} {name}", index + 1, spec.rounds),
+                )?);
+            }
+            let [Some(a), Some(b)] = pair else { unreachable!("both sides ran") };
+            rounds.push((first, a, b));
+        }
+        Ok(rounds)
+    }
+}
+
+/// One sentence for each run whose harness failed, placement runs first.
+fn harness_errors(placed: &[RunReport], rounds: &[RoundRuns]) -> Vec<String> {
     let all = placed.iter().chain(rounds.iter().flat_map(|(_, a, b)| [a, b]));
-    for report in all {
-        if !report.execution.succeeded() {
-            errors.push(format!(
+    all.filter(|report| !report.execution.succeeded())
+        .map(|report| {
+            format!(
                 "the harness failed ({}) in {}: {}",
                 report.execution.status(),
                 report.placed.dir().display(),
                 report.execution.last_message()
-            ));
-        }
-    }
+            )
+        })
+        .collect()
+}
+
+/// Judges the session's runs: both placements (computed from the placement runs), every round, the
+/// failed harnesses, by `spec.rules`.
+fn judge_session(
+    target: &dyn Target,
+    spec: &CompareSpec<'_>,
+    placed: &[RunReport],
+    rounds: &[RoundRuns],
+) -> CompareVerdict {
+    let errors = harness_errors(placed, rounds);
     let placements: Vec<_> = placed
         .iter()
         .map(|r| npugate_profile::analyze_run(r.placed.dir(), &r.result).map_err(|e| e.to_string()))
@@ -205,9 +275,7 @@ pub fn compare_on(
         rounds: &evidence_rounds,
         errors,
     };
-    let report = CompareReport { dir: out.to_path_buf(), verdict: judge_compare(&evidence, spec.rules) };
-    report.save()?;
-    Ok(report)
+    judge_compare(&evidence, spec.rules)
 }
 
 /// `round-01`, … (two digits keep them in order up to 99 rounds).

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::cell::{CellKey, CellRecord};
-use super::shard::{MergeInfo, MergedShard, MissingShard, ShardInfo};
+use super::shard::{MergeInfo, MergedShard, MissingShard, ShardInfo, ShardUnit};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
+use super::unit::Unit;
 use npugate_result::files;
 
 /// One shard result to merge.
@@ -74,6 +75,32 @@ impl ShardResult {
 /// replaced); returns the merged summary, also written as `<out>/sweep.json`. The history and the
 /// matrix report are the caller's (as after `run_sweep`).
 pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
+    let shards = read_shards(inputs)?;
+    let first = shards.values().next().context("no shard result to merge")?;
+    check_same_sweep(&shards, first)?;
+    check_out(out, inputs)?;
+    let mut gathered = gather(&shards, first, out)?;
+    let links = std::mem::take(&mut gathered.links);
+    let summary = merged_summary(&shards, first, gathered);
+    write_merged(out, &summary, &links)?;
+    Ok(summary)
+}
+
+/// What the shards' units contribute to the merged sweep, in the plan's unit order.
+#[derive(Default)]
+struct Gathered {
+    /// The devices of the merged shards, their outcomes pointing into `out`.
+    devices: Vec<SweepDevice>,
+    /// Every planned cell: the merged shards' cells and the absent cells of missing shards.
+    cells: Vec<CellEntry>,
+    /// Cell folders to link into `out`: (source folder in a shard, its cell).
+    links: Vec<(PathBuf, CellKey)>,
+    /// The units of each shard not among the inputs, by shard index.
+    missing: BTreeMap<u32, Vec<Unit>>,
+}
+
+/// Reads every shard result in `inputs`, keyed by shard index; refuses a shard given twice.
+fn read_shards(inputs: &[PathBuf]) -> Result<BTreeMap<u32, ShardResult>> {
     let mut shards: BTreeMap<u32, ShardResult> = BTreeMap::new();
     for dir in inputs {
         let shard = ShardResult::read(dir)?;
@@ -87,36 +114,28 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
         }
         shards.insert(shard.info.shard.index, shard);
     }
-    let first = shards.values().next().context("no shard result to merge")?;
+    Ok(shards)
+}
+
+/// Refuses shards that are not all of the same sweep, night and cut as `first`.
+fn check_same_sweep(shards: &BTreeMap<u32, ShardResult>, first: &ShardResult) -> Result<()> {
     for shard in shards.values() {
         if let Some(why) = shard.mismatch(first) {
             bail!("{} {why}; merge the shards of one sweep and night", shard.dir.display());
         }
     }
-    check_out(out, inputs)?;
+    Ok(())
+}
 
-    let (mut devices, mut cells, mut links) = (Vec::new(), Vec::new(), Vec::new());
-    let mut missing: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+/// Walks the plan's units in order: a merged shard's unit gives its devices, cells and cell
+/// folders; a missing shard's unit gives absent cells (where its device folder is known).
+fn gather(shards: &BTreeMap<u32, ShardResult>, first: &ShardResult, out: &Path) -> Result<Gathered> {
+    let mut gathered = Gathered::default();
     let mut device_dirs: BTreeMap<String, &Path> = BTreeMap::new();
     for (position, planned) in first.info.units.iter().enumerate() {
         let Some(shard) = shards.get(&planned.shard) else {
-            missing.entry(planned.shard).or_default().push(planned.unit.clone());
-            let error = format!("shard {}/{} was not merged", planned.shard, first.info.shard.count);
-            if let Some(device) = planned.unit.known_dir() {
-                for runtime in &planned.runtimes {
-                    for model in &first.summary.models {
-                        let key = CellKey { device: device.clone(), runtime: runtime.clone(), model: model.clone() };
-                        let dir = format!("{device}/{runtime}/{model}");
-                        cells.push(CellEntry {
-                            key,
-                            dir,
-                            state: CellState::Absent,
-                            record: None,
-                            error: Some(error.clone()),
-                        });
-                    }
-                }
-            }
+            gathered.missing.entry(planned.shard).or_default().push(planned.unit.clone());
+            gathered.cells.extend(absent_cells(planned, first));
             continue;
         };
         for serial in &shard.info.units[position].devices {
@@ -135,32 +154,62 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
                     device.dir
                 );
             }
-            devices.push(SweepDevice {
+            gathered.devices.push(SweepDevice {
                 outcome: device.outcome.clone().map(|outcome| npugate_engine::rack::DeviceOutcome {
                     result_dir: Some(out.join(&device.dir)),
                     ..outcome
                 }),
                 ..device.clone()
             });
-            for entry in shard.summary.cells.iter().filter(|c| c.key.device == device.dir) {
-                let source = entry.key.dir(&shard.dir);
-                if source.is_dir() {
-                    links.push((source.clone(), entry.key.clone()));
-                }
-                cells.push(match CellRecord::read_finished(&source) {
-                    Some(record) => {
-                        CellEntry { state: CellState::Finished, record: Some(record), error: None, ..entry.clone() }
-                    }
-                    None if entry.state == CellState::Finished => {
-                        CellEntry { state: CellState::Pending, record: None, ..entry.clone() }
-                    }
-                    None => CellEntry { record: None, ..entry.clone() },
-                });
-            }
+            gather_device_cells(shard, &device.dir, &mut gathered);
         }
     }
+    Ok(gathered)
+}
 
-    let count = first.info.shard.count;
+/// The cells of a unit whose shard was not merged, each `absent` with the reason; none when the
+/// unit's device folder is not known without running it.
+fn absent_cells(planned: &ShardUnit, first: &ShardResult) -> Vec<CellEntry> {
+    let Some(device) = planned.unit.known_dir() else {
+        return Vec::new();
+    };
+    let error = format!("shard {}/{} was not merged", planned.shard, first.info.shard.count);
+    let mut cells = Vec::new();
+    for runtime in &planned.runtimes {
+        for model in &first.summary.models {
+            let key = CellKey { device: device.clone(), runtime: runtime.clone(), model: model.clone() };
+            let dir = format!("{device}/{runtime}/{model}");
+            cells.push(CellEntry { key, dir, state: CellState::Absent, record: None, error: Some(error.clone()) });
+        }
+    }
+    cells
+}
+
+/// Adds the cells `shard` holds for device folder `device_dir`, their state re-read from the cell
+/// folders (a cell marked finished without a finished record is pending again), and the folders
+/// to link.
+fn gather_device_cells(shard: &ShardResult, device_dir: &str, gathered: &mut Gathered) {
+    for entry in shard.summary.cells.iter().filter(|c| c.key.device == device_dir) {
+        let source = entry.key.dir(&shard.dir);
+        if source.is_dir() {
+            gathered.links.push((source.clone(), entry.key.clone()));
+        }
+        gathered.cells.push(match CellRecord::read_finished(&source) {
+            Some(record) => {
+                CellEntry { state: CellState::Finished, record: Some(record), error: None, ..entry.clone() }
+            }
+            None if entry.state == CellState::Finished => {
+                CellEntry { state: CellState::Pending, record: None, ..entry.clone() }
+            }
+            None => CellEntry { record: None, ..entry.clone() },
+        });
+    }
+}
+
+/// The merged sweep's summary: `first`'s sweep, the shards' earliest start and latest finish
+/// (none while any shard is unfinished), the gathered devices and cells, and the merge section.
+fn merged_summary(shards: &BTreeMap<u32, ShardResult>, first: &ShardResult, gathered: Gathered) -> SweepSummary {
+    let Gathered { devices, cells, missing, .. } = gathered;
     let mut summary = SweepSummary {
         schema: SWEEP_SCHEMA.into(),
         name: first.summary.name.clone(),
@@ -179,7 +228,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
         exit_code: None,
         shard: None,
         merged: Some(MergeInfo {
-            count,
+            count: first.info.shard.count,
             plan_sha256: first.info.plan_sha256.clone(),
             shards: shards
                 .values()
@@ -194,8 +243,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<SweepSummary> {
         }),
     };
     summary.exit_code = Some(summary.overall_exit());
-    write_merged(out, &summary, &links)?;
-    Ok(summary)
+    summary
 }
 
 /// Refuses an `out` that is one of the shards (or inside one), or that holds anything but a
