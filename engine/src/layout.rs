@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use npugate_onnx::genai::GENAI_CONFIG;
 use npugate_result::{contract, files};
 
 /// What proves a directory is npugate's own before npugate replaces, clears or writes into it: a
@@ -76,6 +77,108 @@ impl Ownership {
         }
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
     }
+}
+
+/// Checks that npugate may write the file `path` (named by `option` in messages): it is missing,
+/// or a file npugate wrote ([`written_by_npugate`]) that is none of the command's `inputs`.
+/// Anything else — the user's file, a directory, the command's own input — is refused in one line
+/// naming the path; nothing is changed. The one rule every command that writes a file follows.
+pub fn check_file(path: &Path, option: &str, inputs: &[&Path]) -> Result<()> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    refuse_input(path, option, inputs)?;
+    if path.is_dir() {
+        bail!("{option} {} is a directory; nothing was changed — name a file", path.display());
+    }
+    if !written_by_npugate(path) {
+        bail!(
+            "{option} {} exists and is not a file npugate wrote; nothing was changed — choose another {option} or move it away",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Checks that npugate may write files into the folder `dir` (a compiled model folder): it is
+/// missing or empty, or every model in it is one npugate wrote (each `.onnx` carries npugate's
+/// metadata) and every other file is npugate's or a context binary (`.bin`) beside them; and it
+/// is none of the command's `inputs`. Else refused in one line naming the folder.
+pub fn check_model_folder(dir: &Path, option: &str, inputs: &[&Path]) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    refuse_input(dir, option, inputs)?;
+    if !dir.is_dir() {
+        bail!("{} is a file; {option} needs a folder; nothing was changed", dir.display());
+    }
+    let mut models = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry.with_context(|| format!("cannot read {}", dir.display()))?.path();
+        let onnx = path.extension().is_some_and(|ext| ext == "onnx");
+        models += usize::from(onnx);
+        let beside = !onnx
+            && (path.extension().is_some_and(|ext| ext == "bin") || path.file_name() == Some(GENAI_CONFIG.as_ref()));
+        if !(path.is_file() && (beside || written_by_npugate(&path))) {
+            bail!(
+                "{option} {} holds {}, which npugate did not write; nothing was changed — choose another {option}",
+                dir.display(),
+                path.display()
+            );
+        }
+    }
+    if models == 0 && std::fs::read_dir(dir).map(|mut entries| entries.next().is_some()).unwrap_or(true) {
+        bail!(
+            "{option} {} is not empty and holds no model npugate wrote; nothing was changed — choose another {option}",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses `path` when it is one of the command's `inputs` (npugate never writes over its input).
+fn refuse_input(path: &Path, option: &str, inputs: &[&Path]) -> Result<()> {
+    match inputs.iter().find(|input| same_file(path, input)) {
+        Some(input) => bail!(
+            "{option} {} is the command's own input {}; nothing was changed — choose another {option}",
+            path.display(),
+            input.display()
+        ),
+        None => Ok(()),
+    }
+}
+
+/// True when `a` and `b` name the same existing file (through links or different spellings).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// True when the file at `path` is recognisably npugate's: a JSON document with npugate's
+/// `schema` (the only proof a `.json` gives); an ONNX model carrying npugate's `metadata_props` (`npugate.*`, e.g. a compiled
+/// model's `npugate.compiled_for.*`); an ed25519 key file in the PEM form `npugate keygen` writes;
+/// or a report (markdown, JUnit, HTML, GitHub annotations, text) whose first 4 KiB name npugate.
+pub fn written_by_npugate(path: &Path) -> bool {
+    if contract::is_npugate_document(path) {
+        return true;
+    }
+    if path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("json")) {
+        return false;
+    }
+    if path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("onnx")) {
+        return npugate_onnx::Model::read(path)
+            .is_ok_and(|model| model.metadata_entries().any(|(key, _)| key.starts_with("npugate.")));
+    }
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    let mut head = Vec::with_capacity(4096);
+    if std::io::Read::read_to_end(&mut std::io::Read::take(file, 4096), &mut head).is_err() || head.contains(&0) {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&head);
+    let key_headers = ["-----BEGIN PRIVATE KEY-----", "-----BEGIN PUBLIC KEY-----"];
+    key_headers.iter().any(|header| text.starts_with(header)) || text.contains("npugate")
 }
 
 /// Names npugate itself leaves in a result directory, besides `result.json`: a directory holding
@@ -218,6 +321,61 @@ fn leaf(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model with the given `metadata_props`, written to `path`.
+    fn onnx_with(path: &Path, metadata: &[(&str, &str)]) {
+        let graph = Some(npugate_onnx::proto::GraphProto::default());
+        let mut model = npugate_onnx::Model::from(npugate_onnx::proto::ModelProto { graph, ..Default::default() });
+        for (key, value) in metadata {
+            model.set_metadata(key, value);
+        }
+        std::fs::write(path, model.to_bytes().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_file_is_replaced_only_when_npugate_wrote_it_and_never_an_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        std::fs::write(at("notes.txt"), "my notes").unwrap();
+        std::fs::write(at("mine.json"), r#"{"schema": "mine/1"}"#).unwrap();
+        std::fs::write(at("verdict.json"), r#"{"schema": "npugate.verdict/3"}"#).unwrap();
+        std::fs::write(at("report.md"), "## npugate gate: PASS\n").unwrap();
+        std::fs::write(at("key"), "-----BEGIN PRIVATE KEY-----\nMC4CAQ==\n-----END PRIVATE KEY-----\n").unwrap();
+        onnx_with(&at("m.onnx"), &[("author", "me")]);
+        onnx_with(&at("m_ctx.onnx"), &[("npugate.compiled_for.soc", "SM8650")]);
+        std::fs::create_dir(at("folder")).unwrap();
+        for name in ["missing.onnx", "verdict.json", "report.md", "key", "m_ctx.onnx"] {
+            check_file(&at(name), "--out", &[&at("m.onnx")]).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
+        let refused =
+            |name: &str, inputs: &[&Path]| format!("{:#}", check_file(&at(name), "--out", inputs).unwrap_err());
+        for name in ["notes.txt", "mine.json", "m.onnx"] {
+            assert!(refused(name, &[]).contains("is not a file npugate wrote; nothing was changed"), "{name}");
+        }
+        assert!(refused("folder", &[]).contains("is a directory"));
+        let own = refused("m_ctx.onnx", &[&at("./m_ctx.onnx")]);
+        assert!(own.contains("is the command's own input"), "{own}");
+        assert_eq!(std::fs::read_to_string(at("notes.txt")).unwrap(), "my notes");
+    }
+
+    #[test]
+    fn a_model_folder_is_written_into_only_when_its_models_are_npugate_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ours, theirs, source) = (dir.path().join("ours"), dir.path().join("theirs"), dir.path().join("src"));
+        for folder in [&ours, &theirs, &source] {
+            std::fs::create_dir(folder).unwrap();
+            std::fs::write(folder.join("genai_config.json"), "{}").unwrap();
+            std::fs::write(folder.join("ctx.bin"), [0u8; 4]).unwrap();
+        }
+        onnx_with(&ours.join("token_ctx.onnx"), &[("npugate.compiled_for.soc", "SM8650")]);
+        onnx_with(&theirs.join("token.onnx"), &[]);
+        check_model_folder(&ours, "--out", &[&source]).unwrap();
+        check_model_folder(&dir.path().join("new"), "--out", &[&source]).unwrap();
+        let message = format!("{:#}", check_model_folder(&theirs, "--out", &[&source]).unwrap_err());
+        assert!(message.contains("token.onnx, which npugate did not write"), "{message}");
+        let message = format!("{:#}", check_model_folder(&source, "--out", &[&source]).unwrap_err());
+        assert!(message.contains("own input"), "{message}");
+    }
 
     fn result_with_status(dir: &Path, status: &str) {
         let template = crate::targets::mock::template_dir();

@@ -231,7 +231,15 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
         "<u4" => npy.into_vec::<u32>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
         "<i8" => npy.into_vec::<i64>().map_err(unreadable)?.into_iter().map(|v| v as f64).collect(),
         "<u8" => npy.into_vec::<u64>().map_err(unreadable)?.into_iter().map(|v| v as f64).collect(),
-        "|b1" => npy.into_vec::<bool>().map_err(unreadable)?.into_iter().map(|v| f64::from(u8::from(v))).collect(),
+        // Truth values: a backend's bool byte may hold any non-zero value for true (the host HTP
+        // writes 12), which is true, not an unreadable tensor.
+        // The data is the file's last byte per element (npyz's bool reader refuses other bytes).
+        "|b1" => {
+            let count = usize::try_from(shape.iter().product::<u64>()).unwrap_or(usize::MAX);
+            let data = bytes.len().checked_sub(count).map(|start| &bytes[start..]);
+            let data = data.with_context(|| format!("{} holds fewer bool values than its shape", path.display()))?;
+            data.iter().map(|&v| f64::from(u8::from(v != 0))).collect()
+        }
         other => bail!("{} holds dtype {other}, which the output check does not read", path.display()),
     };
     Ok((shape, values))
@@ -241,6 +249,22 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
 mod tests {
     use super::*;
     use npyz::WriterBuilder;
+
+    #[test]
+    fn bool_tensors_are_read_as_truth_values_whatever_byte_holds_true() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mask.npy");
+        let mut bytes = Vec::new();
+        let mut writer =
+            npyz::WriteOptions::<u8>::new().default_dtype().shape(&[3]).writer(&mut bytes).begin_nd().unwrap();
+        writer.extend([0u8, 1, 12]).unwrap();
+        writer.finish().unwrap();
+        // The same bytes declared bool, as an emulated run writes them.
+        let header = bytes.windows(3).position(|w| w == b"|u1").unwrap();
+        bytes[header..header + 3].copy_from_slice(b"|b1");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_npy_f64(&path).unwrap(), (vec![3], vec![0.0, 1.0, 1.0]));
+    }
 
     #[test]
     fn reference_dir_is_named_relative_to_the_result_dir() {

@@ -135,11 +135,32 @@ pub struct Sinks {
     pub color: bool,
 }
 
+/// Writes `--report` (a file for one format, a folder of one file per format for several), each
+/// file only where nothing of the user's is in the way ([`crate::layout::check_file`]).
+fn write_report(verdict: &dyn Report, formats: &[Format], out: &Path) -> Result<()> {
+    match formats {
+        [_] => crate::layout::check_file(out, "--report", &[])?,
+        many => {
+            if out.exists() && !out.is_dir() {
+                anyhow::bail!(
+                    "--report {} is a file; with several --format it names a folder; nothing was changed",
+                    out.display()
+                );
+            }
+            for format in many {
+                crate::layout::check_file(&out.join(format.file_name(verdict.stem())), "--report", &[])?;
+            }
+        }
+    }
+    write_all(verdict, formats, out)?;
+    Ok(())
+}
+
 impl Sinks {
     /// Prints or writes the verdict (or comparison) in the requested formats.
     pub fn emit(&self, verdict: &dyn Report) -> Result<()> {
         match &self.report {
-            Some(report) => drop(write_all(verdict, &self.formats, report)?),
+            Some(report) => write_report(verdict, &self.formats, report)?,
             None => {
                 let text = npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color);
                 std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())
@@ -156,7 +177,7 @@ impl Sinks {
         Ok(match &self.report {
             Some(report) => {
                 let name = report.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("verdict"));
-                write_all(verdict, &self.formats, &dir.join(name))?;
+                write_report(verdict, &self.formats, &dir.join(name))?;
                 String::new()
             }
             None => npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color),

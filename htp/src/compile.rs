@@ -19,7 +19,7 @@ use npugate_settings::{KeyValue, ShapeSpec};
 use super::compiled::{source_path_from, CompiledFor, EpContextCover};
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
-use npugate_engine::layout::Staging;
+use npugate_engine::layout::{check_file, written_by_npugate, Staging};
 use npugate_engine::progress::Progress;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Job, Target};
@@ -68,6 +68,7 @@ impl CompileRequest<'_> {
     /// Compiles into `out` (the `_ctx.onnx`); the harness's own files go to `<out>.compile/`.
     /// A model the HTP cannot compile is an error saying so for the SoC.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Compiled> {
+        check_file(out, "--out", &[self.model])?;
         let (source_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
             format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
         })?;
@@ -262,8 +263,16 @@ fn write_with_context_files(mut model: Model, from: &Path, out: &Path) -> Result
         model.locate_files(from).map_err(|e| anyhow::anyhow!("the session wrote an unusable context model: {e}"))?;
     let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let mut renames = Vec::new();
+    // A context binary in the way is replaced only beside the compiled model npugate wrote before.
+    let replaceable = !out.exists() || written_by_npugate(out);
     for (index, file) in located.iter().enumerate() {
         let name = if located.len() == 1 { format!("{stem}.bin") } else { format!("{stem}_{index}.bin") };
+        if dir.join(&name).exists() && !replaceable {
+            bail!(
+                "{} exists beside --out and npugate did not write it; nothing was changed — choose another --out",
+                dir.join(&name).display()
+            );
+        }
         let bytes = std::fs::read(&file.path).with_context(|| format!("cannot read {}", file.path.display()))?;
         write_atomic(&dir.join(&name), &bytes)
             .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;

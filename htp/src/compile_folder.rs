@@ -69,6 +69,7 @@ impl FolderCompileRequest<'_> {
     /// and the SoC; graphs that did not land in one context binary are an error naming the binaries.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<CompiledFolder> {
         let llm = npugate_engine::model::open_folder(self.config)?;
+        npugate_engine::layout::check_model_folder(out, "--out", &[&llm.folder])?;
         let prepared = npugate_engine::model::for_run(
             self.config,
             &soc_settings(&[], self.fp16),

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::HostHtp;
-use npugate_engine::layout::Staging;
+use npugate_engine::layout::{Ownership, Staging};
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
@@ -43,6 +43,9 @@ use npugate_host::runtime::RuntimeManifest;
 pub const HTP_PREFLIGHT_SCHEMA: &str = "npugate.htp-preflight/2";
 /// The file the report is saved as in the preflight directory.
 pub const REPORT_FILE: &str = "preflight.json";
+
+/// A preflight's directory: its [`REPORT_FILE`] and one result directory per SoC.
+const PREFLIGHT_DIR: Ownership = Ownership { marker: REPORT_FILE, what: "npugate preflight", own_names: &[] };
 /// The name of the CPU reference job (its directory is in the cache: see `reference_cache`).
 const REFERENCE_DIR: &str = "reference";
 /// The longest one SoC's validation, compile and inference may take.
@@ -290,6 +293,7 @@ impl HtpPreflightRequest<'_> {
     /// ONNX Runtime cannot load it even on its CPU EP.
     pub fn run(&self, out: &Path, policy: &RackPolicy) -> Result<HtpPreflightReport> {
         let cancel = &policy.cancel;
+        PREFLIGHT_DIR.check(out, "--out")?;
         let first = self.hosts.first().context("a preflight needs at least one host-HTP runtime")?;
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
             format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
@@ -624,13 +628,15 @@ fn judge_soc(
                 .collect(),
         };
         refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
+        // Graph-I/O Q/DQ are on the CPU by design here too, as when the SoC compiles (one rule).
+        let inputs = npugate_profile::placement::PlacementInputs::of_run(&result);
         verdict.fallback = refused
             .into_iter()
             .map(|node| FallbackEntry {
+                expected: inputs.on_cpu_by_design(&node.name),
                 name: node.name,
                 op_type: node.op_type,
                 reason: node.reason.map(|r| arch_hint(&r, soc)),
-                expected: false,
             })
             .collect();
         return verdict;
@@ -751,6 +757,14 @@ pub fn summary(report: &HtpPreflightReport) -> String {
         text.push_str(&format!("\n{} ({}{version}):\n", soc.soc, soc.htp_arch));
         if let Some(error) = &soc.error {
             text.push_str(&format!("  {error}\n"));
+        }
+        let left = soc.rejected().count();
+        if soc.compiled && soc.error.is_none() && left > 0 {
+            text.push_str(&format!(
+                "  {} by preflight's rule: every model node on the HTP ({left} left to CPU{}); `run` judges npu_flops_pct >= 98% instead, and passes a placement that meets it\n",
+                soc.outcome.label(),
+                soc.flops_pct.map(|pct| format!(", {pct:.1}% of FLOPs on the HTP")).unwrap_or_default()
+            ));
         }
         for node in &soc.fallback {
             let kind = if node.expected { "on CPU by design" } else { "left to CPU" };
@@ -998,6 +1012,10 @@ mod tests {
         assert!(text.contains("QNN 2.49.40: OUTCOME NODES / FLOPS ON HTP"), "{text}");
         assert!(text.contains("what changed from QNN 2.49.40 to QNN 2.51.0:\n  SM8350: outcome FAIL → PASS, compile not compiled → compiled"), "{text}");
         assert!(text.contains("    newly rejected by 2.51.0: b (Op): new reason for b"), "{text}");
+        assert!(
+            text.contains("  FAIL by preflight's rule: every model node on the HTP (1 left to CPU"),
+            "a FAIL names the rule that failed: {text}"
+        );
         assert!(
             text.contains("    newly accepted by 2.51.0 (rejected by 2.49.40): a (Op): old reason for a"),
             "{text}"

@@ -125,6 +125,9 @@ pub enum UnmatchedReason {
     NotInReference,
     /// A weight or bias dequantized by a `DequantizeLinear` (a constant, not an activation).
     DequantizedConstant,
+    /// A weight computed from weights alone (an `Identity`, `Cast`, `Reshape`, … of constants: a
+    /// copy of a weight, not an activation).
+    WeightCopy,
     /// A graph input passing through `QuantizeLinear`/`DequantizeLinear` (the inputs are the same
     /// for both runs by construction).
     QuantizedInput,
@@ -140,6 +143,7 @@ impl UnmatchedReason {
             UnmatchedReason::NotInModel => "float tensors with no counterpart in the model (fused away or renamed)",
             UnmatchedReason::NotInReference => "model tensors with no counterpart in the reference",
             UnmatchedReason::DequantizedConstant => "dequantized weights and biases (constants, not activations)",
+            UnmatchedReason::WeightCopy => "weights computed from weights alone (copies of constants, not activations)",
             UnmatchedReason::QuantizedInput => "quantized graph inputs (the same inputs for both runs)",
             UnmatchedReason::InsideCompiledContext => {
                 "float tensors computed inside the model's compiled context (EPContext nodes: no run exposes them; run numerics on the source model for each layer)"
@@ -229,7 +233,10 @@ impl Matching {
                     tensor: tensor.to_string(),
                     node: node.name().to_string(),
                     op_type: node.op_type().to_string(),
-                    reason: not_in_model,
+                    reason: match from_constants(reference, &r, node, 0) {
+                        true => UnmatchedReason::WeightCopy,
+                        false => not_in_model,
+                    },
                 }),
             }
         }
@@ -345,6 +352,9 @@ fn find<'i, 'm>(
 
 /// Why a model tensor that stands for no float tensor is there.
 fn model_only_reason(model: &Model, index: &ModelIndex<'_>, node: &NodeInfo<'_>) -> UnmatchedReason {
+    if node.op_type() != DEQUANTIZE && from_constants(model, index, node, 0) {
+        return UnmatchedReason::WeightCopy;
+    }
     let mut node = *node;
     let mut first = true;
     while matches!(node.op_type(), QUANTIZE | DEQUANTIZE) {
@@ -360,6 +370,18 @@ fn model_only_reason(model: &Model, index: &ModelIndex<'_>, node: &NodeInfo<'_>)
         first = false;
     }
     UnmatchedReason::NotInReference
+}
+
+/// True when every input of `node` is a constant or computed from constants alone (a weight
+/// copy); `depth` bounds the walk up the graph.
+fn from_constants(model: &Model, index: &ModelIndex<'_>, node: &NodeInfo<'_>, depth: usize) -> bool {
+    let inputs: Vec<&String> = node.inputs().iter().filter(|input| !input.is_empty()).collect();
+    !inputs.is_empty()
+        && depth < 16
+        && inputs.iter().all(|input| {
+            model.constant(input).is_some()
+                || producer(index, input).is_some_and(|up| from_constants(model, index, up, depth + 1))
+        })
 }
 
 /// Sets each layer's inputs: the nearest layers upstream of its computing node in the model's
@@ -440,6 +462,25 @@ mod tests {
         );
         assert_eq!(matching.exposed_in_model(), ["r_qo", "y"]);
         assert_eq!(matching.exposed_in_reference(), ["r", "y"]);
+    }
+
+    #[test]
+    fn copies_of_weights_are_weights_not_unmatched_activations() {
+        let mut nodes = vec![
+            crate::testing::node("copy", "Identity", &["w_q"], &["w_c"]),
+            crate::testing::node("cast", "Cast", &["w_c"], &["w_f"]),
+        ];
+        let model = crate::testing::graph(nodes.clone());
+        nodes.push(crate::testing::node("scaled", "Mul", &["x", "w_f"], &["y"]));
+        let reference = crate::testing::graph(nodes);
+        let matching = Matching::build(&model, &reference, &Selection::All).unwrap();
+        let reasons: Vec<(&str, UnmatchedReason)> =
+            matching.unmatched.iter().map(|u| (u.tensor.as_str(), u.reason)).collect();
+        assert_eq!(reasons, [("y", UnmatchedReason::NotInModel)], "the copies match by name; nothing else is left");
+        let alone = Matching::build(&model, &float(), &Selection::All).unwrap();
+        let model_side: Vec<(&str, UnmatchedReason)> =
+            alone.unmatched.iter().filter(|u| u.side == Side::Model).map(|u| (u.tensor.as_str(), u.reason)).collect();
+        assert_eq!(model_side, [("w_c", UnmatchedReason::WeightCopy), ("w_f", UnmatchedReason::WeightCopy)]);
     }
 
     #[test]

@@ -651,16 +651,22 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     Ok(())
 }
 
-/// Where a plan's results go: `--out`; else for `compile` beside the model (`<model>_ctx.onnx`,
+/// Where a plan's results go: `--out` (for `compile` of one model into an existing folder, its
+/// `<model>_ctx.onnx` there); else for `compile` beside the model (`<model>_ctx.onnx`,
 /// an LLM folder's `<folder>_ctx/`, the model's folder for one model per QNN version); else
 /// `npugate-results/<model>/<leaf>`.
 fn out_dir(request: &Request<'_>, plan: &Plan) -> PathBuf {
-    if let Some(out) = request.out {
-        return out.to_path_buf();
-    }
     let model = request.model;
     let stem =
         |path: &Path| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let one_compiled_model =
+        request.command == Command::Compile && plan.model.llm().is_none() && plan.targets.len() == 1;
+    match request.out {
+        // `compile --out DIR`: the model's `<model>_ctx.onnx` in that folder.
+        Some(out) if one_compiled_model && out.is_dir() => return out.join(format!("{}_ctx.onnx", stem(model))),
+        Some(out) => return out.to_path_buf(),
+        None => {}
+    }
     match (request.command, plan.model.llm(), plan.targets.len()) {
         (Command::Compile, Some(llm), _) => {
             let name =

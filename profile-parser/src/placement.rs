@@ -736,6 +736,16 @@ impl<'a> IoQuantization<'a> {
     }
 }
 
+impl PlacementInputs<'_> {
+    /// Whether the node `name`, on the CPU, is there by design: graph-I/O quantization the EP
+    /// offloads ([`IoQuantization`], the one rule), known by the model graph's tensor names. The
+    /// same judgement whether the session was created or refused.
+    pub fn on_cpu_by_design(&self, name: &str) -> bool {
+        let no_graph = ModelGraph::default();
+        IoQuantization::new(self, self.graph.unwrap_or(&no_graph)).by_design(name, "", None)
+    }
+}
+
 /// The nodes of the assignment left off the preferred EP, in assignment order, except graph-I/O
 /// quantization on the CPU by design ([`IoQuantization`], the one rule): the nodes a placement
 /// verdict needs the EP's reasons for. Without the model's graph no Q/DQ is known to be graph I/O.

@@ -199,4 +199,7 @@ fn graph_io_quantization_is_a_fallback_when_the_ep_was_told_to_take_it() {
     };
     assert!(build_report(&inputs(true)).fallback[0].expected);
     assert!(!build_report(&inputs(false)).fallback[0].expected, "offload_graph_io_quantization=0");
+    // The same judgement without a placement (a session the SoC refused: preflight's fallback list).
+    assert!(inputs(true).on_cpu_by_design("q_in") && !inputs(true).on_cpu_by_design("mm"));
+    assert!(!inputs(false).on_cpu_by_design("q_in"));
 }

@@ -159,7 +159,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let mut file = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".tmp-");
+    // Readable by all, as a file written in place would be (the process umask still applies);
+    // the temporary file's own default, 0600, would make every result private.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut file = builder.tempfile_in(dir)?;
     file.write_all(bytes)?;
     file.as_file().sync_all()?;
     file.persist(path).map_err(|e| e.error)?;
@@ -237,6 +243,18 @@ mod tests {
             assert_eq!(is_npugate_document(&path), ours, "{text}");
         }
         assert!(!is_npugate_document(&dir.path().join("absent.json")));
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn atomic_write_leaves_a_file_others_can_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("result.json");
+        write_atomic(&path, b"{}").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        // 0644 under the usual umask 022; never owner-only.
+        assert_eq!(mode & 0o044, 0o044, "mode {mode:o}");
     }
 
     #[test]

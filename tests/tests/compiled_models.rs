@@ -33,11 +33,16 @@ fn copy_model(name: &str, dir: &Path) -> PathBuf {
 
 /// `smallcnn_qdq.onnx` copied into `dir` and compiled by `npugate compile --soc SM8650` into
 /// `dir/compiled/` (so the recorded source is `../smallcnn_qdq.onnx`): the source and the compiled model.
+/// `--out` names the folder (the documented `compile --out DIR` form): the model is its `<model>_ctx.onnx`.
 fn compile_smallcnn(dir: &Path) -> (PathBuf, PathBuf) {
     let source = copy_model("smallcnn_qdq.onnx", dir);
-    let ctx = dir.join("compiled/smallcnn_qdq_ctx.onnx");
-    let compile = npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+    let folder = dir.join("compiled");
+    std::fs::create_dir(&folder).unwrap();
+    let ctx = folder.join("smallcnn_qdq_ctx.onnx");
+    let compile =
+        npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &folder]);
     assert_eq!(compile.status.code(), Some(0), "{}", describe(&compile));
+    assert!(ctx.is_file(), "compile --out DIR writes <model>_ctx.onnx there: {}", describe(&compile));
     (source, ctx)
 }
 

@@ -28,6 +28,8 @@ pub struct SaveArgs {
 /// Runs `npugate baseline`; 0 when saved.
 pub fn run(command: BaselineCommand) -> anyhow::Result<u8> {
     let BaselineCommand::Save(args) = command;
+    let inputs = [args.result_dir.as_path(), &args.result_dir.join(npugate_result::files::RESULT)];
+    npugate_engine::layout::check_file(&args.out, "--out", &inputs)?;
     let run = RunResult::read(&args.result_dir)?;
     let placement = match npugate_profile::analyze_result_dir(&args.result_dir) {
         Ok(report) => Some(report),

@@ -92,6 +92,7 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
             && soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
     });
     if let Some(html) = &args.html {
+        npugate_engine::layout::check_file(html, "--html", &[&path])?;
         std::fs::write(html, chart::history_page(&report))
             .with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("npugate history: trend chart in {}", html.display());

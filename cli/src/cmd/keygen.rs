@@ -15,7 +15,7 @@ pub struct KeygenArgs {
     /// Private key file to write; the public key goes to the same path plus `.pub`.
     #[arg(long, value_name = "KEY")]
     pub out: PathBuf,
-    /// Replace existing key files.
+    /// Replace key files npugate wrote (never a file of another kind).
     #[arg(long)]
     pub force: bool,
 }
@@ -24,6 +24,7 @@ pub struct KeygenArgs {
 pub fn run(args: KeygenArgs) -> Result<u8> {
     let public_file = PathBuf::from(format!("{}.pub", args.out.display()));
     for file in [&args.out, &public_file] {
+        npugate_engine::layout::check_file(file, "--out", &[])?;
         if file.exists() && !args.force {
             bail!("{} exists; choose another --out or pass --force to replace the key", file.display());
         }

@@ -16,6 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use npugate_result::{contract, files};
 use npugate_settings::{EpKind, HarnessSettings};
 
 use super::host::LocalLaunch;
@@ -105,13 +106,63 @@ impl Target for WineTarget {
         let job = Job { settings: &settings, ..*job };
         let mut program = Command::new("wine");
         program.arg(job.harness).envs(self.prefix.env());
-        LocalLaunch { program, path: &windows_path }.run(&job, out).map_err(|error| {
+        let execution = LocalLaunch { program, path: &windows_path }.run(&job, out).map_err(|error| {
             match error.downcast_ref::<Stopped>() {
                 Some(Stopped::Spawn { .. }) => error.context(format!("wine is not installed; {SETUP_HINT}")),
                 _ => error,
             }
-        })
+        })?;
+        as_host_result(&out.join(files::RESULT), self.soc)?;
+        Ok(execution)
     }
+}
+
+/// The boundary between the Windows harness and the host, crossed once: its `result.json` is
+/// rewritten with host paths (`Z:\a\b` → `/a/b`, whole values and paths inside messages) and,
+/// on a SoC's target, the emulated SoC in the fingerprint (`soc.machine`), so that nothing after
+/// — the terminal, `result.json`, `verdict.json` — shows a wine path or "SoC unknown".
+fn as_host_result(path: &Path, soc: Option<Soc>) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(()) };
+    to_host_paths(&mut value);
+    if let (Some(soc), Some(fingerprint)) = (soc, value.get_mut("fingerprint").and_then(|f| f.as_object_mut())) {
+        let socs = fingerprint.entry("soc").or_insert_with(|| serde_json::json!({}));
+        if let Some(socs) = socs.as_object_mut().filter(|socs| socs.is_empty()) {
+            socs.insert("machine".into(), format!("{} (host HTP emulator)", soc.model).into());
+        }
+    }
+    contract::write_json(path, &value).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Every wine path in the strings of `value` as the host's.
+fn to_host_paths(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(text) if text.contains("Z:\\") || text.contains("z:\\") => *text = host_text(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(to_host_paths),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(to_host_paths),
+        _ => {}
+    }
+}
+
+/// `text` with each wine path in it (`Z:\` up to a space, quote, bracket, comma or `: `) as the host's.
+fn host_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("Z:\\").or_else(|| rest.find("z:\\")) {
+        out.push_str(&rest[..start]);
+        let path = &rest[start..];
+        let end = path
+            .char_indices()
+            .find(|&(index, c)| {
+                matches!(c, ' ' | '\n' | '\'' | '"' | ')' | ',' | ';')
+                    || (c == ':' && index > 1 && path[index + 1..].starts_with(' '))
+            })
+            .map_or(path.len(), |(index, _)| index);
+        out.push_str(&host_path(&path[..end]).display().to_string());
+        rest = &path[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// True when `wine` is on PATH.
@@ -250,6 +301,23 @@ impl WinePrefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wine_paths_in_a_result_become_host_paths_and_the_soc_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(files::RESULT);
+        let result = serde_json::json!({
+            "model": {"path": "Z:\\tmp\\m.onnx"},
+            "session_error": "cannot create a session for model Z:\\tmp\\a\\m.onnx: bad (see Z:\\tmp\\log)",
+            "fingerprint": {"arch": "x86_64"},
+        });
+        std::fs::write(&path, result.to_string()).unwrap();
+        as_host_result(&path, Some(npugate_host::hexagon::find("SM8650").unwrap())).unwrap();
+        let host: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(host["model"]["path"], "/tmp/m.onnx");
+        assert_eq!(host["session_error"], "cannot create a session for model /tmp/a/m.onnx: bad (see /tmp/log)");
+        assert_eq!(host["fingerprint"]["soc"]["machine"], "SM8650 (host HTP emulator)");
+    }
 
     #[test]
     fn host_paths_become_drive_z_paths() {
