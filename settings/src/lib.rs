@@ -58,6 +58,11 @@ pub struct HarnessSettings {
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
     pub check_outputs: bool,
+    /// After everything else, create and drop the session N more times and record the memory
+    /// still held after each drop (`memory.leak_check`; the `max_memory_growth_mb` rule reads its
+    /// growth) [default: 0, no leak check].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub leak_check: u32,
     /// How an LLM model folder is run as token generation (`--prompt-tokens`, `--gen-tokens`, …).
     #[command(flatten)]
     pub generation: GenerationSettings,
@@ -179,6 +184,7 @@ struct RunTable {
     session_only: bool,
     execute_once: bool,
     check_outputs: bool,
+    leak_check: u32,
 }
 
 impl Default for RunTable {
@@ -192,6 +198,7 @@ impl Default for RunTable {
             session_only: d.session_only,
             execute_once: d.execute_once,
             check_outputs: d.check_outputs,
+            leak_check: d.leak_check,
         }
     }
 }
@@ -205,8 +212,16 @@ impl TryFrom<SettingsTable> for HarnessSettings {
                 "unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"
             ));
         }
-        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } =
-            table.run;
+        let RunTable {
+            runs,
+            warmup,
+            profile_runs,
+            no_reference_pass,
+            session_only,
+            execute_once,
+            check_outputs,
+            leak_check,
+        } = table.run;
         Ok(HarnessSettings {
             session: table.session,
             runs,
@@ -216,6 +231,7 @@ impl TryFrom<SettingsTable> for HarnessSettings {
             session_only,
             execute_once,
             check_outputs,
+            leak_check,
             generation: table.generation,
         })
     }
@@ -305,6 +321,9 @@ impl HarnessSettings {
             self.optimization.cli_name().into(),
         ]);
         args.extend(["--ort-log-level".into(), self.ort_log_level.cli_name().into()]);
+        if self.leak_check > 0 {
+            args.extend(["--leak-check".into(), self.leak_check.to_string()]);
+        }
         let switches = [
             (self.no_reference_pass, "--no-reference-pass"),
             (self.strict, "--strict"),
