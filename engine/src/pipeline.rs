@@ -1,5 +1,6 @@
 //! From a harness result to a verdict, one way for every command (run, rack, sweep, gate): the
-//! placement, the outputs check, the device's background load (`device_state.json`) and the rules
+//! placement, the outputs check, the device's background load (`device_state.json`) and energy
+//! (`energy.json`), and the rules
 //! (with a baseline) are judged by one function; then the verdict goes to its sinks —
 //! `verdict.json` and `report.html` next to the result, the formats the user asked for, evidence,
 //! history — each taking the value in memory.
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
+use npugate_gate::resources::EnergyRecord;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_result::{contract, files, RunResult};
 
@@ -76,6 +78,7 @@ impl OutputsCheck {
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
     let placement = npugate_profile::analyze_run(dir, run);
     let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
+    let energy = contract::read_if_present::<EnergyRecord>(&dir.join(files::ENERGY));
     let evidence = Evidence {
         run,
         placement: placement.as_ref().map_err(ToString::to_string),
@@ -86,6 +89,7 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         },
         baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
         background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
+        energy: energy.as_ref().map(Option::as_ref).map_err(ToString::to_string),
     };
     npugate_gate::judge(&evidence, &spec.rules)
 }

@@ -17,6 +17,7 @@ pub mod judge;
 pub mod outcome;
 pub mod outputs;
 pub mod page;
+pub mod resources;
 pub mod rules;
 pub mod units;
 pub mod verdict;
