@@ -200,6 +200,7 @@ mod tests {
             fallback_nodes: Some(0),
             latencies_ns: vec![],
             generation: None,
+            resources: Default::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
 use npugate_gate::verdict::GenerationSummary;
 
 /// Schema version of the SQLite file (`PRAGMA user_version`).
-const STORE_VERSION: i64 = 4;
+const STORE_VERSION: i64 = 5;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS cells (
   ttft_ns REAL,
   prefill_tok_s REAL,
   decode_tok_s REAL,
+  peak_memory_mb REAL,
+  memory_growth_mb REAL,
+  energy_mj REAL,
   PRIMARY KEY (sweep_id, device, runtime, model)
 );
 CREATE INDEX IF NOT EXISTS cells_by_model ON cells (model, soc);
@@ -117,6 +120,48 @@ pub struct StoredCell {
     pub latencies_ns: Vec<u64>,
     /// An LLM folder's generation figures (none for a single model and in cells before version 4).
     pub generation: Option<GenerationFigures>,
+    /// Peak memory, its growth and energy per inference (unknown in cells before version 5).
+    pub resources: ResourceFigures,
+}
+
+/// A cell's memory and energy figures, each where the run recorded it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ResourceFigures {
+    /// Peak resident memory of the harness, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_memory_mb: Option<f64>,
+    /// Resident growth over the leak check's session re-creations, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_growth_mb: Option<f64>,
+    /// Energy per inference above idle, mJ (a device run with `--energy-window`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_mj: Option<f64>,
+}
+
+impl ResourceFigures {
+    /// The figures of a verdict.
+    pub fn of(verdict: &npugate_gate::Verdict) -> ResourceFigures {
+        let mb = |bytes: f64| bytes / npugate_result::resources::MB;
+        let memory = verdict.memory.as_ref();
+        ResourceFigures {
+            peak_memory_mb: memory.and_then(|m| m.peak_bytes).map(|b| mb(b as f64)),
+            memory_growth_mb: memory.and_then(|m| m.leak_check.as_ref()).map(|l| mb(l.growth_bytes as f64)),
+            energy_mj: verdict.energy.as_ref().and_then(|e| e.measured.as_ref()).map(|m| m.energy_mj),
+        }
+    }
+
+    /// `peak 312.4 MiB, growth +0.2 MiB, 1.230 mJ/inference`: the figures known, or nothing.
+    pub fn describe(&self) -> String {
+        [
+            self.peak_memory_mb.map(|m| format!("peak {m:.1} MiB")),
+            self.memory_growth_mb.map(|m| format!("growth {m:+.1} MiB")),
+            self.energy_mj.map(|e| format!("{e:.3} mJ/inference")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 /// An LLM cell's generation beside its decode steps: what `latencies_ns` leaves out.
@@ -219,6 +264,12 @@ impl HistoryStore {
                 .execute_batch("ALTER TABLE cells ADD COLUMN ttft_ns REAL; ALTER TABLE cells ADD COLUMN prefill_tok_s REAL; ALTER TABLE cells ADD COLUMN decode_tok_s REAL;")
                 .map_err(fail)?;
         }
+        if (1..5).contains(&version) {
+            // Version 5 records each cell's peak memory, its growth and energy (unknown before).
+            connection
+                .execute_batch("ALTER TABLE cells ADD COLUMN peak_memory_mb REAL; ALTER TABLE cells ADD COLUMN memory_growth_mb REAL; ALTER TABLE cells ADD COLUMN energy_mj REAL;")
+                .map_err(fail)?;
+        }
         connection.execute_batch(CREATE).map_err(fail)?;
         connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
         Ok(HistoryStore { connection, path: path.to_path_buf() })
@@ -230,11 +281,12 @@ impl HistoryStore {
     /// shard's result (`--shard`) replaces only its own devices' cells of that night, so shards
     /// recording into one store make the night together (and their merge replaces it whole).
     pub fn record(&mut self, summary: &SweepSummary, sweep_dir: &Path) -> Result<usize> {
-        let mut rows: Vec<(FinishedCell, String, Option<GenerationFigures>)> = Vec::new();
+        let mut rows: Vec<(FinishedCell, String, Option<GenerationFigures>, ResourceFigures)> = Vec::new();
         for cell in finished_cells(sweep_dir)? {
             let verdict = CellRecord::read_verdict(&cell.dir)?;
             let latencies = serde_json::to_string(&verdict.latencies_ns)?;
-            rows.push((cell, latencies, verdict.generation.as_ref().map(GenerationFigures::of)));
+            let resources = ResourceFigures::of(&verdict);
+            rows.push((cell, latencies, verdict.generation.as_ref().map(GenerationFigures::of), resources));
         }
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let tx = self.connection.transaction().map_err(fail)?;
@@ -260,12 +312,13 @@ impl HistoryStore {
             tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir])
                 .map_err(fail)?;
         }
-        for (FinishedCell { record, dir }, latencies, generation) in &rows {
+        for (FinishedCell { record, dir }, latencies, generation, resources) in &rows {
             tx.execute(
                 "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
                    outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir, qnn_build, device_fingerprint,
-                   ttft_ns, prefill_tok_s, decode_tok_s)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+                   ttft_ns, prefill_tok_s, decode_tok_s, peak_memory_mb, memory_growth_mb, energy_mj)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+                   ?22, ?23, ?24)",
                 params![
                     sweep_id,
                     record.key.device,
@@ -288,6 +341,9 @@ impl HistoryStore {
                     generation.and_then(|g| g.ttft_ns),
                     generation.map(|g| g.prefill_tok_s),
                     generation.map(|g| g.decode_tok_s),
+                    resources.peak_memory_mb,
+                    resources.memory_growth_mb,
+                    resources.energy_mj,
                 ],
             )
             .map_err(fail)?;
@@ -324,7 +380,7 @@ impl HistoryStore {
                 "SELECT s.name, s.night, s.started_at, c.device, c.serial, c.soc, c.runtime, c.model, c.outcome,
                         c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns,
                         c.model_digest, c.qnn_build, c.ort_version, c.device_fingerprint,
-                        c.ttft_ns, c.prefill_tok_s, c.decode_tok_s
+                        c.ttft_ns, c.prefill_tok_s, c.decode_tok_s, c.peak_memory_mb, c.memory_growth_mb, c.energy_mj
                  FROM cells c JOIN sweeps s ON s.id = c.sweep_id
                  WHERE {conditions} AND s.night >= ?6
                  ORDER BY s.night, s.started_at, c.model, c.soc, c.device, c.runtime"
@@ -365,6 +421,11 @@ impl HistoryStore {
                     fallback_nodes: row.get(12)?,
                     latencies_ns,
                     generation,
+                    resources: ResourceFigures {
+                        peak_memory_mb: row.get(21)?,
+                        memory_growth_mb: row.get(22)?,
+                        energy_mj: row.get(23)?,
+                    },
                 })
             })
             .map_err(fail)?;
@@ -376,6 +437,9 @@ impl HistoryStore {
 mod tests {
     use super::*;
 
+    /// The columns version 5 added.
+    const RESOURCE_COLUMNS: &str = "  peak_memory_mb REAL,\n  memory_growth_mb REAL,\n  energy_mj REAL,\n";
+
     #[test]
     fn a_version_1_store_is_migrated_to_model_digests_keeping_its_rows() {
         let dir = tempfile::tempdir().unwrap();
@@ -386,7 +450,11 @@ mod tests {
                 .replace("model_digest", "model_sha256")
                 .replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "");
             connection
-                .execute_batch(&version_1.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", ""))
+                .execute_batch(
+                    &version_1
+                        .replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", "")
+                        .replace(RESOURCE_COLUMNS, ""),
+                )
                 .unwrap();
             connection
                 .execute_batch(
@@ -418,7 +486,11 @@ mod tests {
         {
             let connection = Connection::open(&path).unwrap();
             connection
-                .execute_batch(&CREATE.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", ""))
+                .execute_batch(
+                    &CREATE
+                        .replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", "")
+                        .replace(RESOURCE_COLUMNS, ""),
+                )
                 .unwrap();
             connection
                 .execute_batch(

@@ -8,7 +8,7 @@ use npugate_gate::stats::{median_ratio, MedianRatio};
 use serde::Serialize;
 
 use super::health::DeviceHealth;
-use super::store::{CellAxes, GenerationFigures, HistoryFilter, StoredCell};
+use super::store::{CellAxes, GenerationFigures, HistoryFilter, ResourceFigures, StoredCell};
 
 /// Schema of `npugate history --json`.
 pub const HISTORY_SCHEMA: &str = "npugate.history/1";
@@ -73,6 +73,8 @@ pub struct Point {
     /// An LLM folder's median TTFT and tokens per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<GenerationFigures>,
+    /// Peak memory, its growth and energy per inference, where recorded.
+    pub resources: ResourceFigures,
     /// CV (%).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cv_pct: Option<f64>,
@@ -187,6 +189,7 @@ pub fn build(filter: &HistoryFilter, cells: Vec<StoredCell>, tolerance_pct: f64)
                 runs: cell.latencies_ns.len(),
                 median_ns: cell.median_ns,
                 generation: cell.generation,
+                resources: cell.resources,
                 cv_pct: cell.cv_pct,
                 npu_flops_pct: cell.npu_flops_pct,
                 fallback_nodes: cell.fallback_nodes,
@@ -282,6 +285,7 @@ mod tests {
             fallback_nodes: Some(0),
             latencies_ns,
             generation: None,
+            resources: Default::default(),
         }
     }
 
