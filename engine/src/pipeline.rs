@@ -8,10 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use npugate_estimate::{GraphFeatures, SocEstimate};
 use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
 use npugate_gate::resources::EnergyRecord;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
+use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files, RunResult};
 
 use npugate_android::device_state::DeviceStateRecord;
@@ -79,6 +81,11 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
     let placement = npugate_profile::analyze_run(dir, run);
     let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
     let energy = contract::read_if_present::<EnergyRecord>(&dir.join(files::ENERGY));
+    let estimate = match (&placement, spec.rules.max_estimated_ms) {
+        (Ok(report), Some(_)) => Some(estimate_of(run, report)),
+        (Err(_), Some(_)) => Some(Err("the placement could not be computed".to_string())),
+        (_, None) => None,
+    };
     let evidence = Evidence {
         run,
         placement: placement.as_ref().map_err(ToString::to_string),
@@ -90,8 +97,26 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
         background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
         energy: energy.as_ref().map(Option::as_ref).map_err(ToString::to_string),
+        estimate: estimate.as_ref().map(|estimate| estimate.as_ref().map_err(Clone::clone)),
     };
     npugate_gate::judge(&evidence, &spec.rules)
+}
+
+/// The ESTIMATED latency of the run's graph on its SoC (the emulator's `soc_model`), or why there
+/// is none: an unknown SoC, nodes off the NPU (the estimate covers graphs that run whole on it).
+fn estimate_of(run: &RunResult, placement: &PlacementReport) -> Result<SocEstimate, String> {
+    let soc_model: Option<u32> = run.execution.ep_options.get("soc_model").and_then(|id| id.parse().ok());
+    let soc = soc_model
+        .and_then(|id| npugate_host::hexagon::all().iter().find(|soc| soc.qnn_soc_model == id))
+        .ok_or("the run's SoC is unknown (an estimate needs the SoC the host HTP emulator was configured as: --soc)")?;
+    let left = placement.fallback.iter().filter(|node| !node.expected).count();
+    if left > 0 {
+        return Err(format!("{left} node(s) run off the NPU; the estimate covers graphs that run whole on it"));
+    }
+    let path = crate::targets::wine::host_path(&run.model.path);
+    let model = npugate_onnx::Model::read(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let reference = npugate_estimate::Reference::embedded().map_err(|error| error.to_string())?;
+    Ok(npugate_estimate::Estimator::new(reference).estimate(soc.model, &GraphFeatures::of_report(placement, &model)))
 }
 
 /// Saves the verdict next to the result it judged: `verdict.json` and `report.html`.
@@ -99,7 +124,7 @@ pub fn save(verdict: &Verdict, dir: &Path) -> Result<()> {
     verdict
         .write(&dir.join(files::VERDICT))
         .with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
-    write_all(verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
+    write_all(verdict, &[Format::Html], &dir.join(files::REPORT_HTML))?;
     Ok(())
 }
 
@@ -110,12 +135,21 @@ pub struct Sinks {
     pub formats: Vec<Format>,
     /// A file (one format) or directory (several) instead of stdout.
     pub report: Option<PathBuf>,
+    /// Colour the terminal format on stdout.
+    pub color: bool,
 }
 
 impl Sinks {
     /// Prints or writes the verdict (or comparison) in the requested formats.
     pub fn emit(&self, verdict: &dyn Report) -> Result<()> {
-        write_all(verdict, &self.formats, self.report.as_deref())?;
+        match &self.report {
+            Some(report) => drop(write_all(verdict, &self.formats, report)?),
+            None => {
+                let text = npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color);
+                std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("cannot write the verdict to stdout: {e}"))?;
+            }
+        }
         Ok(())
     }
 
@@ -126,10 +160,10 @@ impl Sinks {
         Ok(match &self.report {
             Some(report) => {
                 let name = report.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("verdict"));
-                write_all(verdict, &self.formats, Some(&dir.join(name)))?;
+                write_all(verdict, &self.formats, &dir.join(name))?;
                 String::new()
             }
-            None => npugate_gate::export::render_for_stdout(verdict, &self.formats),
+            None => npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color),
         })
     }
 }

@@ -89,7 +89,7 @@ impl Target for WineTarget {
         &self.name
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> Result<Execution> {
         super::check_runtime(self.name(), TRIPLE, job.runtime)?;
         let shim = job.harness.with_file_name(PRNG_SHIM);
         if !job.harness.is_file() || !shim.is_file() {
@@ -117,6 +117,15 @@ impl Target for WineTarget {
 /// True when `wine` is on PATH.
 pub fn installed() -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("wine").is_file()))
+}
+
+/// The host path of a path a Windows program under wine wrote (`Z:\\a\\b` → `/a/b`); any other path
+/// as it is.
+pub fn host_path(path: &str) -> PathBuf {
+    match path.strip_prefix("Z:").or_else(|| path.strip_prefix("z:")) {
+        Some(rest) => PathBuf::from(rest.replace('\\', "/")),
+        None => PathBuf::from(path),
+    }
 }
 
 /// A host path as a Windows program under wine sees it: `/a/b` → `Z:\a\b` (wine maps `Z:` to `/`).
@@ -248,6 +257,8 @@ mod tests {
             windows_path(Path::new("/root/.cache/npugate/m a.onnx")),
             PathBuf::from("Z:\\root\\.cache\\npugate\\m a.onnx")
         );
+        assert_eq!(host_path("Z:\\root\\m a.onnx"), PathBuf::from("/root/m a.onnx"));
+        assert_eq!(host_path("/root/m.onnx"), PathBuf::from("/root/m.onnx"));
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl<'a> Matrix<'a> {
 }
 
 /// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback,
-/// peak memory, energy per inference, failed rules.
+/// peak memory, energy per inference, the estimated latency, failed rules.
 pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
     let ms = |ns: f64| npugate_gate::units::ms_number(ns / 1e6);
     let median = match (&record.median_ns, &record.median_ci) {
@@ -195,12 +195,13 @@ pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
         record.fallback_nodes.map(|n| n.to_string()).unwrap_or_else(|| "–".into()),
         record.peak_memory_mb.map(|m| format!("{m:.1}")).unwrap_or_else(|| "–".into()),
         record.energy_mj.map(|e| format!("{e:.3}")).unwrap_or_else(|| "–".into()),
+        record.estimated_ms.map(|ms| format!("~{ms:.2}")).unwrap_or_else(|| "–".into()),
         record.failed_rules.join(", "),
     ]
 }
 
-/// Header of the per-model matrix tables.
-pub(super) const CELL_HEADER: [&str; 10] = [
+/// Header of the per-model matrix tables (`est. ms`: the ESTIMATE of `max_estimated_ms`, never measured).
+pub(super) const CELL_HEADER: [&str; 11] = [
     "device (SoC)",
     "runtime",
     "verdict",
@@ -210,6 +211,7 @@ pub(super) const CELL_HEADER: [&str; 10] = [
     "fallback",
     "peak MiB",
     "mJ/inference",
+    "est. ms (ESTIMATE)",
     "failed rules",
 ];
 

@@ -99,6 +99,10 @@ pub struct CellRecord {
     /// Energy per inference above idle, mJ (a device run with `--energy-window`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_mj: Option<f64>,
+    /// The ESTIMATED latency on the cell's SoC (ms) when its gate had `max_estimated_ms`: from the
+    /// graph, never measured (a host-HTP cell's only latency figure that speaks of a device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_ms: Option<f64>,
     /// When the cell finished (RFC 3339, UTC).
     pub finished_at: String,
     /// Wall time of the cell (deploy, run, pull, judge), seconds.
@@ -143,6 +147,11 @@ impl CellRecord {
                 .and_then(|m| m.peak_bytes)
                 .map(|b| b as f64 / npugate_result::resources::MB),
             energy_mj: verdict.energy.as_ref().and_then(|e| e.measured.as_ref()).map(|m| m.energy_mj),
+            estimated_ms: verdict
+                .checks
+                .iter()
+                .find(|check| check.rule == npugate_gate::rules::RuleName::MaxEstimatedMs)
+                .and_then(|check| check.measured),
             finished_at: super::night::now_rfc3339(),
             seconds,
         }
