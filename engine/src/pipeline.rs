@@ -1,5 +1,6 @@
 //! From a harness result to a verdict, one way for every command (run, rack, sweep, gate): the
-//! placement, the outputs check, the device's background load (`device_state.json`) and the rules
+//! placement, the outputs check, the device's background load (`device_state.json`) and energy
+//! (`energy.json`), and the rules
 //! (with a baseline) are judged by one function; then the verdict goes to its sinks —
 //! `verdict.json` and `report.html` next to the result, the formats the user asked for, evidence,
 //! history — each taking the value in memory.
@@ -10,6 +11,7 @@ use anyhow::{Context, Result};
 use npugate_estimate::{GraphFeatures, SocEstimate};
 use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
+use npugate_gate::resources::EnergyRecord;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files, RunResult};
@@ -78,6 +80,7 @@ impl OutputsCheck {
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
     let placement = npugate_profile::analyze_run(dir, run);
     let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
+    let energy = contract::read_if_present::<EnergyRecord>(&dir.join(files::ENERGY));
     let estimate = match (&placement, spec.rules.max_estimated_ms) {
         (Ok(report), Some(_)) => Some(estimate_of(run, report)),
         (Err(_), Some(_)) => Some(Err("the placement could not be computed".to_string())),
@@ -93,6 +96,7 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         },
         baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
         background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
+        energy: energy.as_ref().map(Option::as_ref).map_err(ToString::to_string),
         estimate: estimate.as_ref().map(|estimate| estimate.as_ref().map_err(Clone::clone)),
     };
     npugate_gate::judge(&evidence, &spec.rules)

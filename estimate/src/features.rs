@@ -262,6 +262,7 @@ mod tests {
             flops: Some(1),
             profile_ep: None,
             time_us_per_run: None,
+            backend_time: None,
         };
         assert!(grouped(&conv("[1,32,112,112]", "[32,1,3,3]")));
         assert!(grouped(&conv("[1,64,56,56]", "[64,16,3,3]")));

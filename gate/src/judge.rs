@@ -11,6 +11,7 @@ use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
 use crate::machine::Machine;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
+use crate::resources::{self, EnergyRecord};
 use crate::rules::{limit, RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
@@ -69,6 +70,9 @@ pub struct Evidence<'a> {
     /// (`Some`: device and local runs), not recorded (`None`, e.g. an emulated run), or unreadable
     /// (an error).
     pub background: Result<Option<&'a BackgroundLoad>, String>,
+    /// Energy per inference from the device's battery gauge (`energy.json`): recorded (`Some`, a
+    /// measurement or why there is none), not asked for (`None`), or unreadable (an error).
+    pub energy: Result<Option<&'a EnergyRecord>, String>,
     /// The ESTIMATED latency on the run's SoC (`max_estimated_ms`), or why there is none; `None`
     /// when not computed (the rule is off).
     pub estimate: Option<Result<&'a SocEstimate, String>>,
@@ -83,6 +87,7 @@ impl<'a> Evidence<'a> {
             outputs: OutputsEvidence::NotChecked,
             baseline: None,
             background: Ok(None),
+            energy: Ok(None),
             estimate: None,
         }
     }
@@ -123,6 +128,11 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         }
     };
     checks.extend(output_checks(outputs, matches!(evidence.outputs, OutputsEvidence::Failed(_)), rules));
+    let energy = evidence.energy.as_ref().unwrap_or_else(|why| {
+        errors.push(format!("the energy record is unreadable: {why}"));
+        &None
+    });
+    checks.extend(resources::checks(run, *energy, rules));
     if let Err(why) = &evidence.placement {
         errors.push(format!("placement could not be computed: {why}"));
     }
@@ -152,6 +162,8 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         generation: run.generation.as_ref().map(GenerationSummary::of),
         baseline,
         outputs: outputs.cloned(),
+        memory: run.memory.clone(),
+        energy: energy.cloned(),
         errors,
         confirmation: None,
     }
@@ -195,10 +207,14 @@ const SPEED_RULES: &[RuleName] = &[
     RuleName::MinDecodeTokS,
     RuleName::MinPrefillTokS,
     RuleName::DecodeCvPct,
+    // The emulator process's memory and a host's power are no device's either.
+    RuleName::MaxPeakMemoryMb,
+    RuleName::MaxMemoryGrowthMb,
+    RuleName::MaxEnergyMj,
 ];
 
-/// On an emulated run the speed rules become `not applicable`, each with the reason; placement
-/// and output rules stay judged.
+/// On an emulated run the speed (and memory, energy) rules become `not applicable`, each with the
+/// reason; placement and output rules stay judged.
 fn not_applicable_on_an_emulator(checks: &mut [Check], what: &str) {
     for check in checks.iter_mut().filter(|c| SPEED_RULES.contains(&c.rule)) {
         check.status = CheckStatus::NotApplicable;

@@ -75,6 +75,16 @@ pub struct Rules {
     /// run was timed (needs a device run's `device_state.json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_background_cpu_pct: Option<f64>,
+    /// Highest peak resident memory of the harness process (session creation and the timed runs), MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_peak_memory_mb: Option<f64>,
+    /// Most resident memory the process may keep over session re-creations, MiB (needs `--leak-check N`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_memory_growth_mb: Option<f64>,
+    /// Most energy per inference above idle, millijoules (a device run with `--energy-window`),
+    /// judged on the measurement's interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_energy_mj: Option<f64>,
     /// LLM folders: highest median time to first token (the prompt's graph runs), milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ttft_ms: Option<f64>,
@@ -121,6 +131,9 @@ impl Default for Rules {
             min_sqnr_db: None,
             max_abs_err: None,
             max_background_cpu_pct: None,
+            max_peak_memory_mb: None,
+            max_memory_growth_mb: None,
+            max_energy_mj: None,
             max_ttft_ms: None,
             min_decode_tok_s: None,
             min_prefill_tok_s: None,
@@ -171,6 +184,12 @@ pub enum RuleName {
     MaxAbsErr,
     /// [`Rules::max_background_cpu_pct`].
     MaxBackgroundCpuPct,
+    /// [`Rules::max_peak_memory_mb`].
+    MaxPeakMemoryMb,
+    /// [`Rules::max_memory_growth_mb`].
+    MaxMemoryGrowthMb,
+    /// [`Rules::max_energy_mj`].
+    MaxEnergyMj,
     /// [`Rules::max_ttft_ms`].
     MaxTtftMs,
     /// [`Rules::min_decode_tok_s`].
@@ -209,6 +228,9 @@ impl RuleName {
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
             RuleName::MaxBackgroundCpuPct => "max_background_cpu_pct",
+            RuleName::MaxPeakMemoryMb => "max_peak_memory_mb",
+            RuleName::MaxMemoryGrowthMb => "max_memory_growth_mb",
+            RuleName::MaxEnergyMj => "max_energy_mj",
             RuleName::MaxTtftMs => "max_ttft_ms",
             RuleName::MinDecodeTokS => "min_decode_tok_s",
             RuleName::MinPrefillTokS => "min_prefill_tok_s",

@@ -35,6 +35,12 @@ pub enum Unit {
     /// Tokens per second (`tok/s`).
     #[serde(rename = "tok/s")]
     TokensPerSecond,
+    /// Mebibytes (`MiB`).
+    #[serde(rename = "MiB")]
+    Mb,
+    /// Millijoules (`mJ`).
+    #[serde(rename = "mJ")]
+    Mj,
 }
 
 impl Unit {
@@ -51,6 +57,8 @@ impl Unit {
             Unit::Db => "dB",
             Unit::Abs => "abs",
             Unit::TokensPerSecond => "tok/s",
+            Unit::Mb => "MiB",
+            Unit::Mj => "mJ",
         }
     }
 }

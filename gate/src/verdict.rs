@@ -62,6 +62,12 @@ pub struct Verdict {
     /// The run's outputs against the reference outputs (`--check-outputs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<OutputsReport>,
+    /// The memory the harness process held (`result.json` `memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<npugate_result::MemoryRecord>,
+    /// Energy per inference on a device, or why it was not measured (`energy.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::EnergyRecord>,
     /// Why (part of) the run could not be judged, one sentence each.
     pub errors: Vec<String>,
     /// Observations that do not fail the gate (drift, slow first run, the harness's warnings).
@@ -127,6 +133,9 @@ pub struct Subject {
     pub fingerprint: Fingerprint,
     /// `complete` or `incomplete` as the harness wrote it.
     pub run_status: String,
+    /// What ran instead of hardware, when the run was emulated (`result.json` `execution.emulated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
 }
 
 impl Subject {
@@ -137,7 +146,12 @@ impl Subject {
             Some(folder) => folder.trim_end_matches(['/', '\\']).to_string(),
             None => run.model.path.clone(),
         };
-        Subject { model, fingerprint: Fingerprint::of(run), run_status: format!("{:?}", run.status).to_lowercase() }
+        Subject {
+            model,
+            fingerprint: Fingerprint::of(run),
+            run_status: format!("{:?}", run.status).to_lowercase(),
+            emulated: run.execution.emulated.clone(),
+        }
     }
 
     /// The model's file name (the path without its directories).

@@ -189,6 +189,8 @@ mod tests {
             reference: None,
             rejections: None,
             qnn: None,
+            trace: None,
+            emulated: None,
             graph_io: GraphIo::default(),
             io_offload,
             predicted: None,

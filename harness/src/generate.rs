@@ -182,6 +182,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
         }
         Err(error) => return Err(error),
     };
+    let created_memory = crate::footprint::after_create();
     let assignments: Vec<Assignment> = sessions.iter().map(|s| crate::session::assignment(s)).collect();
     result.assignment = merged(&assignments);
     let mut account = args.settings.session_only.then(|| crate::backend::log_since(&log, log_start));
@@ -251,7 +252,9 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
         return measured.map(drop);
     }
     summarize(&mut generation);
-    generation.peak_rss_bytes = peak_rss();
+    let memory = crate::footprint::record(&created_memory);
+    generation.peak_rss_bytes = memory.peak_bytes;
+    result.memory = Some(memory);
     // The gate's latency series of a generation: every decode step (per-token latency).
     timings.latencies_ns = generation.decode_ns.iter().flatten().copied().collect();
     timings.loop_wall_ns = generation.wall_ns.iter().sum();
@@ -316,6 +319,8 @@ fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index:
         model: graph.path.clone(),
         source_model: graph.path.clone(),
         renamed: loaded.renamed.clone(),
+        // One trace file per result directory: the graphs of a folder would overwrite each other's.
+        trace_ep_options: Vec::new(),
         ..plan.clone()
     };
     if shares_ep_context(plan.ep.kind, graphs) {
@@ -924,14 +929,6 @@ fn summarize(generation: &mut Generation) {
     generation.prefill_tok_s =
         median(&ttft).filter(|m| *m > 0.0).map_or(0.0, |m| f64::from(generation.prompt_tokens) * 1e9 / m);
     generation.decode_tok_s = median(&decode).filter(|m| *m > 0.0).map_or(0.0, |m| 1e9 / m);
-}
-
-/// The process's peak resident set (`VmHWM` of `/proc/self/status`), where there is one.
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 /// `--check-outputs`: the generated ids and the last logits as `outputs/tokens.npy` and

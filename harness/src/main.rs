@@ -17,7 +17,9 @@ mod account;
 mod backend;
 mod context_cache;
 mod cpu_wait;
+mod energy;
 mod fingerprint;
+mod footprint;
 mod fusions;
 mod generate;
 mod graph;
@@ -29,6 +31,7 @@ mod model_files;
 mod ort_env;
 mod outputs;
 mod providers;
+mod qnn_trace;
 mod session;
 mod setup;
 
@@ -139,9 +142,11 @@ fn run(args: &Args) -> Result<()> {
     // at VERBOSE where the verdict needs reasons (see `account`).
     let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = backend::log_position(&log);
+    // A session-only run's one session is its account: it gets the op trace, a timed one never.
+    let first = if args.settings.session_only { plan.for_account() } else { plan.clone() };
     let start = Instant::now();
     let create =
-        |level| plan.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
+        |level| first.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
     let created = match quiet {
         true => {
             let judge = |session: &ort::session::Session| {
@@ -166,6 +171,7 @@ fn run(args: &Args) -> Result<()> {
     if args.settings.context_cache.is_some() {
         timings.context_warm_create_ns = Some(timings.session_create_ns);
     }
+    let created_memory = footprint::after_create();
     result.assignment = session::assignment(&timed);
     let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
@@ -186,6 +192,7 @@ fn run(args: &Args) -> Result<()> {
         } else {
             drop(timed);
         }
+        result.memory = Some(footprint::record(&created_memory));
         (Ok(()), Ok(Vec::new()))
     } else {
         let mut bound = BoundSession::new(timed, &prepared)?;
@@ -195,6 +202,8 @@ fn run(args: &Args) -> Result<()> {
         let runs_start = backend::log_position(&log);
         let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
         let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
+        // Read after the loop, never inside it: the peak covers session creation and every run.
+        result.memory = Some(footprint::record(&created_memory));
         env.set_log_level(ort::logging::LogLevel::Verbose);
         result.execution.timed_log =
             Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
@@ -210,6 +219,12 @@ fn run(args: &Args) -> Result<()> {
             (Ok(()), true) => outputs::save(&mut bound, &out),
             _ => Ok(Vec::new()),
         };
+        if let (Ok(()), Some(seconds)) = (&measured, args.energy_window) {
+            match energy::run_window(&mut bound, seconds) {
+                Ok(window) => result.energy_window = Some(window),
+                Err(error) => result.warnings.push(format!("no energy window: {error:#}")),
+            }
+        }
         timings.first_inference_ns = measurement.first_inference_ns;
         timings.loop_wall_ns = measurement.loop_wall_ns;
         timings.latencies_ns = measurement.latencies_ns;
@@ -247,7 +262,44 @@ fn run(args: &Args) -> Result<()> {
         result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
         result.execution.emulated = emulation(args, result.backend.as_ref());
     }
+    record_trace(&mut result, &loaded, &out);
+    let finished = finished.and_then(|()| match args.settings.leak_check {
+        0 => Ok(()),
+        n => {
+            let check = footprint::leak_check(n, || plan.create(&env, "leak-check", timed_level))?;
+            result.memory.get_or_insert_with(Default::default).leak_check = Some(check);
+            Ok(())
+        }
+    });
     conclude(result, finished, &ep_name, &out)
+}
+
+/// The QNN EP's op trace of this run: the one its account session wrote, or, for a compiled
+/// model, the one recorded at compile; a trace that cannot be read is a warning.
+fn record_trace(result: &mut RunResult, loaded: &graph::LoadedModel, out: &Path) {
+    if result.execution.preferred_ep != "QNNExecutionProvider" {
+        return;
+    }
+    if loaded.compiled {
+        result.qnn_trace = qnn_trace::recorded(&loaded.model);
+        if result.qnn_trace.is_none() {
+            result.warnings.push(
+                "the compiled model holds no QNN op trace (compile it with npugate compile to record one): its QNN ops \
+                 are attributed by their names only"
+                    .into(),
+            );
+        }
+        return;
+    }
+    match qnn_trace::read(out) {
+        Ok(trace) => {
+            if trace.is_some() {
+                result.artifacts.qnn_op_trace = Some(files::QNN_OP_TRACE.into());
+            }
+            result.qnn_trace = trace;
+        }
+        Err(error) => result.warnings.push(format!("the QNN EP's op trace could not be read: {error:#}")),
+    }
 }
 
 /// The profiled session's optimized graph, read and removed before the result is written.

@@ -98,6 +98,9 @@ pub struct SessionPlan {
     pub ep_options: Vec<(String, String)>,
     /// EP options added to the profiled session only (QNN profiling).
     pub profiling_ep_options: Vec<(String, String)>,
+    /// EP options added to every session that gives the EP's account (the profiled session, a
+    /// session-only run's session, the account session), never to the timed one: QNN's op trace.
+    pub trace_ep_options: Vec<(String, String)>,
     /// Session configuration entries.
     pub session_config: Vec<(String, String)>,
     /// Graph optimization level.
@@ -174,6 +177,13 @@ impl SessionPlan {
         self.commit(builder, &self.model)
     }
 
+    /// The plan of a session that gives the EP's account: the trace options added to the EP's.
+    pub fn for_account(&self) -> SessionPlan {
+        let mut plan = self.clone();
+        plan.ep_options.extend(self.trace_ep_options.iter().cloned());
+        plan
+    }
+
     /// Creates the profiled session (log id `profiled`): profiling on into `profile_prefix`, and,
     /// when `optimized_graph` is given, the optimized graph saved there with its weights in a
     /// file beside it (`<name without extension>.weights`).
@@ -191,6 +201,7 @@ impl SessionPlan {
             builder = save_optimized_graph(builder, path)?;
         }
         let mut options = self.ep_options.clone();
+        options.extend(self.trace_ep_options.iter().cloned());
         options.extend(self.profiling_ep_options.iter().cloned());
         builder = self.attach_ep(env, builder, &options)?;
         self.commit(builder, &self.model)

@@ -94,6 +94,12 @@ impl Setup {
             ep: PreferredEp { kind: args.settings.ep, name: ep_name.clone(), attach, device },
             ep_options,
             profiling_ep_options: args.settings.qnn.profiling_options(&out.join(files::QNN_PROFILE)),
+            // The QNN EP plugin (onnxruntime-qnn) traces its graphs; a QNN EP built into ONNX Runtime
+            // is not given options it may not know.
+            trace_ep_options: match (args.settings.ep, attach) {
+                (EpKind::Qnn, Attach::Plugin) => npugate_settings::QnnArgs::trace_options(&out),
+                _ => Vec::new(),
+            },
             session_config,
             optimization: args.settings.optimization,
             intra_threads: args.settings.intra_threads,
@@ -131,7 +137,12 @@ impl Setup {
                 session_config: plan.session_config.iter().cloned().collect(),
                 optimization_level: args.settings.optimization.cli_name().into(),
                 intra_op_threads: args.settings.intra_threads,
-                profiled_pass_ep_options: plan.profiling_ep_options.iter().cloned().collect(),
+                profiled_pass_ep_options: plan
+                    .trace_ep_options
+                    .iter()
+                    .chain(&plan.profiling_ep_options)
+                    .cloned()
+                    .collect(),
                 ep_device: self.ep_device.clone(),
                 context_model: None,
                 emulated: None,
@@ -156,6 +167,9 @@ impl Setup {
             fusions: None,
             generation: None,
             graph: None,
+            qnn_trace: None,
+            memory: None,
+            energy_window: None,
             fingerprint: fingerprint::collect(),
             warnings: Vec::new(),
         };
@@ -370,7 +384,7 @@ pub fn elapsed_ns(start: Instant) -> u64 {
 /// create it is a warning (the log then holds why).
 pub fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnings: &mut Vec<String>) -> String {
     let start = backend::log_position(log);
-    if let Err(error) = plan.create(env, "account", None) {
+    if let Err(error) = plan.for_account().create(env, "account", None) {
         warnings.push(format!("the VERBOSE account session of the EP could not be created: {error:#}"));
     }
     backend::log_since(log, start)

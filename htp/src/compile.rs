@@ -102,6 +102,12 @@ impl CompileRequest<'_> {
             fp16: if self.fp16 { "1" } else { "0" }.into(),
         };
         compiled_for.stamp(&mut model);
+        // Loading a context binary composes no graph, so the EP traces none: the compile's trace,
+        // in the source model's node names, goes with the model.
+        if let (Some(trace), Some(graph)) = (&result.qnn_trace, &result.graph) {
+            let resolved = npugate_profile::qnn_ops::resolve_sources(trace, graph);
+            model.set_metadata(npugate_result::QNN_TRACE_KEY, &serde_json::to_string(&resolved)?);
+        }
         let context_files = write_with_context_files(model, &job_dir, out)?;
         let placement = placement_of(&result, &rejections, None, self.soc);
         // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).

@@ -1010,7 +1010,12 @@ mod tests {
         Place::Devices(DevicePlace {
             adb: Adb::new(None, None).unwrap(),
             selectors: selectors.iter().map(|s| s.parse().unwrap()).collect(),
-            settings: AdbSettings { work_dir: "/data/local/tmp/npugate".into(), cooldown: None, lock_timeout: None },
+            settings: AdbSettings {
+                work_dir: "/data/local/tmp/npugate".into(),
+                cooldown: None,
+                lock_timeout: None,
+                energy_window: None,
+            },
             run_timeout: Duration::from_secs(60),
             skip_noisy: None,
         })

@@ -80,6 +80,7 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
             .into_iter()
             .map(|m| NodePlacement { flops: m.flops, time_us_per_run: m.time_us, ..m.node })
             .collect(),
+        qnn_ops: None,
         graphs,
         warnings,
     }

@@ -14,6 +14,7 @@ pub mod ort_log;
 pub mod placement;
 pub mod profile;
 pub mod qnn_csv;
+pub mod qnn_ops;
 pub mod report;
 pub mod result_dir;
 pub mod shape;

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, RunResult};
+use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult};
 use npugate_stats::median;
 
 pub use crate::coverage::strip_token_suffix;
@@ -13,6 +13,7 @@ use crate::hints::fallback_hint;
 use crate::ort_log::RejectionReasons;
 use crate::profile::{Profile, ProfiledNode};
 use crate::qnn_csv::QnnProfile;
+use crate::qnn_ops::{self, OpsInputs};
 use crate::report::{
     Boundaries, CompiledAttribution, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport,
     TimeStats, Totals, Transition, PLACEMENT_SCHEMA,
@@ -51,6 +52,10 @@ pub struct PlacementInputs<'a> {
     pub rejections: Option<&'a RejectionReasons>,
     /// QNN's per-op profiling.
     pub qnn: Option<&'a QnnProfile>,
+    /// The QNN EP's op trace: each QNN op's ONNX sources, the nodes it did not take and why.
+    pub trace: Option<&'a QnnTrace>,
+    /// Set when the run was emulated: QNN's per-op times are then labelled as no device estimate.
+    pub emulated: Option<&'a str>,
     /// Graph inputs/outputs: recognises graph-I/O quantization by shape when `graph` is absent.
     pub graph_io: GraphIo,
     /// False when the EP was told to run graph-I/O quantization itself
@@ -82,6 +87,8 @@ impl<'a> PlacementInputs<'a> {
             reference: None,
             rejections: None,
             qnn: None,
+            trace: result.qnn_trace.as_ref(),
+            emulated: result.execution.emulated.as_deref(),
             graph_io,
             io_offload: result.execution.ep_options.get(IO_OFFLOAD_OPTION).is_none_or(|v| v != "0"),
             predicted: None,
@@ -161,9 +168,20 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
     note_inserted_nodes(inputs, &coverage, &io_quantization, &mut warnings);
     let mut report_partitions: Vec<Partition> =
         partitions.iter().map(|p| p.to_report(&nodes, inputs.profile)).collect();
-    if let Some(qnn) = inputs.qnn {
-        attach_backend_ops(&mut report_partitions, qnn, &mut warnings);
-    }
+    let names: Vec<&str> = nodes.iter().map(|n| n.name).collect();
+    let node_flops: Vec<Option<u64>> = nodes.iter().map(|n| n.flops).collect();
+    let ops = qnn_ops::attach(
+        &mut report_partitions,
+        &OpsInputs {
+            coverage: &coverage,
+            names: &names,
+            flops: &node_flops,
+            trace: inputs.trace,
+            profile: inputs.qnn,
+            emulated: inputs.emulated,
+        },
+    );
+    warnings.extend(ops.warnings);
     PlacementReport {
         schema: PLACEMENT_SCHEMA.to_string(),
         model_sha256: inputs.model_sha256.to_string(),
@@ -196,7 +214,12 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         boundaries: inputs.profile.map(boundaries).unwrap_or_default(),
         rejections: crate::causes::aggregate(&fallback, inputs.preferred_ep, None),
         fallback,
-        nodes: nodes.iter().map(Node::to_report).collect(),
+        nodes: nodes
+            .iter()
+            .zip(ops.shares)
+            .map(|(n, share)| NodePlacement { backend_time: share, ..n.to_report() })
+            .collect(),
+        qnn_ops: ops.summary,
         graphs: Vec::new(),
         warnings,
     }
@@ -215,6 +238,7 @@ impl Node<'_> {
             flops: self.flops,
             profile_ep: self.profile_ep.map(str::to_string),
             time_us_per_run: self.time_us_per_run,
+            backend_time: None,
         }
     }
 }
@@ -825,7 +849,8 @@ fn fallback_list(
             let expected = io.by_design(n.name, n.op_type, n.reference);
             let reason = inputs
                 .rejections
-                .and_then(|r| r.reason(n.name).or_else(|| n.run_nodes.iter().find_map(|run| r.reason(run))));
+                .and_then(|r| r.reason(n.name).or_else(|| n.run_nodes.iter().find_map(|run| r.reason(run))))
+                .or_else(|| traced_reason(inputs.trace?, n));
             FallbackNode {
                 name: n.name.to_string(),
                 op_type: n.op_type.to_string(),
@@ -909,22 +934,9 @@ fn boundaries(profile: &Profile) -> Boundaries {
     Boundaries { per_run, transitions, gap_us_per_run: median(&totals), same_ep_gap_us: median(&same_ep_gaps) }
 }
 
-/// Attaches QNN's per-op times to the partition holding a node of the same name; with a single
-/// partition of the EP every op goes there. Unplaceable ops are reported.
-fn attach_backend_ops(partitions: &mut [Partition], qnn: &QnnProfile, warnings: &mut Vec<String>) {
-    let qnn_partitions: Vec<usize> = (0..partitions.len()).filter(|&i| partitions[i].ep.starts_with("QNN")).collect();
-    let mut unplaced = Vec::new();
-    for op in &qnn.ops {
-        let by_name = qnn_partitions.iter().copied().find(|&i| partitions[i].nodes.contains(&op.name));
-        match by_name.or(match qnn_partitions.as_slice() {
-            [only] => Some(*only),
-            _ => None,
-        }) {
-            Some(i) => partitions[i].backend_ops.push(op.clone()),
-            None => unplaced.push(op.name.as_str()),
-        }
-    }
-    if !unplaced.is_empty() {
-        warnings.push(format!("QNN profile: {} op(s) match no partition: {}", unplaced.len(), preview(&unplaced)));
-    }
+/// The QNN EP's reason for not taking a node, from its op trace: where the log gave none (a log
+/// at warning level, a truncated one), the trace still has it.
+fn traced_reason(trace: &QnnTrace, node: &Node<'_>) -> Option<String> {
+    let reason = trace.reason(node.name).or_else(|| node.run_nodes.iter().find_map(|run| trace.reason(run)))?;
+    Some(format!("{reason} (QNN EP op trace)"))
 }

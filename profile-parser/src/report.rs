@@ -48,6 +48,9 @@ pub struct PlacementReport {
     pub rejections: Vec<RejectionCause>,
     /// Every original node with its placement and cost.
     pub nodes: Vec<NodePlacement>,
+    /// The QNN ops as a whole (absent when the run has none to list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_ops: Option<QnnOpsSummary>,
     /// An LLM model folder: each graph in each phase it runs in (the nodes, FLOPs and fallbacks
     /// above are the whole model's, every graph weighted by its runs per generation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -185,9 +188,10 @@ pub struct Partition {
     /// Kernel time of the fused node per run (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeStats>,
-    /// Per-op accelerator timings from QNN's profiling CSV, when available.
+    /// Its QNN ops (from the EP's op trace and QNN's profile), each with the model nodes it came
+    /// from and its time, when available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub backend_ops: Vec<BackendOpTime>,
+    pub backend_ops: Vec<QnnOp>,
 }
 
 /// A time distribution over profiled runs, in microseconds.
@@ -212,14 +216,80 @@ impl TimeStats {
     }
 }
 
-/// One QNN op's time from QNN's own profiling.
+/// One QNN op of a partition: the ONNX nodes it came from, traced to the model's own nodes, and
+/// its time in QNN's profile (`--qnn-profiling detailed|optrace`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct BackendOpTime {
-    /// QNN node/op name (`Event Identifier`).
+pub struct QnnOp {
+    /// The QNN op's name (`conv1_token_1`); QNN's own ops without a name are `Input OpId_2`,
+    /// `Output OpId_3`, `OpId_19`.
     pub name: String,
-    /// Median value per execute.
+    /// QNN's op id in the profile (`OpId_23`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_id: Option<u32>,
+    /// Its QNN type (`Conv2d`), from the EP's trace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub qnn_type: String,
+    /// The model's own nodes it came from (through ONNX Runtime's fusions and layout transformation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_nodes: Vec<String>,
+    /// How `model_nodes` were found.
+    #[serde(default)]
+    pub attribution: OpAttribution,
+    /// Its ONNX sources as the EP named them (`conv1_token_1`, `MatMul_6/MatMulAddFusion`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// Median value per execute in QNN's profile; `None` without QNN profiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Its unit as QNN reported it (`CYCLES`, `US`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
+}
+
+/// How a QNN op was tied to the model's nodes.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OpAttribution {
+    /// By the EP's op trace: the op's ONNX sources, traced to the model's nodes.
+    Traced,
+    /// By its name alone (no trace: an older onnxruntime-qnn, a model compiled without one).
+    Named,
+    /// An op ONNX Runtime inserted (a layout `Transpose`, its Q/DQ): counted with the model nodes of
+    /// the op it feeds or follows, by QNN's graph.
+    Adjacent,
+    /// QNN's own graph input or output op.
+    GraphIo,
+    /// An op without an ONNX source: one the HTP's compiler added, or an inserted op with no
+    /// traced neighbour.
+    #[default]
+    Unattributed,
+}
+
+/// The QNN ops of a run, as a whole: how they were attributed and what their times are.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct QnnOpsSummary {
+    /// Where the ops' ONNX sources come from: `trace` (the EP's op trace of this run),
+    /// `compile_trace` (the trace `npugate compile` recorded in the compiled model) or `names`
+    /// (QNN's op names alone).
+    pub sources: String,
+    /// QNN ops listed (in the partitions' `backend_ops`).
+    pub ops: usize,
+    /// Of them, ops tied to model nodes.
+    pub attributed: usize,
+    /// Profiled executes the times are medians of (0 without QNN profiling).
+    pub executes: usize,
+    /// Set when the times are an emulator's: why they are no device estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
+}
+
+/// A model node's share of QNN op time: the ops it came from, each shared by its model nodes in
+/// proportion to their FLOPs (evenly where none are known).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackendShare {
+    /// Value per execute.
     pub value: f64,
-    /// Unit as QNN reported it (`US`, `CYCLES`).
+    /// Unit (`CYCLES`, `US`).
     pub unit: String,
 }
 
@@ -309,7 +379,8 @@ pub struct FallbackNode {
     /// True for graph-input QuantizeLinear / output DequantizeLinear put on CPU by
     /// `offload_graph_io_quantization`: by design, not a regression.
     pub expected: bool,
-    /// The EP's own rejection reason from the log (`Validation FAILED … REASON : …`), when found.
+    /// The EP's own rejection reason from the log (`Validation FAILED … REASON : …`), else from its
+    /// op trace (`… (QNN EP op trace)`), when found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// A one-line remedy where one is known.
@@ -346,6 +417,9 @@ pub struct NodePlacement {
     /// not attributable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_us_per_run: Option<f64>,
+    /// Its share of the QNN ops' profiled time (see [`BackendShare`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_time: Option<BackendShare>,
 }
 
 /// Why a model node is on no EP.

@@ -21,6 +21,8 @@ fn cpu_report(model: &str, preferred: &str, assignment: &Assignment, io: &GraphI
         reference: Some(&reference),
         rejections: None,
         qnn: None,
+        trace: None,
+        emulated: None,
         graph_io: io.clone(),
         graph: None,
         io_offload: true,

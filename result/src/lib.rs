@@ -11,9 +11,13 @@ use serde::{Deserialize, Serialize};
 
 pub mod contract;
 pub mod generation;
+pub mod qnn_trace;
+pub mod resources;
 
 pub use contract::ReadError;
 pub use generation::{Generation, GraphPhase, GraphRun, KvCache};
+pub use qnn_trace::{QnnGraphTrace, QnnTrace, QnnTraceOp, TraceSource, UnsupportedNode, QNN_TRACE_KEY};
+pub use resources::{DmaBufRecord, EnergyWindow, LeakCheck, MemoryRecord};
 
 /// Schema identifier written into every `result.json`: the major version is bumped on any
 /// incompatible change, the minor one when a field is added (1.1: `timings.cpu_wait`). Readers
@@ -33,6 +37,12 @@ pub mod files {
     pub const ORT_LOG: &str = "ort.log";
     /// QNN's own per-op profiling CSV, when QNN profiling was on.
     pub const QNN_PROFILE: &str = "qnn_profile.csv";
+    /// The QNN EP's framework op trace (which ONNX nodes became which QNN ops), as the EP wrote it.
+    pub const QNN_OP_TRACE: &str = "qnn_op_trace.json";
+    /// The battery gauge's samples around a device run measured for energy (written on the device).
+    pub const GAUGE_SAMPLES: &str = "gauge_samples.txt";
+    /// Energy per inference from the gauge's samples (`npugate.energy/1`), written by the host.
+    pub const ENERGY: &str = "energy.json";
     /// Saved model outputs (`outputs/<name>.npy`), with `--check-outputs`.
     pub const OUTPUTS_DIR: &str = "outputs";
     /// The verdict (`npugate.verdict/1`), written by the host.
@@ -127,6 +137,16 @@ pub struct RunResult {
     /// against them: what every share is counted in (absent in results of older harnesses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<ModelGraph>,
+    /// The QNN EP's trace of the account session: which ONNX nodes each QNN op came from, which
+    /// nodes it did not take and why (QNN EP runs with onnxruntime-qnn ≥ 2.7; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_trace: Option<QnnTrace>,
+    /// The memory the harness process held (absent in results of older harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryRecord>,
+    /// The inferences the battery gauge was read over (`--energy-window` on a device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_window: Option<EnergyWindow>,
     /// The machine the harness ran on.
     pub fingerprint: SystemFingerprint,
     /// Non-fatal observations, each a full sentence.
@@ -283,7 +303,9 @@ pub struct ExecutionConfig {
     pub optimization_level: String,
     /// Intra-op threads (0 = ORT default).
     pub intra_op_threads: usize,
-    /// EP options added to the profiled pass only (QNN profiling), never to the timed session.
+    /// EP options added to the sessions that give the EP's account (the profiled pass, a
+    /// session-only run's session), never to the timed session: QNN profiling and the QNN EP's op
+    /// trace.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profiled_pass_ep_options: BTreeMap<String, String>,
     /// The EP device a plugin EP was appended on, e.g. `QNNExecutionProvider on CPU (ARM)`.
@@ -697,6 +719,9 @@ pub struct Artifacts {
     /// QNN profiling CSV.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qnn_profile: Option<String>,
+    /// The QNN EP's framework op trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_op_trace: Option<String>,
     /// Saved model outputs (for cross-device comparison), when requested.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<String>,

@@ -52,6 +52,12 @@ pub struct HarnessCommand {
     #[arg(long, value_name = "PATH")]
     pub reference_model: Option<PathBuf>,
 
+    /// After the timed runs, run inferences back to back for this many seconds and record the
+    /// window on `/proc/uptime`'s clock (`energy_window`): the host reads the device's battery
+    /// gauge over it (`npugate run --energy-window`, devices only).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_window)]
+    pub energy_window: Option<f64>,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -85,8 +91,19 @@ impl HarnessCommand {
         for file in &self.model_files {
             args.extend(["--model-file".into(), file.to_string()]);
         }
+        if let Some(seconds) = self.energy_window {
+            args.extend(["--energy-window".into(), seconds.to_string()]);
+        }
         args.extend(self.settings.to_flags());
         args
+    }
+}
+
+/// A window length: a positive, finite number of seconds.
+pub fn parse_window(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(seconds),
+        _ => Err(format!("expected a positive number of seconds, got {text:?}")),
     }
 }
 
@@ -113,6 +130,10 @@ mod tests {
             "ab12",
             "--model-file",
             &model_file,
+            "--energy-window",
+            "2.5",
+            "--leak-check",
+            "3",
             "--runs",
             "7",
             "--warmup",

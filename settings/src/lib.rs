@@ -63,6 +63,11 @@ pub struct HarnessSettings {
     /// comparison with a reference; the timed loop is unchanged.
     #[arg(long)]
     pub check_outputs: bool,
+    /// After everything else, create and drop the session N more times and record the memory
+    /// still held after each drop (`memory.leak_check`; the `max_memory_growth_mb` rule reads its
+    /// growth) [default: 0, no leak check].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub leak_check: u32,
     /// How an LLM model folder is run as token generation (`--prompt-tokens`, `--gen-tokens`, …).
     #[command(flatten)]
     #[serde(flatten)]

@@ -26,7 +26,18 @@ const DEDICATED_KEYS: &[(&str, &str)] = &[
     ("htp_arch", "--htp-arch"),
     ("enable_htp_fp16_precision", "--enable-htp-fp16-precision"),
     ("offload_graph_io_quantization", "--offload-graph-io-quantization"),
+    ("enable_framework_op_trace", "nothing: npugate traces every account session's QNN ops itself"),
+    ("framework_op_trace_dir", "nothing: the op trace always goes to the result directory"),
+    ("dump_json_qnn_graph", "nothing: npugate dumps the QNN graph of every account session itself"),
+    ("json_qnn_graph_dir", "nothing: the QNN graph dump is read and removed by the harness"),
 ];
+
+/// The file QNN's framework op trace is written to, in `framework_op_trace_dir`.
+pub const OP_TRACE_FILE: &str = "qnn_op_trace.json";
+
+/// The folder of the result directory QNN's JSON graph dump goes to (one `<graph>.json` per QNN
+/// graph); the harness reads the ops' tensors from it and removes it.
+pub const GRAPH_DUMP_DIR: &str = "qnn_graph";
 
 /// QNN options (apply to `--ep qnn` only). Unset options keep the defaults documented per flag.
 /// In TOML (a sweep plan) they form a `qnn` table with the field names as keys.
@@ -208,6 +219,19 @@ impl QnnArgs {
         options.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k.to_string(), v))));
         options.extend(extra.iter().cloned());
         Ok(options)
+    }
+
+    /// Options of every session that gives the EP's account (the profiled pass, a session-only
+    /// run's session; never the timed session) of the QNN EP plugin: the framework op trace
+    /// (onnxruntime-qnn ≥ 2.7, [`OP_TRACE_FILE`]) and the JSON dump of each QNN graph (the ops'
+    /// tensors, [`GRAPH_DUMP_DIR`]) into the result directory `out`. Older plugins ignore them.
+    pub fn trace_options(out: &Path) -> Vec<(String, String)> {
+        vec![
+            ("enable_framework_op_trace".into(), "1".into()),
+            ("framework_op_trace_dir".into(), out.display().to_string()),
+            ("dump_json_qnn_graph".into(), "1".into()),
+            ("json_qnn_graph_dir".into(), out.join(GRAPH_DUMP_DIR).display().to_string()),
+        ]
     }
 
     /// Options added to the profiled pass only: QNN profiling into `csv`.

@@ -51,6 +51,13 @@ impl Device {
         self
     }
 
+    /// It has a phone's battery gauge (`/sys/class/power_supply/battery`, discharging), whose files
+    /// the test writes through [`Rig::battery`].
+    pub fn battery(mut self) -> Device {
+        self.options.push("battery".into());
+        self
+    }
+
     fn spec(&self) -> String {
         std::iter::once(self.port.to_string()).chain(self.options.iter().cloned()).collect::<Vec<_>>().join(":")
     }
@@ -193,6 +200,13 @@ impl Rig {
     pub fn remove_command(&self, port: u16, name: &str) {
         let link = self.state.path().join(format!("dev-{port}/system/bin/{name}"));
         std::fs::remove_file(&link).unwrap_or_else(|e| panic!("cannot remove {}: {e}", link.display()));
+    }
+
+    /// Writes `value` into the battery gauge's file `name` (`current_now`, `status`, …) of the
+    /// device on `port` (started with [`Device::battery`]), in place, as the kernel would update it.
+    pub fn battery(&self, port: u16, name: &str, value: &str) {
+        let file = self.state.path().join(format!("dev-{port}/sysfs/power_supply/battery/{name}"));
+        std::fs::write(&file, format!("{value}\n")).unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
     }
 
     /// The device lock dir of the default work dir on the device on `port`, as seen from the host.

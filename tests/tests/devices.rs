@@ -507,3 +507,63 @@ impl Drop for Spinner {
         let _ = self.0.wait();
     }
 }
+
+/// Writes the battery's `current_now` of the device on `port` until `stop`: `idle_ua` until the
+/// run's gauge samples mark the idle window's end, `busy_ua` after; each ± 1000 µA every 0.2 s,
+/// as a fuel gauge's readings move.
+fn drive_gauge(rig: &Rig, port: u16, (idle_ua, busy_ua): (i64, i64), stop: &AtomicBool) {
+    let results = rig.device_data(port).join("local/tmp/npugate/results");
+    let idle_over = || {
+        let runs = std::fs::read_dir(&results).into_iter().flatten().flatten();
+        runs.filter_map(|run| std::fs::read_to_string(run.path().join("gauge_samples.txt")).ok())
+            .any(|samples| samples.contains("idle_end"))
+    };
+    let mut tick = 0i64;
+    while !stop.load(Ordering::Relaxed) {
+        let base = if idle_over() { busy_ua } else { idle_ua };
+        tick += 1;
+        rig.battery(port, "current_now", &(base + 1000 * (2 * (tick % 2) - 1)).to_string());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_known_draw_gives_the_known_energy_per_inference_and_a_charging_phone_is_refused() {
+    let rig = Rig::up_with(&[Device::new(6118).battery()]);
+    let out = tempfile::tempdir().unwrap();
+    let extra = ["--device", "all", "--energy-window", "2", "--runs", "20", "--warmup", "1", "--profile-runs", "1"];
+    let extra: Vec<&str> = extra.iter().chain(&["--rule", "max_energy_mj=1000"]).copied().collect();
+    // Idle: 100 mA at 3.9 V; during inferences 350 mA: 975 mW above idle (the gauge reads µA, negative discharging).
+    let stop = AtomicBool::new(false);
+    let output = std::thread::scope(|scope| {
+        scope.spawn(|| drive_gauge(&rig, 6118, (-100_000, -350_000), &stop));
+        let output = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("measured"), &extra);
+        stop.store(true, Ordering::Relaxed);
+        output
+    });
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let dir = result_dir(&out.path().join("measured"), 6118);
+    let window = npugate_result::RunResult::read(&dir).unwrap().energy_window.unwrap();
+    assert!(window.inferences > 0 && window.seconds() >= 2.0, "{window:?}");
+    let energy = json(&dir.join("energy.json"));
+    assert_eq!(energy["schema"], "npugate.energy/1");
+    let measured = &energy["measured"];
+    let expected_mj = 975.0 * window.seconds() / window.inferences as f64;
+    let (mj, error) = (measured["energy_mj"].as_f64().unwrap(), measured["error_mj"].as_f64().unwrap());
+    assert!((mj - expected_mj).abs() <= error, "{mj} ± {error} mJ, expected {expected_mj}: {energy:#}");
+    assert!(error < 0.05 * expected_mj, "the stated error is a few percent at most: {energy:#}");
+    assert!(measured["method"].as_str().unwrap().contains("/sys/class/power_supply/battery"), "{energy:#}");
+    assert_eq!(measured["resolution"]["current_step_ua"].as_f64(), Some(2000.0), "{energy:#}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("PASS    max_energy_mj") && stdout.contains("energy per inference"), "{stdout}");
+
+    rig.battery(6118, "status", "Charging");
+    let charging = run_on_devices(&rig, &model("smallcnn.onnx"), &out.path().join("charging"), &extra);
+    let dir = result_dir(&out.path().join("charging"), 6118);
+    assert_complete_result(&dir);
+    let why = json(&dir.join("energy.json"))["not_measured"].as_str().unwrap().to_string();
+    assert!(why.starts_with("the device is charging (battery status Charging)"), "{why}");
+    let stdout = String::from_utf8_lossy(&charging.stdout);
+    assert!(stdout.contains("not measured: the device is charging"), "{}", describe(&charging));
+    assert!(!dir.join("gauge_samples.txt").exists(), "a refused device is not sampled");
+}

@@ -360,4 +360,82 @@ mod host_htp {
             assert!(cause.describe().contains("(e.g. /blocks."), "{}", cause.describe());
         }
     }
+
+    /// An emulated run with QNN's per-op profiling of `model` into `out`.
+    fn profiled_run(model: &Path, out: &Path) -> PlacementReport {
+        let args = ["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "2", "--warmup", "1"];
+        let extra = ["--profile-runs", "1", "--qnn-profiling", "detailed"];
+        let args: Vec<&str> = args.iter().chain(&extra).copied().collect();
+        let output = npugate(&args, &[Path::new("--model"), model, Path::new("--out"), out]);
+        assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("tied to model nodes by the QNN EP's op trace"), "{stdout}");
+        assert!(stdout.contains("emulated, never a device estimate"), "{stdout}");
+        assert!(out.join("qnn_op_trace.json").is_file(), "the EP's trace is kept with the result");
+        placement(out)
+    }
+
+    /// Every QNN op the EP built is tied to model nodes (the QDQ CNN's layout Transposes by QNN's
+    /// graph); the only ops without are QNN's graph I/O and ops the HTP compiler added, which have
+    /// no name (`OpId_19`). Every op has its emulated cycles.
+    fn assert_every_op_reaches_model_nodes(report: &PlacementReport, model_nodes: &[String]) {
+        let ops: Vec<_> = report.partitions.iter().flat_map(|p| &p.backend_ops).collect();
+        let summary = report.qnn_ops.as_ref().unwrap();
+        assert_eq!((summary.sources.as_str(), summary.ops, summary.executes), ("trace", ops.len(), 1));
+        for op in &ops {
+            use npugate_profile::report::OpAttribution::*;
+            match op.attribution {
+                Traced | Adjacent => {
+                    assert!(!op.model_nodes.is_empty(), "{op:?}");
+                    for node in &op.model_nodes {
+                        assert!(model_nodes.contains(node), "{node} of {} is no model node", op.name);
+                    }
+                }
+                GraphIo | Unattributed => assert!(
+                    op.name.starts_with("Input OpId_")
+                        || op.name.starts_with("Output OpId_")
+                        || op.name.starts_with("OpId_"),
+                    "{op:?}"
+                ),
+                Named => panic!("a trace was recorded, yet {op:?} was tied by its name"),
+            }
+            assert!(op.value.is_some_and(|v| v > 0.0) && op.unit == "CYCLES", "{op:?}");
+        }
+    }
+
+    #[test]
+    fn every_qnn_op_is_tied_to_model_nodes_by_the_eps_trace_and_its_reasons_fill_the_fallback() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = |path: &Path| -> Vec<String> {
+            npugate_onnx::Model::read(path).unwrap().index().nodes().iter().map(|n| n.name().to_string()).collect()
+        };
+        let cnn = profiled_run(&model("smallcnn_qdq.onnx"), &dir.path().join("cnn"));
+        assert_every_op_reaches_model_nodes(&cnn, &names(&model("smallcnn_qdq.onnx")));
+        let conv = cnn.partitions[0].backend_ops.iter().find(|o| o.name == "conv1_token_1").unwrap();
+        assert!(conv.model_nodes.contains(&"conv1".to_string()), "{conv:?}");
+        let conv1 = cnn.nodes.iter().find(|n| n.name == "conv1").unwrap();
+        assert!(conv1.backend_time.as_ref().is_some_and(|t| t.value > 0.0), "{conv1:?}");
+
+        // The transformer block with every node name removed: ONNX Runtime names them (`MatMul_6`).
+        let unnamed = dir.path().join("vit_unnamed.onnx");
+        let strip = "import onnx, sys\nm = onnx.load(sys.argv[1])\nfor n in m.graph.node: n.name = ''\nonnx.save(m, sys.argv[2])";
+        let made = run(Command::new(python()).args(["-c", strip]).arg(model("vitblock.onnx")).arg(&unnamed));
+        assert!(made.status.success(), "{}", describe(&made));
+        let vit = profiled_run(&unnamed, &dir.path().join("vit"));
+        let vit_nodes: Vec<String> = vit.nodes.iter().map(|n| n.name.clone()).collect();
+        assert_every_op_reaches_model_nodes(&vit, &vit_nodes);
+        let gelu = vit.partitions[0].backend_ops.iter().find(|o| o.qnn_type == "Gelu").unwrap();
+        assert!(gelu.model_nodes.len() >= 5 && gelu.model_nodes.iter().any(|n| n.starts_with("Erf_")), "{gelu:?}");
+
+        // A node the EP refused: the trace's reason, in the result and the placement.
+        let out = dir.path().join("topk");
+        let output = emulated_run(&model("unnamed_topk.onnx"), &out);
+        assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+        let trace = RunResult::read(&out).unwrap().qnn_trace.unwrap();
+        let refused = &trace.unsupported[0];
+        assert_eq!((refused.node.as_str(), refused.op_type.as_str()), ("TopK_0", "TopK"));
+        assert!(refused.reason.contains("must be specified as constant input"), "{refused:?}");
+        let left = &placement(&out).fallback[0];
+        assert!(left.reason.as_deref().is_some_and(|r| r.contains(&refused.reason)), "{left:?}");
+    }
 }

@@ -174,3 +174,26 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+#[test]
+fn a_cpu_run_of_a_real_model_records_its_peak_memory_judges_it_and_checks_for_leaks() {
+    let work = tempfile::tempdir().unwrap();
+    let magika = model("magika_standard_v3_3.onnx");
+    let args = ["run", "--local", "--runs", "5", "--warmup", "1", "--profile-runs", "1", "--shape", "bytes=1x2048"];
+    let rules = ["--rule", "max_peak_memory_mb=1", "--rule", "max_memory_growth_mb=64", "--leak-check", "5"];
+    let mut command = Command::new(bin("npugate"));
+    command.args(args).args(rules).arg("--model").arg(&magika).arg("--out").arg(work.path().join("out"));
+    let output = run(&mut command);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let memory = RunResult::read(&work.path().join("out")).unwrap().memory.unwrap();
+    let (peak, created) = (memory.peak_bytes.unwrap(), memory.peak_after_create_bytes.unwrap());
+    assert!(peak >= created && created > 8 << 20, "ONNX Runtime and the model are resident: {memory:?}");
+    let peak_mb = format!("{:.1} MiB", peak as f64 / (1 << 20) as f64);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(&format!("max_peak_memory_mb: peak resident memory {peak_mb} > 1 MiB")), "{stdout}");
+    let leak = memory.leak_check.unwrap();
+    assert_eq!((leak.recreations, leak.resident_bytes.len()), (5, 5));
+    assert!(stdout.contains("over 5 session re-creations"), "{stdout}");
+    // ONNX Runtime's CPU sessions give back what they take: far less than one more model per re-creation.
+    assert!(leak.growth_bytes < 64 << 20, "{leak:?}");
+}

@@ -5,7 +5,7 @@
 
 /// mksh builtins the scripts use (also builtins of dash and bash, the shells of Linux boards).
 pub const SHELL_BUILTINS: &[&str] =
-    &[".", "[", "cd", "command", "continue", "echo", "exit", "kill", "read", "set", "test", "true", "false"];
+    &[".", "[", "break", "cd", "command", "continue", "echo", "exit", "kill", "read", "set", "test", "true", "false"];
 
 /// toybox applets the scripts use; each must be on the device's PATH.
 pub const APPLETS: &[&str] = &[
@@ -28,7 +28,7 @@ pub const APPLETS: &[&str] = &[
 ];
 
 /// Android's own commands the scripts use when present (a Linux board has none).
-pub const ANDROID_COMMANDS: &[&str] = &["getprop"];
+pub const ANDROID_COMMANDS: &[&str] = &["dumpsys", "getprop"];
 
 /// The commands of `script` outside the device command set ([`SHELL_BUILTINS`], [`APPLETS`],
 /// [`ANDROID_COMMANDS`] and the script's own functions), in order of appearance. A small scanner
@@ -48,10 +48,10 @@ pub fn outside_the_set(script: &str) -> Vec<String> {
     found
 }
 
-/// Names of the functions `script` defines (`name() {`).
+/// Names of the functions `script` defines (`name() {`, also after `&&`, `||` or `&`).
 fn function_names(script: &str) -> Vec<String> {
     script
-        .split(['\n', ';'])
+        .split(['\n', ';', '&', '|'])
         .filter_map(|part| {
             let (name, rest) = part.trim().split_once("()")?;
             let is_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');

@@ -141,11 +141,15 @@ fn series_lines(report: &HistoryReport) -> String {
             let latest = last
                 .map(|p| {
                     let median = p.median_ns.map(npugate_gate::units::fmt_ms).unwrap_or_else(|| "–".into());
+                    let resources = match p.resources.describe() {
+                        d if d.is_empty() => String::new(),
+                        d => format!(", {d}"),
+                    };
                     match &p.generation {
                         Some(generation) => {
-                            format!("{median}/token ({}), {}", p.outcome, generation_figures(generation))
+                            format!("{median}/token ({}), {}{resources}", p.outcome, generation_figures(generation))
                         }
-                        None => format!("{median} ({})", p.outcome),
+                        None => format!("{median} ({}){resources}", p.outcome),
                     }
                 })
                 .unwrap_or_default();

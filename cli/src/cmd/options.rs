@@ -344,15 +344,20 @@ pub struct DeviceRunArgs {
     /// 0 fails at once (exit 2, naming the holder). Default: wait as long as it takes.
     #[arg(long, value_name = "SECONDS")]
     pub lock_timeout: Option<u64>,
+    /// Measure energy per inference from the battery gauge: an idle window, then inferences back
+    /// to back, each this long (`energy.json`; a charging device is refused, saying why).
+    #[arg(long, value_name = "SECONDS", value_parser = npugate_settings::command::parse_window)]
+    pub energy_window: Option<f64>,
 }
 
 impl DeviceRunArgs {
-    /// Work dir, cooldown and lock timeout of every device run.
+    /// Work dir, cooldown, lock timeout and energy window of every device run.
     pub fn adb_settings(&self) -> AdbSettings {
         AdbSettings {
             work_dir: self.work_dir.work_dir.clone(),
             cooldown: self.cooldown_until.map(|c| (c, Duration::from_secs(self.cooldown_timeout))),
             lock_timeout: self.lock_timeout.map(Duration::from_secs),
+            energy_window: self.energy_window,
         }
     }
 

@@ -21,6 +21,8 @@ use npugate_android::deploy::{self, DeployFile, DeployReport};
 use npugate_android::device_lock::{DeviceLock, LockError, LockOptions, LockRecord, Reporter};
 use npugate_android::device_state::{self, Cooldown, DeviceStateRecord};
 use npugate_android::devices::{self, DeviceInfo};
+use npugate_android::energy::{self, Gauge};
+use npugate_gate::resources::EnergyRecord;
 
 /// Schema of `device_run.json`.
 pub const DEVICE_RUN_SCHEMA: &str = "npugate.device-run/1";
@@ -83,6 +85,9 @@ pub struct AdbSettings {
     pub cooldown: Option<(f64, Duration)>,
     /// Longest wait for the device lock; `None` waits as long as it takes, zero does not wait.
     pub lock_timeout: Option<Duration>,
+    /// Measure energy per inference from the battery gauge over windows of this many seconds (idle,
+    /// then back-to-back inferences), see [`npugate_android::energy`].
+    pub energy_window: Option<f64>,
 }
 
 /// One device over adb; it is probed at the start of every run (it may have changed or gone).
@@ -163,12 +168,22 @@ impl Target for AdbTarget {
             return Err(job.cancel.error());
         }
 
+        let gauge = match self.settings.energy_window {
+            Some(_) => Some(energy::probe(&*shell).map_err(adb_error)?),
+            None => None,
+        };
         let before = device_state::read(&*shell).map_err(adb_error)?;
         progress.step("run");
-        let layout = Layout::new(job, (&model_files, reference_files.as_ref()), work_dir, lock.run());
+        let energy = match (&gauge, self.settings.energy_window) {
+            (Some(Ok(gauge)), Some(seconds)) => Some((gauge, seconds)),
+            _ => None,
+        };
+        let layout = Layout::new(job, (&model_files, reference_files.as_ref()), work_dir, lock.run(), energy);
         let command = harness_command(job, &layout);
         let started = Instant::now();
-        let shell_out = adb.shell_until(serial, &command, job.timeout, "run the harness", &cancelled);
+        // The idle window and the energy window add to the harness's own time.
+        let timeout = job.timeout + energy.map_or(Duration::ZERO, |(_, s)| Duration::from_secs_f64(2.0 * s));
+        let shell_out = adb.shell_until(serial, &command, timeout, "run the harness", &cancelled);
         if let Err(AdbError::Timeout { .. } | AdbError::Interrupted { .. }) = &shell_out {
             // Stopping the local adb does not stop the harness on the device.
             if let Err(error) = lock.stop_own_harness() {
@@ -197,6 +212,10 @@ impl Target for AdbTarget {
             .with_context(|| format!("the harness ended ({}): {}", ended.status(), ended.last_message()))?;
         let pull_seconds = pulled.elapsed().as_secs_f64();
         let _ = adb.shell(serial, &cleanup_script(&layout.out), Duration::from_secs(60), "clean up");
+        if let Some(gauge) = &gauge {
+            let record = energy_record(gauge.as_ref(), out);
+            contract::write_json(&out.join(files::ENERGY), &record)?;
+        }
 
         std::fs::write(out.join(files::HARNESS_STDOUT), &shell_out.stdout)?;
         std::fs::write(out.join(files::HARNESS_STDERR), &shell_out.stderr)?;
@@ -223,6 +242,22 @@ impl Target for AdbTarget {
         };
         contract::write_json(&out.join(files::DEVICE_RUN), &record)?;
         Ok(Execution { warnings, ..ended })
+    }
+}
+
+/// The energy of a run measured on `gauge` (its samples and the harness's window in `out`), or
+/// why there is none (the probe's refusal, a run that recorded no window).
+fn energy_record(gauge: Result<&Gauge, &String>, out: &Path) -> EnergyRecord {
+    let gauge = match gauge {
+        Ok(gauge) => gauge,
+        Err(why) => return EnergyRecord::not_measured(why.clone()),
+    };
+    let samples = std::fs::read_to_string(out.join(files::GAUGE_SAMPLES)).unwrap_or_default();
+    match npugate_result::RunResult::read(out).ok().and_then(|r| r.energy_window) {
+        Some(window) => energy::measure(&samples, &window, gauge),
+        None => EnergyRecord::not_measured(
+            "the harness recorded no energy window (it stopped before the window, or its inferences failed)",
+        ),
     }
 }
 
@@ -317,15 +352,25 @@ fn input_path(index: usize, input: &Path) -> String {
 }
 
 /// The device-side paths of one run.
-struct Layout {
+struct Layout<'g> {
     harness: String,
     runtime_dir: String,
     out: String,
     command: HarnessCommand,
+    /// The gauge sampled around the harness and the window length, when energy is measured.
+    energy: Option<(&'g Gauge, f64)>,
+    /// How long the sampler may run at most, seconds.
+    sampler_limit_s: u64,
 }
 
-impl Layout {
-    fn new(job: &Job<'_>, (model, reference): (&ModelFiles, Option<&ModelFiles>), work: &str, run_id: &str) -> Layout {
+impl<'g> Layout<'g> {
+    fn new(
+        job: &Job<'_>,
+        (model, reference): (&ModelFiles, Option<&ModelFiles>),
+        work: &str,
+        run_id: &str,
+        energy: Option<(&'g Gauge, f64)>,
+    ) -> Layout<'g> {
         let runtime_dir = format!("{work}/runtimes/{}", job.runtime.name);
         // A CPU run never loads the runtime's plugin EP (a plugin runtime serves CPU runs too).
         let ep_library =
@@ -348,9 +393,11 @@ impl Layout {
                 .reference_model
                 .zip(reference)
                 .map(|(path, files)| format!("{work}/{}", model_path(path, files)).into()),
+            energy_window: energy.map(|(_, seconds)| seconds),
             settings,
         };
-        Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command }
+        let sampler_limit_s = (job.timeout.as_secs_f64() + energy.map_or(0.0, |(_, s)| 2.0 * s)).ceil() as u64;
+        Layout { harness: format!("{work}/{HARNESS}"), runtime_dir, out, command, energy, sampler_limit_s }
     }
 }
 
@@ -361,8 +408,15 @@ fn harness_command(job: &Job<'_>, layout: &Layout) -> String {
     let mut words = vec![layout.harness.clone()];
     words.extend(layout.command.to_argv());
     let env: Vec<String> = job.env.iter().map(|(name, value)| assignment(name, value)).collect();
+    let (prologue, epilogue) = match layout.energy {
+        Some((gauge, seconds)) => {
+            let samples = format!("{}/{}", layout.out, files::GAUGE_SAMPLES);
+            (energy::prologue(gauge, &samples, seconds, layout.sampler_limit_s), energy::EPILOGUE)
+        }
+        None => (String::new(), ""),
+    };
     format!(
-        "mkdir -p {out} && cd {out} && {ld} {adsp} {env}{cmd}",
+        "mkdir -p {out} && cd {out} && {prologue}{ld} {adsp} {env}{cmd}{epilogue}",
         out = quote(&layout.out),
         ld = assignment("LD_LIBRARY_PATH", &layout.runtime_dir),
         adsp = assignment("ADSP_LIBRARY_PATH", &adsp),
@@ -546,7 +600,9 @@ mod tests {
         let runtime = runtime(dir.path());
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &harness, &settings, &cancel);
-        let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1");
+        let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1", None);
+        let gauge = Gauge { dir: "/sys/class/power_supply/battery".into() };
+        let measured = Layout::new(&job, (&model_files(dir.path()), None), work, "run-2", Some((&gauge, 10.0)));
         let file = DeployFile {
             local: model.clone(),
             remote: "models/m.onnx".into(),
@@ -556,14 +612,17 @@ mod tests {
         };
         scripts.extend([
             npugate_android::adb::wrapped(&harness_command(&job, &layout)),
+            npugate_android::adb::wrapped(&harness_command(&job, &measured)),
+            energy::PROBE_SCRIPT.to_string(),
             cleanup_script(&layout.out),
             deploy::check_script(&format!("{work}/blobs"), &[file.sha256.as_str()].into()),
             deploy::link_script(work, std::slice::from_ref(&file), &[&file]),
         ]);
         assert_eq!(
             scripts.len(),
-            13,
-            "every script of the lock, the state and load sample, the probe, the run and the deploy"
+            15,
+            "every script of the lock, the state and load sample, the probe, the run (gauge sampled or not), the \
+             gauge's probe and the deploy"
         );
         for script in &scripts {
             let mut outside = npugate_android::adb::commands::outside_the_set(script);
@@ -589,7 +648,7 @@ mod tests {
         let work = work.to_str().unwrap();
         let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
         let job = job(&runtime, &model, &fake, &settings, &cancel);
-        let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1");
+        let layout = Layout::new(&job, (&model_files(dir.path()), None), work, "run-1", None);
         let out = shell.run(&harness_command(&job, &layout), Duration::from_secs(30), "run the fake harness").unwrap();
         assert_eq!(out.exit_code, 0, "{}", out.stderr);
         let seen = std::fs::read_to_string(Path::new(&layout.out).join("seen")).unwrap();

@@ -85,6 +85,7 @@ impl LocalLaunch<'_> {
             fixed_from_sha256: job.fixed_from().map(str::to_string),
             model_files: model_files.hints(),
             reference_model: job.reference_model.map(path),
+            energy_window: None,
             settings: job.settings.with_input_paths(|input| path(&input.path)),
         };
         let mut program = self.program;

@@ -7,8 +7,9 @@ use npugate_profile::report::PlacementReport;
 
 use super::{
     compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
-    placement_side_rows, round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER,
-    FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, Exporter,
+    COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER,
+    RESOURCE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
@@ -394,6 +395,20 @@ fn latency_section(v: &Verdict, s: &LatencyStats) -> Markup {
     }
 }
 
+/// The memory the harness held and the energy per inference, when the run recorded them.
+fn resource_section(v: &Verdict) -> Markup {
+    let rows = resource_rows(v);
+    if rows.is_empty() {
+        return html! {};
+    }
+    html! {
+        section {
+            h2 { "Memory and energy" }
+            (page::table(&RESOURCE_HEADER, &rows, &[]))
+        }
+    }
+}
+
 fn placement_section(v: &Verdict, report: &PlacementReport) -> Markup {
     html! {
         section {
@@ -407,6 +422,11 @@ fn placement_section(v: &Verdict, report: &PlacementReport) -> Markup {
                     (graph_strip(report, &v.rules))
                     figcaption { "The graph, node by node in order, coloured by EP; brackets: fused partitions; dashed: EP switches" }
                 }
+            }
+            @if let Some(line) = qnn_ops_line(report) {
+                h2 { "QNN ops" }
+                p.muted { (line) }
+                (page::table(&QNN_OP_HEADER, &qnn_op_rows(report, usize::MAX, usize::MAX), &[3, 4]))
             }
             h2 { "Fallback (" (report.fallback.len()) " node(s))" }
             @if report.fallback.is_empty() {
@@ -449,6 +469,7 @@ impl Exporter for HtmlExporter {
             (confirmation_section(v.confirmation.as_ref()))
             (rules_section(&v.checks, &v.errors, &v.warnings))
             @if let Some(s) = &v.latency { (latency_section(v, s)) }
+            (resource_section(v))
             @if let Some(report) = &v.placement { (placement_section(v, report)) }
             (baseline_section(v))
         };

@@ -73,6 +73,24 @@ fn suite(
     report.to_string().expect("a JUnit report always serializes")
 }
 
+/// The run's memory and energy figures as properties (`peak_memory_mb`, `memory_growth_mb`,
+/// `energy_mj`, `energy_error_mj`, `energy_not_measured`), those it has.
+fn resource_properties(v: &Verdict) -> Vec<(&'static str, String)> {
+    let mb = |bytes: f64| format!("{:.1}", bytes / npugate_result::resources::MB);
+    let memory = v.memory.as_ref();
+    let energy = v.energy.as_ref();
+    [
+        ("peak_memory_mb", memory.and_then(|m| m.peak_bytes).map(|b| mb(b as f64))),
+        ("memory_growth_mb", memory.and_then(|m| m.leak_check.as_ref()).map(|l| mb(l.growth_bytes as f64))),
+        ("energy_mj", energy.and_then(|e| e.measured.as_ref()).map(|m| format!("{:.4}", m.energy_mj))),
+        ("energy_error_mj", energy.and_then(|e| e.measured.as_ref()).map(|m| format!("{:.4}", m.error_mj))),
+        ("energy_not_measured", energy.and_then(|e| e.not_measured.clone())),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.map(|v| (name, v)))
+    .collect()
+}
+
 /// The confirmation's decision and the warnings, one line each.
 fn notes(confirmation: Option<&Confirmation>, warnings: &[String]) -> String {
     let confirmed = confirmation.map(|c| format!("confirmation: {}\n", c.sentence())).unwrap_or_default();
@@ -82,7 +100,8 @@ fn notes(confirmation: Option<&Confirmation>, warnings: &[String]) -> String {
 impl Exporter for JunitExporter {
     fn render(&self, v: &Verdict) -> String {
         let fp = &v.subject.fingerprint;
-        let properties = [
+        let resources = resource_properties(v);
+        let mut properties = vec![
             ("model", v.subject.model.as_str()),
             ("model_digest", fp.model_digest.as_str()),
             ("device", fp.device.as_str()),
@@ -91,6 +110,7 @@ impl Exporter for JunitExporter {
             ("ort_version", fp.ort_version.as_str()),
             ("outcome", v.outcome.label()),
         ];
+        properties.extend(resources.iter().map(|(k, v)| (*k, v.as_str())));
         let classname = format!("npugate.{}", fp.preferred_ep);
         suite(
             "npugate gate",

@@ -4,8 +4,9 @@
 use super::consistency::{self, DeviceOutputs};
 use super::{
     compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
-    placement_side_rows, round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER,
-    FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, Exporter,
+    COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER,
+    RESOURCE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
@@ -110,10 +111,19 @@ impl Exporter for MarkdownExporter {
             }
             out.push('\n');
         }
+        let resources = resource_rows(v);
+        if !resources.is_empty() {
+            out.push_str(&format!("\n### Memory and energy\n\n{}", table(&RESOURCE_HEADER, &resources)));
+        }
         if let Some(report) = &v.placement {
             out.push_str(&format!("\n### Placement (preferred EP `{}`)\n\n", report.preferred_ep));
             out.push_str(&table(&EP_HEADER, &ep_rows(report)));
             out.push_str(&format!("\n{}\n", cell(&super::terminal::flops_coverage(&report.totals))));
+            if let Some(line) = qnn_ops_line(report) {
+                out.push_str(&format!("\n<details><summary>QNN ops: {}</summary>\n\n", cell(&line)));
+                out.push_str(&table(&QNN_OP_HEADER, &qnn_op_rows(report, usize::MAX, usize::MAX)));
+                out.push_str("\n</details>\n");
+            }
             if !report.fallback.is_empty() {
                 out.push_str(&format!(
                     "\n<details><summary>{} node(s) off {}</summary>\n\n",

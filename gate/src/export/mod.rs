@@ -13,6 +13,7 @@ use crate::outputs::fmt_metric;
 use crate::stats::LatencyStats;
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{Check, Verdict};
+use npugate_result::resources::MB;
 
 mod consistency;
 mod github;
@@ -188,6 +189,8 @@ fn measured_text(check: &Check) -> String {
             Unit::Db => format!("{} dB", fmt_metric(v, 1)),
             Unit::Cosine | Unit::Abs => fmt_metric(v, 6),
             Unit::TokensPerSecond => format!("{v:.1} tok/s"),
+            Unit::Mb => format!("{v:.1} MiB"),
+            Unit::Mj => format!("{v:.3} mJ"),
             Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
         },
     )
@@ -206,6 +209,8 @@ fn limit_text(check: &Check) -> String {
             | Unit::Nodes
             | Unit::Partitions
             | Unit::Switches
+            | Unit::Mb
+            | Unit::Mj
             | Unit::TokensPerSecond => {
                 format!("{} {}", fmt_limit(v), check.unit)
             }
@@ -322,6 +327,126 @@ fn fallback_rows(report: &PlacementReport, rules: &crate::rules::Rules) -> Vec<[
             ]
         })
         .collect()
+}
+
+/// Header of [`resource_rows`].
+const RESOURCE_HEADER: [&str; 2] = ["measure", "value"];
+
+/// The memory the harness held and the energy per inference, shared by the terminal, Markdown and
+/// HTML reports; empty when the run recorded neither.
+fn resource_rows(v: &Verdict) -> Vec<[String; 2]> {
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / MB);
+    let mut rows = Vec::new();
+    let whose = match v.subject.emulated {
+        Some(_) => " (the emulator process's, not a device's)",
+        None => "",
+    };
+    if let Some(m) = &v.memory {
+        if let Some(peak) = m.peak_bytes {
+            let created = m.peak_after_create_bytes.map(|b| format!("; after session creation {}", mib(b)));
+            rows.push(["peak resident memory".into(), format!("{}{}{whose}", mib(peak), created.unwrap_or_default())]);
+        }
+        if let Some(resident) = m.resident_bytes {
+            rows.push(["resident after the timed runs".into(), mib(resident)]);
+        }
+        match (&m.dmabuf, &m.dmabuf_absent) {
+            (Some(d), _) if d.buffers > 0 => rows.push([
+                "DMA-BUF held".into(),
+                format!(
+                    "{} in {} buffer(s) ({}); after session creation {}",
+                    mib(d.after_runs_bytes),
+                    d.buffers,
+                    d.exporters.join(", "),
+                    mib(d.after_create_bytes)
+                ),
+            ]),
+            (None, Some(why)) if v.subject.emulated.is_none() => {
+                rows.push(["DMA-BUF held".into(), format!("not shown: {why}")])
+            }
+            _ => {}
+        }
+        if let Some(leak) = &m.leak_check {
+            let after: Vec<String> = leak.resident_bytes.iter().map(|&b| format!("{:.1}", b as f64 / MB)).collect();
+            rows.push([
+                "memory growth".into(),
+                format!(
+                    "{:+.1} MiB over {} session re-creations (resident after each drop: {} MiB)",
+                    leak.growth_bytes as f64 / MB,
+                    leak.recreations,
+                    after.join(", ")
+                ),
+            ]);
+        }
+    }
+    if let Some(energy) = &v.energy {
+        rows.push(["energy per inference".into(), energy.describe()]);
+        if let Some(m) = &energy.measured {
+            rows.push(["energy method".into(), m.method.clone()]);
+        }
+    }
+    rows
+}
+
+/// Header of [`qnn_op_rows`].
+const QNN_OP_HEADER: [&str; 5] = ["QNN op", "type", "model nodes", "per execute", "share"];
+
+/// The QNN ops of a placement, most expensive first where profiled (in the EP's order otherwise),
+/// at most `limit`, each with the model nodes it came from; shared by the human-facing reports.
+fn qnn_op_rows(report: &PlacementReport, limit: usize, nodes_shown: usize) -> Vec<[String; 5]> {
+    let mut ops: Vec<&npugate_profile::report::QnnOp> = report.partitions.iter().flat_map(|p| &p.backend_ops).collect();
+    ops.sort_by(|a, b| b.value.unwrap_or(0.0).total_cmp(&a.value.unwrap_or(0.0)));
+    let total: f64 = ops.iter().filter_map(|o| o.value).sum();
+    ops.into_iter()
+        .take(limit)
+        .map(|op| {
+            let id =
+                op.op_id.map(|id| format!(":OpId_{id}")).filter(|_| !op.name.contains("OpId_")).unwrap_or_default();
+            let nodes = match op.model_nodes.len() {
+                0 => format!("— ({})", attribution_text(op.attribution)),
+                n if n > nodes_shown => {
+                    format!("{} (+{} more)", op.model_nodes[..nodes_shown].join(", "), n - nodes_shown)
+                }
+                _ => op.model_nodes.join(", "),
+            };
+            let nodes = match op.attribution {
+                npugate_profile::report::OpAttribution::Adjacent => format!("{nodes} (inserted beside them)"),
+                _ => nodes,
+            };
+            [
+                format!("{}{id}", op.name),
+                op.qnn_type.clone(),
+                nodes,
+                op.value.map_or_else(|| "—".into(), |value| format!("{value:.0} {}", op.unit.to_lowercase())),
+                op.value.filter(|_| total > 0.0).map_or_else(|| "—".into(), |value| fmt_pct(100.0 * value / total)),
+            ]
+        })
+        .collect()
+}
+
+/// How an op without model nodes is described.
+fn attribution_text(attribution: npugate_profile::report::OpAttribution) -> &'static str {
+    use npugate_profile::report::OpAttribution;
+    match attribution {
+        OpAttribution::GraphIo => "QNN's graph input/output",
+        OpAttribution::Unattributed => "no ONNX source: added by the HTP compiler or inserted",
+        OpAttribution::Traced | OpAttribution::Named | OpAttribution::Adjacent => "traced",
+    }
+}
+
+/// The line above the QNN op table: how many ops, how they were attributed, what the times are.
+fn qnn_ops_line(report: &PlacementReport) -> Option<String> {
+    let summary = report.qnn_ops.as_ref()?;
+    let by = match summary.sources.as_str() {
+        "trace" => "the QNN EP's op trace",
+        "compile_trace" => "the op trace recorded when the model was compiled",
+        _ => "their names (no op trace)",
+    };
+    let times = match (summary.executes, &summary.emulated) {
+        (0, _) => "; no QNN profiling (--qnn-profiling detailed gives their times)".to_string(),
+        (n, Some(emulated)) => format!("; times: median of {n} execute(s), {emulated}"),
+        (n, None) => format!("; times: median of {n} execute(s) on the device"),
+    };
+    Some(format!("{} ops, {} tied to model nodes by {by}{times}", summary.ops, summary.attributed))
 }
 
 /// Header of [`compare_estimate_rows`].

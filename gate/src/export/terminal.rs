@@ -8,8 +8,9 @@ use npugate_profile::report::{PlacementReport, Totals};
 use super::consistency::{self, DeviceOutputs};
 use super::{
     compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
-    placement_side_rows, round_rows, shape_lines, Exporter, COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER,
-    FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, ROUND_HEADER,
+    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, Exporter,
+    COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER,
+    RESOURCE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
@@ -121,6 +122,7 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
             p.flops as f64 / 1e9
         ));
     }
+    out.push_str(&qnn_ops_text(report, color));
     let b = &report.boundaries;
     let per_run = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
     let cost = match (b.gap_us_per_run, b.same_ep_gap_us) {
@@ -184,6 +186,25 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     out
 }
 
+/// The QNN ops, most expensive first: the model nodes each came from and its time (the first
+/// [`SHOWN_OPS`]; `placement.json` and the HTML report list them all).
+fn qnn_ops_text(report: &PlacementReport, color: bool) -> String {
+    const SHOWN_OPS: usize = 12;
+    let Some(line) = qnn_ops_line(report) else { return String::new() };
+    let ops = report.qnn_ops.as_ref().map_or(0, |s| s.ops);
+    let mut out = format!("\n{} {line}\n", paint(color, BOLD, "QNN ops"));
+    out.push_str(&text_table(
+        &QNN_OP_HEADER,
+        &qnn_op_rows(report, SHOWN_OPS, 3),
+        &[false, false, false, true, true],
+        color,
+    ));
+    if ops > SHOWN_OPS {
+        out.push_str(&format!("  … {} more in placement.json and report.html\n", ops - SHOWN_OPS));
+    }
+    out
+}
+
 /// `FLOPs: 2.507 G in 69 of 69 model nodes; the shares cover 100.0% of them` — and what is
 /// outside the shares: unattributed FLOPs, nodes of unknown FLOPs, nodes folded away or not run.
 pub(crate) fn flops_coverage(t: &Totals) -> String {
@@ -238,6 +259,12 @@ impl Exporter for TerminalExporter {
             for line in shape_lines(s) {
                 out.push_str(&format!("  {line}\n"));
             }
+            out.push('\n');
+        }
+        let resources = resource_rows(v);
+        if !resources.is_empty() {
+            out.push_str(&format!("{}\n", paint(c, BOLD, "Memory and energy")));
+            out.push_str(&text_table(&RESOURCE_HEADER, &resources, &[false, false], c));
             out.push('\n');
         }
         if let Some(report) = &v.placement {

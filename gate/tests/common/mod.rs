@@ -189,8 +189,10 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
                 flops: Some(n.flops),
                 profile_ep: Some(n.ep.clone()),
                 time_us_per_run: (n.ep == CPU).then_some(n.time_us),
+                backend_time: None,
             })
             .collect(),
+        qnn_ops: None,
         graphs: vec![],
         warnings: vec![],
     }

@@ -29,6 +29,7 @@ pub fn cell(night: &str, latencies_ns: Vec<u64>, outcome: &str) -> StoredCell {
         generation: None,
         emulated: None,
         findings: Findings::default(),
+        resources: Default::default(),
     }
 }
 

@@ -204,6 +204,7 @@ mod tests {
             generation: None,
             emulated: None,
             findings: Default::default(),
+            resources: Default::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
 use npugate_gate::verdict::GenerationSummary;
 
 /// Schema version of the SQLite file (`PRAGMA user_version`).
-const STORE_VERSION: i64 = 5;
+const STORE_VERSION: i64 = 6;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -50,6 +50,9 @@ CREATE TABLE IF NOT EXISTS cells (
   npu_nodes_pct REAL,
   fallback TEXT,
   outputs TEXT,
+  peak_memory_mb REAL,
+  memory_growth_mb REAL,
+  energy_mj REAL,
   PRIMARY KEY (sweep_id, device, runtime, model)
 );
 CREATE INDEX IF NOT EXISTS cells_by_model ON cells (model, soc);
@@ -67,6 +70,7 @@ struct Row {
     generation: Option<GenerationFigures>,
     fallback: String,
     outputs: Option<String>,
+    resources: ResourceFigures,
 }
 
 /// An open history store.
@@ -137,6 +141,48 @@ pub struct StoredCell {
     /// Compile, placement and outputs (unknown in cells before version 5, but the FLOP share and
     /// fallback count above).
     pub findings: Findings,
+    /// Peak memory, its growth and energy per inference (unknown in cells before version 6).
+    pub resources: ResourceFigures,
+}
+
+/// A cell's memory and energy figures, each where the run recorded it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ResourceFigures {
+    /// Peak resident memory of the harness, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_memory_mb: Option<f64>,
+    /// Resident growth over the leak check's session re-creations, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_growth_mb: Option<f64>,
+    /// Energy per inference above idle, mJ (a device run with `--energy-window`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_mj: Option<f64>,
+}
+
+impl ResourceFigures {
+    /// The figures of a verdict.
+    pub fn of(verdict: &npugate_gate::Verdict) -> ResourceFigures {
+        let mb = |bytes: f64| bytes / npugate_result::resources::MB;
+        let memory = verdict.memory.as_ref();
+        ResourceFigures {
+            peak_memory_mb: memory.and_then(|m| m.peak_bytes).map(|b| mb(b as f64)),
+            memory_growth_mb: memory.and_then(|m| m.leak_check.as_ref()).map(|l| mb(l.growth_bytes as f64)),
+            energy_mj: verdict.energy.as_ref().and_then(|e| e.measured.as_ref()).map(|m| m.energy_mj),
+        }
+    }
+
+    /// `peak 312.4 MiB, growth +0.2 MiB, 1.230 mJ/inference`: the figures known, or nothing.
+    pub fn describe(&self) -> String {
+        [
+            self.peak_memory_mb.map(|m| format!("peak {m:.1} MiB")),
+            self.memory_growth_mb.map(|m| format!("growth {m:+.1} MiB")),
+            self.energy_mj.map(|e| format!("{e:.3} mJ/inference")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 /// An LLM cell's generation beside its decode steps: what `latencies_ns` leaves out.
@@ -253,6 +299,12 @@ impl HistoryStore {
                 ))
                 .map_err(fail)?;
         }
+        if (1..6).contains(&version) {
+            // Version 6 records each cell's peak memory, its growth and energy (unknown before).
+            connection
+                .execute_batch("ALTER TABLE cells ADD COLUMN peak_memory_mb REAL; ALTER TABLE cells ADD COLUMN memory_growth_mb REAL; ALTER TABLE cells ADD COLUMN energy_mj REAL;")
+                .map_err(fail)?;
+        }
         connection.execute_batch(CREATE).map_err(fail)?;
         connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
         Ok(HistoryStore { connection, path: path.to_path_buf() })
@@ -273,6 +325,7 @@ impl HistoryStore {
                 generation: verdict.generation.as_ref().map(GenerationFigures::of),
                 fallback: serde_json::to_string(&findings.fallback)?,
                 outputs: findings.outputs.as_ref().map(serde_json::to_string).transpose()?,
+                resources: ResourceFigures::of(&verdict),
                 cell,
             });
         }
@@ -300,13 +353,14 @@ impl HistoryStore {
             tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir])
                 .map_err(fail)?;
         }
-        for Row { cell: FinishedCell { record, dir }, latencies, generation, fallback, outputs } in &rows {
+        for Row { cell: FinishedCell { record, dir }, latencies, generation, fallback, outputs, resources } in &rows {
             tx.execute(
                 "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
                    outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir, qnn_build, device_fingerprint,
-                   ttft_ns, prefill_tok_s, decode_tok_s, emulated, compile_error, npu_nodes_pct, fallback, outputs)
+                   ttft_ns, prefill_tok_s, decode_tok_s, emulated, compile_error, npu_nodes_pct, fallback, outputs,
+                   peak_memory_mb, memory_growth_mb, energy_mj)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                   ?22, ?23, ?24, ?25, ?26)",
+                   ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
                 params![
                     sweep_id,
                     record.key.device,
@@ -334,6 +388,9 @@ impl HistoryStore {
                     record.findings.npu_nodes_pct,
                     fallback,
                     outputs,
+                    resources.peak_memory_mb,
+                    resources.memory_growth_mb,
+                    resources.energy_mj,
                 ],
             )
             .map_err(fail)?;
@@ -371,7 +428,8 @@ impl HistoryStore {
                         c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns,
                         c.model_digest, c.qnn_build, c.ort_version, c.device_fingerprint,
                         c.ttft_ns, c.prefill_tok_s, c.decode_tok_s,
-                        c.emulated, c.compile_error, c.npu_nodes_pct, c.fallback, c.outputs
+                        c.emulated, c.compile_error, c.npu_nodes_pct, c.fallback, c.outputs,
+                        c.peak_memory_mb, c.memory_growth_mb, c.energy_mj
                  FROM cells c JOIN sweeps s ON s.id = c.sweep_id
                  WHERE {conditions} AND s.night >= ?6
                  ORDER BY s.night, s.started_at, c.model, c.soc, c.device, c.runtime"
@@ -416,6 +474,11 @@ impl HistoryStore {
                         fallback: json_column(row, 24)?.unwrap_or_default(),
                         outputs: json_column(row, 25)?,
                     },
+                    resources: ResourceFigures {
+                        peak_memory_mb: row.get(26)?,
+                        memory_growth_mb: row.get(27)?,
+                        energy_mj: row.get(28)?,
+                    },
                 })
             })
             .map_err(fail)?;
@@ -436,7 +499,8 @@ mod tests {
     use super::*;
 
     /// The columns each store version added, newest first.
-    const ADDED: [(i64, &str); 3] = [
+    const ADDED: [(i64, &str); 4] = [
+        (6, "  peak_memory_mb REAL,\n  memory_growth_mb REAL,\n  energy_mj REAL,\n"),
         (5, "  emulated TEXT,\n  compile_error TEXT,\n  npu_nodes_pct REAL,\n  fallback TEXT,\n  outputs TEXT,\n"),
         (4, "  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n"),
         (3, "  qnn_build TEXT,\n  device_fingerprint TEXT,\n"),

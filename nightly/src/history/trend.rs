@@ -11,7 +11,7 @@ use npugate_gate::stats::{median_ratio, MedianRatio};
 use serde::Serialize;
 
 use super::health::DeviceHealth;
-use super::store::{CellAxes, GenerationFigures, HistoryFilter, StoredCell};
+use super::store::{CellAxes, GenerationFigures, HistoryFilter, ResourceFigures, StoredCell};
 use crate::sweep::cell::{Findings, OutputAgreement};
 
 /// Schema of `npugate history --json`.
@@ -89,6 +89,9 @@ pub struct Point {
     /// An LLM folder's median TTFT and tokens per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<GenerationFigures>,
+    /// Peak memory, its growth and energy per inference, where recorded (an emulated cell's memory
+    /// is the emulator process's).
+    pub resources: ResourceFigures,
     /// CV (%) on the device (absent for an emulated cell).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cv_pct: Option<f64>,
@@ -266,6 +269,7 @@ pub fn build(filter: &HistoryFilter, cells: Vec<StoredCell>, tolerance_pct: f64)
                     median_ns: device_only(cell.median_ns),
                     host_median_ns: cell.median_ns.filter(|_| emulated),
                     generation: cell.generation,
+                    resources: cell.resources,
                     cv_pct: device_only(cell.cv_pct),
                     npu_flops_pct: cell.npu_flops_pct,
                     fallback_nodes: cell.fallback_nodes,

@@ -64,7 +64,7 @@ fn model_section(m: &Matrix, model: &str) -> Markup {
                     (median_bars(&devices, model))
                     figcaption { "Median latency per cell with its 95% interval; colour: runtime; red outline: the gate did not pass" }
                 }
-                (page::table(&CELL_HEADER, &device_rows, &[3, 4, 5, 6]))
+                (page::table(&CELL_HEADER, &device_rows, &[3, 4, 5, 6, 7, 8]))
             }
             @if !emulated.is_empty() {
                 h3 { "On the host HTP emulator" }

@@ -179,7 +179,7 @@ impl<'a> Matrix<'a> {
 }
 
 /// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback,
-/// failed rules.
+/// peak memory, energy per inference, failed rules.
 pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
     let ms = |ns: f64| npugate_gate::units::ms_number(ns / 1e6);
     let median = match (&record.median_ns, &record.median_ci) {
@@ -195,13 +195,25 @@ pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
         record.cv_pct.map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
         record.npu_flops_pct.map(|p| format!("{p:.1}")).unwrap_or_else(|| "–".into()),
         record.fallback_nodes.map(|n| n.to_string()).unwrap_or_else(|| "–".into()),
+        record.peak_memory_mb.map(|m| format!("{m:.1}")).unwrap_or_else(|| "–".into()),
+        record.energy_mj.map(|e| format!("{e:.3}")).unwrap_or_else(|| "–".into()),
         record.failed_rules.join(", "),
     ]
 }
 
 /// Header of the per-model matrix tables of devices.
-pub(super) const CELL_HEADER: [&str; 8] =
-    ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
+pub(super) const CELL_HEADER: [&str; 10] = [
+    "device (SoC)",
+    "runtime",
+    "verdict",
+    "median ms [95% CI]",
+    "CV %",
+    "NPU FLOPs %",
+    "fallback",
+    "peak MiB",
+    "mJ/inference",
+    "failed rules",
+];
 
 /// An emulated cell as a table row: emulator (SoC), runtime, verdict, the findings (compile,
 /// placement, outputs), host time, the estimated device latency (`max_estimated_ms`'s ESTIMATE from
@@ -252,6 +264,7 @@ mod tests {
                 flops: None,
                 profile_ep: None,
                 time_us_per_run: None,
+                backend_time: None,
             })
             .collect();
         report

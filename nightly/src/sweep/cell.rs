@@ -99,6 +99,12 @@ pub struct CellRecord {
     /// Nodes off the preferred EP, not counting expected I/O quantization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_nodes: Option<usize>,
+    /// Peak resident memory of the harness, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_mb: Option<f64>,
+    /// Energy per inference above idle, mJ (a device run with `--energy-window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_mj: Option<f64>,
     /// The ESTIMATED latency on the cell's SoC (ms) when its gate had `max_estimated_ms`: from the
     /// graph, never measured (a host-HTP cell's only latency figure that speaks of a device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +309,12 @@ impl CellRecord {
             cv_pct: latency.map(|l| l.cv_pct),
             npu_flops_pct: placement.map(|p| p.preferred_flops_pct),
             fallback_nodes: placement.map(|p| p.fallback.iter().filter(|node| !node.expected).count()),
+            peak_memory_mb: verdict
+                .memory
+                .as_ref()
+                .and_then(|m| m.peak_bytes)
+                .map(|b| b as f64 / npugate_result::resources::MB),
+            energy_mj: verdict.energy.as_ref().and_then(|e| e.measured.as_ref()).map(|m| m.energy_mj),
             estimated_ms: verdict
                 .checks
                 .iter()
