@@ -553,7 +553,7 @@ fn refused_compile<T: Target>(
     device: &SweepTarget<T>,
     spec: &RunSpec<'_>,
     dir: &Path,
-    progress: &dyn Progress,
+    progress: &Progress<'_>,
     failure: anyhow::Error,
 ) -> Result<RunReport> {
     progress.step("session only");
