@@ -202,7 +202,10 @@ fn preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_from_its_conf
     // The builder's CPU graph keeps its com.microsoft GroupQueryAttention and
     // SkipSimplifiedLayerNormalization, which the QNN EP does not take: each phase fails, judged.
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
-    let verdicts: Vec<&str> = stdout.lines().filter(|line| line.starts_with("graph decoder (model.onnx) ")).collect();
+    let verdicts: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("graph decoder (model.onnx) ") && line.contains(" on SM"))
+        .collect();
     assert_eq!(verdicts.len(), 4, "one line per phase and SoC: {stdout}");
     for phase in ["prompt", "token"] {
         for soc in ["SM8550 (v73)", "SM8650 (v75)"] {
