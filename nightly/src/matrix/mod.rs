@@ -90,7 +90,7 @@ mod tests {
         let median_table = text.split("| median by night |").nth(1).unwrap().split("\n\n").next().unwrap();
         assert!(!median_table.contains("htp-SM8650"), "no sparkline of host time: {text}");
         assert!(
-            text.contains("| htp-SM8650 (SM8650) | rt | PASS | compiled | 93.5 | 100.0 | 0 | probs ∞ | 84.0 |  |"),
+            text.contains("| htp-SM8650 (SM8650) | rt | PASS | compiled | 93.5 | 100.0 | 0 | probs ∞ | 84.0 | – |  |"),
             "{text}"
         );
         assert!(
