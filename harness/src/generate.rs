@@ -6,7 +6,8 @@
 //! the next token id, binds views of buffers allocated once (ids, positions, mask, the KV cache,
 //! the logits) and picks the argmax. The KV cache is never copied: `ping_pong` keeps two buffers
 //! per tensor (a step reads one and writes the other, which the next step reads), `shared` binds
-//! one buffer as past and present (`search.past_present_share_buffer` with a static cache). That
+//! one buffer as past and present (`search.past_present_share_buffer`: of the static cache's length,
+//! else of the context, as onnxruntime-genai binds it). That
 //! no KV output was written elsewhere is checked after every timed step (`kv.copies_per_step`).
 //!
 //! Profiling and FLOPs work per graph and phase: the profiled generation gives each graph a
@@ -493,8 +494,9 @@ struct KvStore {
     /// Per layer and kind (key, value): the buffers and which one holds the past.
     tensors: Vec<([Buffer; 2], usize)>,
     shared: bool,
-    /// A static cache's length (its third dim); `None` for a growing cache.
-    fixed_length: Option<i64>,
+    /// The length a past and present are always bound at: a static cache's (its third dim), or a
+    /// shared cache's (the context: genai's max-length buffer); `None` for a growing cache.
+    whole_length: Option<i64>,
     heads: i64,
     head_size: i64,
 }
@@ -516,9 +518,11 @@ impl KvStore {
                 declared.shape_pattern()
             ),
         };
-        let fixed_length = fixed(2);
-        let shared = llm.share_buffer && fixed_length.is_some();
-        let length = fixed_length.unwrap_or(i64::from(spec.prompt + spec.gen));
+        // genai's shared cache (`past_present_share_buffer`): one buffer of the cache's length (a
+        // static cache's, else the context) bound as both past and present from the first run.
+        let shared = llm.share_buffer;
+        let whole_length = fixed(2).or(shared.then(|| i64::from(llm.capacity())));
+        let length = whole_length.unwrap_or(i64::from(spec.prompt + spec.gen));
         let ty = tensor_type(declared.element_type)?;
         let shape = [1, heads, length, head_size];
         // The whole cache first: every buffer may fit while all of them do not.
@@ -536,7 +540,7 @@ impl KvStore {
                 tensors.push(([Buffer::new(name, ty, &shape)?, second], 0));
             }
         }
-        Ok(KvStore { tensors, shared, fixed_length, heads, head_size })
+        Ok(KvStore { tensors, shared, whole_length, heads, head_size })
     }
 
     fn mode(&self) -> &'static str {
@@ -551,9 +555,9 @@ impl KvStore {
         self.tensors.iter().map(|(pair, _)| (pair[0].bytes() + pair[1].bytes()) as u64).sum()
     }
 
-    /// Bytes of cache holding `tokens` positions (a static cache: all of it).
+    /// Bytes of cache holding `tokens` positions (a static or shared cache: all of it).
     fn bytes_in_use(&self, tokens: u32) -> u64 {
-        let length = self.fixed_length.unwrap_or(i64::from(tokens));
+        let length = self.whole_length.unwrap_or(i64::from(tokens));
         let size =
             self.tensors.first().and_then(|(pair, _)| kv::element_size(pair[0].element_type()).ok()).unwrap_or(0);
         (self.tensors.len() as i64 * self.heads * length * self.head_size) as u64 * size as u64
@@ -568,7 +572,7 @@ impl KvStore {
     }
 
     fn shape(&self, length: i64) -> [i64; 4] {
-        [1, self.heads, self.fixed_length.unwrap_or(length), self.head_size]
+        [1, self.heads, self.whole_length.unwrap_or(length), self.head_size]
     }
 
     /// The past of tensor `index` holding `past` positions.

@@ -339,7 +339,7 @@ impl LlmModel {
     pub fn lengths(&self, prompt: Option<u32>, gen: Option<u32>, defaults: (u32, u32)) -> Result<(u32, u32), String> {
         let capacity = self.capacity();
         let chunk = self.prompt_chunk().unwrap_or(1);
-        let prompt = prompt.unwrap_or_else(|| ((defaults.0.min(capacity / 2).max(1)) / chunk * chunk).max(chunk));
+        let prompt = prompt.unwrap_or_else(|| self.default_prompt(defaults.0, capacity));
         let gen = gen.unwrap_or_else(|| defaults.1.min(capacity.saturating_sub(prompt)).max(1));
         let config = self.config.display();
         if !prompt.is_multiple_of(chunk) {
@@ -354,6 +354,13 @@ impl LlmModel {
             return Err(format!("--prompt-tokens {prompt} + --gen-tokens {gen} = {} tokens, more than {config} holds ({capacity}: {what}); pass fewer", prompt + gen));
         }
         Ok((prompt, gen))
+    }
+
+    /// The prompt length when none is asked for: `default`, at most half of `context`, in whole
+    /// chunks of a static prompt graph (at least one).
+    pub fn default_prompt(&self, default: u32, context: u32) -> u32 {
+        let chunk = self.prompt_chunk().unwrap_or(1);
+        ((default.min(context / 2).max(1)) / chunk * chunk).max(chunk)
     }
 
     /// The graphs that run in the prompt phase and in the token phase, in order.

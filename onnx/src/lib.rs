@@ -31,6 +31,7 @@ mod data;
 mod external;
 pub mod genai;
 mod graph;
+pub mod llm_shapes;
 mod located;
 mod model;
 mod naming;

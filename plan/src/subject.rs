@@ -123,8 +123,13 @@ impl Subject {
                 let given =
                     [("--shape", flags.shapes), ("--input", flags.inputs), ("--context-file", flags.context_file)];
                 if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+                    // The flags that size the folder's generation for this command.
+                    let lengths = match command {
+                        Command::Preflight => "--prompt-tokens, --context",
+                        _ => "--prompt-tokens, --gen-tokens",
+                    };
                     bail!(
-                        "{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs (a generation feeds its own ids, positions and KV cache: --prompt-tokens, --gen-tokens), and its context binary is always a file beside them",
+                        "{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs (a generation feeds its own ids, positions and KV cache: {lengths}), and its context binary is always a file beside them",
                         llm.folder.display()
                     );
                 }

@@ -366,7 +366,8 @@ fn the_output_of_onnxruntime_genais_own_model_builder_runs_and_generates_its_tok
     let generation = RunResult::read(&out).unwrap().generation.unwrap();
     assert_eq!(
         (generation.layout.as_str(), generation.kv.mode.as_str(), generation.kv.copies_per_step),
-        ("decoder", "ping_pong", 0.0)
+        ("decoder", "shared", 0.0),
+        "the config's past_present_share_buffer: one max-length buffer bound as past and present, as genai does"
     );
     // onnxruntime-genai itself, greedy on the same prompt: its tokens until it stops at EOS.
     let builder_python = npugate_e2e::cache_dir().join("genai-builder-venv/bin/python");

@@ -187,6 +187,45 @@ fn preflight_names_a_prompt_graph_that_fails_v68_while_the_token_graph_compiles_
     }
 }
 
+#[test]
+fn preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_from_its_config() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("preflight");
+    let folder = model_folder("genai_builder_llama");
+    let output = run(Command::new(bin("npugate"))
+        .args(["preflight", "--soc", "SM8550", "--soc", "SM8650", "--no-execute"])
+        .args(["--prompt-tokens", "16", "--context", "32", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The builder's CPU graph keeps its com.microsoft GroupQueryAttention and
+    // SkipSimplifiedLayerNormalization, which the QNN EP does not take: each phase fails, judged.
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let verdicts: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("graph decoder (model.onnx) ") && line.contains(" on SM"))
+        .collect();
+    assert_eq!(verdicts.len(), 4, "one line per phase and SoC: {stdout}");
+    for phase in ["prompt", "token"] {
+        for soc in ["SM8550 (v73)", "SM8650 (v75)"] {
+            let line = format!("graph decoder (model.onnx) {phase} phase on {soc}: ");
+            let left = "fail: 6 node(s) left to the CPU (/model/layers.0/attn/GroupQueryAttention, ";
+            assert!(verdicts.iter().any(|v| v.starts_with(&line) && v.contains(left)), "{line}\n{stdout}");
+        }
+        assert!(out.join(format!("decoder.{phase}")).join("preflight.json").is_file(), "{phase}'s report");
+    }
+    // Sized as genai runs it: past_present_share_buffer binds the 32-position buffer in both phases.
+    assert!(
+        stdout.contains("prompt phase sized input_ids=1x16 attention_mask=1x16 past_key_values.0.key=1x2x32x16"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("token phase sized input_ids=1x1 attention_mask=1x32 past_key_values.0.key=1x2x32x16"),
+        "{stdout}"
+    );
+}
+
 /// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,
 /// embed_mode, main_context, the context binary it names).
 const EP_CONTEXT_NODES: &str = r#"

@@ -437,3 +437,34 @@ impl EvidenceArgs {
         }
     }
 }
+
+/// `--prompt-tokens`, `--context`: the lengths an LLM folder's graphs with dynamic dims are sized
+/// for when an accelerator needs static shapes (`preflight`).
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Generation (LLM model folders)")]
+pub struct LlmLengthArgs {
+    /// Prompt tokens the prompt phase is sized for (its ids and mask) [default: 128, at most half
+    /// the context].
+    #[arg(long, value_name = "P")]
+    pub prompt_tokens: Option<npugate_settings::generation::Count>,
+    /// Positions the token phase is sized for: the mask and past KV cache of the context's last
+    /// token (with `past_present_share_buffer`, the KV buffer's length) [default: model.context_length].
+    #[arg(long, value_name = "C")]
+    pub context: Option<npugate_settings::generation::Count>,
+}
+
+impl LlmLengthArgs {
+    /// The flags given (a single `.onnx` refuses them).
+    pub fn given_flags(&self) -> Vec<String> {
+        let given = [(self.prompt_tokens.is_some(), "--prompt-tokens"), (self.context.is_some(), "--context")];
+        given.iter().filter(|(given, _)| *given).map(|(_, flag)| flag.to_string()).collect()
+    }
+
+    /// The lengths for `llm`: as given, else its whole context and the default prompt.
+    pub fn resolve(&self, llm: &npugate_onnx::genai::LlmModel) -> npugate_onnx::llm_shapes::GenerationLengths {
+        let context = self.context.map_or(llm.capacity(), |c| c.get());
+        let default = npugate_settings::generation::DEFAULT_PROMPT_TOKENS;
+        let prompt = self.prompt_tokens.map_or_else(|| llm.default_prompt(default, context), |p| p.get());
+        npugate_onnx::llm_shapes::GenerationLengths { prompt, context }
+    }
+}

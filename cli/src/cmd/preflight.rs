@@ -9,14 +9,15 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
-use npugate_settings::{EpKind, SessionSettings};
+use npugate_settings::{EpKind, SessionSettings, ShapeSpec};
 
 use super::console::Console;
-use super::options::{EmulatorArgs, JsonArg, SubjectArgs};
+use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
 use npugate_htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
 use npugate_htp::saver::{summary, unexpected_fallbacks, PreflightRequest};
 use npugate_htp::HostHtp;
 use npugate_onnx::genai::LlmModel;
+use npugate_onnx::llm_shapes::{phase_shapes, PhaseShapes};
 use npugate_plan::{Command, Installed, Kind, ModelFlags, Place, Plan, Request};
 
 /// Which backend judges the model.
@@ -49,6 +50,9 @@ pub struct PreflightArgs {
     /// `--json`: `npugate.htp-preflight/2` (`npugate.placement/1` with saver or another EP).
     #[command(flatten)]
     pub json: JsonArg,
+    /// `--prompt-tokens`, `--context`: what an LLM folder's dynamic graphs are sized for.
+    #[command(flatten)]
+    pub lengths: LlmLengthArgs,
     /// How the session is made (`--shape`, `--input`, `--enable-htp-fp16-precision` [default: 1], …).
     /// `--ep` other than cpu or qnn (openvino, xnnpack, cuda, …) creates the session on that EP of this
     /// machine and reports what it claims, instead of judging QNN.
@@ -73,7 +77,7 @@ impl PreflightArgs {
             (false, PreflightBackend::Saver) => (Place::Qemu, EpKind::Qnn),
         };
         Ok(Request {
-            flags: ModelFlags::of(&self.session, None),
+            flags: ModelFlags { generation: self.lengths.given_flags(), ..ModelFlags::of(&self.session, None) },
             fp16: self.session.qnn.enable_htp_fp16_precision,
             ..self.subject.request(Command::Preflight, place, ep, Some(&self.emulator))
         })
@@ -129,9 +133,10 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
     Ok(report.exit_code)
 }
 
-/// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own (into
-/// `<out>/<graph id>/`), one line per graph and SoC, then each graph's report; the exit code is
-/// the worst graph's.
+/// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own, a graph
+/// with dynamic dims once per phase it runs in with the shapes the folder's config gives that phase
+/// ([`phase_shapes`]; into `<out>/<graph id>.<phase>/`, else `<out>/<graph id>/`), one line per
+/// graph, phase and SoC, then each one's report; the exit code is the worst graph's.
 fn htp_per_graph(
     args: &PreflightArgs,
     llm: &LlmModel,
@@ -141,46 +146,66 @@ fn htp_per_graph(
     console: &Console,
 ) -> Result<u8> {
     let policy = console.policy(0);
+    let lengths = args.lengths.resolve(llm);
     let mut exit = 0;
     let mut details = String::new();
     let mut lines = Vec::new();
     for graph in &llm.graphs {
-        let request = HtpPreflightRequest {
-            hosts,
-            model: &graph.path,
-            shapes: &[],
-            inputs: &[],
-            socs,
-            fp16: plan.fp16,
-            execute: !args.no_execute,
+        let phases = phase_shapes(llm, graph, lengths)?;
+        let runs: Vec<(String, String, Vec<ShapeSpec>)> = match phases.is_empty() {
+            true => vec![(graph.id.clone(), format!("graph {} ({})", graph.id, graph.file), Vec::new())],
+            false => phases.into_iter().map(|p| phase_run(graph, p)).collect(),
         };
-        let report = request.run(&plan.out.join(&graph.id), &policy)?;
-        for soc in &report.socs {
-            let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
-            let outcome = match soc.outcome {
-                SocOutcome::Pass => "pass",
-                SocOutcome::Fail => "fail",
-                SocOutcome::Error => "could not judge",
+        for (dir, label, shapes) in runs {
+            let request = HtpPreflightRequest {
+                hosts,
+                model: &graph.path,
+                shapes: &shapes,
+                inputs: &[],
+                socs,
+                fp16: plan.fp16,
+                execute: !args.no_execute,
             };
-            let verdict = match (&soc.error, left.is_empty()) {
-                (Some(error), _) => format!("{outcome}: {}", error.lines().next().unwrap_or_default()),
-                (None, true) => format!("{outcome}: every node on the HTP, compiled"),
-                (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
-            };
-            let qnn = if hosts.len() > 1 { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
-            lines
-                .push(format!("graph {} ({}) on {} ({}){qnn}: {verdict}", graph.id, graph.file, soc.soc, soc.htp_arch));
+            let report = request.run(&plan.out.join(&dir), &policy)?;
+            let qnn = hosts.len() > 1;
+            lines.extend(report.socs.iter().map(|soc| format!("{label} on {}", soc_verdict(soc, qnn))));
+            let sized = shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
+            let sized = if sized.is_empty() { String::new() } else { format!(" sized {sized}") };
+            details.push_str(&format!("\n{label}{sized}:\n{}", htp_summary(&report)));
+            exit = exit.max(report.exit_code);
         }
-        details.push_str(&format!("\ngraph {} ({}):\n{}", graph.id, graph.file, htp_summary(&report)));
-        exit = exit.max(report.exit_code);
     }
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&lines)?);
     } else {
         println!("{}\n{details}", lines.join("\n"));
-        eprintln!("npugate: one {REPORT_FILE} per graph in {}/<graph id>/", plan.out.display());
+        eprintln!("npugate: one {REPORT_FILE} per graph (and phase) in {}/<graph id>[.<phase>]/", plan.out.display());
     }
     Ok(exit)
+}
+
+/// One phase of a graph with dynamic dims: its result directory, its label and its shapes.
+fn phase_run(graph: &npugate_onnx::genai::LlmGraph, phase: PhaseShapes) -> (String, String, Vec<ShapeSpec>) {
+    let name = phase.phase.name();
+    let shapes = phase.inputs.into_iter().map(|(input, dims)| ShapeSpec { input, dims }).collect();
+    (format!("{}.{name}", graph.id), format!("graph {} ({}) {name} phase", graph.id, graph.file), shapes)
+}
+
+/// `SM8650 (v75): pass: every node on the HTP, compiled` (with the QNN version when several are judged).
+fn soc_verdict(soc: &npugate_htp::preflight::SocVerdict, qnn: bool) -> String {
+    let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
+    let outcome = match soc.outcome {
+        SocOutcome::Pass => "pass",
+        SocOutcome::Fail => "fail",
+        SocOutcome::Error => "could not judge",
+    };
+    let verdict = match (&soc.error, left.is_empty()) {
+        (Some(error), _) => format!("{outcome}: {}", error.lines().next().unwrap_or_default()),
+        (None, true) => format!("{outcome}: every node on the HTP, compiled"),
+        (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
+    };
+    let qnn = if qnn { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
+    format!("{} ({}){qnn}: {verdict}", soc.soc, soc.htp_arch)
 }
 
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.

@@ -155,3 +155,34 @@ fn a_renamed_config_names_new_graph_files_and_keeps_every_other_field() {
     assert_eq!(renamed["model"]["decoder"]["filename"], "decoder_ctx.onnx");
     assert_eq!(renamed["model"]["decoder"]["unknown_field"], 3);
 }
+
+#[test]
+fn a_dynamic_decoder_is_sized_per_phase_from_its_config() {
+    use npugate_onnx::llm_shapes::{phase_shapes, GenerationLengths, GenerationPhase};
+    let dir = tempfile::tempdir().unwrap();
+    decoder_folder(dir.path());
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    let phases = phase_shapes(&llm, &llm.graphs[0], GenerationLengths { prompt: 6, context: 16 }).unwrap();
+    let sized = |phase: usize| -> Vec<(&str, Vec<i64>)> {
+        phases[phase].inputs.iter().map(|(name, dims)| (name.as_str(), dims.clone())).collect()
+    };
+    assert_eq!((phases[0].phase, phases[1].phase), (GenerationPhase::Prompt, GenerationPhase::Token));
+    // No shared buffer: the prompt runs over an empty past, the context's last token over 15 positions.
+    assert_eq!(
+        sized(0),
+        [
+            ("input_ids", vec![1, 6]),
+            ("attention_mask", vec![1, 6]),
+            ("past_key_values.0.key", vec![1, 2, 0, 4]),
+            ("past_key_values.0.value", vec![1, 2, 0, 4])
+        ]
+    );
+    assert_eq!(sized(1)[1..3], [("attention_mask", vec![1, 16]), ("past_key_values.0.key", vec![1, 2, 15, 4])]);
+    let too_long = phase_shapes(&llm, &llm.graphs[0], GenerationLengths { prompt: 6, context: 17 }).unwrap_err();
+    assert!(
+        too_long.to_string().contains("--context 17: the folder holds 16 positions; pass at most 16"),
+        "{too_long}"
+    );
+    let no_room = phase_shapes(&llm, &llm.graphs[0], GenerationLengths { prompt: 16, context: 16 }).unwrap_err();
+    assert!(no_room.to_string().contains("--prompt-tokens 16 leaves no room"), "{no_room}");
+}
