@@ -85,7 +85,9 @@ pub struct GraphPlacement {
     pub phase: String,
     /// Runs per generation in this phase.
     pub runs: u32,
-    /// FLOPs of one run.
+    /// FLOPs of one run, the mean over the phase's runs: a decode step's attention grows with its
+    /// past, so `runs × flops_per_run` is the phase's sum over the steps of a generation (from the
+    /// reference pass's first and last step, exact for FLOPs linear in the past).
     pub flops_per_run: u64,
     /// Its nodes.
     pub nodes: usize,
