@@ -7,6 +7,7 @@ use npugate_result::{RunResult, RunStatus};
 
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
+use crate::decode::ContextGrowth;
 use crate::fingerprint::Fingerprint;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
 use crate::rules::{RuleName, Rules};
@@ -92,15 +93,20 @@ impl<'a> Evidence<'a> {
 pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     let run = evidence.run;
     let placement = evidence.placement.as_ref().ok().copied();
-    let latencies = &run.timings.latencies_ns;
-    let latency = LatencyStats::from_ns(latencies);
+    // An LLM folder's latencies are its decode steps: judged with their growth with the context out.
+    let growth = run.generation.as_ref().and_then(ContextGrowth::fit);
+    let latencies = match (&run.generation, &growth) {
+        (Some(generation), Some(growth)) => growth.steps_at_mean_context(generation),
+        _ => run.timings.latencies_ns.clone(),
+    };
+    let latency = LatencyStats::from_ns(&latencies);
     let mut errors = Vec::new();
     if run.status == RunStatus::Incomplete {
         errors
             .push(format!("the run is incomplete: {}", run.error.as_deref().unwrap_or("the harness did not say why")));
     }
     let mut checks = latency_checks(latency.as_ref(), rules);
-    checks.extend(generation_checks(run, rules));
+    checks.extend(generation_checks(run, latency.as_ref(), rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
     let baseline = evidence.baseline.map(|c| compare(run, view.as_ref(), rules, c, &mut checks, &mut errors));
@@ -127,6 +133,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     let (background_check, background_warnings) = background::assess(rules, *load);
     checks.extend(background_check);
     let mut warnings = warnings(run, latency.as_ref(), placement);
+    warnings.extend(growth.map(|g| g.describe()));
     warnings.extend(background_warnings);
     Verdict {
         schema: VERDICT_SCHEMA.to_string(),
@@ -136,7 +143,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         checks,
         warnings,
         latency,
-        latencies_ns: latencies.clone(),
+        latencies_ns: run.timings.latencies_ns.clone(),
         first_inference_ns: run.timings.first_inference_ns,
         session_create_ns: run.timings.session_create_ns,
         placement: placement.cloned(),
@@ -352,8 +359,9 @@ fn latency_checks(latency: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
 }
 
 /// The rules of an LLM folder's generation: median TTFT, prefill and decode tokens per second,
-/// the decode steps' CV. Unjudged for a run of a single model.
-fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
+/// the decode steps' CV (of `steps`: the steps with their growth with the context taken out).
+/// Unjudged for a run of a single model.
+fn generation_checks(run: &RunResult, steps: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
     let generation = run.generation.as_ref();
     let mut out = Vec::new();
     let not_llm = |rule: RuleName| {
@@ -409,7 +417,7 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
         });
     }
     if let Some(max) = limit(rules, RuleName::DecodeCvPct, rules.decode_cv_pct) {
-        out.push(match generation.and_then(|g| g.decode.as_ref()) {
+        out.push(match generation.and(steps) {
             None => unjudged(RuleName::DecodeCvPct, max, Unit::Percent, not_llm(RuleName::DecodeCvPct)),
             Some(decode) if decode.n < stats::MIN_RUNS_FOR_CV => {
                 let message = format!("decode_cv_pct: a CV limit needs at least {} decode steps, this run has {}; pass more --gen-tokens or --generations", stats::MIN_RUNS_FOR_CV, decode.n);
@@ -417,7 +425,7 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
             }
             Some(decode) => {
                 let (ok, op) = if decode.cv_pct <= max { (true, "<=") } else { (false, ">") };
-                let message = format!("decode_cv_pct {} {op} {}% (per-token stdev {}, mean {}, N={} steps)", fmt_pct(decode.cv_pct), fmt_limit(max), fmt_ms(decode.stdev_ns), fmt_ms(decode.mean_ns), decode.n);
+                let message = format!("decode_cv_pct {} {op} {}% (per-token stdev {}, mean {}, N={} steps, growth with the context taken out)", fmt_pct(decode.cv_pct), fmt_limit(max), fmt_ms(decode.stdev_ns), fmt_ms(decode.mean_ns), decode.n);
                 with_clusters(check(RuleName::DecodeCvPct, pass_or_fail(ok), Some(decode.cv_pct), max, Unit::Percent, message), decode)
             }
         });

@@ -32,7 +32,8 @@ pub struct Verdict {
     pub rules: Rules,
     /// One entry per enabled rule, in a fixed order.
     pub checks: Vec<Check>,
-    /// Latency statistics (absent when the run has no timed runs).
+    /// Latency statistics (absent when the run has no timed runs). An LLM folder's are of its
+    /// decode steps with their growth with the context taken out ([`crate::decode`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
     /// The timed runs in run order (ns), for plots.

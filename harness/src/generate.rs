@@ -251,7 +251,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
         return measured.map(drop);
     }
     summarize(&mut generation);
-    generation.peak_rss_bytes = peak_rss();
+    generation.peak_rss_bytes = crate::memory::peak_rss();
     // The gate's latency series of a generation: every decode step (per-token latency).
     timings.latencies_ns = generation.decode_ns.iter().flatten().copied().collect();
     timings.loop_wall_ns = generation.wall_ns.iter().sum();
@@ -899,14 +899,6 @@ fn summarize(generation: &mut Generation) {
     generation.prefill_tok_s =
         median(&ttft).filter(|m| *m > 0.0).map_or(0.0, |m| f64::from(generation.prompt_tokens) * 1e9 / m);
     generation.decode_tok_s = median(&decode).filter(|m| *m > 0.0).map_or(0.0, |m| 1e9 / m);
-}
-
-/// The process's peak resident set (`VmHWM` of `/proc/self/status`), where there is one.
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 /// `--check-outputs`: the generated ids and the last logits as `outputs/tokens.npy` and

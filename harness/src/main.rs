@@ -23,6 +23,7 @@ mod graph;
 mod inputs;
 mod kv;
 mod measure;
+mod memory;
 mod model_files;
 mod ort_env;
 mod outputs;

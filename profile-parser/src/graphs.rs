@@ -15,6 +15,11 @@ pub fn qualified(graph: &str, node: &str) -> String {
     format!("{graph}:{node}")
 }
 
+/// The node's own name in a [`qualified`] one (the whole name when it has no `graph:`).
+pub fn unqualified(name: &str) -> &str {
+    name.split_once(':').map_or(name, |(_, node)| node)
+}
+
 /// One graph of a model folder in one phase, with its placement.
 pub struct GraphPart<'a> {
     /// The graph.
@@ -88,6 +93,8 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         }
         partitions.extend(report.partitions.iter().cloned().map(|mut p| {
             p.nodes = p.nodes.iter().map(|n| qualified(&graph.id, n)).collect();
+            p.graph = Some(graph.id.clone());
+            p.phase = Some(phase.clone());
             p
         }));
         warnings.extend(report.warnings.iter().map(|w| format!("{} ({phase}): {w}", graph.file)));
@@ -105,16 +112,19 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         });
     }
     let merged: Vec<Merged> = order.into_iter().filter_map(|key| nodes.remove(&key)).collect();
-    let total_flops: u64 = merged.iter().filter_map(|m| m.flops).sum();
-    let total_time: Option<f64> = merged.iter().map(|m| m.time_us).fold(None, add);
+    // The shares are of the nodes placed on an EP, as in one graph's report: a node folded away
+    // at load or not run is in none.
+    let placed = || merged.iter().filter(|m| m.node.not_placed.is_none());
+    let total_flops: u64 = placed().filter_map(|m| m.flops).sum();
+    let total_time: Option<f64> = placed().map(|m| m.time_us).fold(None, add);
     let mut by_ep: BTreeMap<&str, (usize, u64, Option<f64>)> = BTreeMap::new();
-    for m in &merged {
+    for m in placed() {
         let entry = by_ep.entry(m.node.ep.as_str()).or_default();
         entry.0 += 1;
         entry.1 += m.flops.unwrap_or(0);
         entry.2 = add(entry.2, m.time_us);
     }
-    let count = merged.len();
+    let count = placed().count();
     let mut per_ep: Vec<EpShare> = by_ep
         .into_iter()
         .map(|(ep, (n, flops, time))| EpShare {
@@ -153,7 +163,7 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
             Totals {
                 nodes: count,
                 flops: total_flops,
-                flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(),
+                flops_unknown_nodes: placed().filter(|m| m.flops.is_none()).count(),
                 model_nodes: beside.values().map(|b| b.model_nodes).sum(),
                 model_flops,
                 unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),

@@ -441,6 +441,8 @@ impl MatchedPartition {
             flops: flops_sum(inside),
             time: profile.and_then(|p| TimeStats::from_samples(&p.node_time_per_run(self.fused_node))),
             backend_ops: Vec::new(),
+            graph: None,
+            phase: None,
         }
     }
 }

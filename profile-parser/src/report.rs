@@ -190,6 +190,12 @@ pub struct Partition {
     /// Per-op accelerator timings from QNN's profiling CSV, when available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backend_ops: Vec<BackendOpTime>,
+    /// An LLM model folder: the graph the partition is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<String>,
+    /// An LLM model folder: the phase (`prompt` or `token`) whose session it is of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// A time distribution over profiled runs, in microseconds.
