@@ -27,6 +27,7 @@ mod memory;
 mod model_files;
 mod ort_env;
 mod outputs;
+mod peak_memory;
 mod providers;
 mod session;
 mod setup;
@@ -47,6 +48,7 @@ use setup::{
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
 /// is still in `result.json`); a session-only run's VERBOSE rerun's code when it had one.
 fn main() -> ExitCode {
+    setup::report_panics_in_one_line();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
