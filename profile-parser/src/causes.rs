@@ -61,7 +61,10 @@ pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_fix: Optio
 /// non-alphanumeric character and closes before one, so an apostrophe (`it's`) is no quote.
 fn without_node_name(reason: &str, node: &str) -> String {
     // A folder's nodes are named `graph:node`; the EP's reason names the node of its graph.
-    let node = if reason.contains(node) { node } else { crate::graphs::unqualified(node) };
+    let node = match node.split_once(':') {
+        Some((_, in_graph)) if !reason.contains(node) => in_graph,
+        _ => node,
+    };
     if node.is_empty() || !reason.contains(node) {
         return reason.to_string();
     }
@@ -150,7 +153,7 @@ mod tests {
         let layer = |n: usize| {
             let name = format!("/model/layers.{n}/input_layernorm/SkipLayerNorm");
             let reason = format!("SkipSimplifiedLayerNormalization is not supported: node {name}");
-            node(&crate::graphs::qualified("decoder", &name), "SkipSimplifiedLayerNormalization", Some(&reason), false)
+            node(&format!("decoder:{name}"), "SkipSimplifiedLayerNormalization", Some(&reason), false)
         };
         let causes = aggregate(&(0..9).map(layer).collect::<Vec<_>>(), "QNNExecutionProvider", None);
         assert_eq!(causes.len(), 1, "{causes:?}");

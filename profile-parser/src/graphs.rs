@@ -15,11 +15,6 @@ pub fn qualified(graph: &str, node: &str) -> String {
     format!("{graph}:{node}")
 }
 
-/// The node's own name in a [`qualified`] one (the whole name when it has no `graph:`).
-pub fn unqualified(name: &str) -> &str {
-    name.split_once(':').map_or(name, |(_, node)| node)
-}
-
 /// One graph of a model folder in one phase, with its placement.
 pub struct GraphPart<'a> {
     /// The graph.
