@@ -7,6 +7,7 @@ use npugate_result::{RunResult, RunStatus};
 
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
+use crate::decode::ContextGrowth;
 use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
 use crate::machine::Machine;
@@ -111,10 +112,15 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         &None
     });
     let machine = Machine::new(run, placement, *load);
-    let judged_latencies = machine.judged_latencies();
+    // An LLM folder's latencies are its decode steps: judged with their growth with the context out.
+    let growth = run.generation.as_ref().and_then(ContextGrowth::fit);
+    let judged_latencies = match (&run.generation, &growth) {
+        (Some(generation), Some(growth)) => growth.steps_at_mean_context(generation),
+        _ => machine.judged_latencies(),
+    };
     let latency = LatencyStats::from_ns(&judged_latencies);
     let mut checks = latency_checks(latency.as_ref(), &machine, rules);
-    checks.extend(generation_checks(run, rules));
+    checks.extend(generation_checks(run, latency.as_ref(), rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
     let baseline =
@@ -142,9 +148,13 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     checks.extend(estimate_check(evidence.estimate.as_ref(), rules));
     let (background_check, background_warnings) = background::assess(rules, *load);
     checks.extend(background_check);
-    let all = LatencyStats::from_ns(&run.timings.latencies_ns);
+    let all = match growth {
+        Some(_) => latency.clone(),
+        None => LatencyStats::from_ns(&run.timings.latencies_ns),
+    };
     let mut warnings = latency_warnings(run, all.as_ref(), latency.as_ref(), &machine);
     warnings.extend(warnings_of_the_run(run, placement));
+    warnings.extend(growth.map(|g| g.describe()));
     warnings.extend(background_warnings);
     Verdict {
         schema: VERDICT_SCHEMA.to_string(),
@@ -307,8 +317,9 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
 }
 
 /// The rules of an LLM folder's generation: median TTFT, prefill and decode tokens per second,
-/// the decode steps' CV. Unjudged for a run of a single model.
-fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
+/// the decode steps' CV (of `steps`: the steps with their growth with the context taken out).
+/// Unjudged for a run of a single model.
+fn generation_checks(run: &RunResult, steps: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
     let generation = run.generation.as_ref();
     let mut out = Vec::new();
     let not_llm = |rule: RuleName| {
@@ -364,7 +375,7 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
         });
     }
     if let Some(max) = limit(rules, RuleName::DecodeCvPct, rules.decode_cv_pct) {
-        out.push(match generation.and_then(|g| g.decode.as_ref()) {
+        out.push(match generation.and(steps) {
             None => unjudged(RuleName::DecodeCvPct, max, Unit::Percent, not_llm(RuleName::DecodeCvPct)),
             Some(decode) if decode.n < stats::MIN_RUNS_FOR_CV => {
                 let message = format!("decode_cv_pct: a CV limit needs at least {} decode steps, this run has {}; pass more --gen-tokens or --generations", stats::MIN_RUNS_FOR_CV, decode.n);
@@ -372,7 +383,7 @@ fn generation_checks(run: &RunResult, rules: &Rules) -> Vec<Check> {
             }
             Some(decode) => {
                 let (ok, op) = if decode.cv_pct <= max { (true, "<=") } else { (false, ">") };
-                let message = format!("decode_cv_pct {} {op} {}% (per-token stdev {}, mean {}, N={} steps)", fmt_pct(decode.cv_pct), fmt_limit(max), fmt_ms(decode.stdev_ns), fmt_ms(decode.mean_ns), decode.n);
+                let message = format!("decode_cv_pct {} {op} {}% (per-token stdev {}, mean {}, N={} steps, growth with the context taken out)", fmt_pct(decode.cv_pct), fmt_limit(max), fmt_ms(decode.stdev_ns), fmt_ms(decode.mean_ns), decode.n);
                 with_clusters(check(RuleName::DecodeCvPct, pass_or_fail(ok), Some(decode.cv_pct), max, Unit::Percent, message), decode)
             }
         });

@@ -11,6 +11,7 @@ pub mod background;
 pub mod baseline;
 pub mod compare;
 pub mod confirm;
+pub mod decode;
 pub mod energy;
 pub mod export;
 pub mod fingerprint;

@@ -36,7 +36,8 @@ pub struct Verdict {
     /// One entry per enabled rule, in a fixed order.
     pub checks: Vec<Check>,
     /// Latency statistics of the runs the latency rules judged: every timed run but those set
-    /// aside as contended (see `contention`); absent when the run has no timed runs.
+    /// aside as contended (see `contention`); an LLM folder's decode steps with their growth with
+    /// the context taken out ([`crate::decode`]); absent when the run has no timed runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
     /// How busy the machine was while the runs were timed, and which runs it slowed (absent when

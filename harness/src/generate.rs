@@ -12,7 +12,8 @@
 //!
 //! Profiling and FLOPs work per graph and phase: the profiled generation gives each graph a
 //! session per phase it runs in (a decoder runs the prompt and the tokens: two profiles), and the
-//! reference pass (CPU EP, optimizations off) runs one prompt and one decode step the same way.
+//! reference pass (CPU EP, optimizations off) runs the prompt, the first decode step and the last
+//! one (at the past it has at the end of a generation) the same way: the shapes FLOPs are counted on.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -970,8 +971,9 @@ struct AfterRuns<'a> {
 }
 
 /// After the timed generations: library identities, the profiled generation (a session per
-/// graph and phase) and the reference pass (one prompt and one decode step on the CPU EP). The
-/// profiled sessions log VERBOSE: what they logged while they were created is the EP's account.
+/// graph and phase) and the reference pass (the prompt, the first and the last decode step on the
+/// CPU EP). The profiled sessions log VERBOSE: what they logged while they were created is the
+/// EP's account.
 fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<String>) -> Result<()> {
     let AfterRuns { args, env, llm, plans, prompt, spec, out } = *after;
     let first = plans.first().ok_or_else(|| anyhow!("the model has no graph"))?;
@@ -988,7 +990,7 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
             created_log.borrow_mut().push_str(&crate::backend::log_since(&log, log_start));
             session
         };
-        let written = profile_generation(llm, spec, prompt, spec.gen, profiled);
+        let written = profile_generation(llm, spec, prompt, Profiled::EveryStep, profiled);
         *account = Some(created_log.into_inner());
         let written = written.context("profiled pass")?;
         attach(generation, written, out, "profile", |p, file| p.profile = Some(file))?;
@@ -999,20 +1001,33 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
         let reference = |graph: usize, phase: Phase| {
             plans[graph].create_reference(env, &out.join(format!("reference-{}-{}", graph, phase.name())))
         };
-        let written = profile_generation(llm, spec, prompt, 1, reference).context("reference pass")?;
+        let written =
+            profile_generation(llm, spec, prompt, Profiled::FirstAndLastStep, reference).context("reference pass")?;
         attach(generation, written, out, "reference_profile", |p, file| p.reference_profile = Some(file))?;
         result.timings.reference_pass_ns = setup::elapsed_ns(start);
     }
     Ok(())
 }
 
-/// One generation of `gen` decode steps with a fresh session per graph and phase from `create`
-/// (profiling on); returns each (graph, phase)'s ended profile file.
+/// Which decode steps a profiled generation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Profiled {
+    /// Every step (the profiled pass: the time of each).
+    EveryStep,
+    /// The first step and then the last one, at the past it has in a whole generation (the
+    /// reference pass: the shapes at both ends of the context). A decode step's FLOPs grow
+    /// linearly with its past (attention over it), so the mean of the two ends is the mean over
+    /// every step and the placement's FLOPs per step are exact without profiling them all.
+    FirstAndLastStep,
+}
+
+/// One generation with a fresh session per graph and phase from `create` (profiling on), its
+/// decode steps as `profiled` says; returns each (graph, phase)'s ended profile file.
 fn profile_generation(
     llm: &LlmModel,
     spec: &Spec,
     prompt: &[i64],
-    gen: u32,
+    profiled: Profiled,
     create: impl Fn(usize, Phase) -> Result<Session>,
 ) -> Result<Vec<(usize, Phase, String)>> {
     let sessions = |phase: Phase| -> Result<Vec<(usize, Rc<Session>)>> {
@@ -1030,9 +1045,20 @@ fn profile_generation(
         .map(|(i, _)| (*i, Phase::Prompt))
         .chain(token_sessions.iter().map(|(i, _)| (*i, Phase::Token)))
         .collect();
-    let short = Spec { gen, ..*spec };
-    let mut generator = Generator::new(llm, &short, prompt_sessions, token_sessions)?;
-    generator.generate(prompt, gen, false)?;
+    let mut generator = Generator::new(llm, spec, prompt_sessions, token_sessions)?;
+    match profiled {
+        Profiled::EveryStep => {
+            generator.generate(prompt, spec.gen, false)?;
+        }
+        Profiled::FirstAndLastStep => {
+            let first = generator.generate(prompt, 1, false)?;
+            if spec.gen > 1 {
+                let last_past = (prompt.len() + spec.gen as usize - 1) as i64;
+                let token = first.tokens.last().copied().unwrap_or_default();
+                generator.step(Phase::Token, &[token], last_past, false)?;
+            }
+        }
+    }
     let stages: Vec<Stage> = generator.prompt.drain(..).chain(generator.token.drain(..)).collect();
     drop(generator);
     let mut written = Vec::new();

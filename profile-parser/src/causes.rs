@@ -60,6 +60,11 @@ pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_fix: Optio
 /// (`'Einsum_0MatMul_2'`, the QNN op's name) becomes `'…'` whole. A quote opens after a
 /// non-alphanumeric character and closes before one, so an apostrophe (`it's`) is no quote.
 fn without_node_name(reason: &str, node: &str) -> String {
+    // A folder's nodes are named `graph:node`; the EP's reason names the node of its graph.
+    let node = match node.split_once(':') {
+        Some((_, in_graph)) if !reason.contains(node) => in_graph,
+        _ => node,
+    };
     if node.is_empty() || !reason.contains(node) {
         return reason.to_string();
     }
@@ -144,6 +149,15 @@ mod tests {
              (e.g. /blocks.0/mlp/act/Erf, /blocks.1/mlp/act/Erf, /blocks.2/mlp/act/Erf, …)"
         );
         assert_eq!(without_node_name("it's `conv_2` not 'conv's", "conv"), "it's `…` not '…'s");
+        // A folder's node is `graph:node`; the EP's reason names it as its graph does.
+        let layer = |n: usize| {
+            let name = format!("/model/layers.{n}/input_layernorm/SkipLayerNorm");
+            let reason = format!("SkipSimplifiedLayerNormalization is not supported: node {name}");
+            node(&format!("decoder:{name}"), "SkipSimplifiedLayerNormalization", Some(&reason), false)
+        };
+        let causes = aggregate(&(0..9).map(layer).collect::<Vec<_>>(), "QNNExecutionProvider", None);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].reason, "SkipSimplifiedLayerNormalization is not supported: node …");
     }
 
     #[test]

@@ -4,16 +4,19 @@
 //!
 //! * **FLOPs = 2 × multiply-accumulates** for ops with a MAC core: Conv (and FusedConv, NCHWc /
 //!   NHWC convs, QLinearConv, ConvInteger), ConvTranspose, MatMul, Gemm, FusedMatMul, QLinearMatMul,
-//!   MatMulInteger, QGemm, DynamicQuantizeMatMul, MatMulNBits, Einsum, the attention ops and
-//!   LSTM/GRU/RNN. Bias additions are not counted (≤ 0.1 % on CNNs); the activation fused into a
-//!   FusedConv/FusedGemm counts 1 FLOP per output element.
+//!   MatMulInteger, QGemm, DynamicQuantizeMatMul, MatMulNBits, Einsum, the attention ops
+//!   (Attention, QAttention, MultiHeadAttention, GroupQueryAttention) and LSTM/GRU/RNN and
+//!   DynamicQuantizeLSTM. Bias additions are not counted (≤ 0.1 % on CNNs); the activation fused
+//!   into a FusedConv/FusedGemm counts 1 FLOP per output element.
 //!   - Conv: `output elements × weight[1] × prod(kernel)`, i.e. group = in_channels / weight[1] is
 //!     implied by the weight shape `[C_out, C_in/group, k…]`.
 //!   - Einsum: the equation is not in the profile; leading dimensions equal in all operands are
 //!     taken as batch, the rest of the contraction size follows from the shapes.
 //!   - Attention family: the Q·Kᵀ and A·V products (plus the QKV projection for `Attention`);
 //!     softmax and masking are not counted.
-//!   - LSTM/GRU/RNN: `directions × seq × batch × (W gates·hidden × input + R gates·hidden × hidden)`.
+//!   - LSTM/GRU/RNN: `directions × seq × batch × (W gates·hidden × input + R gates·hidden × hidden)`,
+//!     the W and R products read from the weights whatever their layout (DynamicQuantizeLSTM's
+//!     quantized weights are `[dirs, input, 4·hidden]`, the ONNX ops' `[dirs, gates·hidden, input]`).
 //! * **Non-MAC ops** count per element:
 //!   - element-wise and activation ops: 1 FLOP per output element (variadic Sum/Min/Max/Mean:
 //!     inputs − 1 per element);
@@ -26,7 +29,8 @@
 //!   - Resize / Upsample: 1 per output element (the interpolation mode is not in the profile);
 //!   - Det: ⅔·n³ per matrix (LU).
 //! * **Known zero**: data movement, shape and type ops (Reshape, Transpose, Gather, Concat, Slice,
-//!   Cast, …) and the quantization conversions QuantizeLinear / DequantizeLinear /
+//!   Cast, …; GatherBlockQuantized, the gather of an int4 model's tied embedding, dequantizes only
+//!   the rows it gathers) and the quantization conversions QuantizeLinear / DequantizeLinear /
 //!   DynamicQuantizeLinear: a QDQ group's cost is its core op's.
 //! * Anything else is **unknown** ([`FlopsError::UnknownOp`]): reported, never silently zero.
 
@@ -55,6 +59,7 @@ pub const KNOWN_ZERO_OPS: &[&str] = &[
     "Shape",
     "Size",
     "Gather",
+    "GatherBlockQuantized",
     "GatherElements",
     "GatherND",
     "Concat",
@@ -223,10 +228,10 @@ pub fn node_flops(op_type: &str, inputs: &[TensorShape], outputs: &[TensorShape]
         "FusedGemm" => Ok(double(matmul_macs(op_type, inputs, outputs, 0)?).saturating_add(out_elems()?)),
         "QLinearMatMul" | "QGemm" => matmul_macs(op_type, inputs, outputs, 0).map(double),
         "Einsum" => einsum_macs(op_type, inputs, outputs).map(double),
-        "Attention" => attention_macs(op_type, inputs).map(double),
+        "Attention" | "QAttention" => attention_macs(op_type, inputs).map(double),
         "MultiHeadAttention" => mha_macs(op_type, inputs, outputs).map(double),
         "GroupQueryAttention" => gqa_macs(op_type, inputs, outputs).map(double),
-        "LSTM" | "GRU" | "RNN" => recurrent_macs(op_type, inputs).map(double),
+        "LSTM" | "GRU" | "RNN" | "DynamicQuantizeLSTM" => recurrent_macs(op_type, inputs).map(double),
         "Softmax" | "LogSoftmax" | "QLinearSoftmax" => per_element(3, out_elems()?),
         "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" | "GroupNorm" => {
             per_element(5, out_elems()?)
@@ -364,17 +369,18 @@ fn gqa_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape]) -> Result
     Ok(double(product(&[b, s, kv_len, dq])))
 }
 
-/// LSTM/GRU/RNN: X `[S,B,I]`, W `[dirs, gates·H, I]`, R `[dirs, gates·H, H]`.
+/// LSTM/GRU/RNN: X `[S,B,I]`, W `[dirs, gates·H, I]`, R `[dirs, gates·H, H]`; DynamicQuantizeLSTM
+/// has them as `[dirs, I, 4·H]` and `[dirs, H, 4·H]`: the MACs per step are W's and R's per direction.
 fn recurrent_macs(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
     let x = &operand(op, inputs, 0, "X shape")?.dims;
     let w = &operand(op, inputs, 1, "W shape")?.dims;
     let r = &operand(op, inputs, 2, "R shape")?.dims;
-    let (&[seq, batch, _], &[dirs, gates_w, in_w], &[_, gates_r, hidden]) = (x.as_slice(), w.as_slice(), r.as_slice())
+    let (&[seq, batch, _], &[dirs, w_rows, w_cols], &[_, r_rows, r_cols]) = (x.as_slice(), w.as_slice(), r.as_slice())
     else {
         return Err(missing(op, "X [S,B,I], W and R of rank 3"));
     };
     Ok(product(&[dirs, seq, batch])
-        .saturating_mul(product(&[gates_w, in_w]).saturating_add(product(&[gates_r, hidden]))))
+        .saturating_mul(product(&[w_rows, w_cols]).saturating_add(product(&[r_rows, r_cols]))))
 }
 
 /// Det of `[…, n, n]`: ⅔·n³ per matrix (LU factorisation).
@@ -413,11 +419,13 @@ mod tests {
         "QGemm",
         "Einsum",
         "Attention",
+        "QAttention",
         "MultiHeadAttention",
         "GroupQueryAttention",
         "LSTM",
         "GRU",
         "RNN",
+        "DynamicQuantizeLSTM",
         "Softmax",
         "LogSoftmax",
         "QLinearSoftmax",
@@ -532,6 +540,12 @@ mod tests {
         let f = node_flops("LSTM", &[s(&[5, 1, 10]), s(&[1, 80, 10]), s(&[1, 80, 20])], &[]).unwrap();
         assert_eq!(f, 2 * 5 * (80 * 10 + 80 * 20));
         assert_eq!(node_flops("Det", &[s(&[1, 2, 2])], &[s(&[1])]).unwrap(), 6);
+        // ddddocr common_old.onnx's bidirectional DynamicQuantizeLSTM (hidden 512, input 512) over
+        // 20 steps: W and R `[2, 512, 2048]` (input or hidden × 4 gates·hidden).
+        let w = s(&[2, 512, 2048]);
+        let f = node_flops("DynamicQuantizeLSTM", &[s(&[20, 1, 512]), w.clone(), w], &[s(&[20, 2, 1, 512])]).unwrap();
+        assert_eq!(f, 2 * 2 * 20 * (512 * 2048 * 2));
+        assert_eq!(node_flops("GatherBlockQuantized", &[s(&[128, 32]), s(&[1, 7])], &[s(&[1, 7, 64])]).unwrap(), 0);
         let f =
             node_flops("MultiHeadAttention", &[s(&[1, 8, 32]), s(&[1, 12, 32]), s(&[1, 12, 32])], &[s(&[1, 8, 32])]);
         assert_eq!(f.unwrap(), 2 * 8 * 12 * 64);

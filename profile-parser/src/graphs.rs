@@ -54,9 +54,12 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
     }
     let Merging { mut nodes, order, beside, warnings, graphs, partitions, .. } = merging;
     let merged: Vec<Merged> = order.into_iter().filter_map(|key| nodes.remove(&key)).collect();
-    let total_flops: u64 = merged.iter().filter_map(|m| m.flops).sum();
-    let total_time: Option<f64> = merged.iter().map(|m| m.time_us).fold(None, add);
-    let per_ep = ep_shares(&merged, total_flops, total_time);
+    // The shares are of the nodes placed on an EP, as in one graph's report: a node folded away at
+    // load or not run is in none.
+    let placed: Vec<&Merged> = merged.iter().filter(|m| m.node.not_placed.is_none()).collect();
+    let total_flops: u64 = placed.iter().filter_map(|m| m.flops).sum();
+    let total_time: Option<f64> = placed.iter().map(|m| m.time_us).fold(None, add);
+    let per_ep = ep_shares(&placed, total_flops, total_time);
     let preferred_share = per_ep.iter().find(|s| s.ep == preferred);
     let fallback = fallback_nodes(&merged, total_flops);
     PlacementReport {
@@ -65,7 +68,7 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         preferred_ep: preferred.to_string(),
         predicted: None,
         runs_profiled: parts.iter().map(|p| p.report.runs_profiled).max().unwrap_or(0),
-        totals: totals(&merged, &beside, total_flops, total_time),
+        totals: totals(&placed, &beside, total_flops, total_time),
         preferred_flops_pct: preferred_share.map_or(0.0, |s| s.flops_pct),
         preferred_nodes_pct: preferred_share.map_or(0.0, |s| s.nodes_pct),
         preferred_time_pct: total_time.map(|_| preferred_share.and_then(|s| s.time_pct).unwrap_or(0.0)),
@@ -121,6 +124,8 @@ impl<'a> Merging<'a> {
         self.add_nodes(index, part);
         self.partitions.extend(report.partitions.iter().cloned().map(|mut p| {
             p.nodes = p.nodes.iter().map(|n| qualified(&graph.id, n)).collect();
+            p.graph = Some(graph.id.clone());
+            p.phase = Some(phase.clone());
             p
         }));
         self.warnings.extend(report.warnings.iter().map(|w| format!("{} ({phase}): {w}", graph.file)));
@@ -167,16 +172,16 @@ impl<'a> Merging<'a> {
     }
 }
 
-/// Nodes, FLOPs and time per execution provider over the merged nodes, most FLOPs first.
-fn ep_shares(merged: &[Merged], total_flops: u64, total_time: Option<f64>) -> Vec<EpShare> {
+/// Nodes, FLOPs and time per execution provider over the placed nodes, most FLOPs first.
+fn ep_shares(placed: &[&Merged], total_flops: u64, total_time: Option<f64>) -> Vec<EpShare> {
     let mut by_ep: BTreeMap<&str, (usize, u64, Option<f64>)> = BTreeMap::new();
-    for m in merged {
+    for m in placed {
         let entry = by_ep.entry(m.node.ep.as_str()).or_default();
         entry.0 += 1;
         entry.1 += m.flops.unwrap_or(0);
         entry.2 = add(entry.2, m.time_us);
     }
-    let count = merged.len();
+    let count = placed.len();
     let mut per_ep: Vec<EpShare> = by_ep
         .into_iter()
         .map(|(ep, (n, flops, time))| EpShare {
@@ -210,14 +215,14 @@ fn fallback_nodes(merged: &[Merged], total_flops: u64) -> Vec<FallbackNode> {
     fallback
 }
 
-/// The whole model's totals: the merged nodes, and each graph's totals beside them summed.
-fn totals(merged: &[Merged], beside: &BTreeMap<usize, Beside>, total_flops: u64, total_time: Option<f64>) -> Totals {
+/// The whole model's totals: the placed nodes, and each graph's totals beside them summed.
+fn totals(placed: &[&Merged], beside: &BTreeMap<usize, Beside>, total_flops: u64, total_time: Option<f64>) -> Totals {
     let unattributed_flops: u64 = beside.values().map(|b| b.unattributed_flops).sum();
     let model_flops = total_flops + unattributed_flops;
     Totals {
-        nodes: merged.len(),
+        nodes: placed.len(),
         flops: total_flops,
-        flops_unknown_nodes: merged.iter().filter(|m| m.flops.is_none()).count(),
+        flops_unknown_nodes: placed.iter().filter(|m| m.flops.is_none()).count(),
         model_nodes: beside.values().map(|b| b.model_nodes).sum(),
         model_flops,
         unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),

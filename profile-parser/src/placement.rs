@@ -277,6 +277,22 @@ fn graph_of_assignment(assignment: &Assignment) -> ModelGraph {
     ModelGraph { nodes, ..ModelGraph::default() }
 }
 
+/// A node's FLOPs per execution in the reference pass: the mean over the shapes it ran with when
+/// the profile kept them (the decode steps of a generation at both ends of its context), else
+/// those of its first execution. Rounded to the FLOP.
+pub fn mean_flops(op_type: &str, reference: &ProfiledNode) -> Result<u64, FlopsError> {
+    if reference.shaped_executions.is_empty() {
+        return node_flops(op_type, &reference.input_shapes, &reference.output_shapes);
+    }
+    let (mut sum, mut executions) = (0u128, 0u128);
+    for shaped in &reference.shaped_executions {
+        let flops = node_flops(op_type, &shaped.input_shapes, &shaped.output_shapes)?;
+        sum += u128::from(flops) * shaped.executions as u128;
+        executions += shaped.executions as u128;
+    }
+    Ok(u64::try_from((sum + executions / 2) / executions.max(1)).unwrap_or(u64::MAX))
+}
+
 /// The model's nodes, each with its FLOPs (from the reference pass's shapes, joined by name) and
 /// the EP of the nodes of the partitioned graph that stand for it ([`Coverage`]): a node's own
 /// (same name) first, else theirs when they agree, else — one model node in nodes ONNX Runtime
@@ -316,7 +332,7 @@ fn model_nodes<'a>(
         let name = model_node.name.as_str();
         let found = reference.get(name).or_else(|| reference.get(strip_token_suffix(name))).copied();
         let flops = match found {
-            Some(r) => match node_flops(&model_node.op_type, &r.input_shapes, &r.output_shapes) {
+            Some(r) => match mean_flops(&model_node.op_type, r) {
                 Ok(f) => Some(f),
                 Err(FlopsError::UnknownOp(_)) => {
                     *unknown_ops.entry(model_node.op_type.as_str()).or_default() += 1;
@@ -449,6 +465,8 @@ impl MatchedPartition {
             flops: flops_sum(inside),
             time: profile.and_then(|p| TimeStats::from_samples(&p.node_time_per_run(self.fused_node))),
             backend_ops: Vec::new(),
+            graph: None,
+            phase: None,
         }
     }
 }

@@ -51,6 +51,21 @@ pub struct ProfiledNode {
     pub input_shapes: Vec<TensorShape>,
     /// Output shapes of its first execution.
     pub output_shapes: Vec<TensorShape>,
+    /// Read with [`parse_profile_every_shape`]: each distinct set of shapes it ran with and how
+    /// often, in order of first appearance (a decode step's attention at each past length); empty
+    /// otherwise.
+    pub shaped_executions: Vec<ShapedExecutions>,
+}
+
+/// The executions of one node with one set of shapes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapedExecutions {
+    /// Input shapes.
+    pub input_shapes: Vec<TensorShape>,
+    /// Output shapes.
+    pub output_shapes: Vec<TensorShape>,
+    /// How many executions had them.
+    pub executions: usize,
 }
 
 /// One kernel execution inside a run (16 bytes: one is kept per kernel event).
@@ -155,7 +170,17 @@ impl From<StreamError> for ProfileError {
 
 /// Parses a profile from a reader (a file, a slice), streaming: memory does not grow with the text.
 pub fn parse_profile<R: Read>(reader: R) -> Result<Profile, ProfileError> {
-    let mut builder = ProfileBuilder::default();
+    parse(reader, ProfileBuilder::default())
+}
+
+/// [`parse_profile`] that also keeps every distinct set of shapes each node ran with
+/// ([`ProfiledNode::shaped_executions`]): for a reference profile whose runs differ in shape.
+/// Every event's `args` is read, so it is slower on large profiles.
+pub fn parse_profile_every_shape<R: Read>(reader: R) -> Result<Profile, ProfileError> {
+    parse(reader, ProfileBuilder { every_shape: true, ..ProfileBuilder::default() })
+}
+
+fn parse<R: Read>(reader: R, mut builder: ProfileBuilder) -> Result<Profile, ProfileError> {
     for_each_event(reader, |bytes: &[u8]| {
         let mut events = serde_json::Deserializer::from_slice(bytes).into_iter::<RawEvent<'_>>();
         match events.next() {
@@ -243,6 +268,10 @@ struct ProfileBuilder {
     no_provider_events: usize,
     unreadable_shapes: usize,
     unreadable_args: usize,
+    /// Keep every distinct shape set per node ([`parse_profile_every_shape`]).
+    every_shape: bool,
+    /// (node, raw input and output shape text) → index into the node's `shaped_executions`.
+    shape_sets: HashMap<(usize, String), usize>,
 }
 
 impl ProfileBuilder {
@@ -272,38 +301,69 @@ impl ProfileBuilder {
         })
     }
 
+    fn args<'a>(&mut self, raw_args: Option<&'a RawValue>) -> RawArgs<'a> {
+        raw_args.map_or_else(RawArgs::default, |raw| {
+            serde_json::from_str(raw.get()).unwrap_or_else(|_| {
+                self.unreadable_args += 1;
+                RawArgs::default()
+            })
+        })
+    }
+
+    /// Counts one execution of `node` under its shape set (a new set is parsed and kept).
+    fn add_shape_set(&mut self, node: usize, args: &RawArgs<'_>) {
+        let text = |raw: Option<&RawValue>| raw.map_or("", RawValue::get).to_string();
+        let key = (node, text(args.input_type_shape) + "|" + &text(args.output_type_shape));
+        let next = self.nodes[node].shaped_executions.len();
+        let index = *self.shape_sets.entry(key).or_insert(next);
+        if index == next {
+            let shaped = ShapedExecutions {
+                input_shapes: self.shapes(args.input_type_shape),
+                output_shapes: self.shapes(args.output_type_shape),
+                executions: 0,
+            };
+            self.nodes[node].shaped_executions.push(shaped);
+        }
+        self.nodes[node].shaped_executions[index].executions += 1;
+    }
+
     fn add_node_event(&mut self, name: &str, ts: u64, dur: u64, raw_args: Option<&RawValue>) {
         if name.ends_with("_fence_before") || name.ends_with("_fence_after") {
             self.fence_events += 1;
             return;
         }
         let node = match self.node_ids.get(name) {
-            Some(&id) => id,
+            Some(&id) => {
+                if self.every_shape {
+                    let args = self.args(raw_args);
+                    self.add_shape_set(id, &args);
+                }
+                id
+            }
             None => {
-                let args: RawArgs<'_> = raw_args.map_or_else(RawArgs::default, |raw| {
-                    serde_json::from_str(raw.get()).unwrap_or_else(|_| {
-                        self.unreadable_args += 1;
-                        RawArgs::default()
-                    })
-                });
-                let provider = args.provider.map_or_else(
+                let args = self.args(raw_args);
+                let provider = args.provider.as_deref().map_or_else(
                     || {
                         self.no_provider_events += 1;
                         "<unknown>".to_string()
                     },
-                    Cow::into_owned,
+                    str::to_string,
                 );
                 let id = self.nodes.len();
                 let node = ProfiledNode {
                     name: name.strip_suffix(KERNEL_TIME_SUFFIX).unwrap_or(name).to_string(),
-                    op_type: args.op_name.map(Cow::into_owned).unwrap_or_default(),
+                    op_type: args.op_name.as_deref().unwrap_or_default().to_string(),
                     provider,
                     node_index: args.node_index.or(args.graph_index).and_then(|n| n.0),
                     input_shapes: self.shapes(args.input_type_shape),
                     output_shapes: self.shapes(args.output_type_shape),
+                    shaped_executions: Vec::new(),
                 };
                 self.nodes.push(node);
                 self.node_ids.insert(name.to_string(), id);
+                if self.every_shape {
+                    self.add_shape_set(id, &args);
+                }
                 id
             }
         };
@@ -414,6 +474,21 @@ mod tests {
         assert_eq!(p.nodes[a].input_shapes[0].to_string(), "[1,3]");
         assert_eq!(p.nodes[p.find("b").unwrap()].node_index, Some(1));
         assert!(p.warnings.iter().any(|w| w.contains("_fence_before")), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn every_shape_keeps_each_distinct_shape_set_with_its_count() {
+        let event = |ts: u64, past: u64| {
+            format!(
+                r#"{{"cat":"Node","name":"att_kernel_time","ts":{ts},"dur":1,"args":{{"provider":"CPUExecutionProvider","op_name":"MatMul","input_type_shape":[{{"float":[1,{past}]}}]}}}}"#
+            )
+        };
+        let text = format!("[{},{},{}]", event(1, 32), event(2, 32), event(3, 431));
+        let p = parse_profile_every_shape(text.as_bytes()).unwrap();
+        let counts: Vec<(String, usize)> =
+            p.nodes[0].shaped_executions.iter().map(|s| (s.input_shapes[0].to_string(), s.executions)).collect();
+        assert_eq!(counts, [("[1,32]".to_string(), 2), ("[1,431]".to_string(), 1)]);
+        assert!(parse_profile(text.as_bytes()).unwrap().nodes[0].shaped_executions.is_empty());
     }
 
     #[test]

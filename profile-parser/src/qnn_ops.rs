@@ -303,6 +303,8 @@ mod tests {
             flops: 0,
             time: None,
             backend_ops: Vec::new(),
+            graph: None,
+            phase: None,
         }
     }
 

@@ -88,7 +88,9 @@ pub struct GraphPlacement {
     pub phase: String,
     /// Runs per generation in this phase.
     pub runs: u32,
-    /// FLOPs of one run.
+    /// FLOPs of one run, the mean over the phase's runs: a decode step's attention grows with its
+    /// past, so `runs × flops_per_run` is the phase's sum over the steps of a generation (from the
+    /// reference pass's first and last step, exact for FLOPs linear in the past).
     pub flops_per_run: u64,
     /// Its nodes.
     pub nodes: usize,
@@ -192,6 +194,12 @@ pub struct Partition {
     /// from and its time, when available.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backend_ops: Vec<QnnOp>,
+    /// An LLM model folder: the graph the partition is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<String>,
+    /// An LLM model folder: the phase (`prompt` or `token`) whose session it is of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// A time distribution over profiled runs, in microseconds.

@@ -10,7 +10,7 @@ use crate::graphs::GraphPart;
 
 use crate::ort_log::{parse_rejections, RejectionReasons};
 use crate::placement::{build_report, PlacementInputs};
-use crate::profile::{parse_profile, Profile, ProfileError};
+use crate::profile::{parse_profile, parse_profile_every_shape, Profile, ProfileError};
 use crate::qnn_csv::{parse_qnn_csv, QnnCsvError, QnnProfile};
 use crate::report::PlacementReport;
 
@@ -62,6 +62,15 @@ pub fn read_profile(path: &Path) -> Result<Profile, AnalyzeError> {
     let shown = path.display().to_string();
     let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
     parse_profile(BufReader::with_capacity(READ_BUFFER_BYTES, file))
+        .map_err(|source| AnalyzeError::Profile { path: shown, source })
+}
+
+/// Reads a reference profile, streaming, keeping every distinct shape set of each node
+/// ([`parse_profile_every_shape`]): a generation's reference pass runs decode steps of two pasts.
+pub fn read_reference_profile(path: &Path) -> Result<Profile, AnalyzeError> {
+    let shown = path.display().to_string();
+    let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
+    parse_profile_every_shape(BufReader::with_capacity(READ_BUFFER_BYTES, file))
         .map_err(|source| AnalyzeError::Profile { path: shown, source })
 }
 
@@ -119,8 +128,11 @@ fn generation_report(
     let mut parts = Vec::new();
     for graph in &generation.graphs {
         for phase in &graph.phases {
-            let read = |file: &Option<String>| file.as_ref().map(|f| read_profile(&dir.join(f))).transpose();
-            let (profile, reference) = (read(&phase.profile)?, read(&phase.reference_profile)?);
+            let read = |file: &Option<String>, reader: fn(&Path) -> Result<Profile, AnalyzeError>| {
+                file.as_ref().map(|f| reader(&dir.join(f))).transpose()
+            };
+            let profile = read(&phase.profile, read_profile)?;
+            let reference = read(&phase.reference_profile, read_reference_profile)?;
             let report = build_report(&PlacementInputs {
                 model_sha256: &graph.sha256,
                 assignment: &graph.assignment,

@@ -107,7 +107,8 @@ pub struct GraphPhase {
     /// ORT profile of this phase's runs in the profiled generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
-    /// ORT profile of one run of this phase in the reference pass (CPU EP, optimizations off).
+    /// ORT profile of this phase in the reference pass (CPU EP, optimizations off): the prompt's
+    /// runs; the first decode step and the last (at the past it has at the end of a generation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_profile: Option<String>,
 }

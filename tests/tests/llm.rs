@@ -157,10 +157,11 @@ fn a_generation_with_the_kv_cache_equals_a_full_forward_pass_over_the_same_token
     assert_eq!(verdict["placement"]["totals"]["flops"].as_u64(), Some(weighted));
     // Independent count of the MatMuls (2 × MACs): per layer q, k, v, o (32×32), up (32×64),
     // down (64×32), scores and context (2 heads × 16 × keys); the head (32×97). The reference
-    // pass's decode step attends over prompt + 1 keys.
+    // decode step i attends over prompt + 1 + i keys.
     let matmuls =
         |s: u64, keys: u64| 2 * (2 * s * (4 * 32 * 32 + 2 * 32 * 64) + 2 * 2 * (2 * s * keys * 16)) + 2 * s * 32 * 97;
-    let expected = matmuls(u64::from(prompt), u64::from(prompt)) + u64::from(gen) * matmuls(1, u64::from(prompt) + 1);
+    let (prompt, gen) = (u64::from(prompt), u64::from(gen));
+    let expected = matmuls(prompt, prompt) + (0..gen).map(|i| matmuls(1, prompt + 1 + i)).sum::<u64>();
     let counted: u64 = verdict["placement"]["nodes"]
         .as_array()
         .unwrap()
@@ -394,4 +395,58 @@ print(json.dumps(tokens))
         generation.tokens[..tokens.len()],
         "npugate's greedy tokens = onnxruntime-genai's (up to its EOS)"
     );
+}
+
+/// The independent count of a builder folder's decode FLOPs over steps at pasts `[first, last]`:
+/// 2 × the MACs of every MatMul / MatMulNBits (its K×N; the tied head: the embedding's) and of each
+/// GroupQueryAttention's Q·Kᵀ and A·V over past + 1 keys, read from the ONNX file with onnx.
+const BUILDER_DECODE_FLOPS: &str = r#"
+import json, sys, onnx
+model = onnx.load(sys.argv[1] + "/model.onnx", load_external_data=False)
+config = json.load(open(sys.argv[1] + "/genai_config.json"))["model"]["decoder"]
+first, last = int(sys.argv[2]), int(sys.argv[3])
+dims = {i.name: list(i.dims) for i in model.graph.initializer}
+produced_by = {o: n for n in model.graph.node for o in n.output}
+def weight(name):
+    node = produced_by.get(name)
+    if node is not None and node.op_type == "Transpose":
+        return weight(node.input[0])
+    return dims[name]
+per_token = 0
+attention_heads = 0
+for node in model.graph.node:
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "MatMul":
+        k_by_n = weight(node.input[1]); per_token += k_by_n[0] * k_by_n[1]
+    elif node.op_type == "MatMulNBits":
+        per_token += attrs["K"] * attrs["N"]
+    elif node.op_type == "GroupQueryAttention":
+        attention_heads += attrs["num_heads"]
+head_size = config["head_size"]
+macs = sum(per_token + 2 * attention_heads * head_size * (past + 1) for past in range(first, last + 1))
+print(json.dumps({"flops": 2 * macs, "steps": last - first + 1}))
+"#;
+
+#[test]
+fn a_builder_folders_decode_flops_follow_the_context_like_an_independent_count() {
+    // Steps 201–400 of a 32-token prompt: a 232-token prompt and 200 decode steps (pasts 232–431).
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("qwen2");
+    let folder = model_folder("genai_builder_qwen2_fp32");
+    let extra = ["--prompt-tokens", "232", "--gen-tokens", "200", "--generations", "1", "--warmup-generations", "0"];
+    let output = run_local(&folder, &out, &extra);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let verdict = json(&out.join("verdict.json"));
+    let token = verdict["placement"]["graphs"].as_array().unwrap().iter().find(|g| g["phase"] == "token").unwrap();
+    let counted = token["flops_per_run"].as_u64().unwrap() * token["runs"].as_u64().unwrap();
+    let independent = python_json(BUILDER_DECODE_FLOPS, &[text(&folder), "232", "431"]);
+    let expected = independent["flops"].as_u64().unwrap();
+    let ratio = counted as f64 / expected as f64;
+    // The rest (norms, SiLU, residual adds) is element-wise: well under 2% of a step.
+    assert!((1.0..1.02).contains(&ratio), "decode FLOPs {counted} vs independent {expected} (ratio {ratio:.4})");
+    let first_step_only = python_json(BUILDER_DECODE_FLOPS, &[text(&folder), "232", "232"])["flops"].as_u64().unwrap();
+    assert!(counted > 200 * first_step_only * 102 / 100, "not the first step's FLOPs 200 times");
+    // Decode steps grow with the context by design: the verdict fits that growth, not noise.
+    let warnings = verdict["warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w.as_str().unwrap().starts_with("decode steps grow ")), "{warnings:?}");
 }

@@ -114,8 +114,12 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
             (Some(only), _) => format!(": {only}"),
             _ => String::new(),
         };
+        let label = match (&p.graph, &p.phase) {
+            (Some(graph), Some(phase)) => format!(" [{graph}, {phase}]"),
+            _ => String::new(),
+        };
         out.push_str(&format!(
-            "  #{} {} — {} nodes, {:.3} GFLOPs{time}{span}\n",
+            "  #{}{label} {} — {} nodes, {:.3} GFLOPs{time}{span}\n",
             i + 1,
             p.ep,
             p.nodes.len(),

@@ -113,6 +113,8 @@ pub fn placement(preferred: &str, nodes: &[Node]) -> PlacementReport {
                     flops: 0,
                     time: Some(TimeStats { median_us: 0.0, p95_us: 0.0, samples: 10 }),
                     backend_ops: Vec::new(),
+                    graph: None,
+                    phase: None,
                 });
             }
             let p = partitions.last_mut().unwrap();
