@@ -6,6 +6,7 @@ pub mod baseline;
 pub mod compare;
 pub mod compile;
 pub mod devices;
+pub mod doctor;
 pub mod gate;
 pub mod history;
 pub mod keygen;
@@ -23,14 +24,17 @@ pub mod verify;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use npugate_result::contract::EXIT_ERROR;
+use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
 /// Catch silent NPU→CPU fallback before merge: run on the device, gate on latency and placement.
 #[derive(Debug, Parser)]
-#[command(name = "npugate", version, about, long_about = None)]
+#[command(name = "npugate", about, long_about = None, disable_version_flag = true, arg_required_else_help = true)]
 struct Cli {
+    /// Print the version, the commit and each harness's version.
+    #[arg(short = 'V', long)]
+    version: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 /// The subcommands.
@@ -78,13 +82,22 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
     History(history::HistoryArgs),
+    /// What is installed (harness of each target and its version, runtimes, wine, qemu, adb) and
+    /// every missing piece with its fix; exit 0 when the basics work, 1 otherwise.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parses the command line, runs the subcommand and turns its outcome into the exit code; an
 /// error is one line on stderr and exit 2.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let outcome = match cli.command {
+    let Some(command) = cli.command.filter(|_| !cli.version) else {
+        return finish(doctor::version_text().map(|text| {
+            print!("{text}");
+            EXIT_PASS
+        }));
+    };
+    let outcome = match command {
         Command::Runtime(c) => runtime::run(c),
         Command::Model(c) => model::run(c),
         Command::Placement(a) => placement::run(a),
@@ -101,7 +114,13 @@ pub fn main() -> ExitCode {
         Command::Verify(a) => verify::run(a),
         Command::Sweep(a) => sweep::run(a),
         Command::History(a) => history::run(a),
+        Command::Doctor(a) => doctor::run(a),
     };
+    finish(outcome)
+}
+
+/// The exit code of a command's outcome; an error is one line on stderr and exit 2.
+fn finish(outcome: anyhow::Result<u8>) -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
@@ -139,7 +158,7 @@ mod tests {
             .collect();
         let cli = Cli::try_parse_from(&line).map_err(|e| e.to_string())?;
         let fake = Fake::machine();
-        let plan = match &cli.command {
+        let plan = match cli.command.as_ref().expect("a subcommand") {
             Command::Run(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Compare(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Numerics(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
@@ -237,14 +256,15 @@ mod tests {
     fn sweep_takes_a_plan_and_a_shard_or_merges_shard_results() {
         let parse =
             |args: &[&str]| Cli::try_parse_from([&["npugate", "sweep"], args].concat()).map_err(|e| e.to_string());
-        let Command::Sweep(run) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else {
+        let Some(Command::Sweep(run)) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else {
             panic!("sweep")
         };
         assert_eq!(
             (run.plan.as_deref(), run.shard, run.command.is_none()),
             (Some(std::path::Path::new("p.toml")), Some(npugate_nightly::sweep::Shard { index: 2, count: 3 }), true)
         );
-        let Command::Sweep(merge) = parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command
+        let Some(Command::Sweep(merge)) =
+            parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command
         else {
             panic!("sweep")
         };

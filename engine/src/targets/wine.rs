@@ -116,7 +116,7 @@ impl Target for WineTarget {
 
 /// True when `wine` is on PATH.
 pub fn installed() -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("wine").is_file()))
+    npugate_host::process::on_path("wine").is_some()
 }
 
 /// A host path as a Windows program under wine sees it: `/a/b` → `Z:\a\b` (wine maps `Z:` to `/`).
