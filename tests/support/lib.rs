@@ -202,6 +202,7 @@ pub mod actions;
 pub mod devices;
 pub mod gitlab;
 pub mod htp;
+pub mod install;
 pub mod qnn;
 pub mod sweeps;
 
