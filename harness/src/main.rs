@@ -9,7 +9,6 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{CommandFactory, FromArgMatches};
 use npugate_profile::placement::PlacementInputs;
-use npugate_result::build::Build;
 use npugate_result::digest::sha256_file;
 use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
 use ort::environment::Environment;
@@ -30,6 +29,7 @@ mod outputs;
 mod providers;
 mod session;
 mod setup;
+mod stamp;
 
 use backend::DidNotStart;
 use inputs::PreparedInput;
@@ -43,30 +43,12 @@ use setup::{
     library_identities, model_graph, refused, Setup,
 };
 
-/// This harness's build as a stamp in its bytes: npugate reads it from the file without running
-/// the harness (`npugate_result::build`). `--version` and `result.json` read it back through
-/// [`build`], which keeps it in the binary.
-static STAMP: &str = concat!(
-    "npugate-harness-build:",
-    env!("CARGO_PKG_VERSION"),
-    " ",
-    env!("NPUGATE_COMMIT"),
-    " ",
-    env!("NPUGATE_TARGET"),
-    "\0"
-);
-
-/// This harness's build, read back from its stamp.
-pub fn build() -> Build {
-    Build::from_binary(std::hint::black_box(STAMP).as_bytes()).expect("the harness's own stamp parses")
-}
-
 /// Exit codes: 0 measured, 2 could not run, 3 the accelerator did not start
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
 /// is still in `result.json`); a session-only run's VERBOSE rerun's code when it had one.
 fn main() -> ExitCode {
     // `--version`: the build, commit and target included (leaked once: clap keeps a `&'static str`).
-    let version: &'static str = Box::leak(build().to_string().into_boxed_str());
+    let version: &'static str = Box::leak(stamp::build().to_string().into_boxed_str());
     let args = Args::from_arg_matches(&Args::command().version(version).get_matches()).unwrap_or_else(|e| e.exit());
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -400,14 +382,5 @@ fn explained_inference_error(error: &anyhow::Error, log: &Path, log_start: u64) 
     match backend::first_logged_error(&backend::log_since(log, log_start)) {
         Some(logged) if !message.contains(&logged) => format!("{message}; ORT logged: {logged}"),
         _ => message,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_stamp_is_what_npugate_reads_as_this_build() {
-        assert_eq!(super::STAMP, npugate_result::this_build!().stamp());
-        assert_eq!(super::build(), npugate_result::this_build!());
     }
 }

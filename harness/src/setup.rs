@@ -115,7 +115,7 @@ impl Setup {
                 name: env!("CARGO_PKG_NAME").into(),
                 version: env!("CARGO_PKG_VERSION").into(),
                 target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
-                commit: crate::build().commit,
+                commit: crate::stamp::build().commit,
             },
             model,
             runtime: RuntimeIdentity {
