@@ -514,15 +514,7 @@ impl ActionRunner {
     /// in the workspace).
     fn cache_paths(&self, with: &BTreeMap<&str, String>, contexts: &Contexts) -> Vec<(String, PathBuf)> {
         let home = contexts.env.get("HOME").cloned().unwrap_or_default();
-        let lines: Vec<String> = with
-            .get("path")
-            .map(String::as_str)
-            .unwrap_or("")
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect();
+        let lines = input_lines(with, "path");
         assert!(!lines.is_empty(), "actions/cache: Input required and not supplied: path");
         lines
             .into_iter()
@@ -530,9 +522,9 @@ impl ActionRunner {
                 assert!(!line.contains(['*', '?', '!']), "cache path patterns ({line}) are not simulated");
                 let path = match line.strip_prefix("~/") {
                     Some(rest) => Path::new(&home).join(rest),
-                    None => self.workspace().join(&line),
+                    None => self.workspace().join(line),
                 };
-                (line, path)
+                (line.to_string(), path)
             })
             .collect()
     }
@@ -547,14 +539,7 @@ impl ActionRunner {
         let paths = self.cache_paths(with, contexts);
         let lines: Vec<String> = paths.iter().map(|(line, _)| line.clone()).collect();
         let entries: Vec<_> = self.cache_entries().into_iter().filter(|(_, _, saved)| *saved == lines).collect();
-        let prefixes: Vec<&str> = with
-            .get("restore-keys")
-            .map(String::as_str)
-            .unwrap_or("")
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
+        let prefixes = input_lines(with, "restore-keys");
         let found = entries.iter().rev().find(|(_, saved, _)| *saved == key).or_else(|| {
             prefixes.iter().find_map(|prefix| entries.iter().rev().find(|(_, saved, _)| saved.starts_with(prefix)))
         });
@@ -625,6 +610,11 @@ impl ActionRunner {
             outputs: BTreeMap::new(),
         }
     }
+}
+
+/// The non-empty lines of an input, trimmed (the actions toolkit's `getInputAsArray`).
+fn input_lines<'a>(with: &'a BTreeMap<&str, String>, name: &str) -> Vec<&'a str> {
+    with.get(name).map(String::as_str).unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty()).collect()
 }
 
 /// Copies the tree at `from` into `to` (files, directories, symlinks as links), as a cache archive
