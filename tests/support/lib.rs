@@ -247,6 +247,11 @@ pub fn old_ort_lib() -> PathBuf {
 pub const RUNNER_ENV: [&str; 8] =
     ["PATH", "HOME", "LANG", "NPUGATE_CACHE", "CARGO_HOME", "RUSTUP_HOME", "CARGO_TARGET_DIR", "TMPDIR"];
 
+/// The program `name` on this process's `PATH`.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|path| path.is_file())
+}
+
 /// Every file under `path` (itself, when it is a file), sorted.
 pub fn files_under(path: &Path) -> Vec<PathBuf> {
     if path.is_file() {

@@ -267,6 +267,32 @@ fn the_action_fails_on_a_planted_fallback_and_annotates_the_fallen_node() {
 }
 
 #[test]
+fn the_host_htp_on_a_runner_without_wine_or_apt_get_is_one_annotation_naming_the_fix() {
+    // A runner whose PATH has the shell and the few tools the install step uses, but neither wine nor apt-get.
+    let tools = tempfile::tempdir().unwrap();
+    for tool in ["bash", "dirname", "id"] {
+        let found = npugate_e2e::on_path(tool).unwrap_or_else(|| panic!("{tool} is not installed"));
+        std::os::unix::fs::symlink(found, tools.path().join(tool)).unwrap();
+    }
+    let runner = ActionRunner::new(&repo()).env("PATH", &tools.path().display().to_string());
+    let action = runner.run(&[
+        ("npugate-bin", &npugate_bin()),
+        ("model", &model("smallcnn_qdq.onnx").display().to_string()),
+        ("ep", "qnn"),
+        ("soc", "SM8650"),
+    ]);
+    assert_eq!((action.conclusion, action.exit_code), (Outcome::Failure, 2), "{}", action.describe());
+    let errors = action.annotations("error");
+    assert_eq!(errors.len(), 1, "{:?}", action.annotations);
+    assert!(
+        errors[0].message.contains("wine, which is not installed and this runner has no apt-get: install wine"),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(action.step("run").outcome, Outcome::Skipped, "nothing ran");
+}
+
+#[test]
 fn bad_input_is_one_annotation_naming_the_input_and_exit_2() {
     let runner = ActionRunner::new(&repo());
     let missing = runner.run(&[("npugate-bin", &npugate_bin()), ("model", "models/nowhere.onnx")]);
