@@ -7,9 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use npugate_estimate::{GraphFeatures, SocEstimate};
 use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
+use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files, RunResult};
 
 use npugate_android::device_state::DeviceStateRecord;
@@ -76,6 +78,11 @@ impl OutputsCheck {
 pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpec) -> Verdict {
     let placement = npugate_profile::analyze_run(dir, run);
     let background = DeviceStateRecord::read_in(dir).map(|record| record.and_then(|record| record.background()));
+    let estimate = match (&placement, spec.rules.max_estimated_ms) {
+        (Ok(report), Some(_)) => Some(estimate_of(run, report)),
+        (Err(_), Some(_)) => Some(Err("the placement could not be computed".to_string())),
+        (_, None) => None,
+    };
     let evidence = Evidence {
         run,
         placement: placement.as_ref().map_err(ToString::to_string),
@@ -86,8 +93,26 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         },
         baseline: spec.baseline.as_ref().map(|baseline| Comparison { baseline, force: spec.force }),
         background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
+        estimate: estimate.as_ref().map(|estimate| estimate.as_ref().map_err(Clone::clone)),
     };
     npugate_gate::judge(&evidence, &spec.rules)
+}
+
+/// The ESTIMATED latency of the run's graph on its SoC (the emulator's `soc_model`), or why there
+/// is none: an unknown SoC, nodes off the NPU (the estimate covers graphs that run whole on it).
+fn estimate_of(run: &RunResult, placement: &PlacementReport) -> Result<SocEstimate, String> {
+    let soc_model: Option<u32> = run.execution.ep_options.get("soc_model").and_then(|id| id.parse().ok());
+    let soc = soc_model
+        .and_then(|id| npugate_host::hexagon::all().iter().find(|soc| soc.qnn_soc_model == id))
+        .ok_or("the run's SoC is unknown (an estimate needs the SoC the host HTP emulator was configured as: --soc)")?;
+    let left = placement.fallback.iter().filter(|node| !node.expected).count();
+    if left > 0 {
+        return Err(format!("{left} node(s) run off the NPU; the estimate covers graphs that run whole on it"));
+    }
+    let path = crate::targets::wine::host_path(&run.model.path);
+    let model = npugate_onnx::Model::read(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let reference = npugate_estimate::Reference::embedded().map_err(|error| error.to_string())?;
+    Ok(npugate_estimate::Estimator::new(reference).estimate(soc.model, &GraphFeatures::of_report(placement, &model)))
 }
 
 /// Saves the verdict next to the result it judged: `verdict.json` and `report.html`.

@@ -1,6 +1,7 @@
 //! Turns the evidence of a run — the run, its placement report, its outputs against the reference
 //! and an optional baseline — and the rules into a [`Verdict`], in one pure function: [`judge`].
 
+use npugate_estimate::SocEstimate;
 use npugate_profile::report::{FallbackNode, NodePlacement, PlacementReport};
 use npugate_result::{RunResult, RunStatus};
 
@@ -66,12 +67,22 @@ pub struct Evidence<'a> {
     /// What else kept the device busy during the run: recorded (`Some`), not recorded (`None`,
     /// e.g. a local run), or unreadable (an error).
     pub background: Result<Option<&'a BackgroundLoad>, String>,
+    /// The ESTIMATED latency on the run's SoC (`max_estimated_ms`), or why there is none; `None`
+    /// when not computed (the rule is off).
+    pub estimate: Option<Result<&'a SocEstimate, String>>,
 }
 
 impl<'a> Evidence<'a> {
     /// A run and its placement, with outputs not checked and no baseline.
     pub fn new(run: &'a RunResult, placement: Result<&'a PlacementReport, String>) -> Evidence<'a> {
-        Evidence { run, placement, outputs: OutputsEvidence::NotChecked, baseline: None, background: Ok(None) }
+        Evidence {
+            run,
+            placement,
+            outputs: OutputsEvidence::NotChecked,
+            baseline: None,
+            background: Ok(None),
+            estimate: None,
+        }
     }
 }
 
@@ -112,6 +123,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         errors.push(format!("the background load is unknown: {why}"));
         &None
     });
+    checks.extend(estimate_check(evidence.estimate.as_ref(), rules));
     let (background_check, background_warnings) = background::assess(rules, *load);
     checks.extend(background_check);
     let mut warnings = warnings(run, latency.as_ref(), placement);
@@ -134,6 +146,32 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         errors,
         confirmation: None,
     }
+}
+
+/// `max_estimated_ms`: the ESTIMATED latency on the run's SoC — from the graph, never a
+/// measurement, so an emulated run is judged by it — against its limit; its own check line.
+fn estimate_check(estimate: Option<&Result<&SocEstimate, String>>, rules: &Rules) -> Option<Check> {
+    let max = limit(rules, RuleName::MaxEstimatedMs, rules.max_estimated_ms)?;
+    let rule = RuleName::MaxEstimatedMs;
+    let not_estimated = |why: &str| unjudged(rule, max, Unit::Ms, format!("max_estimated_ms: not estimated: {why}"));
+    Some(match estimate {
+        None => not_estimated("no estimate was computed for this run"),
+        Some(Err(why)) => not_estimated(why),
+        Some(Ok(soc)) => match (soc.estimate_ms, &soc.error) {
+            (Some(ms), Some(error)) => {
+                let ok = ms <= max;
+                let message = format!(
+                    "max_estimated_ms: ESTIMATE {ms:.3} ms on {} {} {max} ms (from the graph, not a measurement; its leave-one-model-out error on AI Hub's device runs: median {:.0}%, p90 {:.0}%)",
+                    soc.soc,
+                    if ok { "<=" } else { ">" },
+                    100.0 * error.median_rel,
+                    100.0 * error.p90_rel
+                );
+                check(rule, pass_or_fail(ok), Some(ms), max, Unit::Ms, message)
+            }
+            _ => not_estimated(&format!("{}: {}", soc.soc, soc.no_estimate.as_deref().unwrap_or("no estimate"))),
+        },
+    })
 }
 
 /// Rules that read speed, which an emulator's runs say nothing about.

@@ -87,6 +87,11 @@ pub struct Rules {
     /// LLM folders: highest CV of the decode steps, percent (needs 20 steps over all generations).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_cv_pct: Option<f64>,
+    /// Highest ESTIMATED latency on the run's SoC, milliseconds: `npugate estimate`'s latency model
+    /// (fitted on Qualcomm AI Hub's published device runs) on the run's graph — never a measured
+    /// latency, so it can gate an emulator run, whose speed rules are not applicable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_estimated_ms: Option<f64>,
     /// Rules switched off, by name (e.g. `disable = ["cv_pct"]` for a median-only gate).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disable: Vec<RuleName>,
@@ -120,6 +125,7 @@ impl Default for Rules {
             min_decode_tok_s: None,
             min_prefill_tok_s: None,
             decode_cv_pct: None,
+            max_estimated_ms: None,
             disable: Vec::new(),
         }
     }
@@ -173,6 +179,8 @@ pub enum RuleName {
     MinPrefillTokS,
     /// [`Rules::decode_cv_pct`].
     DecodeCvPct,
+    /// [`Rules::max_estimated_ms`].
+    MaxEstimatedMs,
     /// [`crate::compare::CompareRules::max_slowdown_pct`].
     MaxSlowdownPct,
     /// [`crate::compare::CompareRules::placement_must_match`].
@@ -205,6 +213,7 @@ impl RuleName {
             RuleName::MinDecodeTokS => "min_decode_tok_s",
             RuleName::MinPrefillTokS => "min_prefill_tok_s",
             RuleName::DecodeCvPct => "decode_cv_pct",
+            RuleName::MaxEstimatedMs => "max_estimated_ms",
             RuleName::MaxSlowdownPct => "max_slowdown_pct",
             RuleName::PlacementMustMatch => "placement_must_match",
         }

@@ -34,6 +34,7 @@ use npugate_engine::layout::Staging;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Execution, Job, Progress, Target};
+use npugate_estimate::{Estimator, GraphFeatures, Reference, SocEstimate};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 
@@ -164,6 +165,10 @@ pub struct SocVerdict {
     /// The full placement report (`npugate.placement/1`), when the session was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementReport>,
+    /// The ESTIMATED device latency (`npugate estimate`'s latency model on the graph), or why there
+    /// is none; never a measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<SocEstimate>,
 }
 
 impl SocVerdict {
@@ -363,7 +368,7 @@ impl HtpPreflightRequest<'_> {
                 None
             }
         };
-        let socs: Vec<SocVerdict> = outcomes
+        let mut socs: Vec<SocVerdict> = outcomes
             .map(|(planned, (outcome, launched))| {
                 let attempt = match (launched, &outcome.infrastructure_error) {
                     (Some(launched), _) => Ok(launched),
@@ -377,6 +382,7 @@ impl HtpPreflightRequest<'_> {
                 verdict
             })
             .collect();
+        attach_estimates(&mut socs, self.model);
         for verdict in &socs {
             if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
                 contract::write_json(&dir.join(files::PLACEMENT), placement)?;
@@ -398,6 +404,27 @@ impl HtpPreflightRequest<'_> {
         };
         contract::write_json(&out.join(REPORT_FILE), &report)?;
         Ok(report)
+    }
+}
+
+/// Each SoC's ESTIMATED latency (`npugate estimate`'s latency model on the graph it compiled), or
+/// why there is none: only a graph that runs whole on the HTP is estimated.
+fn attach_estimates(socs: &mut [SocVerdict], model: &Path) {
+    let model = npugate_onnx::Model::read(model).map_err(|error| error.to_string());
+    let estimator = Reference::embedded().map(Estimator::new).map_err(|error| error.to_string());
+    for verdict in socs {
+        let why_not = match (&verdict.placement, &model, &estimator) {
+            _ if verdict.outcome != SocOutcome::Pass => {
+                "the graph does not run whole on the HTP; the estimate covers graphs that do".to_string()
+            }
+            (Some(placement), Ok(model), Ok(estimator)) => {
+                verdict.estimate = Some(estimator.estimate(&verdict.soc, &GraphFeatures::of_report(placement, model)));
+                continue;
+            }
+            (None, _, _) => "no placement".to_string(),
+            (_, Err(why), _) | (_, _, Err(why)) => why.clone(),
+        };
+        verdict.estimate = Some(SocEstimate::none(&verdict.soc, why_not));
     }
 }
 
@@ -548,6 +575,7 @@ fn judge_soc(
         seconds: 0.0,
         result_dir: None,
         placement: None,
+        estimate: None,
     };
     let launched = match attempt {
         Ok(launched) => launched,
@@ -711,6 +739,12 @@ pub fn summary(report: &HtpPreflightReport) -> String {
     let versions: Vec<String> = report.qnn.iter().map(|q| format!("QNN {} ({})", q.sdk, q.runtime)).collect();
     let mut text = format!("preflight: {}\nmodel {}\n{}\n\n", report.label, report.model, versions.join(", "));
     text.push_str(&matrix(report));
+    if report.qnn.len() <= 1 && report.socs.iter().any(|s| s.estimate.as_ref().is_some_and(|e| e.estimate_ms.is_some()))
+    {
+        text.push_str(
+            "* ESTIMATE of the device latency from the graph, not a measurement (npugate estimate: ±p90 error)\n",
+        );
+    }
     let several = report.qnn.len() > 1;
     for soc in &report.socs {
         if soc.error.is_none() && soc.fallback.is_empty() {
@@ -755,11 +789,22 @@ fn matrix(report: &HtpPreflightReport) -> String {
                 pct(s.nodes_pct),
                 pct(s.flops_pct),
                 s.rejected().count().to_string(),
+                s.estimate.as_ref().map_or_else(|| "-".to_string(), SocEstimate::cell),
                 format!("{:.1} s", s.seconds),
             ]
         });
-        let header =
-            ["SOC", "ARCH", "OUTCOME", "COMPILED", "RAN", "NODES ON HTP", "FLOPS ON HTP", "LEFT TO CPU", "TIME"];
+        let header = [
+            "SOC",
+            "ARCH",
+            "OUTCOME",
+            "COMPILED",
+            "RAN",
+            "NODES ON HTP",
+            "FLOPS ON HTP",
+            "LEFT TO CPU",
+            "ESTIMATE*",
+            "TIME",
+        ];
         return npugate_host::table::plain(&header, rows);
     }
     let mut socs: Vec<(&str, &str)> = Vec::new();
@@ -903,6 +948,7 @@ mod tests {
             seconds: 0.0,
             result_dir: None,
             placement: None,
+            estimate: None,
         }
     }
 

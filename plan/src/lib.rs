@@ -134,6 +134,8 @@ pub enum Command {
     Preflight,
     /// `npugate compile`.
     Compile,
+    /// `npugate estimate`: the model's node shapes from one CPU run on this machine.
+    Estimate,
 }
 
 /// What a command asks for, in the library's types.
@@ -518,6 +520,7 @@ pub fn default_leaf(command: Command, kind: Kind, ep: EpKind) -> String {
         (Command::Preflight, Kind::Qemu) => "preflight-saver".into(),
         (Command::Preflight, _) => format!("preflight-{}", ep.cli_name()),
         (Command::Compile, _) => "compile".into(),
+        (Command::Estimate, _) => "estimate".into(),
     }
 }
 

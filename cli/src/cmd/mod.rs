@@ -7,6 +7,7 @@ pub mod compare;
 pub mod compile;
 pub mod devices;
 pub mod doctor;
+pub mod estimate;
 pub mod gate;
 pub mod history;
 pub mod keygen;
@@ -67,6 +68,9 @@ enum Command {
     /// Where the numbers go wrong: every layer against the fp32 reference, per device; exit 0 no
     /// divergence, 1 a layer diverges, 2 could not judge.
     Numerics(numerics::NumericsArgs),
+    /// An ESTIMATE of the model's latency on each Snapdragon's NPU from its graph, fitted on Qualcomm
+    /// AI Hub's published device runs, with its measured error; never a measurement.
+    Estimate(estimate::EstimateArgs),
     /// Compile a model ahead of time for one Snapdragon (an EPContext model with the context binary
     /// embedded); exit 0 fully compiled, 1 nodes left on the CPU, 2 error.
     Compile(compile::CompileArgs),
@@ -109,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Preflight(a) => preflight::run(a),
         Command::Numerics(a) => numerics::run(a),
         Command::Compile(a) => compile::run(a),
+        Command::Estimate(a) => estimate::run(a),
         Command::Outputs(c) => outputs::run(c),
         Command::Keygen(a) => keygen::run(a),
         Command::Verify(a) => verify::run(a),

@@ -119,6 +119,15 @@ pub fn installed() -> bool {
     npugate_host::process::on_path("wine").is_some()
 }
 
+/// The host path of a path a Windows program under wine wrote (`Z:\\a\\b` → `/a/b`); any other path
+/// as it is.
+pub fn host_path(path: &str) -> PathBuf {
+    match path.strip_prefix("Z:").or_else(|| path.strip_prefix("z:")) {
+        Some(rest) => PathBuf::from(rest.replace('\\', "/")),
+        None => PathBuf::from(path),
+    }
+}
+
 /// A host path as a Windows program under wine sees it: `/a/b` → `Z:\a\b` (wine maps `Z:` to `/`).
 pub fn windows_path(path: &Path) -> PathBuf {
     PathBuf::from(format!("Z:{}", path.display().to_string().replace('/', "\\")))
@@ -248,6 +257,8 @@ mod tests {
             windows_path(Path::new("/root/.cache/npugate/m a.onnx")),
             PathBuf::from("Z:\\root\\.cache\\npugate\\m a.onnx")
         );
+        assert_eq!(host_path("Z:\\root\\m a.onnx"), PathBuf::from("/root/m a.onnx"));
+        assert_eq!(host_path("/root/m.onnx"), PathBuf::from("/root/m.onnx"));
     }
 
     #[test]

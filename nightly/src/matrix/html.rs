@@ -59,7 +59,7 @@ fn model_section(m: &Matrix, model: &str) -> Markup {
                 (median_bars(&cells, model))
                 figcaption { "Median latency per cell with its 95% interval; colour: runtime; red outline: the gate did not pass" }
             }
-            (page::table(&CELL_HEADER, &rows, &[3, 4, 5, 6]))
+            (page::table(&CELL_HEADER, &rows, &[3, 4, 5, 6, 7]))
             p.muted {
                 "Cell reports: "
                 @for r in &cells {

@@ -176,7 +176,8 @@ impl<'a> Matrix<'a> {
     }
 }
 
-/// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback, failed rules.
+/// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback, the
+/// estimated latency, failed rules.
 pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
     let ms = |ns: f64| npugate_gate::units::ms_number(ns / 1e6);
     let median = match (&record.median_ns, &record.median_ci) {
@@ -192,13 +193,23 @@ pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
         record.cv_pct.map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
         record.npu_flops_pct.map(|p| format!("{p:.1}")).unwrap_or_else(|| "–".into()),
         record.fallback_nodes.map(|n| n.to_string()).unwrap_or_else(|| "–".into()),
+        record.estimated_ms.map(|ms| format!("~{ms:.2}")).unwrap_or_else(|| "–".into()),
         record.failed_rules.join(", "),
     ]
 }
 
-/// Header of the per-model matrix tables.
-pub(super) const CELL_HEADER: [&str; 8] =
-    ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
+/// Header of the per-model matrix tables (`est. ms`: the ESTIMATE of `max_estimated_ms`, never measured).
+pub(super) const CELL_HEADER: [&str; 9] = [
+    "device (SoC)",
+    "runtime",
+    "verdict",
+    "median ms [95% CI]",
+    "CV %",
+    "NPU FLOPs %",
+    "fallback",
+    "est. ms (ESTIMATE)",
+    "failed rules",
+];
 
 #[cfg(test)]
 mod tests {

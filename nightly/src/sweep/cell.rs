@@ -93,6 +93,10 @@ pub struct CellRecord {
     /// Nodes off the preferred EP, not counting expected I/O quantization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_nodes: Option<usize>,
+    /// The ESTIMATED latency on the cell's SoC (ms) when its gate had `max_estimated_ms`: from the
+    /// graph, never measured (a host-HTP cell's only latency figure that speaks of a device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_ms: Option<f64>,
     /// When the cell finished (RFC 3339, UTC).
     pub finished_at: String,
     /// Wall time of the cell (deploy, run, pull, judge), seconds.
@@ -131,6 +135,11 @@ impl CellRecord {
             cv_pct: latency.map(|l| l.cv_pct),
             npu_flops_pct: placement.map(|p| p.preferred_flops_pct),
             fallback_nodes: placement.map(|p| p.fallback.iter().filter(|node| !node.expected).count()),
+            estimated_ms: verdict
+                .checks
+                .iter()
+                .find(|check| check.rule == npugate_gate::rules::RuleName::MaxEstimatedMs)
+                .and_then(|check| check.measured),
             finished_at: super::night::now_rfc3339(),
             seconds,
         }

@@ -1,0 +1,79 @@
+//! The estimator on the committed reference (data/aihub/: AI Hub's published runs and the features
+//! of the locally rebuilt architectures), offline.
+
+use npugate_estimate::{Estimator, Reference};
+
+fn estimator() -> Estimator {
+    Estimator::new(Reference::embedded().expect("the built-in reference reads"))
+}
+
+#[test]
+fn the_socs_ai_hub_measured_get_a_latency_model_with_its_held_out_error() {
+    let estimator = estimator();
+    for soc in ["SM8650", "SM8750", "SM8850"] {
+        let calibration = estimator.calibrate(soc).unwrap();
+        let error = &calibration.error;
+        assert!(error.models >= 10 && error.rows >= error.models, "{soc}: {error:?}");
+        assert_eq!(error.rows, calibration.held_out.len());
+        assert!(error.median_rel <= error.p90_rel, "{soc}: {error:?}");
+        // The goal is a median ≤ 30%; a latency model that cannot reach half of that budget
+        // doubled would be a broken fit, not a noisy one.
+        assert!(error.median_rel < 0.6, "{soc}: {error:?}");
+        assert!(calibration.model.coefficients.iter().all(|c| *c >= 0.0), "{:?}", calibration.model);
+        assert!(calibration.devices.iter().all(|d| !d.is_empty()));
+    }
+}
+
+#[test]
+fn the_held_out_float_resnet50_on_the_galaxy_s24_lands_within_the_error_the_estimate_states() {
+    let estimator = estimator();
+    let reference = &estimator.reference;
+    assert!(reference.source.held_out.contains(&"resnet50".to_string()));
+    assert!(reference.features_of("resnet50", "float").is_none(), "held out of the fit");
+    let resnet50 = reference
+        .features
+        .held_out_models
+        .iter()
+        .find(|m| m.model == "resnet50" && m.precision == "float")
+        .expect("the held-out model's features are committed");
+    let published = reference
+        .rows_of("SM8650")
+        .find(|r| r.model == "resnet50" && r.precision == "float" && r.device == "Samsung Galaxy S24")
+        .and_then(|r| r.inference_time_ms)
+        .unwrap();
+    assert_eq!(published, 1.487);
+    let estimate = estimator.estimate("SM8650", &resnet50.features);
+    let (ms, error) = (estimate.estimate_ms.unwrap(), estimate.error.clone().unwrap());
+    let off = (ms - published).abs() / published;
+    assert!(
+        off <= error.p90_rel,
+        "estimate {ms:.3} ms is {:.0}% off 1.487 ms; stated p90 {:.0}%",
+        100.0 * off,
+        100.0 * error.p90_rel
+    );
+    assert!(
+        estimate.line().contains("ESTIMATE") && estimate.line().contains("not a measurement"),
+        "{}",
+        estimate.line()
+    );
+}
+
+#[test]
+fn a_soc_without_reference_rows_gets_no_estimate_and_says_why() {
+    let estimator = estimator();
+    let features = &estimator.reference.features.models[0].features;
+    let none = estimator.estimate("SM8350", features);
+    assert!(none.estimate_ms.is_none());
+    assert!(
+        none.no_estimate.as_deref().unwrap().contains("AI Hub published no onnx runs on a SM8350 device"),
+        "{none:?}"
+    );
+    // RB3 Gen 2 (QCS6490 = npugate's QCM6490): AI Hub ran every onnx row there on the CPU.
+    let rb3 = estimator.estimate("QCS6490", features);
+    assert_eq!(rb3.soc, "QCM6490");
+    assert!(rb3.no_estimate.as_deref().unwrap().contains("0 ran whole on the NPU"), "{rb3:?}");
+    let mut unknown = features.clone();
+    unknown.precision = npugate_estimate::Precision("w4a16".into());
+    let none = estimator.estimate("SM8650", &unknown);
+    assert!(none.no_estimate.as_deref().unwrap().contains("no w4a16 models"), "{none:?}");
+}

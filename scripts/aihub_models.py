@@ -1,0 +1,194 @@
+"""Rebuilds AI Hub's reference architectures locally, with random weights, at AI Hub's input shapes.
+
+    python scripts/aihub_models.py OUT_DIR [MODEL ...]      (default: every model below)
+
+Run with the Python that has torch, torchvision, timm and transformers (scripts/bench-aihub uses the
+genai-builder venv in the npugate cache). For each AI Hub model id it writes OUT_DIR/<id>/float.onnx
+(torch.onnx.export, TorchScript exporter, opset 17, seeded random weights: no download) and, for each
+quantized precision AI Hub published an `onnx` row for, <precision>.onnx: onnxruntime.quantization's
+QNN QDQ recipe (static, per-tensor, calibrated on 4 seeded random inputs) with 8-bit weights and 8-bit
+(w8a8) or 16-bit (w8a16) activations. Also OUT_DIR/<id>/model.json: the source, the input shapes and
+the files. A model whose files exist is skipped (delete its folder to rebuild). Smallest first.
+"""
+
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore")
+torch.manual_seed(0)
+
+IMAGE = [1, 3, 224, 224]
+
+
+def tv(name, **kwargs):
+    """A torchvision classification / segmentation constructor, random weights."""
+
+    def build():
+        import torchvision
+
+        if name.startswith("fcn_"):
+            return getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False)
+        return getattr(torchvision.models, name)(weights=None, **kwargs)
+
+    return build
+
+
+def timm_model(name):
+    def build():
+        import timm
+
+        return timm.create_model(name, pretrained=False)
+
+    return build
+
+
+def hf_bert():
+    """bert-base-uncased's architecture (transformers' BertConfig defaults), random weights."""
+    import transformers
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False)
+
+        def forward(self, input_ids, attention_mask):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    return Bert()
+
+
+# AI Hub id -> (source, constructor, inputs {name: shape}, quantized precisions with an `onnx` row).
+# Shapes are info.yaml's "Input resolution"; the sources are the repositories info.yaml names (torchvision
+# variants chosen by AI Hub's parameter count where the id leaves it open).
+MODELS = {
+    "squeezenet1_1": ("torchvision squeezenet1_1", tv("squeezenet1_1"), {"image": IMAGE}, ["w8a8"]),
+    "shufflenet_v2": ("torchvision shufflenet_v2_x0_5", tv("shufflenet_v2_x0_5"), {"image": IMAGE}, ["w8a8"]),
+    "mnasnet05": ("torchvision mnasnet0_5", tv("mnasnet0_5"), {"image": IMAGE}, ["w8a16"]),
+    "mobilenet_v3_small": ("torchvision mobilenet_v3_small", tv("mobilenet_v3_small"), {"image": IMAGE}, []),
+    "mobilenet_v2": ("torchvision mobilenet_v2", tv("mobilenet_v2"), {"image": IMAGE}, ["w8a16", "w8a8"]),
+    "mobilenet_v3_large": ("torchvision mobilenet_v3_large", tv("mobilenet_v3_large"), {"image": IMAGE}, ["w8a16"]),
+    "efficientnet_b0": ("torchvision efficientnet_b0", tv("efficientnet_b0"), {"image": IMAGE}, ["w8a16"]),
+    "regnet_y_800mf": ("torchvision regnet_y_800mf", tv("regnet_y_800mf"), {"image": IMAGE}, ["w8a8"]),
+    "googlenet": ("torchvision googlenet", tv("googlenet", aux_logits=False, init_weights=True), {"image": IMAGE}, ["w8a8"]),
+    "resnet18": ("torchvision resnet18", tv("resnet18"), {"image": IMAGE}, ["w8a8"]),
+    "levit": ("timm levit_128s", timm_model("levit_128s"), {"image": IMAGE}, []),
+    "mobile_vit": ("timm mobilevit_s", timm_model("mobilevit_s"), {"image": IMAGE}, ["w8a16"]),
+    "densenet121": ("torchvision densenet121", tv("densenet121"), {"image": IMAGE}, ["w8a16", "w8a8"]),
+    "regnet": ("torchvision regnet_x_3_2gf", tv("regnet_x_3_2gf"), {"image": IMAGE}, ["w8a8"]),
+    "inception_v3": ("torchvision inception_v3", tv("inception_v3", aux_logits=False, init_weights=True), {"image": IMAGE}, ["w8a8"]),
+    "resnet50": ("torchvision resnet50", tv("resnet50"), {"image": IMAGE}, ["w8a8"]),
+    "resnext50": ("torchvision resnext50_32x4d", tv("resnext50_32x4d"), {"image": IMAGE}, ["w8a8"]),
+    "convnext_tiny": ("torchvision convnext_tiny", tv("convnext_tiny"), {"image": IMAGE}, ["w8a16"]),
+    "efficientnet_b4": ("torchvision efficientnet_b4", tv("efficientnet_b4"), {"image": [1, 3, 380, 380]}, []),
+    "efficientnet_v2_s": ("torchvision efficientnet_v2_s", tv("efficientnet_v2_s"), {"image": [1, 3, 384, 384]}, ["w8a16"]),
+    "fcn_resnet50": ("torchvision fcn_resnet50", tv("fcn_resnet50"), {"image": IMAGE}, ["w8a8"]),
+    "resnet101": ("torchvision resnet101", tv("resnet101"), {"image": IMAGE}, ["w8a8"]),
+    "wideresnet50": ("torchvision wide_resnet50_2", tv("wide_resnet50_2"), {"image": IMAGE}, ["w8a8"]),
+    "bert_base_uncased_hf": ("transformers BertModel (bert-base-uncased config)", hf_bert, {"input_ids": [1, 384], "attention_mask": [1, 384]}, ["w8a16"]),
+    "vit": ("torchvision vit_b_16", tv("vit_b_16"), {"image": IMAGE}, ["w8a16", "w8a8"]),
+}
+
+
+def example_inputs(inputs, rng):
+    """Seeded random inputs: images ~ N(0,1); token ids in [0, 30522); attention masks of ones."""
+    out = {}
+    for name, shape in inputs.items():
+        if name == "input_ids":
+            out[name] = rng.integers(0, 30522, size=shape, dtype=np.int64)
+        elif name == "attention_mask":
+            out[name] = np.ones(shape, dtype=np.int64)
+        else:
+            out[name] = rng.standard_normal(shape).astype(np.float32)
+    return out
+
+
+def export_float(model_id, build, inputs, path):
+    torch.manual_seed(0)
+    module = build().eval()
+    sample = example_inputs(inputs, np.random.default_rng(0))
+    args = tuple(torch.from_numpy(sample[name]) for name in inputs)
+    with torch.no_grad():
+        torch.onnx.export(
+            module, args, path, dynamo=False, opset_version=17, input_names=list(inputs), output_names=["output"]
+        )
+
+
+class RandomReader:
+    """Calibration data for onnxruntime.quantization: 4 seeded random inputs."""
+
+    def __init__(self, inputs):
+        rng = np.random.default_rng(1)
+        self.batches = iter([example_inputs(inputs, rng) for _ in range(4)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def quantize(float_path, precision, inputs, path):
+    from onnxruntime.quantization import QuantType, quantize as ort_quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
+
+    activations = {"w8a8": QuantType.QUInt8, "w8a16": QuantType.QUInt16}[precision]
+    prepared = path + ".pre.onnx"
+    if not qnn_preprocess_model(float_path, prepared):
+        prepared = float_path
+    config = get_qnn_qdq_config(
+        prepared, RandomReader(inputs), activation_type=activations, weight_type=QuantType.QUInt8
+    )
+    ort_quantize(prepared, path, config)
+    if prepared != float_path:
+        os.remove(prepared)
+
+
+def build_one(out_dir, model_id):
+    source, build, inputs, quantized = MODELS[model_id]
+    folder = os.path.join(out_dir, model_id)
+    os.makedirs(folder, exist_ok=True)
+    files = {"float": os.path.join(folder, "float.onnx")}
+    files.update({p: os.path.join(folder, f"{p}.onnx") for p in quantized})
+    if all(os.path.exists(f) for f in files.values()):
+        print(f"{model_id}: unchanged", file=sys.stderr)
+        return
+    start = time.time()
+    if not os.path.exists(files["float"]):
+        export_float(model_id, build, inputs, files["float"] + ".tmp")
+        os.replace(files["float"] + ".tmp", files["float"])
+    for precision in quantized:
+        if not os.path.exists(files[precision]):
+            quantize(files["float"], precision, inputs, files[precision] + ".tmp")
+            os.replace(files[precision] + ".tmp", files[precision])
+    meta = {
+        "model": model_id,
+        "source": source,
+        "weights": "random (torch.manual_seed(0))",
+        "inputs": inputs,
+        "files": {p: os.path.basename(f) for p, f in files.items()},
+    }
+    with open(os.path.join(folder, "model.json"), "w") as handle:
+        json.dump(meta, handle, indent=2)
+    print(f"{model_id}: built {', '.join(files)} in {time.time() - start:.0f} s", file=sys.stderr)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit("usage: aihub_models.py OUT_DIR [MODEL ...]")
+    out_dir = sys.argv[1]
+    wanted = sys.argv[2:] or list(MODELS)
+    unknown = [m for m in wanted if m not in MODELS]
+    if unknown:
+        sys.exit(f"aihub_models.py: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    torch.set_num_threads(1)
+    # nn.MultiheadAttention's inference fast path is one fused op the ONNX exporter does not know.
+    torch.backends.mha.set_fastpath_enabled(False)
+    for model_id in wanted:
+        build_one(out_dir, model_id)
+
+
+if __name__ == "__main__":
+    main()
