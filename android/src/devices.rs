@@ -10,41 +10,95 @@ use serde::{Deserialize, Serialize};
 use crate::adb::commands::APPLETS;
 use crate::adb::{Adb, AdbError, DeviceShell};
 use npugate_host::hexagon::{self, SocClues};
+use npugate_settings::names;
 
 /// Schema of `npugate devices --json`.
 pub const DEVICE_LIST_SCHEMA: &str = "npugate.devices/1";
 
+/// One `--device` value (and a sweep plan's `serial`): a device by its serial, taken exactly (in any
+/// case), or `all` (every online device).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// Every online device.
+    All,
+    /// The device with this serial.
+    Serial(String),
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<DeviceChoice, String> {
+        match text.trim() {
+            "" => Err("a device serial is not empty; `npugate devices` lists them".into()),
+            all if all.eq_ignore_ascii_case("all") => Ok(DeviceChoice::All),
+            serial => Ok(DeviceChoice::Serial(serial.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceChoice::All => f.write_str("all"),
+            DeviceChoice::Serial(serial) => f.write_str(serial),
+        }
+    }
+}
+
+impl DeviceChoice {
+    /// True when `serial` is chosen (`all` chooses every one).
+    pub fn admits(&self, serial: &str) -> bool {
+        match self {
+            DeviceChoice::All => true,
+            DeviceChoice::Serial(wanted) => wanted.eq_ignore_ascii_case(serial),
+        }
+    }
+}
+
 /// The serials to work on: `requested` (`all` = every online device), else `ANDROID_SERIAL`, else
 /// the single online device. Unknown or offline serials are an error naming them.
-pub fn select(adb: &Adb, requested: &[String]) -> anyhow::Result<Vec<String>> {
-    let known = adb.list_devices()?;
+pub fn select(adb: &Adb, requested: &[DeviceChoice]) -> anyhow::Result<Vec<String>> {
+    let from_env = std::env::var("ANDROID_SERIAL").ok().and_then(|serial| serial.parse().ok());
+    choose(&adb.list_devices()?, requested, from_env)
+}
+
+/// [`select`] among the `known` devices, `from_env` being `ANDROID_SERIAL`.
+fn choose(
+    known: &[crate::adb::DeviceEntry],
+    requested: &[DeviceChoice],
+    from_env: Option<DeviceChoice>,
+) -> anyhow::Result<Vec<String>> {
     let online: Vec<&str> = known.iter().filter(|d| d.state == "device").map(|d| d.serial.as_str()).collect();
-    let requested: Vec<String> = if !requested.is_empty() {
-        requested.to_vec()
-    } else if let Some(serial) = std::env::var("ANDROID_SERIAL").ok().filter(|s| !s.is_empty()) {
-        vec![serial]
-    } else {
-        match online.as_slice() {
-            [one] => vec![one.to_string()],
+    let requested: Vec<DeviceChoice> = match (requested, from_env) {
+        ([], Some(serial)) => vec![serial],
+        ([], None) => match online.as_slice() {
+            [one] => vec![DeviceChoice::Serial(one.to_string())],
             [] => anyhow::bail!("no device online (adb devices lists none in state `device`)"),
             many => anyhow::bail!(
                 "{} devices online ({}); choose with --device SERIAL or --device all",
                 many.len(),
                 many.join(", ")
             ),
-        }
+        },
+        (given, _) => given.to_vec(),
     };
     let mut chosen: Vec<String> = Vec::new();
-    for serial in requested {
-        if serial == "all" {
+    for choice in requested {
+        let DeviceChoice::Serial(serial) = choice else {
             anyhow::ensure!(!online.is_empty(), "--device all: no device online");
             chosen.extend(online.iter().map(|s| s.to_string()));
             continue;
-        }
-        match known.iter().find(|d| d.serial == serial) {
-            Some(d) if d.state == "device" => chosen.push(serial),
+        };
+        let exact = names::exact(&serial, known.iter().map(|d| d.serial.as_str()));
+        match known.iter().find(|d| Some(d.serial.as_str()) == exact) {
+            Some(d) if d.state == "device" => chosen.push(d.serial.clone()),
             Some(d) => anyhow::bail!("device {serial} is {} (not usable)", d.state),
-            None => anyhow::bail!("device {serial} not found (adb knows: {})", serials_or_none(&known)),
+            None => {
+                let near = names::closest(&serial, known.iter().map(|d| d.serial.as_str()));
+                let hint = near.map(|near| format!("did you mean {near}? ")).unwrap_or_default();
+                anyhow::bail!("device {serial} not found ({hint}adb knows: {})", serials_or_none(known))
+            }
         }
     }
     let mut seen = std::collections::HashSet::new();
@@ -239,6 +293,25 @@ fn target_triple(abi: &str, android: bool) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_are_chosen_by_their_exact_serial_and_a_near_miss_names_the_closest() {
+        let entry = |serial: &str, state: &str| crate::adb::DeviceEntry { serial: serial.into(), state: state.into() };
+        let known = [entry("R58N12ABC", "device"), entry("127.0.0.1:6101", "device"), entry("R58N99XYZ", "offline")];
+        let pick = |given: &[&str]| {
+            let choices: Vec<DeviceChoice> = given.iter().map(|g| g.parse().unwrap()).collect();
+            choose(&known, &choices, None).map_err(|e| e.to_string())
+        };
+        assert_eq!(pick(&["r58n12abc"]).unwrap(), ["R58N12ABC"], "a serial in any case");
+        assert_eq!(pick(&["ALL"]).unwrap(), ["R58N12ABC", "127.0.0.1:6101"]);
+        let near = pick(&["R58N12AB"]).unwrap_err();
+        assert!(near.contains("device R58N12AB not found (did you mean R58N12ABC?"), "{near}");
+        assert!(pick(&["R58N99XYZ"]).unwrap_err().contains("is offline"));
+        assert!(pick(&[]).unwrap_err().contains("2 devices online"));
+        let env = choose(&known, &[], Some(DeviceChoice::Serial("127.0.0.1:6101".into()))).unwrap();
+        assert_eq!(env, ["127.0.0.1:6101"]);
+        assert!("  ".parse::<DeviceChoice>().is_err());
+    }
 
     #[test]
     fn android_phone_is_described_from_getprop() {

@@ -1,10 +1,9 @@
 //! `npugate run` over a resolved [`Plan`]: one target (this machine, or one emulated SoC) runs into
 //! `<out>` itself; several (devices, SoCs × QNN versions of the emulator) run in parallel into
-//! `<out>/<name>/` with `rack.json` beside them. The output check's fp32 reference runs on this
+//! `<out>/<name>/` with `rack.json` beside them ([`device_rack::on_plan`], the split `compare` shares). The output check's fp32 reference runs on this
 //! machine (once, shared by a rack); then the cross-target output table and the evidence bundle.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Result;
 use ed25519_dalek::SigningKey;
@@ -13,24 +12,23 @@ use npugate_settings::HarnessSettings;
 
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::consistency;
-use npugate_engine::device_rack;
+use npugate_engine::device_rack::{self, Ran};
 use npugate_engine::layout::Placed;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::pipeline::{GateSpec, OutputsCheck, Sinks};
-use npugate_engine::rack::RackPolicy;
+use npugate_engine::progress::Progress;
+use npugate_engine::rack::{Rack, RackPolicy};
 use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
-use npugate_engine::targets::{Cancel, Execution, Job, Silent, Target};
+use npugate_engine::targets::{Execution, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
-use npugate_htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
+use npugate_htp::compiled::ReferenceChoice;
 use npugate_nightly::evidence::{Bundle, VerdictSummary};
-use npugate_plan::{self as plan, Kind, Plan, Planned, Resources};
+use npugate_plan::{self as plan, Plan, Planned, Resources};
 
 /// What `npugate run` does on every target of its plan.
 pub struct RunOptions<'a> {
     /// The model as the user named it.
     pub model: &'a Path,
-    /// The model whose fp32 outputs are the reference (`--reference-model`; default: the model).
-    pub reference_model: Option<&'a Path>,
     /// What to measure.
     pub settings: &'a HarnessSettings,
     /// The rules (`None`: only measure).
@@ -39,12 +37,10 @@ pub struct RunOptions<'a> {
     pub sinks: Sinks,
     /// `--confirm K`.
     pub confirm: u32,
-    /// Retries of a target whose transport failed.
-    pub retries: u32,
+    /// Retries of a target whose transport failed, the interrupt flag, the progress reporter.
+    pub policy: RackPolicy,
     /// The evidence bundle to write, with its signing key.
     pub evidence: Option<(&'a Path, &'a SigningKey)>,
-    /// Set on Ctrl-C.
-    pub cancel: Cancel,
 }
 
 /// The reference of every target of one `npugate run`, decided once: the models (a compiled
@@ -55,9 +51,11 @@ struct References {
     settings: HarnessSettings,
 }
 
-/// Runs the plan; returns the exit code (0 pass, 1 a rule failed, 2 could not judge).
+/// Runs the plan — its one target into `<out>`, or every target into `<out>/<name>/` (the split
+/// [`device_rack::on_plan`] makes for `run` and `compare` alike) — and reports; returns the exit
+/// code (0 pass, 1 a rule failed, 2 could not judge).
 pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources) -> Result<u8> {
-    let choice = ReferenceChoice::resolve(options.model, options.reference_model, NAME_IT_BY_FLAG)?;
+    let choice = plan.model.reference.clone();
     if let Some(skipped) = choice.skipped_for(options.settings) {
         eprintln!("npugate: warning: {skipped}");
     }
@@ -67,24 +65,54 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         true => Some(plan::reference_tools(resources)?),
         false => None,
     };
-    match (plan.kind, plan.targets.as_slice()) {
-        (Kind::Host | Kind::Emulator, [one]) => single(plan, one, options, &references, reference_tools.as_ref()),
-        _ => rack(plan, options, &references, reference_tools.as_ref()),
+    let one = plan.single().is_some();
+    // One target runs its reference inside its own run; a rack shares one, run first.
+    let shared: Option<Reference> = match (&reference_tools, one) {
+        (Some((harness, runtime)), false) => Some(
+            reference_request(&references, harness, runtime)
+                .run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.policy.cancel)?,
+        ),
+        _ => None,
+    };
+    let specs: Vec<RunSpec> = plan
+        .targets
+        .iter()
+        .map(|planned| RunSpec {
+            job: job(plan, planned, options, &references),
+            gate: options.gate,
+            reference: match (&shared, &reference_tools) {
+                (Some(reference), _) => Some(ReferenceSource::Ready(reference)),
+                (None, Some((harness, runtime))) => {
+                    Some(ReferenceSource::RunInside(reference_request(&references, harness, runtime)))
+                }
+                (None, None) => None,
+            },
+        })
+        .collect();
+    let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
+    let work = |index: usize, target: &dyn Target, dir: &Path, progress: &Progress<'_>| {
+        run_confirmed(options.confirm, dir, |d| run_on(target, &specs[index], d, progress))
+    };
+    let on_done = |target: &dyn Target, report: &RunReport| {
+        for warning in &report.execution.warnings {
+            eprintln!("npugate: {}: warning: {warning}", target.name());
+        }
+        report_problems(&report.execution, &report.outputs, &report.placed);
+        if let Some(verdict) = &report.verdict {
+            match options.sinks.render_for_device(verdict, report.placed.dir()) {
+                Ok(text) => print!("{text}"),
+                Err(error) => eprintln!("npugate: error: {error:#}"),
+            }
+        }
+    };
+    match device_rack::on_plan(&targets, one, &plan.out, &options.policy, work, &on_done)? {
+        Ran::One(report) => single(plan, &report, options, &references),
+        Ran::Rack(rack) => racked(plan, &rack, options, &references, shared.as_ref().zip(reference_tools.as_ref())),
     }
 }
 
-/// One target into `<out>`.
-fn single(
-    plan: &Plan,
-    one: &Planned,
-    options: &RunOptions<'_>,
-    references: &References,
-    reference_tools: Option<&(PathBuf, RuntimeManifest)>,
-) -> Result<u8> {
-    let reference = reference_tools
-        .map(|(harness, runtime)| ReferenceSource::RunInside(reference_request(references, harness, runtime)));
-    let spec = RunSpec { job: job(plan, one, options, references), gate: options.gate, reference };
-    let report = run_confirmed(options.confirm, &plan.out, |dir| run_on(one.target.as_ref(), &spec, dir, &Silent))?;
+/// What one target's run (into `<out>`) says: its problems, its verdict, the evidence.
+fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>, references: &References) -> Result<u8> {
     report_problems(&report.execution, &report.outputs, &report.placed);
     match &report.verdict {
         Some(verdict) => {
@@ -94,6 +122,7 @@ fn single(
         None => eprintln!("npugate: result in {}", report.placed.dir().display()),
     }
     if let Some((bundle_dir, key)) = options.evidence {
+        let one = &plan.targets[0];
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
         let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, verdict).subject(
             options.model,
@@ -107,45 +136,15 @@ fn single(
     Ok(report.exit_code)
 }
 
-/// Every target in parallel into `<out>/<name>/`.
-fn rack(
+/// What a rack's runs (each printed as it finished) say together: one line per target, the
+/// cross-target output table, the evidence.
+fn racked(
     plan: &Plan,
+    rack: &Rack<RunReport>,
     options: &RunOptions<'_>,
     references: &References,
-    reference_tools: Option<&(PathBuf, RuntimeManifest)>,
+    reference: Option<(&Reference, &(PathBuf, RuntimeManifest))>,
 ) -> Result<u8> {
-    let reference: Option<Reference> = match reference_tools {
-        Some((harness, runtime)) => Some(
-            reference_request(references, harness, runtime)
-                .run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.cancel)?,
-        ),
-        None => None,
-    };
-    let specs: Vec<RunSpec> = plan
-        .targets
-        .iter()
-        .map(|one| RunSpec {
-            job: job(plan, one, options, references),
-            gate: options.gate,
-            reference: reference.as_ref().map(ReferenceSource::Ready),
-        })
-        .collect();
-    let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
-    let policy =
-        RackPolicy { retries: options.retries, retry_pause: Duration::from_secs(1), cancel: options.cancel.clone() };
-    let on_done = |target: &dyn Target, report: &RunReport| {
-        for warning in &report.execution.warnings {
-            eprintln!("npugate: {}: warning: {warning}", target.name());
-        }
-        report_problems(&report.execution, &report.outputs, &report.placed);
-        if let Some(verdict) = &report.verdict {
-            match options.sinks.render_for_device(verdict, report.placed.dir()) {
-                Ok(text) => print!("{text}"),
-                Err(error) => eprintln!("npugate: error: {error:#}"),
-            }
-        }
-    };
-    let rack = device_rack::run_on_targets(&targets, &specs, options.confirm, &plan.out, &policy, &on_done)?;
     print!("{}", rack.report.lines());
     let finished: Vec<&RunReport> = rack.results.iter().flatten().collect();
     if reference.is_some() {
@@ -183,7 +182,7 @@ fn rack(
         for other in &plan.targets[1..] {
             bundle = bundle.runtime(&other.runtime);
         }
-        if let (Some(reference), Some((harness, runtime))) = (&reference, reference_tools) {
+        if let Some((reference, (harness, runtime))) = reference {
             bundle = bundle
                 .run(files::OUTPUT_REFERENCE_DIR, &reference.dir, &reference.result, None)
                 .runtime(runtime)
@@ -205,7 +204,7 @@ fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>, reference
         settings: options.settings,
         env: &[],
         timeout: plan.timeout,
-        cancel: &options.cancel,
+        cancel: &options.policy.cancel,
     }
 }
 

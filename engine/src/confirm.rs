@@ -146,9 +146,10 @@ mod tests {
 
     use super::*;
     use crate::pipeline::GateSpec;
+    use crate::progress::Progress;
     use crate::run::{run_on, RunSpec};
     use crate::targets::mock::{Behaviour, MockTarget, Simulated};
-    use crate::targets::{Cancel, Job, Silent};
+    use crate::targets::{Cancel, Job};
     use npugate_host::runtime::RuntimeManifest;
     use npugate_settings::HarnessSettings;
 
@@ -196,7 +197,7 @@ mod tests {
         };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = work.path().join("out");
-        let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Silent)).unwrap();
+        let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Progress::silent())).unwrap();
         (report, target, work)
     }
 

@@ -7,31 +7,48 @@ use std::path::Path;
 
 use npugate_result::{contract, files};
 
-use crate::confirm::run_confirmed;
 use crate::layout::Ownership;
+use crate::progress::{Event, Progress};
 use crate::rack::{self, Attempted, Rack, RackPolicy};
-use crate::run::{run_on, RunReport, RunSpec};
-use crate::targets::{Progress, Target};
+use crate::targets::Target;
 
-/// Runs `specs[i]` on `targets[i]` (a latency failure rerun `confirm` times, see
-/// [`crate::confirm`]); each result lands in `out/<name>/` and is handed to `on_done` (one target
-/// at a time, so reports do not interleave) as soon as it is judged. Writes `out/rack.json`.
-pub fn run_on_targets(
+/// What [`on_plan`] ran: its one target's result, or a rack.
+#[derive(Debug)]
+pub enum Ran<R> {
+    /// The one target, whose work went into `out` itself.
+    One(R),
+    /// Every target, each in `out/<name>/`, with `out/rack.json`.
+    Rack(Rack<R>),
+}
+
+/// The split of every command that runs or compares models on a plan's targets: with `one` (this
+/// machine, or one emulated SoC) the only target works in `out` itself; otherwise every target works
+/// in parallel in `out/<name>/` ([`on_targets`], each result handed to `on_done`). Either way its
+/// progress goes to the policy's reporter.
+pub fn on_plan<R: Attempted + Send>(
     targets: &[&dyn Target],
-    specs: &[RunSpec<'_>],
-    confirm: u32,
+    one: bool,
     out: &Path,
     policy: &RackPolicy,
-    on_done: &(dyn Fn(&dyn Target, &RunReport) + Sync),
-) -> anyhow::Result<Rack<RunReport>> {
-    anyhow::ensure!(targets.len() == specs.len(), "one run spec per target");
-    on_targets(
-        targets,
-        out,
-        policy,
-        |index, target, dir, progress| run_confirmed(confirm, dir, |d| run_on(target, &specs[index], d, progress)),
-        on_done,
-    )
+    work: impl Fn(usize, &dyn Target, &Path, &Progress<'_>) -> anyhow::Result<R> + Sync,
+    on_done: &(dyn Fn(&dyn Target, &R) + Sync),
+) -> anyhow::Result<Ran<R>> {
+    let (true, [target]) = (one, targets) else {
+        return on_targets(targets, out, policy, work, on_done).map(Ran::Rack);
+    };
+    let reporter = policy.reporter.as_ref();
+    reporter.report(&Event::Began { targets: vec![target.name()] });
+    let done = work(0, *target, out, &Progress::new(target.name(), reporter));
+    let (exit_code, summary) = match &done {
+        Ok(done) => (
+            done.exit_code(),
+            if done.exit_code() == 0 { "done".to_string() } else { format!("exit {}", done.exit_code()) },
+        ),
+        Err(error) => (npugate_result::contract::EXIT_ERROR, format!("{error:#}")),
+    };
+    reporter.report(&Event::Finished { target: target.name(), exit_code, summary: &summary });
+    reporter.report(&Event::Ended);
+    done.map(Ran::One)
 }
 
 /// Does `work(index, target, dir, progress)` on every target in parallel, `dir` being
@@ -41,7 +58,7 @@ pub fn on_targets<'t, R: Attempted + Send>(
     targets: &[&'t dyn Target],
     out: &Path,
     policy: &RackPolicy,
-    work: impl Fn(usize, &dyn Target, &Path, &dyn Progress) -> anyhow::Result<R> + Sync,
+    work: impl Fn(usize, &dyn Target, &Path, &Progress<'_>) -> anyhow::Result<R> + Sync,
     on_done: &(dyn Fn(&dyn Target, &R) + Sync),
 ) -> anyhow::Result<Rack<R>> {
     const RACK_DIR: Ownership =

@@ -13,9 +13,10 @@ use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files};
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 
+use crate::progress::Progress;
 use crate::run::{run_on, RunSpec};
 use crate::targets::host::HostTarget;
-use crate::targets::{Cancel, Job, Silent};
+use crate::targets::{Cancel, Job};
 use npugate_host::runtime::RuntimeManifest;
 
 /// The longest a host preflight may take.
@@ -63,7 +64,8 @@ impl HostPreflight<'_> {
             timeout: TIMEOUT,
             cancel,
         };
-        let report = run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Silent)?;
+        let report =
+            run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Progress::silent())?;
         if !report.execution.succeeded() {
             anyhow::bail!("the harness failed ({}): {}", report.execution.status(), report.execution.last_message());
         }

@@ -2,7 +2,8 @@
 //! the host HTP, adb devices, a mock) → [`run`] (stage, execute, check the outputs, judge, place) →
 //! [`pipeline`] (result → placement → verdict → sinks), with [`rack`] running many targets at once
 //! (retries, timeouts, cancellation, panics), [`compare`] two models interleaved on one target and
-//! [`confirm`] rerunning a latency failure before it counts.
+//! [`confirm`] rerunning a latency failure before it counts; what happens meanwhile goes out as
+//! [`progress`] events to the one reporter the command chose.
 
 pub mod compare;
 pub mod confirm;
@@ -15,6 +16,7 @@ pub mod layout;
 pub mod model;
 pub mod output_check;
 pub mod pipeline;
+pub mod progress;
 pub mod rack;
 pub mod run;
 pub mod targets;

@@ -128,42 +128,30 @@ pub fn open_folder(config: &Path) -> Result<LlmModel> {
     LlmModel::open(config).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Checks the model a run, a comparison or a sweep cell loads before anything runs: an LLM folder
-/// is opened and checked against its graphs (`--shape` and `--input` do not apply to it); a
-/// single `.onnx` is [`check`]ed with the shapes and inputs.
-pub fn check_any(model: &Path, settings: &HarnessSettings) -> Result<()> {
-    match genai::config_path(model) {
-        Some(config) => {
-            let llm = open_folder(&config)?;
-            let lengths = &settings.generation;
-            let defaults =
-                (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
-            llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults)
-                .map_err(anyhow::Error::msg)?;
-            if let Some(flag) = [(!settings.shapes.is_empty(), "--shape"), (!settings.inputs.is_empty(), "--input")]
-                .iter()
-                .find(|(given, _)| *given)
-                .map(|(_, flag)| flag)
-            {
-                bail!("{flag} does not apply to the LLM model folder {}: a generation feeds its own ids, positions and KV cache (--prompt-tokens, --gen-tokens)", model.display());
-            }
-            Ok(())
-        }
-        None => {
-            if let Some(flag) = settings.generation.given_flags().first() {
-                bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {} is a single model; drop it", model.display());
-            }
-            check(model, &settings.shapes, &settings.inputs).map(drop)
-        }
+/// Checks the model a run, a comparison or a sweep cell loads, before anything runs, against the
+/// run's settings: an LLM folder (`llm`) for its `--prompt-tokens` and `--gen-tokens` against its
+/// context length; a single `.onnx` is [`check`]ed with the shapes and inputs. What a kind of model
+/// refuses outright (`--shape` for a folder, generation flags for a file) is the plan's one rule.
+pub fn check_run(model: &Path, llm: Option<&LlmModel>, settings: &HarnessSettings) -> Result<()> {
+    match llm {
+        Some(llm) => check_lengths(llm, settings),
+        None => check(model, &settings.shapes, &settings.inputs).map(drop),
     }
+}
+
+/// An LLM folder's prompt and generation lengths (given or default) against its context length.
+fn check_lengths(llm: &LlmModel, settings: &HarnessSettings) -> Result<()> {
+    let lengths = &settings.generation;
+    let defaults =
+        (npugate_settings::generation::DEFAULT_PROMPT_TOKENS, npugate_settings::generation::DEFAULT_GEN_TOKENS);
+    llm.lengths(lengths.prompt_tokens.map(|c| c.get()), lengths.gen_tokens.map(|c| c.get()), defaults)
+        .map(drop)
+        .map_err(anyhow::Error::msg)
 }
 
 /// Reads `model`, checks that every file it refers to is usable ([`Model::locate_files`]) and
 /// returns it with `shapes` applied (see [`apply_shapes`]). Nothing is written.
 pub fn check(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<Model> {
-    if genai::config_path(model).is_some() {
-        bail!("{} is an LLM model folder; this command takes a single .onnx model", model.display());
-    }
     let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
     onnx.locate_files(model.parent().unwrap_or(Path::new(".")))
         .map_err(|e| anyhow::anyhow!("model {}: {e}", model.display()))?;
@@ -202,8 +190,9 @@ fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[I
 /// ([`prepare`]), else the model as given, checked; either way with its files located and hashed.
 pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result<PreparedModel> {
     if let Some(config) = genai::config_path(model) {
-        check_any(model, settings)?;
-        let files = ModelFiles::of_folder(&open_folder(&config)?, &HashCache::default_cache())?;
+        let llm = open_folder(&config)?;
+        check_lengths(&llm, settings)?;
+        let files = ModelFiles::of_folder(&llm, &HashCache::default_cache())?;
         return Ok(PreparedModel { path: config, fixed_from: None, files });
     }
     if settings.ep.needs_static_shapes() {

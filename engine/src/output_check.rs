@@ -11,8 +11,9 @@ use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, Re
 use npugate_result::RunResult;
 use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
 
+use crate::progress::Progress;
 use crate::targets::host::HostTarget;
-use crate::targets::{Cancel, Job, Silent, Target};
+use crate::targets::{Cancel, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
 
 /// The longest the reference run may take.
@@ -89,7 +90,7 @@ impl ReferenceRequest<'_> {
             timeout: REFERENCE_TIMEOUT,
             cancel,
         };
-        let execution = HostTarget::new().execute(&job, dir, &Silent)?;
+        let execution = HostTarget::new().execute(&job, dir, &Progress::silent())?;
         if !execution.succeeded() {
             bail!(
                 "the reference run of {} on the CPU EP failed ({}): {}",

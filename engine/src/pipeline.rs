@@ -120,7 +120,7 @@ pub fn save(verdict: &Verdict, dir: &Path) -> Result<()> {
     verdict
         .write(&dir.join(files::VERDICT))
         .with_context(|| format!("cannot write {}", dir.join(files::VERDICT).display()))?;
-    write_all(verdict, &[Format::Html], Some(&dir.join(files::REPORT_HTML)))?;
+    write_all(verdict, &[Format::Html], &dir.join(files::REPORT_HTML))?;
     Ok(())
 }
 
@@ -131,12 +131,21 @@ pub struct Sinks {
     pub formats: Vec<Format>,
     /// A file (one format) or directory (several) instead of stdout.
     pub report: Option<PathBuf>,
+    /// Colour the terminal format on stdout.
+    pub color: bool,
 }
 
 impl Sinks {
     /// Prints or writes the verdict (or comparison) in the requested formats.
     pub fn emit(&self, verdict: &dyn Report) -> Result<()> {
-        write_all(verdict, &self.formats, self.report.as_deref())?;
+        match &self.report {
+            Some(report) => drop(write_all(verdict, &self.formats, report)?),
+            None => {
+                let text = npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color);
+                std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("cannot write the verdict to stdout: {e}"))?;
+            }
+        }
         Ok(())
     }
 
@@ -147,10 +156,10 @@ impl Sinks {
         Ok(match &self.report {
             Some(report) => {
                 let name = report.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("verdict"));
-                write_all(verdict, &self.formats, Some(&dir.join(name)))?;
+                write_all(verdict, &self.formats, &dir.join(name))?;
                 String::new()
             }
-            None => npugate_gate::export::render_for_stdout(verdict, &self.formats),
+            None => npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color),
         })
     }
 }

@@ -8,11 +8,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::Arc;
+
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_PASS};
 use serde::{Deserialize, Serialize};
 
-use crate::targets::{is_retryable, Cancel, Progress, Target};
+use crate::progress::{Event, Progress, Reporter, Silent};
+use crate::targets::{is_retryable, Cancel, Target};
 
 /// Schema of `rack.json`, the summary written next to the per-device result dirs.
 pub const RACK_SCHEMA: &str = "npugate.rack/1";
@@ -99,8 +101,8 @@ pub struct Rack<R> {
     pub results: Vec<Option<R>>,
 }
 
-/// How a rack retries and stops.
-#[derive(Debug, Clone)]
+/// How a rack retries, stops and reports.
+#[derive(Clone)]
 pub struct RackPolicy {
     /// Extra attempts after a retryable failure.
     pub retries: u32,
@@ -108,30 +110,44 @@ pub struct RackPolicy {
     pub retry_pause: Duration,
     /// Stops every target before its next attempt.
     pub cancel: Cancel,
+    /// Where every target's progress goes.
+    pub reporter: Arc<dyn Reporter>,
 }
 
-/// Runs `attempt(target, progress)` on every target in parallel, retrying retryable failures.
+impl RackPolicy {
+    /// One attempt per target, stopped by `cancel`, reported nowhere (tests, racks inside a command).
+    pub fn once(cancel: &Cancel) -> RackPolicy {
+        RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone(), reporter: Arc::new(Silent) }
+    }
+}
+
+impl std::fmt::Debug for RackPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RackPolicy").field("retries", &self.retries).field("retry_pause", &self.retry_pause).finish()
+    }
+}
+
+/// Runs `attempt(target, progress)` on every target in parallel, retrying retryable failures; each
+/// target's progress, retries and end go to the policy's reporter.
 pub fn run_rack<T: Target + ?Sized, R: Attempted + Send>(
     targets: &[&T],
     policy: &RackPolicy,
-    attempt: impl Fn(&T, &dyn Progress) -> anyhow::Result<R> + Sync,
+    attempt: impl Fn(&T, &Progress<'_>) -> anyhow::Result<R> + Sync,
 ) -> Rack<R> {
     let start = Instant::now();
-    let multi = MultiProgress::with_draw_target(draw_target());
-    let overall = multi.add(ProgressBar::new(targets.len() as u64));
-    overall
-        .set_style(ProgressStyle::with_template("runs {pos}/{len} [{elapsed}] {wide_bar}").expect("static template"));
-    let width = targets.iter().map(|t| t.name().len()).max().unwrap_or(0);
+    let reporter = policy.reporter.as_ref();
+    reporter.report(&Event::Began { targets: targets.iter().map(|t| t.name()).collect() });
     let outcomes = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
             .map(|target| {
-                let line = DeviceLine::new(&multi, target.name(), width);
-                let (attempt, overall) = (&attempt, &overall);
+                let attempt = &attempt;
                 scope.spawn(move || {
-                    let (outcome, finished) = run_with_retries(*target, policy, &line, attempt);
-                    line.finish(&outcome);
-                    overall.inc(1);
+                    let (outcome, finished) = run_with_retries(*target, policy, attempt);
+                    let summary = outcome.summary();
+                    let finished_event =
+                        Event::Finished { target: target.name(), exit_code: outcome.exit_code, summary: &summary };
+                    reporter.report(&finished_event);
                     (outcome, finished)
                 })
             })
@@ -141,7 +157,7 @@ pub fn run_rack<T: Target + ?Sized, R: Attempted + Send>(
             .map(|handle| handle.join().expect("a target's thread catches its panics"))
             .collect::<Vec<_>>()
     });
-    overall.finish_and_clear();
+    reporter.report(&Event::Ended);
     let (devices, results): (Vec<DeviceOutcome>, Vec<Option<R>>) = outcomes.into_iter().unzip();
     let exit_code = devices.iter().map(|d| d.exit_code).max().unwrap_or(EXIT_PASS);
     Rack {
@@ -153,10 +169,10 @@ pub fn run_rack<T: Target + ?Sized, R: Attempted + Send>(
 fn run_with_retries<T: Target + ?Sized, R: Attempted>(
     target: &T,
     policy: &RackPolicy,
-    line: &DeviceLine,
-    attempt: &(dyn Fn(&T, &dyn Progress) -> anyhow::Result<R> + Sync),
+    attempt: &(dyn Fn(&T, &Progress<'_>) -> anyhow::Result<R> + Sync),
 ) -> (DeviceOutcome, Option<R>) {
     let start = Instant::now();
+    let progress = Progress::new(target.name(), policy.reporter.as_ref());
     let mut outcome = DeviceOutcome {
         serial: target.name().to_string(),
         exit_code: EXIT_ERROR,
@@ -173,7 +189,7 @@ fn run_with_retries<T: Target + ?Sized, R: Attempted>(
             break;
         }
         outcome.attempts += 1;
-        let result = catch_unwind(AssertUnwindSafe(|| attempt(target, line))).unwrap_or_else(|panic| {
+        let result = catch_unwind(AssertUnwindSafe(|| attempt(target, &progress))).unwrap_or_else(|panic| {
             Err(anyhow::anyhow!("npugate panicked while working on {}: {}", target.name(), panic_message(&*panic)))
         });
         match result {
@@ -185,8 +201,14 @@ fn run_with_retries<T: Target + ?Sized, R: Attempted>(
             Err(error)
                 if is_retryable(&error) && outcome.attempts <= policy.retries && !policy.cancel.is_cancelled() =>
             {
-                line.step(&format!("retry {}/{} after: {error:#}", outcome.attempts, policy.retries));
-                outcome.retried_errors.push(format!("{error:#}"));
+                let error = format!("{error:#}");
+                policy.reporter.report(&Event::Retry {
+                    target: target.name(),
+                    attempt: outcome.attempts,
+                    retries: policy.retries,
+                    error: &error,
+                });
+                outcome.retried_errors.push(error);
                 std::thread::sleep(policy.retry_pause);
             }
             Err(error) => {
@@ -206,56 +228,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into())
-}
-
-/// Progress bars only on an interactive terminal.
-fn draw_target() -> ProgressDrawTarget {
-    use std::io::IsTerminal;
-    if std::io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    }
-}
-
-/// One device's progress line: the current step, and bytes during pushes.
-struct DeviceLine {
-    bar: ProgressBar,
-}
-
-impl DeviceLine {
-    fn new(multi: &MultiProgress, serial: &str, width: usize) -> DeviceLine {
-        let bar = multi.add(ProgressBar::new(0));
-        let style = ProgressStyle::with_template("{prefix} {msg:20} {bytes:>10}/{total_bytes:10} {bar:30}")
-            .expect("static template");
-        bar.set_style(style);
-        bar.set_prefix(format!("{serial:width$}"));
-        DeviceLine { bar }
-    }
-
-    fn finish(&self, outcome: &DeviceOutcome) {
-        self.bar.finish_with_message(outcome.summary());
-    }
-}
-
-impl Progress for DeviceLine {
-    fn step(&self, what: &str) {
-        self.bar.set_message(what.to_string());
-    }
-    fn push_total(&self, total: u64) {
-        self.bar.set_length(total);
-        self.bar.set_position(0);
-    }
-    fn pushed(&self, bytes: u64) {
-        self.bar.inc(bytes);
-    }
-    fn note(&self, line: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("npugate: {line}");
-        } else {
-            self.bar.println(format!("npugate: {line}"));
-        }
-    }
 }
 
 #[cfg(test)]
@@ -278,14 +250,14 @@ mod tests {
     }
 
     fn policy(retries: u32) -> RackPolicy {
-        RackPolicy { retries, retry_pause: Duration::ZERO, cancel: Cancel::new() }
+        RackPolicy { retries, ..RackPolicy::once(&Cancel::new()) }
     }
 
     /// An attempt that runs a job on the mock with a short timeout; a run judges as `exit_code`.
     fn attempt(
         exit_code: u8,
         cancel: &Cancel,
-    ) -> impl Fn(&MockTarget, &dyn Progress) -> anyhow::Result<Judged> + Sync + '_ {
+    ) -> impl Fn(&MockTarget, &Progress<'_>) -> anyhow::Result<Judged> + Sync + '_ {
         move |target, progress| {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
@@ -352,6 +324,40 @@ mod tests {
     }
 
     #[test]
+    fn a_rack_reports_every_target_through_one_event_stream() {
+        #[derive(Default)]
+        struct Kept(std::sync::Mutex<Vec<String>>);
+        impl Reporter for Kept {
+            fn report(&self, event: &Event<'_>) {
+                self.0.lock().unwrap().push(serde_json::to_string(event).unwrap());
+            }
+        }
+        let cancel = Cancel::new();
+        let kept = Arc::new(Kept::default());
+        let flaky =
+            MockTarget::new("flaky", vec![Behaviour::Transport("closed".into()), Behaviour::Measure(vec![1; 3])]);
+        let policy = RackPolicy { retries: 1, reporter: kept.clone(), ..RackPolicy::once(&cancel) };
+        run_rack(&[&flaky], &policy, attempt(0, &cancel));
+        let events = kept.0.lock().unwrap().clone();
+        assert_eq!(events.first().map(String::as_str), Some(r#"{"event":"began","targets":["flaky"]}"#));
+        assert_eq!(
+            events.iter().filter(|e| e.as_str() == r#"{"event":"step","target":"flaky","step":"run"}"#).count(),
+            2
+        );
+        assert!(
+            events.iter().any(|e| e.starts_with(
+                r#"{"event":"retry","target":"flaky","attempt":1,"retries":1,"error":"device flaky: closed"#
+            )),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&r#"{"event":"finished","target":"flaky","exit_code":0,"summary":"pass"}"#.to_string()),
+            "{events:?}"
+        );
+        assert_eq!(events.last().map(String::as_str), Some(r#"{"event":"ended"}"#));
+    }
+
+    #[test]
     fn a_dead_device_is_retried_up_to_the_limit_and_keeps_the_others() {
         let cancel = Cancel::new();
         let (a, dead, c) = (
@@ -379,7 +385,7 @@ mod tests {
                 cancel.cancel();
             }
         });
-        let long = |target: &MockTarget, progress: &dyn Progress| -> anyhow::Result<Judged> {
+        let long = |target: &MockTarget, progress: &Progress<'_>| -> anyhow::Result<Judged> {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
             let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());

@@ -14,8 +14,9 @@ use crate::layout::{Placed, Staging};
 use crate::model::PreparedModel;
 use crate::output_check::{Reference, ReferenceRequest};
 use crate::pipeline::{self, GateSpec, OutputsCheck};
+use crate::progress::Progress;
 use crate::rack::Attempted;
-use crate::targets::{Execution, Job, Progress, Retryable, Target};
+use crate::targets::{Execution, Job, Retryable, Target};
 
 /// Where a run's output reference comes from.
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +72,7 @@ impl Attempted for RunReport {
 /// backend dead) is a [`Retryable`] error — what it measured on the CPU is kept in `out` — so a
 /// rack tries again; a session the harness could not create is a final error (exit 2, ORT's
 /// message); an EP that started and rejected nodes, even all of them, is judged (a verdict).
-pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &dyn Progress) -> Result<RunReport> {
+pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &Progress<'_>) -> Result<RunReport> {
     let settings = spec.job.settings;
     let model = crate::model::for_run(spec.job.model, settings, &crate::model::default_cache())?;
     let job = Job { model: &model.path, prepared: Some(&model), ..spec.job };
@@ -172,9 +173,10 @@ mod tests {
     use npugate_settings::HarnessSettings;
 
     use super::*;
+    use crate::progress::Progress;
     use crate::rack::{run_rack, RackPolicy};
     use crate::targets::mock::{Behaviour, MockTarget};
-    use crate::targets::{Cancel, Silent};
+    use crate::targets::Cancel;
 
     /// Runs the mock's script through `run_on` on a rack with `retries`, judging by the default rules.
     fn rack_of(target: &MockTarget, retries: u32) -> (crate::rack::RackReport, tempfile::TempDir) {
@@ -196,7 +198,7 @@ mod tests {
         };
         let spec = RunSpec { job, gate: Some(&gate), reference: None };
         let out = dir.path().join("out");
-        let policy = RackPolicy { retries, retry_pause: Duration::ZERO, cancel: Cancel::new() };
+        let policy = RackPolicy { retries, ..RackPolicy::once(&Cancel::new()) };
         let rack = run_rack(&[target], &policy, |target, progress| run_on(target, &spec, &out, progress));
         (rack.report, dir)
     }
@@ -277,9 +279,13 @@ mod tests {
             timeout: Duration::from_secs(5),
             cancel: &cancel,
         };
-        let report =
-            run_on(&judged, &RunSpec { job, gate: Some(&gate), reference: None }, &dir.path().join("out"), &Silent)
-                .unwrap();
+        let report = run_on(
+            &judged,
+            &RunSpec { job, gate: Some(&gate), reference: None },
+            &dir.path().join("out"),
+            &Progress::silent(),
+        )
+        .unwrap();
         assert_eq!(report.exit_code, npugate_result::contract::EXIT_FAIL);
         let verdict = report.verdict.unwrap();
         let check = verdict.checks.iter().find(|c| c.rule.to_string() == "max_fallback_nodes").unwrap();

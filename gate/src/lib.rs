@@ -2,7 +2,7 @@
 //! `npugate-stats` (re-exported as [`stats`]).
 //!
 //! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
-//! `export::write_all(&verdict, formats, out)`; for two models measured interleaved on one device,
+//! `export::write_all(&verdict, formats, out)` (or `export::render_for_stdout`); for two models measured interleaved on one device,
 //! `compare::judge_compare(&CompareEvidence, &CompareRules) -> CompareVerdict`, exported the same
 //! way; [`confirm`] decides over the attempts of a rerun latency failure. [`page`] holds the building blocks every npugate
 //! HTML page shares (the verdict report, the sweep matrix, the history page).

@@ -283,8 +283,7 @@ fn every_format_renders_a_comparison() {
     }
 
     let written =
-        write_all(&verdict, &[Format::Json, Format::Junit, Format::Markdown], Some(&dir.path().join("reports")))
-            .unwrap();
+        write_all(&verdict, &[Format::Json, Format::Junit, Format::Markdown], &dir.path().join("reports")).unwrap();
     let names: Vec<String> = written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["compare.json", "compare.junit.xml", "compare.md"]);
 }

@@ -139,7 +139,7 @@ fn terminal_colours_only_when_asked() {
 fn write_all_puts_several_formats_into_a_directory() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("reports");
-    let written = write_all(&passing_verdict(), &[Format::Json, Format::Junit, Format::Html], Some(&out)).unwrap();
+    let written = write_all(&passing_verdict(), &[Format::Json, Format::Junit, Format::Html], &out).unwrap();
     assert_eq!(written.len(), 3);
     assert!(
         out.join("verdict.json").is_file()
@@ -147,7 +147,7 @@ fn write_all_puts_several_formats_into_a_directory() {
             && out.join("verdict.html").is_file()
     );
     let single = dir.path().join("v.md");
-    write_all(&passing_verdict(), &[Format::Markdown], Some(&single)).unwrap();
+    write_all(&passing_verdict(), &[Format::Markdown], &single).unwrap();
     assert!(std::fs::read_to_string(single).unwrap().contains("PASS"));
 }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use npugate_result::digest::sha256_file;
 use npugate_result::{
     files, Artifacts, Assignment, BackendHealth, ExecutionConfig, HistogramSummary, LibraryIdentity, ModelInfo,
@@ -51,7 +51,7 @@ impl Setup {
     /// [`crate::account`]), so the environment starts at `--ort-log-level` — the QNN EP gives its
     /// backend the environment's level when it is registered — else at VERBOSE.
     pub fn new(args: &Args, model: &Path, quiet: bool) -> Result<Setup> {
-        check_ep_flags(args)?;
+        args.settings.check()?;
         let given_ep_options: Vec<(String, String)> =
             args.settings.ep_options.iter().map(|o| (o.key.clone(), o.value.clone())).collect();
         let ep_options = match args.settings.ep {
@@ -294,29 +294,6 @@ pub fn backend_hardware(backend: &QnnBackend) -> DeviceType {
     } else {
         DeviceType::CPU
     }
-}
-
-/// Rejects flags that do not apply to the chosen EP or contradict each other (one line, the fix).
-pub fn check_ep_flags(args: &Args) -> Result<()> {
-    let ep = args.settings.ep;
-    if ep != EpKind::Qnn {
-        if let Some(flag) = args.settings.qnn.given_flags().first() {
-            bail!("{flag} applies to --ep qnn only; drop it or pass --ep qnn");
-        }
-    }
-    if !ep.is_accelerator() {
-        for (flag, given) in
-            [("--strict", args.settings.strict), ("--context-cache", args.settings.context_cache.is_some())]
-        {
-            if given {
-                bail!("{flag} applies to an accelerator EP (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn, --ep openvino, …");
-            }
-        }
-    }
-    if args.settings.qnn.profiling() && args.settings.profile_runs == 0 {
-        bail!("--qnn-profiling runs in the profiled pass only, but --profile-runs is 0; pass --profile-runs 1 or more");
-    }
-    Ok(())
 }
 
 /// Explains a failed session creation with the log written since `log_start`: a dead backend

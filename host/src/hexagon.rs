@@ -6,6 +6,8 @@
 //! `include/dt-bindings/arm/qcom,ids.h`; platform codenames (`ro.board.platform`) from public device
 //! trees (only `sun` = SM8750 is confirmed by a cited ORT issue, microsoft/onnxruntime#31353).
 
+use npugate_settings::names;
+
 /// One known Snapdragon part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Soc {
@@ -37,14 +39,12 @@ pub fn all() -> &'static [Soc] {
     SOCS
 }
 
-/// The SoC named `name` (case-insensitive, a variant suffix like `SM8750P` allowed), or an error
-/// listing the known ones.
+/// The SoC named exactly `name` (in any case), or an error naming the closest known SoC and
+/// listing them all: a near miss (`SM86501`, `SM8650zzz`) is never taken for a SoC it starts with.
 pub fn find(name: &str) -> Result<Soc, String> {
-    let wanted = name.trim().to_ascii_uppercase();
-    SOCS.iter().find(|s| wanted.starts_with(s.model) && !wanted.is_empty()).copied().ok_or_else(|| {
-        let known: Vec<String> = SOCS.iter().map(|s| format!("{} ({})", s.model, s.arch)).collect();
-        format!("unknown SoC {name:?}; known SoCs: {}, or all", known.join(", "))
-    })
+    let models = || SOCS.iter().map(|s| s.model);
+    let model = names::exact(name, models()).ok_or_else(|| names::refusal("SoC", name, models()))?;
+    Ok(*SOCS.iter().find(|s| s.model == model).expect("the name is one of the table's"))
 }
 
 /// What one `--soc` names: one SoC, or every known SoC (`all`).
@@ -56,10 +56,10 @@ impl std::str::FromStr for SocChoice {
 
     /// `SM8650` → that SoC; `all` → every known SoC.
     fn from_str(text: &str) -> Result<SocChoice, String> {
-        if text.eq_ignore_ascii_case("all") {
+        if text.trim().eq_ignore_ascii_case("all") {
             return Ok(SocChoice(all().to_vec()));
         }
-        find(text).map(|soc| SocChoice(vec![soc]))
+        find(text).map(|soc| SocChoice(vec![soc])).map_err(|error| format!("{error}; or all"))
     }
 }
 
@@ -100,7 +100,8 @@ mod tests {
     fn a_soc_choice_is_one_soc_or_all() {
         assert_eq!("all".parse::<SocChoice>().unwrap().0, all());
         assert_eq!("sm8350".parse::<SocChoice>().unwrap().0.iter().map(|s| s.model).collect::<Vec<_>>(), ["SM8350"]);
-        assert!("x".parse::<SocChoice>().unwrap_err().contains("known SoCs"));
+        assert!("x".parse::<SocChoice>().unwrap_err().contains("known: SM8350"));
+        assert!(" ALL ".parse::<SocChoice>().is_ok());
     }
 
     #[test]
@@ -117,15 +118,25 @@ mod tests {
     fn socs_are_found_by_name_with_their_qnn_id_and_unknown_ones_list_the_known() {
         let soc = find("sm8650").unwrap();
         assert_eq!((soc.model, soc.arch, soc.qnn_soc_model), ("SM8650", "v75", 57));
-        assert_eq!(find("SM8750P").unwrap().qnn_soc_model, 69);
+        assert_eq!(find(" SM8750 ").unwrap().qnn_soc_model, 69);
         let error = find("SM9999").unwrap_err();
         assert!(
-            error.contains("unknown SoC \"SM9999\"")
-                && error.contains("SM8350 (v68)")
-                && error.contains("SM8850 (v81)"),
+            error.contains("unknown SoC \"SM9999\"") && error.contains("SM8350, ") && error.contains("SM8850"),
             "{error}"
         );
         assert!(find("").is_err());
+    }
+
+    #[test]
+    fn a_near_miss_is_no_soc_and_the_closest_is_named() {
+        for (near_miss, meant) in
+            [("SM86501", "SM8650"), ("SM8650zzz", "SM8650"), ("SM8350-typo", "SM8350"), ("SM8750P", "SM8750")]
+        {
+            let error = find(near_miss).unwrap_err();
+            assert!(error.contains(&format!("did you mean {meant}?")), "{near_miss}: {error}");
+            let choice = near_miss.parse::<SocChoice>().unwrap_err();
+            assert!(choice.contains(&format!("did you mean {meant}?")) && choice.ends_with("; or all"), "{choice}");
+        }
         let archs: Vec<&str> = all().iter().map(|s| s.arch).collect();
         assert!(archs.windows(2).all(|w| w[0] <= w[1]), "oldest arch first: {archs:?}");
     }

@@ -17,7 +17,7 @@ use super::preflight::{launch, soc_settings, Launched};
 use super::HostHtp;
 use npugate_engine::rack::{self, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
-use npugate_engine::targets::{Cancel, Job, Target};
+use npugate_engine::targets::{Job, Target};
 use npugate_host::hexagon::Soc;
 
 /// Schema of a context compatibility matrix.
@@ -192,7 +192,8 @@ pub struct CompatRequest<'a> {
 impl CompatRequest<'_> {
     /// Loads every context under every QNN version, in parallel, each into `dir/<A>-on-<B>/`
     /// (kept), and returns the matrix (also written as `dir/context_compat.json`).
-    pub fn run(&self, dir: &Path, cancel: &Cancel) -> Result<ContextCompat> {
+    pub fn run(&self, dir: &Path, policy: &RackPolicy) -> Result<ContextCompat> {
+        let cancel = &policy.cancel;
         let mut loads: Vec<(WineTarget, &str, &Path, &HostHtp)> = Vec::new();
         for (compiled_with, context) in self.contexts {
             for host in self.hosts {
@@ -202,7 +203,7 @@ impl CompatRequest<'_> {
         }
         let settings = npugate_settings::HarnessSettings { execute_once: true, ..soc_settings(&[], true) };
         let targets: Vec<&WineTarget> = loads.iter().map(|(target, ..)| target).collect();
-        let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone() };
+        let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, ..policy.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
             let (_, _, context, host) =
                 loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;

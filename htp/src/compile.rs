@@ -20,8 +20,9 @@ use super::compiled::{source_path_from, CompiledFor, EpContextCover};
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
 use npugate_engine::layout::Staging;
+use npugate_engine::progress::Progress;
 use npugate_engine::targets::wine::WineTarget;
-use npugate_engine::targets::{Cancel, Job, Silent, Target};
+use npugate_engine::targets::{Cancel, Job, Target};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 
@@ -166,7 +167,7 @@ impl CompileSession<'_> {
             timeout: TIMEOUT,
             cancel,
         };
-        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Silent)?;
+        let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Progress::silent())?;
         let job_dir = staging.commit(true)?.dir().to_path_buf();
         let result = RunResult::read(&job_dir).map_err(|_| {
             anyhow::anyhow!("the harness ended ({}) without a result: {}", execution.status(), execution.last_message())

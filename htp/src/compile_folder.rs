@@ -163,10 +163,8 @@ pub fn shared_context_binary(llm: &LlmModel) -> Option<&str> {
 /// backend compiles such a context but cannot load it under any QNN version measured (its own
 /// words: "Shared weights buffer isn't supported on this platform"; QNN 2.47.0 and 2.49.40 then
 /// fail with `QNN_COMMON_ERROR_NOT_SUPPORTED`, 2.50.40 and 2.51.0 crash with a page fault).
-pub fn refuse_on_emulator(model: &Path) -> Result<()> {
-    let Some(config) = npugate_onnx::genai::config_path(model) else { return Ok(()) };
-    let llm = npugate_engine::model::open_folder(&config)?;
-    match shared_context_binary(&llm) {
+pub fn refuse_on_emulator(llm: &LlmModel) -> Result<()> {
+    match shared_context_binary(llm) {
         Some(binary) => bail!(
             "{}: its graphs share one weight-shared context ({binary}), which Qualcomm's host HTP emulator cannot load (its x86_64 backend does not support shared weights: QNN 2.47.0 to 2.49.40 refuse the context, 2.50.40 and 2.51.0 crash loading it); run it on a device, or emulate the folder it was compiled from",
             llm.folder.display()

@@ -122,16 +122,21 @@ impl CompiledFor {
     /// Reads the model file and what it was compiled for.
     pub fn read(path: &Path) -> Result<Option<CompiledFor>> {
         if let Some(config) = npugate_onnx::genai::config_path(path) {
-            // A folder is compiled as a whole: its graphs say what for.
-            for graph in npugate_engine::model::open_folder(&config)?.graphs {
-                if let Some(compiled) = CompiledFor::read(&graph.path)? {
-                    return Ok(Some(compiled));
-                }
-            }
-            return Ok(None);
+            return CompiledFor::of_folder(&npugate_engine::model::open_folder(&config)?);
         }
         let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
         CompiledFor::of(&model).map_err(|e| e.context(format!("model {}", path.display())))
+    }
+
+    /// What an LLM folder was compiled for: a folder is compiled as a whole, so its first graph
+    /// that says what for.
+    pub fn of_folder(llm: &npugate_onnx::genai::LlmModel) -> Result<Option<CompiledFor>> {
+        for graph in &llm.graphs {
+            if let Some(compiled) = CompiledFor::read(&graph.path)? {
+                return Ok(Some(compiled));
+            }
+        }
+        Ok(None)
     }
 
     /// `SM8650 (v75) with QNN 2.51.0`.
@@ -254,26 +259,23 @@ pub struct ReferenceChoice {
 }
 
 impl ReferenceChoice {
-    /// The choice for `model` with `--reference-model` `given`; `name_it` is how the command's
-    /// user names a source (the fix the skip line gives).
-    pub fn resolve(model: &Path, given: Option<&Path>, name_it: &str) -> Result<ReferenceChoice> {
-        // An LLM folder's graphs are checked by the generation itself (tokens and last logits).
-        if npugate_onnx::genai::config_path(model).is_some() {
-            return Ok(ReferenceChoice {
+    /// The choice for `model` with `--reference-model` `given`: `compiled` is `None` for a model
+    /// the CPU EP can run (an LLM folder's graphs are checked by the generation itself), else
+    /// what the compiled model's record says (`Some(None)`: EPContext nodes without npugate's
+    /// record); `name_it` is how the command's user names a source (the fix the skip line gives).
+    pub fn choose(
+        model: &Path,
+        compiled: Option<Option<&CompiledFor>>,
+        given: Option<&Path>,
+        name_it: &str,
+    ) -> ReferenceChoice {
+        let Some(record) = compiled else {
+            return ReferenceChoice {
                 outputs: Some(given.unwrap_or(model).to_path_buf()),
                 ..ReferenceChoice::default()
-            });
-        }
-        let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let compiled = onnx.index().nodes().iter().any(|n| n.is_ep_context());
-        if !compiled {
-            return Ok(ReferenceChoice {
-                outputs: Some(given.unwrap_or(model).to_path_buf()),
-                ..ReferenceChoice::default()
-            });
-        }
-        let record = CompiledFor::of(&onnx).map_err(|e| e.context(format!("model {}", model.display())))?;
-        let shapes = match &record {
+            };
+        };
+        let shapes = match record {
             Some(record) => record
                 .source_shapes
                 .split_whitespace()
@@ -284,9 +286,9 @@ impl ReferenceChoice {
         };
         let source = match given {
             Some(given) => Ok(given.to_path_buf()),
-            None => recorded_source(model, record.as_ref()),
+            None => recorded_source(model, record),
         };
-        Ok(match source {
+        match source {
             Ok(path) => ReferenceChoice { source: Some(path.clone()), outputs: Some(path), source_shapes: shapes, skipped: None },
             Err(why) => ReferenceChoice {
                 skipped: Some(format!(
@@ -296,7 +298,7 @@ impl ReferenceChoice {
                 )),
                 ..ReferenceChoice::default()
             },
-        })
+        }
     }
 }
 

@@ -31,9 +31,10 @@ use sha2::{Digest, Sha256};
 
 use super::HostHtp;
 use npugate_engine::layout::Staging;
+use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
-use npugate_engine::targets::{Cancel, Execution, Job, Progress, Target};
+use npugate_engine::targets::{Execution, Job, Target};
 use npugate_estimate::{Estimator, GraphFeatures, Reference, SocEstimate};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
@@ -287,7 +288,8 @@ impl HtpPreflightRequest<'_> {
     /// shapes are kept in the cache for the next preflight of the model) and returns the report.
     /// Fails only when nothing can be judged: no runtime, the model cannot be read or fixed, or
     /// ONNX Runtime cannot load it even on its CPU EP.
-    pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<HtpPreflightReport> {
+    pub fn run(&self, out: &Path, policy: &RackPolicy) -> Result<HtpPreflightReport> {
+        let cancel = &policy.cancel;
         let first = self.hosts.first().context("a preflight needs at least one host-HTP runtime")?;
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
             format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
@@ -334,7 +336,7 @@ impl HtpPreflightRequest<'_> {
             }
         }
         let targets: Vec<&WineTarget> = jobs.iter().map(|job| &job.target).collect();
-        let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: cancel.clone() };
+        let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, ..policy.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
             let planned =
                 jobs.iter().find(|job| std::ptr::eq(&job.target, target)).context("a job of this preflight")?;
@@ -486,7 +488,7 @@ pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings 
 }
 
 /// Runs one job into `dir` (replaced), keeping whatever the harness wrote.
-pub(super) fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &dyn Progress) -> Result<Launched> {
+pub(super) fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &Progress<'_>) -> Result<Launched> {
     let staging = Staging::next_to(dir)?;
     let execution = target.execute(job, staging.path(), progress)?;
     let placed = staging.commit(true)?;

@@ -20,8 +20,9 @@ use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings, ShapeSpec};
 
 use npugate_engine::layout::Staging;
+use npugate_engine::progress::Progress;
 use npugate_engine::targets::qemu::{self, QemuTarget};
-use npugate_engine::targets::{Cancel, Job, Silent, Target};
+use npugate_engine::targets::{Cancel, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
 
 /// The runtime used when none is given: aarch64 ORT + the onnxruntime-qnn plugin from PyPI.
@@ -96,7 +97,7 @@ impl PreflightRequest<'_> {
             cancel,
         };
         let staging = Staging::next_to(out)?;
-        let execution = QemuTarget.execute(&job, staging.path(), &Silent)?;
+        let execution = QemuTarget.execute(&job, staging.path(), &Progress::silent())?;
         let result = npugate_engine::run::harness_result(&execution, staging.path(), &model)?;
         let crashed_after_result =
             (execution.exit_code == Some(SIGSEGV_STATUS) || execution.exit_code.is_none()).then(|| execution.status());

@@ -18,9 +18,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use npugate_engine::progress::Progress;
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::host::HostTarget;
-use npugate_engine::targets::{Cancel, Job, Silent, Target};
+use npugate_engine::targets::{Cancel, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
 use npugate_numerics::compare::{compare_run, Saved};
 use npugate_numerics::matching::{Matching, Selection};
@@ -94,7 +95,7 @@ fn main() {
     let plain_dir = work.path().join("plain");
     std::fs::create_dir_all(&plain_dir).unwrap();
     let started = Instant::now();
-    let execution = HostTarget::new().execute(&job, &plain_dir, &Silent).expect("plain run");
+    let execution = HostTarget::new().execute(&job, &plain_dir, &Progress::silent()).expect("plain run");
     assert!(execution.succeeded(), "plain run: {}", execution.last_message());
     let plain_wall = started.elapsed().as_secs_f64();
     let plain_peak = children_peak_mb();
@@ -120,7 +121,7 @@ fn main() {
         soc: None,
         device: None,
     }];
-    let policy = RackPolicy { retries: 0, retry_pause: Duration::from_secs(1), cancel: cancel.clone() };
+    let policy = RackPolicy::once(&cancel);
     let on = Targets { planned: &host, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
     let started = Instant::now();
     let report = numerics::run(&request, &on).expect("numerics");

@@ -12,7 +12,12 @@
 //!   alike — the choice is announced;
 //! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_htp::DEFAULT_SOC`]);
 //!   `--qnn` picks one emulator runtime per QNN version (each SoC × QNN version is a target);
-//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]).
+//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]);
+//!   `compile` writes beside the model (`<model>_ctx.onnx`, `<folder>_ctx/`, or one per QNN version
+//!   in the model's folder);
+//! - **the model**: looked at once ([`Subject`]: a single `.onnx`, a compiled one, an LLM folder),
+//!   with the one rule of what each kind refuses, its fp32 reference, and — for the host HTP — the
+//!   fp16 default ([`DEFAULT_HTP_FP16`](npugate_settings::qnn::DEFAULT_HTP_FP16)).
 //!
 //! Nothing here starts a process: what the machine has (fetched runtimes, built harnesses,
 //! connected devices) comes through [`Resources`], so the rules are tested without any.
@@ -24,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use npugate_settings::EpKind;
 
 use npugate_android::adb::Adb;
-use npugate_android::devices::DeviceInfo;
+use npugate_android::devices::{DeviceChoice, DeviceInfo};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::qemu::{self, QemuTarget};
@@ -33,7 +38,12 @@ use npugate_engine::targets::{host_triple, Target};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_htp::compiled::CompiledFor;
+use npugate_htp::compiled::NAME_IT_BY_FLAG;
+use npugate_settings::HarnessSettings;
+
+pub mod subject;
+
+pub use subject::{ModelFlags, ModelKind, Subject};
 
 /// The longest a harness run on this machine (natively or under wine or qemu) may take.
 pub const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -59,7 +69,7 @@ pub struct DevicePlace {
     /// The adb client.
     pub adb: Adb,
     /// `--device` values (serials or `all`; empty: `ANDROID_SERIAL` or the only device).
-    pub selectors: Vec<String>,
+    pub selectors: Vec<DeviceChoice>,
     /// Work dir, cooldown and lock timeout of every device run.
     pub settings: AdbSettings,
     /// The limit of one harness run on a device.
@@ -97,26 +107,83 @@ pub enum QnnChoice {
     #[default]
     Any,
     /// These versions (`2.51`, `2.49.40`), in order; each must match a fetched runtime.
-    Versions(Vec<String>),
+    Versions(Vec<QnnVersion>),
     /// `all`: every QNN version fetched for the target.
     All,
 }
 
-impl QnnChoice {
-    /// The choice the `--qnn` values make (`all` anywhere means all).
-    pub fn from_flags(values: &[String]) -> QnnChoice {
-        match values {
-            [] => QnnChoice::Any,
-            _ if values.iter().any(|v| v.eq_ignore_ascii_case("all")) => QnnChoice::All,
-            _ => {
-                let mut versions: Vec<String> = Vec::new();
-                for value in values.iter().map(|v| v.trim_start_matches('v').to_string()) {
-                    if !versions.contains(&value) {
-                        versions.push(value);
-                    }
-                }
-                QnnChoice::Versions(versions)
+/// One `--qnn` value: a QNN version, or `all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QnnFlag {
+    /// Every QNN version fetched.
+    All,
+    /// This version.
+    Version(QnnVersion),
+}
+
+/// A QNN version as the user writes it: whole dotted numbers (`2.51`, `2.49.40`, a leading `v`
+/// allowed). It names every build whose leading components are these — `2.49` is 2.49.40, never
+/// 2.4 nor 2.490 — and nothing else: `2.x` or `2.49.40abc` is refused when parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QnnVersion(Vec<u64>);
+
+impl QnnVersion {
+    /// True when `build` (`[2, 49, 40]`) starts with every component of this version.
+    fn names(&self, build: &[u64]) -> bool {
+        build.starts_with(&self.0)
+    }
+}
+
+impl std::str::FromStr for QnnVersion {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<QnnVersion, String> {
+        let bare = text.trim().strip_prefix(['v', 'V']).unwrap_or(text.trim());
+        let parts: Option<Vec<u64>> = bare.split('.').map(|part| part.parse().ok()).collect();
+        match parts {
+            Some(parts) if !bare.is_empty() && bare.chars().all(|c| c.is_ascii_digit() || c == '.') => {
+                Ok(QnnVersion(parts))
             }
+            _ => Err(format!(
+                "{text:?} is not a QNN version; write whole dotted numbers such as 2.51 or 2.49.40 (or all)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for QnnVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&parts.join("."))
+    }
+}
+
+impl std::str::FromStr for QnnFlag {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<QnnFlag, String> {
+        match text.trim() {
+            all if all.eq_ignore_ascii_case("all") => Ok(QnnFlag::All),
+            version => version.parse().map(QnnFlag::Version),
+        }
+    }
+}
+
+impl QnnChoice {
+    /// The choice the `--qnn` values make (`all` anywhere means all; each version once).
+    pub fn from_flags(values: &[QnnFlag]) -> QnnChoice {
+        let mut versions: Vec<QnnVersion> = Vec::new();
+        for value in values {
+            match value {
+                QnnFlag::All => return QnnChoice::All,
+                QnnFlag::Version(version) if !versions.contains(version) => versions.push(version.clone()),
+                QnnFlag::Version(_) => {}
+            }
+        }
+        if versions.is_empty() {
+            QnnChoice::Any
+        } else {
+            QnnChoice::Versions(versions)
         }
     }
 }
@@ -159,7 +226,43 @@ pub struct Request<'a> {
     pub qnn: QnnChoice,
     /// `--out`.
     pub out: Option<&'a Path>,
+    /// `--reference-model`.
+    pub reference_model: Option<&'a Path>,
+    /// `compare --baseline-model`.
+    pub baseline: Option<&'a Path>,
+    /// The flags given that shape the model's run (what a kind of model refuses).
+    pub flags: ModelFlags,
+    /// `--enable-htp-fp16-precision`, when given.
+    pub fp16: Option<bool>,
+    /// The run's settings, when the command runs the model as `run` does (`run`, `compare`): the
+    /// model is checked against them before any device is touched.
+    pub settings: Option<&'a HarnessSettings>,
 }
+
+impl<'a> Request<'a> {
+    /// The request of `command` for `model` at `place` on `ep`, everything else not given.
+    pub fn new(command: Command, model: &'a Path, place: Place, ep: EpKind) -> Request<'a> {
+        Request {
+            command,
+            model,
+            place,
+            ep,
+            runtime: None,
+            harness: None,
+            socs: Vec::new(),
+            qnn: QnnChoice::Any,
+            out: None,
+            reference_model: None,
+            baseline: None,
+            flags: ModelFlags::default(),
+            fp16: None,
+            settings: None,
+        }
+    }
+}
+
+/// How a compare's user keeps a compiled side's source (compare has no `--reference-model`).
+pub const NAME_IT_BY_KEEPING: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
 
 /// One target of a plan with what runs on it.
 pub struct Planned {
@@ -198,9 +301,15 @@ pub enum Kind {
     Devices,
 }
 
-/// A resolved plan: every target with its runtime and harness, and where results go.
+/// A resolved plan: the model, every target with its runtime and harness, and where results go.
 #[derive(Debug)]
 pub struct Plan {
+    /// The model, looked at once.
+    pub model: Subject,
+    /// `compare`'s baseline model, looked at once.
+    pub baseline: Option<Subject>,
+    /// Float graphs run in fp16 on the HTP (`--enable-htp-fp16-precision`, else the default).
+    pub fp16: bool,
     /// What kind of targets these are.
     pub kind: Kind,
     /// The targets, in order (SoC-major for the emulator).
@@ -229,7 +338,7 @@ pub trait Resources {
     /// True when wine can run the Windows harness here.
     fn wine_installed(&self) -> bool;
     /// The serials `selectors` choose (`all`, serials; none: `ANDROID_SERIAL` or the only device).
-    fn select_devices(&self, adb: &Adb, selectors: &[String]) -> Result<Vec<String>>;
+    fn select_devices(&self, adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>>;
     /// What a device is (its target triple, SoC, arch).
     fn probe(&self, adb: &Adb, serial: &str) -> Result<DeviceInfo>;
 }
@@ -258,7 +367,7 @@ impl Resources for Installed {
         wine::installed()
     }
 
-    fn select_devices(&self, adb: &Adb, selectors: &[String]) -> Result<Vec<String>> {
+    fn select_devices(&self, adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>> {
         npugate_android::devices::select(adb, selectors)
     }
 
@@ -268,8 +377,10 @@ impl Resources for Installed {
 }
 
 impl Plan {
-    /// Resolves `request` against what `resources` has (see the module doc for the rules).
+    /// Resolves `request` against what `resources` has (see the module doc for the rules): the
+    /// model first (nothing is touched for a model the command refuses), then where it runs.
     pub fn resolve(request: &Request<'_>, resources: &dyn Resources) -> Result<Plan> {
+        let (model, baseline) = models(request)?;
         if let Some(harness) = request.harness {
             // A harness of another npugate is refused before any device is asked anything.
             usable(harness)?;
@@ -281,30 +392,34 @@ impl Plan {
             Place::Qemu => Kind::Qemu,
             Place::Devices(_) => Kind::Devices,
         };
-        if kind != Kind::Emulator && !request.socs.is_empty() {
-            bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
-        }
-        if kind == Kind::Emulator && request.command == Command::Compare {
-            bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
-        }
-        if request.qnn != QnnChoice::Any && request.ep != EpKind::Qnn && kind != Kind::Emulator && kind != Kind::Qemu {
-            bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
+        check_place(request, kind)?;
+        if kind == Kind::Emulator {
+            model.refuse_on_emulator()?;
         }
         let mut plan = Plan {
+            out: PathBuf::new(),
+            model,
+            baseline,
+            fp16: request.fp16.unwrap_or(npugate_settings::qnn::DEFAULT_HTP_FP16),
             kind,
             targets: Vec::new(),
-            out: request.out.map(Path::to_path_buf).unwrap_or_else(|| {
-                npugate_engine::layout::default_out_dir(request.model, &default_leaf(request.command, kind, request.ep))
-            }),
             timeout: LOCAL_TIMEOUT,
             notes: Vec::new(),
             warnings: Vec::new(),
         };
-        match kind {
+        plan.targets(request, resources)?;
+        plan.out = out_dir(request, &plan);
+        plan.check_compiled(resources)?;
+        Ok(plan)
+    }
+
+    /// The targets of the plan's kind, each with its runtime and harness.
+    fn targets(&mut self, request: &Request<'_>, resources: &dyn Resources) -> Result<()> {
+        match self.kind {
             Kind::Host => {
-                let runtime = plan.runtime_for(&host_triple(), request.ep, request, resources)?.remove(0);
+                let runtime = self.runtime_for(&host_triple(), request.ep, request, resources)?.remove(0);
                 let harness = harness(request, &runtime, resources)?;
-                plan.targets.push(Planned {
+                self.targets.push(Planned {
                     target: Box::new(HostTarget::new()),
                     runtime,
                     harness,
@@ -312,21 +427,20 @@ impl Plan {
                     device: None,
                 });
             }
-            Kind::Emulator => plan.emulator(request, resources)?,
+            Kind::Emulator => self.emulator(request, resources)?,
             Kind::Qemu => {
-                let runtime = plan.runtime_for(qemu::TRIPLE, EpKind::Qnn, request, resources)?.remove(0);
+                let runtime = self.runtime_for(qemu::TRIPLE, EpKind::Qnn, request, resources)?.remove(0);
                 let harness = harness(request, &runtime, resources)?;
-                plan.targets.push(Planned { target: Box::new(QemuTarget), runtime, harness, soc: None, device: None });
+                self.targets.push(Planned { target: Box::new(QemuTarget), runtime, harness, soc: None, device: None });
             }
             Kind::Devices => {
                 let Place::Devices(place) = &request.place else {
                     unreachable!("Kind::Devices comes from Place::Devices")
                 };
-                plan.devices(place, request, resources)?;
+                self.devices(place, request, resources)?;
             }
         }
-        plan.check_compiled(request.model, resources)?;
-        Ok(plan)
+        Ok(())
     }
 
     /// Prints the choices made for the user and the warnings, one line each, on stderr.
@@ -336,6 +450,16 @@ impl Plan {
         }
         for warning in &self.warnings {
             eprintln!("npugate: warning: {warning}");
+        }
+    }
+
+    /// The one target, when the plan runs its work in `out` itself (this machine, or one emulated
+    /// SoC with one QNN version); `None` for a rack (devices, several emulated targets), whose
+    /// targets each work in `out/<name>/`.
+    pub fn single(&self) -> Option<&Planned> {
+        match (self.kind, self.targets.as_slice()) {
+            (Kind::Host | Kind::Emulator, [one]) => Some(one),
+            _ => None,
         }
     }
 
@@ -466,10 +590,12 @@ impl Plan {
     /// Refuses targets a model compiled by `npugate compile` does not fit (another Hexagon arch,
     /// a QNN version known not to load it), naming both sides, before anything runs; keeps the
     /// warnings.
-    fn check_compiled(&mut self, model: &Path, resources: &dyn Resources) -> Result<()> {
-        let Some(compiled) = CompiledFor::read(model)? else {
+    fn check_compiled(&mut self, resources: &dyn Resources) -> Result<()> {
+        let Some(compiled) = self.model.compiled().cloned() else {
             return Ok(());
         };
+        let model = self.model.path.clone();
+        let model = model.as_path();
         for planned in &self.targets {
             let (name, soc, arch) = match (&planned.soc, &planned.device) {
                 (Some(soc), _) => (
@@ -493,6 +619,63 @@ impl Plan {
             )?);
         }
         Ok(())
+    }
+}
+
+/// The model (and compare's baseline) looked at once, refused when its kind does not take the
+/// flags given, and checked against the run's settings.
+fn models(request: &Request<'_>) -> Result<(Subject, Option<Subject>)> {
+    let name_it = if request.command == Command::Compare { NAME_IT_BY_KEEPING } else { NAME_IT_BY_FLAG };
+    if let Some(settings) = request.settings {
+        settings.check()?;
+    }
+    let look = |path: &Path, reference: Option<&Path>| -> Result<Subject> {
+        let subject = Subject::classify(path, reference, name_it)?;
+        subject.refuse(request.command, &request.flags)?;
+        if let Some(settings) = request.settings {
+            npugate_engine::model::check_run(path, subject.llm(), settings)?;
+        }
+        Ok(subject)
+    };
+    let baseline = request.baseline.map(|path| look(path, None)).transpose()?;
+    Ok((look(request.model, request.reference_model)?, baseline))
+}
+
+/// Refuses choices that do not fit where the plan runs.
+fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
+    if kind != Kind::Emulator && !request.socs.is_empty() {
+        bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
+    }
+    if kind == Kind::Emulator && request.command == Command::Compare {
+        bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
+    }
+    if request.qnn != QnnChoice::Any && request.ep != EpKind::Qnn && kind != Kind::Emulator && kind != Kind::Qemu {
+        bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
+    }
+    Ok(())
+}
+
+/// Where a plan's results go: `--out`; else for `compile` beside the model (`<model>_ctx.onnx`,
+/// an LLM folder's `<folder>_ctx/`, the model's folder for one model per QNN version); else
+/// `npugate-results/<model>/<leaf>`.
+fn out_dir(request: &Request<'_>, plan: &Plan) -> PathBuf {
+    if let Some(out) = request.out {
+        return out.to_path_buf();
+    }
+    let model = request.model;
+    let stem =
+        |path: &Path| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    match (request.command, plan.model.llm(), plan.targets.len()) {
+        (Command::Compile, Some(llm), _) => {
+            let name =
+                llm.folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+            llm.folder.with_file_name(format!("{name}_ctx"))
+        }
+        (Command::Compile, None, 1) => model.with_file_name(format!("{}_ctx.onnx", stem(model))),
+        (Command::Compile, None, _) => model.parent().map(PathBuf::from).unwrap_or_default(),
+        (command, _, _) => {
+            npugate_engine::layout::default_out_dir(model, &default_leaf(command, plan.kind, request.ep))
+        }
     }
 }
 
@@ -649,19 +832,23 @@ fn by_qnn(
         QnnChoice::Versions(versions) => versions
             .iter()
             .map(|wanted| {
-                let key = version_key(wanted);
-                candidates
-                    .iter()
-                    .rev()
-                    .find(|(have, _, _)| have.starts_with(&key))
-                    .map(|(_, _, runtime)| (*runtime).clone())
-                    .with_context(|| format!("--qnn {wanted}: no runtime with QNN {wanted} is {}", available()))
+                candidates.iter().rev().find(|(have, _, _)| wanted.names(have)).map(|(_, _, runtime)| (*runtime).clone()).with_context(|| {
+                    let builds: Vec<&str> = candidates.iter().map(|c| c.1.as_str()).collect();
+                    let near = npugate_settings::names::closest(&wanted.to_string(), builds)
+                        .map(|near| format!("did you mean {near}? "))
+                        .unwrap_or_default();
+                    format!(
+                        "--qnn {wanted}: no runtime with QNN {wanted} is {} ({near}a version names the builds that begin with its whole dotted numbers: 2.49 is 2.49.40, not 2.4)",
+                        available()
+                    )
+                })
             })
             .collect(),
     }
 }
 
-/// `2.49.40` → [2, 49, 40] (non-numeric parts count as 0), for ordering and prefix matches.
+/// `2.49.40` → [2, 49, 40] (a QNN build's version as the runtime reports it; a part that is no
+/// number counts as 0), for ordering and matching.
 fn version_key(text: &str) -> Vec<u64> {
     text.trim_start_matches('v').split('.').map(|part| part.parse().unwrap_or(0)).collect()
 }
@@ -778,16 +965,20 @@ pub mod fake {
             true
         }
 
-        fn select_devices(&self, _adb: &Adb, selectors: &[String]) -> Result<Vec<String>> {
+        fn select_devices(&self, _adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>> {
             let all: Vec<String> = self.devices.iter().map(|d| d.serial.clone()).collect();
             match selectors {
                 [] if all.len() == 1 => Ok(all),
                 [] => bail!("{} devices online; choose with --device SERIAL or --device all", all.len()),
-                [one] if one == "all" => Ok(all),
-                some => some
-                    .iter()
-                    .map(|s| all.iter().find(|a| *a == s).cloned().with_context(|| format!("device {s} not found")))
-                    .collect(),
+                some => {
+                    let mut chosen = Vec::new();
+                    for choice in some {
+                        let admitted: Vec<String> = all.iter().filter(|a| choice.admits(a)).cloned().collect();
+                        anyhow::ensure!(!admitted.is_empty(), "device {choice} not found");
+                        chosen.extend(admitted);
+                    }
+                    Ok(chosen)
+                }
             }
         }
 
@@ -816,27 +1007,22 @@ mod tests {
 
     fn request(command: Command, place: Place, ep: EpKind) -> Request<'static> {
         let model = MODEL.path().join("m.onnx").into_boxed_path();
-        Request {
-            command,
-            model: Box::leak(model),
-            place,
-            ep,
-            runtime: None,
-            harness: None,
-            socs: Vec::new(),
-            qnn: QnnChoice::Any,
-            out: None,
-        }
+        Request::new(command, Box::leak(model), place, ep)
     }
 
     fn devices(selectors: &[&str]) -> Place {
         Place::Devices(DevicePlace {
             adb: Adb::new(None, None).unwrap(),
-            selectors: selectors.iter().map(|s| s.to_string()).collect(),
+            selectors: selectors.iter().map(|s| s.parse().unwrap()).collect(),
             settings: AdbSettings { work_dir: "/data/local/tmp/npugate".into(), cooldown: None, lock_timeout: None },
             run_timeout: Duration::from_secs(60),
             skip_noisy: None,
         })
+    }
+
+    /// The choice `--qnn` values make.
+    fn qnn(values: &[&str]) -> QnnChoice {
+        QnnChoice::from_flags(&values.iter().map(|v| v.parse().unwrap()).collect::<Vec<QnnFlag>>())
     }
 
     fn names(plan: &Plan) -> Vec<(String, String)> {
@@ -901,7 +1087,7 @@ mod tests {
         );
         assert_eq!(one.out, PathBuf::from("npugate-results/m/htp"));
         let mut matrix = request(Command::Preflight, Place::Emulator, EpKind::Qnn);
-        (matrix.socs, matrix.qnn) = (vec![sm8350, sm8650], QnnChoice::from_flags(&["all".into()]));
+        (matrix.socs, matrix.qnn) = (vec![sm8350, sm8650], qnn(&["all"]));
         let plan = Plan::resolve(&matrix, &fake).unwrap();
         let expected: Vec<(String, String)> = [
             ("SM8350-qnn-2.49.40", "qnn-2.5.0-ort-1.31.1-windows-x86_64"),
@@ -913,11 +1099,30 @@ mod tests {
         .to_vec();
         assert_eq!(names(&plan), expected);
         assert_eq!(plan.out, PathBuf::from("npugate-results/m/preflight"));
-        matrix.qnn = QnnChoice::from_flags(&["2.49".into()]);
+        matrix.qnn = qnn(&["2.49"]);
         assert_eq!(names(&Plan::resolve(&matrix, &fake).unwrap())[0].1, "qnn-2.5.0-ort-1.31.1-windows-x86_64");
-        matrix.qnn = QnnChoice::from_flags(&["2.40".into()]);
+        matrix.qnn = qnn(&["2.40"]);
         let unknown = Plan::resolve(&matrix, &fake).unwrap_err().to_string();
         assert!(unknown.contains("--qnn 2.40") && unknown.contains("2.49.40, 2.51.0"), "{unknown}");
+        assert!(unknown.contains("did you mean 2.49.40?") && unknown.contains("2.49 is 2.49.40, not 2.4"), "{unknown}");
+        matrix.qnn = qnn(&["2.4"]);
+        assert!(Plan::resolve(&matrix, &fake).is_err(), "2.4 is not a prefix of 2.49.40");
+        matrix.qnn = qnn(&["V2.51.0"]);
+        assert_eq!(names(&Plan::resolve(&matrix, &fake).unwrap())[0].1, "qnn-2.7.0-ort-1.31.1-windows-x86_64");
+    }
+
+    #[test]
+    fn a_qnn_version_is_whole_dotted_numbers() {
+        for near_miss in ["2.x", "2.49.40abc", "2..49", "", "v", "2.49-rc1", "latest"] {
+            let error = near_miss.parse::<QnnFlag>().unwrap_err();
+            assert!(error.contains("is not a QNN version") && error.contains("2.49.40"), "{near_miss}: {error}");
+        }
+        assert_eq!("ALL".parse::<QnnFlag>().unwrap(), QnnFlag::All);
+        assert_eq!(
+            qnn(&["2.51", "v2.51", "2.49.40"]),
+            QnnChoice::Versions(vec!["2.51".parse().unwrap(), "2.49.40".parse().unwrap()])
+        );
+        assert_eq!(qnn(&["2.51", "all"]), QnnChoice::All);
     }
 
     #[test]
@@ -930,7 +1135,7 @@ mod tests {
             Plan::resolve(&request(Command::Compare, Place::Local, EpKind::Qnn), &fake).unwrap_err().to_string();
         assert!(emulated_compare.contains("compare on --device"), "{emulated_compare}");
         let mut cpu_qnn = request(Command::Run, Place::Local, EpKind::Cpu);
-        cpu_qnn.qnn = QnnChoice::from_flags(&["2.51".into()]);
+        cpu_qnn.qnn = qnn(&["2.51"]);
         assert!(Plan::resolve(&cpu_qnn, &fake).unwrap_err().to_string().contains("it needs --ep qnn"));
         let mut wrong = request(Command::Run, devices(&["phone-a"]), EpKind::Cpu);
         wrong.runtime = Some("ort-1.31.1-linux-x86_64");

@@ -212,10 +212,7 @@ pub fn node_flops(op_type: &str, inputs: &[TensorShape], outputs: &[TensorShape]
             Ok(double(conv_macs(op_type, inputs, outputs, 1)?).saturating_add(out_elems()?))
         }
         "QLinearConv" => conv_macs(op_type, inputs, outputs, 3).map(double),
-        "ConvTranspose" => {
-            let weight = operand(op_type, inputs, 1, "weight shape")?;
-            Ok(double(in_elems()?.saturating_mul(product(&weight.dims[1..]))))
-        }
+        "ConvTranspose" => conv_transpose_macs(op_type, inputs).map(double),
         "MatMul"
         | "FusedMatMul"
         | "MatMulInteger"
@@ -278,6 +275,16 @@ fn conv_macs(op: &str, inputs: &[TensorShape], outputs: &[TensorShape], weight_a
         return Err(missing(op, "weight of rank ≥ 3"));
     }
     Ok(first_elements(op, outputs, "output shape")?.saturating_mul(product(&weight.dims[1..])))
+}
+
+/// ConvTranspose MACs: input elements × (C_out/group) × prod(kernel), from the weight
+/// `[C_in, C_out/g, k…]` (each input element is scattered through one kernel per output channel).
+fn conv_transpose_macs(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
+    let weight = operand(op, inputs, 1, "weight shape")?;
+    if weight.dims.len() < 3 {
+        return Err(missing(op, "weight of rank ≥ 3"));
+    }
+    Ok(first_elements(op, inputs, "input shape")?.saturating_mul(product(&weight.dims[1..])))
 }
 
 /// MatMul-like MACs: output elements × K, K being A's dimension that is not the output's row count.
@@ -383,6 +390,116 @@ fn det_flops(op: &str, inputs: &[TensorShape]) -> Result<u64, FlopsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The ops with a formula of their own (the arms of [`node_flops`] after the op lists).
+    const FORMULA_OPS: &[&str] = &[
+        "Conv",
+        "NhwcConv",
+        "ConvInteger",
+        "FusedConv",
+        "NhwcFusedConv",
+        "QLinearConv",
+        "ConvTranspose",
+        "MatMul",
+        "FusedMatMul",
+        "MatMulInteger",
+        "DynamicQuantizeMatMul",
+        "MatMulNBits",
+        "Gemm",
+        "MatMulIntegerToFloat",
+        "FusedGemm",
+        "QLinearMatMul",
+        "QGemm",
+        "Einsum",
+        "Attention",
+        "MultiHeadAttention",
+        "GroupQueryAttention",
+        "LSTM",
+        "GRU",
+        "RNN",
+        "Softmax",
+        "LogSoftmax",
+        "QLinearSoftmax",
+        "LayerNormalization",
+        "InstanceNormalization",
+        "GroupNormalization",
+        "GroupNorm",
+        "SkipLayerNormalization",
+        "SimplifiedLayerNormalization",
+        "SkipSimplifiedLayerNormalization",
+        "RMSNormalization",
+        "BatchNormalization",
+        "Resize",
+        "Upsample",
+        "Det",
+    ];
+
+    /// The ops whose weight (at the given input) is `[C_out, C_in/g, k…]`-like: rank ≥ 3 or refused.
+    const WEIGHTED_OPS: &[(&str, usize)] = &[
+        ("Conv", 1),
+        ("NhwcConv", 1),
+        ("ConvInteger", 1),
+        ("FusedConv", 1),
+        ("NhwcFusedConv", 1),
+        ("QLinearConv", 3),
+        ("ConvTranspose", 1),
+    ];
+
+    /// Every op with a formula: the lists and the formulas of their own.
+    fn every_counted_op() -> Vec<&'static str> {
+        [KNOWN_ZERO_OPS, ELEMENTWISE_OPS, VARIADIC_OPS, POOL_REDUCE_OPS, FORMULA_OPS].concat()
+    }
+
+    /// A shape as a profile may give it: any rank up to 6, dims from -2 (dynamic, garbage) up.
+    fn any_shape() -> impl Strategy<Value = TensorShape> {
+        prop::collection::vec(-2i64..40, 0..=6).prop_map(|dims| TensorShape { dtype: "float".into(), dims })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever shapes a profile records, every formula answers (a count or the missing shape),
+        /// never a panic and never "unknown op" for an op it counts.
+        #[test]
+        fn every_formula_takes_any_shapes(
+            // The formulas of their own drawn most: they read operands by position and rank.
+            op in prop_oneof![3 => prop::sample::select(FORMULA_OPS), 1 => prop::sample::select(every_counted_op())],
+            inputs in prop::collection::vec(any_shape(), 0..9),
+            outputs in prop::collection::vec(any_shape(), 0..3),
+        ) {
+            let flops = node_flops(op, &inputs, &outputs);
+            prop_assert!(!matches!(flops, Err(FlopsError::UnknownOp(_))), "{op}: {flops:?}");
+        }
+
+        /// A conv-like weight of rank below 3 (a scalar, a vector, a matrix) is a missing shape, not
+        /// a slice out of range; rank ≥ 3 is counted.
+        #[test]
+        fn conv_weights_of_every_rank(
+            (op, weight_at) in prop::sample::select(WEIGHTED_OPS),
+            weight in prop::collection::vec(1i64..8, 0..=6),
+            input in prop::collection::vec(1i64..8, 0..=5),
+        ) {
+            let mut inputs = vec![TensorShape { dtype: "float".into(), dims: input }; weight_at + 1];
+            let rank = weight.len();
+            inputs[weight_at] = TensorShape { dtype: "float".into(), dims: weight };
+            let outputs = [TensorShape { dtype: "float".into(), dims: vec![1, 4, 3, 3] }];
+            match node_flops(op, &inputs, &outputs) {
+                Ok(_) => prop_assert!(rank >= 3, "{op} counted a weight of rank {rank}"),
+                Err(FlopsError::MissingShape { what, .. }) => prop_assert_eq!((rank < 3, what), (true, "weight of rank ≥ 3")),
+                Err(other) => prop_assert!(false, "{op}: {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_scalar_conv_transpose_weight_is_a_missing_shape() {
+        let error = node_flops("ConvTranspose", &[s(&[1, 4, 3, 3]), s(&[])], &[s(&[1, 2, 5, 5])]).unwrap_err();
+        assert_eq!(error.to_string(), "FLOPs unknown for ConvTranspose: weight of rank ≥ 3");
+        // [C_in, C_out/g, kH, kW]: 36 input elements × 2 × 9.
+        let f = node_flops("ConvTranspose", &[s(&[1, 4, 3, 3]), s(&[4, 2, 3, 3])], &[s(&[1, 2, 5, 5])]).unwrap();
+        assert_eq!(f, 2 * 36 * 2 * 9);
+    }
 
     fn s(dims: &[i64]) -> TensorShape {
         TensorShape { dtype: "float".into(), dims: dims.to_vec() }

@@ -5,58 +5,45 @@
 //! means the preferred accelerator EP, whichever it is).
 
 use clap::ValueEnum;
-use serde::Deserialize;
 
 /// Execution providers the harness can attach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EpKind {
     /// ONNX Runtime's CPU execution provider.
     #[value(name = "cpu")]
-    #[serde(rename = "cpu")]
     Cpu,
     /// Qualcomm QNN (Hexagon NPU through the HTP backend by default).
     #[value(name = "qnn")]
-    #[serde(rename = "qnn")]
     Qnn,
     /// Intel OpenVINO (CPU, GPU or NPU by its `device_type` option).
     #[value(name = "openvino")]
-    #[serde(rename = "openvino")]
     OpenVino,
     /// XNNPACK (Arm and x86 CPUs; Android, iOS).
     #[value(name = "xnnpack")]
-    #[serde(rename = "xnnpack")]
     Xnnpack,
     /// Android NNAPI.
     #[value(name = "nnapi")]
-    #[serde(rename = "nnapi")]
     Nnapi,
     /// Apple Core ML.
     #[value(name = "coreml")]
-    #[serde(rename = "coreml")]
     CoreMl,
     /// NVIDIA CUDA.
     #[value(name = "cuda")]
-    #[serde(rename = "cuda")]
     Cuda,
     /// NVIDIA TensorRT.
     #[value(name = "tensorrt")]
-    #[serde(rename = "tensorrt")]
     TensorRt,
     /// Microsoft DirectML (Windows).
     #[value(name = "dml")]
-    #[serde(rename = "dml")]
     Dml,
     /// WebGPU (Dawn).
     #[value(name = "webgpu")]
-    #[serde(rename = "webgpu")]
     WebGpu,
     /// AMD Vitis AI (Ryzen AI NPUs).
     #[value(name = "vitisai")]
-    #[serde(rename = "vitisai")]
     VitisAi,
     /// Any plugin EP library (`--ep-library`), named by `--ep-name`, on the device `--ep-device`.
     #[value(name = "plugin")]
-    #[serde(rename = "plugin")]
     Plugin,
 }
 
@@ -113,8 +100,7 @@ impl EpKind {
 
 /// The hardware a plugin EP device sits on (`--ep-device`), as ONNX Runtime's device discovery
 /// reports it (`OrtHardwareDeviceType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EpDevice {
     /// A CPU device.
     Cpu,
@@ -144,8 +130,11 @@ mod tests {
         for kind in EpKind::value_variants() {
             let parsed = EpKind::from_str(kind.cli_name(), false).unwrap();
             assert_eq!(parsed, *kind);
-            let from_toml: EpKind = toml::Value::String(kind.cli_name().into()).try_into().unwrap();
-            assert_eq!(from_toml, *kind);
+            let table: toml::Table =
+                [("ep".to_string(), toml::Value::String(kind.cli_name().into()))].into_iter().collect();
+            assert_eq!(crate::table::parse::<crate::SessionSettings>(&table).unwrap().ep, *kind);
+            let upper = EpKind::from_str(&kind.cli_name().to_ascii_uppercase(), true).unwrap();
+            assert_eq!(upper, *kind, "names in any case");
             assert_eq!(kind.ort_name().is_none(), *kind == EpKind::Plugin);
         }
         assert_eq!(EpKind::value_variants().len(), 12);

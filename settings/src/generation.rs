@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::str::FromStr;
 
 use clap::Args;
-use serde::Deserialize;
+use serde::Serialize;
 
 /// Default prompt length when the model's context allows it.
 pub const DEFAULT_PROMPT_TOKENS: u32 = 128;
@@ -47,18 +47,16 @@ impl fmt::Display for Count {
     }
 }
 
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Count, D::Error> {
-        let n = u32::deserialize(deserializer)?;
-        n.to_string().parse().map_err(serde::de::Error::custom)
+impl Serialize for Count {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u32(self.get())
     }
 }
 
 /// Generation flags (`--model` an onnxruntime-genai folder). Unset flags take the defaults above,
 /// shortened to what the model's context length holds; a flag given for a single `.onnx` is refused.
-#[derive(Debug, Clone, Default, PartialEq, Args, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Args, Serialize)]
 #[command(next_help_heading = "Generation (LLM model folders)")]
-#[serde(default)]
 pub struct GenerationSettings {
     /// Prompt length in tokens: seeded synthetic ids, no tokenizer; with a static prompt graph a
     /// multiple of its sequence length [default: 128, or what the context length holds].
@@ -78,16 +76,8 @@ pub struct GenerationSettings {
 
 impl GenerationSettings {
     /// The flags given (a single `.onnx` refuses them).
-    pub fn given_flags(&self) -> Vec<&'static str> {
-        [
-            (self.prompt_tokens.is_some(), "--prompt-tokens"),
-            (self.gen_tokens.is_some(), "--gen-tokens"),
-            (self.warmup_generations.is_some(), "--warmup-generations"),
-            (self.generations.is_some(), "--generations"),
-        ]
-        .into_iter()
-        .filter_map(|(given, flag)| given.then_some(flag))
-        .collect()
+    pub fn given_flags(&self) -> Vec<String> {
+        crate::table::given_flags(self)
     }
 
     /// Discarded generations.
@@ -98,23 +88,6 @@ impl GenerationSettings {
     /// Timed generations.
     pub fn generations(&self) -> u32 {
         self.generations.map_or(DEFAULT_GENERATIONS, Count::get)
-    }
-
-    /// The flags that reproduce these settings.
-    pub fn to_flags(&self) -> Vec<String> {
-        let mut flags = Vec::new();
-        let counts = [
-            ("--prompt-tokens", self.prompt_tokens.map(|c| c.to_string())),
-            ("--gen-tokens", self.gen_tokens.map(|c| c.to_string())),
-            ("--warmup-generations", self.warmup_generations.map(|n| n.to_string())),
-            ("--generations", self.generations.map(|c| c.to_string())),
-        ];
-        for (flag, value) in counts {
-            if let Some(value) = value {
-                flags.extend([flag.to_string(), value]);
-            }
-        }
-        flags
     }
 }
 
@@ -127,7 +100,10 @@ mod tests {
         assert_eq!("7".parse::<Count>().unwrap().get(), 7);
         assert!("0".parse::<Count>().unwrap_err().contains("pass 1 or more"));
         assert!("-1".parse::<Count>().is_err());
-        let table = toml::from_str::<GenerationSettings>("gen_tokens = 0");
-        assert!(table.unwrap_err().to_string().contains("pass 1 or more"));
+        let table =
+            crate::table::parse::<GenerationSettings>(&toml::from_str::<toml::Table>("gen_tokens = 0").unwrap());
+        let error = table.unwrap_err();
+        assert_eq!(error.field, "gen_tokens");
+        assert!(error.message.contains("pass 1 or more"), "{error}");
     }
 }

@@ -1,18 +1,23 @@
 //! What the harness measures and how. `HarnessSettings` is flattened into the harness's command
 //! line ([`HarnessCommand`], which the harness parses and the host builds), into `npugate run` (which
-//! passes it through to the harness on any target) and read from TOML (a sweep plan's
-//! `[settings]`): one definition, same names, same defaults, same validation everywhere.
+//! passes it through to the harness on any target) and read from a table (a sweep plan's
+//! `[settings]`, turned into those flags and parsed by the same parser, [`table`]): one definition,
+//! same names, same defaults, same validation everywhere. The rules between settings that clap
+//! cannot state are [`HarnessSettings::check`], which every path calls.
 
 pub mod command;
 pub mod ep;
 pub mod generation;
+pub mod names;
 pub mod qnn;
+pub mod spelling;
+pub mod table;
 pub mod values;
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use serde::Deserialize;
+use serde::Serialize;
 
 pub use command::HarnessCommand;
 pub use ep::{EpDevice, EpKind};
@@ -22,13 +27,13 @@ pub use values::{InputFile, KeyValue, ShapeSpec};
 
 /// Everything one harness run does: how its session is made ([`SessionSettings`], reachable
 /// directly through `Deref`) and what the run measures. Repeatable options are typed values
-/// ([`values`]), validated when they are constructed. In TOML (a sweep plan's `[settings]`) every
-/// field is a key of one flat table; unknown keys are refused.
-#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
-#[serde(try_from = "SettingsTable")]
+/// ([`values`]), validated when they are constructed. In a table (a sweep plan's `[settings]`) every
+/// field is a key of one flat table, the QNN options a `qnn` section ([`table`]).
+#[derive(Debug, Clone, PartialEq, Args, Serialize)]
 pub struct HarnessSettings {
     /// How the model is loaded, fed and placed.
     #[command(flatten)]
+    #[serde(flatten)]
     pub session: SessionSettings,
     /// Timed runs (≥ 20 for the CV rule to be judged).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
@@ -60,20 +65,20 @@ pub struct HarnessSettings {
     pub check_outputs: bool,
     /// How an LLM model folder is run as token generation (`--prompt-tokens`, `--gen-tokens`, …).
     #[command(flatten)]
+    #[serde(flatten)]
     pub generation: GenerationSettings,
 }
 
 /// How a harness session is made: the EP and its options, the inputs, the graph optimizations.
 /// Every command that creates a session takes these flags (`run`, `compare` and sweeps inside
 /// [`HarnessSettings`]; `preflight`, `compile` and `numerics` alone, since they time nothing).
-#[derive(Debug, Clone, PartialEq, Args, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, PartialEq, Args, Serialize)]
 pub struct SessionSettings {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Execution provider: the preferred EP, which placement and the `npu_*` rules measure.
-    #[arg(long, value_enum, default_value_t = EpKind::Cpu)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = EpKind::Cpu)]
     pub ep: EpKind,
     /// ORT name of a plugin EP (`--ep plugin`; the name its library is registered under). Known
     /// EPs default to their own name (`QNNExecutionProvider`, `OpenVINOExecutionProvider`, …).
@@ -81,7 +86,7 @@ pub struct SessionSettings {
     pub ep_name: Option<String>,
     /// The device a plugin EP runs on, chosen explicitly: a plugin EP without a device of this
     /// type did not start (no silent fallback to another device) [QNN default: by --qnn-backend].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub ep_device: Option<EpDevice>,
     /// EP option `key=value` (repeatable), passed to the EP unchanged (e.g. OpenVINO's `device_type=NPU`).
     #[arg(long = "ep-option", value_name = "KEY=VALUE")]
@@ -99,12 +104,12 @@ pub struct SessionSettings {
     #[arg(long, default_value_t = 0)]
     pub intra_threads: usize,
     /// Graph optimization level of the timed and profiled sessions.
-    #[arg(long, value_enum, default_value_t = OptimizationLevel::All)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = OptimizationLevel::All)]
     pub optimization: OptimizationLevel,
     /// Log level of the timed session (ONNX Runtime's and, through the EP, its backend's: QNN's):
     /// what an app logs at. The session that gives the VERBOSE account (assignment, the backend's
     /// reasons, ort.log) is another one, so nothing is logged per timed inference by default.
-    #[arg(long, value_enum, default_value_t = OrtLogLevel::Warning)]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = OrtLogLevel::Warning)]
     pub ort_log_level: OrtLogLevel,
     /// Refuse CPU fallback: sets `session.disable_cpu_ep_fallback=1`, so a node the EP does not
     /// take (or a backend that did not start) fails session creation instead of running on CPU.
@@ -113,6 +118,7 @@ pub struct SessionSettings {
     /// EP context cache directory (on the target): the first run compiles the graph and writes a
     /// context model there (timed as cold creation), every run then times loading it (warm creation).
     #[arg(long, value_name = "DIR")]
+    #[serde(serialize_with = "display_path")]
     pub context_cache: Option<PathBuf>,
     /// QNN execution provider options.
     #[command(flatten)]
@@ -154,76 +160,8 @@ impl Default for SessionSettings {
     }
 }
 
-/// `[settings]` as written in TOML: one flat table, split into [`HarnessSettings`] with unknown
-/// keys refused (serde cannot deny unknown fields of a flattened struct itself).
-#[derive(Deserialize)]
-struct SettingsTable {
-    #[serde(flatten)]
-    session: SessionSettings,
-    #[serde(flatten)]
-    run: RunTable,
-    #[serde(flatten)]
-    generation: GenerationSettings,
-    #[serde(flatten)]
-    unknown: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
-}
-
-/// The measurement keys of [`SettingsTable`].
-#[derive(Deserialize)]
-#[serde(default)]
-struct RunTable {
-    runs: u32,
-    warmup: u32,
-    profile_runs: u32,
-    no_reference_pass: bool,
-    session_only: bool,
-    execute_once: bool,
-    check_outputs: bool,
-}
-
-impl Default for RunTable {
-    fn default() -> Self {
-        let d = HarnessSettings::default();
-        RunTable {
-            runs: d.runs,
-            warmup: d.warmup,
-            profile_runs: d.profile_runs,
-            no_reference_pass: d.no_reference_pass,
-            session_only: d.session_only,
-            execute_once: d.execute_once,
-            check_outputs: d.check_outputs,
-        }
-    }
-}
-
-impl TryFrom<SettingsTable> for HarnessSettings {
-    type Error = String;
-
-    fn try_from(table: SettingsTable) -> Result<HarnessSettings, String> {
-        if let Some(key) = table.unknown.keys().next() {
-            return Err(format!(
-                "unknown setting `{key}` (see `npugate run --help` for the settings and their spelling)"
-            ));
-        }
-        let RunTable { runs, warmup, profile_runs, no_reference_pass, session_only, execute_once, check_outputs } =
-            table.run;
-        Ok(HarnessSettings {
-            session: table.session,
-            runs,
-            warmup,
-            profile_runs,
-            no_reference_pass,
-            session_only,
-            execute_once,
-            check_outputs,
-            generation: table.generation,
-        })
-    }
-}
-
 /// ONNX Runtime graph optimization levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OptimizationLevel {
     /// No graph optimizations.
     Disable,
@@ -255,8 +193,7 @@ impl From<SessionSettings> for HarnessSettings {
 }
 
 /// ONNX Runtime's log severities, least severe first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum OrtLogLevel {
     /// Everything, including per-inference traces of the EP and its backend.
     Verbose,
@@ -295,70 +232,108 @@ impl HarnessSettings {
 
     /// The flags that reproduce these settings on a harness command line (see [`HarnessCommand`]).
     pub fn to_flags(&self) -> Vec<String> {
-        let mut args = vec!["--runs".into(), self.runs.to_string(), "--warmup".into(), self.warmup.to_string()];
-        args.extend(["--profile-runs".into(), self.profile_runs.to_string(), "--seed".into(), self.seed.to_string()]);
-        args.extend(["--intra-threads".into(), self.intra_threads.to_string()]);
-        args.extend([
-            "--ep".into(),
-            self.ep.cli_name().into(),
-            "--optimization".into(),
-            self.optimization.cli_name().into(),
-        ]);
-        args.extend(["--ort-log-level".into(), self.ort_log_level.cli_name().into()]);
-        let switches = [
-            (self.no_reference_pass, "--no-reference-pass"),
-            (self.strict, "--strict"),
-            (self.check_outputs, "--check-outputs"),
-            (self.session_only, "--session-only"),
-            (self.execute_once, "--execute-once"),
-        ];
-        args.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
-        if let Some(name) = &self.ep_name {
-            args.extend(["--ep-name".into(), name.clone()]);
-        }
-        if let Some(device) = self.ep_device {
-            args.extend(["--ep-device".into(), device.cli_name().into()]);
-        }
-        if let Some(dir) = &self.context_cache {
-            args.extend(["--context-cache".into(), dir.display().to_string()]);
-        }
-        let repeated = [
-            ("--ep-option", self.ep_options.iter().map(ToString::to_string).collect::<Vec<_>>()),
-            ("--session-config", self.session_config.iter().map(ToString::to_string).collect()),
-            ("--shape", self.shapes.iter().map(ToString::to_string).collect()),
-            ("--input", self.inputs.iter().map(ToString::to_string).collect()),
-        ];
-        for (flag, values) in repeated {
-            for value in values {
-                args.extend([flag.to_string(), value]);
+        table::to_argv(self)
+    }
+
+    /// Settings from a table (a sweep plan's `[settings]`): parsed as the command line is, then
+    /// [`HarnessSettings::check`]ed; the error names the field.
+    pub fn from_table(settings: &impl Serialize) -> Result<HarnessSettings, table::FieldError> {
+        let parsed: HarnessSettings = table::parse(settings)?;
+        parsed.check().map_err(|misfit| misfit.in_table())?;
+        Ok(parsed)
+    }
+
+    /// The rules between settings that the flags alone cannot state: options of an EP other than
+    /// the one chosen, CPU-EP runs with accelerator options, QNN profiling without a profiled pass.
+    /// The harness, `npugate run`/`compare` and a sweep plan's load all call this.
+    pub fn check(&self) -> Result<(), Misfit> {
+        if self.ep != EpKind::Qnn {
+            if let Some(flag) = self.qnn.given_flags().into_iter().next() {
+                return Err(Misfit::new(&flag, format!("{flag} applies to --ep qnn only; drop it or pass --ep qnn")));
             }
         }
-        args.extend(self.qnn.to_flags());
-        args.extend(self.generation.to_flags());
-        args
+        if !self.ep.is_accelerator() {
+            for (flag, given) in [("--strict", self.strict), ("--context-cache", self.context_cache.is_some())] {
+                if given {
+                    return Err(Misfit::new(flag, format!("{flag} applies to an accelerator EP (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn, --ep openvino, …")));
+                }
+            }
+        }
+        if self.qnn.profiling() && self.profile_runs == 0 {
+            return Err(Misfit::new(
+                "--qnn-profiling",
+                "--qnn-profiling runs in the profiled pass only, but --profile-runs is 0; pass --profile-runs 1 or more",
+            ));
+        }
+        Ok(())
     }
 }
+
+/// Settings that do not fit together ([`HarnessSettings::check`]): the flag at fault and why, in
+/// flags (`--strict applies to …`); [`Misfit::in_table`] says it in a table's field names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Misfit {
+    /// The flag at fault, e.g. `--strict`.
+    pub flag: String,
+    /// One sentence with the fix.
+    pub message: String,
+}
+
+impl Misfit {
+    fn new(flag: &str, message: impl Into<String>) -> Misfit {
+        Misfit { flag: flag.to_string(), message: message.into() }
+    }
+
+    /// The same refusal about a table's field (`strict`, `qnn.vtcm_mb`).
+    pub fn in_table(&self) -> table::FieldError {
+        let message = self.message.strip_prefix(&format!("{} ", self.flag)).unwrap_or(&self.message);
+        table::FieldError {
+            field: table::message_in_field_names::<HarnessSettings>(&self.flag),
+            message: table::message_in_field_names::<HarnessSettings>(message),
+        }
+    }
+}
+
+impl std::fmt::Display for Misfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Misfit {}
+
+/// A path as the text a command line gives it.
+fn display_path<S: serde::Serializer>(path: &Option<PathBuf>, serializer: S) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(path) => serializer.collect_str(&path.display()),
+        None => serializer.serialize_none(),
+    }
+}
+
+spelling::serialize_as_value_name!(OptimizationLevel, OrtLogLevel, EpKind, EpDevice);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `text` as a sweep plan's `[settings]` table.
+    fn from_toml(text: &str) -> Result<HarnessSettings, table::FieldError> {
+        HarnessSettings::from_table(&toml::from_str::<toml::Table>(text).unwrap())
+    }
+
     #[test]
     fn defaults_match_between_command_line_and_toml() {
-        let from_toml: HarnessSettings = toml::from_str("").unwrap();
-        assert_eq!(from_toml, HarnessSettings::default());
-        let custom: HarnessSettings = toml::from_str(
+        assert_eq!(from_toml("").unwrap(), HarnessSettings::default());
+        let custom = from_toml(
             "runs = 20\nep = \"qnn\"\nshapes = [\"x=1x3\"]\n[qnn]\nqnn_backend = \"saver\"\nhtp_performance_mode = \"balanced\"",
         )
         .unwrap();
         assert_eq!(custom.runs, 20);
         assert_eq!(custom.shapes, vec!["x=1x3".parse::<ShapeSpec>().unwrap()]);
         assert_eq!(custom.qnn.qnn_backend, Some(qnn::QnnBackend::Type("saver")));
-        let unknown = toml::from_str::<HarnessSettings>("rns = 3").unwrap_err().to_string();
-        assert!(unknown.contains("unknown setting `rns`"), "{unknown}");
-        let both = toml::from_str::<HarnessSettings>("runs = 5\nseed = 7\nstrict = true").unwrap();
+        let both = from_toml("runs = 5\nseed = 7\nep = \"openvino\"\nstrict = true").unwrap();
         assert_eq!((both.runs, both.seed, both.strict, both.warmup), (5, 7, true, HarnessSettings::default().warmup));
-        let generation = toml::from_str::<HarnessSettings>("prompt_tokens = 16\ngen_tokens = 4\nruns = 3").unwrap();
+        let generation = from_toml("prompt_tokens = 16\ngen_tokens = 4\nruns = 3").unwrap();
         assert_eq!(
             (
                 generation.generation.prompt_tokens.map(|c| c.get()),
@@ -367,8 +342,41 @@ mod tests {
             ),
             (Some(16), Some(4), 3)
         );
-        let bad = toml::from_str::<HarnessSettings>("shapes = [\"x=1x0\"]").unwrap_err().to_string();
-        assert!(bad.contains("not a positive integer"), "{bad}");
+    }
+
+    #[test]
+    fn a_table_is_checked_like_the_command_line_and_names_the_field() {
+        let refused = |text: &str| from_toml(text).unwrap_err();
+        let unknown = refused("rns = 3");
+        assert_eq!(unknown.field, "rns");
+        assert!(unknown.message.contains("unknown setting; did you mean `runs`?"), "{unknown}");
+        let bad = refused("shapes = [\"x=1x0\"]");
+        assert!(bad.field == "shapes" && bad.message.contains("not a positive integer"), "{bad}");
+        let zero = refused("runs = 0");
+        assert!(zero.field == "runs" && zero.message.contains("'0' for 'runs'"), "{zero}");
+        let once = refused("execute_once = true");
+        assert_eq!(once.to_string(), "execute_once: needs session_only = true as well; add it, or drop execute_once");
+        assert!(from_toml("execute_once = true\nsession_only = true").unwrap().execute_once);
+        let cpu_strict = refused("strict = true");
+        assert_eq!(cpu_strict.field, "strict");
+        assert!(cpu_strict.message.starts_with("applies to an accelerator EP"), "{cpu_strict}");
+        assert!(cpu_strict.message.ends_with("drop it or pass ep = \"qnn\", ep = \"openvino\", …"), "{cpu_strict}");
+        let qnn_on_cpu = refused("[qnn]\nvtcm_mb = 8");
+        assert_eq!(qnn_on_cpu.field, "qnn.vtcm_mb");
+        assert_eq!(qnn_on_cpu.message, "applies to ep = \"qnn\" only; drop it or pass ep = \"qnn\"");
+        let typo = refused("ep = \"qnn2\"");
+        assert!(typo.field == "ep" && typo.message.contains("'qnn'"), "{typo}");
+        assert_eq!(from_toml("ep = \"QNN\"").unwrap().ep, EpKind::Qnn, "names in any case");
+        assert_eq!(refused("vtcm_mb = 8").message, "belongs in [settings.qnn]");
+        assert_eq!(refused("[qnn]\nruns = 8").message, "belongs in the [settings] table itself");
+        assert_eq!(refused("session_only = \"yes\"").message, "is a switch: write true or false");
+        assert_eq!(refused("runs = [1, 2]").message, "takes one value, not a list");
+    }
+
+    #[test]
+    fn every_setting_survives_the_table_round_trip() {
+        let given = HarnessSettings::default();
+        assert_eq!(table::parse::<HarnessSettings>(&serde_json::to_value(&given).unwrap()).unwrap(), given);
     }
 
     #[test]

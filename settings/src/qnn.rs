@@ -5,7 +5,13 @@ use std::path::{Path, PathBuf};
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
-use serde::Deserialize;
+use serde::Serialize;
+
+use crate::spelling::spelling;
+
+/// Float graphs run in fp16 on the HTP unless `--enable-htp-fp16-precision 0` says otherwise: what
+/// a device run does, and what the host HTP's preflight and compile assume.
+pub const DEFAULT_HTP_FP16: bool = true;
 
 /// Provider option keys that have their own flag; `--ep-option` must not set them a second way.
 const DEDICATED_KEYS: &[(&str, &str)] = &[
@@ -24,9 +30,8 @@ const DEDICATED_KEYS: &[(&str, &str)] = &[
 
 /// QNN options (apply to `--ep qnn` only). Unset options keep the defaults documented per flag.
 /// In TOML (a sweep plan) they form a `qnn` table with the field names as keys.
-#[derive(Debug, Clone, Default, PartialEq, Args, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Args, Serialize)]
 #[command(next_help_heading = "QNN execution provider")]
-#[serde(default, deny_unknown_fields)]
 pub struct QnnArgs {
     /// QNN backend: `htp` (Hexagon NPU), `gpu` (Adreno), `cpu`, `saver` (records QNN API calls,
     /// needs no hardware) or the path of a backend library (`libQnnHtp.so`…) [default: htp].
@@ -34,12 +39,12 @@ pub struct QnnArgs {
     pub qnn_backend: Option<QnnBackend>,
 
     /// HTP performance mode [default: burst].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub htp_performance_mode: Option<HtpPerformanceMode>,
 
     /// QNN's own per-op profiling, written to `qnn_profile.csv` by the profiled pass only (never
     /// by the timed session: detailed profiling adds per-op overhead) [default: off].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     pub qnn_profiling: Option<QnnProfiling>,
 
     /// HTP graph finalization optimization mode (0 = QNN default, 3 = longest prepare, best graph).
@@ -81,10 +86,9 @@ pub enum QnnBackend {
 /// The backend types the QNN EP knows (`backend_type`).
 const BACKEND_TYPES: &[&str] = &["htp", "gpu", "cpu", "saver"];
 
-impl<'de> Deserialize<'de> for QnnBackend {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<QnnBackend, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        parse_backend(&text).map_err(serde::de::Error::custom)
+impl Serialize for QnnBackend {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.spelling())
     }
 }
 
@@ -109,8 +113,7 @@ fn parse_backend(text: &str) -> Result<QnnBackend, String> {
 }
 
 /// HTP performance modes (`htp_performance_mode`), spelled as the QNN EP spells them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum HtpPerformanceMode {
     /// Highest clocks, RPC polling on (the usual benchmark setting).
     #[value(name = "burst")]
@@ -145,8 +148,7 @@ pub enum HtpPerformanceMode {
 }
 
 /// QNN profiling levels (`profiling_level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum QnnProfiling {
     /// No QNN profiling.
     Off,
@@ -158,28 +160,10 @@ pub enum QnnProfiling {
     Optrace,
 }
 
-/// The clap spelling of a value-enum variant (which is also the QNN EP's spelling).
-pub fn spelling<T: ValueEnum>(value: T) -> String {
-    value.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
-}
-
 impl QnnArgs {
     /// The flags that were given, by name (to reject them with `--ep cpu`).
-    pub fn given_flags(&self) -> Vec<&'static str> {
-        [
-            (self.qnn_backend.is_some(), "--qnn-backend"),
-            (self.htp_performance_mode.is_some(), "--htp-performance-mode"),
-            (self.qnn_profiling.is_some(), "--qnn-profiling"),
-            (self.htp_graph_finalization_optimization_mode.is_some(), "--htp-graph-finalization-optimization-mode"),
-            (self.vtcm_mb.is_some(), "--vtcm-mb"),
-            (self.soc_model.is_some(), "--soc-model"),
-            (self.htp_arch.is_some(), "--htp-arch"),
-            (self.enable_htp_fp16_precision.is_some(), "--enable-htp-fp16-precision"),
-            (self.offload_graph_io_quantization.is_some(), "--offload-graph-io-quantization"),
-        ]
-        .into_iter()
-        .filter_map(|(given, name)| given.then_some(name))
-        .collect()
+    pub fn given_flags(&self) -> Vec<String> {
+        crate::table::given_flags(self)
     }
 
     /// The backend, defaulting to HTP.
@@ -207,7 +191,10 @@ impl QnnArgs {
         }];
         let mode = self.htp_performance_mode.unwrap_or(HtpPerformanceMode::Burst);
         options.push(("htp_performance_mode".into(), spelling(mode)));
-        options.push(("enable_htp_fp16_precision".into(), bool_text(self.enable_htp_fp16_precision.unwrap_or(true))));
+        options.push((
+            "enable_htp_fp16_precision".into(),
+            bool_text(self.enable_htp_fp16_precision.unwrap_or(DEFAULT_HTP_FP16)),
+        ));
         let optional = [
             (
                 "htp_graph_finalization_optimization_mode",
@@ -223,26 +210,6 @@ impl QnnArgs {
         Ok(options)
     }
 
-    /// The flags that reproduce these options on a harness command line.
-    pub fn to_flags(&self) -> Vec<String> {
-        let bool_text = |b: bool| if b { "1" } else { "0" }.to_string();
-        let flags = [
-            ("--qnn-backend", self.qnn_backend.as_ref().map(QnnBackend::spelling)),
-            ("--htp-performance-mode", self.htp_performance_mode.map(spelling)),
-            ("--qnn-profiling", self.qnn_profiling.map(spelling)),
-            (
-                "--htp-graph-finalization-optimization-mode",
-                self.htp_graph_finalization_optimization_mode.map(|v| v.to_string()),
-            ),
-            ("--vtcm-mb", self.vtcm_mb.map(|v| v.to_string())),
-            ("--soc-model", self.soc_model.map(|v| v.to_string())),
-            ("--htp-arch", self.htp_arch.clone()),
-            ("--enable-htp-fp16-precision", self.enable_htp_fp16_precision.map(bool_text)),
-            ("--offload-graph-io-quantization", self.offload_graph_io_quantization.map(bool_text)),
-        ];
-        flags.into_iter().filter_map(|(flag, value)| value.map(|v| [flag.to_string(), v])).flatten().collect()
-    }
-
     /// Options added to the profiled pass only: QNN profiling into `csv`.
     pub fn profiling_options(&self, csv: &Path) -> Vec<(String, String)> {
         match self.qnn_profiling {
@@ -254,6 +221,8 @@ impl QnnArgs {
         }
     }
 }
+
+crate::spelling::serialize_as_value_name!(HtpPerformanceMode, QnnProfiling);
 
 #[cfg(test)]
 mod tests {

@@ -180,7 +180,11 @@ fn plan_errors_are_one_line_name_the_field_and_the_file_and_exit_2() {
     let text = std::fs::read_to_string(&plan).unwrap();
     let serial_entry = format!("[[device]]\nserial = {:?}", Rig::serial(6151));
     let cases = [
-        (text.replace("warmup = 2", "warmpu = 2"), "unknown setting `warmpu`"),
+        (text.replace("warmup = 2", "warmpu = 2"), "settings.warmpu: unknown setting; did you mean `warmup`?"),
+        (
+            text.replace("warmup = 2", "warmup = 2\nexecute_once = true"),
+            "settings.execute_once: needs session_only = true as well; add it, or drop execute_once",
+        ),
         (text.replace("smallcnn.onnx", "nosuch.onnx"), "model[0].path: model "),
         (text.replace(RUNTIMES[1], "ort-9.9.9-linux-x86_64"), "runtimes[1]: runtime \"ort-9.9.9-linux-x86_64\" is not fetched"),
         (

@@ -2,20 +2,21 @@
 //! one session (ABBA rounds), judged on the paired ratio B/A and on their placements. Exit 0 pass,
 //! 1 a rule failed, 2 could not judge.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use npugate_gate::compare::CompareRules;
 use npugate_settings::HarnessSettings;
 
-use super::options::{FormatArgs, HealthArgs, RulesArgs, TargetArgs};
+use super::console::Console;
+use super::options::{ConfirmArg, FormatArgs, HealthArgs, RulesArgs, TargetArgs};
 use npugate_engine::compare::{compare_on, CompareReport, CompareSpec};
 use npugate_engine::confirm::run_confirmed;
-use npugate_engine::device_rack;
-use npugate_engine::targets::{Job, Silent, Target};
-use npugate_htp::compiled::ReferenceChoice;
-use npugate_plan::{Command, Installed, Kind, Plan, Request};
+use npugate_engine::device_rack::{self, Ran};
+use npugate_engine::progress::Progress;
+use npugate_engine::targets::{Job, Target};
+use npugate_plan::{Command, Installed, ModelFlags, Plan, Request};
 
 /// Arguments of `npugate compare`.
 #[derive(Debug, Args)]
@@ -34,10 +35,9 @@ pub struct CompareArgs {
     /// Timed runs of each model in each round (instead of --runs).
     #[arg(long, default_value_t = 20, conflicts_with = "runs", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs_per_round: u32,
-    /// When only the slowdown fails, run the whole comparison K more times and fail only when most
-    /// attempts fail; every attempt is kept (`attempt-N/`) and listed.
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub confirm: u32,
+    /// `--confirm K`: the whole comparison rerun.
+    #[command(flatten)]
+    pub confirm: ConfirmArg,
     /// Compare rules (`--gate FILE`: max_slowdown_pct (default 5), placement_must_match (default
     /// true), disable; `--rule NAME=VALUE`).
     #[command(flatten)]
@@ -56,32 +56,31 @@ pub struct CompareArgs {
 impl CompareArgs {
     /// The plan request these flags make.
     pub fn request(&self) -> Result<Request<'_>> {
-        self.target.request(Command::Compare, self.settings.ep, None, Some(&self.health))
+        Ok(Request {
+            baseline: Some(&self.baseline_model),
+            flags: ModelFlags::of(&self.settings.session, Some(&self.settings.generation)),
+            fp16: self.settings.qnn.enable_htp_fp16_precision,
+            settings: Some(&self.settings),
+            ..self.target.request(Command::Compare, self.settings.ep, None, Some(&self.health))?
+        })
     }
 }
 
-/// Runs `npugate compare`.
-pub fn run(args: CompareArgs) -> Result<u8> {
+/// Runs `npugate compare`: one target into `<out>`, or a rack (the split `run` shares).
+pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
     if args.settings.check_outputs {
         bail!("compare does not check outputs; check each model with `npugate run --check-outputs`");
     }
-    for model in [args.baseline_model.as_path(), args.target.model()] {
-        npugate_engine::model::check_any(model, &args.settings)?;
-    }
+    let rules = CompareRules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
+    let sinks = args.output.sinks(args.target.json.json, console.color);
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
     // A compiled side's placement run counts it in its source model's nodes and runs the source
     // as its reference, found the way `npugate run` finds it.
-    const NAME_IT: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
-    let choices = [
-        ReferenceChoice::resolve(&args.baseline_model, None, NAME_IT)?,
-        ReferenceChoice::resolve(args.target.model(), None, NAME_IT)?,
-    ];
+    let baseline = plan.baseline.as_ref().context("compare's plan has its baseline model")?;
+    let choices = [&baseline.reference, &plan.model.reference];
     for skipped in choices.iter().filter_map(|choice| choice.skipped_for(&args.settings)) {
         eprintln!("npugate: warning: {skipped}");
     }
-    let rules = CompareRules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
-    let sinks = args.output.sinks(args.target.json.json);
-    let cancel = super::options::interrupt_flag();
-    let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     let specs: Vec<CompareSpec> = plan
         .targets
@@ -96,7 +95,7 @@ pub fn run(args: CompareArgs) -> Result<u8> {
                 settings: &args.settings,
                 env: &[],
                 timeout: plan.timeout,
-                cancel: &cancel,
+                cancel: &console.cancel,
             },
             baseline: &args.baseline_model,
             candidate: args.target.model(),
@@ -106,27 +105,28 @@ pub fn run(args: CompareArgs) -> Result<u8> {
             rules: &rules,
         })
         .collect();
-    if plan.kind == Kind::Host {
-        let report = run_confirmed(args.confirm, &plan.out, |dir| {
-            compare_on(plan.targets[0].target.as_ref(), &specs[0], dir, &Silent)
-        })?;
-        sinks.emit(&report.verdict)?;
-        eprintln!("npugate: comparison, every run and report in {}", report.dir.display());
-        return Ok(report.verdict.exit_code());
-    }
     let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
+    let work = |index: usize, target: &dyn Target, dir: &Path, progress: &Progress<'_>| {
+        run_confirmed(args.confirm.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
+    };
     let on_done =
         |target: &dyn Target, report: &CompareReport| match sinks.render_for_device(&report.verdict, &report.dir) {
             Ok(text) => print!("{text}"),
             Err(error) => eprintln!("npugate: {}: error: {error:#}", target.name()),
         };
-    let work =
-        |index: usize, target: &dyn Target, dir: &std::path::Path, progress: &dyn npugate_engine::targets::Progress| {
-            run_confirmed(args.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
-        };
+    let policy = args.target.place.devices.policy(console);
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
-    let rack = device_rack::on_targets(&targets, &plan.out, &args.target.place.devices.policy(&cancel), work, &on_done)
+    let ran = device_rack::on_plan(&targets, plan.single().is_some(), &plan.out, &policy, work, &on_done)
         .with_context(|| format!("comparing on {}", names.join(", ")))?;
-    print!("{}", rack.report.lines());
-    Ok(rack.report.exit_code)
+    match ran {
+        Ran::One(report) => {
+            sinks.emit(&report.verdict)?;
+            eprintln!("npugate: comparison, every run and report in {}", report.dir.display());
+            Ok(report.verdict.exit_code())
+        }
+        Ran::Rack(rack) => {
+            print!("{}", rack.report.lines());
+            Ok(rack.report.exit_code)
+        }
+    }
 }

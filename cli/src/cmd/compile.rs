@@ -5,19 +5,23 @@
 //! compatibility matrix. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still
 //! written), 2 error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_settings::{EpKind, SessionSettings};
 
+use super::console::Console;
 use super::options::{EmulatorArgs, SubjectArgs};
+use npugate_engine::targets::Cancel;
+use npugate_host::hexagon::Soc;
 use npugate_htp::compat::CompatRequest;
 use npugate_htp::compile::{CompileRequest, Compiled};
 use npugate_htp::compile_folder::FolderCompileRequest;
 use npugate_htp::HostHtp;
-use npugate_plan::{Command, Installed, Place, Plan, Request};
+use npugate_onnx::genai::LlmModel;
+use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]
@@ -49,19 +53,19 @@ impl CompileArgs {
             bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
         }
         Ok(Request {
-            out: None,
+            flags: ModelFlags { context_file: self.context_file, ..ModelFlags::of(&self.session, None) },
+            fp16: self.session.qnn.enable_htp_fp16_precision,
             ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator))
         })
     }
 }
 
 /// Runs `npugate compile`.
-pub fn run(args: CompileArgs) -> Result<u8> {
+pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     let model = args.subject.model.model.canonicalize().with_context(|| {
         format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
     })?;
-    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
     plan.announce();
     let soc = plan.targets.first().and_then(|planned| planned.soc).context("an emulator target has its SoC")?;
     let hosts: Vec<HostHtp> = plan
@@ -69,23 +73,23 @@ pub fn run(args: CompileArgs) -> Result<u8> {
         .iter()
         .map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() })
         .collect();
-    let cancel = super::options::interrupt_flag();
-    let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
-    if let Some(config) = npugate_onnx::genai::config_path(&model) {
-        return compile_folder(&args, &config, &hosts, soc, fp16, &cancel);
+    let cancel = &console.cancel;
+    if let Some(llm) = plan.model.llm() {
+        return compile_folder(llm, &hosts, soc, &plan, cancel);
     }
     let compile = |host: &HostHtp, out: &Path| {
+        let fp16 = plan.fp16;
         CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }
-            .run(out, &cancel)
+            .run(out, cancel)
     };
     if let [host] = hosts.as_slice() {
-        let out = args.subject.out.out.clone().unwrap_or_else(|| model.with_file_name(format!("{stem}_ctx.onnx")));
-        let compiled = compile(host, &out)?;
+        let compiled = compile(host, &plan.out)?;
         print_compiled(&compiled);
         return Ok(if compiled.left_on_cpu.is_empty() { EXIT_PASS } else { EXIT_FAIL });
     }
-    let dir = args.subject.out.out.clone().unwrap_or_else(|| model.parent().map(PathBuf::from).unwrap_or_default());
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = &plan.out;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let mut contexts = Vec::new();
     let mut left_on_cpu = false;
     for host in &hosts {
@@ -99,7 +103,7 @@ pub fn run(args: CompileArgs) -> Result<u8> {
     let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let compat_dir = dir.join(format!("{stem}.context-compat"));
     let matrix = CompatRequest { hosts: &hosts, soc, contexts: &contexts, model: &model_name, measured_by }
-        .run(&compat_dir, &cancel)?;
+        .run(&compat_dir, &console.policy(0))?;
     println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
     print!("{}", matrix.table());
     eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
@@ -107,25 +111,12 @@ pub fn run(args: CompileArgs) -> Result<u8> {
 }
 
 /// An LLM folder: every graph into one weight-shared context, written as a compiled folder
-/// (`--out`, default `<folder>_ctx/` beside it) that deploys and runs as one model.
-fn compile_folder(
-    args: &CompileArgs,
-    config: &Path,
-    hosts: &[HostHtp],
-    soc: npugate_host::hexagon::Soc,
-    fp16: bool,
-    cancel: &npugate_engine::targets::Cancel,
-) -> Result<u8> {
+/// (the plan's out, default `<folder>_ctx/` beside it) that deploys and runs as one model.
+fn compile_folder(llm: &LlmModel, hosts: &[HostHtp], soc: Soc, plan: &Plan, cancel: &Cancel) -> Result<u8> {
     let [host] = hosts else {
         bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
     };
-    if !args.session.shapes.is_empty() || args.context_file {
-        bail!("{} does not apply to the LLM model folder {}: its graphs declare their shapes, and its context binary is always a file beside them", if args.context_file { "--context-file" } else { "--shape" }, config.display());
-    }
-    let folder = config.parent().unwrap_or(Path::new("."));
-    let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    let out = args.subject.out.out.clone().unwrap_or_else(|| folder.with_file_name(format!("{name}_ctx")));
-    let compiled = FolderCompileRequest { host, config, soc, fp16 }.run(&out, cancel)?;
+    let compiled = FolderCompileRequest { host, config: &llm.config, soc, fp16: plan.fp16 }.run(&plan.out, cancel)?;
     let mut left_on_cpu = false;
     for graph in &compiled.graphs {
         println!("{}: graph {} compiled for {}", graph.path.display(), graph.id, graph.compiled_for.describe());

@@ -5,10 +5,9 @@ use npugate_result::contract::EXIT_PASS;
 
 use std::path::Path;
 
-use super::options::{DeviceArgs, HistoryArg, JsonArg};
+use super::options::{DeviceArgs, HistoryArg, JsonArg, WorkDirArg};
 use npugate_android::device_lock::{self, LockOptions};
-use npugate_android::devices::{self, DeviceInfo};
-use npugate_engine::targets::adb::DEFAULT_WORK_DIR;
+use npugate_android::devices::{self, DeviceChoice, DeviceInfo};
 use npugate_nightly::history::{health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.
@@ -23,13 +22,13 @@ pub struct DevicesArgs {
     /// Clear the lock of this device's work dir (left by a crashed npugate, corrupt, or written by
     /// a newer npugate); refused while its holder is alive unless --force.
     #[arg(long, value_name = "SERIAL")]
-    pub unlock: Option<String>,
+    pub unlock: Option<DeviceChoice>,
     /// With --unlock: clear the lock even while its holder is alive.
     #[arg(long, requires = "unlock")]
     pub force: bool,
-    /// With --unlock: the work dir whose lock is cleared.
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
-    pub work_dir: String,
+    /// `--work-dir`: with --unlock, the work dir whose lock is cleared.
+    #[command(flatten)]
+    pub work_dir: WorkDirArg,
     /// `--history`: the store each device's noise floor is learned from.
     #[command(flatten)]
     pub history: HistoryArg,
@@ -41,9 +40,9 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
     if let Some(serial) = &args.unlock {
         let chosen = devices::select(&adb, std::slice::from_ref(serial))?;
         let [serial] = chosen.as_slice() else {
-            anyhow::bail!("--unlock takes one device serial, not {serial:?} ({} devices)", chosen.len());
+            anyhow::bail!("--unlock takes one device serial, not \"{serial}\" ({} devices)", chosen.len());
         };
-        let work_dir = args.work_dir.trim_end_matches('/');
+        let work_dir = args.work_dir.work_dir.trim_end_matches('/');
         println!("{}", device_lock::unlock(&adb.device(serial), work_dir, args.force, &LockOptions::waiting(None))?);
         return Ok(EXIT_PASS);
     }

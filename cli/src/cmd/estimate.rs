@@ -4,6 +4,7 @@
 //! when each model is left out of its fit. Without `--model`, the fitted models and their errors.
 //! Exit 0 estimated (or calibration printed), 1 no SoC could be estimated, 2 bad input.
 
+use super::console::Console;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -48,7 +49,7 @@ pub struct EstimateArgs {
 const CALIBRATION_SCHEMA: &str = "npugate.estimate-calibration/1";
 
 /// Runs `npugate estimate`.
-pub fn run(args: EstimateArgs) -> Result<u8> {
+pub fn run(args: EstimateArgs, console: &Console) -> Result<u8> {
     let reference = match &args.reference {
         Some(dir) => Reference::load(dir)?,
         None => Reference::embedded()?,
@@ -57,7 +58,7 @@ pub fn run(args: EstimateArgs) -> Result<u8> {
     let socs = socs(&args.socs, &estimator.reference)?;
     match &args.model {
         None => calibration(&estimator, &socs, args.json.json),
-        Some(model) => estimate(&args, model, &estimator, &socs),
+        Some(model) => estimate(&args, model, &estimator, &socs, console),
     }
 }
 
@@ -136,20 +137,21 @@ fn calibration(estimator: &Estimator, socs: &[String], json: bool) -> Result<u8>
 }
 
 /// The model's node shapes from one CPU run on this machine, its features, and the estimate per SoC.
-fn estimate(args: &EstimateArgs, model: &std::path::Path, estimator: &Estimator, socs: &[String]) -> Result<u8> {
+fn estimate(
+    args: &EstimateArgs,
+    model: &std::path::Path,
+    estimator: &Estimator,
+    socs: &[String],
+    console: &Console,
+) -> Result<u8> {
     let model_path = model
         .canonicalize()
         .with_context(|| format!("model {} cannot be read; pass --model with an .onnx file", model.display()))?;
     let request = Request {
-        command: Command::Estimate,
-        model: &model_path,
-        place: Place::Local,
-        ep: EpKind::Cpu,
         runtime: args.runtime.runtime.as_deref(),
         harness: args.runtime.harness.harness.as_deref(),
-        socs: Vec::new(),
-        qnn: Default::default(),
         out: args.out.out.as_deref(),
+        ..Request::new(Command::Estimate, &model_path, Place::Local, EpKind::Cpu)
     };
     let plan = Plan::resolve(&request, &Installed)?;
     let planned = &plan.targets[0];
@@ -162,7 +164,7 @@ fn estimate(args: &EstimateArgs, model: &std::path::Path, estimator: &Estimator,
         shapes: &args.shapes,
         inputs: &[],
     };
-    let (_, placement) = preflight.run(&plan.out, &super::options::interrupt_flag())?;
+    let (_, placement) = preflight.run(&plan.out, &console.cancel)?;
     let onnx = npugate_onnx::Model::read(&model_path)
         .with_context(|| format!("model {} cannot be read as ONNX", model_path.display()))?;
     let features = GraphFeatures::of_report(&placement, &onnx);

@@ -19,11 +19,11 @@ pub struct GateCommandArgs {
 }
 
 /// Runs `npugate gate`; returns the verdict's exit code.
-pub fn run(args: GateCommandArgs) -> anyhow::Result<u8> {
+pub fn run(args: GateCommandArgs, console: &super::console::Console) -> anyhow::Result<u8> {
     let spec = args.options.spec()?;
     let result = RunResult::read(&args.result_dir)?;
     let verdict = pipeline::judge(&args.result_dir, &result, &OutputsCheck::saved_in(&args.result_dir), &spec);
     pipeline::save(&verdict, &args.result_dir)?;
-    args.options.output.sinks(false).emit(&verdict)?;
+    args.options.output.sinks(false, console.color).emit(&verdict)?;
     Ok(verdict.outcome.exit_code())
 }

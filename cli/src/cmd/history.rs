@@ -13,6 +13,8 @@ use npugate_nightly::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
 
 use super::options::{HistoryArg, JsonArg};
+use npugate_android::devices::DeviceChoice;
+use npugate_host::hexagon::SocChoice;
 
 /// Arguments of `npugate history`.
 #[derive(Debug, Args)]
@@ -23,12 +25,12 @@ pub struct HistoryArgs {
     /// Only this model.
     #[arg(long)]
     pub model: Option<String>,
-    /// Only this SoC (device class), e.g. SM8650.
-    #[arg(long)]
-    pub soc: Option<String>,
-    /// Only this device (serial).
-    #[arg(long)]
-    pub device: Option<String>,
+    /// Only this SoC (device class), e.g. SM8650 (its exact name, in any case; `all`: every SoC).
+    #[arg(long, value_name = "SOC|all")]
+    pub soc: Option<SocChoice>,
+    /// Only this device (its exact serial; `all`: every device).
+    #[arg(long, value_name = "SERIAL|all")]
+    pub device: Option<DeviceChoice>,
     /// Only this runtime.
     #[arg(long)]
     pub runtime: Option<String>,
@@ -60,10 +62,19 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
         bail!("no history at {}; run `npugate sweep` first, or pass --history PATH", path.display());
     }
     let store = HistoryStore::open(&path)?;
+    // `--soc all` and `--device all` filter nothing.
+    let soc = args.soc.as_ref().and_then(|choice| match choice.0.as_slice() {
+        [one] => Some(one.model.to_string()),
+        _ => None,
+    });
+    let device = match &args.device {
+        Some(DeviceChoice::Serial(serial)) => Some(serial.clone()),
+        _ => None,
+    };
     let filter = HistoryFilter {
         model: args.model.clone(),
-        soc: args.soc.clone(),
-        device: args.device.clone(),
+        soc: soc.clone(),
+        device: device.clone(),
         runtime: args.runtime.clone(),
         nights: args.nights as usize,
         until: args.until.clone(),
@@ -75,8 +86,8 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
     }
     report.devices = health::load(&path)?.unwrap_or_default();
     report.devices.retain(|h| {
-        args.device.as_ref().is_none_or(|d| &h.serial == d)
-            && args.soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
+        device.as_ref().is_none_or(|d| h.serial.eq_ignore_ascii_case(d))
+            && soc.as_ref().is_none_or(|soc| h.soc.eq_ignore_ascii_case(soc))
     });
     if let Some(html) = &args.html {
         std::fs::write(html, chart::history_page(&report))

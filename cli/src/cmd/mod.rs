@@ -5,6 +5,7 @@
 pub mod baseline;
 pub mod compare;
 pub mod compile;
+pub mod console;
 pub mod devices;
 pub mod doctor;
 pub mod estimate;
@@ -25,6 +26,7 @@ pub mod verify;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use console::{Console, ProgressArg};
 use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
 /// Catch silent NPU→CPU fallback before merge: run on the device, gate on latency and placement.
@@ -36,6 +38,10 @@ struct Cli {
     version: bool,
     #[command(subcommand)]
     command: Option<Command>,
+    /// How progress is shown on stderr: `auto` (a bar per target on a terminal, lines otherwise),
+    /// `bars`, `lines`, `json` (one `npugate.event/1` object per event) or `none`.
+    #[arg(long, global = true, value_enum, value_name = "HOW", hide_possible_values = true, default_value_t = ProgressArg::Auto)]
+    progress: ProgressArg,
 }
 
 /// The subcommands.
@@ -91,8 +97,9 @@ enum Command {
     Doctor(doctor::DoctorArgs),
 }
 
-/// Parses the command line, runs the subcommand and turns its outcome into the exit code; an
-/// error is one line on stderr and exit 2.
+/// Parses the command line, decides colour, the interrupt handler and the progress reporter once
+/// ([`Console`]), runs the subcommand and turns its outcome into the exit code; an error is one
+/// line on stderr and exit 2.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let Some(command) = cli.command.filter(|_| !cli.version) else {
@@ -101,23 +108,24 @@ pub fn main() -> ExitCode {
             EXIT_PASS
         }));
     };
+    let console = Console::decide(cli.progress);
     let outcome = match command {
         Command::Runtime(c) => runtime::run(c),
         Command::Model(c) => model::run(c),
-        Command::Placement(a) => placement::run(a),
-        Command::Run(a) => run::run(a),
-        Command::Compare(a) => compare::run(a),
+        Command::Placement(a) => placement::run(a, &console),
+        Command::Run(a) => run::run(a, &console),
+        Command::Compare(a) => compare::run(a, &console),
         Command::Devices(a) => devices::run(a),
-        Command::Gate(a) => gate::run(a),
+        Command::Gate(a) => gate::run(a, &console),
         Command::Baseline(c) => baseline::run(c),
-        Command::Preflight(a) => preflight::run(a),
-        Command::Numerics(a) => numerics::run(a),
-        Command::Compile(a) => compile::run(a),
-        Command::Estimate(a) => estimate::run(a),
-        Command::Outputs(c) => outputs::run(c),
+        Command::Preflight(a) => preflight::run(a, &console),
+        Command::Numerics(a) => numerics::run(a, &console),
+        Command::Compile(a) => compile::run(a, &console),
+        Command::Estimate(a) => estimate::run(a, &console),
+        Command::Outputs(c) => outputs::run(c, &console),
         Command::Keygen(a) => keygen::run(a),
         Command::Verify(a) => verify::run(a),
-        Command::Sweep(a) => sweep::run(a),
+        Command::Sweep(a) => sweep::run(a, &console),
         Command::History(a) => history::run(a),
         Command::Doctor(a) => doctor::run(a),
     };
@@ -173,7 +181,12 @@ mod tests {
         }
         .map_err(|e| format!("{e:#}"))?;
         let targets = plan.targets.iter().map(|t| (t.target.name().to_string(), t.runtime.name.clone())).collect();
-        let leaf = plan.out.strip_prefix("npugate-results/m").map(|p| p.to_path_buf()).unwrap_or(plan.out.clone());
+        // A result folder under npugate-results/m, or a file beside the model (compile's output).
+        let leaf = match plan.out.strip_prefix("npugate-results/m") {
+            Ok(leaf) => leaf.to_path_buf(),
+            Err(_) if plan.out.parent() == Some(model.path()) => plan.out.strip_prefix(model.path()).unwrap().into(),
+            Err(_) => plan.out.clone(),
+        };
         Ok((plan.kind, targets, leaf))
     }
 
@@ -290,7 +303,8 @@ mod tests {
     fn compile_resolves_through_the_plan() {
         assert_eq!(
             resolved(&["compile", "--model", "M.onnx", "--soc", "SM8550", "--qnn", "2.51"]),
-            one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "compile")
+            one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "m_ctx.onnx"),
+            "compile writes the compiled model beside its source"
         );
         assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
     }

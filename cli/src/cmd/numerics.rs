@@ -2,16 +2,13 @@
 //! reference on this machine, on devices or on the host HTP emulator per Snapdragon and QNN
 //! version; exit 0 no divergence, 1 a divergence, 2 could not judge.
 
-use std::io::IsTerminal;
-
 use anyhow::{bail, Result};
 use clap::Args;
 use npugate_settings::{HarnessSettings, SessionSettings};
 
 use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
-use npugate_htp::compiled::{ReferenceChoice, NAME_IT_BY_FLAG};
 use npugate_numerics::{self as numerics, NumericsRequest, Targets, TensorChoice, DEFAULT_MIN_SQNR_DB};
-use npugate_plan::{self as plan, Command, Installed, Plan, Request};
+use npugate_plan::{self as plan, Command, Installed, ModelFlags, Plan, Request};
 
 /// Arguments of `npugate numerics`.
 #[derive(Debug, Args)]
@@ -44,12 +41,17 @@ pub struct NumericsArgs {
 impl NumericsArgs {
     /// The plan request these flags make.
     pub fn request(&self) -> Result<Request<'_>> {
-        self.target.request(Command::Numerics, self.session.ep, Some(&self.emulator), None)
+        Ok(Request {
+            reference_model: self.reference.reference_model.as_deref(),
+            flags: ModelFlags::of(&self.session, None),
+            fp16: self.session.qnn.enable_htp_fp16_precision,
+            ..self.target.request(Command::Numerics, self.session.ep, Some(&self.emulator), None)?
+        })
     }
 }
 
 /// Runs `npugate numerics`.
-pub fn run(args: NumericsArgs) -> Result<u8> {
+pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> {
     if !args.min_sqnr_db.is_finite() {
         bail!("--min-sqnr-db {} is not a number of dB; pass e.g. --min-sqnr-db 20", args.min_sqnr_db);
     }
@@ -58,15 +60,13 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
             bail!("model {} not found", path.display());
         }
     }
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
     // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
-    let choice =
-        ReferenceChoice::resolve(args.target.model(), args.reference.reference_model.as_deref(), NAME_IT_BY_FLAG)?;
+    let choice = &plan.model.reference;
     let Some(reference_model) = choice.outputs.as_deref() else {
         bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
     };
-    let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
-    let cancel = super::options::interrupt_flag();
     let (host_harness, host_runtime) = plan::reference_tools(&Installed)?;
     let tensors = TensorChoice::parse(&args.tensors);
     let settings = choice.settings_for(&HarnessSettings::from(args.session.clone()));
@@ -79,16 +79,15 @@ pub fn run(args: NumericsArgs) -> Result<u8> {
         host_harness: &host_harness,
         host_runtime: &host_runtime,
         out: &plan.out,
-        cancel: &cancel,
+        cancel: &console.cancel,
     };
-    let policy = args.target.place.devices.policy(&cancel);
+    let policy = args.target.place.devices.policy(console);
     let on = Targets { planned: &plan.targets, env: &[], timeout: plan.timeout, policy: &policy };
     let report = numerics::run(&request, &on)?;
     if args.target.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        print!("{}", numerics::render::text(&report, color));
+        print!("{}", numerics::render::text(&report, console.color));
     }
     eprintln!("npugate: numerics.json and numerics.html in {}", plan.out.display());
     Ok(report.outcome.exit_code())

@@ -9,14 +9,15 @@ use ed25519_dalek::SigningKey;
 use npugate_gate::export::Format;
 use npugate_settings::EpKind;
 
+use super::console::Console;
 use npugate_android::adb::Adb;
 use npugate_android::device_state::parse_celsius;
+use npugate_android::devices::DeviceChoice;
 use npugate_engine::pipeline::{GateSpec, Sinks};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
-use npugate_engine::targets::Cancel;
 use npugate_host::hexagon::{Soc, SocChoice};
-use npugate_plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, Request};
+use npugate_plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, QnnFlag, Request};
 
 /// `--model`: the model every harness command runs.
 #[derive(Debug, Clone, Args)]
@@ -79,14 +80,16 @@ pub struct RuntimeArgs {
 /// `--soc` and `--qnn`: the Snapdragons and QNN versions of Qualcomm's host HTP emulator.
 #[derive(Debug, Clone, Args)]
 pub struct EmulatorArgs {
-    /// Snapdragon the host HTP emulator is configured as (repeatable), e.g. SM8350, SM8650; `all` =
-    /// every known SoC (v68 to v81) [default: SM8650]. The emulator only: a device is the SoC it is.
+    /// Snapdragon the host HTP emulator is configured as (repeatable), e.g. SM8350, SM8650 (its exact
+    /// name, in any case); `all` = every known SoC (v68 to v81) [default: SM8650]. The emulator
+    /// only: a device is the SoC it is.
     #[arg(long = "soc", value_name = "SOC|all")]
     pub socs: Vec<SocChoice>,
-    /// QNN version of the runtime (repeatable), e.g. 2.51 or 2.49.40; `all` = every QNN version
-    /// fetched [default: the newest]. Each SoC × QNN version is one target.
+    /// QNN version of the runtime (repeatable), e.g. 2.51 or 2.49.40 — whole dotted numbers: 2.49
+    /// is the newest 2.49.x fetched, never 2.4; `all` = every QNN version fetched [default: the
+    /// newest]. Each SoC × QNN version is one target.
     #[arg(long = "qnn", value_name = "VERSION|all")]
-    pub qnn: Vec<String>,
+    pub qnn: Vec<QnnFlag>,
 }
 
 impl EmulatorArgs {
@@ -168,15 +171,12 @@ impl SubjectArgs {
     /// versions when the command takes them.
     pub fn request(&self, command: Command, place: Place, ep: EpKind, emulator: Option<&EmulatorArgs>) -> Request<'_> {
         Request {
-            command,
-            model: &self.model.model,
-            place,
-            ep,
             runtime: self.runtime.runtime.as_deref(),
             harness: self.runtime.harness.harness.as_deref(),
             socs: emulator.map(EmulatorArgs::socs).unwrap_or_default(),
             qnn: emulator.map(EmulatorArgs::qnn).unwrap_or_default(),
             out: self.out.out.as_deref(),
+            ..Request::new(command, &self.model.model, place, ep)
         }
     }
 }
@@ -238,10 +238,11 @@ pub struct FormatArgs {
 }
 
 impl FormatArgs {
-    /// Where the verdict goes; `json` (from `--json`) replaces the formats with JSON.
-    pub fn sinks(&self, json: bool) -> Sinks {
+    /// Where the verdict goes; `json` (from `--json`) replaces the formats with JSON; the terminal
+    /// format on stdout is coloured when `color`.
+    pub fn sinks(&self, json: bool, color: bool) -> Sinks {
         let formats = if json { vec![Format::Json] } else { self.formats.clone() };
-        Sinks { formats, report: self.report.clone() }
+        Sinks { formats, report: self.report.clone(), color }
     }
 }
 
@@ -277,10 +278,10 @@ impl GateArgs {
 /// The device-selection and adb-connection options every device command takes.
 #[derive(Debug, Clone, Args)]
 pub struct DeviceArgs {
-    /// Device serial (repeatable), or `all` for every online device. Default: `ANDROID_SERIAL`,
-    /// else the only online device.
-    #[arg(long = "device", value_name = "SERIAL")]
-    pub devices: Vec<String>,
+    /// Device serial (repeatable; its exact serial, in any case), or `all` for every online device.
+    /// Default: `ANDROID_SERIAL`, else the only online device.
+    #[arg(long = "device", value_name = "SERIAL|all")]
+    pub devices: Vec<DeviceChoice>,
     /// The adb binary (default: `adb` from PATH).
     #[arg(long, value_name = "PATH")]
     pub adb: Option<PathBuf>,
@@ -301,15 +302,32 @@ impl DeviceArgs {
     }
 }
 
+/// `--work-dir`: npugate's directory on a device.
+#[derive(Debug, Clone, Args)]
+pub struct WorkDirArg {
+    /// Work dir on the device: blobs, runtimes, models, results and the device lock live below it.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
+    pub work_dir: String,
+}
+
+/// `--confirm K`: a failure confirmed by reruns before it counts.
+#[derive(Debug, Clone, Args)]
+pub struct ConfirmArg {
+    /// When only timing rules fail (`run`: latency; `compare`: the slowdown), run K more times and
+    /// fail only when most attempts fail; every attempt is kept (`attempt-N/`) and listed.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub confirm: u32,
+}
+
 /// How runs on devices over adb are done: work dir, retries, cooldown, timeouts.
 #[derive(Debug, Clone, Args)]
 pub struct DeviceRunArgs {
     /// Devices, adb binary and adb server.
     #[command(flatten)]
     pub devices: DeviceArgs,
-    /// Work dir on the device (blobs, runtimes, models, results live below it).
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_WORK_DIR)]
-    pub work_dir: String,
+    /// `--work-dir`.
+    #[command(flatten)]
+    pub work_dir: WorkDirArg,
     /// Retries of a device whose transport failed (device gone, timeout); gate failures never retry.
     #[arg(long, default_value_t = 0)]
     pub retries: u32,
@@ -332,7 +350,7 @@ impl DeviceRunArgs {
     /// Work dir, cooldown and lock timeout of every device run.
     pub fn adb_settings(&self) -> AdbSettings {
         AdbSettings {
-            work_dir: self.work_dir.clone(),
+            work_dir: self.work_dir.work_dir.clone(),
             cooldown: self.cooldown_until.map(|c| (c, Duration::from_secs(self.cooldown_timeout))),
             lock_timeout: self.lock_timeout.map(Duration::from_secs),
         }
@@ -343,9 +361,9 @@ impl DeviceRunArgs {
         Duration::from_secs(self.run_timeout)
     }
 
-    /// Retries, a short pause between attempts, and `cancel`.
-    pub fn policy(&self, cancel: &Cancel) -> RackPolicy {
-        RackPolicy { retries: self.retries, retry_pause: Duration::from_secs(1), cancel: cancel.clone() }
+    /// `--retries`, with the console's interrupt flag and reporter.
+    pub fn policy(&self, console: &Console) -> RackPolicy {
+        console.policy(self.retries)
     }
 }
 
@@ -413,15 +431,4 @@ impl EvidenceArgs {
             Some(out) => Ok(Some((out.clone(), npugate_nightly::evidence::signing_key(self.signing_key.as_deref())?))),
         }
     }
-}
-
-/// A cancellation flag set by Ctrl-C (SIGINT) or SIGTERM: work stops at its next check, a running
-/// harness is stopped, and the command ends with what was finished so far.
-pub fn interrupt_flag() -> Cancel {
-    let cancel = Cancel::new();
-    let flag = cancel.clone();
-    if let Err(error) = ctrlc::set_handler(move || flag.cancel()) {
-        eprintln!("npugate: warning: Ctrl-C will end npugate at once, not cleanly: {error}");
-    }
-    cancel
 }

@@ -1,7 +1,6 @@
 //! `npugate outputs compare DIR...`: the same model on every device side by side — each output's
 //! distance from the fp32 reference (`outputs.json` of `run --check-outputs`), the outlier marked.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -42,9 +41,9 @@ pub enum FormatArg {
 }
 
 /// Runs `npugate outputs`.
-pub fn run(command: OutputsCommand) -> Result<u8> {
+pub fn run(command: OutputsCommand, console: &super::console::Console) -> Result<u8> {
     let OutputsCommand::Compare(args) = command;
-    let color = args.report.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let color = args.report.is_none() && console.color;
     let runs = consistency::read_dirs(&args.dirs)?;
     let pairs: Vec<_> = runs.iter().map(|(run, report)| (run, report)).collect();
     let format = match args.format {

@@ -1,7 +1,6 @@
 //! `npugate placement`: where the model in a result directory ran — per EP nodes, FLOPs and time,
 //! partitions, boundaries and the fallback list — as a table or as `npugate.placement/1` JSON.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -24,14 +23,13 @@ pub struct PlacementArgs {
 }
 
 /// Runs `npugate placement`.
-pub fn run(args: PlacementArgs) -> Result<u8> {
+pub fn run(args: PlacementArgs, console: &super::console::Console) -> Result<u8> {
     let report = npugate_profile::analyze_result_dir(&args.result_dir)?;
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let rules = npugate_gate::Rules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        print!("{}", npugate_gate::export::placement_text(&report, &rules, color));
+        print!("{}", npugate_gate::export::placement_text(&report, &rules, console.color));
     }
     Ok(EXIT_PASS)
 }

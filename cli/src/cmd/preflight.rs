@@ -11,11 +11,13 @@ use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
 use npugate_settings::{EpKind, SessionSettings};
 
+use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, SubjectArgs};
 use npugate_htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
 use npugate_htp::saver::{summary, unexpected_fallbacks, PreflightRequest};
 use npugate_htp::HostHtp;
-use npugate_plan::{Command, Installed, Kind, Place, Plan, Request};
+use npugate_onnx::genai::LlmModel;
+use npugate_plan::{Command, Installed, Kind, ModelFlags, Place, Plan, Request};
 
 /// Which backend judges the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,26 +72,30 @@ impl PreflightArgs {
             (false, PreflightBackend::Htp) => (Place::Emulator, EpKind::Qnn),
             (false, PreflightBackend::Saver) => (Place::Qemu, EpKind::Qnn),
         };
-        Ok(self.subject.request(Command::Preflight, place, ep, Some(&self.emulator)))
+        Ok(Request {
+            flags: ModelFlags::of(&self.session, None),
+            fp16: self.session.qnn.enable_htp_fp16_precision,
+            ..self.subject.request(Command::Preflight, place, ep, Some(&self.emulator))
+        })
     }
 }
 
 /// Runs `npugate preflight`.
-pub fn run(args: PreflightArgs) -> Result<u8> {
+pub fn run(args: PreflightArgs, console: &Console) -> Result<u8> {
     let model = args.subject.model.model.canonicalize().with_context(|| {
         format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
     })?;
-    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
     plan.announce();
     match plan.kind {
-        Kind::Emulator => host_htp(&args, &model, &plan),
-        Kind::Qemu => saver(&args, &model, &plan),
-        _ => on_host(&args, &model, &plan),
+        Kind::Emulator => host_htp(&args, &model, &plan, console),
+        Kind::Qemu => saver(&args, &model, &plan, console),
+        _ => on_host(&args, &model, &plan, console),
     }
 }
 
 /// The host HTP backend, every SoC × QNN version in parallel.
-fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u8> {
+fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
     let mut hosts: Vec<HostHtp> = Vec::new();
     let mut socs = Vec::new();
     for planned in &plan.targets {
@@ -100,9 +106,9 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
             socs.push(soc);
         }
     }
-    let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
-    if let Some(config) = npugate_onnx::genai::config_path(model) {
-        return htp_per_graph(args, &config, &hosts, &socs, fp16, plan);
+    let fp16 = plan.fp16;
+    if let Some(llm) = plan.model.llm() {
+        return htp_per_graph(args, llm, &hosts, &socs, plan, console);
     }
     let request = HtpPreflightRequest {
         hosts: &hosts,
@@ -113,7 +119,7 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
         fp16,
         execute: !args.no_execute,
     };
-    let report = request.run(&plan.out, &super::options::interrupt_flag())?;
+    let report = request.run(&plan.out, &console.policy(0))?;
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -128,24 +134,13 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Resul
 /// the worst graph's.
 fn htp_per_graph(
     args: &PreflightArgs,
-    config: &std::path::Path,
+    llm: &LlmModel,
     hosts: &[HostHtp],
     socs: &[npugate_host::hexagon::Soc],
-    fp16: bool,
     plan: &Plan,
+    console: &Console,
 ) -> Result<u8> {
-    if let Some(flag) = [(!args.session.shapes.is_empty(), "--shape"), (!args.session.inputs.is_empty(), "--input")]
-        .iter()
-        .find(|(given, _)| *given)
-        .map(|(_, flag)| flag)
-    {
-        bail!(
-            "{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs",
-            config.display()
-        );
-    }
-    let llm = npugate_engine::model::open_folder(config)?;
-    let cancel = super::options::interrupt_flag();
+    let policy = console.policy(0);
     let mut exit = 0;
     let mut details = String::new();
     let mut lines = Vec::new();
@@ -156,10 +151,10 @@ fn htp_per_graph(
             shapes: &[],
             inputs: &[],
             socs,
-            fp16,
+            fp16: plan.fp16,
             execute: !args.no_execute,
         };
-        let report = request.run(&plan.out.join(&graph.id), &cancel)?;
+        let report = request.run(&plan.out.join(&graph.id), &policy)?;
         for soc in &report.socs {
             let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
             let outcome = match soc.outcome {
@@ -189,17 +184,16 @@ fn htp_per_graph(
 }
 
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.
-fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u8> {
+fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
-    let fp16 = args.session.qnn.enable_htp_fp16_precision.unwrap_or(true);
     let request = PreflightRequest {
         harness: &planned.harness,
         runtime: &planned.runtime,
         model,
         shapes: &args.session.shapes,
-        fp16,
+        fp16: plan.fp16,
     };
-    let preflight = request.run(&plan.out, &super::options::interrupt_flag())?;
+    let preflight = request.run(&plan.out, &console.cancel)?;
     if let Some(status) = &preflight.crashed_after_result {
         eprintln!(
             "npugate: note: the harness crashed in teardown ({status}) after writing result.json; the result decides"
@@ -215,7 +209,7 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u
 }
 
 /// `npugate preflight --ep openvino …`: the session on an EP of this machine.
-fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result<u8> {
+fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
     let preflight = npugate_engine::host_preflight::HostPreflight {
         harness: &planned.harness,
@@ -226,12 +220,11 @@ fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan) -> Result
         shapes: &args.session.shapes,
         inputs: &args.session.inputs,
     };
-    let (dir, report) = preflight.run(&plan.out, &super::options::interrupt_flag())?;
+    let (dir, report) = preflight.run(&plan.out, &console.cancel)?;
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let color = std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
-        print!("{}", npugate_gate::export::placement_text(&report, &npugate_gate::Rules::default(), color));
+        print!("{}", npugate_gate::export::placement_text(&report, &npugate_gate::Rules::default(), console.color));
         eprintln!("npugate: result and {} in {}", files::PLACEMENT, dir.display());
     }
     Ok(if unexpected_fallbacks(&report).next().is_some() { EXIT_FAIL } else { EXIT_PASS })

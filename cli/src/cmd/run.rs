@@ -6,9 +6,10 @@ use anyhow::Result;
 use clap::Args;
 use npugate_settings::HarnessSettings;
 
-use super::options::{EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
+use super::console::Console;
+use super::options::{ConfirmArg, EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
 use crate::run_plan::{self, RunOptions};
-use npugate_plan::{Command, Installed, Plan, Request};
+use npugate_plan::{Command, Installed, ModelFlags, Plan, Request};
 
 /// Arguments of `npugate run`.
 #[derive(Debug, Args)]
@@ -27,10 +28,9 @@ pub struct RunArgs {
     /// `--reference-model`: the float model of a QDQ model, the source of a compiled model.
     #[command(flatten)]
     pub reference: ReferenceArg,
-    /// When only latency rules fail, rerun K more times and fail only when most attempts fail;
-    /// every attempt is kept (`attempt-N/`) and listed in the verdict.
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub confirm: u32,
+    /// `--confirm K`.
+    #[command(flatten)]
+    pub confirm: ConfirmArg,
     /// Measurement settings.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -48,32 +48,32 @@ pub struct RunArgs {
 impl RunArgs {
     /// The plan request these flags make.
     pub fn request(&self) -> Result<Request<'_>> {
-        self.target.request(Command::Run, self.settings.ep, Some(&self.emulator), Some(&self.health))
+        Ok(Request {
+            reference_model: self.reference.reference_model.as_deref(),
+            flags: ModelFlags::of(&self.settings.session, Some(&self.settings.generation)),
+            fp16: self.settings.qnn.enable_htp_fp16_precision,
+            settings: Some(&self.settings),
+            ..self.target.request(Command::Run, self.settings.ep, Some(&self.emulator), Some(&self.health))?
+        })
     }
 }
 
 /// Runs `npugate run`.
-pub fn run(args: RunArgs) -> Result<u8> {
+pub fn run(args: RunArgs, console: &Console) -> Result<u8> {
     let gate = (!args.no_gate).then(|| args.gate.spec()).transpose()?;
     let bundle = args.evidence.bundle()?;
-    // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape) is
-    // one error before any device is touched, not one infrastructure failure per device.
-    npugate_engine::model::check_any(args.target.model(), &args.settings)?;
+    // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape, a
+    // flag its kind does not take) is one error from the plan before any device is touched.
     let plan = Plan::resolve(&args.request()?, &Installed)?;
-    if plan.kind == npugate_plan::Kind::Emulator {
-        npugate_htp::compile_folder::refuse_on_emulator(args.target.model())?;
-    }
     plan.announce();
     let options = RunOptions {
         model: args.target.model(),
-        reference_model: args.reference.reference_model.as_deref(),
         settings: &args.settings,
         gate: gate.as_ref(),
-        sinks: args.gate.output.sinks(args.target.json.json),
-        confirm: args.confirm,
-        retries: args.target.place.devices.retries,
+        sinks: args.gate.output.sinks(args.target.json.json, console.color),
+        confirm: args.confirm.confirm,
+        policy: args.target.place.devices.policy(console),
         evidence: bundle.as_ref().map(|(dir, key)| (dir.as_path(), key)),
-        cancel: super::options::interrupt_flag(),
     };
     run_plan::execute(&plan, &options, &Installed)
 }

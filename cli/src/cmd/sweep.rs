@@ -81,16 +81,16 @@ pub struct MergeArgs {
 }
 
 /// Runs `npugate sweep` or `npugate sweep merge`.
-pub fn run(args: SweepArgs) -> Result<u8> {
+pub fn run(args: SweepArgs, console: &super::console::Console) -> Result<u8> {
     match (&args.command, &args.plan) {
         (Some(SweepCommand::Merge(merge)), _) => run_merge(merge),
-        (None, Some(plan)) => run_plan(plan, &args),
+        (None, Some(plan)) => run_plan(plan, &args, console),
         (None, None) => anyhow::bail!("give --plan sweep.toml, or `npugate sweep merge DIR…`"),
     }
 }
 
 /// `npugate sweep --plan`.
-fn run_plan(plan_file: &Path, args: &SweepArgs) -> Result<u8> {
+fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Console) -> Result<u8> {
     let plan = SweepPlan::load(plan_file)?;
     for model in &plan.models {
         if let Some(skipped) = model.reference.skipped_for(&model.settings) {
@@ -115,7 +115,7 @@ fn run_plan(plan_file: &Path, args: &SweepArgs) -> Result<u8> {
             .map(SweepTarget::boxed)
             .collect();
     devices.extend(sweep::host_htp_targets(&plan, &cut).into_iter().map(SweepTarget::boxed));
-    let policy = devices_args.policy(&super::options::interrupt_flag());
+    let policy = devices_args.policy(console);
     let options = SweepOptions {
         out: &out,
         night: args.night.as_deref(),

@@ -26,9 +26,10 @@ use npugate_result::files;
 use npugate_settings::HarnessSettings;
 
 use crate::layout::Ownership;
+use crate::progress::Progress;
 use crate::rack::Attempted;
 use crate::run::{run_on, RunReport, RunSpec};
-use crate::targets::{Job, Progress, Target};
+use crate::targets::{Job, Target};
 
 /// Directory of the baseline's runs inside a comparison.
 pub const BASELINE_DIR: &str = "baseline";
@@ -83,7 +84,7 @@ impl CompareReport {
     pub fn save(&self) -> Result<()> {
         let path = self.dir.join(files::COMPARE);
         self.verdict.write(&path).with_context(|| format!("cannot write {}", path.display()))?;
-        write_all(&self.verdict, &[Format::Html], Some(&self.dir.join(files::REPORT_HTML)))?;
+        write_all(&self.verdict, &[Format::Html], &self.dir.join(files::REPORT_HTML))?;
         Ok(())
     }
 }
@@ -106,7 +107,7 @@ pub fn compare_on(
     target: &dyn Target,
     spec: &CompareSpec<'_>,
     out: &Path,
-    progress: &dyn Progress,
+    progress: &Progress<'_>,
 ) -> Result<CompareReport> {
     for model in [spec.baseline, spec.candidate] {
         let folder = npugate_onnx::genai::config_path(model).is_some_and(|config| config.is_file());
@@ -236,8 +237,9 @@ mod tests {
     use super::*;
     use crate::confirm::run_confirmed;
     use crate::pipeline::{self, GateSpec, OutputsCheck};
+    use crate::progress::Progress;
     use crate::targets::mock::{Behaviour, MockTarget, Simulated};
-    use crate::targets::{Cancel, Silent};
+    use crate::targets::Cancel;
     use npugate_host::runtime::RuntimeManifest;
 
     const ROUNDS: usize = 10;
@@ -288,7 +290,7 @@ mod tests {
             runs_per_round: 20,
             rules: &rules,
         };
-        run_confirmed(confirm, &work.join("out"), |dir| compare_on(target, &spec, dir, &Silent)).unwrap()
+        run_confirmed(confirm, &work.join("out"), |dir| compare_on(target, &spec, dir, &Progress::silent())).unwrap()
     }
 
     #[test]
@@ -323,7 +325,7 @@ mod tests {
             runs_per_round: 5,
             rules: &rules,
         };
-        compare_on(&target, &spec, &work.path().join("out"), &Silent).unwrap();
+        compare_on(&target, &spec, &work.path().join("out"), &Progress::silent()).unwrap();
         let jobs = target.jobs();
         assert_eq!(jobs.len(), 6, "two placement runs and two rounds of two: {jobs:?}");
         for (model, reference) in jobs {

@@ -106,7 +106,7 @@ impl Target for AdbTarget {
         &self.serial
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         let (adb, serial, work_dir) = (&self.adb, self.serial.as_str(), self.settings.work_dir.as_str());
         progress.step("probe");
         let device = devices::probe(adb, serial).map_err(adb_error)?;

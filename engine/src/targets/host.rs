@@ -36,7 +36,7 @@ impl Target for HostTarget {
         "local"
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         super::check_runtime(self.name(), &self.triple, job.runtime)?;
         progress.step("run");
         LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf() }.run(job, out)

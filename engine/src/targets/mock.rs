@@ -117,7 +117,7 @@ impl Target for MockTarget {
         &self.name
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
         self.jobs
             .lock()

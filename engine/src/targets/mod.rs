@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use npugate_settings::HarnessSettings;
 
 use crate::model::{ModelFiles, PreparedModel};
+use crate::progress::Progress;
 use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
 
@@ -110,7 +111,7 @@ pub trait Target: Sync {
     /// Runs `job`, leaving the harness's output directory's content in `out` (an empty directory
     /// the caller made). A failure of the way to the target (device gone, timeout) is
     /// [`Retryable`]; every other error is final.
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution>;
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution>;
 }
 
 impl<T: Target + ?Sized> Target for Box<T> {
@@ -118,31 +119,9 @@ impl<T: Target + ?Sized> Target for Box<T> {
         (**self).name()
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         (**self).execute(job, out, progress)
     }
-}
-
-/// Progress callbacks of one target's work (a rack turns them into a progress line).
-pub trait Progress: Sync {
-    /// A new step started (`deploy`, `run`, …).
-    fn step(&self, what: &str);
-    /// `total` bytes are about to be pushed.
-    fn push_total(&self, _total: u64) {}
-    /// `bytes` more were pushed.
-    fn pushed(&self, _bytes: u64) {}
-    /// A line worth keeping in the log (a wait for a device lock, a stopped orphan), shown even
-    /// where progress bars are not.
-    fn note(&self, line: &str) {
-        eprintln!("npugate: {line}");
-    }
-}
-
-/// Progress that goes nowhere.
-pub struct Silent;
-
-impl Progress for Silent {
-    fn step(&self, _what: &str) {}
 }
 
 /// A failure worth another attempt: the transport to the target failed (device gone, a timeout)

@@ -28,7 +28,7 @@ impl Target for QemuTarget {
         "qemu-aarch64"
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> anyhow::Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         super::check_runtime(self.name(), TRIPLE, job.runtime)?;
         progress.step("run under qemu");
         let program = if std::env::consts::ARCH == "aarch64" {

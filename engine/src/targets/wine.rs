@@ -89,7 +89,7 @@ impl Target for WineTarget {
         &self.name
     }
 
-    fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> Result<Execution> {
+    fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> Result<Execution> {
         super::check_runtime(self.name(), TRIPLE, job.runtime)?;
         let shim = job.harness.with_file_name(PRNG_SHIM);
         if !job.harness.is_file() || !shim.is_file() {

@@ -3,7 +3,6 @@
 //! judges: a run's [`Verdict`] and a comparison's [`CompareVerdict`] (both through [`Report`]).
 
 use std::fmt;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -156,24 +155,15 @@ pub struct ExportError {
 }
 
 /// Every requested format rendered as one text for standard output, the terminal format coloured
-/// when stdout is a TTY and `NO_COLOR` is unset.
-pub fn render_for_stdout(report: &dyn Report, formats: &[Format]) -> String {
-    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+/// when `color` (the process decides once: a terminal, `NO_COLOR` unset).
+pub fn render_for_stdout(report: &dyn Report, formats: &[Format], color: bool) -> String {
     formats.iter().map(|format| report.rendered(&*format.exporter(color))).collect()
 }
 
-/// Writes every requested format. Without `out` all go to standard output (the terminal format
-/// coloured when stdout is a TTY and `NO_COLOR` is unset). With `out` and one format, `out` is the
-/// file; with several, `out` is a directory that receives [`Format::file_name`] for each.
-/// Returns the files written.
-pub fn write_all(report: &dyn Report, formats: &[Format], out: Option<&Path>) -> Result<Vec<PathBuf>, ExportError> {
-    let Some(out) = out else {
-        std::io::stdout()
-            .lock()
-            .write_all(render_for_stdout(report, formats).as_bytes())
-            .map_err(|source| ExportError { path: "<stdout>".into(), source })?;
-        return Ok(Vec::new());
-    };
+/// Writes every requested format into files, never coloured: with one format `out` is the file;
+/// with several, `out` is a directory that receives [`Format::file_name`] for each. Returns the
+/// files written.
+pub fn write_all(report: &dyn Report, formats: &[Format], out: &Path) -> Result<Vec<PathBuf>, ExportError> {
     let targets: Vec<(Format, PathBuf)> = match formats {
         [single] => vec![(*single, out.to_path_buf())],
         many => {

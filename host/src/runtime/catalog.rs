@@ -71,13 +71,14 @@ pub fn catalog() -> Result<Catalog> {
     toml::from_str(CATALOG_TOML).context("the embedded runtime catalog is invalid")
 }
 
-/// The catalog entry named `name`, or an error listing the known names.
+/// The catalog entry named exactly `name` (in any case), or an error naming the closest and
+/// listing the known names.
 pub fn find(name: &str) -> Result<CatalogEntry> {
     let catalog = catalog()?;
-    let names: Vec<&str> = catalog.runtime.iter().map(|r| r.name.as_str()).collect();
-    match catalog.runtime.iter().find(|r| r.name == name) {
-        Some(entry) => Ok(entry.clone()),
-        None => bail!("unknown runtime {name:?}; known runtimes: {}", names.join(", ")),
+    let names = || catalog.runtime.iter().map(|r| r.name.as_str());
+    match npugate_settings::names::exact(name, names()) {
+        Some(known) => Ok(catalog.runtime.iter().find(|r| r.name == known).cloned().expect("a catalog name")),
+        None => bail!("{} (npugate runtime list)", npugate_settings::names::refusal("runtime", name, names())),
     }
 }
 
@@ -102,6 +103,9 @@ mod tests {
             }
         }
         assert!(find("nope").unwrap_err().to_string().contains("ort-1.31.1-linux-x86_64"));
+        assert_eq!(find("ORT-1.31.1-linux-x86_64").unwrap().name, "ort-1.31.1-linux-x86_64");
+        let near = find("ort-1.31.1-linux-x86").unwrap_err().to_string();
+        assert!(near.contains("did you mean ort-1.31.1-linux-x86_64?"), "{near}");
         assert!(pickable("openvino-1.24.1-linux-x86_64") && pickable("an-imported-runtime"));
         assert!(
             !pickable("openvino-plugin-1.8.1-ort-1.31.1-linux-x86_64"),

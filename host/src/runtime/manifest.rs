@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use npugate_result::contract;
 use npugate_result::digest::sha256_file;
+use npugate_settings::names;
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of `runtime.json`.
@@ -78,16 +79,9 @@ impl RuntimeManifest {
         let dir = if as_path.join(MANIFEST_FILE).is_file() {
             as_path.to_path_buf()
         } else {
-            crate::paths::runtimes_dir().join(name_or_dir)
+            crate::paths::runtimes_dir().join(fetched_name(name_or_dir)?)
         };
         let file = dir.join(MANIFEST_FILE);
-        if !file.is_file() {
-            bail!(
-                "runtime {name_or_dir:?} is not fetched ({} is missing); run `npugate runtime fetch {name_or_dir}` \
-                 or `npugate runtime list` for the known runtimes",
-                file.display()
-            );
-        }
         let mut manifest: RuntimeManifest = contract::read(&file)?;
         crate::paths::check_plain_name(&manifest.name, &format!("the runtime name in {}", file.display()))?;
         manifest.dir = dir;
@@ -260,6 +254,34 @@ pub fn role_of(file: &str) -> (&'static str, Option<String>) {
         _ => "ep_other",
     };
     (role, None)
+}
+
+/// The fetched runtime named exactly `name` (in any case): its directory's name, or an error naming
+/// the closest fetched or catalog runtime, the fetched ones, and the fetch command.
+fn fetched_name(name: &str) -> Result<String> {
+    let fetched: Vec<String> = std::fs::read_dir(crate::paths::runtimes_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().join(MANIFEST_FILE).is_file())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    if let Some(dir) = names::exact(name, fetched.iter().map(String::as_str)) {
+        return Ok(dir.to_string());
+    }
+    let catalog: Vec<String> =
+        crate::runtime::catalog::catalog().map(|c| c.runtime.into_iter().map(|r| r.name).collect()).unwrap_or_default();
+    let mut listed = fetched.clone();
+    listed.sort();
+    let fix = match names::exact(name, catalog.iter().map(String::as_str)) {
+        Some(known) => format!("run `npugate runtime fetch {known}`"),
+        None => match names::closest(name, fetched.iter().chain(&catalog).map(String::as_str)) {
+            Some(near) => format!("did you mean {near}? (`npugate runtime list` shows every runtime)"),
+            None => "`npugate runtime list` shows the runtimes that can be fetched".into(),
+        },
+    };
+    let fetched = if listed.is_empty() { "none".into() } else { listed.join(", ") };
+    bail!("runtime {name:?} is not fetched; {fix}; fetched: {fetched}")
 }
 
 #[cfg(test)]

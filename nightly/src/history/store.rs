@@ -300,7 +300,7 @@ impl HistoryStore {
     pub fn cells(&self, filter: &HistoryFilter) -> Result<Vec<StoredCell>> {
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let conditions = "(?1 IS NULL OR c.model = ?1) AND (?2 IS NULL OR c.soc = ?2 COLLATE NOCASE)
-              AND (?3 IS NULL OR c.serial = ?3 OR c.device = ?3) AND (?4 IS NULL OR c.runtime = ?4)
+              AND (?3 IS NULL OR c.serial = ?3 COLLATE NOCASE OR c.device = ?3 COLLATE NOCASE) AND (?4 IS NULL OR c.runtime = ?4)
               AND (?5 IS NULL OR s.night <= ?5)";
         let args = params![filter.model, filter.soc, filter.device, filter.runtime, filter.until];
         let oldest: Option<String> = self

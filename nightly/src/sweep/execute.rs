@@ -16,14 +16,15 @@ use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use super::unit::{self, host_htp_dir, Unit};
 use npugate_android::adb::Adb;
-use npugate_android::devices::{self, DeviceInfo, DeviceList};
+use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
 use npugate_engine::pipeline::GateSpec;
+use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::run::{run_on, RunSpec};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::wine::WineTarget;
-use npugate_engine::targets::{is_retryable, Job, Progress, Target};
+use npugate_engine::targets::{is_retryable, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 
@@ -168,7 +169,7 @@ pub fn run_sweep<T: Target>(
 /// The plan's units in plan order: its `[[device]]` entries — or, without any, the devices
 /// `requested` chooses (`--device SERIAL|all`, listed over `adb`) — then its host-HTP SoCs. A serial
 /// or a SoC class listed twice is one unit. Nothing is probed.
-pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[String]) -> Result<Vec<Unit>> {
+pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[DeviceChoice]) -> Result<Vec<Unit>> {
     let mut units: Vec<Unit> = Vec::new();
     if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
         // Host-HTP cells only: no device is needed.
@@ -241,7 +242,7 @@ pub fn resolve_devices(
     for (position, unit) in cut.taken() {
         match unit {
             Unit::Serial(serial) => {
-                let selected = devices::select(adb, std::slice::from_ref(serial))
+                let selected = devices::select(adb, &[DeviceChoice::Serial(serial.clone())])
                     .map_err(|e| plan.error(&device_field(plan, unit), format!("{e:#}")))?;
                 chosen.extend(selected.into_iter().map(|s| (s, unit.chosen_by(), position)));
             }
@@ -424,7 +425,7 @@ fn run_device_cells<T: Target>(
     options: &SweepOptions,
     device: &SweepTarget<T>,
     summary: &Mutex<SweepSummary>,
-    progress: &dyn Progress,
+    progress: &Progress<'_>,
 ) -> Result<DeviceCells> {
     let out = options.out;
     let mut worst = EXIT_PASS;
@@ -472,7 +473,7 @@ fn run_cell<T: Target>(
     model: &PlannedModel,
     settings: &HarnessSettings,
     key: &CellKey,
-    progress: &dyn Progress,
+    progress: &Progress<'_>,
 ) -> Result<CellRecord> {
     let started = Instant::now();
     let dir = &key.dir(options.out);
@@ -560,7 +561,7 @@ mod tests {
             self.mock.name()
         }
 
-        fn execute(&self, job: &Job<'_>, out: &Path, progress: &dyn Progress) -> Result<Execution> {
+        fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> Result<Execution> {
             let execution = self.mock.execute(job, out, progress);
             if self.mock.calls() >= self.kill_after {
                 self.cancel.cancel();
@@ -619,7 +620,7 @@ mod tests {
                 kill_after,
                 cancel: cancel.clone(),
             };
-            let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel };
+            let policy = RackPolicy::once(&cancel);
             let cut = Cut { units: vec![Unit::Serial("rig-1".into())], shard: None };
             let options = SweepOptions {
                 out: &out,

@@ -323,7 +323,7 @@ mod tests {
                 SweepTarget { target, info, dir: serial, chosen_by: unit.chosen_by(), unit: position, host_htp: false }
             })
             .collect();
-        let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: Cancel::new() };
+        let policy = RackPolicy::once(&Cancel::new());
         let options = SweepOptions {
             out,
             night: Some(NIGHT),
@@ -504,7 +504,7 @@ mod tests {
         sweep(&plan, work.path(), &dir, units(false), shard(1));
         let resume = |units: Vec<Unit>, shard: Option<Shard>| {
             let cut = Cut { units, shard };
-            let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, cancel: Cancel::new() };
+            let policy = RackPolicy::once(&Cancel::new());
             let options = SweepOptions {
                 out: &dir,
                 night: None,

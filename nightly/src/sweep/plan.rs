@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_htp::compiled::ReferenceChoice;
+use npugate_plan::{ModelFlags, Subject};
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -21,9 +22,10 @@ use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSett
 struct PlanFile {
     /// Sweep name (default: the plan file's stem); history keys sweeps by name and night.
     name: Option<String>,
-    /// Harness settings of every cell (`runs`, `warmup`, `profile_runs`, `ep`, …).
+    /// Harness settings of every cell (`runs`, `warmup`, `profile_runs`, `ep`, …): the flags of
+    /// `npugate run` as a table, parsed by the same parser ([`HarnessSettings::from_table`]).
     #[serde(default)]
-    settings: HarnessSettings,
+    settings: toml::Table,
     /// Devices; empty means `--device` on the command line chooses.
     #[serde(default)]
     device: Vec<DeviceSpec>,
@@ -31,9 +33,10 @@ struct PlanFile {
     #[serde(default)]
     runtimes: Vec<String>,
     /// The EP a runtime's cells run on, by runtime (as listed in `runtimes`), instead of the
-    /// settings' `ep`: OpenVINO and CPU runtimes as two columns of one matrix.
+    /// settings' `ep`: OpenVINO and CPU runtimes as two columns of one matrix. Each is a table of
+    /// `ep` and `ep_options`, checked with the settings it overrides.
     #[serde(default)]
-    runtime_ep: BTreeMap<String, RuntimeEp>,
+    runtime_ep: BTreeMap<String, toml::Table>,
     /// Snapdragons for host-HTP cells: the model on Qualcomm's HTP emulator configured as each SoC
     /// (placement and outputs; speed is not judged).
     #[serde(default)]
@@ -49,15 +52,16 @@ struct PlanFile {
 }
 
 /// `[runtime_ep."<runtime>"]`: the EP (and its options) of one runtime's cells.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeEp {
     /// The EP, as `--ep` spells it.
     pub ep: EpKind,
     /// Its options (`--ep-option`), replacing the settings' `ep_options`.
-    #[serde(default)]
     pub ep_options: Vec<KeyValue>,
 }
+
+/// The keys a `[runtime_ep."<runtime>"]` table may set.
+const RUNTIME_EP_KEYS: &[&str] = &["ep", "ep_options"];
 
 /// One `[[device]]`: a serial, or a class of devices by SoC.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -131,193 +135,266 @@ pub struct PlannedModel {
     pub reference: ReferenceChoice,
 }
 
-impl SweepPlan {
-    /// Reads and checks the plan.
-    pub fn load(file: &Path) -> Result<SweepPlan> {
+impl PlanFile {
+    /// The plan file parsed (syntax and field names only).
+    fn read(file: &Path) -> Result<PlanFile> {
         let shown = file.display();
         let text = std::fs::read_to_string(file).with_context(|| format!("cannot read sweep plan {shown}"))?;
-        let raw: PlanFile = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{shown}{}", toml_error(&text, &e)))?;
-        let base = file.parent().unwrap_or(Path::new("."));
-        let field_error = |field: String, message: String| anyhow::anyhow!("{shown}: {field}: {message}");
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{shown}{}", toml_error(&text, &e)))
+    }
 
-        if raw.settings.runs == 0 {
-            return Err(field_error("settings.runs".into(), "must be at least 1".into()));
-        }
-        let settings = raw.settings.with_input_paths(|input| base.join(&input.path));
-        for (index, spec) in raw.device.iter().enumerate() {
-            if spec.serial.is_some() == spec.soc.is_some() {
-                return Err(field_error(
-                    format!("device[{index}]"),
-                    "give exactly one of serial = \"…\" or soc = \"…\"".into(),
-                ));
+    /// What checks a plan read from `file`: paths resolve against its folder, errors name it.
+    fn context(file: &Path) -> PlanContext<'_> {
+        PlanContext { file, base: file.parent().unwrap_or(Path::new(".")) }
+    }
+}
+
+/// The checks of a plan's sections, each error one line: `plan-file: field: message`.
+struct PlanContext<'a> {
+    file: &'a Path,
+    base: &'a Path,
+}
+
+impl PlanContext<'_> {
+    fn error(&self, field: &str, message: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!("{}: {field}: {message}", self.file.display())
+    }
+
+    /// `[settings]`, parsed as `npugate run`'s flags are, its `--input` files relative to the plan.
+    fn settings(&self, table: &toml::Table) -> Result<HarnessSettings> {
+        let settings =
+            HarnessSettings::from_table(table).map_err(|e| self.error(&format!("settings.{}", e.field), e.message))?;
+        Ok(settings.with_input_paths(|input| self.base.join(&input.path)))
+    }
+
+    fn check_devices(&self, devices: &[DeviceSpec]) -> Result<()> {
+        match devices.iter().position(|spec| spec.serial.is_some() == spec.soc.is_some()) {
+            Some(index) => {
+                Err(self.error(&format!("device[{index}]"), "give exactly one of serial = \"…\" or soc = \"…\""))
             }
+            None => Ok(()),
         }
-        if raw.runtimes.is_empty() && raw.socs.is_empty() {
-            return Err(field_error("runtimes".into(), "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"] (or socs = [\"SM8650\"] for host-HTP cells)".into()));
-        }
+    }
+
+    /// The host-HTP SoCs, each named exactly once.
+    fn socs(&self, names: &[String]) -> Result<Vec<Soc>> {
         let mut socs: Vec<Soc> = Vec::new();
-        for (index, name) in raw.socs.iter().enumerate() {
-            let soc = npugate_host::hexagon::find(name).map_err(|e| field_error(format!("socs[{index}]"), e))?;
+        for (index, name) in names.iter().enumerate() {
+            let soc = npugate_host::hexagon::find(name).map_err(|e| self.error(&format!("socs[{index}]"), e))?;
             if socs.contains(&soc) {
-                return Err(field_error(format!("socs[{index}]"), format!("SoC {} is listed twice", soc.model)));
+                return Err(self.error(&format!("socs[{index}]"), format!("SoC {} is listed twice", soc.model)));
             }
             socs.push(soc);
         }
+        Ok(socs)
+    }
+
+    /// The device runtimes, fetched, each listed once.
+    fn runtimes(&self, names: &[String]) -> Result<Vec<RuntimeManifest>> {
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
-        for (index, name) in raw.runtimes.iter().enumerate() {
-            let manifest =
-                RuntimeManifest::load(name).map_err(|e| field_error(format!("runtimes[{index}]"), format!("{e:#}")))?;
+        for (index, name) in names.iter().enumerate() {
+            let field = format!("runtimes[{index}]");
+            let manifest = RuntimeManifest::load(name).map_err(|e| self.error(&field, format!("{e:#}")))?;
             if runtimes.iter().any(|r| r.name == manifest.name) {
-                return Err(field_error(
-                    format!("runtimes[{index}]"),
-                    format!("runtime {} is listed twice", manifest.name),
-                ));
+                return Err(self.error(&field, format!("runtime {} is listed twice", manifest.name)));
             }
             runtimes.push(manifest);
         }
+        Ok(runtimes)
+    }
+
+    /// `[runtime_ep."<runtime>"]`, by runtime name: each checked as the settings it overrides.
+    fn runtime_eps(&self, raw: &PlanFile, runtimes: &[RuntimeManifest]) -> Result<BTreeMap<String, RuntimeEp>> {
         let mut runtime_eps = BTreeMap::new();
-        for (listed, ep) in raw.runtime_ep {
+        for (listed, table) in &raw.runtime_ep {
             let field = format!("runtime_ep.{listed:?}");
-            let Some(index) = raw.runtimes.iter().position(|r| *r == listed) else {
-                return Err(field_error(field, format!("{listed:?} is not in runtimes = {:?}", raw.runtimes)));
+            let Some(index) = raw.runtimes.iter().position(|r| r == listed) else {
+                return Err(self.error(&field, format!("{listed:?} is not in runtimes = {:?}", raw.runtimes)));
             };
-            runtime_eps.insert(runtimes[index].name.clone(), ep);
+            if let Some(key) = table.keys().find(|key| !RUNTIME_EP_KEYS.contains(&key.as_str())) {
+                return Err(self.error(
+                    &format!("{field}.{key}"),
+                    "a runtime sets only ep and ep_options; the other settings are the plan's [settings]",
+                ));
+            }
+            let mut merged = raw.settings.clone();
+            merged.extend(table.iter().map(|(key, value)| (key.clone(), value.clone())));
+            let cell = HarnessSettings::from_table(&merged)
+                .map_err(|e| self.error(&format!("{field}.{}", e.field), e.message))?;
+            runtime_eps
+                .insert(runtimes[index].name.clone(), RuntimeEp { ep: cell.ep, ep_options: cell.ep_options.clone() });
         }
-        if raw.model.is_empty() {
-            return Err(field_error("model".into(), "add at least one [[model]] with path = \"….onnx\"".into()));
+        Ok(runtime_eps)
+    }
+
+    /// Every `[[model]]`, named uniquely.
+    fn models(&self, entries: Vec<ModelEntry>, settings: &HarnessSettings) -> Result<Vec<PlannedModel>> {
+        if entries.is_empty() {
+            return Err(self.error("model", "add at least one [[model]] with path = \"….onnx\""));
         }
-        let mut models = Vec::new();
         let mut names = BTreeSet::new();
-        for (index, entry) in raw.model.into_iter().enumerate() {
-            let field = |key: &str| format!("model[{index}].{key}");
-            let path = base.join(&entry.path);
-            // A model is an .onnx file, or an LLM folder (its genai_config.json, or the folder).
-            let llm_folder = npugate_onnx::genai::config_path(&path)
-                .filter(|config| config.is_file())
-                .and_then(|config| config.parent().map(Path::to_path_buf));
-            if !path.is_file() && llm_folder.is_none() {
-                return Err(field_error(
-                    field("path"),
-                    format!(
-                        "model {} not found; give an .onnx file or an LLM folder holding genai_config.json",
-                        path.display()
-                    ),
-                ));
-            }
-            let name = match entry.name {
-                Some(name) => name,
-                None => llm_folder
-                    .as_deref()
-                    .unwrap_or(&path)
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            };
-            npugate_host::paths::check_plain_name(&name, "the model name")
-                .map_err(|e| field_error(field("name"), e.to_string()))?;
-            if !names.insert(name.clone()) {
-                return Err(field_error(
-                    field("name"),
-                    format!("two models are named {name:?}; give one another name = \"…\""),
-                ));
-            }
-            let rules = match (entry.gate, entry.rules) {
-                (Some(_), Some(_)) => {
-                    return Err(field_error(
-                        field("gate"),
-                        "give either gate = \"gate.toml\" or rules = { … }, not both".into(),
-                    ))
-                }
-                (Some(gate), None) => {
-                    Rules::load(Some(&base.join(gate)), &[]).map_err(|e| field_error(field("gate"), e.to_string()))?
-                }
-                (None, Some(rules)) => rules,
-                (None, None) => Rules::default(),
-            };
-            let mut model_settings = settings.clone();
-            for (at, text) in entry.shapes.iter().enumerate() {
-                let shape: ShapeSpec =
-                    text.parse().map_err(|e: String| field_error(field(&format!("shapes[{at}]")), e))?;
-                model_settings.shapes.push(shape);
-            }
-            for (at, text) in entry.inputs.iter().enumerate() {
-                let mut input: InputFile =
-                    text.parse().map_err(|e: String| field_error(field(&format!("inputs[{at}]")), e))?;
-                input.path = base.join(&input.path);
-                model_settings.inputs.push(input);
-            }
-            for (at, input) in model_settings.inputs.iter().enumerate() {
-                if !input.path.is_file() {
-                    return Err(field_error(
-                        field(&format!("inputs[{at}]")),
-                        format!("input file {} not found", input.path.display()),
-                    ));
-                }
-            }
-            npugate_engine::model::check_any(&path, &model_settings)
-                .map_err(|e| field_error(field("shapes"), format!("{e:#}")))?;
-            let reference_model = entry.reference_model.map(|given| base.join(given));
-            if let Some(given) = reference_model.as_ref().filter(|given| !given.is_file()) {
-                return Err(field_error(field("reference_model"), format!("model file {} not found", given.display())));
-            }
-            let reference = ReferenceChoice::resolve(
-                &path,
-                reference_model.as_deref(),
-                "set reference_model = \"<its source .onnx>\" in its [[model]]",
-            )
-            .map_err(|e| field_error(field("path"), format!("{e:#}")))?;
-            let model_settings = reference.settings_for(&model_settings);
-            models.push(PlannedModel { name, path, rules, settings: model_settings, reference });
+        let mut models = Vec::new();
+        for (index, entry) in entries.into_iter().enumerate() {
+            models.push(self.model(index, entry, settings, &mut names)?);
         }
-        let qnn = npugate_plan::QnnChoice::from_flags(&raw.qnn);
-        let htp_runtimes = match (socs.is_empty(), &raw.htp_runtime, &qnn) {
-            (true, Some(_), _) => {
-                return Err(field_error(
-                    "htp_runtime".into(),
-                    "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into(),
-                ))
-            }
-            (true, None, npugate_plan::QnnChoice::Any) => Vec::new(),
-            (true, None, _) => {
-                return Err(field_error(
-                    "qnn".into(),
-                    "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it".into(),
-                ))
-            }
-            (false, name, _) => {
-                // The host-HTP cells resolve like `npugate run --local --ep qnn --soc … --qnn …` of
-                // each model (a compiled model is checked against every SoC and QNN version).
-                let field = if raw.qnn.is_empty() { "socs" } else { "qnn" };
-                let mut runtimes: Vec<RuntimeManifest> = Vec::new();
-                for model in &models {
-                    let request = npugate_plan::Request {
-                        command: npugate_plan::Command::Run,
-                        model: &model.path,
-                        place: npugate_plan::Place::Emulator,
-                        ep: EpKind::Qnn,
-                        runtime: name.as_deref(),
-                        harness: None,
-                        socs: socs.clone(),
-                        qnn: qnn.clone(),
-                        out: None,
-                    };
-                    let plan = npugate_plan::Plan::resolve(&request, &npugate_plan::Installed)
-                        .map_err(|e| field_error(field.into(), format!("{e:#}")))?;
-                    runtimes.clear();
-                    for planned in plan.targets {
-                        if !runtimes.iter().any(|r| r.dir == planned.runtime.dir) {
-                            runtimes.push(planned.runtime);
-                        }
-                    }
-                }
-                runtimes
-            }
+        Ok(models)
+    }
+
+    /// One `[[model]]`: its file (or LLM folder), its name (not among `names`, then added), rules,
+    /// and the settings with its shapes and inputs.
+    fn model(
+        &self,
+        index: usize,
+        entry: ModelEntry,
+        settings: &HarnessSettings,
+        names: &mut BTreeSet<String>,
+    ) -> Result<PlannedModel> {
+        let field = |key: &str| format!("model[{index}].{key}");
+        let path = self.base.join(&entry.path);
+        // A model is an .onnx file, or an LLM folder (its genai_config.json, or the folder).
+        let llm_folder = npugate_onnx::genai::config_path(&path)
+            .filter(|config| config.is_file())
+            .and_then(|config| config.parent().map(Path::to_path_buf));
+        if !path.is_file() && llm_folder.is_none() {
+            let message = format!(
+                "model {} not found; give an .onnx file or an LLM folder holding genai_config.json",
+                path.display()
+            );
+            return Err(self.error(&field("path"), message));
+        }
+        let name = match &entry.name {
+            Some(name) => name.clone(),
+            None => llm_folder
+                .as_deref()
+                .unwrap_or(&path)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
         };
+        npugate_host::paths::check_plain_name(&name, "the model name").map_err(|e| self.error(&field("name"), e))?;
+        if !names.insert(name.clone()) {
+            let message = format!("two models are named {name:?}; give one another name = \"…\"");
+            return Err(self.error(&field("name"), message));
+        }
+        let rules = self.rules(&field("gate"), entry.gate.as_deref(), entry.rules.clone())?;
+        let model_settings = self.model_settings(index, &entry, settings)?;
+        let reference_model = entry.reference_model.map(|given| self.base.join(given));
+        if let Some(given) = reference_model.as_ref().filter(|given| !given.is_file()) {
+            return Err(self.error(&field("reference_model"), format!("model file {} not found", given.display())));
+        }
+        // The model looked at as `npugate run` looks at it: its kind, what the kind refuses, its reference.
+        let name_it = "set reference_model = \"<its source .onnx>\" in its [[model]]";
+        let subject = Subject::classify(&path, reference_model.as_deref(), name_it)
+            .map_err(|e| self.error(&field("path"), format!("{e:#}")))?;
+        let flags = ModelFlags::of(&model_settings.session, Some(&model_settings.generation));
+        subject
+            .refuse(npugate_plan::Command::Run, &flags)
+            .and_then(|()| npugate_engine::model::check_run(&path, subject.llm(), &model_settings))
+            .map_err(|e| self.error(&field("shapes"), format!("{e:#}")))?;
+        let model_settings = subject.reference.settings_for(&model_settings);
+        Ok(PlannedModel { name, path, rules, settings: model_settings, reference: subject.reference })
+    }
+
+    /// A model's rules: its gate file or its inline rules (not both), over the defaults.
+    fn rules(&self, field: &str, gate: Option<&Path>, inline: Option<Rules>) -> Result<Rules> {
+        match (gate, inline) {
+            (Some(_), Some(_)) => Err(self.error(field, "give either gate = \"gate.toml\" or rules = { … }, not both")),
+            (Some(gate), None) => Rules::load(Some(&self.base.join(gate)), &[]).map_err(|e| self.error(field, e)),
+            (None, Some(rules)) => Ok(rules),
+            (None, None) => Ok(Rules::default()),
+        }
+    }
+
+    /// The plan's settings with a model's own shapes and input files (relative to the plan).
+    fn model_settings(&self, index: usize, entry: &ModelEntry, settings: &HarnessSettings) -> Result<HarnessSettings> {
+        let field = |key: &str, at: usize| format!("model[{index}].{key}[{at}]");
+        let mut model_settings = settings.clone();
+        for (at, text) in entry.shapes.iter().enumerate() {
+            let shape: ShapeSpec = text.parse().map_err(|e: String| self.error(&field("shapes", at), e))?;
+            model_settings.shapes.push(shape);
+        }
+        for (at, text) in entry.inputs.iter().enumerate() {
+            let mut input: InputFile = text.parse().map_err(|e: String| self.error(&field("inputs", at), e))?;
+            input.path = self.base.join(&input.path);
+            model_settings.inputs.push(input);
+        }
+        if let Some((at, input)) = model_settings.inputs.iter().enumerate().find(|(_, input)| !input.path.is_file()) {
+            return Err(self.error(&field("inputs", at), format!("input file {} not found", input.path.display())));
+        }
+        Ok(model_settings)
+    }
+
+    /// The runtimes of the host-HTP cells, one per QNN version: resolved like `npugate run --local
+    /// --ep qnn --soc … --qnn …` of each model (a compiled model is checked against every SoC and
+    /// QNN version). None without `socs`, where `htp_runtime` and `qnn` are refused.
+    fn htp_runtimes(
+        &self,
+        socs: &[Soc],
+        htp_runtime: Option<&str>,
+        qnn: &[String],
+        models: &[PlannedModel],
+    ) -> Result<Vec<RuntimeManifest>> {
+        let mut flags = Vec::new();
+        for (index, text) in qnn.iter().enumerate() {
+            flags.push(text.parse::<npugate_plan::QnnFlag>().map_err(|e| self.error(&format!("qnn[{index}]"), e))?);
+        }
+        let choice = npugate_plan::QnnChoice::from_flags(&flags);
+        if socs.is_empty() {
+            let given = if htp_runtime.is_some() { Some("htp_runtime") } else { (!qnn.is_empty()).then_some("qnn") };
+            return match given {
+                Some(field) => {
+                    Err(self.error(field, "applies to host-HTP cells only; add socs = [\"SM8650\"] or drop it"))
+                }
+                None => Ok(Vec::new()),
+            };
+        }
+        let field = if qnn.is_empty() { "socs" } else { "qnn" };
+        let mut runtimes: Vec<RuntimeManifest> = Vec::new();
+        for model in models {
+            let request = npugate_plan::Request {
+                runtime: htp_runtime,
+                socs: socs.to_vec(),
+                qnn: choice.clone(),
+                ..npugate_plan::Request::new(
+                    npugate_plan::Command::Run,
+                    &model.path,
+                    npugate_plan::Place::Emulator,
+                    EpKind::Qnn,
+                )
+            };
+            let plan = npugate_plan::Plan::resolve(&request, &npugate_plan::Installed)
+                .map_err(|e| self.error(field, format!("{e:#}")))?;
+            runtimes.clear();
+            for planned in plan.targets {
+                if !runtimes.iter().any(|r| r.dir == planned.runtime.dir) {
+                    runtimes.push(planned.runtime);
+                }
+            }
+        }
+        Ok(runtimes)
+    }
+}
+
+impl SweepPlan {
+    /// Reads and checks the plan: parse the file, check every section against the plan's folder
+    /// and the fetched runtimes, then resolve the host-HTP runtimes as `npugate run` would.
+    pub fn load(file: &Path) -> Result<SweepPlan> {
+        let raw = PlanFile::read(file)?;
+        let at = PlanFile::context(file);
+        let settings = at.settings(&raw.settings)?;
+        at.check_devices(&raw.device)?;
+        if raw.runtimes.is_empty() && raw.socs.is_empty() {
+            return Err(at.error("runtimes", "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"] (or socs = [\"SM8650\"] for host-HTP cells)"));
+        }
+        let socs = at.socs(&raw.socs)?;
+        let runtimes = at.runtimes(&raw.runtimes)?;
+        let runtime_eps = at.runtime_eps(&raw, &runtimes)?;
+        let models = at.models(raw.model, &settings)?;
+        let htp_runtimes = at.htp_runtimes(&socs, raw.htp_runtime.as_deref(), &raw.qnn, &models)?;
         let name = raw.name.unwrap_or_else(|| {
             file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into())
         });
-        npugate_host::paths::check_plain_name(&name, "the sweep name")
-            .map_err(|e| field_error("name".into(), e.to_string()))?;
+        npugate_host::paths::check_plain_name(&name, "the sweep name").map_err(|e| at.error("name", e))?;
         Ok(SweepPlan {
             file: file.to_path_buf(),
             name,
@@ -453,6 +530,45 @@ mod tests {
     }
 
     #[test]
+    fn settings_that_do_not_fit_together_are_refused_at_load_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = runtime_dir(dir.path());
+        identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
+        let plan = |settings: &str, runtime_ep: &str| {
+            let text =
+                format!("runtimes = [{runtime:?}]\n[settings]\n{settings}\n{runtime_ep}[[model]]\npath = \"a.onnx\"\n");
+            plan_in(dir.path(), &text).map(|_| ()).map_err(|e| format!("{e:#}"))
+        };
+        let once = plan("execute_once = true", "").unwrap_err();
+        assert!(
+            once.ends_with(
+                "sweep.toml: settings.execute_once: needs session_only = true as well; add it, or drop execute_once"
+            ),
+            "{once}"
+        );
+        plan("execute_once = true\nsession_only = true", "").unwrap();
+        let zero = plan("runs = 0", "").unwrap_err();
+        assert!(zero.contains("sweep.toml: settings.runs: invalid value '0' for 'runs'"), "{zero}");
+        let strict = plan("strict = true", "").unwrap_err();
+        assert!(strict.contains("sweep.toml: settings.strict: applies to an accelerator EP"), "{strict}");
+        let vtcm = plan("[settings.qnn]\nvtcm_mb = 8", "").unwrap_err();
+        assert!(vtcm.contains("sweep.toml: settings.qnn.vtcm_mb: applies to ep = \"qnn\" only"), "{vtcm}");
+        // The runtime's EP is checked with the settings it overrides.
+        let on_cpu = format!("[runtime_ep.{runtime:?}]\nep = \"cpu\"\n");
+        plan("ep = \"openvino\"\nstrict = true", "").unwrap();
+        let runtime_cpu = plan("ep = \"openvino\"\nstrict = true", &on_cpu).unwrap_err();
+        assert!(
+            runtime_cpu.contains(&format!("sweep.toml: runtime_ep.{runtime:?}.strict: applies to an accelerator EP")),
+            "{runtime_cpu}"
+        );
+        let bad_ep = plan("", &format!("[runtime_ep.{runtime:?}]\nep = \"qnnn\"\n")).unwrap_err();
+        assert!(
+            bad_ep.contains(&format!("runtime_ep.{runtime:?}.ep: invalid value 'qnnn'")) && bad_ep.contains("'qnn'"),
+            "{bad_ep}"
+        );
+    }
+
+    #[test]
     fn plan_errors_are_one_line_and_name_the_field_and_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let runtime = runtime_dir(dir.path());
@@ -460,7 +576,7 @@ mod tests {
         let cases = [
             (
                 format!("runtimes = [{runtime:?}]\n[settings]\nrunz = 3\n[[model]]\npath = \"a.onnx\"\n"),
-                "line 2: unknown setting `runz`",
+                "settings.runz: unknown setting; did you mean `runs`?",
             ),
             (format!("runtimes = [{runtime:?}]\n[[model]]\npath = \"b.onnx\"\n"), "model[0].path: model"),
             (
@@ -505,11 +621,11 @@ mod tests {
             ),
             (
                 format!("runtimes = [{runtime:?}]\n[settings]\nshapes = [\"x=big\"]\n[[model]]\npath = \"a.onnx\"\n"),
-                "line 2: dimension \"big\"",
+                "settings.shapes: invalid value 'x=big' for 'shapes': dimension \"big\"",
             ),
             (
                 "socs = [\"SM9999\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
-                "socs[0]: unknown SoC \"SM9999\"; known SoCs: SM8350 (v68)",
+                "socs[0]: unknown SoC \"SM9999\"; known: SM8350, QCM6490",
             ),
             (
                 "socs = [\"SM8650\", \"sm8650\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
@@ -524,10 +640,23 @@ mod tests {
                 "qnn: applies to host-HTP cells only",
             ),
             ("[[model]]\npath = \"a.onnx\"\n".to_string(), "runtimes: list at least one runtime"),
+            (
+                "socs = [\"SM86501\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
+                "socs[0]: unknown SoC \"SM86501\": did you mean SM8650?",
+            ),
+            (
+                "socs = [\"SM8650\"]\nqnn = [\"2.x\"]\n[[model]]\npath = \"a.onnx\"\n".to_string(),
+                "qnn[0]: \"2.x\" is not a QNN version",
+            ),
+            (
+                format!("runtimes = [{runtime:?}]\n[settings]\nep = \"openvino\"\n[runtime_ep.{runtime:?}]\nep = \"cpu\"\nruns = 3\n[[model]]\npath = \"a.onnx\"\n"),
+                "runtime_ep.\"RT\".runs: a runtime sets only ep and ep_options",
+            ),
         ];
         for (text, expected) in cases {
+            let expected = expected.replace("\"RT\"", &format!("{runtime:?}"));
             let error = format!("{:#}", plan_in(dir.path(), &text).unwrap_err());
-            assert!(error.contains("sweep.toml") && error.contains(expected), "{error}");
+            assert!(error.contains("sweep.toml") && error.contains(&expected), "{error}");
             assert!(!error.contains('\n'), "one line: {error}");
         }
     }

@@ -1,0 +1,148 @@
+//! The model a command is about, looked at once: what it is ([`ModelKind`]: a single `.onnx`, one
+//! compiled into EPContext nodes, or an onnxruntime-genai LLM folder), what it was compiled for,
+//! which model is its fp32 reference, and the one rule of what each kind refuses ([`Subject::refuse`]).
+//! [`Plan::resolve`](crate::Plan::resolve) builds it; the commands, the run and the sweep read it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use npugate_htp::compiled::{CompiledFor, ReferenceChoice};
+use npugate_onnx::genai::{self, LlmModel};
+use npugate_onnx::Model;
+use npugate_settings::{GenerationSettings, SessionSettings};
+
+use crate::Command;
+
+/// What a model is.
+#[derive(Debug, Clone)]
+pub enum ModelKind {
+    /// A single `.onnx` whose nodes the CPU EP can run.
+    Onnx,
+    /// A single `.onnx` with EPContext nodes (compiled ahead of time); what it was compiled for
+    /// when `npugate compile` wrote it.
+    Compiled(Option<Box<CompiledFor>>),
+    /// An onnxruntime-genai folder (its `genai_config.json` and the graphs it names), run as token
+    /// generation; what its graphs were compiled for, when npugate compiled them.
+    LlmFolder(Box<LlmModel>, Option<Box<CompiledFor>>),
+}
+
+/// The model of a command as the plan resolved it.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    /// The model as the user named it (an `.onnx`, an LLM folder or its `genai_config.json`).
+    pub path: PathBuf,
+    /// What it is.
+    pub kind: ModelKind,
+    /// Its fp32 reference: `--reference-model`, a compiled model's recorded source, or itself.
+    pub reference: ReferenceChoice,
+}
+
+/// The flags that shape a model's run, as given (for [`Subject::refuse`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelFlags {
+    /// `--shape` was given.
+    pub shapes: bool,
+    /// `--input` was given.
+    pub inputs: bool,
+    /// `compile --context-file` was given.
+    pub context_file: bool,
+    /// The generation flags given (`--prompt-tokens`, …).
+    pub generation: Vec<String>,
+}
+
+impl ModelFlags {
+    /// The flags a session's settings (and a run's generation settings) give.
+    pub fn of(session: &SessionSettings, generation: Option<&GenerationSettings>) -> ModelFlags {
+        ModelFlags {
+            shapes: !session.shapes.is_empty(),
+            inputs: !session.inputs.is_empty(),
+            context_file: false,
+            generation: generation.map(GenerationSettings::given_flags).unwrap_or_default(),
+        }
+    }
+}
+
+impl Subject {
+    /// Looks at `path` once: an LLM folder is opened (every error one line naming the file and
+    /// field), a single model read for its EPContext nodes and compile record; `reference` is
+    /// `--reference-model`, `name_it` how the command's user names a compiled model's source.
+    pub fn classify(path: &Path, reference: Option<&Path>, name_it: &str) -> Result<Subject> {
+        let kind = match genai::config_path(path) {
+            Some(config) => {
+                let llm = npugate_engine::model::open_folder(&config)?;
+                let compiled = CompiledFor::of_folder(&llm)?.map(Box::new);
+                ModelKind::LlmFolder(Box::new(llm), compiled)
+            }
+            None => {
+                let onnx = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+                match onnx.index().nodes().iter().any(|n| n.is_ep_context()) {
+                    false => ModelKind::Onnx,
+                    true => ModelKind::Compiled(
+                        CompiledFor::of(&onnx)
+                            .map_err(|e| e.context(format!("model {}", path.display())))?
+                            .map(Box::new),
+                    ),
+                }
+            }
+        };
+        let compiled = match &kind {
+            ModelKind::Compiled(record) => Some(record.as_deref()),
+            _ => None,
+        };
+        let reference = ReferenceChoice::choose(path, compiled, reference, name_it);
+        Ok(Subject { path: path.to_path_buf(), kind, reference })
+    }
+
+    /// What npugate compiled it for, if it did.
+    pub fn compiled(&self) -> Option<&CompiledFor> {
+        match &self.kind {
+            ModelKind::Compiled(record) | ModelKind::LlmFolder(_, record) => record.as_deref(),
+            ModelKind::Onnx => None,
+        }
+    }
+
+    /// The LLM folder, when it is one.
+    pub fn llm(&self) -> Option<&LlmModel> {
+        match &self.kind {
+            ModelKind::LlmFolder(llm, _) => Some(llm),
+            _ => None,
+        }
+    }
+
+    /// The one rule of what a model's kind refuses, before anything runs: an LLM folder takes no
+    /// `--shape`, `--input` or `--context-file` (its graphs declare their own shapes and inputs,
+    /// a generation feeds its own ids, positions and KV cache, and its context binary is always a
+    /// file beside them) and no `numerics`; a single model takes no generation flags.
+    pub fn refuse(&self, command: Command, flags: &ModelFlags) -> Result<()> {
+        let shown = self.path.display();
+        match self.llm() {
+            Some(llm) => {
+                if command == Command::Numerics {
+                    bail!("{shown} is an LLM model folder; numerics takes a single .onnx model (one of its graphs)");
+                }
+                let given =
+                    [("--shape", flags.shapes), ("--input", flags.inputs), ("--context-file", flags.context_file)];
+                if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+                    bail!(
+                        "{flag} does not apply to the LLM model folder {}: its graphs declare their own shapes and inputs (a generation feeds its own ids, positions and KV cache: --prompt-tokens, --gen-tokens), and its context binary is always a file beside them",
+                        llm.folder.display()
+                    );
+                }
+            }
+            None => {
+                if let Some(flag) = flags.generation.first() {
+                    bail!("{flag} applies to an LLM model folder (a directory with genai_config.json), but {shown} is a single model; drop it");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses what the host HTP emulator cannot run: a weight-shared compiled LLM folder.
+    pub fn refuse_on_emulator(&self) -> Result<()> {
+        match self.llm() {
+            Some(llm) => npugate_htp::compile_folder::refuse_on_emulator(llm),
+            None => Ok(()),
+        }
+    }
+}
