@@ -104,6 +104,8 @@ class Outcome:
             for cell in self.sweep.get("cells", []):
                 record = cell.get("record") or {}
                 flops.append(record.get("npu_flops_pct"))
+                if record.get("emulated"):
+                    continue  # host time on the emulator: no device's median or CV
                 medians.append(None if record.get("median_ns") is None else record["median_ns"] / 1e6)
                 cvs.append(record.get("cv_pct"))
         for target in self.targets:

@@ -9,14 +9,16 @@
 //! different sizes) and the fixed model — written once into the cache, content-addressed, its
 //! data files linked beside it — is what is deployed, compiled and hashed; the result records the
 //! original's sha256 too. A dynamic model without the shapes it needs is refused before anything
-//! runs, with the exact flags to pass.
+//! runs, with the exact flags to pass. So is a model whose tensors cannot fit the memory of the
+//! machine its harness runs on ([`check_sizes`]), before the harness is launched.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use npugate_onnx::genai::{self, LlmModel};
-use npugate_onnx::Model;
+use npugate_onnx::size::{Origin, Room, TensorRequest};
+use npugate_onnx::{Model, ValueKind, ValueSignature};
 use npugate_result::digest::model_digest;
 use npugate_result::ModelFile;
 use npugate_settings::{HarnessSettings, InputFile, ShapeSpec};
@@ -187,8 +189,10 @@ fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[I
 }
 
 /// The model a run with `settings` loads: fixed by its `--shape`s when its EP needs static dims
-/// ([`prepare`]), else the model as given, checked; either way with its files located and hashed.
-pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result<PreparedModel> {
+/// ([`prepare`]), else the model as given, checked; either way with its files located and hashed
+/// and its tensors' sizes checked against `memory` ([`check_sizes`]; an LLM folder's buffers are
+/// checked by its harness, which sizes them).
+pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path, memory: Memory) -> Result<PreparedModel> {
     if let Some(config) = genai::config_path(model) {
         let llm = open_folder(&config)?;
         check_lengths(&llm, settings)?;
@@ -196,23 +200,31 @@ pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path) -> Result
         return Ok(PreparedModel { path: config, fixed_from: None, files });
     }
     if settings.ep.needs_static_shapes() {
-        return prepare(model, &settings.shapes, &settings.inputs, cache);
+        return prepare(model, &settings.shapes, &settings.inputs, cache, memory);
     }
     let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
     let files = ModelFiles::of(model, &onnx, &HashCache::default_cache())?;
-    apply_shapes(onnx, model, &settings.shapes, &settings.inputs)?;
+    let checked = apply_shapes(onnx, model, &settings.shapes, &settings.inputs)?;
+    check_sizes(&checked.model, model, &settings.shapes, &settings.inputs, memory)?;
     Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files })
 }
 
-/// Checks `model` and, when `shapes` change it, writes the fixed model into `cache`
-/// (`<cache>/<key>/<file name>`, the key a digest of the original's files, its name and the
-/// shapes) unless it is there already; the model's external data files are linked (or copied)
-/// beside it.
-pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: &Path) -> Result<PreparedModel> {
+/// Checks `model` (its shapes, then its sizes against `memory`, see [`check_sizes`]) and, when
+/// `shapes` change it, writes the fixed model into `cache` (`<cache>/<key>/<file name>`, the key
+/// a digest of the original's files, its name and the shapes) unless it is there already; the
+/// model's external data files are linked (or copied) beside it.
+pub fn prepare(
+    model: &Path,
+    shapes: &[ShapeSpec],
+    inputs: &[InputFile],
+    cache: &Path,
+    memory: Memory,
+) -> Result<PreparedModel> {
     let hashes = HashCache::default_cache();
     let original = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
     let given = ModelFiles::of(model, &original, &hashes)?;
     let Checked { model: fixed, changed } = apply_shapes(original, model, shapes, inputs)?;
+    check_sizes(&fixed, model, shapes, inputs, memory)?;
     let Some(shape_text) = changed else {
         return Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files: given });
     };
@@ -242,6 +254,83 @@ pub fn prepare(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile], cache: 
     }
     let files = ModelFiles::of(&path, &fixed, &hashes)?;
     Ok(PreparedModel { path, fixed_from: Some(FixedFrom { path: model.to_path_buf(), sha256: given.sha256 }), files })
+}
+
+/// Where a run's harness allocates its tensors, as the host knows it before launching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// This machine's: the harness runs here (natively, under qemu-user or wine).
+    Here,
+    /// Another machine's (a device over adb), unknown here: only sizes no machine holds are
+    /// refused before launching; the harness checks the rest against the device's own memory.
+    Remote,
+}
+
+impl Memory {
+    /// The memory to check against, as it is now.
+    pub fn room(self) -> Room {
+        match self {
+            Memory::Here => Room::this_machine("on this machine"),
+            Memory::Remote => Room::unknown("on the device"),
+        }
+    }
+}
+
+/// Refuses a model whose tensors cannot fit `memory`, before anything is allocated or launched:
+/// each real input (its dims as declared with `shapes` applied — `onnx` is the checked model — or
+/// as its `--input` file's header holds them) and each output whose dims the model fixes. One
+/// line names the model, the tensor, its shape, its size and the fix ([`TensorRequest::check`],
+/// the check the harness makes too). An `--input` file's tensor is sized by its `.npy` header.
+pub fn check_sizes(
+    onnx: &Model,
+    model: &Path,
+    shapes: &[ShapeSpec],
+    inputs: &[InputFile],
+    memory: Memory,
+) -> Result<()> {
+    let room = memory.room();
+    let refuse = |e: Box<npugate_onnx::size::TooLarge>| anyhow::anyhow!("model {}: {e}", model.display());
+    for input in onnx.input_signatures() {
+        let tensor = match inputs.iter().find(|file| file.input == input.name) {
+            Some(file) => file_tensor(&input, &file.path),
+            None => {
+                let origin = if shapes.iter().any(|s| s.input == input.name) {
+                    Origin::ShapeFlag
+                } else {
+                    Origin::DeclaredInput
+                };
+                static_tensor(&input, origin)
+            }
+        };
+        if let Some(tensor) = tensor {
+            tensor.check(&room).map_err(refuse)?;
+        }
+    }
+    let outputs = onnx.proto().graph.iter().flat_map(|graph| &graph.output).map(ValueSignature::from_value_info);
+    for tensor in outputs.filter_map(|output| static_tensor(&output, Origin::DeclaredOutput)) {
+        tensor.check(&room).map_err(refuse)?;
+    }
+    Ok(())
+}
+
+/// A tensor value whose every dim is fixed, as the tensor it will be.
+fn static_tensor(value: &ValueSignature, origin: Origin) -> Option<TensorRequest> {
+    let dims = value.dims.as_ref()?.iter().map(|dim| dim.fixed()).collect::<Option<Vec<i64>>>()?;
+    (value.kind == ValueKind::Tensor).then(|| TensorRequest {
+        name: value.name.clone(),
+        element_type: value.element_type,
+        dims,
+        origin,
+    })
+}
+
+/// The tensor an `--input` file will be, from its `.npy` header (its data is not read); `None`
+/// when the file cannot be read as one: the harness, which reads it, says what is wrong with it.
+fn file_tensor(input: &ValueSignature, path: &Path) -> Option<TensorRequest> {
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(std::fs::File::open(path).ok()?)).ok()?;
+    let dims = npy.shape().iter().map(|&d| i64::try_from(d).unwrap_or(-1)).collect();
+    let origin = Origin::InputFile(path.display().to_string());
+    Some(TensorRequest { name: input.name.clone(), element_type: input.element_type, dims, origin })
 }
 
 /// Writes `rewritten` (a changed copy of the model file `original`) into the existing directory
@@ -345,7 +434,7 @@ mod tests {
         let model = work.path().join("cls.onnx");
         identity_model(&model, &[Some(1), Some(3), None, None]);
         let cache = work.path().join("cache");
-        let prepared = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        let prepared = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache, Memory::Here).unwrap();
         let original = prepared.fixed_from.clone().unwrap();
         assert_eq!(original.sha256, npugate_result::digest::sha256_file(&model).unwrap().0);
         let fixed = Model::read(&prepared.path).unwrap();
@@ -353,18 +442,18 @@ mod tests {
             fixed.input_signatures()[0].dims.clone().unwrap().iter().map(ToString::to_string).collect();
         assert_eq!(dims, ["1", "3", "48", "192"]);
         assert_eq!(prepared.path.file_name().unwrap(), "cls.onnx");
-        let again = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        let again = prepare(&model, &[shape("x=1x3x48x192")], &[], &cache, Memory::Here).unwrap();
         assert_eq!(
             (&again.path, &again.fixed_from, &again.files.digest),
             (&prepared.path, &prepared.fixed_from, &prepared.files.digest),
             "the same shapes reuse the same fixed copy"
         );
-        let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache).unwrap();
+        let other = prepare(&model, &[shape("x=1x3x48x320")], &[], &cache, Memory::Here).unwrap();
         assert_ne!(other.path, prepared.path);
         // An identical copy under another name (an A/B comparison of a model with itself).
         let copy = work.path().join("cls_copy.onnx");
         std::fs::copy(&model, &copy).unwrap();
-        let copied = prepare(&copy, &[shape("x=1x3x48x192")], &[], &cache).unwrap();
+        let copied = prepare(&copy, &[shape("x=1x3x48x192")], &[], &cache, Memory::Here).unwrap();
         assert_eq!(copied.path.file_name().unwrap(), "cls_copy.onnx");
         assert!(copied.path.is_file() && prepared.path.is_file());
     }
@@ -376,14 +465,22 @@ mod tests {
         identity_model(&fixed, &[Some(1), Some(3)]);
         identity_model(&dynamic, &[None, Some(3)]);
         let cache = work.path().join("cache");
-        assert_eq!(prepare(&fixed, &[], &[], &cache).unwrap().path, fixed);
-        assert_eq!(prepare(&fixed, &[shape("x=1x3")], &[], &cache).unwrap().path, fixed, "nothing to fix");
-        let error = prepare(&dynamic, &[], &[], &cache).unwrap_err().to_string();
+        assert_eq!(prepare(&fixed, &[], &[], &cache, Memory::Here).unwrap().path, fixed);
+        assert_eq!(
+            prepare(&fixed, &[shape("x=1x3")], &[], &cache, Memory::Here).unwrap().path,
+            fixed,
+            "nothing to fix"
+        );
+        let error = prepare(&dynamic, &[], &[], &cache, Memory::Here).unwrap_err().to_string();
         assert!(error.contains("dyn.onnx") && error.contains("pass --shape x=Nx3"), "{error}");
         let npy: InputFile = "x=/data/x.npy".parse().unwrap();
-        assert_eq!(prepare(&dynamic, &[], &[npy], &cache).unwrap().path, dynamic, "an --input file gives the size");
+        assert_eq!(
+            prepare(&dynamic, &[], &[npy], &cache, Memory::Here).unwrap().path,
+            dynamic,
+            "an --input file gives the size"
+        );
         for (bad, needle) in [("y=1x3", "no input"), ("x=1x3x3", "3 dims"), ("x=2x4", "fixes it to 3")] {
-            let error = prepare(&dynamic, &[shape(bad)], &[], &cache).unwrap_err().to_string();
+            let error = prepare(&dynamic, &[shape(bad)], &[], &cache, Memory::Here).unwrap_err().to_string();
             assert!(error.to_lowercase().contains(needle) || error.contains(needle), "{bad}: {error}");
         }
         assert!(!cache.exists(), "nothing is written for a refused shape");
@@ -419,12 +516,12 @@ mod tests {
             shapes: vec![shape("x=2x3")],
             ..Default::default()
         });
-        let given = for_run(&model, &settings, &work.path().join("cache")).unwrap();
+        let given = for_run(&model, &settings, &work.path().join("cache"), Memory::Here).unwrap();
         assert_eq!(given.files.referenced.len(), 1);
         assert_eq!(given.files.referenced[0].0.name, "ext.weights");
         assert_ne!(given.files.digest, given.files.sha256, "the digest covers the weights");
 
-        let fixed = prepare(&model, &[shape("x=2x3")], &[], &work.path().join("cache")).unwrap();
+        let fixed = prepare(&model, &[shape("x=2x3")], &[], &work.path().join("cache"), Memory::Here).unwrap();
         assert_eq!(
             fixed.path.parent().unwrap().join("ext.weights").metadata().unwrap().len(),
             16,
@@ -434,21 +531,79 @@ mod tests {
 
         // Changing the weights alone changes the identity.
         std::fs::write(work.path().join("ext.weights"), [2u8; 16]).unwrap();
-        let changed = for_run(&model, &settings, &work.path().join("cache")).unwrap();
+        let changed = for_run(&model, &settings, &work.path().join("cache"), Memory::Here).unwrap();
         assert_eq!(changed.files.sha256, given.files.sha256);
         assert_ne!(changed.files.digest, given.files.digest);
 
         // Truncated and missing data, and a location out of the folder, are named before anything runs.
         std::fs::write(work.path().join("ext.weights"), [2u8; 8]).unwrap();
-        let error = for_run(&model, &settings, work.path()).unwrap_err().to_string();
+        let error = for_run(&model, &settings, work.path(), Memory::Here).unwrap_err().to_string();
         assert!(error.contains("ext.onnx") && error.contains("\"w\"") && error.contains("only 8 bytes"), "{error}");
         std::fs::remove_file(work.path().join("ext.weights")).unwrap();
         let error = check(&model, &[shape("x=2x3")], &[]).unwrap_err().to_string();
         assert!(error.contains("ext.weights") && error.contains("cannot be read"), "{error}");
         let escaping = work.path().join("escaping.onnx");
         with_external_weights(&escaping, "../../etc/passwd", &[Some(1), Some(3)]);
-        let error = for_run(&escaping, &settings, work.path()).unwrap_err().to_string();
+        let error = for_run(&escaping, &settings, work.path(), Memory::Here).unwrap_err().to_string();
         assert!(error.contains("climbs out"), "{error}");
+    }
+
+    #[test]
+    fn sizes_beyond_the_memory_are_refused_before_anything_runs_naming_the_tensor_and_the_fix() {
+        let work = tempfile::tempdir().unwrap();
+        let (huge, dynamic) = (work.path().join("huge.onnx"), work.path().join("dyn.onnx"));
+        identity_model(&huge, &[Some(1 << 20), Some(1 << 20), Some(1 << 20)]);
+        identity_model(&dynamic, &[None, Some(1 << 40)]);
+        let cache = work.path().join("cache");
+        let error = prepare(&huge, &[], &[], &cache, Memory::Here).unwrap_err().to_string();
+        assert!(
+            error.starts_with("model ")
+                && error.contains(
+                    "huge.onnx: input \"x\" is float32[1048576, 1048576, 1048576]: 4611686018427387904 bytes (4.0 EiB)"
+                ),
+            "{error}"
+        );
+        assert!(error.contains("available on this machine (MemAvailable)"), "{error}");
+        // A device's memory is its harness's to check; what overflows fits no machine.
+        assert!(prepare(&huge, &[], &[], &cache, Memory::Remote).is_ok());
+        let error =
+            prepare(&dynamic, &[shape("x=1099511627776x1099511627776")], &[], &cache, Memory::Remote).unwrap_err();
+        assert!(error.to_string().contains("overflows): no machine holds it; pass a smaller --shape x=…"), "{error}");
+        assert!(!cache.exists(), "nothing is written for a refused size");
+
+        // An output the model fixes, and an --input file whose header claims a huge array.
+        let mut model = Model::read(&dynamic).unwrap();
+        let output = &mut model.proto_mut().graph.as_mut().unwrap().output[0];
+        let Some(npugate_onnx::proto::type_proto::Value::TensorType(tensor)) =
+            output.r#type.as_mut().and_then(|t| t.value.as_mut())
+        else {
+            unreachable!()
+        };
+        tensor.shape.as_mut().unwrap().dim[0].value =
+            Some(npugate_onnx::proto::tensor_shape_proto::dimension::Value::DimValue(1 << 40));
+        let checked = apply_shapes(model, &dynamic, &[shape("x=1x1099511627776")], &[]).unwrap().model;
+        let here = |inputs: &[InputFile]| check_sizes(&checked, &dynamic, &[], inputs, Memory::Here).unwrap_err();
+        let error = here(&[]).to_string();
+        assert!(error.contains("input \"x\" is float32[1, 1099511627776]: 4398046511104 bytes (4.0 TiB)"), "{error}");
+        let npy = work.path().join("x.npy");
+        let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1099511627776), }";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((header.len() as u16 + 1).to_le_bytes());
+        bytes.extend(header.bytes().chain(*b"\n"));
+        std::fs::write(&npy, bytes).unwrap();
+        let error = here(&[format!("x={}", npy.display()).parse().unwrap()]).to_string();
+        assert!(
+            error.contains("[3, 1099511627776]") && error.contains("pass a smaller --input x=FILE than"),
+            "{error}"
+        );
+        let mut output_only = Model::read(&dynamic).unwrap();
+        output_only.proto_mut().graph.as_mut().unwrap().output[0] =
+            checked.proto().graph.as_ref().unwrap().output[0].clone();
+        let error = check_sizes(&output_only, &dynamic, &[], &[], Memory::Here).unwrap_err().to_string();
+        assert!(
+            error.contains("output \"y\" is float32[1099511627776, 1099511627776]: more than 2^64 bytes"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -456,7 +611,7 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let broken = work.path().join("broken.onnx");
         std::fs::write(&broken, b"\x08\x07\x12\xff\xff").unwrap();
-        let error = prepare(&broken, &[], &[], work.path()).unwrap_err().to_string();
+        let error = prepare(&broken, &[], &[], work.path(), Memory::Here).unwrap_err().to_string();
         assert!(error.contains("broken.onnx"), "{error}");
     }
 }

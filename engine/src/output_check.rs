@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_onnx::proto::tensor_proto::DataType;
+use npugate_onnx::size::{Origin, TensorRequest};
+use npugate_onnx::ElementType;
 use npugate_result::RunResult;
 use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
 
@@ -195,7 +198,8 @@ fn relative_to(path: &Path, base: &Path) -> String {
     }
 }
 
-/// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans).
+/// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans); the
+/// values' size is checked against this machine's memory first.
 pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let npy =
@@ -204,6 +208,13 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
         bail!("{} is in Fortran order; npugate writes and reads C order", path.display());
     }
     let shape = npy.shape().to_vec();
+    let values = TensorRequest {
+        name: path.file_stem().unwrap_or_default().to_string_lossy().into_owned(),
+        element_type: ElementType::of(DataType::Double),
+        dims: shape.iter().map(|&d| i64::try_from(d).unwrap_or(-1)).collect(),
+        origin: Origin::Saved(path.display().to_string()),
+    };
+    values.check(&crate::model::Memory::Here.room())?;
     let descr = match npy.dtype() {
         npyz::DType::Plain(type_str) => type_str.to_string(),
         other => other.descr(),

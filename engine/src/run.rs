@@ -74,7 +74,7 @@ impl Attempted for RunReport {
 /// message); an EP that started and rejected nodes, even all of them, is judged (a verdict).
 pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &Progress<'_>) -> Result<RunReport> {
     let settings = spec.job.settings;
-    let model = crate::model::for_run(spec.job.model, settings, &crate::model::default_cache())?;
+    let model = crate::model::for_run(spec.job.model, settings, &crate::model::default_cache(), target.memory())?;
     let job = Job { model: &model.path, prepared: Some(&model), ..spec.job };
     let staging = Staging::next_to(out)?;
     let execution = target.execute(&job, staging.path(), progress)?;
@@ -122,7 +122,7 @@ pub fn harness_result(execution: &Execution, dir: &Path, model: &PreparedModel) 
         Ok(result) => Ok(result),
         Err(error) if error.is_not_found() => {
             let message = execution.last_message();
-            let why = message.strip_prefix("npugate-harness: error: ").unwrap_or(message);
+            let why = message.strip_prefix("npugate-harness: error: ").unwrap_or(&message);
             if execution.exit_code == Some(i32::from(EXIT_DID_NOT_START)) {
                 return Err(Retryable(anyhow!("{why}; nothing ran")).into());
             }

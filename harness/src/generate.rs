@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::{LlmGraph, LlmModel};
+use npugate_onnx::size::{Origin, TensorRequest};
 use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::{
@@ -445,8 +446,15 @@ fn signature(value: &npugate_onnx::ValueSignature) -> npugate_result::TensorSign
     }
 }
 
-/// The seeded synthetic prompt: ids uniform over the vocabulary (the logits' last dim).
+/// The seeded synthetic prompt: ids uniform over the vocabulary (the logits' last dim), its size
+/// checked first (the first buffer a generation sizes by its lengths).
 fn prompt_ids(llm: &LlmModel, tokens: u32, seed: u64) -> Result<Vec<i64>> {
+    crate::memory::check(&TensorRequest {
+        name: llm.names.input_ids.clone(),
+        element_type: npugate_onnx::ElementType::of(npugate_onnx::proto::tensor_proto::DataType::Int64),
+        dims: vec![1, i64::from(tokens)],
+        origin: Origin::Generation,
+    })?;
     let vocab = vocabulary(llm)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     Ok((0..tokens).map(|_| i64::from(rng.next_u32() % vocab as u32)).collect())
@@ -507,11 +515,21 @@ impl KvStore {
         let shared = llm.share_buffer && fixed_length.is_some();
         let length = fixed_length.unwrap_or(i64::from(spec.prompt + spec.gen));
         let ty = tensor_type(declared.element_type)?;
-        let elements = (heads * length * head_size) as usize;
+        let shape = [1, heads, length, head_size];
+        // The whole cache first: every buffer may fit while all of them do not.
+        let buffers = i64::from(llm.layers) * 2 * if shared { 1 } else { 2 };
+        crate::memory::check(&TensorRequest {
+            name: format!("KV cache ({buffers} buffers like {past_key})"),
+            element_type: declared.element_type,
+            dims: [&[buffers][..], &shape].concat(),
+            origin: Origin::Generation,
+        })?;
         let mut tensors = Vec::new();
-        for _ in 0..llm.layers * 2 {
-            let second = if shared { Buffer::new(ty, 0)? } else { Buffer::new(ty, elements)? };
-            tensors.push(([Buffer::new(ty, elements)?, second], 0));
+        for layer in 0..llm.layers {
+            for name in &llm.names.kv(layer)[..2] {
+                let second = Buffer::new(name, ty, if shared { &[0] } else { &shape })?;
+                tensors.push(([Buffer::new(name, ty, &shape)?, second], 0));
+            }
         }
         Ok(KvStore { tensors, shared, fixed_length, heads, head_size })
     }
@@ -759,23 +777,27 @@ impl Stage {
             );
         }
         let name = |text: &str| CString::new(text).map_err(|_| anyhow!("the name {text:?} holds a NUL byte"));
-        let int_buffer = |input: &str, elements: usize| -> Result<Option<(CString, Buffer)>> {
+        let int_buffer = |input: &str, elements: i64| -> Result<Option<(CString, Buffer)>> {
             match graph.input(input) {
-                Some(declared) => Ok(Some((name(input)?, Buffer::new(tensor_type(declared.element_type)?, elements)?))),
+                Some(declared) => {
+                    Ok(Some((name(input)?, Buffer::new(input, tensor_type(declared.element_type)?, &[elements])?)))
+                }
                 None => Ok(None),
             }
         };
-        let ids = int_buffer(&llm.names.input_ids, sequence as usize)?;
+        let ids = int_buffer(&llm.names.input_ids, sequence)?;
         let length = i64::from(llm.context_length).max(capacity);
-        let mut positions = int_buffer(&llm.names.position_ids, length as usize)?;
+        let mut positions = int_buffer(&llm.names.position_ids, length)?;
         if let Some((_, buffer)) = positions.as_mut() {
             buffer.write_ints(0, &(0..length).collect::<Vec<_>>())?;
         }
         let mask = match graph.input(&llm.names.attention_mask) {
             Some(declared) => {
                 let fixed = declared.dims.as_ref().and_then(|d| d.get(1)?.fixed());
-                let ones = length.max(fixed.unwrap_or(0)) as usize;
-                let mut buffer = Buffer::new(tensor_type(declared.element_type)?, 2 * ones)?;
+                let ones = length.max(fixed.unwrap_or(0));
+                let mut buffer =
+                    Buffer::new(&llm.names.attention_mask, tensor_type(declared.element_type)?, &[2, ones])?;
+                let ones = usize::try_from(ones)?;
                 // Ones, then zeros: a window over it is a mask of the first `total` positions.
                 buffer.write_ints(0, &vec![1; ones])?;
                 Some((name(&llm.names.attention_mask)?, buffer, ones, fixed))
@@ -799,7 +821,11 @@ impl Stage {
         let logits = match graph.output(&llm.names.logits) {
             Some(declared) => Some((
                 name(&llm.names.logits)?,
-                Buffer::new(tensor_type(declared.element_type)?, sequence as usize * vocab)?,
+                Buffer::new(
+                    &llm.names.logits,
+                    tensor_type(declared.element_type)?,
+                    &[sequence, i64::try_from(vocab)?],
+                )?,
             )),
             None => None,
         };

@@ -1,9 +1,11 @@
 //! Model inputs: seeded random data for every ONNX element type, or real data from `.npy` files,
-//! created once before any timed run.
+//! created once before any timed run. Each input's size is checked before it is allocated
+//! ([`planned`] resolves its shape, [`crate::memory::check`] refuses what does not fit).
 
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use npugate_onnx::size::{Origin, TensorRequest};
 use npugate_result::{InputDescription, TensorSignature};
 use npugate_settings::{InputFile, ShapeSpec};
 use ort::memory::Allocator;
@@ -11,6 +13,8 @@ use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
+
+use crate::memory;
 
 /// An input value ready to bind, with its description for the result.
 pub struct PreparedInput {
@@ -70,12 +74,27 @@ pub fn prepare(
             match file {
                 Some(path) => from_npy(name, *ty, declared, requested, path),
                 None => {
-                    let shape = resolve_shape(name, declared, &symbols, requested)?;
-                    random(name, *ty, shape, &mut rng, seed)
+                    let tensor = planned(name, memory::element_type(*ty), declared, &symbols, requested)?;
+                    memory::check(&tensor)?;
+                    random(name, *ty, tensor.dims, &mut rng, seed)
                 }
             }
         })
         .collect()
+}
+
+/// The tensor a random input will be, before anything is allocated: its shape from `--shape` if
+/// given, else the model's ([`resolve_shape`]), and so the fix a size refusal names.
+pub fn planned(
+    name: &str,
+    element_type: npugate_onnx::ElementType,
+    declared: &[i64],
+    symbols: &[String],
+    requested: Option<&[i64]>,
+) -> Result<TensorRequest> {
+    let dims = resolve_shape(name, declared, symbols, requested)?;
+    let origin = if requested.is_some() { Origin::ShapeFlag } else { Origin::DeclaredInput };
+    Ok(TensorRequest { name: name.to_string(), element_type, dims, origin })
 }
 
 /// The concrete shape of an input: `--shape` if given (checked against fixed dims), else the
@@ -112,7 +131,7 @@ fn random(
     rng: &mut ChaCha8Rng,
     seed: u64,
 ) -> Result<PreparedInput> {
-    let count = element_count(&shape);
+    let count = element_count(&shape)?;
     let source = format!("random(seed={seed})");
     if ty == TensorElementType::String {
         let strings: Vec<String> = (0..count).map(|_| format!("npugate-{}", rng.next_u32() % 1000)).collect();
@@ -192,7 +211,13 @@ fn from_npy(
             bail!("--shape gives input {name:?} shape {requested:?}, but {} holds {shape:?}", path.display());
         }
     }
-    let size = ty.byte_size(element_count(&shape)).context("tensor size")?;
+    memory::check(&TensorRequest {
+        name: name.to_string(),
+        element_type: memory::element_type(ty),
+        dims: shape.clone(),
+        origin: Origin::InputFile(path.display().to_string()),
+    })?;
+    let size = ty.byte_size(element_count(&shape)?).context("tensor size")?;
     if bytes.len() < size {
         bail!("{} is truncated: {size} data bytes expected for shape {shape:?}", path.display());
     }
@@ -227,8 +252,11 @@ fn describe(name: &str, ty: TensorElementType, shape: Vec<i64>, source: String, 
     InputDescription { name: name.to_string(), element_type: element_type_name(ty), shape, source, sha256 }
 }
 
-fn element_count(shape: &[i64]) -> usize {
-    shape.iter().map(|&d| d.max(0) as usize).product()
+/// The element count of a shape that passed the size check.
+fn element_count(shape: &[i64]) -> Result<usize> {
+    npugate_onnx::size::element_count(shape)
+        .and_then(|count| usize::try_from(count).ok())
+        .with_context(|| format!("shape {shape:?} has no element count"))
 }
 
 /// The lowercase ONNX name of an element type (`float32`, `uint8`, …).
@@ -257,7 +285,46 @@ fn npy_descr(ty: TensorElementType) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use npugate_onnx::size::Room;
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// A declared or requested dim: dynamic, zero, one, small, huge, the largest, negative.
+    fn dim() -> impl Strategy<Value = i64> {
+        prop_oneof![Just(-1i64), Just(0), Just(1), 2i64..64, 1i64 << 20..1i64 << 40, Just(i64::MAX), i64::MIN..-1]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// What input preparation plans is what it allocates, and it allocates only what fits: a
+        /// planned input the check accepts against 1 MiB gets exactly that many random bytes.
+        #[test]
+        fn a_planned_input_is_allocated_only_when_it_fits_and_exactly_as_sized(
+            ty in prop::sample::select(vec![
+                TensorElementType::Float32, TensorElementType::Float16, TensorElementType::Int64,
+                TensorElementType::Bool, TensorElementType::Int4, TensorElementType::Uint2,
+                TensorElementType::Float8E4M3FN, TensorElementType::Complex128,
+            ]),
+            declared in prop::collection::vec(dim(), 0..5),
+            requested in prop::option::of(prop::collection::vec(dim(), 0..5)),
+        ) {
+            let room = Room { available: Some(1 << 20), whose: "in this test".into(), source: "a fixed budget" };
+            let symbols = vec![String::new(); declared.len()];
+            let Ok(tensor) = planned("x", memory::element_type(ty), &declared, &symbols, requested.as_deref()) else {
+                return Ok(());
+            };
+            match tensor.check(&room) {
+                Ok(bytes) => {
+                    let count = element_count(&tensor.dims).unwrap();
+                    let data = random_bytes(ty, count, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+                    prop_assert_eq!(data.len() as u64, bytes);
+                }
+                Err(refused) => prop_assert!(!refused.to_string().contains('\n'), "{}", refused),
+            }
+        }
+    }
 
     #[test]
     fn dynamic_dimension_without_shape_names_the_fix() {

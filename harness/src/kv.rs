@@ -8,10 +8,13 @@ use std::ffi::{c_void, CString};
 use std::ptr::{self, NonNull};
 
 use anyhow::{anyhow, bail, Result};
+use npugate_onnx::size::{self, Origin, TensorRequest};
 use ort::memory::MemoryInfo;
 use ort::session::IoBinding;
 use ort::value::TensorElementType;
 use ort::AsPointer;
+
+use crate::memory;
 
 /// 64 bytes, 64-byte aligned: the unit buffers are allocated in (what ORT's own allocator aligns to).
 #[derive(Clone, Copy)]
@@ -26,9 +29,18 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// A zeroed buffer of `elements` elements of `ty` (a fixed-size numeric type).
-    pub fn new(ty: TensorElementType, elements: usize) -> Result<Buffer> {
-        let bytes = element_size(ty)? * elements;
+    /// A zeroed buffer named `name` for a tensor of `dims` of `ty` (a fixed-size numeric type),
+    /// its size checked against the memory available first.
+    pub fn new(name: &str, ty: TensorElementType, dims: &[i64]) -> Result<Buffer> {
+        element_size(ty)?;
+        let tensor = TensorRequest {
+            name: name.to_string(),
+            element_type: memory::element_type(ty),
+            dims: dims.to_vec(),
+            origin: Origin::Generation,
+        };
+        let bytes = usize::try_from(memory::check(&tensor)?)?;
+        let elements = usize::try_from(size::element_count(dims).unwrap_or_default())?;
         Ok(Buffer { blocks: vec![Block([0; 64]); bytes.div_ceil(64).max(1)], ty, elements })
     }
 

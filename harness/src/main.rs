@@ -23,6 +23,7 @@ mod graph;
 mod inputs;
 mod kv;
 mod measure;
+mod memory;
 mod model_files;
 mod ort_env;
 mod outputs;
@@ -47,6 +48,7 @@ use setup::{
 /// ([`EXIT_DID_NOT_START`]: its device absent or its backend dead; what was measured on the CPU
 /// is still in `result.json`); a session-only run's VERBOSE rerun's code when it had one.
 fn main() -> ExitCode {
+    setup::report_panics_in_one_line();
     // `--version`: the build, commit and target included (leaked once: clap keeps a `&'static str`).
     let version: &'static str = Box::leak(stamp::build().to_string().into_boxed_str());
     let args = Args::from_arg_matches(&Args::command().version(version).get_matches()).unwrap_or_else(|e| e.exit());

@@ -68,8 +68,9 @@ pub struct Measurement {
 }
 
 impl BoundSession {
-    /// Binds `inputs` and every output (to CPU memory ORT manages) for repeated runs.
+    /// Binds `inputs` and every output (to CPU memory ORT manages, its size checked first) for repeated runs.
     pub fn new(session: Session, inputs: &[PreparedInput]) -> Result<Self> {
+        crate::memory::check_outputs(session.outputs())?;
         let mut binding = session.create_binding().map_err(|e| anyhow!("cannot create an I/O binding: {e}"))?;
         for input in inputs {
             binding

@@ -344,6 +344,22 @@ pub fn histogram(latencies_ns: &[u64]) -> Option<HistogramSummary> {
     })
 }
 
+/// Replaces Rust's panic report (its message, then a backtrace under `RUST_BACKTRACE`) with one
+/// line in the harness's error format, which npugate shows as the harness's account: a panic is
+/// a bug of the harness, never a way to report bad input.
+pub fn report_panics_in_one_line() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message =
+            payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+        let message = message.unwrap_or("(no message)").replace('\n', " ");
+        let place = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!(
+            "npugate-harness: error: internal error{place}: {message} (a bug in npugate-harness: please report it)"
+        );
+    }));
+}
+
 /// Nanoseconds since `start`.
 pub fn elapsed_ns(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64

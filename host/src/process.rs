@@ -8,7 +8,7 @@
 //! its process group (wine's `wineserver` and services) keeps its pipes open as long as it lives.
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,6 +33,8 @@ pub struct Finished {
     pub stderr: String,
     /// Its exit code; `None` when a signal ended it.
     pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
 }
 
 /// Why a process did not finish on its own.
@@ -102,7 +104,12 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
     }
     let status = outcome?;
     let deadline = Instant::now() + DRAIN_AFTER_EXIT;
-    Ok(Finished { stdout: stdout.collect(deadline), stderr: stderr.collect(deadline), code: status.code() })
+    Ok(Finished {
+        stdout: stdout.collect(deadline),
+        stderr: stderr.collect(deadline),
+        code: status.code(),
+        signal: status.signal(),
+    })
 }
 
 /// A child that is killed and reaped when it goes out of scope unfinished (an error or a panic
@@ -186,6 +193,12 @@ mod tests {
     fn output_and_exit_code_are_collected() {
         let done = run(sh("echo out; echo err >&2; exit 3"), Duration::from_secs(10), &|| false).unwrap();
         assert_eq!((done.stdout.as_str(), done.stderr.as_str(), done.code), ("out\n", "err\n", Some(3)));
+    }
+
+    #[test]
+    fn a_signal_that_ended_the_process_is_named_by_its_number() {
+        let done = run(sh("echo dying >&2; kill -ABRT $$"), Duration::from_secs(10), &|| false).unwrap();
+        assert_eq!((done.stderr.as_str(), done.code, done.signal), ("dying\n", None, Some(libc::SIGABRT)));
     }
 
     #[test]

@@ -71,8 +71,7 @@ impl CompileRequest<'_> {
         let (source_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
             format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
         })?;
-        let prepared =
-            npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
+        let prepared = crate::prepare_here(self.model, self.shapes, &[])?;
         let embed_mode = if self.context_file { "0" } else { "1" };
         let session =
             CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };

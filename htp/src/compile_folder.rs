@@ -73,6 +73,7 @@ impl FolderCompileRequest<'_> {
             self.config,
             &soc_settings(&[], self.fp16),
             &npugate_engine::model::default_cache(),
+            npugate_engine::model::Memory::Here,
         )?;
         let session =
             CompileSession { host: self.host, soc: self.soc, what: &llm.folder, prepared: &prepared, embed_mode: "0" };

@@ -20,8 +20,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use npugate_engine::model::PreparedModel;
 use npugate_engine::targets::wine::{self, SETUP_HINT};
 use npugate_host::runtime::RuntimeManifest;
+use npugate_settings::{InputFile, ShapeSpec};
 
 /// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
 pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";
@@ -85,6 +87,13 @@ pub fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
         bail!("runtime {} has no QNN plugin with {HTP_BACKEND}; {fix}", runtime.name);
     }
     Ok(())
+}
+
+/// `model` ready for a job on this machine (under wine or qemu): its `--shape`s fixed into a
+/// copy where they change it, its tensors' sizes checked against this machine's memory.
+pub(crate) fn prepare_here(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<PreparedModel> {
+    let cache = npugate_engine::model::default_cache();
+    npugate_engine::model::prepare(model, shapes, inputs, &cache, npugate_engine::model::Memory::Here)
 }
 
 #[cfg(test)]

@@ -294,12 +294,7 @@ impl HtpPreflightRequest<'_> {
         let (model_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
             format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
         })?;
-        let prepared = npugate_engine::model::prepare(
-            self.model,
-            self.shapes,
-            self.inputs,
-            &npugate_engine::model::default_cache(),
-        )?;
+        let prepared = crate::prepare_here(self.model, self.shapes, self.inputs)?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
         let reference_session = SessionSettings {
@@ -895,6 +890,7 @@ mod tests {
             dir: dir.to_path_buf(),
             execution: Execution {
                 exit_code: Some(code),
+                signal: None,
                 stderr: "npugate-harness: error: boom".into(),
                 seconds: 1.0,
                 warnings: Vec::new(),

@@ -83,8 +83,7 @@ impl PreflightRequest<'_> {
         let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
         // Without a Snapdragon the QNN plugin offers a device only when its CPU backend is enabled.
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
-        let model =
-            npugate_engine::model::prepare(self.model, self.shapes, &[], &npugate_engine::model::default_cache())?;
+        let model = crate::prepare_here(self.model, self.shapes, &[])?;
         let job = Job {
             harness: self.harness,
             runtime: self.runtime,

@@ -138,8 +138,8 @@ impl Targets<'_> {
 /// models, a failed reference run); a failed target is reported in the report.
 pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsReport> {
     let out = request.out;
-    prepare_out(out)?;
     let model = load(request.model, request.settings)?;
+    prepare_out(out)?;
     // The model against itself is read once.
     let same = std::fs::canonicalize(request.model).ok() == std::fs::canonicalize(request.reference_model).ok();
     let reference = if same { None } else { Some(load(request.reference_model, request.settings)?) };
@@ -401,9 +401,12 @@ fn boundaries(
 }
 
 /// Reads a model with `--shape` applied (the instrumented copies are run as they are), its unnamed
-/// nodes named as ONNX Runtime shows them, so layers and partition boundaries match the runs.
+/// nodes named as ONNX Runtime shows them, so layers and partition boundaries match the runs. Its
+/// sizes are checked against this machine's memory, where the reference run always runs.
 fn load(path: &Path, settings: &HarnessSettings) -> Result<Model> {
     let mut model = npugate_engine::model::check(path, &settings.shapes, &settings.inputs)?;
+    let memory = npugate_engine::model::Memory::Here;
+    npugate_engine::model::check_sizes(&model, path, &settings.shapes, &settings.inputs, memory)?;
     model.name_nodes_as_onnx_runtime();
     Ok(model)
 }

@@ -17,6 +17,8 @@
 //! - Instrumentation: [`Model::intermediate_tensors`] and [`Model::add_outputs`].
 //! - LLM folders: [`genai::LlmModel::open`] reads an onnxruntime-genai `genai_config.json` and
 //!   checks it against the graphs it names.
+//! - Sizes: [`size::TensorRequest::check`] computes a tensor's byte size with checked arithmetic
+//!   and refuses, in one line with the fix, one larger than the memory a machine has.
 //! - Constants: [`Model::constant`] finds an initializer or `Constant` node value, and
 //!   [`tensor_values`] reads a (small) tensor's values as numbers.
 //!
@@ -34,6 +36,7 @@ mod model;
 mod naming;
 mod outputs;
 mod shape;
+pub mod size;
 mod value;
 
 pub use data::{tensor_values, DataError};

@@ -158,14 +158,13 @@ pub fn harness(model: &Path, out: &Path, extra: &[&str]) -> Output {
     command.arg("--ort-lib").arg(ort_lib()).arg("--model").arg(model).arg("--out").arg(out).args(extra);
     run(&mut command)
 }
-/// Renders `page` (an HTML file) in headless Chromium to `<keep>/<name>.png` and returns the PNG
-/// bytes. Without Chromium it returns `None` with a loud message, except under CI (`CI` set),
-/// where a missing browser fails the test: `scripts/setup` installs it.
-pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
+/// The headless browser the page checks use, or `None` with a loud message naming `page` — except
+/// under CI (`CI` set), where a missing browser fails the test: `scripts/setup` installs it.
+fn browser(page: &Path) -> Option<&'static str> {
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|bin| Command::new(bin).arg("--version").output().is_ok_and(|o| o.status.success()));
-    let Some(browser) = browser else {
+    if browser.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
             "chromium is not installed (scripts/setup installs it); {} cannot be rendered",
@@ -175,19 +174,29 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
             "\n!!!!!!!! SKIPPED: chromium is not installed; {} was NOT rendered. Run scripts/setup. !!!!!!!!\n",
             page.display()
         );
-        return None;
-    };
-    std::fs::create_dir_all(keep).expect("screenshot directory");
-    let png = keep.join(format!("{name}.png"));
-    let _ = std::fs::remove_file(&png);
+    }
+    browser
+}
+
+/// `browser` headless on `page` with a private profile and the given arguments.
+fn headless(browser: &str, page: &Path, args: &[String]) -> Output {
     let profile = tempfile::tempdir().expect("chromium profile directory");
-    let out = run(Command::new(browser)
+    run(Command::new(browser)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
         .args(["--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1400,2400")
-        .arg(format!("file://{}", page.display())));
+        .args(args)
+        .arg(format!("file://{}", page.display())))
+}
+
+/// Renders `page` (an HTML file) in headless Chromium to `<keep>/<name>.png` and returns the PNG
+/// bytes; `None` without Chromium (see [`browser`]).
+pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
+    let browser = browser(page)?;
+    std::fs::create_dir_all(keep).expect("screenshot directory");
+    let png = keep.join(format!("{name}.png"));
+    let _ = std::fs::remove_file(&png);
+    let out = headless(browser, page, &[format!("--screenshot={}", png.display()), "--window-size=1400,2400".into()]);
     assert!(
         png.is_file(),
         "chromium wrote no screenshot of {}: {}",
@@ -196,6 +205,15 @@ pub fn screenshot(page: &Path, keep: &Path, name: &str) -> Option<Vec<u8>> {
     );
     eprintln!("{} rendered to {}", page.display(), png.display());
     Some(std::fs::read(png).expect("read the screenshot"))
+}
+
+/// The DOM headless Chromium built from `page` (an HTML file), serialized after it rendered; `None`
+/// without Chromium (see [`browser`]).
+pub fn rendered_dom(page: &Path) -> Option<String> {
+    let out = headless(browser(page)?, page, &["--dump-dom".into()]);
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(dom.contains("<body"), "chromium rendered no DOM of {}: {}", page.display(), describe(&out));
+    Some(dom)
 }
 
 pub mod actions;

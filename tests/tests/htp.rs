@@ -471,39 +471,73 @@ fn a_broken_wine_prefix_is_rebuilt_not_fatal() {
     assert!(stderr(&second).contains("system.reg is missing or damaged); rebuilding it"), "{}", describe(&second));
 }
 
+/// A CPU burner in its own process group, bounded in time, stopped (with its group) when dropped.
+struct Burner(std::process::Child);
+
+impl Burner {
+    /// One core kept busy for at most `seconds`.
+    fn start(seconds: u32) -> Burner {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new("timeout")
+            .args([&seconds.to_string(), "sh", "-c", "while :; do :; done"])
+            .process_group(0)
+            .spawn()
+            .expect("start the CPU burner");
+        Burner(child)
+    }
+}
+
+impl Drop for Burner {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.0.id())]).status();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
-fn a_sweep_plan_with_socs_covers_chipsets_no_device_of_the_lab_has() {
+fn an_emulated_sweep_over_two_nights_is_judged_on_placement_compile_and_outputs_never_on_host_time() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("sweep.toml");
-    let qdq = model("smallcnn_qdq.onnx");
+    let probe = dir.path().join("probe.onnx");
     std::fs::write(
         &plan,
         format!(
-            "name = \"htp\"\nsocs = [\"SM8350\", \"SM8650\"]\n[settings]\nruns = 2\nwarmup = 0\nprofile_runs = 1\n\
-             [[model]]\npath = {:?}\nrules = {{ cv_pct = 8, npu_flops_pct = 98 }}\n",
-            qdq.display().to_string()
+            "name = \"htp\"\nsocs = [\"SM8350\", \"SM8650\"]\n[settings]\nruns = 2\nwarmup = 0\nprofile_runs = 1\ncheck_outputs = true\n\
+             [[model]]\npath = {:?}\nrules = {{ cv_pct = 8, npu_flops_pct = 98 }}\n\
+             [[model]]\npath = \"probe.onnx\"\nrules = {{ npu_flops_pct = 98 }}\n",
+            model("smallcnn_qdq.onnx").display().to_string()
         ),
     )
     .unwrap();
-    let out = dir.path().join("sweep");
-    let output = npugate(
-        &["sweep", "--night", "2026-11-23"],
-        &[
-            Path::new("--plan"),
-            &plan,
-            Path::new("--out"),
-            &out,
-            Path::new("--history"),
-            &dir.path().join("history.sqlite"),
-        ],
-    );
-    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let history = dir.path().join("history.sqlite");
+    let sweep = |night: &str| {
+        npugate(
+            &["sweep", "--night", night],
+            &[
+                Path::new("--plan"),
+                &plan,
+                Path::new("--out"),
+                &dir.path().join(night),
+                Path::new("--history"),
+                &history,
+            ],
+        )
+    };
+    // Night 1 on a busy host: the probe is a model QNN 2.51 takes whole on v75 and cannot compile for v68.
+    std::fs::copy(model("qnn_version_ops.onnx"), &probe).unwrap();
+    let busy = Burner::start(600);
+    let night1 = sweep("2026-11-26");
+    drop(busy);
+    assert_eq!(night1.status.code(), Some(2), "SM8350 does not compile the probe: {}", describe(&night1));
+    let out = dir.path().join("2026-11-26");
     let summary = read_json(&out.join("sweep.json"));
     assert_eq!(summary["runtimes"], serde_json::json!(["qnn-2.7.0-ort-1.31.1-windows-x86_64"]));
     for soc in ["SM8350", "SM8650"] {
         let cell = out.join(format!("htp-{soc}/qnn-2.7.0-ort-1.31.1-windows-x86_64/smallcnn_qdq"));
         let marker = read_json(&cell.join("cell.json"));
         assert_eq!(marker["device"]["soc"], soc, "{marker:#}");
+        assert!(marker["emulated"].as_str().is_some_and(|e| e.starts_with("Qualcomm's HTP emulator")), "{marker:#}");
+        assert!(marker["outputs"]["sqnr_db"].as_f64().is_none_or(|db| db > 20.0), "{marker:#}");
         let result = RunResult::read(&cell).unwrap();
         assert!(
             result.execution.emulated.is_some() && result.execution.requested_ep == "qnn",
@@ -513,5 +547,74 @@ fn a_sweep_plan_with_socs_covers_chipsets_no_device_of_the_lab_has() {
         let verdict = read_json(&cell.join("verdict.json"));
         let cv = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "cv_pct").unwrap();
         assert_eq!(cv["status"], "not_applicable", "{cv:#}");
+    }
+    let refused = read_json(&out.join("htp-SM8350/qnn-2.7.0-ort-1.31.1-windows-x86_64/probe/cell.json"));
+    assert!(
+        refused["compile_error"].as_str().is_some_and(|e| e.contains("Failed to finalize QNN graph")),
+        "{refused:#}"
+    );
+
+    // Night 2 on an idle host: the probe is now a model whose int32 MatMul and Neg the HTP leaves to the CPU.
+    std::fs::copy(model("htp_reject.onnx"), &probe).unwrap();
+    let night2 = sweep("2026-11-27");
+    assert_eq!(night2.status.code(), Some(0), "{}", describe(&night2));
+
+    let history_of = |args: &[&str]| {
+        let output = run(Command::new(bin("npugate")).arg("history").arg("--history").arg(&history).args(args));
+        assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+        output
+    };
+    let all: Value = serde_json::from_slice(&history_of(&["--json"]).stdout).unwrap();
+    for series in all["series"].as_array().unwrap() {
+        assert_eq!(
+            (series["emulated"].as_bool(), series["change"]["latency"].as_str()),
+            (Some(true), Some("emulated")),
+            "{series:#}"
+        );
+        assert!(
+            series["change"].get("median_ratio").is_none() && series["points"][1].get("median_ns").is_none(),
+            "{series:#}"
+        );
+        let host = |night: usize| series["points"][night]["host_median_ns"].as_f64();
+        eprintln!(
+            "{} on {}: host time {:?} → {:?} ms",
+            series["model"],
+            series["device"],
+            host(0).map(|ns| ns / 1e6),
+            host(1).map(|ns| ns / 1e6)
+        );
+    }
+    assert!(all.get("devices").is_none(), "an emulator is no device with a noise floor: {all:#}");
+    let report: Value = serde_json::from_slice(&history_of(&["--changed", "--json"]).stdout).unwrap();
+    let changed = report["series"].as_array().unwrap();
+    assert!(
+        changed.iter().all(|s| s["model"] == "probe"),
+        "nothing but the probe changed, whatever the host's load: {report:#}"
+    );
+    let on = |device: &str| {
+        &changed.iter().find(|s| s["device"] == device).unwrap_or_else(|| panic!("{device}: {report:#}"))["change"]
+    };
+    let placement: Vec<&str> =
+        on("htp-SM8650")["placement"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(placement.contains(&"matmul_int32 (MatMul) moved to CPUExecutionProvider"), "{placement:?}");
+    assert_eq!(on("htp-SM8350")["compile"], "not compiled → compiled");
+    let text = String::from_utf8_lossy(&history_of(&["--changed"]).stdout).into_owned();
+    assert!(
+        text.contains("matmul_int32 (MatMul) moved to CPUExecutionProvider") && !text.contains("smallcnn_qdq"),
+        "{text}"
+    );
+    assert!(!text.contains("slower") && !text.contains("faster"), "{text}");
+
+    // The pages, as a browser renders them: no latency chart, the cells by placement, compile and outputs.
+    let page = dir.path().join("history.html");
+    history_of(&["--html", page.to_str().unwrap()]);
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join("htp-sweep");
+    for (page, name) in [(dir.path().join("2026-11-27/matrix.html"), "matrix"), (page, "history")] {
+        let Some(dom) = npugate_e2e::rendered_dom(&page) else { return };
+        assert!(!dom.contains("<svg") && !dom.contains("median latency"), "{name}: a chart of host time: {dom}");
+        for label in ["host time ms (not a device latency)", "compiled", "matmul_int32 (MatMul)", "probs "] {
+            assert!(dom.contains(label), "{name} lacks {label:?}: {dom}");
+        }
+        npugate_e2e::screenshot(&page, &keep, name);
     }
 }

@@ -40,7 +40,9 @@ pub struct HistoryArgs {
     /// Only nights up to this one (YYYY-MM-DD).
     #[arg(long, value_name = "YYYY-MM-DD", value_parser = npugate_nightly::sweep::parse_night)]
     pub until: Option<String>,
-    /// Only series whose last night changed (latency beyond the tolerance, gate outcome, fallback count).
+    /// Only series whose last night changed (a device's latency beyond the tolerance, gate outcome,
+    /// compile, placement, outputs, fallback count, an axis the cell ran with); an emulated cell's
+    /// latency is host time and never counts.
     #[arg(long)]
     pub changed: bool,
     /// A latency change counts when the median ratio's 95% interval lies entirely beyond ±this many
@@ -105,7 +107,11 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
 /// One block per model and SoC, one line per device and runtime with its sparkline.
 fn terminal(report: &HistoryReport) -> String {
     if report.series.is_empty() {
-        return "no matching sweeps in the history\n".into();
+        // Nights without series: --changed left out every series, none changed.
+        return match report.nights.last() {
+            Some(last) => format!("nothing changed since the night before (latest night {last})\n"),
+            None => "no matching sweeps in the history\n".into(),
+        };
     }
     let mut out = series_lines(report);
     if !report.devices.is_empty() {
@@ -121,7 +127,8 @@ fn generation_figures(generation: &GenerationFigures) -> String {
     format!("TTFT {ttft}, prefill {:.0} tok/s, decode {:.0} tok/s", generation.prefill_tok_s, generation.decode_tok_s)
 }
 
-/// One block per model and SoC, one line per device and runtime with its sparkline.
+/// One block per model and SoC, one line per device and runtime with its sparkline; an emulated
+/// series with its gate outcome night by night and its findings instead (host time labelled).
 fn series_lines(report: &HistoryReport) -> String {
     let mut out = format!("{} night(s): {}\n", report.nights.len(), report.nights.join(" "));
     let device_width = report.series.iter().map(|s| s.device.len()).max().unwrap_or(0);
@@ -142,11 +149,13 @@ fn series_lines(report: &HistoryReport) -> String {
                 })
                 .unwrap_or_default();
             let change = s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into());
+            let (by_night, latest) = match (s.emulated, last) {
+                (true, Some(last)) => (chart::outcomes_by_night(s, &report.nights), last.emulated_sentence()),
+                _ => (sparkline(&s.medians_by_night(&report.nights)), latest),
+            };
             out.push_str(&format!(
-                "  {:device_width$}  {:runtime_width$}  {}  {latest}  {change}\n",
-                s.device,
-                s.runtime,
-                sparkline(&s.medians_by_night(&report.nights))
+                "  {:device_width$}  {:runtime_width$}  {by_night}  {latest}  {change}\n",
+                s.device, s.runtime
             ));
         }
     }

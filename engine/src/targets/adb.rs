@@ -14,7 +14,7 @@ use npugate_settings::HarnessCommand;
 use serde::{Deserialize, Serialize};
 
 use super::{Execution, Job, Progress, Retryable, Target};
-use crate::model::ModelFiles;
+use crate::model::{Memory, ModelFiles};
 use npugate_android::adb::quote::{assignment, command_line, quote};
 use npugate_android::adb::{Adb, AdbError, DeviceShell};
 use npugate_android::deploy::{self, DeployFile, DeployReport};
@@ -106,6 +106,11 @@ impl Target for AdbTarget {
         &self.serial
     }
 
+    /// The device's, which the host does not see: its harness checks sizes against it.
+    fn memory(&self) -> Memory {
+        Memory::Remote
+    }
+
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
         let (adb, serial, work_dir) = (&self.adb, self.serial.as_str(), self.settings.work_dir.as_str());
         progress.step("probe");
@@ -176,16 +181,20 @@ impl Target for AdbTarget {
         };
         let seconds = started.elapsed().as_secs_f64();
         let after = device_state::read(&*shell).ok();
+        // adbd (and a shell) report a process a signal ended as exit code 128 + its number.
+        let signal = (129..=159).contains(&shell_out.exit_code).then(|| shell_out.exit_code - 128);
+        let ended = Execution {
+            exit_code: Some(shell_out.exit_code),
+            signal,
+            stderr: shell_out.stderr.clone(),
+            seconds,
+            warnings: Vec::new(),
+        };
 
         progress.step("pull");
         let pulled = Instant::now();
-        pull_into(adb, serial, &layout.out, out).with_context(|| {
-            format!(
-                "harness exited {}: {}",
-                shell_out.exit_code,
-                shell_out.stderr.lines().last().unwrap_or("(no stderr)")
-            )
-        })?;
+        pull_into(adb, serial, &layout.out, out)
+            .with_context(|| format!("the harness ended ({}): {}", ended.status(), ended.last_message()))?;
         let pull_seconds = pulled.elapsed().as_secs_f64();
         let _ = adb.shell(serial, &cleanup_script(&layout.out), Duration::from_secs(60), "clean up");
 
@@ -213,7 +222,7 @@ impl Target for AdbTarget {
             warnings: warnings.clone(),
         };
         contract::write_json(&out.join(files::DEVICE_RUN), &record)?;
-        Ok(Execution { exit_code: Some(shell_out.exit_code), stderr: shell_out.stderr, seconds, warnings })
+        Ok(Execution { warnings, ..ended })
     }
 }
 

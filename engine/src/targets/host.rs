@@ -88,6 +88,7 @@ impl LocalLaunch<'_> {
         }
         Ok(Execution {
             exit_code: finished.code,
+            signal: finished.signal,
             stderr: finished.stderr,
             seconds: started.elapsed().as_secs_f64(),
             warnings: Vec::new(),

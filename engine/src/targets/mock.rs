@@ -185,5 +185,11 @@ fn write_result(out: &Path, latencies_ns: Vec<u64>, edit: impl FnOnce(&mut RunRe
 
 /// How a harness that exited with `code` ended.
 fn exited(code: i32, stderr: String, started: Instant) -> Execution {
-    Execution { exit_code: Some(code), stderr, seconds: started.elapsed().as_secs_f64(), warnings: vec![] }
+    Execution {
+        exit_code: Some(code),
+        signal: None,
+        stderr,
+        seconds: started.elapsed().as_secs_f64(),
+        warnings: vec![],
+    }
 }

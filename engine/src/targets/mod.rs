@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use npugate_settings::HarnessSettings;
 
-use crate::model::{ModelFiles, PreparedModel};
+use crate::model::{Memory, ModelFiles, PreparedModel};
 use crate::progress::Progress;
 use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
@@ -72,6 +72,9 @@ impl Job<'_> {
 pub struct Execution {
     /// Its exit code; `None` when a signal ended it.
     pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did and the target can tell (a local process; `adb
+    /// shell` reports one as exit code 128 + its number).
+    pub signal: Option<i32>,
     /// What it printed on stderr.
     pub stderr: String,
     /// Wall time of the harness process, seconds.
@@ -86,21 +89,75 @@ impl Execution {
         self.exit_code == Some(0)
     }
 
-    /// The harness's own account of what went wrong, for one-line messages: its last stderr line
-    /// that says `error`, else its last stderr line.
-    pub fn last_message(&self) -> &str {
-        let mut lines = self.stderr.lines().rev().map(str::trim).filter(|l| !l.is_empty());
+    /// The harness's own account of what went wrong, for one-line messages: a failed allocation
+    /// as such (the size it tried), else its last stderr line that says `error`, else its last
+    /// stderr line — never a line of a backtrace; with no word from the harness, the likely cause
+    /// of the signal that ended it.
+    pub fn last_message(&self) -> String {
+        let mut lines = self.stderr.lines().rev().map(str::trim).filter(|line| !line.is_empty() && !is_backtrace(line));
+        if let Some(bytes) = self.stderr.lines().find_map(failed_allocation) {
+            return format!(
+                "out of memory: the harness failed to allocate {bytes} bytes ({}) at once",
+                npugate_onnx::size::human_bytes(bytes)
+            );
+        }
         let last = lines.clone().next();
-        lines.find(|l| l.to_ascii_lowercase().contains("error")).or(last).unwrap_or("no message")
-    }
-
-    /// `exit 2` or `killed by a signal`.
-    pub fn status(&self) -> String {
-        match self.exit_code {
-            Some(code) => format!("exit {code}"),
-            None => "killed by a signal".into(),
+        match lines.find(|line| line.to_ascii_lowercase().contains("error")).or(last) {
+            Some(line) => line.to_string(),
+            None => self.signal.map_or("no message", signal_cause).to_string(),
         }
     }
+
+    /// `exit 2`, `killed by SIGKILL` or `killed by a signal`.
+    pub fn status(&self) -> String {
+        match (self.signal, self.exit_code) {
+            (Some(signal), _) => format!("killed by {}", signal_name(signal)),
+            (None, Some(code)) => format!("exit {code}"),
+            (None, None) => "killed by a signal".into(),
+        }
+    }
+}
+
+/// `SIGKILL`, or `signal 42` for a number without a name here.
+fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
+}
+
+/// What most likely sent `signal` to a harness that said nothing.
+fn signal_cause(signal: i32) -> &'static str {
+    use nix::sys::signal::Signal;
+    match Signal::try_from(signal) {
+        Ok(Signal::SIGKILL) => {
+            "no message: a SIGKILL nobody asked for is most often the kernel's out-of-memory killer (the run needed more \
+             memory than the machine had; `dmesg` says)"
+        }
+        Ok(Signal::SIGABRT) => {
+            "no message: an abort, most often a failed allocation (out of memory) or an uncaught C++ exception in ONNX \
+             Runtime or its execution provider"
+        }
+        Ok(Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGILL | Signal::SIGFPE) => {
+            "no message: a crash in ONNX Runtime, its execution provider or the harness"
+        }
+        _ => "no message",
+    }
+}
+
+/// The size of the allocation a Rust process reports as failed before it aborts (`memory
+/// allocation of N bytes failed`).
+fn failed_allocation(line: &str) -> Option<u64> {
+    line.trim().strip_prefix("memory allocation of ")?.strip_suffix(" bytes failed")?.parse().ok()
+}
+
+/// A line of a Rust backtrace: its header, a frame (`3: alloc::raw_vec::handle_error`), a frame's
+/// source (`at src/main.rs:10:5`) or the note about details.
+fn is_backtrace(line: &str) -> bool {
+    let frame =
+        line.split_once(": ").is_some_and(|(index, _)| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()));
+    frame
+        || line == "stack backtrace:"
+        || line.starts_with("at ") && line.contains(':')
+        || line.starts_with("note: Some details are omitted")
+        || line.starts_with("note: run with `RUST_BACKTRACE=1`")
 }
 
 /// Where a harness runs: deploy what a job needs, launch it, collect its output.
@@ -112,11 +169,21 @@ pub trait Target: Sync {
     /// the caller made). A failure of the way to the target (device gone, timeout) is
     /// [`Retryable`]; every other error is final.
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution>;
+
+    /// Where its harness allocates tensors, as the host knows it: this machine's memory unless
+    /// the target is another machine (a run's sizes are checked against it before launching).
+    fn memory(&self) -> Memory {
+        Memory::Here
+    }
 }
 
 impl<T: Target + ?Sized> Target for Box<T> {
     fn name(&self) -> &str {
         (**self).name()
+    }
+
+    fn memory(&self) -> Memory {
+        (**self).memory()
     }
 
     fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> anyhow::Result<Execution> {
@@ -199,4 +266,40 @@ pub fn check_runtime(target: &str, triple: &str, runtime: &RuntimeManifest) -> a
         runtime.target
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(exit_code: Option<i32>, signal: Option<i32>, stderr: &str) -> Execution {
+        Execution { exit_code, signal, stderr: stderr.into(), seconds: 1.0, warnings: Vec::new() }
+    }
+
+    #[test]
+    fn a_harness_a_signal_ended_is_named_by_the_signal_and_its_likely_cause_never_a_backtrace_frame() {
+        // What the harness printed when a 4 EiB input's allocation failed (RUST_BACKTRACE=1).
+        let aborted = "memory allocation of 4611686018427387904 bytes failed\nstack backtrace:\n   0: std::alloc::rust_oom\n   \
+                       1: __rustc::__rust_alloc_error_handler\n   2: alloc::alloc::handle_alloc_error\n   3: \
+                       alloc::raw_vec::handle_error\n   4: npugate_harness::inputs::random\n             at ./src/inputs.rs:140:5\n\
+                       note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n";
+        let local = ended(None, Some(6), aborted);
+        assert_eq!(local.status(), "killed by SIGABRT");
+        assert_eq!(
+            local.last_message(),
+            "out of memory: the harness failed to allocate 4611686018427387904 bytes (4.0 EiB) at once"
+        );
+        // Under wine the same abort is Windows' fast-fail status, exit 9: the same account.
+        assert_eq!(ended(Some(9), None, aborted).last_message(), local.last_message());
+        let killed = ended(Some(137), Some(9), "");
+        assert_eq!(killed.status(), "killed by SIGKILL");
+        assert!(killed.last_message().contains("out-of-memory killer"), "{}", killed.last_message());
+        assert_eq!(ended(None, Some(11), "").status(), "killed by SIGSEGV");
+        assert!(ended(None, Some(11), "").last_message().contains("a crash in ONNX Runtime"));
+        // A panic's frames are skipped: the harness's own line is its account.
+        let panicked = "npugate-harness: error: internal error at harness/src/x.rs:3: boom (a bug in npugate-harness: please report it)\n\
+                        stack backtrace:\n   0: __rustc::rust_begin_unwind\n   3: core::result::unwrap_failed\n";
+        assert!(ended(Some(101), None, panicked).last_message().starts_with("npugate-harness: error: internal error"));
+        assert_eq!(ended(Some(2), None, "npugate-harness: error: no session").status(), "exit 2");
+    }
 }

@@ -1,12 +1,14 @@
 //! Pictures of history as inline SVG (drawn with the gate's page API, so every npugate report looks
-//! alike): a trend chart of median latency per night, one line per series, with failed nights
-//! ringed in red; and the `npugate history --html` page.
+//! alike): a trend chart of median latency per night, one line per device series, with failed
+//! nights ringed in red; emulated series in a table of their own (gate by night, compile,
+//! placement, outputs, host time labelled), never charted; and the `npugate history --html` page.
 
 use maud::{html, Markup};
 use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
 use npugate_gate::units::ms_number;
 
 use super::trend::{HistoryReport, Point, Series};
+use crate::sweep::cell::{emulated_header, EMULATED_COLUMNS, EMULATED_NOTE};
 
 /// Median latency (ms) per night for each series; x is the night's position in `nights`.
 pub fn trend_chart(nights: &[String], series: &[&Series], title: &str) -> Markup {
@@ -75,10 +77,20 @@ fn distinct<'s>(values: impl Iterator<Item = &'s str>) -> Vec<&'s str> {
 }
 
 /// The series grouped as the pictures show them: by device class (SoC), then model.
-pub fn by_class_and_model(series: &[Series]) -> Vec<((String, String), Vec<&Series>)> {
-    let mut groups: Vec<((String, String), Vec<&Series>)> = Vec::new();
+pub fn by_class_and_model<'s>(
+    series: impl IntoIterator<Item = &'s Series>,
+) -> Vec<((String, String), Vec<&'s Series>)> {
+    grouped(series, |s| (s.soc.clone(), s.model.clone()))
+}
+
+/// The series grouped by `key`, groups and members in first-seen order.
+fn grouped<'s, K: PartialEq>(
+    series: impl IntoIterator<Item = &'s Series>,
+    key: impl Fn(&Series) -> K,
+) -> Vec<(K, Vec<&'s Series>)> {
+    let mut groups: Vec<(K, Vec<&Series>)> = Vec::new();
     for s in series {
-        let key = (s.soc.clone(), s.model.clone());
+        let key = key(s);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(s),
             None => groups.push((key, vec![s])),
@@ -114,22 +126,64 @@ fn series_rows(series: &[&Series]) -> Vec<Vec<String>> {
 const SERIES_HEADER: [&str; 8] =
     ["device", "runtime", "nights", "median (ms)", "TTFT (ms)", "CV (%)", "gate", "since the night before"];
 
-/// Per device class and model: a heading, the trend chart and the table of its series (the
-/// caller wraps each group: a `section` on a page of its own, a `div` inside another section).
-pub fn trend_groups(report: &HistoryReport) -> Vec<Markup> {
-    by_class_and_model(&report.series)
-        .into_iter()
-        .map(|((soc, model), members)| {
-            html! {
-                h2 { (model) " on SoC " (soc) }
-                figure {
-                    (trend_chart(&report.nights, &members, &format!("{model} on {soc} over the nights")))
-                    figcaption { "Median latency per night, colour: runtime, dash pattern: device; red ring: the gate did not pass that night" }
-                }
-                (page::table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4, 5]))
+/// Rows of the emulated series' table: emulator, runtime, the gate's outcome night by night, the
+/// latest night's findings and host time, the change.
+fn emulated_rows(nights: &[String], series: &[&Series]) -> Vec<Vec<String>> {
+    series
+        .iter()
+        .map(|s| {
+            let mut row = vec![s.device.clone(), s.runtime.clone(), outcomes_by_night(s, nights)];
+            match s.points.last() {
+                Some(last) => row.extend(last.findings.columns(
+                    last.npu_flops_pct,
+                    last.fallback_nodes.map(|n| n as usize),
+                    last.host_median_ns,
+                )),
+                None => row.extend(std::iter::repeat_n("–".to_string(), EMULATED_COLUMNS.len())),
             }
+            row.push(s.change.as_ref().map(|c| c.sentence()).unwrap_or_else(|| "first night".into()));
+            row
         })
         .collect()
+}
+
+/// The gate's outcome of each of `nights`, oldest first: `pass · pass · fail` (`–` where the
+/// series has no point).
+pub fn outcomes_by_night(series: &Series, nights: &[String]) -> String {
+    let outcome = |night: &String| series.points.iter().find(|p| &p.night == night).map(|p| p.outcome.as_str());
+    nights.iter().map(|night| outcome(night).unwrap_or("–")).collect::<Vec<_>>().join(" · ")
+}
+
+/// Per device class and model: a heading, the trend chart and the table of its device series;
+/// then per model the table of its emulated series on every SoC, never charted (the caller wraps
+/// each group: a `section` on a page of its own, a `div` inside another section).
+pub fn trend_groups(report: &HistoryReport) -> Vec<Markup> {
+    let devices = by_class_and_model(report.series.iter().filter(|s| !s.emulated));
+    let devices = devices.into_iter().map(|((soc, model), members)| {
+        let title = format!("{model} on {soc} over the nights");
+        html! {
+            h2 { (model) " on SoC " (soc) }
+            figure {
+                (trend_chart(&report.nights, &members, &title))
+                figcaption { "Median latency per night, colour: runtime, dash pattern: device; red ring: the gate did not pass that night" }
+            }
+            (page::table(&SERIES_HEADER, &series_rows(&members), &[2, 3, 4, 5]))
+        }
+    });
+    let header = emulated_header(["emulator", "runtime", "gate by night"], "since the night before");
+    let emulated = grouped(report.series.iter().filter(|s| s.emulated), |s| s.model.clone());
+    let emulated = emulated.into_iter().map(|(model, members)| {
+        html! {
+            h2 { (model) " on the host HTP emulator" }
+            (page::table(&header, &emulated_rows(&report.nights, &members), &[4, 5, 8]))
+        }
+    });
+    devices.chain(emulated).collect()
+}
+
+/// The note on emulated cells, when `report` has any.
+pub fn emulated_note(report: &HistoryReport) -> Markup {
+    html! { @if report.series.iter().any(|s| s.emulated) { p.muted { (EMULATED_NOTE) } } }
 }
 
 /// `npugate history --html`: one section per device class and model with its trend chart and table.
@@ -138,7 +192,8 @@ pub fn history_page(report: &HistoryReport) -> String {
         section {
             h1 { "npugate history" }
             div { (report.nights.len()) " night(s): " (report.nights.join(", ")) }
-            div.muted { "changes judged on the 95% interval of the median ratio, tolerance " (report.tolerance_pct) "%" }
+            div.muted { "device latency changes judged on the 95% interval of the median ratio, tolerance " (report.tolerance_pct) "%" }
+            (emulated_note(report))
         }
         @for group in trend_groups(report) { section { (group) } }
         @if report.series.is_empty() {
@@ -146,4 +201,31 @@ pub fn history_page(report: &HistoryReport) -> String {
         }
     };
     page::page("npugate history", body, &format!("{} · generated by npugate history", report.schema))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::fixtures::{around, device_and_emulator, emulated};
+    use crate::history::{trend, HistoryFilter};
+
+    #[test]
+    fn the_history_page_charts_device_latency_only() {
+        let cells = device_and_emulator([56, 21]);
+        let report = trend::build(&HistoryFilter { nights: 30, ..Default::default() }, cells, 10.0);
+        let page = history_page(&report);
+        assert_eq!(page.matches("<svg").count(), 1, "one trend chart: the device's");
+        assert_eq!(page.matches("<polyline").count(), 1);
+        let chart = &page[page.find("<svg").unwrap()..page.find("</svg>").unwrap()];
+        assert!(!chart.contains("htp-SM8650"), "the emulator is not in the chart");
+        let host = report.series.iter().find(|s| s.emulated).unwrap().points[1].host_median_ns.unwrap();
+        let host = format!(">{}<", ms_number(host / 1e6));
+        assert!(page.contains("m on the host HTP emulator") && page.contains(&host), "host time in its table");
+        let emulated_only = trend::build(
+            &HistoryFilter { nights: 30, ..Default::default() },
+            vec![emulated("2026-11-26", around(56_000_000)), emulated("2026-11-27", around(21_000_000))],
+            10.0,
+        );
+        assert!(!history_page(&emulated_only).contains("<svg"), "no latency chart for emulated cells");
+    }
 }

@@ -1,4 +1,5 @@
-//! Device health: each device's noise floor, learned from its own past sweep cells in the history,
+//! Device health: each device's noise floor, learned from its own past sweep cells in the history
+//! (devices only: an emulated cell's latency is host time, not a device's),
 //! and a flag when it has drifted well above its peers' — so one hot or failing phone can be seen
 //! (`npugate devices`, `npugate history`) and left out of a rack (`--skip-noisy`) instead of
 //! failing everyone's pull requests.
@@ -88,10 +89,11 @@ impl OwnNoise {
     }
 }
 
-/// The health of every device that has cells, in serial order.
+/// The health of every device that has cells, in serial order; emulated cells (a host-HTP SoC)
+/// are no device and are left out.
 pub fn assess(cells: &[StoredCell]) -> Vec<DeviceHealth> {
     let mut by_device: BTreeMap<&str, Vec<&StoredCell>> = BTreeMap::new();
-    for cell in cells {
+    for cell in cells.iter().filter(|cell| cell.emulated.is_none()) {
         by_device.entry(cell.serial.as_str()).or_default().push(cell);
     }
     let own: Vec<OwnNoise> = by_device
@@ -200,6 +202,8 @@ mod tests {
             fallback_nodes: Some(0),
             latencies_ns: vec![],
             generation: None,
+            emulated: None,
+            findings: Default::default(),
         }
     }
 
@@ -232,6 +236,25 @@ mod tests {
         assert!(!by("quiet-1").noisy && !by("quiet-2").noisy && !by("alone").noisy);
         assert_eq!(by("alone").peers.len(), 3, "a SoC of its own compares with every other device");
         assert_eq!(by("quiet-1").cells, 8);
+    }
+
+    #[test]
+    fn emulated_cells_are_no_device_and_get_no_noise_floor() {
+        let mut cells = history(1.0, 0.0);
+        for night in ["2026-01-01", "2026-01-02", "2026-01-03"] {
+            // Host time on a busy build machine: noisy, and wandering night to night.
+            let mut emulated =
+                cell("htp-SM8650", "SM8650", night, "det", 45.0, if night == "2026-01-02" { 84.0 } else { 21.0 });
+            emulated.emulated = Some("Qualcomm's HTP emulator".into());
+            cells.push(emulated);
+        }
+        let health = assess(&cells);
+        assert!(
+            health.iter().all(|h| h.serial != "htp-SM8650" && !h.peers.contains(&"htp-SM8650".to_string())),
+            "{health:?}"
+        );
+        assert_eq!(health.len(), 4, "the three SM8650 phones and the SM8550 one");
+        assert!(health.iter().all(|h| !h.noisy), "the emulator's host time raises no device's peers: {health:?}");
     }
 
     #[test]

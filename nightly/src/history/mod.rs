@@ -4,6 +4,8 @@
 //! each device's noise floor learned from its own cells, flagged when it drifts above its peers'.
 
 pub mod chart;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod health;
 pub mod store;
 pub mod trend;

@@ -7,11 +7,12 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
+use crate::sweep::cell::{Findings, HOST_HTP_FINGERPRINT};
 use crate::sweep::{finished_cells, CellRecord, FinishedCell, SweepSummary};
 use npugate_gate::verdict::GenerationSummary;
 
 /// Schema version of the SQLite file (`PRAGMA user_version`).
-const STORE_VERSION: i64 = 4;
+const STORE_VERSION: i64 = 5;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -44,6 +45,11 @@ CREATE TABLE IF NOT EXISTS cells (
   ttft_ns REAL,
   prefill_tok_s REAL,
   decode_tok_s REAL,
+  emulated TEXT,
+  compile_error TEXT,
+  npu_nodes_pct REAL,
+  fallback TEXT,
+  outputs TEXT,
   PRIMARY KEY (sweep_id, device, runtime, model)
 );
 CREATE INDEX IF NOT EXISTS cells_by_model ON cells (model, soc);
@@ -52,6 +58,15 @@ CREATE INDEX IF NOT EXISTS cells_by_model ON cells (model, soc);
 /// The default store: `<cache>/history.sqlite`.
 pub fn default_path() -> PathBuf {
     npugate_host::paths::cache_dir().join("history.sqlite")
+}
+
+/// One finished cell as it is recorded: its record, and what is stored as JSON text.
+struct Row {
+    cell: FinishedCell,
+    latencies: String,
+    generation: Option<GenerationFigures>,
+    fallback: String,
+    outputs: Option<String>,
 }
 
 /// An open history store.
@@ -117,6 +132,11 @@ pub struct StoredCell {
     pub latencies_ns: Vec<u64>,
     /// An LLM folder's generation figures (none for a single model and in cells before version 4).
     pub generation: Option<GenerationFigures>,
+    /// Set when the cell ran on an emulator: its latency is host time (see [`CellRecord::emulated`]).
+    pub emulated: Option<String>,
+    /// Compile, placement and outputs (unknown in cells before version 5, but the FLOP share and
+    /// fallback count above).
+    pub findings: Findings,
 }
 
 /// An LLM cell's generation beside its decode steps: what `latencies_ns` leaves out.
@@ -219,6 +239,20 @@ impl HistoryStore {
                 .execute_batch("ALTER TABLE cells ADD COLUMN ttft_ns REAL; ALTER TABLE cells ADD COLUMN prefill_tok_s REAL; ALTER TABLE cells ADD COLUMN decode_tok_s REAL;")
                 .map_err(fail)?;
         }
+        if (1..5).contains(&version) {
+            // Version 5 records whether a cell was emulated — known for the host-HTP cells before
+            // it by their device's fingerprint — and its compile, node share, fallback nodes and
+            // worst output (unknown before).
+            connection
+                .execute_batch(&format!(
+                    "ALTER TABLE cells ADD COLUMN emulated TEXT; ALTER TABLE cells ADD COLUMN compile_error TEXT;
+                     ALTER TABLE cells ADD COLUMN npu_nodes_pct REAL; ALTER TABLE cells ADD COLUMN fallback TEXT;
+                     ALTER TABLE cells ADD COLUMN outputs TEXT;
+                     UPDATE cells SET emulated = 'Qualcomm''s HTP emulator ({HOST_HTP_FINGERPRINT}), recorded before store version 5'
+                       WHERE device_fingerprint = '{HOST_HTP_FINGERPRINT}';"
+                ))
+                .map_err(fail)?;
+        }
         connection.execute_batch(CREATE).map_err(fail)?;
         connection.pragma_update(None, "user_version", STORE_VERSION).map_err(fail)?;
         Ok(HistoryStore { connection, path: path.to_path_buf() })
@@ -230,11 +264,17 @@ impl HistoryStore {
     /// shard's result (`--shard`) replaces only its own devices' cells of that night, so shards
     /// recording into one store make the night together (and their merge replaces it whole).
     pub fn record(&mut self, summary: &SweepSummary, sweep_dir: &Path) -> Result<usize> {
-        let mut rows: Vec<(FinishedCell, String, Option<GenerationFigures>)> = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
         for cell in finished_cells(sweep_dir)? {
             let verdict = CellRecord::read_verdict(&cell.dir)?;
-            let latencies = serde_json::to_string(&verdict.latencies_ns)?;
-            rows.push((cell, latencies, verdict.generation.as_ref().map(GenerationFigures::of)));
+            let findings = &cell.record.findings;
+            rows.push(Row {
+                latencies: serde_json::to_string(&verdict.latencies_ns)?,
+                generation: verdict.generation.as_ref().map(GenerationFigures::of),
+                fallback: serde_json::to_string(&findings.fallback)?,
+                outputs: findings.outputs.as_ref().map(serde_json::to_string).transpose()?,
+                cell,
+            });
         }
         let fail = |e: rusqlite::Error| anyhow::anyhow!("history {}: {e}", self.path.display());
         let tx = self.connection.transaction().map_err(fail)?;
@@ -260,12 +300,13 @@ impl HistoryStore {
             tx.execute("DELETE FROM cells WHERE sweep_id = ?1 AND device = ?2", params![sweep_id, device.dir])
                 .map_err(fail)?;
         }
-        for (FinishedCell { record, dir }, latencies, generation) in &rows {
+        for Row { cell: FinishedCell { record, dir }, latencies, generation, fallback, outputs } in &rows {
             tx.execute(
                 "INSERT INTO cells (sweep_id, device, serial, soc, device_model, runtime, ort_version, model, model_digest,
                    outcome, median_ns, cv_pct, npu_flops_pct, fallback_nodes, latencies_ns, result_dir, qnn_build, device_fingerprint,
-                   ttft_ns, prefill_tok_s, decode_tok_s)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+                   ttft_ns, prefill_tok_s, decode_tok_s, emulated, compile_error, npu_nodes_pct, fallback, outputs)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+                   ?22, ?23, ?24, ?25, ?26)",
                 params![
                     sweep_id,
                     record.key.device,
@@ -288,6 +329,11 @@ impl HistoryStore {
                     generation.and_then(|g| g.ttft_ns),
                     generation.map(|g| g.prefill_tok_s),
                     generation.map(|g| g.decode_tok_s),
+                    record.emulated,
+                    record.findings.compile_error,
+                    record.findings.npu_nodes_pct,
+                    fallback,
+                    outputs,
                 ],
             )
             .map_err(fail)?;
@@ -324,7 +370,8 @@ impl HistoryStore {
                 "SELECT s.name, s.night, s.started_at, c.device, c.serial, c.soc, c.runtime, c.model, c.outcome,
                         c.median_ns, c.cv_pct, c.npu_flops_pct, c.fallback_nodes, c.latencies_ns,
                         c.model_digest, c.qnn_build, c.ort_version, c.device_fingerprint,
-                        c.ttft_ns, c.prefill_tok_s, c.decode_tok_s
+                        c.ttft_ns, c.prefill_tok_s, c.decode_tok_s,
+                        c.emulated, c.compile_error, c.npu_nodes_pct, c.fallback, c.outputs
                  FROM cells c JOIN sweeps s ON s.id = c.sweep_id
                  WHERE {conditions} AND s.night >= ?6
                  ORDER BY s.night, s.started_at, c.model, c.soc, c.device, c.runtime"
@@ -332,10 +379,7 @@ impl HistoryStore {
             .map_err(fail)?;
         let rows = statement
             .query_map(params![filter.model, filter.soc, filter.device, filter.runtime, filter.until, oldest], |row| {
-                let latencies: String = row.get(13)?;
-                let latencies_ns = serde_json::from_str(&latencies).map_err(|e| {
-                    rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Text, Box::new(e))
-                })?;
+                let latencies_ns = json_column(row, 13)?.unwrap_or_default();
                 let rates: (Option<f64>, Option<f64>) = (row.get(19)?, row.get(20)?);
                 let generation = match rates {
                     (Some(prefill_tok_s), Some(decode_tok_s)) => {
@@ -365,6 +409,13 @@ impl HistoryStore {
                     fallback_nodes: row.get(12)?,
                     latencies_ns,
                     generation,
+                    emulated: row.get(21)?,
+                    findings: Findings {
+                        compile_error: row.get(22)?,
+                        npu_nodes_pct: row.get(23)?,
+                        fallback: json_column(row, 24)?.unwrap_or_default(),
+                        outputs: json_column(row, 25)?,
+                    },
                 })
             })
             .map_err(fail)?;
@@ -372,30 +423,61 @@ impl HistoryStore {
     }
 }
 
+/// Column `index` of `row`, JSON text, as a `T` (`None` when NULL).
+fn json_column<T: serde::de::DeserializeOwned>(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<T>> {
+    let Some(text) = row.get::<_, Option<String>>(index)? else { return Ok(None) };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_version_1_store_is_migrated_to_model_digests_keeping_its_rows() {
+    /// The columns each store version added, newest first.
+    const ADDED: [(i64, &str); 3] = [
+        (5, "  emulated TEXT,\n  compile_error TEXT,\n  npu_nodes_pct REAL,\n  fallback TEXT,\n  outputs TEXT,\n"),
+        (4, "  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n"),
+        (3, "  qnn_build TEXT,\n  device_fingerprint TEXT,\n"),
+    ];
+
+    /// The tables of store version `version`.
+    fn create_of_version(version: i64) -> String {
+        let create =
+            ADDED.iter().filter(|(added, _)| *added > version).fold(CREATE.to_string(), |create, (_, columns)| {
+                assert!(create.contains(columns), "{columns} is in CREATE");
+                create.replace(columns, "")
+            });
+        if version == 1 {
+            create.replace("model_digest", "model_sha256")
+        } else {
+            create
+        }
+    }
+
+    /// A store of `version` holding one sweep and the cells `rows` inserts, in a new temporary directory.
+    fn store_of_version(version: i64, rows: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.sqlite");
-        {
-            let connection = Connection::open(&path).unwrap();
-            let version_1 = CREATE
-                .replace("model_digest", "model_sha256")
-                .replace("  qnn_build TEXT,\n  device_fingerprint TEXT,\n", "");
-            connection
-                .execute_batch(&version_1.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", ""))
-                .unwrap();
-            connection
-                .execute_batch(
-                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
-                     INSERT INTO cells VALUES (1, 'dev', 's', 'SM8650', NULL, 'rt', '1.31', 'm', 'abc', 'pass', 1.0, 1.0, NULL, NULL, '[]', 'r');",
-                )
-                .unwrap();
-            connection.pragma_update(None, "user_version", 1).unwrap();
-        }
+        let connection = Connection::open(&path).unwrap();
+        connection.execute_batch(&create_of_version(version)).unwrap();
+        connection
+            .execute_batch(
+                "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');",
+            )
+            .unwrap();
+        connection.execute_batch(rows).unwrap();
+        connection.pragma_update(None, "user_version", version).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_to_model_digests_keeping_its_rows() {
+        let (_dir, path) = store_of_version(
+            1,
+            "INSERT INTO cells VALUES (1, 'dev', 's', 'SM8650', NULL, 'rt', '1.31', 'm', 'abc', 'pass', 1.0, 1.0, NULL, NULL, '[]', 'r');",
+        );
         let store = HistoryStore::open(&path).unwrap();
         let digest: String =
             store.connection.query_row("SELECT model_digest FROM cells", [], |row| row.get(0)).unwrap();
@@ -413,22 +495,11 @@ mod tests {
 
     #[test]
     fn a_version_3_store_gains_the_generation_columns_and_an_llm_cell_reads_its_ttft_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.sqlite");
-        {
-            let connection = Connection::open(&path).unwrap();
-            connection
-                .execute_batch(&CREATE.replace("  ttft_ns REAL,\n  prefill_tok_s REAL,\n  decode_tok_s REAL,\n", ""))
-                .unwrap();
-            connection
-                .execute_batch(
-                    "INSERT INTO sweeps (id, name, night, started_at, sweep_dir) VALUES (1, 'n', '2026-11-01', 't', 'd');
-                     INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir)
+        let (_dir, path) = store_of_version(
+            3,
+            "INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir)
                      VALUES (1, 'dev', 's', 'SM8650', 'rt', '1.31', 'old', 'abc', 'pass', '[1000]', 'r');",
-                )
-                .unwrap();
-            connection.pragma_update(None, "user_version", 3).unwrap();
-        }
+        );
         let store = HistoryStore::open(&path).unwrap();
         store
             .connection
@@ -451,6 +522,45 @@ mod tests {
                 )
             ],
             "a cell from before version 4 has no generation figures"
+        );
+    }
+
+    #[test]
+    fn a_version_4_store_knows_its_host_htp_cells_as_emulated_and_version_5_findings_read_back() {
+        let (_dir, path) = store_of_version(
+            4,
+            &format!(
+                    "INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns,
+                       result_dir, device_fingerprint)
+                     VALUES (1, 'htp-SM8650', 'htp-SM8650', 'SM8650', 'qnn', '1.31', 'm', 'abc', 'pass', '[84000000]', 'r', '{HOST_HTP_FINGERPRINT}'),
+                            (1, 'R5CX', 'R5CX', 'SM8650', 'qnn', '1.31', 'm', 'abc', 'pass', '[4000000]', 'r', 'samsung/e3q/…');"
+                ),
+        );
+        let store = HistoryStore::open(&path).unwrap();
+        store
+            .connection
+            .execute_batch(
+                r#"INSERT INTO cells (sweep_id, device, serial, soc, runtime, ort_version, model, model_digest, outcome, latencies_ns, result_dir,
+                   emulated, compile_error, npu_nodes_pct, fallback, outputs)
+                 VALUES (1, 'htp-SM8350', 'htp-SM8350', 'SM8350', 'qnn', '1.31', 'm', 'abc', 'fail', '[]', 'r',
+                   'emulator', NULL, 83.3, '[{"node":"lppool","op_type":"LpPool","ep":"CPUExecutionProvider"}]',
+                   '{"output":"y","sqnr_db":"inf","cosine":1.0}');"#,
+            )
+            .unwrap();
+        let cells = store.cells(&HistoryFilter { nights: 30, ..Default::default() }).unwrap();
+        let by_device = |device: &str| cells.iter().find(|c| c.device == device).unwrap();
+        assert!(by_device("htp-SM8650")
+            .emulated
+            .as_deref()
+            .is_some_and(|e| e.contains("recorded before store version 5")));
+        assert_eq!(by_device("R5CX").emulated, None, "a device is no emulator");
+        assert_eq!(by_device("R5CX").findings, Findings::default(), "findings are unknown before version 5");
+        let findings = &by_device("htp-SM8350").findings;
+        assert_eq!((findings.npu_nodes_pct, findings.fallback[0].label().as_str()), (Some(83.3), "lppool (LpPool)"));
+        assert_eq!(
+            findings.outputs.as_ref().map(|o| o.sqnr_db),
+            Some(f64::INFINITY),
+            "identical outputs stay infinite"
         );
     }
 }

@@ -6,8 +6,9 @@ use npugate_gate::page::{self, series_color, Plot, Px, WIDE};
 use npugate_gate::units::ms_number;
 use npugate_gate::Outcome;
 
-use super::report::{cell_row, Matrix, CELL_HEADER};
+use super::report::{cell_row, emulated_header, emulated_row, Matrix, CELL_HEADER};
 use crate::history::chart::trend_groups;
+use crate::sweep::cell::EMULATED_NOTE;
 use crate::sweep::CellRecord;
 
 /// The whole page.
@@ -31,6 +32,7 @@ pub fn render(m: &Matrix) -> String {
                 @if let Some(missing) = m.missing_shards() { " · " (missing) }
             }
             div.muted { "plan " (s.plan) }
+            @if s.finished().any(|r| r.is_emulated()) { p.muted { (EMULATED_NOTE) } }
         }
         @for model in &s.models { (model_section(m, model)) }
         (placement_section(m))
@@ -45,24 +47,32 @@ pub fn render(m: &Matrix) -> String {
     )
 }
 
-/// One model: the bar chart of medians and the table of its cells.
+/// One model: the bar chart of its device cells' medians and their table; its emulated cells in a
+/// table of their own (placement, compile, outputs; host time labelled), never charted.
 fn model_section(m: &Matrix, model: &str) -> Markup {
-    let cells = m.model_cells(model);
-    if cells.is_empty() {
+    let (devices, emulated) = m.model_cells(model);
+    if devices.is_empty() && emulated.is_empty() {
         return html! { section { h2 { (model) } p.muted { "No cell of this model finished." } } };
     }
-    let rows: Vec<Vec<String>> = cells.iter().map(|record| cell_row(record)).collect();
+    let device_rows: Vec<Vec<String>> = devices.iter().map(|record| cell_row(record)).collect();
+    let emulated_rows: Vec<Vec<String>> = emulated.iter().map(|record| emulated_row(record)).collect();
     html! {
         section {
             h2 { (model) }
-            figure {
-                (median_bars(&cells, model))
-                figcaption { "Median latency per cell with its 95% interval; colour: runtime; red outline: the gate did not pass" }
+            @if !devices.is_empty() {
+                figure {
+                    (median_bars(&devices, model))
+                    figcaption { "Median latency per cell with its 95% interval; colour: runtime; red outline: the gate did not pass" }
+                }
+                (page::table(&CELL_HEADER, &device_rows, &[3, 4, 5, 6]))
             }
-            (page::table(&CELL_HEADER, &rows, &[3, 4, 5, 6, 7]))
+            @if !emulated.is_empty() {
+                h3 { "On the host HTP emulator" }
+                (page::table(&emulated_header(), &emulated_rows, &[4, 5, 8, 9]))
+            }
             p.muted {
                 "Cell reports: "
-                @for r in &cells {
+                @for r in devices.iter().chain(&emulated) {
                     a href=(format!("{}/{}/{}/report.html", r.key.device, r.key.runtime, r.key.model)) {
                         (r.key.device) " · " (r.key.runtime)
                     }
@@ -136,7 +146,7 @@ fn trend_section(m: &Matrix) -> Markup {
             @if let Some(trends) = &m.trends {
                 p.muted {
                     (trends.nights.len()) " night(s) up to " (m.summary.night)
-                    "; changes judged on the 95% interval of the median ratio (tolerance " (trends.tolerance_pct) "%)"
+                    "; device latency changes judged on the 95% interval of the median ratio (tolerance " (trends.tolerance_pct) "%)"
                 }
                 @for group in trend_groups(trends) { div { (group) } }
             } @else {

@@ -6,6 +6,7 @@ use std::path::Path;
 use npugate_profile::report::PlacementReport;
 
 use crate::history::HistoryReport;
+
 use crate::sweep::summary::{CellEntry, CellState};
 use crate::sweep::{CellRecord, SweepSummary};
 
@@ -110,9 +111,10 @@ impl<'a> Matrix<'a> {
         Ok(Matrix { summary, moves, trends })
     }
 
-    /// Cells of `model` that finished, in summary order.
-    pub(super) fn model_cells(&self, model: &str) -> Vec<&CellRecord> {
-        self.summary.finished().filter(|r| r.key.model == model).collect()
+    /// Cells of `model` that finished, in summary order: those on devices, and those on an
+    /// emulator (whose time is host time, shown apart).
+    pub(super) fn model_cells(&self, model: &str) -> (Vec<&CellRecord>, Vec<&CellRecord>) {
+        self.summary.finished().filter(|r| r.key.model == model).partition(|r| !r.is_emulated())
     }
 
     /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished);
@@ -176,8 +178,8 @@ impl<'a> Matrix<'a> {
     }
 }
 
-/// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback, the
-/// estimated latency, failed rules.
+/// A record as a table row: device (SoC), runtime, verdict, median [CI], CV, NPU FLOPs, fallback,
+/// failed rules.
 pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
     let ms = |ns: f64| npugate_gate::units::ms_number(ns / 1e6);
     let median = match (&record.median_ns, &record.median_ci) {
@@ -193,23 +195,36 @@ pub(super) fn cell_row(record: &CellRecord) -> Vec<String> {
         record.cv_pct.map(|cv| format!("{cv:.1}")).unwrap_or_else(|| "–".into()),
         record.npu_flops_pct.map(|p| format!("{p:.1}")).unwrap_or_else(|| "–".into()),
         record.fallback_nodes.map(|n| n.to_string()).unwrap_or_else(|| "–".into()),
-        record.estimated_ms.map(|ms| format!("~{ms:.2}")).unwrap_or_else(|| "–".into()),
         record.failed_rules.join(", "),
     ]
 }
 
-/// Header of the per-model matrix tables (`est. ms`: the ESTIMATE of `max_estimated_ms`, never measured).
-pub(super) const CELL_HEADER: [&str; 9] = [
-    "device (SoC)",
-    "runtime",
-    "verdict",
-    "median ms [95% CI]",
-    "CV %",
-    "NPU FLOPs %",
-    "fallback",
-    "est. ms (ESTIMATE)",
-    "failed rules",
-];
+/// Header of the per-model matrix tables of devices.
+pub(super) const CELL_HEADER: [&str; 8] =
+    ["device (SoC)", "runtime", "verdict", "median ms [95% CI]", "CV %", "NPU FLOPs %", "fallback", "failed rules"];
+
+/// An emulated cell as a table row: emulator (SoC), runtime, verdict, the findings (compile,
+/// placement, outputs), host time, the estimated device latency (`max_estimated_ms`'s ESTIMATE from
+/// the graph, never measured), failed rules — no device latency measured.
+pub(super) fn emulated_row(record: &CellRecord) -> Vec<String> {
+    let mut row = vec![
+        format!("{} ({})", record.key.device, record.device.soc),
+        record.key.runtime.clone(),
+        record.outcome.label().to_string(),
+    ];
+    row.extend(record.findings.columns(record.npu_flops_pct, record.fallback_nodes, record.median_ns));
+    row.push(record.estimated_ms.map(|ms| format!("~{ms:.2}")).unwrap_or_else(|| "–".into()));
+    row.push(record.failed_rules.join(", "));
+    row
+}
+
+/// Header of [`emulated_row`].
+pub(super) fn emulated_header() -> Vec<&'static str> {
+    let mut header =
+        crate::sweep::cell::emulated_header(["emulator (SoC)", "runtime", "verdict"], "est. ms (ESTIMATE)");
+    header.push("failed rules");
+    header
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use npugate_gate::outputs::{non_finite, OutputsReport};
 use npugate_gate::stats::ConfidenceInterval;
 use npugate_gate::{Outcome, Verdict};
+use npugate_profile::report::PlacementReport;
 use serde::{Deserialize, Serialize};
 
 use npugate_result::{contract, files};
@@ -36,6 +38,10 @@ impl CellKey {
         format!("{} / {} / {}", self.device, self.runtime, self.model)
     }
 }
+
+/// What the device of a host-HTP cell names as its build (`fingerprint`): Qualcomm's HTP emulator
+/// under wine. Cells recorded before [`CellRecord::emulated`] existed are known as emulated by it.
+pub const HOST_HTP_FINGERPRINT: &str = "host HTP emulator (wine)";
 
 /// The device a cell ran on, as probed for that run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -97,10 +103,170 @@ pub struct CellRecord {
     /// graph, never measured (a host-HTP cell's only latency figure that speaks of a device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_ms: Option<f64>,
+    /// Set when the cell ran on an emulator, not a device (Qualcomm's HTP emulator under wine): what
+    /// ran where, as the run's `result.json` says (`execution.emulated`). Its latency is host time,
+    /// which says nothing about a device: the history, the matrix and device health never read it
+    /// as a device's latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<String>,
+    /// What the cell found besides its latency: compile, placement, outputs.
+    #[serde(flatten)]
+    pub findings: Findings,
     /// When the cell finished (RFC 3339, UTC).
     pub finished_at: String,
     /// Wall time of the cell (deploy, run, pull, judge), seconds.
     pub seconds: f64,
+}
+
+/// What a cell found besides its latency — all an emulated cell is judged on beside the gate's
+/// outcome: whether the accelerator's backend compiled the graph, where its nodes ran, how its
+/// outputs agree with the fp32 CPU reference.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Findings {
+    /// Why the accelerator's backend did not compile the graph (ONNX Runtime refused the session, as
+    /// a `--session-only` run of the cell recorded it); absent when it compiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_error: Option<String>,
+    /// Share of the model's nodes on the preferred EP (%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npu_nodes_pct: Option<f64>,
+    /// The unexpected fallback nodes: each node off the preferred EP, and the EP it ran on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<Fallback>,
+    /// The output furthest from the fp32 CPU reference, when the outputs were checked
+    /// (`check_outputs = true` in the plan's settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<OutputAgreement>,
+}
+
+/// The columns of [`Findings::columns`], in every table of emulated cells: the findings, and the
+/// host time labelled so it is never read as a device's latency.
+pub const EMULATED_COLUMNS: [&str; 6] = [
+    "compiled",
+    "NPU nodes %",
+    "NPU FLOPs %",
+    "fallback",
+    "worst output SQNR dB",
+    "host time ms (not a device latency)",
+];
+
+/// A table header of emulated cells: `lead`, the [`EMULATED_COLUMNS`], `last`.
+pub fn emulated_header<'a>(lead: [&'a str; 3], last: &'a str) -> Vec<&'a str> {
+    lead.into_iter().chain(EMULATED_COLUMNS).chain([last]).collect()
+}
+
+impl Findings {
+    /// The findings of a verdict: placement shares and fallback nodes, the worst output.
+    pub fn of(verdict: &Verdict) -> Findings {
+        Findings {
+            compile_error: None,
+            npu_nodes_pct: verdict.placement.as_ref().map(|p| p.preferred_nodes_pct),
+            fallback: verdict.placement.as_ref().map(Fallback::of).unwrap_or_default(),
+            outputs: verdict.outputs.as_ref().and_then(OutputAgreement::worst),
+        }
+    }
+
+    /// `compiled`, or `not compiled: <the backend's error>`.
+    pub fn compile_label(&self) -> String {
+        match &self.compile_error {
+            None => "compiled".into(),
+            Some(error) => format!("not compiled: {error}"),
+        }
+    }
+
+    /// The fallback count, with the nodes where they are known: `1: lppool (LpPool)`, `0`, `–`.
+    pub fn fallback_label(&self, fallback_nodes: Option<usize>) -> String {
+        let names: Vec<String> = self.fallback.iter().map(Fallback::label).collect();
+        match (fallback_nodes, names.is_empty()) {
+            (None, _) => "–".into(),
+            (Some(count), true) => count.to_string(),
+            (Some(count), false) => format!("{count}: {}", names.join(", ")),
+        }
+    }
+
+    /// The [`EMULATED_COLUMNS`], with the FLOP share, fallback count and host time recorded beside
+    /// the findings: `compiled`, `100.0`, `99.8`, `1: lppool (LpPool)`, `y 48.1`, `84.0`.
+    pub fn columns(
+        &self,
+        npu_flops_pct: Option<f64>,
+        fallback_nodes: Option<usize>,
+        host_median_ns: Option<f64>,
+    ) -> Vec<String> {
+        let pct = |value: Option<f64>| value.map_or_else(|| "–".into(), |v| format!("{v:.1}"));
+        let host_time = host_median_ns.map(|ns| npugate_gate::units::ms_number(ns / 1e6));
+        let outputs =
+            self.outputs.as_ref().map(|o| format!("{} {}", o.output, npugate_gate::outputs::fmt_metric(o.sqnr_db, 1)));
+        vec![
+            self.compile_label(),
+            pct(self.npu_nodes_pct),
+            pct(npu_flops_pct),
+            self.fallback_label(fallback_nodes),
+            outputs.unwrap_or_else(|| "not checked".into()),
+            host_time.unwrap_or_else(|| "–".into()),
+        ]
+    }
+}
+
+/// What an emulated cell's numbers are, under every table of them.
+pub const EMULATED_NOTE: &str =
+    "Emulated: Qualcomm's HTP emulator (its x86_64 backend under wine) ran these cells. They \
+    are judged on the gate's outcome, the compile, where the nodes ran and how the outputs agree with the fp32 CPU \
+    reference (with check_outputs); their time is the host's, which says nothing about a device: it is never charted, \
+    trended or compared.";
+
+/// A node that ran off the preferred EP, not by design.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fallback {
+    /// Node name.
+    pub node: String,
+    /// Operator type.
+    pub op_type: String,
+    /// The EP it ran on.
+    pub ep: String,
+}
+
+impl Fallback {
+    /// The unexpected fallback nodes of a placement, in its order.
+    pub fn of(placement: &PlacementReport) -> Vec<Fallback> {
+        let unexpected = placement.fallback.iter().filter(|node| !node.expected);
+        unexpected.map(|n| Fallback { node: n.name.clone(), op_type: n.op_type.clone(), ep: n.ep.clone() }).collect()
+    }
+
+    /// `lppool (LpPool)`.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.node, self.op_type)
+    }
+}
+
+/// How far the outputs are from the fp32 CPU reference: the output with the lowest SQNR.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputAgreement {
+    /// The output's name.
+    pub output: String,
+    /// Its SQNR against the reference, dB (`"inf"` when identical, `"nan"` when not a number).
+    #[serde(with = "non_finite")]
+    pub sqnr_db: f64,
+    /// Its cosine similarity with the reference.
+    #[serde(with = "non_finite")]
+    pub cosine: f64,
+}
+
+impl OutputAgreement {
+    /// The output with the lowest SQNR (NaN lowest of all); `None` when nothing was compared.
+    pub fn worst(report: &OutputsReport) -> Option<OutputAgreement> {
+        let key = |sqnr: f64| if sqnr.is_nan() { f64::NEG_INFINITY } else { sqnr };
+        let worst = report.outputs.iter().min_by(|a, b| key(a.metrics.sqnr_db).total_cmp(&key(b.metrics.sqnr_db)))?;
+        Some(OutputAgreement {
+            output: worst.name.clone(),
+            sqnr_db: worst.metrics.sqnr_db,
+            cosine: worst.metrics.cosine,
+        })
+    }
+
+    /// `out 48.1 dB` (`∞` when identical).
+    pub fn label(&self) -> String {
+        format!("{} {} dB", self.output, npugate_gate::outputs::fmt_metric(self.sqnr_db, 1))
+    }
 }
 
 impl contract::Document for CellRecord {
@@ -108,12 +274,14 @@ impl contract::Document for CellRecord {
 }
 
 impl CellRecord {
-    /// The record of a judged cell whose runtime's HTP backend is QNN build `qnn_build`.
+    /// The record of a judged cell whose runtime's HTP backend is QNN build `qnn_build`; `emulated`
+    /// when it ran on an emulator (see [`CellRecord::emulated`]).
     pub fn new(
         key: CellKey,
         device: CellDevice,
         verdict: &Verdict,
         qnn_build: Option<String>,
+        emulated: Option<String>,
         exit_code: u8,
         seconds: f64,
     ) -> CellRecord {
@@ -140,6 +308,8 @@ impl CellRecord {
                 .iter()
                 .find(|check| check.rule == npugate_gate::rules::RuleName::MaxEstimatedMs)
                 .and_then(|check| check.measured),
+            emulated,
+            findings: Findings::of(verdict),
             finished_at: super::night::now_rfc3339(),
             seconds,
         }
@@ -159,9 +329,19 @@ impl CellRecord {
             .with_context(|| format!("cannot write {}", dir.join(files::CELL).display()))
     }
 
-    /// The record of a finished cell in `dir`; `None` when the cell has no (readable) marker.
+    /// The record of a finished cell in `dir`; `None` when the cell has no (readable) marker. A
+    /// host-HTP cell recorded before [`CellRecord::emulated`] existed reads as emulated.
     pub fn read_finished(dir: &Path) -> Option<CellRecord> {
-        contract::read::<CellRecord>(&dir.join(files::CELL)).ok()
+        let mut record = contract::read::<CellRecord>(&dir.join(files::CELL)).ok()?;
+        if record.emulated.is_none() && record.device.fingerprint.as_deref() == Some(HOST_HTP_FINGERPRINT) {
+            record.emulated = Some(format!("Qualcomm's HTP emulator ({HOST_HTP_FINGERPRINT})"));
+        }
+        Some(record)
+    }
+
+    /// True when the cell ran on an emulator: its latency is host time.
+    pub fn is_emulated(&self) -> bool {
+        self.emulated.is_some()
     }
 
     /// The verdict next to the marker.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
-use super::cell::{CellDevice, CellKey, CellRecord};
+use super::cell::{CellDevice, CellKey, CellRecord, HOST_HTP_FINGERPRINT};
 use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
 use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
@@ -18,10 +18,11 @@ use super::unit::{self, host_htp_dir, Unit};
 use npugate_android::adb::Adb;
 use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
+use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
-use npugate_engine::run::{run_on, RunSpec};
+use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
@@ -95,7 +96,7 @@ pub fn host_htp_targets(plan: &SweepPlan, cut: &Cut) -> Vec<SweepTarget<WineTarg
             let info = DeviceInfo {
                 serial: name.clone(),
                 state: "device".into(),
-                os: Some("host HTP emulator (wine)".into()),
+                os: Some(HOST_HTP_FINGERPRINT.into()),
                 soc: Some(soc.model.into()),
                 hexagon_arch: Some(soc.arch.into()),
                 target: Some(npugate_engine::targets::wine::TRIPLE.into()),
@@ -465,7 +466,10 @@ fn run_device_cells<T: Target>(
     Ok(DeviceCells { dir: out.join(&device.dir), worst })
 }
 
-/// Runs and judges one cell, then marks it finished.
+/// Runs and judges one cell, then marks it finished. With `check_outputs` its outputs are compared
+/// with the fp32 CPU reference (run into the cell's directory). A host-HTP cell whose run fails is
+/// tried once more as `--session-only`: a session the backend refuses is the cell's finding (its
+/// graph does not compile for that SoC), recorded with QNN's error, not a cell that could not be judged.
 fn run_cell<T: Target>(
     options: &SweepOptions,
     device: &SweepTarget<T>,
@@ -487,6 +491,12 @@ fn run_cell<T: Target>(
         },
         false => settings.clone(),
     };
+    let reference_model = model.reference.outputs.as_deref().filter(|_| settings.check_outputs);
+    let reference_tools =
+        reference_model.map(|_| npugate_plan::reference_tools(&npugate_plan::Installed)).transpose()?;
+    let reference = reference_model.zip(reference_tools.as_ref()).map(|(model, (harness, runtime))| {
+        ReferenceSource::RunInside(ReferenceRequest { harness, runtime, model, settings: &settings })
+    });
     let job = Job {
         harness: &harness,
         runtime,
@@ -498,7 +508,11 @@ fn run_cell<T: Target>(
         timeout: options.run_timeout,
         cancel: &options.policy.cancel,
     };
-    let run = run_on(&device.target, &RunSpec { job, gate: Some(&gate), reference: None }, dir, progress)?;
+    let spec = RunSpec { job, gate: Some(&gate), reference };
+    let run = match run_on(&device.target, &spec, dir, progress) {
+        Err(error) if device.host_htp && !is_retryable(&error) => refused_compile(device, &spec, dir, progress, error)?,
+        run => run?,
+    };
     let verdict = run.verdict.as_ref().context("a judged run has a verdict")?;
     let fingerprint_soc = Some(verdict.subject.fingerprint.soc.clone()).filter(|soc| soc != "unknown");
     let cell_device = CellDevice {
@@ -512,29 +526,67 @@ fn run_cell<T: Target>(
             .or_else(|| device.info.os.clone())
             .or_else(|| Some(verdict.subject.fingerprint.device.clone())),
     };
-    let record = CellRecord::new(
+    // A session the backend refused never ran, so the harness could not say it was emulated.
+    let emulated = run.result.execution.emulated.clone().or_else(|| {
+        device
+            .host_htp
+            .then(|| format!("Qualcomm's HTP emulator ({HOST_HTP_FINGERPRINT}); the session was not created"))
+    });
+    let mut record = CellRecord::new(
         key.clone(),
         cell_device,
         verdict,
         runtime.qnn_build(),
+        emulated,
         run.exit_code,
         started.elapsed().as_secs_f64(),
     );
+    record.findings.compile_error = run.result.session_error.clone();
     record.write_marker(run.placed.dir())?;
     Ok(record)
 }
 
-/// `pass, median 1.23 ms, CV 2.1%, 100% FLOPs on the preferred EP, 12.3 s`.
+/// The cell of a failed host-HTP run once more as `--session-only` (no runs, no output check): its
+/// report when the backend refused the session (`session_error`: the graph does not compile), else
+/// the first run's `failure`.
+fn refused_compile<T: Target>(
+    device: &SweepTarget<T>,
+    spec: &RunSpec<'_>,
+    dir: &Path,
+    progress: &Progress<'_>,
+    failure: anyhow::Error,
+) -> Result<RunReport> {
+    progress.step("session only");
+    let settings =
+        HarnessSettings { session_only: true, execute_once: false, check_outputs: false, ..spec.job.settings.clone() };
+    let probe = RunSpec { job: Job { settings: &settings, ..spec.job }, gate: spec.gate, reference: None };
+    match run_on(&device.target, &probe, dir, progress) {
+        Ok(report) if report.result.session_error.is_some() => Ok(report),
+        _ => Err(failure),
+    }
+}
+
+/// `pass, median 1.23 ms, CV 2.1%, 100% FLOPs on the preferred EP, 12.3 s`; an emulated cell's time
+/// as host time (`pass, emulated: host time 42.6 ms, …`), a graph the backend did not compile as such.
 fn describe(record: &CellRecord) -> String {
     let mut parts = vec![record.outcome.label().to_lowercase()];
-    if let Some(median) = record.median_ns {
-        parts.push(format!("median {}", npugate_gate::units::fmt_ms(median)));
+    match (record.is_emulated(), record.median_ns) {
+        (true, Some(median)) => parts.push(format!("emulated: host time {}", npugate_gate::units::fmt_ms(median))),
+        (true, None) => parts.push("emulated".into()),
+        (false, Some(median)) => parts.push(format!("median {}", npugate_gate::units::fmt_ms(median))),
+        (false, None) => {}
     }
-    if let Some(cv) = record.cv_pct {
+    if let Some(cv) = record.cv_pct.filter(|_| !record.is_emulated()) {
         parts.push(format!("CV {cv:.1}%"));
+    }
+    if let Some(error) = &record.findings.compile_error {
+        parts.push(format!("not compiled: {error}"));
     }
     if let Some(flops) = record.npu_flops_pct {
         parts.push(format!("{flops:.1}% of FLOPs on the preferred EP"));
+    }
+    if let Some(outputs) = &record.findings.outputs {
+        parts.push(format!("worst output SQNR {}", outputs.label()));
     }
     if !record.failed_rules.is_empty() {
         parts.push(format!("failed: {}", record.failed_rules.join(", ")));
