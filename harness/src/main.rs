@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::sha256_file;
 use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
@@ -34,6 +34,7 @@ mod providers;
 mod qnn_trace;
 mod session;
 mod setup;
+mod stamp;
 
 use backend::DidNotStart;
 use inputs::PreparedInput;
@@ -52,7 +53,9 @@ use setup::{
 /// is still in `result.json`); a session-only run's VERBOSE rerun's code when it had one.
 fn main() -> ExitCode {
     setup::report_panics_in_one_line();
-    let args = Args::parse();
+    // `--version`: the build, commit and target included (leaked once: clap keeps a `&'static str`).
+    let version: &'static str = Box::leak(stamp::build().to_string().into_boxed_str());
+    let args = Args::from_arg_matches(&Args::command().version(version).get_matches()).unwrap_or_else(|e| e.exit());
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => match error.downcast_ref::<account::RerunExited>() {

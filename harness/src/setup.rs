@@ -121,6 +121,7 @@ impl Setup {
                 name: env!("CARGO_PKG_NAME").into(),
                 version: env!("CARGO_PKG_VERSION").into(),
                 target: format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+                commit: crate::stamp::build().commit,
             },
             model,
             runtime: RuntimeIdentity {

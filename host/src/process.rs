@@ -64,6 +64,11 @@ pub enum Stopped {
     },
 }
 
+/// The program `name` as the shell would find it on `PATH`, if it is there.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|path| path.is_file())
+}
+
 /// Runs `command` (stdin closed, both streams captured) until it ends, `limit` passes or
 /// `cancelled()` turns true.
 pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) -> Result<Finished, Stopped> {

@@ -381,6 +381,10 @@ impl Plan {
     /// model first (nothing is touched for a model the command refuses), then where it runs.
     pub fn resolve(request: &Request<'_>, resources: &dyn Resources) -> Result<Plan> {
         let (model, baseline) = models(request)?;
+        if let Some(harness) = request.harness {
+            // A harness of another npugate is refused before any device is asked anything.
+            usable(harness)?;
+        }
         let kind = match &request.place {
             Place::Local if request.ep == EpKind::Qnn && windows_runtime(request.runtime, resources) => Kind::Emulator,
             Place::Local => Kind::Host,
@@ -723,16 +727,22 @@ fn harness(request: &Request<'_>, runtime: &RuntimeManifest, resources: &dyn Res
 }
 
 /// The harness that runs `runtime`: `explicit` (`--harness`), else the one built for the runtime's
-/// target; it must exist. The rule of every plan and of every sweep cell.
+/// target; it must exist and be of this npugate's version. The rule of every plan and of every sweep cell.
 pub fn harness_for(explicit: Option<&Path>, runtime: &RuntimeManifest, resources: &dyn Resources) -> Result<PathBuf> {
     let path = match explicit {
         Some(path) => path.to_path_buf(),
         None => resources.harness(&runtime.target)?,
     };
+    usable(&path)?;
+    Ok(path)
+}
+
+/// Checks that the harness at `path` exists and is of this npugate's version.
+fn usable(path: &Path) -> Result<()> {
     if !path.is_file() {
         bail!("harness {} does not exist; build it (scripts/setup) or pass --harness PATH", path.display());
     }
-    Ok(path)
+    npugate_engine::harnesses::check(path).map(|_| ())
 }
 
 /// The one target triple of the probed devices.
@@ -930,7 +940,7 @@ pub mod fake {
             };
             let dir = tempfile::tempdir().expect("temp dir");
             for triple in [host, wine::TRIPLE, android, qemu::TRIPLE] {
-                std::fs::write(dir.path().join(triple), "harness").expect("harness file");
+                npugate_engine::harnesses::write_stand_in(&dir.path().join(triple), triple).expect("harness file");
             }
             Fake { runtimes, devices: vec![phone("phone-a", "SM8650", "v75"), phone("phone-b", "SM8550", "v73")], dir }
         }

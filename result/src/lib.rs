@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub mod build;
 pub mod contract;
 pub mod generation;
 pub mod qnn_trace;
@@ -173,6 +174,9 @@ pub struct ToolInfo {
     pub version: String,
     /// Target triple it was built for.
     pub target: String,
+    /// The git commit it was built from (empty in results of harnesses older than the field).
+    #[serde(default)]
+    pub commit: String,
 }
 
 /// Identity and interface of the model file.

@@ -10,6 +10,8 @@
 //! steps after it unless their `if:` asks for `always()` or `failure()`; the action's outputs evaluated
 //! after its steps. `actions/upload-artifact` is not uploaded: the step is recorded with its `with:`
 //! and fails as the real one does on a missing path (`if-no-files-found: error`) or a bad name.
+//! `actions/cache/restore` and `actions/cache/save` use a cache kept by the runner for all its runs,
+//! as GitHub keeps one per repository (see [`ActionRunner::cache_restore`]).
 //!
 //! Inputs reach the steps only through the `inputs` context. GitHub gives a composite action's steps
 //! no `INPUT_*` variables (actions/runner#665; JavaScript and Docker actions get them), and neither
@@ -187,6 +189,11 @@ pub struct ActionRun {
 }
 
 impl ActionRun {
+    /// The step with this id or name.
+    pub fn step(&self, label: &str) -> &StepRun {
+        self.steps.iter().find(|s| s.label == label).unwrap_or_else(|| panic!("no step {label}: {}", self.describe()))
+    }
+
     /// An output of the action (empty when it has none).
     pub fn output(&self, name: &str) -> &str {
         self.outputs.get(name).map(String::as_str).unwrap_or("")
@@ -255,8 +262,13 @@ impl ActionRunner {
 
     /// Sets a variable of the job's environment (as a workflow's `env:` does).
     pub fn env(mut self, name: &str, value: &str) -> ActionRunner {
-        self.env.insert(name.to_string(), value.to_string());
+        self.set_env(name, value);
         self
+    }
+
+    /// Sets a variable of the environment of the jobs run from now on (another job of the workflow).
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.env.insert(name.to_string(), value.to_string());
     }
 
     /// Runs the action with the workflow's `with:` inputs, each step's shell started directly.
@@ -314,7 +326,14 @@ impl ActionRunner {
                     outputs: BTreeMap::new(),
                 }
             } else if let Some(uses) = &step.uses {
-                self.upload(label, uses, step, &contexts, &mut run)
+                let with: BTreeMap<&str, String> =
+                    step.with.iter().map(|(k, v)| (k.as_str(), interpolate(v, &contexts))).collect();
+                match uses.split_once('@').map(|(name, _)| name) {
+                    Some("actions/upload-artifact") => self.upload(label, &with, &mut run),
+                    Some("actions/cache/restore") => self.cache_restore(label, &with, &contexts),
+                    Some("actions/cache/save") => self.cache_save(label, &with, &contexts, &mut run),
+                    _ => panic!("step {label}: the simulated runner knows actions/upload-artifact and actions/cache/restore|save, not {uses}"),
+                }
             } else {
                 let files = StepFiles::create(&self.root.path().join("files"), index);
                 let record = self.script(label, step, &contexts, &files, &path_prefix, launcher);
@@ -418,13 +437,7 @@ impl ActionRunner {
     }
 
     /// `uses: actions/upload-artifact@v4`: checks and records what would be uploaded.
-    fn upload(&self, label: String, uses: &str, step: &Step, contexts: &Contexts, run: &mut ActionRun) -> StepRun {
-        assert!(
-            uses.starts_with("actions/upload-artifact@"),
-            "step {label}: the simulated runner knows only actions/upload-artifact, not {uses}"
-        );
-        let with: BTreeMap<&str, String> =
-            step.with.iter().map(|(k, v)| (k.as_str(), interpolate(v, contexts))).collect();
+    fn upload(&self, label: String, with: &BTreeMap<&str, String>, run: &mut ActionRun) -> StepRun {
         let name = with.get("name").cloned().unwrap_or_else(|| "artifact".into());
         let mut problems = Vec::new();
         if name.is_empty() || name.contains(['"', ':', '<', '>', '|', '*', '?', '\r', '\n', '\\', '/']) {
@@ -473,6 +486,151 @@ impl ActionRunner {
             stderr: problems.join("\n"),
             outputs: BTreeMap::new(),
         }
+    }
+}
+
+impl ActionRunner {
+    /// The cache entries, oldest first: (directory, key, the `path:` lines they were saved with).
+    fn cache_entries(&self) -> Vec<(PathBuf, String, Vec<String>)> {
+        let mut entries: Vec<(usize, PathBuf)> = std::fs::read_dir(self.root.path().join("caches"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+            .collect();
+        entries.sort();
+        entries
+            .into_iter()
+            .map(|(_, dir)| {
+                let meta: serde_json::Value =
+                    serde_json::from_str(&read(&dir.join("entry.json"))).expect("cache entry");
+                let paths = meta["paths"].as_array().expect("paths").iter().map(|p| p.as_str().unwrap().to_string());
+                (dir.clone(), meta["key"].as_str().expect("key").to_string(), paths.collect())
+            })
+            .collect()
+    }
+
+    /// The `path:` lines of a cache step, and each as the directory it names (`~` is HOME, relative is
+    /// in the workspace).
+    fn cache_paths(&self, with: &BTreeMap<&str, String>, contexts: &Contexts) -> Vec<(String, PathBuf)> {
+        let home = contexts.env.get("HOME").cloned().unwrap_or_default();
+        let lines = input_lines(with, "path");
+        assert!(!lines.is_empty(), "actions/cache: Input required and not supplied: path");
+        lines
+            .into_iter()
+            .map(|line| {
+                assert!(!line.contains(['*', '?', '!']), "cache path patterns ({line}) are not simulated");
+                let path = match line.strip_prefix("~/") {
+                    Some(rest) => Path::new(&home).join(rest),
+                    None => self.workspace().join(line),
+                };
+                (line.to_string(), path)
+            })
+            .collect()
+    }
+
+    /// `uses: actions/cache/restore@v4`: the entry of `key`, else the newest whose key starts with the first
+    /// `restore-keys` line that matches one — only entries saved with the same `path:` (GitHub's cache
+    /// version) — copied into place. Outputs as the action sets them: `cache-primary-key` always,
+    /// `cache-hit` (`true` on the exact key) and `cache-matched-key` only when an entry was restored.
+    fn cache_restore(&self, label: String, with: &BTreeMap<&str, String>, contexts: &Contexts) -> StepRun {
+        let key = with.get("key").cloned().unwrap_or_default();
+        assert!(!key.is_empty(), "actions/cache/restore: Input required and not supplied: key");
+        let paths = self.cache_paths(with, contexts);
+        let lines: Vec<String> = paths.iter().map(|(line, _)| line.clone()).collect();
+        let entries: Vec<_> = self.cache_entries().into_iter().filter(|(_, _, saved)| *saved == lines).collect();
+        let prefixes = input_lines(with, "restore-keys");
+        let found = entries.iter().rev().find(|(_, saved, _)| *saved == key).or_else(|| {
+            prefixes.iter().find_map(|prefix| entries.iter().rev().find(|(_, saved, _)| saved.starts_with(prefix)))
+        });
+        let mut outputs = BTreeMap::from([("cache-primary-key".to_string(), key.clone())]);
+        let stdout = match found {
+            None => format!(
+                "Cache not found for input keys: {}",
+                [key.as_str()].into_iter().chain(prefixes).collect::<Vec<_>>().join(", ")
+            ),
+            Some((dir, matched, _)) => {
+                for (index, (_, path)) in paths.iter().enumerate() {
+                    copy_tree(&dir.join(index.to_string()), path);
+                }
+                outputs.insert("cache-hit".into(), (*matched == key).to_string());
+                outputs.insert("cache-matched-key".into(), matched.clone());
+                format!("Cache restored from key: {matched}")
+            }
+        };
+        StepRun { label, outcome: Outcome::Success, exit_code: None, stdout, stderr: String::new(), outputs }
+    }
+
+    /// `uses: actions/cache/save@v4`: a new entry with the paths' files under `key`. As the action, it
+    /// never fails the job: a key already saved or a path that does not exist is a warning.
+    fn cache_save(
+        &self,
+        label: String,
+        with: &BTreeMap<&str, String>,
+        contexts: &Contexts,
+        run: &mut ActionRun,
+    ) -> StepRun {
+        let key = with.get("key").cloned().unwrap_or_default();
+        let paths = self.cache_paths(with, contexts);
+        let problem = if key.is_empty() {
+            Some("Key is not specified.".to_string())
+        } else if self.cache_entries().iter().any(|(_, saved, _)| *saved == key) {
+            Some(format!(
+                "Failed to save: Unable to reserve cache with key {key}, another job may be creating this cache."
+            ))
+        } else if !paths.iter().any(|(_, path)| path.exists()) {
+            Some("Path Validation Error: Path(s) specified in the action for caching do(es) not exist, hence no cache is being saved.".into())
+        } else {
+            None
+        };
+        let stdout = match &problem {
+            Some(message) => {
+                for warning in [message.as_str(), "Cache save failed."] {
+                    run.annotations.push(Annotation { level: "warning".into(), title: None, message: warning.into() });
+                }
+                message.clone()
+            }
+            None => {
+                let dir = self.root.path().join("caches").join(self.cache_entries().len().to_string());
+                for (index, (_, path)) in paths.iter().enumerate() {
+                    copy_tree(path, &dir.join(index.to_string()));
+                }
+                let lines: Vec<&String> = paths.iter().map(|(line, _)| line).collect();
+                std::fs::write(dir.join("entry.json"), serde_json::json!({ "key": key, "paths": lines }).to_string())
+                    .expect("cache entry");
+                format!("Cache saved with key: {key}")
+            }
+        };
+        StepRun {
+            label,
+            outcome: Outcome::Success,
+            exit_code: None,
+            stdout,
+            stderr: String::new(),
+            outputs: BTreeMap::new(),
+        }
+    }
+}
+
+/// The non-empty lines of an input, trimmed (the actions toolkit's `getInputAsArray`).
+fn input_lines<'a>(with: &'a BTreeMap<&str, String>, name: &str) -> Vec<&'a str> {
+    with.get(name).map(String::as_str).unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+}
+
+/// Copies the tree at `from` into `to` (files, directories, symlinks as links), as a cache archive
+/// carries it; nothing when `from` does not exist.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(from) else { return };
+    if meta.file_type().is_symlink() {
+        let _ = std::fs::remove_file(to);
+        std::os::unix::fs::symlink(std::fs::read_link(from).expect("read link"), to).expect("copy a link");
+    } else if meta.is_dir() {
+        std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+        for entry in std::fs::read_dir(from).expect("read a cached directory").flatten() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::copy(from, to).unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
     }
 }
 

@@ -9,8 +9,10 @@
 //! job's `before_script` and `script` lines run in one bash (`set -eo pipefail`) in `CI_PROJECT_DIR`,
 //! stderr into the same log, `after_script` in another; artifacts collected by `artifacts:when`
 //! (`paths`, `reports:junit`, `reports:dotenv` — a pattern matching nothing is a warning, as the
-//! runner logs it; the dotenv report parsed into the variables later jobs get). `rules:` are not
-//! evaluated: the test chooses the job. Unknown include kinds panic.
+//! runner logs it; the dotenv report parsed into the variables later jobs get); `cache:` (`key`,
+//! `paths`, `when`) extracted before the script and created after it per `when`, in a cache the
+//! pipeline keeps for all its jobs (the runner's local cache), with the runner's log lines. `rules:`
+//! are not evaluated: the test chooses the job. Unknown include kinds panic.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +30,8 @@ pub fn yaml(path: &Path) -> Value {
 pub struct Pipeline {
     project_dir: PathBuf,
     config: Map<String, Value>,
+    /// The runner's cache: one directory per cache key.
+    cache: tempfile::TempDir,
 }
 
 /// A job as GitLab resolved it.
@@ -132,7 +136,8 @@ impl Pipeline {
         let mut main = main;
         main.remove("include");
         deep_merge(&mut config, &main);
-        Pipeline { project_dir: project_dir.to_path_buf(), config }
+        let cache = tempfile::Builder::new().prefix("gitlab-cache-").tempdir().expect("cache directory");
+        Pipeline { project_dir: project_dir.to_path_buf(), config, cache }
     }
 
     /// The job `name`, its `extends:` resolved.
@@ -204,10 +209,16 @@ impl Pipeline {
         let lines: Vec<String> =
             ["before_script", "script"].iter().flat_map(|key| strings(job.config.get(*key), key)).collect();
         assert!(!lines.is_empty(), "job {} has no script", job.name);
-        let (exit_code, mut log) = self.shell(&lines, &variables, launcher);
+        let cache = job.config.get("cache");
+        let mut log = cache.map(|cache| self.extract_cache(cache, &variables)).unwrap_or_default();
+        let (exit_code, script_log) = self.shell(&lines, &variables, launcher);
+        log += &script_log;
         let after = strings(job.config.get("after_script"), "after_script");
         if !after.is_empty() {
             log += &self.shell(&after, &variables, launcher).1;
+        }
+        if let Some(cache) = cache {
+            log += &self.create_cache(cache, &variables, exit_code);
         }
         let mut run = JobRun {
             exit_code,
@@ -243,6 +254,53 @@ impl Pipeline {
         }
         let output = crate::run(&mut command);
         (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// The cache of `cache:key` (variables expanded; `default` when none) in the runner's cache.
+    fn cache_entry(&self, cache: &Value, variables: &BTreeMap<String, String>) -> (String, PathBuf) {
+        let key = cache.get("key").map(|k| expand(&scalar(k, "cache:key"), variables)).unwrap_or("default".into());
+        assert!(!key.contains('/') && key != "." && key != "..", "GitLab refuses the cache key {key:?}");
+        let entry = self.cache.path().join(&key);
+        (key, entry)
+    }
+
+    /// Extracts the job's cache into the project, as the runner does before the job; its log lines.
+    fn extract_cache(&self, cache: &Value, variables: &BTreeMap<String, String>) -> String {
+        let (key, entry) = self.cache_entry(cache, variables);
+        if !entry.is_dir() {
+            return format!("Checking cache for {key}...\nWARNING: file does not exist\nFailed to extract cache\n");
+        }
+        crate::actions::copy_tree(&entry, &self.project_dir);
+        format!("Checking cache for {key}...\nSuccessfully extracted cache\n")
+    }
+
+    /// Creates the job's cache from its `paths` when `when` says so (default `on_success`), replacing
+    /// the key's former content; its log lines.
+    fn create_cache(&self, cache: &Value, variables: &BTreeMap<String, String>, exit_code: i32) -> String {
+        let when = cache.get("when").and_then(Value::as_str).unwrap_or("on_success");
+        let now = match when {
+            "always" => true,
+            "on_success" => exit_code == 0,
+            "on_failure" => exit_code != 0,
+            other => panic!("cache:when {other}"),
+        };
+        if !now {
+            return String::new();
+        }
+        let (key, entry) = self.cache_entry(cache, variables);
+        let mut log = format!("Creating cache {key}...\n");
+        let _ = std::fs::remove_dir_all(&entry);
+        for pattern in strings(cache.get("paths"), "cache:paths") {
+            let found = glob(&self.project_dir, &pattern);
+            if found.is_empty() {
+                log += &format!("WARNING: {pattern}: no matching files\n");
+            }
+            for path in found {
+                let relative = path.strip_prefix(&self.project_dir).expect("cache paths are in the project");
+                crate::actions::copy_tree(&path, &entry.join(relative));
+            }
+        }
+        log + "Created cache\n"
     }
 
     /// Collects the artifact, JUnit and dotenv reports as `artifacts:` says.
@@ -295,34 +353,36 @@ impl Pipeline {
 /// `$NAME` and `${NAME}` in every value replaced by the variable's value (unknown: empty), as the
 /// runner expands variables that refer to others.
 fn expand_all(variables: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let expand = |value: &str| {
-        let mut out = String::new();
-        let chars: Vec<char> = value.chars().collect();
-        let mut i = 0;
-        while i < chars.len() {
-            if chars[i] != '$' {
-                out.push(chars[i]);
-                i += 1;
-                continue;
-            }
-            let braced = chars.get(i + 1) == Some(&'{');
-            let start = i + 1 + usize::from(braced);
-            let mut end = start;
-            while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_') {
-                end += 1;
-            }
-            if end == start {
-                out.push('$');
-                i += 1;
-                continue;
-            }
-            let name: String = chars[start..end].iter().collect();
-            out += variables.get(&name).map(String::as_str).unwrap_or("");
-            i = end + usize::from(braced);
+    variables.iter().map(|(k, v)| (k.clone(), expand(v, variables))).collect()
+}
+
+/// `value` with `$NAME` and `${NAME}` replaced by the variables' values (unknown: empty).
+fn expand(value: &str, variables: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let chars: Vec<char> = value.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '$' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
         }
-        out
-    };
-    variables.iter().map(|(k, v)| (k.clone(), expand(v))).collect()
+        let braced = chars.get(i + 1) == Some(&'{');
+        let start = i + 1 + usize::from(braced);
+        let mut end = start;
+        while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_') {
+            end += 1;
+        }
+        if end == start {
+            out.push('$');
+            i += 1;
+            continue;
+        }
+        let name: String = chars[start..end].iter().collect();
+        out += variables.get(&name).map(String::as_str).unwrap_or("");
+        i = end + usize::from(braced);
+    }
+    out
 }
 
 /// `text` quoted for bash.

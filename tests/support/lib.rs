@@ -257,6 +257,7 @@ pub mod actions;
 pub mod devices;
 pub mod gitlab;
 pub mod htp;
+pub mod install;
 pub mod qnn;
 pub mod sweeps;
 
@@ -300,6 +301,11 @@ pub fn old_ort_lib() -> PathBuf {
 /// e.g. cargo's, is no part of a CI job's).
 pub const RUNNER_ENV: [&str; 8] =
     ["PATH", "HOME", "LANG", "NPUGATE_CACHE", "CARGO_HOME", "RUSTUP_HOME", "CARGO_TARGET_DIR", "TMPDIR"];
+
+/// The program `name` on this process's `PATH`.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|path| path.is_file())
+}
 
 /// Every file under `path` (itself, when it is a file), sorted.
 pub fn files_under(path: &Path) -> Vec<PathBuf> {

@@ -145,7 +145,8 @@ fn action_yml_and_the_gitlab_template_validate_against_their_published_schemas()
 
     // The validators do validate: one broken key in each is refused.
     let mut broken_action = action.clone();
-    let step = broken_action["runs"]["steps"][0].as_object_mut().unwrap();
+    let steps = broken_action["runs"]["steps"].as_array_mut().unwrap();
+    let step = steps.iter_mut().find_map(|step| step.as_object_mut().filter(|s| s.contains_key("shell"))).unwrap();
     let shell = step.remove("shell").unwrap();
     step.insert("shel".into(), shell);
     assert!(!validate("github-action.json", &broken_action).is_empty(), "a step with `shel:` passed the action schema");
@@ -193,7 +194,12 @@ fn the_action_passes_a_model_that_runs_where_it_should_and_publishes_everything(
         "the model's name ran a command"
     );
     let report_dir = assert_uploaded_report(&action);
-    assert_eq!(action.steps.iter().map(|s| s.outcome).collect::<Vec<_>>(), [Outcome::Success; 3]);
+    // With npugate-bin, the machine keeps its own runtime cache: no actions/cache steps.
+    let (skipped, success) = (Outcome::Skipped, Outcome::Success);
+    assert_eq!(
+        action.steps.iter().map(|s| s.outcome).collect::<Vec<_>>(),
+        [skipped, success, skipped, success, success]
+    );
 
     // Outputs, read from verdict.json, equal what is counted here from its raw numbers.
     let verdict = json(&report_dir.join("result/verdict.json"));
@@ -219,7 +225,7 @@ fn the_action_passes_a_model_that_runs_where_it_should_and_publishes_everything(
         .arg(key.with_extension("key.pub")));
     assert!(verified.status.success(), "{}", describe(&verified));
     // install put npugate on the PATH of the steps after it.
-    assert!(action.steps[0].stdout.trim().ends_with("/npugate"), "{}", action.describe());
+    assert!(action.step("install").stdout.trim().ends_with("/npugate"), "{}", action.describe());
 }
 
 #[test]
@@ -258,6 +264,32 @@ fn the_action_fails_on_a_planted_fallback_and_annotates_the_fallen_node() {
     let (_, failures, junit) = junit_counts(&report_dir.join("junit/local.xml"));
     assert_eq!(failures, 1, "{junit}");
     assert!(junit.contains("Det node det"), "{junit}");
+}
+
+#[test]
+fn the_host_htp_on_a_runner_without_wine_or_apt_get_is_one_annotation_naming_the_fix() {
+    // A runner whose PATH has the shell and the few tools the install step uses, but neither wine nor apt-get.
+    let tools = tempfile::tempdir().unwrap();
+    for tool in ["bash", "dirname", "id"] {
+        let found = npugate_e2e::on_path(tool).unwrap_or_else(|| panic!("{tool} is not installed"));
+        std::os::unix::fs::symlink(found, tools.path().join(tool)).unwrap();
+    }
+    let runner = ActionRunner::new(&repo()).env("PATH", &tools.path().display().to_string());
+    let action = runner.run(&[
+        ("npugate-bin", &npugate_bin()),
+        ("model", &model("smallcnn_qdq.onnx").display().to_string()),
+        ("ep", "qnn"),
+        ("soc", "SM8650"),
+    ]);
+    assert_eq!((action.conclusion, action.exit_code), (Outcome::Failure, 2), "{}", action.describe());
+    let errors = action.annotations("error");
+    assert_eq!(errors.len(), 1, "{:?}", action.annotations);
+    assert!(
+        errors[0].message.contains("wine, which is not installed and this runner has no apt-get: install wine"),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(action.step("run").outcome, Outcome::Skipped, "nothing ran");
 }
 
 #[test]
@@ -337,12 +369,14 @@ fn the_action_compares_against_the_base_branch_model_and_names_the_node_that_mov
 
 #[test]
 fn the_action_installs_npugate_from_its_checkout_with_the_host_htp() {
-    // No npugate-bin: install builds the checkout (`cargo build --release --workspace --bins`, a no-op
+    // install: source — install builds the checkout (`cargo build --release --workspace --bins`, a no-op
     // after scripts/setup's identical build) and, for `ep: qnn` on this machine, the Windows harness.
     npugate_e2e::htp::windows_harness();
     let target_dir = bin("npugate").parent().unwrap().parent().unwrap().display().to_string();
     let runner = ActionRunner::new(&repo()).env("CARGO_TARGET_DIR", &target_dir);
     let action = runner.run(&[
+        ("install", "source"),
+        ("cache-runtimes", "false"), // this machine keeps its own cache
         ("model", &model("smallcnn_qdq.onnx").display().to_string()),
         ("ep", "qnn"),
         ("soc", "SM8650"),
@@ -354,9 +388,9 @@ fn the_action_installs_npugate_from_its_checkout_with_the_host_htp() {
         "{}",
         action.describe()
     );
-    let installed = action.steps[0].outputs.get("npugate").cloned().unwrap_or_default();
+    let installed = action.step("install").outputs.get("npugate").cloned().unwrap_or_default();
     assert_eq!(PathBuf::from(&installed), bin("npugate"), "install built the checkout's npugate into CARGO_TARGET_DIR");
-    let log = &action.steps[0].stderr;
+    let log = &action.step("install").stderr;
     assert!(
         log.contains("building npugate in") && log.contains("building the Windows harness"),
         "{}",
@@ -365,6 +399,76 @@ fn the_action_installs_npugate_from_its_checkout_with_the_host_htp() {
     // The QDQ model's graph-input Quantize / graph-output Dequantize are on the CPU by design: expected, not fallback.
     let verdict = json(&PathBuf::from(action.output("report_dir")).join("result/verdict.json"));
     assert!((output_number(&action, "npu_flops_pct") - preferred_share(&verdict["placement"])).abs() < 1e-4);
+}
+
+/// The pinned onnxruntime wheel `scripts/setup` downloaded, copied into a fresh runner's npugate cache:
+/// what pip would download there (this test downloads nothing), so the runtime is fetched for real.
+fn seed_host_runtime_wheel(cache: &Path) {
+    let wheel = "onnxruntime-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl";
+    let from = npugate_e2e::cache_dir().join("wheels").join(wheel);
+    assert!(from.is_file(), "{} is missing: run scripts/setup (npugate runtime fetch {HOST_RUNTIME})", from.display());
+    std::fs::create_dir_all(cache.join("wheels")).unwrap();
+    std::fs::copy(&from, cache.join("wheels").join(wheel)).unwrap();
+}
+
+#[test]
+fn the_action_installs_the_wheel_and_keeps_the_runtimes_between_jobs() {
+    let work = tempfile::Builder::new().prefix("npugate-wheel-action-").tempdir().unwrap();
+    let dist = work.path().join("dist");
+    let (wheel, _) = npugate_e2e::install::package(&dist);
+    let cls = npugate_e2e::sample("ppocr-cls").display().to_string();
+    let inputs = |install: &str| {
+        [
+            ("install", install.to_string()),
+            ("model", cls.clone()),
+            ("shape", "x=1x3x48x192".into()),
+            ("rules", CALM_CV.into()),
+            ("args", "--runs 20 --warmup 2 --profile-runs 1".into()),
+        ]
+    };
+    let run_job = |runner: &ActionRunner, install: &str| {
+        let _ = std::fs::remove_dir_all(runner.temp().join("npugate-venv")); // each job on a fresh runner
+        let inputs = inputs(install);
+        let action = runner.run(&inputs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
+        assert_eq!(
+            (action.conclusion, action.exit_code, action.output("verdict")),
+            (Outcome::Success, 0, "pass"),
+            "{}",
+            action.describe()
+        );
+        action
+    };
+
+    // Job 1, on a runner with nothing of npugate: the wheel, pip-installed; the runtime fetched, then saved.
+    // (Each job's runner has its npugate cache at the same path, as each hosted runner has its HOME.)
+    let cache = work.path().join("runner-cache");
+    let runner = ActionRunner::new(&repo()).env("NPUGATE_CACHE", &cache.display().to_string());
+    seed_host_runtime_wheel(&cache);
+    let first = run_job(&runner, &wheel.display().to_string());
+    let installed = first.step("install").outputs.get("npugate").cloned().unwrap_or_default();
+    assert_eq!(PathBuf::from(&installed), runner.temp().join("npugate-venv/bin/npugate"), "{}", first.describe());
+    let log = &first.step("install").stderr;
+    for harness in ["x86_64-unknown-linux-gnu/npugate-harness", "x86_64-pc-windows-gnu/npugate-harness.exe"] {
+        let path = runner.temp().join("npugate-venv/lib/npugate").join(harness);
+        assert!(log.contains(&path.display().to_string()), "install names the wheel's {harness}: {log}");
+    }
+    assert!(log.contains(&format!("{HOST_RUNTIME}: fetched")), "{log}");
+    assert_eq!(first.step("runtimes").outputs.get("cache-hit"), None, "nothing to restore yet");
+    assert!(first.step("Save npugate's runtimes").stdout.contains("Cache saved with key"), "{}", first.describe());
+
+    // Job 2, on another fresh runner: npugate by version from a package index (here the wheel's folder),
+    // the runtimes restored from the cache — nothing fetched, nothing saved again.
+    std::fs::remove_dir_all(&cache).unwrap();
+    let mut runner = runner;
+    runner.set_env("PIP_FIND_LINKS", &dist.display().to_string());
+    runner.set_env("PIP_NO_INDEX", "1");
+    let second = run_job(&runner, env!("CARGO_PKG_VERSION"));
+    assert_eq!(second.step("runtimes").outputs.get("cache-hit").map(String::as_str), Some("true"));
+    assert_eq!(second.step("Save npugate's runtimes").outcome, Outcome::Skipped);
+    let log = &second.step("install").stderr;
+    let fetched = format!("{HOST_RUNTIME}: fetched");
+    assert!(log.contains(&format!("npugate=={}", env!("CARGO_PKG_VERSION"))) && !log.contains(&fetched), "{log}");
+    assert!(cache.join("runtimes").join(HOST_RUNTIME).join("runtime.json").is_file());
 }
 
 #[test]
@@ -681,6 +785,7 @@ fn the_gitlab_template_passes_a_real_model_in_a_merge_request_job() {
         &[
             ("NPUGATE_SOURCE", &repo().display().to_string()),
             ("NPUGATE_BIN", &npugate_bin()),
+            ("NPUGATE_CACHE", &npugate_e2e::cache_dir().display().to_string()), // a runner keeping its own cache
             ("NPUGATE_MODEL", "models/cls.onnx"),
             ("NPUGATE_SHAPE", "x=1x3x48x192"),
             ("NPUGATE_RULES", &format!("{CALM_CV}\nnpu_flops_pct=98")),
@@ -739,6 +844,7 @@ fn the_gitlab_template_cloned_from_its_repository_fails_a_planted_fallback() {
         &[
             ("NPUGATE_REPOSITORY", &origin.path().display().to_string()),
             ("NPUGATE_BIN", &npugate_bin()),
+            ("NPUGATE_CACHE", &npugate_e2e::cache_dir().display().to_string()),
             ("NPUGATE_SHAPE", ""),
             ("NPUGATE_EP", "openvino"),
             ("NPUGATE_RUNTIME", OPENVINO_RUNTIME),
@@ -759,6 +865,55 @@ fn the_gitlab_template_cloned_from_its_repository_fails_a_planted_fallback() {
         "artifacts are kept when the job fails: {:?}",
         run.artifacts
     );
+}
+
+#[test]
+fn the_gitlab_template_installs_the_wheel_and_caches_the_runtimes_between_jobs() {
+    let (project, pipeline) = gitlab_project(&repo());
+    let (wheel, _) = npugate_e2e::install::package(&project.path().join("dist"));
+    std::fs::copy(npugate_e2e::sample("ppocr-cls"), project.path().join("models/cls.onnx")).unwrap();
+    let job = pipeline.job("npugate");
+    let wheel = format!("dist/{}", wheel.file_name().unwrap().to_string_lossy());
+    let run_job = || {
+        let variables = [
+            ("NPUGATE_SOURCE", repo().display().to_string()),
+            ("NPUGATE_INSTALL", wheel.clone()),
+            ("NPUGATE_CACHE", String::new()), // a runner without a cache of its own
+            ("NPUGATE_MODEL", "models/cls.onnx".into()),
+            ("NPUGATE_SHAPE", "x=1x3x48x192".into()),
+            ("NPUGATE_RULES", CALM_CV.into()),
+            ("NPUGATE_ARGS", "--runs 20 --warmup 2 --profile-runs 1".into()),
+        ];
+        let variables: Vec<(&str, &str)> = variables.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let run = pipeline.run(&job, &[], &variables, &|program: &Path| Command::new(program));
+        assert_eq!(
+            (run.exit_code, run.dotenv.get("NPUGATE_VERDICT").map(String::as_str)),
+            (0, Some("pass")),
+            "{}",
+            run.describe()
+        );
+        run
+    };
+    // The first job fetches the runtime (from the pinned wheel, seeded where pip would put it) into
+    // the project's npugate cache, and GitLab's cache keeps it.
+    let cache = project.path().join(".npugate-cache");
+    seed_host_runtime_wheel(&cache);
+    let first = run_job();
+    assert!(first.log.contains(&format!("{HOST_RUNTIME}: fetched")), "{}", first.describe());
+    let harness = project.path().join(".npugate-venv/lib/npugate/x86_64-pc-windows-gnu/npugate-harness.exe");
+    assert!(first.log.contains(&harness.display().to_string()), "npugate --version names the wheel's harnesses");
+    // The next job starts from a clean checkout (the runner removes untracked files): the runtime comes
+    // back from GitLab's cache, nothing is fetched.
+    std::fs::remove_dir_all(&cache).unwrap();
+    std::fs::remove_dir_all(project.path().join(".npugate-venv")).unwrap();
+    let second = run_job();
+    assert!(
+        second.log.contains("Successfully extracted cache")
+            && !second.log.contains(&format!("{HOST_RUNTIME}: fetched")),
+        "{}",
+        second.describe()
+    );
+    assert!(cache.join("runtimes").join(HOST_RUNTIME).join("runtime.json").is_file());
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod compile;
 pub mod console;
 pub mod devices;
+pub mod doctor;
 pub mod estimate;
 pub mod gate;
 pub mod history;
@@ -26,14 +27,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use console::{Console, ProgressArg};
-use npugate_result::contract::EXIT_ERROR;
+use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
 /// Catch silent NPU→CPU fallback before merge: run on the device, gate on latency and placement.
 #[derive(Debug, Parser)]
-#[command(name = "npugate", version, about, long_about = None)]
+#[command(name = "npugate", about, long_about = None, disable_version_flag = true, arg_required_else_help = true)]
 struct Cli {
+    /// Print the version, the commit and each harness's version.
+    #[arg(short = 'V', long)]
+    version: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
     /// How progress is shown on stderr: `auto` (a bar per target on a terminal, lines otherwise),
     /// `bars`, `lines`, `json` (one `npugate.event/1` object per event) or `none`.
     #[arg(long, global = true, value_enum, value_name = "HOW", hide_possible_values = true, default_value_t = ProgressArg::Auto)]
@@ -88,6 +92,9 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// Query the sweep history: trends per model, SoC, device and runtime; changes since last night.
     History(history::HistoryArgs),
+    /// What is installed (harness of each target and its version, runtimes, wine, qemu, adb) and
+    /// every missing piece with its fix; exit 0 when the basics work, 1 otherwise.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parses the command line, decides colour, the interrupt handler and the progress reporter once
@@ -95,8 +102,14 @@ enum Command {
 /// line on stderr and exit 2.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let Some(command) = cli.command.filter(|_| !cli.version) else {
+        return finish(doctor::version_text().map(|text| {
+            print!("{text}");
+            EXIT_PASS
+        }));
+    };
     let console = Console::decide(cli.progress);
-    let outcome = match cli.command {
+    let outcome = match command {
         Command::Runtime(c) => runtime::run(c),
         Command::Model(c) => model::run(c),
         Command::Placement(a) => placement::run(a, &console),
@@ -114,7 +127,13 @@ pub fn main() -> ExitCode {
         Command::Verify(a) => verify::run(a),
         Command::Sweep(a) => sweep::run(a, &console),
         Command::History(a) => history::run(a),
+        Command::Doctor(a) => doctor::run(a),
     };
+    finish(outcome)
+}
+
+/// The exit code of a command's outcome; an error is one line on stderr and exit 2.
+fn finish(outcome: anyhow::Result<u8>) -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
@@ -152,7 +171,7 @@ mod tests {
             .collect();
         let cli = Cli::try_parse_from(&line).map_err(|e| e.to_string())?;
         let fake = Fake::machine();
-        let plan = match &cli.command {
+        let plan = match cli.command.as_ref().expect("a subcommand") {
             Command::Run(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Compare(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Numerics(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
@@ -255,14 +274,15 @@ mod tests {
     fn sweep_takes_a_plan_and_a_shard_or_merges_shard_results() {
         let parse =
             |args: &[&str]| Cli::try_parse_from([&["npugate", "sweep"], args].concat()).map_err(|e| e.to_string());
-        let Command::Sweep(run) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else {
+        let Some(Command::Sweep(run)) = parse(&["--plan", "p.toml", "--shard", "2/3"]).unwrap().command else {
             panic!("sweep")
         };
         assert_eq!(
             (run.plan.as_deref(), run.shard, run.command.is_none()),
             (Some(std::path::Path::new("p.toml")), Some(npugate_nightly::sweep::Shard { index: 2, count: 3 }), true)
         );
-        let Command::Sweep(merge) = parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command
+        let Some(Command::Sweep(merge)) =
+            parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command
         else {
             panic!("sweep")
         };

@@ -167,7 +167,7 @@ fn host_text(text: &str) -> String {
 
 /// True when `wine` is on PATH.
 pub fn installed() -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("wine").is_file()))
+    npugate_host::process::on_path("wine").is_some()
 }
 
 /// The host path of a path a Windows program under wine wrote (`Z:\\a\\b` → `/a/b`); any other path

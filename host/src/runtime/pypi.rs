@@ -22,7 +22,7 @@ pub fn ensure_wheel(pin: &WheelPin, wheels_dir: &Path) -> Result<PathBuf> {
         .prefix(".download-")
         .tempdir_in(wheels_dir)
         .with_context(|| format!("cannot create a download directory in {}", wheels_dir.display()))?;
-    let python = std::env::var("NPUGATE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = python().display().to_string();
     let requirement = format!("{}=={}", pin.package, pin.version);
     let output = Command::new(&python)
         .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"])
@@ -46,6 +46,19 @@ pub fn ensure_wheel(pin: &WheelPin, wheels_dir: &Path) -> Result<PathBuf> {
     verify(pin, &downloaded)?;
     std::fs::rename(&downloaded, &cached).with_context(|| format!("cannot move the wheel to {}", cached.display()))?;
     Ok(cached)
+}
+
+/// The Python whose pip downloads wheels: `$NPUGATE_PYTHON`, else the `python3` beside the running
+/// npugate (the venv `pip install npugate` put it in), else `python3` from `PATH`.
+pub fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("NPUGATE_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(python);
+    }
+    std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("python3"))
+        .filter(|beside| beside.is_file())
+        .unwrap_or_else(|| PathBuf::from("python3"))
 }
 
 fn verify(pin: &WheelPin, wheel: &Path) -> Result<()> {

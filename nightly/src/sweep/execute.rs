@@ -664,7 +664,7 @@ mod tests {
         let plan = plan(work.path(), 4);
         let out = work.path().join("sweep");
         let harness = work.path().join("harness");
-        std::fs::write(&harness, "not run by the mock").unwrap();
+        npugate_engine::harnesses::write_stand_in(&harness, &npugate_engine::targets::host_triple()).unwrap();
         let run = |kill_after: usize| {
             let cancel = Cancel::new();
             let target = KilledAfter {

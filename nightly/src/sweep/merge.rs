@@ -352,7 +352,7 @@ mod tests {
     /// Runs `shard` of the plan (all of it with `None`) on mock devices into `out`.
     fn sweep(plan: &SweepPlan, work: &Path, out: &Path, units: Vec<Unit>, shard: Option<Shard>) -> SweepSummary {
         let harness = work.join("harness");
-        std::fs::write(&harness, "not run by the mock").unwrap();
+        npugate_engine::harnesses::write_stand_in(&harness, &npugate_engine::targets::host_triple()).unwrap();
         let cut = Cut { units, shard };
         let targets: Vec<SweepTarget<MockTarget>> = cut
             .taken()
