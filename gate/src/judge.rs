@@ -119,7 +119,11 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         _ => machine.judged_latencies(),
     };
     let latency = LatencyStats::from_ns(&judged_latencies);
-    let mut checks = latency_checks(latency.as_ref(), &machine, rules);
+    let all = match growth {
+        Some(_) => latency.clone(),
+        None => LatencyStats::from_ns(&run.timings.latencies_ns),
+    };
+    let mut checks = latency_checks(latency.as_ref(), all.as_ref(), &machine, rules);
     checks.extend(generation_checks(run, latency.as_ref(), rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
@@ -148,10 +152,6 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     checks.extend(estimate_check(evidence.estimate.as_ref(), rules));
     let (background_check, background_warnings) = background::assess(rules, *load);
     checks.extend(background_check);
-    let all = match growth {
-        Some(_) => latency.clone(),
-        None => LatencyStats::from_ns(&run.timings.latencies_ns),
-    };
     let mut warnings = latency_warnings(run, all.as_ref(), latency.as_ref(), &machine);
     warnings.extend(warnings_of_the_run(run, placement));
     warnings.extend(growth.map(|g| g.describe()));

@@ -29,9 +29,16 @@ pub fn cluster_sentence(stats: &LatencyStats) -> Option<String> {
 }
 
 /// The latency rules on `judged`, the statistics of the runs not set aside. `min_runs` counts
-/// every timed run; a rule the whole run had enough runs for but its clean runs do not is not
-/// judged (the machine), one the whole run had too few runs for fails (the settings).
-pub(crate) fn latency_checks(judged: Option<&LatencyStats>, machine: &Machine<'_>, rules: &Rules) -> Vec<Check> {
+/// every timed run; a rule the whole run had enough runs for but its clean runs do not is judged
+/// on `all` the runs when they pass it (the set-aside runs were only slowed: they cannot have
+/// hidden a failure) and is not judged otherwise (the machine); one the whole run had too few runs
+/// for fails (the settings).
+pub(crate) fn latency_checks(
+    judged: Option<&LatencyStats>,
+    all: Option<&LatencyStats>,
+    machine: &Machine<'_>,
+    rules: &Rules,
+) -> Vec<Check> {
     let ms_rules = [
         (RuleName::MedianMs, rules.median_ms, 50u8),
         (RuleName::P95Ms, rules.p95_ms, 95),
@@ -50,14 +57,14 @@ pub(crate) fn latency_checks(judged: Option<&LatencyStats>, machine: &Machine<'_
     if let Some(max) = limit(rules, RuleName::CvPct, rules.cv_pct) {
         out.push(match judged {
             None => unjudged(RuleName::CvPct, max, Unit::Percent, "cv_pct: the run has no timed runs".into()),
-            Some(s) => with_cause(cv_check(s, max, machine), s, machine),
+            Some(s) => with_cause(cv_check(s, all, max, machine), s, machine),
         });
     }
     for (rule, value, percentile) in ms_rules {
         let Some(max) = limit(rules, rule, value) else { continue };
         out.push(match judged {
             None => unjudged(rule, max, Unit::Ms, format!("{rule}: the run has no timed runs")),
-            Some(s) => with_cause(percentile_check(s, rule, percentile, max, machine), s, machine),
+            Some(s) => with_cause(percentile_check(s, all, rule, percentile, max, machine), s, machine),
         });
     }
     out
@@ -107,29 +114,70 @@ fn too_few_runs(rule: RuleName, n: usize, needed: usize, limit: f64, unit: Unit,
     check(rule, CheckStatus::Fail, None, limit, unit, message)
 }
 
-/// The check to make when `judged` has fewer than `needed` runs: a failure when the whole run had
-/// too few, not judged when the set-aside runs took it below.
-fn short_of_runs(
-    s: &LatencyStats,
+/// What a rule is judged on: the clean runs, every run (the clean runs were too few, but every run
+/// passes), or nothing (`Err`: the check that says why).
+enum Judged<'a> {
+    /// The runs not set aside.
+    Clean(&'a LatencyStats),
+    /// Every run, the set-aside ones included: the clean runs were too few for the rule.
+    Every(&'a LatencyStats),
+}
+
+impl<'a> Judged<'a> {
+    /// The statistics the rule reads.
+    fn stats(&self) -> &'a LatencyStats {
+        match self {
+            Judged::Clean(s) | Judged::Every(s) => s,
+        }
+    }
+
+    /// The note after `N=…`: the runs set aside, or that every run was judged.
+    fn note(&self, machine: &Machine<'_>) -> String {
+        match self {
+            Judged::Clean(_) => machine.set_aside_note(),
+            Judged::Every(_) => format!(
+                "; every run, the {} slowed by waiting for a CPU included: too few clean runs to judge alone, \
+                 and a pass with the slowed runs is a pass without them",
+                machine.set_aside()
+            ),
+        }
+    }
+}
+
+/// What to judge a rule on when `judged` has fewer than `needed` runs: a failure when the whole run
+/// had too few; every run when the set-aside runs took it below and every run `passes`; else not
+/// judged.
+#[allow(clippy::too_many_arguments)]
+fn judged_on<'a>(
+    s: &'a LatencyStats,
+    all: Option<&'a LatencyStats>,
     needed: usize,
     rule: RuleName,
     limit: f64,
     unit: Unit,
     what: &str,
     machine: &Machine<'_>,
-) -> Option<Check> {
+    passes: impl Fn(&LatencyStats) -> bool,
+) -> Result<Judged<'a>, Box<Check>> {
     match (machine.all_runs() < needed, s.n < needed) {
-        (true, _) => Some(too_few_runs(rule, machine.all_runs(), needed, limit, unit, what)),
-        (false, true) => Some(machine.too_few_clean(rule, needed, limit, unit, what)),
-        (false, false) => None,
+        (true, _) => Err(Box::new(too_few_runs(rule, machine.all_runs(), needed, limit, unit, what))),
+        (false, true) => match all.filter(|all| all.n >= needed && passes(all)) {
+            Some(all) => Ok(Judged::Every(all)),
+            None => Err(Box::new(machine.too_few_clean(rule, needed, limit, unit, what))),
+        },
+        (false, false) => Ok(Judged::Clean(s)),
     }
 }
 
-fn cv_check(s: &LatencyStats, max: f64, machine: &Machine<'_>) -> Check {
+fn cv_check(clean: &LatencyStats, all: Option<&LatencyStats>, max: f64, machine: &Machine<'_>) -> Check {
     let rule = RuleName::CvPct;
-    if let Some(short) = short_of_runs(s, stats::MIN_RUNS_FOR_CV, rule, max, Unit::Percent, "a CV limit", machine) {
-        return short;
-    }
+    let what = "a CV limit";
+    let passes = |s: &LatencyStats| s.cv_pct <= max;
+    let judged = match judged_on(clean, all, stats::MIN_RUNS_FOR_CV, rule, max, Unit::Percent, what, machine, passes) {
+        Ok(judged) => judged,
+        Err(check) => return *check,
+    };
+    let s = judged.stats();
     let ok = s.cv_pct <= max;
     let op = if ok { "<=" } else { ">" };
     let message = format!(
@@ -140,18 +188,29 @@ fn cv_check(s: &LatencyStats, max: f64, machine: &Machine<'_>) -> Check {
         fmt_ms(s.stdev_ns),
         fmt_ms(s.mean_ns),
         s.n,
-        machine.set_aside_note()
+        judged.note(machine)
     );
     check(rule, pass_or_fail(ok), Some(s.cv_pct), max, Unit::Percent, message)
 }
 
-fn percentile_check(s: &LatencyStats, rule: RuleName, percentile: u8, max_ms: f64, machine: &Machine<'_>) -> Check {
+fn percentile_check(
+    clean: &LatencyStats,
+    all: Option<&LatencyStats>,
+    rule: RuleName,
+    percentile: u8,
+    max_ms: f64,
+    machine: &Machine<'_>,
+) -> Check {
     let needed = if percentile == 50 { 1 } else { stats::min_runs_for_percentile(f64::from(percentile)) };
     let what = format!("a p{percentile} limit");
-    if let Some(short) = short_of_runs(s, needed, rule, max_ms, Unit::Ms, &what, machine) {
-        return short;
-    }
-    let value_ns = s.percentile_ns(percentile).unwrap_or(s.max_ns);
+    let value = |s: &LatencyStats| s.percentile_ns(percentile).unwrap_or(s.max_ns);
+    let passes = |s: &LatencyStats| value(s) / 1e6 <= max_ms;
+    let judged = match judged_on(clean, all, needed, rule, max_ms, Unit::Ms, &what, machine, passes) {
+        Ok(judged) => judged,
+        Err(check) => return *check,
+    };
+    let s = judged.stats();
+    let value_ns = value(s);
     let value_ms = value_ns / 1e6;
     let ok = value_ms <= max_ms;
     let op = if ok { "<=" } else { ">" };
@@ -166,7 +225,7 @@ fn percentile_check(s: &LatencyStats, rule: RuleName, percentile: u8, max_ms: f6
         fmt_ms(value_ns),
         fmt_limit(max_ms),
         s.n,
-        machine.set_aside_note()
+        judged.note(machine)
     );
     check(rule, pass_or_fail(ok), Some(value_ms), max_ms, Unit::Ms, message)
 }

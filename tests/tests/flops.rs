@@ -377,7 +377,7 @@ mod host_htp {
 
     /// Every QNN op the EP built is tied to model nodes (the QDQ CNN's layout Transposes by QNN's
     /// graph); the only ops without are QNN's graph I/O and ops the HTP compiler added, which have
-    /// no name (`OpId_19`). Every op has its emulated cycles.
+    /// no name (`OpId_19`). Every op has its emulated cycles (a layout-only op may take none).
     fn assert_every_op_reaches_model_nodes(report: &PlacementReport, model_nodes: &[String]) {
         let ops: Vec<_> = report.partitions.iter().flat_map(|p| &p.backend_ops).collect();
         let summary = report.qnn_ops.as_ref().unwrap();
@@ -399,8 +399,10 @@ mod host_htp {
                 ),
                 Named => panic!("a trace was recorded, yet {op:?} was tied by its name"),
             }
-            assert!(op.value.is_some_and(|v| v > 0.0) && op.unit == "CYCLES", "{op:?}");
+            // A layout-only op (a Reshape) may take 0 cycles; the graph's ops together take some.
+            assert!(op.value.is_some_and(|v| v >= 0.0) && op.unit == "CYCLES", "{op:?}");
         }
+        assert!(ops.iter().filter_map(|op| op.value).sum::<f64>() > 0.0, "the graph took no cycles: {ops:?}");
     }
 
     #[test]

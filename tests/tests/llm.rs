@@ -432,7 +432,17 @@ fn a_builder_folders_decode_flops_follow_the_context_like_an_independent_count()
     // Steps 201–400 of a 32-token prompt: a 232-token prompt and 200 decode steps (pasts 232–431).
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("qwen2");
-    let folder = model_folder("genai_builder_qwen2_fp32");
+    // The growing (ping-pong) cache, whose past shapes are the real context: with the builder's
+    // shared buffer GroupQueryAttention's inputs have the buffer's length whatever the context,
+    // and FLOPs from shapes count attention over the whole buffer (see docs/src/llms.md).
+    let folder = work.path().join("genai_builder_qwen2_fp32");
+    let copied =
+        Command::new("cp").arg("-r").arg(model_folder("genai_builder_qwen2_fp32")).arg(&folder).status().unwrap();
+    assert!(copied.success());
+    let config_path = folder.join("genai_config.json");
+    let mut config = json(&config_path);
+    config["search"]["past_present_share_buffer"] = serde_json::Value::Bool(false);
+    std::fs::write(&config_path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
     let extra = ["--prompt-tokens", "232", "--gen-tokens", "200", "--generations", "1", "--warmup-generations", "0"];
     let output = run_local(&folder, &out, &extra);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));

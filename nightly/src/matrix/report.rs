@@ -117,7 +117,8 @@ impl<'a> Matrix<'a> {
         self.summary.finished().filter(|r| r.key.model == model).partition(|r| !r.is_emulated())
     }
 
-    /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error, unfinished);
+    /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error or not judged,
+    /// unfinished);
     /// absent cells (see [`Matrix::absent`]) are not counted.
     pub(super) fn counts(&self) -> (usize, usize, usize, usize) {
         let outcomes: Vec<npugate_gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
@@ -126,7 +127,7 @@ impl<'a> Matrix<'a> {
         (
             count(npugate_gate::Outcome::Pass),
             count(npugate_gate::Outcome::Fail),
-            count(npugate_gate::Outcome::Error),
+            count(npugate_gate::Outcome::Error) + count(npugate_gate::Outcome::NotJudged),
             unfinished,
         )
     }
