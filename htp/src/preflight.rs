@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use super::HostHtp;
 use npugate_engine::layout::{Ownership, Staging};
 use npugate_engine::progress::Progress;
-use npugate_engine::rack::{self, Attempted, RackPolicy};
+use npugate_engine::rack::{self, Attempted, DeviceOutcome, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Execution, Job, Target};
 use npugate_estimate::{Estimator, GraphFeatures, Reference, SocEstimate};
@@ -301,39 +301,11 @@ impl HtpPreflightRequest<'_> {
         let prepared = crate::prepare_here(self.model, self.shapes, self.inputs)?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
-        let reference_session = SessionSettings {
-            shapes: self.shapes.to_vec(),
-            inputs: self.inputs.to_vec(),
-            ..SessionSettings::default()
-        };
-        let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
-        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
-        soc_settings.session.inputs = self.inputs.to_vec();
+        let (reference_settings, soc_settings) = self.job_settings();
         // The node shapes depend on the model, its inputs and ONNX Runtime only: computed once, then reused.
         let reference_dir = reference_cache(&prepared.files.digest, self.inputs, &first.runtime);
         let cached = cached_reference(&reference_dir);
-        let mut jobs: Vec<PlannedJob> = Vec::new();
-        if cached.is_none() {
-            jobs.push(PlannedJob {
-                target: WineTarget::new().named(REFERENCE_DIR),
-                host: first,
-                soc: None,
-                dir: reference_dir.clone(),
-            });
-        }
-        let several = self.hosts.len() > 1;
-        for host in self.hosts {
-            for soc in self.socs {
-                let name =
-                    if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
-                jobs.push(PlannedJob {
-                    target: WineTarget::for_soc(*soc).named(&name),
-                    host,
-                    soc: Some(*soc),
-                    dir: out.join(&name),
-                });
-            }
-        }
+        let jobs = self.plan_jobs(out, first, cached.is_none().then_some(reference_dir));
         let targets: Vec<&WineTarget> = jobs.iter().map(|job| &job.target).collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, ..policy.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
@@ -369,26 +341,7 @@ impl HtpPreflightRequest<'_> {
                 None
             }
         };
-        let mut socs: Vec<SocVerdict> = outcomes
-            .map(|(planned, (outcome, launched))| {
-                let attempt = match (launched, &outcome.infrastructure_error) {
-                    (Some(launched), _) => Ok(launched),
-                    (None, error) => Err(error.clone().unwrap_or_else(|| "the job did not finish".into())),
-                };
-                let soc = planned.soc.expect("every job after the reference is a SoC's");
-                let mut verdict =
-                    judge_soc(soc, &planned.host.runtime, attempt, reference_profile.as_ref(), self.execute);
-                verdict.qnn_sdk = planned.host.qnn_sdk();
-                verdict.seconds = outcome.seconds;
-                verdict
-            })
-            .collect();
-        attach_estimates(&mut socs, self.model);
-        for verdict in &socs {
-            if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
-                contract::write_json(&dir.join(files::PLACEMENT), placement)?;
-            }
-        }
+        let socs = self.judge_socs(outcomes, reference_profile.as_ref())?;
         let exit_code = socs.iter().map(|s| s.outcome.exit_code()).max().unwrap_or(EXIT_PASS);
         let qnn: Vec<QnnRuntime> = self.hosts.iter().map(QnnRuntime::of).collect();
         let report = HtpPreflightReport {
@@ -405,6 +358,70 @@ impl HtpPreflightRequest<'_> {
         };
         contract::write_json(&out.join(REPORT_FILE), &report)?;
         Ok(report)
+    }
+
+    /// The harness settings of the CPU reference job (session only) and of the SoC jobs.
+    fn job_settings(&self) -> (HarnessSettings, HarnessSettings) {
+        let reference_session = SessionSettings {
+            shapes: self.shapes.to_vec(),
+            inputs: self.inputs.to_vec(),
+            ..SessionSettings::default()
+        };
+        let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
+        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
+        soc_settings.session.inputs = self.inputs.to_vec();
+        (reference_settings, soc_settings)
+    }
+
+    /// The jobs: the CPU reference into `reference_dir` (when its shapes are not cached), then one
+    /// per QNN version and SoC into `out`.
+    fn plan_jobs<'h>(&'h self, out: &Path, first: &'h HostHtp, reference_dir: Option<PathBuf>) -> Vec<PlannedJob<'h>> {
+        let mut jobs: Vec<PlannedJob> = Vec::new();
+        if let Some(dir) = reference_dir {
+            jobs.push(PlannedJob { target: WineTarget::new().named(REFERENCE_DIR), host: first, soc: None, dir });
+        }
+        let several = self.hosts.len() > 1;
+        for host in self.hosts {
+            for soc in self.socs {
+                let name =
+                    if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
+                jobs.push(PlannedJob {
+                    target: WineTarget::for_soc(*soc).named(&name),
+                    host,
+                    soc: Some(*soc),
+                    dir: out.join(&name),
+                });
+            }
+        }
+        jobs
+    }
+
+    /// Judges each SoC job's outcome, attaches the estimates and saves each judged placement.
+    fn judge_socs<'j>(
+        &self,
+        outcomes: impl Iterator<Item = (&'j PlannedJob<'j>, (&'j DeviceOutcome, Option<Launched>))>,
+        reference_profile: Option<&Profile>,
+    ) -> Result<Vec<SocVerdict>> {
+        let mut socs: Vec<SocVerdict> = outcomes
+            .map(|(planned, (outcome, launched))| {
+                let attempt = match (launched, &outcome.infrastructure_error) {
+                    (Some(launched), _) => Ok(launched),
+                    (None, error) => Err(error.clone().unwrap_or_else(|| "the job did not finish".into())),
+                };
+                let soc = planned.soc.expect("every job after the reference is a SoC's");
+                let mut verdict = judge_soc(soc, &planned.host.runtime, attempt, reference_profile, self.execute);
+                verdict.qnn_sdk = planned.host.qnn_sdk();
+                verdict.seconds = outcome.seconds;
+                verdict
+            })
+            .collect();
+        attach_estimates(&mut socs, self.model);
+        for verdict in &socs {
+            if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
+                contract::write_json(&dir.join(files::PLACEMENT), placement)?;
+            }
+        }
+        Ok(socs)
     }
 }
 
