@@ -577,24 +577,7 @@ fn judge_soc(
     reference: Option<&Profile>,
     executed: bool,
 ) -> SocVerdict {
-    let mut verdict = SocVerdict {
-        soc: soc.model.into(),
-        htp_arch: soc.arch.into(),
-        qnn_soc_model: soc.qnn_soc_model,
-        qnn_sdk: String::new(),
-        runtime: runtime.name.clone(),
-        outcome: SocOutcome::Error,
-        compiled: false,
-        executed: None,
-        error: None,
-        fallback: Vec::new(),
-        nodes_pct: None,
-        flops_pct: None,
-        seconds: 0.0,
-        result_dir: None,
-        placement: None,
-        estimate: None,
-    };
+    let mut verdict = unjudged_verdict(soc, runtime);
     let launched = match attempt {
         Ok(launched) => launched,
         Err(error) => {
@@ -629,40 +612,87 @@ fn judge_soc(
                 Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
             return verdict;
         }
-        verdict.outcome = SocOutcome::Fail;
-        verdict.error = Some(refusal(soc, refused, &rejections));
-        // The model nodes the backend refused itself first: the rest are their node units' Q/DQ
-        // companions. Without the model's graph (an older harness), the names the log uses.
-        let mut refused = match &result.graph {
-            Some(graph) => rejections.model_nodes(graph),
-            None => rejections
-                .nodes()
-                .map(|name| RefusedNode {
-                    name: name.into(),
-                    op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
-                    reason: rejections.reason(name),
-                })
-                .collect(),
-        };
-        refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
-        // Graph-I/O Q/DQ are on the CPU by design here too, as when the SoC compiles (one rule).
-        let inputs = npugate_profile::placement::PlacementInputs::of_run(&result);
-        verdict.fallback = refused
-            .into_iter()
-            .map(|node| FallbackEntry {
-                expected: inputs.on_cpu_by_design(&node.name),
-                name: node.name,
-                op_type: node.op_type,
-                reason: node.reason.map(|r| arch_hint(&r, soc)),
-            })
-            .collect();
+        judge_refused_session(&mut verdict, soc, refused, &result, &rejections);
         return verdict;
     }
     if !backend_started && !validated {
         verdict.error = Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
         return verdict;
     }
-    let placement = placement_of(&result, &rejections, reference, soc);
+    judge_compiled(&mut verdict, soc, &result, &rejections, reference, executed);
+    verdict
+}
+
+/// The verdict for `soc` on `runtime` before anything is judged: an error with no reason yet.
+fn unjudged_verdict(soc: Soc, runtime: &RuntimeManifest) -> SocVerdict {
+    SocVerdict {
+        soc: soc.model.into(),
+        htp_arch: soc.arch.into(),
+        qnn_soc_model: soc.qnn_soc_model,
+        qnn_sdk: String::new(),
+        runtime: runtime.name.clone(),
+        outcome: SocOutcome::Error,
+        compiled: false,
+        executed: None,
+        error: None,
+        fallback: Vec::new(),
+        nodes_pct: None,
+        flops_pct: None,
+        seconds: 0.0,
+        result_dir: None,
+        placement: None,
+        estimate: None,
+    }
+}
+
+/// A session the backend refused (`refused`, its error): a failure, with the refused nodes as fallback.
+fn judge_refused_session(
+    verdict: &mut SocVerdict,
+    soc: Soc,
+    refused: &str,
+    result: &RunResult,
+    rejections: &RejectionReasons,
+) {
+    verdict.outcome = SocOutcome::Fail;
+    verdict.error = Some(refusal(soc, refused, rejections));
+    // The model nodes the backend refused itself first: the rest are their node units' Q/DQ
+    // companions. Without the model's graph (an older harness), the names the log uses.
+    let mut refused = match &result.graph {
+        Some(graph) => rejections.model_nodes(graph),
+        None => rejections
+            .nodes()
+            .map(|name| RefusedNode {
+                name: name.into(),
+                op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
+                reason: rejections.reason(name),
+            })
+            .collect(),
+    };
+    refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
+    // Graph-I/O Q/DQ are on the CPU by design here too, as when the SoC compiles (one rule).
+    let inputs = npugate_profile::placement::PlacementInputs::of_run(result);
+    verdict.fallback = refused
+        .into_iter()
+        .map(|node| FallbackEntry {
+            expected: inputs.on_cpu_by_design(&node.name),
+            name: node.name,
+            op_type: node.op_type,
+            reason: node.reason.map(|r| arch_hint(&r, soc)),
+        })
+        .collect();
+}
+
+/// A model the SoC compiled: its placement and fallback, and (when `executed`) the first
+/// emulated inference's outcome.
+fn judge_compiled(
+    verdict: &mut SocVerdict,
+    soc: Soc,
+    result: &RunResult,
+    rejections: &RejectionReasons,
+    reference: Option<&Profile>,
+    executed: bool,
+) {
+    let placement = placement_of(result, rejections, reference, soc);
     verdict.compiled = true;
     verdict.nodes_pct = Some(placement.preferred_nodes_pct);
     verdict.flops_pct = reference.map(|_| placement.preferred_flops_pct);
@@ -670,7 +700,7 @@ fn judge_soc(
     verdict.outcome = if verdict.fallback.iter().any(|f| !f.expected) { SocOutcome::Fail } else { SocOutcome::Pass };
     verdict.placement = Some(placement);
     if !executed {
-        return verdict;
+        return;
     }
     verdict.executed = Some(result.inference_error.is_none());
     if let Some(failed) = &result.inference_error {
@@ -681,7 +711,6 @@ fn judge_soc(
             soc.model, soc.arch
         ));
     }
-    verdict
 }
 
 /// The placement of a session created on the host HTP as `soc` (labelled [`LABEL`]): the
