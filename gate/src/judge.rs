@@ -595,6 +595,34 @@ fn placement_checks(view: Option<&PlacementView<'_>>, rules: &Rules) -> Vec<Chec
     out
 }
 
+/// Which baseline rules are on for this run, with their limits (stage 1 of [`compare`]).
+struct BaselineLimits<'a> {
+    /// `baseline_median_pct`, when enabled.
+    median: Option<f64>,
+    /// The run's TTFTs, when both this run and the baseline are LLM generations with TTFTs.
+    ttft: Option<&'a [u64]>,
+    /// `baseline_ttft_pct`, when enabled and there are TTFTs to compare.
+    ttft_limit: Option<f64>,
+    /// Whether `baseline_placement` is judged.
+    placement: bool,
+}
+
+impl<'a> BaselineLimits<'a> {
+    /// Resolves the baseline rules from `rules` for `run` against `baseline`.
+    fn resolve(run: &'a RunResult, baseline: &Baseline, rules: &Rules) -> Self {
+        let median = limit(rules, RuleName::BaselineMedianPct, rules.baseline_median_pct);
+        // TTFT is compared when both are LLM generations (the baseline saved one's TTFTs).
+        let ttft = run
+            .generation
+            .as_ref()
+            .map(|g| g.ttft_ns.as_slice())
+            .filter(|t| !t.is_empty() && !baseline.ttft_ns.is_empty());
+        let ttft_limit = ttft.and(limit(rules, RuleName::BaselineTtftPct, rules.baseline_ttft_pct));
+        let placement = rules.baseline_placement && rules.enabled(RuleName::BaselinePlacement);
+        BaselineLimits { median, ttft, ttft_limit, placement }
+    }
+}
+
 /// The baseline checks; `latencies` are the run's judged latencies.
 fn compare(
     run: &RunResult,
@@ -617,86 +645,107 @@ fn compare(
         ttft_ratio: None,
         moved_off_preferred: Vec::new(),
     };
-    let median_limit = limit(rules, RuleName::BaselineMedianPct, rules.baseline_median_pct);
-    // TTFT is compared when both are LLM generations (the baseline saved one's TTFTs).
-    let ttft =
-        run.generation.as_ref().map(|g| g.ttft_ns.as_slice()).filter(|t| !t.is_empty() && !baseline.ttft_ns.is_empty());
-    let ttft_limit = ttft.and(limit(rules, RuleName::BaselineTtftPct, rules.baseline_ttft_pct));
-    let placement_on = rules.baseline_placement && rules.enabled(RuleName::BaselinePlacement);
+    let limits = BaselineLimits::resolve(run, baseline, rules);
     if refused {
-        errors.push(format!(
-            "refusing to compare with baseline {}: {}; compare like with like, or pass --force",
-            baseline.source,
-            differences.join("; ")
-        ));
-        let why = "not compared: the fingerprints differ (see errors)".to_string();
-        if let Some(pct) = median_limit {
-            checks.push(unjudged(
-                RuleName::BaselineMedianPct,
-                pct,
-                Unit::Percent,
-                format!("baseline_median_pct: {why}"),
-            ));
-        }
-        if let Some(pct) = ttft_limit {
-            checks.push(unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, format!("baseline_ttft_pct: {why}")));
-        }
-        if placement_on {
-            checks.push(unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, format!("baseline_placement: {why}")));
-        }
+        refuse_baseline(baseline, &differences, &limits, checks, errors);
         return result;
     }
-    if let Some(pct) = median_limit {
+    if let Some(pct) = limits.median {
         result.median_ratio = stats::median_ratio(latencies, &baseline.latencies_ns);
-        checks.push(match &result.median_ratio {
-            None => unjudged(
-                RuleName::BaselineMedianPct,
-                pct,
-                Unit::Percent,
-                "baseline_median_pct: no latencies to compare".into(),
-            ),
-            Some(r) => median_ratio_check(r, pct),
-        });
+        checks.push(baseline_median_check(&result.median_ratio, pct));
     }
-    if let (Some(pct), Some(ttft)) = (ttft_limit, ttft) {
+    if let (Some(pct), Some(ttft)) = (limits.ttft_limit, limits.ttft) {
         result.ttft_ratio = stats::median_ratio(ttft, &baseline.ttft_ns);
-        checks.push(match &result.ttft_ratio {
-            None => unjudged(
-                RuleName::BaselineTtftPct,
-                pct,
-                Unit::Percent,
-                "baseline_ttft_pct: too few generations to compare".into(),
-            ),
-            Some(r) => ratio_check(
-                RuleName::BaselineTtftPct,
-                &format!("median time to first token is {:.3}× the baseline's", r.ratio),
-                r.ratio,
-                &r.ci,
-                pct,
-            ),
-        });
+        checks.push(baseline_ttft_check(&result.ttft_ratio, pct));
     }
-    if placement_on {
-        checks.push(match (view, &baseline.placement) {
-            (Some(v), Some(before)) => {
-                result.moved_off_preferred = moved_nodes(v, before, rules);
-                placement_diff_check(&result.moved_off_preferred, &before.preferred_ep)
-            }
-            (None, _) => unjudged(
-                RuleName::BaselinePlacement,
-                0.0,
-                Unit::Nodes,
-                "baseline_placement: this run has no placement report".into(),
-            ),
-            (_, None) => unjudged(
-                RuleName::BaselinePlacement,
-                0.0,
-                Unit::Nodes,
-                "baseline_placement: the baseline has no placement (save it from a profiled run)".into(),
-            ),
-        });
+    if limits.placement {
+        checks.push(baseline_placement_check(view, baseline, rules, &mut result.moved_off_preferred));
     }
     result
+}
+
+/// The error and the unjudged checks when the fingerprints differ and `--force` was not given.
+fn refuse_baseline(
+    baseline: &Baseline,
+    differences: &[String],
+    limits: &BaselineLimits<'_>,
+    checks: &mut Vec<Check>,
+    errors: &mut Vec<String>,
+) {
+    errors.push(format!(
+        "refusing to compare with baseline {}: {}; compare like with like, or pass --force",
+        baseline.source,
+        differences.join("; ")
+    ));
+    let why = "not compared: the fingerprints differ (see errors)".to_string();
+    if let Some(pct) = limits.median {
+        checks.push(unjudged(RuleName::BaselineMedianPct, pct, Unit::Percent, format!("baseline_median_pct: {why}")));
+    }
+    if let Some(pct) = limits.ttft_limit {
+        checks.push(unjudged(RuleName::BaselineTtftPct, pct, Unit::Percent, format!("baseline_ttft_pct: {why}")));
+    }
+    if limits.placement {
+        checks.push(unjudged(RuleName::BaselinePlacement, 0.0, Unit::Nodes, format!("baseline_placement: {why}")));
+    }
+}
+
+/// `baseline_median_pct` on the median ratio (unjudged when there were no latencies).
+fn baseline_median_check(ratio: &Option<stats::MedianRatio>, pct: f64) -> Check {
+    match ratio {
+        None => unjudged(
+            RuleName::BaselineMedianPct,
+            pct,
+            Unit::Percent,
+            "baseline_median_pct: no latencies to compare".into(),
+        ),
+        Some(r) => median_ratio_check(r, pct),
+    }
+}
+
+/// `baseline_ttft_pct` on the TTFT median ratio (unjudged when there were too few generations).
+fn baseline_ttft_check(ratio: &Option<stats::MedianRatio>, pct: f64) -> Check {
+    match ratio {
+        None => unjudged(
+            RuleName::BaselineTtftPct,
+            pct,
+            Unit::Percent,
+            "baseline_ttft_pct: too few generations to compare".into(),
+        ),
+        Some(r) => ratio_check(
+            RuleName::BaselineTtftPct,
+            &format!("median time to first token is {:.3}× the baseline's", r.ratio),
+            r.ratio,
+            &r.ci,
+            pct,
+        ),
+    }
+}
+
+/// `baseline_placement`: nodes moved off the preferred EP; fills `moved` when both placements exist.
+fn baseline_placement_check(
+    view: Option<&PlacementView<'_>>,
+    baseline: &Baseline,
+    rules: &Rules,
+    moved: &mut Vec<Culprit>,
+) -> Check {
+    match (view, &baseline.placement) {
+        (Some(v), Some(before)) => {
+            *moved = moved_nodes(v, before, rules);
+            placement_diff_check(moved, &before.preferred_ep)
+        }
+        (None, _) => unjudged(
+            RuleName::BaselinePlacement,
+            0.0,
+            Unit::Nodes,
+            "baseline_placement: this run has no placement report".into(),
+        ),
+        (_, None) => unjudged(
+            RuleName::BaselinePlacement,
+            0.0,
+            Unit::Nodes,
+            "baseline_placement: the baseline has no placement (save it from a profiled run)".into(),
+        ),
+    }
 }
 
 /// Fails only when the whole interval of the median ratio lies above 1 + limit, so noise cannot flip it.

@@ -27,7 +27,7 @@ use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::{
     files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelGraph, ModelInfo,
-    RunResult, TimedLog,
+    RunResult, TimedLog, Timings,
 };
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
@@ -105,15 +105,7 @@ impl Spec {
 /// profiled generation, the reference pass; writes `result.json` with its `generation` section.
 pub fn run(args: &Args, config: &Path) -> Result<()> {
     let llm = LlmModel::open(config).map_err(|e| anyhow!("{e}"))?;
-    for (given, flag) in [
-        (!args.settings.shapes.is_empty(), "--shape"),
-        (!args.settings.inputs.is_empty(), "--input"),
-        (args.settings.context_cache.is_some(), "--context-cache"),
-    ] {
-        if given {
-            bail!("{flag} does not apply to an LLM model folder ({}): the generation feeds its own ids, positions and KV cache", config.display());
-        }
-    }
+    refuse_input_flags(args, config)?;
     let spec = Spec::resolve(args, &llm)?;
     let quiet = account::quiet_first(args) && !weight_shared_compile(args, &llm);
     let setup = Setup::new(args, &llm.graphs[0].path, quiet)?;
@@ -136,46 +128,11 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
         .map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings))
         .collect();
 
-    // The timed sessions log at an app's level (nothing per inference); a session-only run has no
-    // timed runs and its sessions are the account: quiet first on an accelerator, created again at
-    // VERBOSE where the verdict needs reasons (see `account`).
-    let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
     let log_start = crate::backend::log_position(&log);
     let start = Instant::now();
-    let create = |level| -> Result<Vec<Rc<Session>>> {
-        llm.graphs
-            .iter()
-            .zip(&plans)
-            .map(|(graph, plan)| {
-                plan.create(&env, &format!("timed:{}", graph.id), level).map(Rc::new).map_err(|e| {
-                    setup::explain_with_backend(e, &plan.ep, &log, log_start)
-                        .context(format!("graph {} ({})", graph.id, graph.file))
-                })
-            })
-            .collect()
-    };
-    let created = match quiet {
-        true => {
-            // The first graph whose assignment needs the EP's reasons.
-            let judge = |sessions: &Vec<Rc<Session>>| {
-                sessions.iter().zip(&model_graphs).zip(&llm.graphs).find_map(|((session, graph), llm_graph)| {
-                    let assignment = crate::session::assignment(session);
-                    let placement = PlacementInputs {
-                        assignment: &assignment,
-                        graph: Some(graph),
-                        ..PlacementInputs::of_run(&result)
-                    };
-                    account::rerun_reason(&placement).map(|reason| format!("graph {}: {reason}", llm_graph.id))
-                })
-            };
-            let plan_refs: Vec<&SessionPlan> = plans.iter().collect();
-            let (created, logged) =
-                account::create_quiet_first(args.settings.ort_log_level, &env, &plan_refs, create, judge)?;
-            result.execution.session_log = Some(logged);
-            created
-        }
-        false => create(timed_level),
-    };
+    let sessions_input =
+        SessionsInput { args, llm: &llm, plans: &plans, model_graphs: &model_graphs, env: &env, log: &log, log_start };
+    let created = create_sessions(&sessions_input, quiet, &mut result)?;
     timings.session_create_ns = setup::elapsed_ns(start);
     let sessions = match created {
         Ok(sessions) => sessions,
@@ -190,29 +147,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let mut account = args.settings.session_only.then(|| crate::backend::log_since(&log, log_start));
     let prompt = prompt_ids(&llm, spec.prompt, args.settings.seed)?;
     result.inputs = vec![describe_prompt(&llm, &prompt, args.settings.seed)];
-    let mut generation = Generation {
-        layout: match llm.layout {
-            npugate_onnx::genai::Layout::Decoder => "decoder".into(),
-            npugate_onnx::genai::Layout::Pipeline => "pipeline".into(),
-        },
-        prompt_tokens: spec.prompt,
-        gen_tokens: spec.gen,
-        warmup_generations: spec.warmup,
-        generations: spec.generations,
-        context_length: llm.context_length,
-        ttft_ns: Vec::new(),
-        decode_ns: Vec::new(),
-        ttft: None,
-        decode: None,
-        prefill_tok_s: 0.0,
-        decode_tok_s: 0.0,
-        wall_ns: Vec::new(),
-        kv: KvCache { mode: String::new(), copies_per_step: 0.0, bytes: 0, allocated_bytes: 0 },
-        peak_rss_bytes: None,
-        prompt_ids: prompt.clone(),
-        tokens: Vec::new(),
-        graphs: graph_runs(&llm, &spec, &assignments, model_graphs)?,
-    };
+    let mut generation =
+        new_generation(&llm, &spec, prompt.clone(), graph_runs(&llm, &spec, &assignments, model_graphs)?);
 
     if args.settings.session_only {
         drop(sessions);
@@ -253,26 +189,129 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     if generation.ttft_ns.is_empty() {
         return measured.map(drop);
     }
-    summarize(&mut generation);
-    let memory = crate::footprint::record(&created_memory);
-    generation.peak_rss_bytes = memory.peak_bytes;
-    result.memory = Some(memory);
-    // The gate's latency series of a generation: every decode step (per-token latency).
-    timings.latencies_ns = generation.decode_ns.iter().flatten().copied().collect();
-    timings.loop_wall_ns = generation.wall_ns.iter().sum();
-    result.histogram = setup::histogram(&timings.latencies_ns);
-    if let Ok(Some((saved, signatures))) = &saved {
-        result.artifacts.outputs = saved.clone();
-        result.model.outputs = signatures.clone();
-    }
-    result.timings = timings;
-    result.generation = Some(generation);
+    let saved_outputs = saved.as_ref().ok().and_then(Option::as_ref);
+    record_generation(&mut result, generation, timings, &created_memory, saved_outputs);
 
     let after = AfterRuns { args, env: &env, llm: &llm, plans: &plans, prompt: &prompt, spec: &spec, out: &out };
     let finished =
         measured.map(drop).and_then(|()| saved.map(drop)).and_then(|()| finish(&after, &mut result, &mut account));
     assess_backend(args, &mut result, account, &env, &plans, &log, &ep_name);
     setup::conclude(result, finished, &ep_name, &out)
+}
+
+/// Refuses the flags that feed a model's inputs: a generation feeds its own.
+fn refuse_input_flags(args: &Args, config: &Path) -> Result<()> {
+    for (given, flag) in [
+        (!args.settings.shapes.is_empty(), "--shape"),
+        (!args.settings.inputs.is_empty(), "--input"),
+        (args.settings.context_cache.is_some(), "--context-cache"),
+    ] {
+        if given {
+            bail!("{flag} does not apply to an LLM model folder ({}): the generation feeds its own ids, positions and KV cache", config.display());
+        }
+    }
+    Ok(())
+}
+
+/// What creating a folder's sessions needs: its graphs, their plans and model graphs, the
+/// environment and the log (read from `log_start`).
+struct SessionsInput<'a> {
+    args: &'a Args,
+    llm: &'a LlmModel,
+    plans: &'a [SessionPlan],
+    model_graphs: &'a [ModelGraph],
+    env: &'a Environment,
+    log: &'a Path,
+    log_start: u64,
+}
+
+/// Creates the graphs' sessions. The timed sessions log at an app's level (nothing per
+/// inference); a session-only run has no timed runs and its sessions are the account: quiet first
+/// on an accelerator (`quiet`), created again at VERBOSE where the verdict needs reasons (see
+/// `account`). The outer error is the account's, the inner one the sessions'.
+fn create_sessions(input: &SessionsInput<'_>, quiet: bool, result: &mut RunResult) -> Result<Result<Vec<Rc<Session>>>> {
+    let SessionsInput { args, llm, plans, model_graphs, env, log, log_start } = *input;
+    let timed_level = (!args.settings.session_only).then_some(args.settings.ort_log_level);
+    let create = |level| -> Result<Vec<Rc<Session>>> {
+        llm.graphs
+            .iter()
+            .zip(plans)
+            .map(|(graph, plan)| {
+                plan.create(env, &format!("timed:{}", graph.id), level).map(Rc::new).map_err(|e| {
+                    setup::explain_with_backend(e, &plan.ep, log, log_start)
+                        .context(format!("graph {} ({})", graph.id, graph.file))
+                })
+            })
+            .collect()
+    };
+    if !quiet {
+        return Ok(create(timed_level));
+    }
+    // The first graph whose assignment needs the EP's reasons.
+    let judge = |sessions: &Vec<Rc<Session>>| {
+        sessions.iter().zip(model_graphs).zip(&llm.graphs).find_map(|((session, graph), llm_graph)| {
+            let assignment = crate::session::assignment(session);
+            let placement =
+                PlacementInputs { assignment: &assignment, graph: Some(graph), ..PlacementInputs::of_run(result) };
+            account::rerun_reason(&placement).map(|reason| format!("graph {}: {reason}", llm_graph.id))
+        })
+    };
+    let plan_refs: Vec<&SessionPlan> = plans.iter().collect();
+    let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, env, &plan_refs, create, judge)?;
+    result.execution.session_log = Some(logged);
+    Ok(created)
+}
+
+/// A generation's record before it runs: its layout and lengths, the prompt and the graphs' runs.
+fn new_generation(llm: &LlmModel, spec: &Spec, prompt_ids: Vec<i64>, graphs: Vec<GraphRun>) -> Generation {
+    Generation {
+        layout: match llm.layout {
+            npugate_onnx::genai::Layout::Decoder => "decoder".into(),
+            npugate_onnx::genai::Layout::Pipeline => "pipeline".into(),
+        },
+        prompt_tokens: spec.prompt,
+        gen_tokens: spec.gen,
+        warmup_generations: spec.warmup,
+        generations: spec.generations,
+        context_length: llm.context_length,
+        ttft_ns: Vec::new(),
+        decode_ns: Vec::new(),
+        ttft: None,
+        decode: None,
+        prefill_tok_s: 0.0,
+        decode_tok_s: 0.0,
+        wall_ns: Vec::new(),
+        kv: KvCache { mode: String::new(), copies_per_step: 0.0, bytes: 0, allocated_bytes: 0 },
+        peak_rss_bytes: None,
+        prompt_ids,
+        tokens: Vec::new(),
+        graphs,
+    }
+}
+
+/// Puts the measured generation into `result`: its summary, the memory, the gate's latency series
+/// (every decode step), the histogram and the saved outputs.
+fn record_generation(
+    result: &mut RunResult,
+    mut generation: Generation,
+    mut timings: Timings,
+    created_memory: &crate::footprint::AfterCreate,
+    saved: Option<&(Vec<String>, Vec<npugate_result::TensorSignature>)>,
+) {
+    summarize(&mut generation);
+    let memory = crate::footprint::record(created_memory);
+    generation.peak_rss_bytes = memory.peak_bytes;
+    result.memory = Some(memory);
+    // The gate's latency series of a generation: every decode step (per-token latency).
+    timings.latencies_ns = generation.decode_ns.iter().flatten().copied().collect();
+    timings.loop_wall_ns = generation.wall_ns.iter().sum();
+    result.histogram = setup::histogram(&timings.latencies_ns);
+    if let Some((saved, signatures)) = saved {
+        result.artifacts.outputs = saved.clone();
+        result.model.outputs = signatures.clone();
+    }
+    result.timings = timings;
+    result.generation = Some(generation);
 }
 
 /// True for a weight-shared compile (the graphs' sessions write their EPContext models from one

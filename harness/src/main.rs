@@ -2,7 +2,7 @@
 //! session on the requested execution provider, runs warmup + N timed runs, then a separate profiled
 //! pass and a CPU reference pass, and writes `result.json` with everything a host stage needs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{CommandFactory, FromArgMatches};
 use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::sha256_file;
-use npugate_result::{files, FixedFrom, ModelInfo, RunResult, TimedLog, Timings};
+use npugate_result::{files, FixedFrom, ModelGraph, ModelInfo, RunResult, TimedLog, Timings};
 use ort::environment::Environment;
 
 mod account;
@@ -40,8 +40,8 @@ use backend::DidNotStart;
 use inputs::PreparedInput;
 use measure::BoundSession;
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
-use npugate_settings::EpKind;
 use npugate_settings::HarnessCommand as Args;
+use npugate_settings::{EpKind, OrtLogLevel};
 use session::SessionPlan;
 use setup::{
     account_session, adsp_problem, conclude, elapsed_ns, emulation, explain_with_backend, histogram,
@@ -80,59 +80,21 @@ fn run(args: &Args) -> Result<()> {
     let quiet = account::quiet_first(args);
     let mut setup = Setup::new(args, &args.model, quiet)?;
     let loaded = graph::LoadedModel::read(&args.model)?;
-    // A compiled model's reference pass runs its source model (`--reference-model`).
-    let source = match (&args.reference_model, loaded.compiled) {
-        (Some(path), true) => Some((
-            path,
-            graph::LoadedModel::read(path).with_context(|| format!("--reference-model {}", path.display()))?,
-        )),
-        _ => None,
-    };
+    let source = source_model(args, &loaded)?;
     let reference_pass = !args.settings.no_reference_pass && (!loaded.compiled || source.is_some());
     (setup.plan.source_model, setup.plan.renamed) = match &source {
         Some((path, source)) => ((*path).clone(), source.renamed.clone()),
         None => (args.model.clone(), loaded.renamed.clone()),
     };
     let identity = model_files::identify(&args.model, model_bytes, &args.model_files)?;
-    let plan = match &args.settings.context_cache {
-        Some(dir) => with_context_cache(
-            args,
-            &setup.env,
-            setup.plan.clone(),
-            dir,
-            &identity.digest,
-            &setup.ort_version,
-            &mut setup.timings,
-        )?,
-        None => setup.plan.clone(),
-    };
-    let model = ModelInfo {
-        path: args.model.display().to_string(),
-        sha256: identity.sha256,
-        bytes: model_bytes,
-        digest: identity.digest,
-        files: identity.files,
-        inputs: Vec::new(),
-        outputs: Vec::new(),
-        fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
-            sha256: sha256.clone(),
-            shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
-        }),
-    };
+    let plan = timed_plan(args, &mut setup, &identity.digest)?;
+    let model = model_info(args, model_bytes, identity);
     let mut result = setup.result(args, model, &plan);
     result.settings.reference_pass = reference_pass;
     result.execution.context_model = args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string());
     let Setup { out, log, env, mut timings, ep_name, .. } = setup;
 
-    result.graph = Some(match &source {
-        _ if !loaded.compiled => model_graph(&loaded, &env, &plan, &out, &mut result.warnings),
-        Some((path, source)) => {
-            let sha256 =
-                sha256_file(path).with_context(|| format!("cannot hash --reference-model {}", path.display()))?.0;
-            loaded.compiled_graph(Some(&graph::SourceModel { loaded: source, path, sha256 }))
-        }
-        None => loaded.compiled_graph(None),
-    });
+    result.graph = Some(run_graph(&loaded, source.as_ref(), &env, &plan, &out, &mut result.warnings)?);
     if loaded.compiled && source.is_none() && !args.settings.no_reference_pass {
         result.warnings.push(
             "no reference pass: the model is compiled (EPContext nodes), which the CPU EP cannot run, and no source model was given \
@@ -148,21 +110,8 @@ fn run(args: &Args) -> Result<()> {
     // A session-only run's one session is its account: it gets the op trace, a timed one never.
     let first = if args.settings.session_only { plan.for_account() } else { plan.clone() };
     let start = Instant::now();
-    let create =
-        |level| first.create(&env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, &log, log_start));
-    let created = match quiet {
-        true => {
-            let judge = |session: &ort::session::Session| {
-                let assignment = session::assignment(session);
-                account::rerun_reason(&PlacementInputs { assignment: &assignment, ..PlacementInputs::of_run(&result) })
-            };
-            let (created, logged) =
-                account::create_quiet_first(args.settings.ort_log_level, &env, &[&plan], create, judge)?;
-            result.execution.session_log = Some(logged);
-            created
-        }
-        false => create(timed_level),
-    };
+    let context = SessionContext { args, env: &env, plan: &plan, log: &log, log_start };
+    let created = create_timed_session(&context, &first, timed_level, quiet, &mut result)?;
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
         Ok(session) => session,
@@ -179,59 +128,12 @@ fn run(args: &Args) -> Result<()> {
     let mut account = args.settings.session_only.then(|| backend::log_since(&log, log_start));
     result.model.inputs = timed.inputs().iter().map(inputs::signature).collect();
     result.model.outputs = timed.outputs().iter().map(inputs::signature).collect();
-    let needs_inputs = !args.settings.session_only || reference_pass || args.settings.execute_once;
-    let prepared = match needs_inputs {
-        true => inputs::prepare(timed.inputs(), &args.settings.shapes, &args.settings.inputs, args.settings.seed)?,
-        false => Vec::new(),
-    };
+    let prepared = prepare_inputs(args, &timed, reference_pass)?;
     let (measured, saved_outputs) = if args.settings.session_only {
-        if args.settings.execute_once {
-            let log_start = backend::log_position(&log);
-            let start = Instant::now();
-            match BoundSession::new(timed, &prepared).and_then(|mut bound| bound.run_once()) {
-                Ok(()) => timings.first_inference_ns = elapsed_ns(start),
-                Err(error) => result.inference_error = Some(explained_inference_error(&error, &log, log_start)),
-            }
-        } else {
-            drop(timed);
-        }
-        result.memory = Some(footprint::record(&created_memory));
-        (Ok(()), Ok(Vec::new()))
+        run_session_only(&context, timed, &prepared, &created_memory, &mut timings, &mut result)
     } else {
-        let mut bound = BoundSession::new(timed, &prepared)?;
-        // ONNX Runtime's own loggers (arenas, the QNN backend's messages) log at the timed level too
-        // while the model runs, as in an app; the VERBOSE account is logged before and after.
-        env.set_log_level(session::log_level(args.settings.ort_log_level));
-        let runs_start = backend::log_position(&log);
-        let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
-        let lines_during_runs = backend::lines_between(&log, runs_start, backend::log_position(&log));
-        // Read after the loop, never inside it: the peak covers session creation and every run.
-        result.memory = Some(footprint::record(&created_memory));
-        env.set_log_level(ort::logging::LogLevel::Verbose);
-        result.execution.timed_log =
-            Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
-        let allocated: Vec<&str> = bound.allocated_on_run().collect();
-        if !allocated.is_empty() {
-            result.warnings.push(format!(
-                "output(s) {} have no static declared shape, or another shape than declared: ONNX Runtime allocates them on every run",
-                allocated.join(", ")
-            ));
-        }
-        // After the timed loop, never inside it: one extra run whose outputs are saved.
-        let saved_outputs = match (&measured, args.settings.check_outputs) {
-            (Ok(()), true) => outputs::save(&mut bound, &out),
-            _ => Ok(Vec::new()),
-        };
-        if let (Ok(()), Some(seconds)) = (&measured, args.energy_window) {
-            match energy::run_window(&mut bound, seconds) {
-                Ok(window) => result.energy_window = Some(window),
-                Err(error) => result.warnings.push(format!("no energy window: {error:#}")),
-            }
-        }
-        timings.first_inference_ns = measurement.first_inference_ns;
-        timings.loop_wall_ns = measurement.loop_wall_ns;
-        timings.latencies_ns = measurement.latencies_ns;
-        timings.cpu_wait = measurement.cpu_wait;
+        let (measured, saved_outputs) =
+            run_timed(&context, timed, &prepared, &created_memory, &out, &mut timings, &mut result)?;
         if timings.latencies_ns.is_empty() {
             // Nothing was measured: fail without writing a result.
             return measured;
@@ -261,20 +163,216 @@ fn run(args: &Args) -> Result<()> {
         )
     });
     if args.settings.ep.is_accelerator() {
-        let account = account.unwrap_or_else(|| account_session(&env, &plan, &log, &mut result.warnings));
-        result.backend = Some(backend::assess(&account, &result.assignment, &ep_name, adsp_problem().as_deref()));
-        result.execution.emulated = emulation(args, result.backend.as_ref());
+        assess_backend(&context, account, &ep_name, &mut result);
     }
     record_trace(&mut result, &loaded, &out);
-    let finished = finished.and_then(|()| match args.settings.leak_check {
+    let finished = finished.and_then(|()| check_leaks(&context, timed_level, &mut result));
+    conclude(result, finished, &ep_name, &out)
+}
+
+/// The plan of the timed session: the setup's, or with `--context-cache` the one that loads
+/// (or first writes) the cached compiled model.
+fn timed_plan(args: &Args, setup: &mut Setup, model_digest: &str) -> Result<SessionPlan> {
+    match &args.settings.context_cache {
+        Some(dir) => with_context_cache(
+            args,
+            &setup.env,
+            setup.plan.clone(),
+            dir,
+            model_digest,
+            &setup.ort_version,
+            &mut setup.timings,
+        ),
+        None => Ok(setup.plan.clone()),
+    }
+}
+
+/// The inputs the runs feed (none for a session-only run without a reference pass or an inference).
+fn prepare_inputs(args: &Args, timed: &ort::session::Session, reference_pass: bool) -> Result<Vec<PreparedInput>> {
+    let needs_inputs = !args.settings.session_only || reference_pass || args.settings.execute_once;
+    Ok(match needs_inputs {
+        true => inputs::prepare(timed.inputs(), &args.settings.shapes, &args.settings.inputs, args.settings.seed)?,
+        false => Vec::new(),
+    })
+}
+
+/// The accelerator backend's assessment from the account (the session-only run's log, else a
+/// fresh account session) and whether the run was emulated.
+fn assess_backend(context: &SessionContext<'_>, account: Option<String>, ep_name: &str, result: &mut RunResult) {
+    let account =
+        account.unwrap_or_else(|| account_session(context.env, context.plan, context.log, &mut result.warnings));
+    result.backend = Some(backend::assess(&account, &result.assignment, ep_name, adsp_problem().as_deref()));
+    result.execution.emulated = emulation(context.args, result.backend.as_ref());
+}
+
+/// `--leak-check N`: creates and drops N more sessions and records how memory grew.
+fn check_leaks(context: &SessionContext<'_>, timed_level: Option<OrtLogLevel>, result: &mut RunResult) -> Result<()> {
+    match context.args.settings.leak_check {
         0 => Ok(()),
         n => {
-            let check = footprint::leak_check(n, || plan.create(&env, "leak-check", timed_level))?;
+            let check = footprint::leak_check(n, || context.plan.create(context.env, "leak-check", timed_level))?;
             result.memory.get_or_insert_with(Default::default).leak_check = Some(check);
             Ok(())
         }
-    });
-    conclude(result, finished, &ep_name, &out)
+    }
+}
+
+/// A compiled model's source model (`--reference-model`), which its reference pass runs.
+fn source_model<'a>(args: &'a Args, loaded: &graph::LoadedModel) -> Result<Option<(&'a PathBuf, graph::LoadedModel)>> {
+    Ok(match (&args.reference_model, loaded.compiled) {
+        (Some(path), true) => Some((
+            path,
+            graph::LoadedModel::read(path).with_context(|| format!("--reference-model {}", path.display()))?,
+        )),
+        _ => None,
+    })
+}
+
+/// The model's identity in `result.json` (its inputs and outputs are filled in once a session has them).
+fn model_info(args: &Args, model_bytes: u64, identity: model_files::ModelIdentity) -> ModelInfo {
+    ModelInfo {
+        path: args.model.display().to_string(),
+        sha256: identity.sha256,
+        bytes: model_bytes,
+        digest: identity.digest,
+        files: identity.files,
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        fixed_from: args.fixed_from_sha256.as_ref().map(|sha256| FixedFrom {
+            sha256: sha256.clone(),
+            shapes: args.settings.shapes.iter().map(ToString::to_string).collect(),
+        }),
+    }
+}
+
+/// The model's graph as placement sees it: its own, or a compiled model's, counted in the nodes
+/// of its source model when one was given.
+fn run_graph(
+    loaded: &graph::LoadedModel,
+    source: Option<&(&PathBuf, graph::LoadedModel)>,
+    env: &Environment,
+    plan: &SessionPlan,
+    out: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<ModelGraph> {
+    Ok(match source {
+        _ if !loaded.compiled => model_graph(loaded, env, plan, out, warnings),
+        Some((path, source)) => {
+            let sha256 =
+                sha256_file(path).with_context(|| format!("cannot hash --reference-model {}", path.display()))?.0;
+            loaded.compiled_graph(Some(&graph::SourceModel { loaded: source, path, sha256 }))
+        }
+        None => loaded.compiled_graph(None),
+    })
+}
+
+/// What the timed session's stages share: the arguments, the environment, the plan and the log
+/// (the session's part of it starts at `log_start`).
+struct SessionContext<'a> {
+    args: &'a Args,
+    env: &'a Environment,
+    plan: &'a SessionPlan,
+    log: &'a Path,
+    log_start: u64,
+}
+
+/// Creates the timed session from `first`: quiet first on an accelerator (`quiet`), created again
+/// at VERBOSE where the verdict needs reasons, else at `timed_level`. The outer error is the
+/// account's, the inner one the session's.
+fn create_timed_session(
+    context: &SessionContext<'_>,
+    first: &SessionPlan,
+    timed_level: Option<OrtLogLevel>,
+    quiet: bool,
+    result: &mut RunResult,
+) -> Result<Result<ort::session::Session>> {
+    let SessionContext { args, env, plan, log, log_start } = *context;
+    let create =
+        |level| first.create(env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, log, log_start));
+    if !quiet {
+        return Ok(create(timed_level));
+    }
+    let judge = |session: &ort::session::Session| {
+        let assignment = session::assignment(session);
+        account::rerun_reason(&PlacementInputs { assignment: &assignment, ..PlacementInputs::of_run(result) })
+    };
+    let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, env, &[plan], create, judge)?;
+    result.execution.session_log = Some(logged);
+    Ok(created)
+}
+
+/// A session-only run: one inference when `--execute-once` asks for it (its failure recorded,
+/// not returned), then the memory; nothing is measured or saved.
+fn run_session_only(
+    context: &SessionContext<'_>,
+    timed: ort::session::Session,
+    prepared: &[PreparedInput],
+    created_memory: &footprint::AfterCreate,
+    timings: &mut Timings,
+    result: &mut RunResult,
+) -> (Result<()>, Result<Vec<String>>) {
+    if context.args.settings.execute_once {
+        let log_start = backend::log_position(context.log);
+        let start = Instant::now();
+        match BoundSession::new(timed, prepared).and_then(|mut bound| bound.run_once()) {
+            Ok(()) => timings.first_inference_ns = elapsed_ns(start),
+            Err(error) => result.inference_error = Some(explained_inference_error(&error, context.log, log_start)),
+        }
+    } else {
+        drop(timed);
+    }
+    result.memory = Some(footprint::record(created_memory));
+    (Ok(()), Ok(Vec::new()))
+}
+
+/// The timed runs (warmup, then the measured loop at the timed log level), the memory, the
+/// outputs saved after them and the energy window; the timings go into `timings`. Returns
+/// whether the runs succeeded and the saved outputs.
+fn run_timed(
+    context: &SessionContext<'_>,
+    timed: ort::session::Session,
+    prepared: &[PreparedInput],
+    created_memory: &footprint::AfterCreate,
+    out: &Path,
+    timings: &mut Timings,
+    result: &mut RunResult,
+) -> Result<(Result<()>, Result<Vec<String>>)> {
+    let SessionContext { args, env, log, .. } = *context;
+    let mut bound = BoundSession::new(timed, prepared)?;
+    // ONNX Runtime's own loggers (arenas, the QNN backend's messages) log at the timed level too
+    // while the model runs, as in an app; the VERBOSE account is logged before and after.
+    env.set_log_level(session::log_level(args.settings.ort_log_level));
+    let runs_start = backend::log_position(log);
+    let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
+    let lines_during_runs = backend::lines_between(log, runs_start, backend::log_position(log));
+    // Read after the loop, never inside it: the peak covers session creation and every run.
+    result.memory = Some(footprint::record(created_memory));
+    env.set_log_level(ort::logging::LogLevel::Verbose);
+    result.execution.timed_log =
+        Some(TimedLog { level: args.settings.ort_log_level.cli_name().into(), lines_during_runs });
+    let allocated: Vec<&str> = bound.allocated_on_run().collect();
+    if !allocated.is_empty() {
+        result.warnings.push(format!(
+            "output(s) {} have no static declared shape, or another shape than declared: ONNX Runtime allocates them on every run",
+            allocated.join(", ")
+        ));
+    }
+    // After the timed loop, never inside it: one extra run whose outputs are saved.
+    let saved_outputs = match (&measured, args.settings.check_outputs) {
+        (Ok(()), true) => outputs::save(&mut bound, out),
+        _ => Ok(Vec::new()),
+    };
+    if let (Ok(()), Some(seconds)) = (&measured, args.energy_window) {
+        match energy::run_window(&mut bound, seconds) {
+            Ok(window) => result.energy_window = Some(window),
+            Err(error) => result.warnings.push(format!("no energy window: {error:#}")),
+        }
+    }
+    timings.first_inference_ns = measurement.first_inference_ns;
+    timings.loop_wall_ns = measurement.loop_wall_ns;
+    timings.latencies_ns = measurement.latencies_ns;
+    timings.cpu_wait = measurement.cpu_wait;
+    Ok((measured, saved_outputs))
 }
 
 /// The QNN EP's op trace of this run: the one its account session wrote, or, for a compiled

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use super::HostHtp;
 use npugate_engine::layout::{Ownership, Staging};
 use npugate_engine::progress::Progress;
-use npugate_engine::rack::{self, Attempted, RackPolicy};
+use npugate_engine::rack::{self, Attempted, DeviceOutcome, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Execution, Job, Target};
 use npugate_estimate::{Estimator, GraphFeatures, Reference, SocEstimate};
@@ -301,39 +301,11 @@ impl HtpPreflightRequest<'_> {
         let prepared = crate::prepare_here(self.model, self.shapes, self.inputs)?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
-        let reference_session = SessionSettings {
-            shapes: self.shapes.to_vec(),
-            inputs: self.inputs.to_vec(),
-            ..SessionSettings::default()
-        };
-        let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
-        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
-        soc_settings.session.inputs = self.inputs.to_vec();
+        let (reference_settings, soc_settings) = self.job_settings();
         // The node shapes depend on the model, its inputs and ONNX Runtime only: computed once, then reused.
         let reference_dir = reference_cache(&prepared.files.digest, self.inputs, &first.runtime);
         let cached = cached_reference(&reference_dir);
-        let mut jobs: Vec<PlannedJob> = Vec::new();
-        if cached.is_none() {
-            jobs.push(PlannedJob {
-                target: WineTarget::new().named(REFERENCE_DIR),
-                host: first,
-                soc: None,
-                dir: reference_dir.clone(),
-            });
-        }
-        let several = self.hosts.len() > 1;
-        for host in self.hosts {
-            for soc in self.socs {
-                let name =
-                    if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
-                jobs.push(PlannedJob {
-                    target: WineTarget::for_soc(*soc).named(&name),
-                    host,
-                    soc: Some(*soc),
-                    dir: out.join(&name),
-                });
-            }
-        }
+        let jobs = self.plan_jobs(out, first, cached.is_none().then_some(reference_dir));
         let targets: Vec<&WineTarget> = jobs.iter().map(|job| &job.target).collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, ..policy.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
@@ -369,26 +341,7 @@ impl HtpPreflightRequest<'_> {
                 None
             }
         };
-        let mut socs: Vec<SocVerdict> = outcomes
-            .map(|(planned, (outcome, launched))| {
-                let attempt = match (launched, &outcome.infrastructure_error) {
-                    (Some(launched), _) => Ok(launched),
-                    (None, error) => Err(error.clone().unwrap_or_else(|| "the job did not finish".into())),
-                };
-                let soc = planned.soc.expect("every job after the reference is a SoC's");
-                let mut verdict =
-                    judge_soc(soc, &planned.host.runtime, attempt, reference_profile.as_ref(), self.execute);
-                verdict.qnn_sdk = planned.host.qnn_sdk();
-                verdict.seconds = outcome.seconds;
-                verdict
-            })
-            .collect();
-        attach_estimates(&mut socs, self.model);
-        for verdict in &socs {
-            if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
-                contract::write_json(&dir.join(files::PLACEMENT), placement)?;
-            }
-        }
+        let socs = self.judge_socs(outcomes, reference_profile.as_ref())?;
         let exit_code = socs.iter().map(|s| s.outcome.exit_code()).max().unwrap_or(EXIT_PASS);
         let qnn: Vec<QnnRuntime> = self.hosts.iter().map(QnnRuntime::of).collect();
         let report = HtpPreflightReport {
@@ -405,6 +358,70 @@ impl HtpPreflightRequest<'_> {
         };
         contract::write_json(&out.join(REPORT_FILE), &report)?;
         Ok(report)
+    }
+
+    /// The harness settings of the CPU reference job (session only) and of the SoC jobs.
+    fn job_settings(&self) -> (HarnessSettings, HarnessSettings) {
+        let reference_session = SessionSettings {
+            shapes: self.shapes.to_vec(),
+            inputs: self.inputs.to_vec(),
+            ..SessionSettings::default()
+        };
+        let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
+        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
+        soc_settings.session.inputs = self.inputs.to_vec();
+        (reference_settings, soc_settings)
+    }
+
+    /// The jobs: the CPU reference into `reference_dir` (when its shapes are not cached), then one
+    /// per QNN version and SoC into `out`.
+    fn plan_jobs<'h>(&'h self, out: &Path, first: &'h HostHtp, reference_dir: Option<PathBuf>) -> Vec<PlannedJob<'h>> {
+        let mut jobs: Vec<PlannedJob> = Vec::new();
+        if let Some(dir) = reference_dir {
+            jobs.push(PlannedJob { target: WineTarget::new().named(REFERENCE_DIR), host: first, soc: None, dir });
+        }
+        let several = self.hosts.len() > 1;
+        for host in self.hosts {
+            for soc in self.socs {
+                let name =
+                    if several { format!("{}-qnn-{}", soc.model, host.qnn_sdk()) } else { soc.model.to_string() };
+                jobs.push(PlannedJob {
+                    target: WineTarget::for_soc(*soc).named(&name),
+                    host,
+                    soc: Some(*soc),
+                    dir: out.join(&name),
+                });
+            }
+        }
+        jobs
+    }
+
+    /// Judges each SoC job's outcome, attaches the estimates and saves each judged placement.
+    fn judge_socs<'j>(
+        &self,
+        outcomes: impl Iterator<Item = (&'j PlannedJob<'j>, (&'j DeviceOutcome, Option<Launched>))>,
+        reference_profile: Option<&Profile>,
+    ) -> Result<Vec<SocVerdict>> {
+        let mut socs: Vec<SocVerdict> = outcomes
+            .map(|(planned, (outcome, launched))| {
+                let attempt = match (launched, &outcome.infrastructure_error) {
+                    (Some(launched), _) => Ok(launched),
+                    (None, error) => Err(error.clone().unwrap_or_else(|| "the job did not finish".into())),
+                };
+                let soc = planned.soc.expect("every job after the reference is a SoC's");
+                let mut verdict = judge_soc(soc, &planned.host.runtime, attempt, reference_profile, self.execute);
+                verdict.qnn_sdk = planned.host.qnn_sdk();
+                verdict.seconds = outcome.seconds;
+                verdict
+            })
+            .collect();
+        attach_estimates(&mut socs, self.model);
+        for verdict in &socs {
+            if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
+                contract::write_json(&dir.join(files::PLACEMENT), placement)?;
+            }
+        }
+        Ok(socs)
     }
 }
 
@@ -560,24 +577,7 @@ fn judge_soc(
     reference: Option<&Profile>,
     executed: bool,
 ) -> SocVerdict {
-    let mut verdict = SocVerdict {
-        soc: soc.model.into(),
-        htp_arch: soc.arch.into(),
-        qnn_soc_model: soc.qnn_soc_model,
-        qnn_sdk: String::new(),
-        runtime: runtime.name.clone(),
-        outcome: SocOutcome::Error,
-        compiled: false,
-        executed: None,
-        error: None,
-        fallback: Vec::new(),
-        nodes_pct: None,
-        flops_pct: None,
-        seconds: 0.0,
-        result_dir: None,
-        placement: None,
-        estimate: None,
-    };
+    let mut verdict = unjudged_verdict(soc, runtime);
     let launched = match attempt {
         Ok(launched) => launched,
         Err(error) => {
@@ -612,40 +612,87 @@ fn judge_soc(
                 Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
             return verdict;
         }
-        verdict.outcome = SocOutcome::Fail;
-        verdict.error = Some(refusal(soc, refused, &rejections));
-        // The model nodes the backend refused itself first: the rest are their node units' Q/DQ
-        // companions. Without the model's graph (an older harness), the names the log uses.
-        let mut refused = match &result.graph {
-            Some(graph) => rejections.model_nodes(graph),
-            None => rejections
-                .nodes()
-                .map(|name| RefusedNode {
-                    name: name.into(),
-                    op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
-                    reason: rejections.reason(name),
-                })
-                .collect(),
-        };
-        refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
-        // Graph-I/O Q/DQ are on the CPU by design here too, as when the SoC compiles (one rule).
-        let inputs = npugate_profile::placement::PlacementInputs::of_run(&result);
-        verdict.fallback = refused
-            .into_iter()
-            .map(|node| FallbackEntry {
-                expected: inputs.on_cpu_by_design(&node.name),
-                name: node.name,
-                op_type: node.op_type,
-                reason: node.reason.map(|r| arch_hint(&r, soc)),
-            })
-            .collect();
+        judge_refused_session(&mut verdict, soc, refused, &result, &rejections);
         return verdict;
     }
     if !backend_started && !validated {
         verdict.error = Some(format!("could not judge: the HTP backend did not start: {}", backend_reason(&result)));
         return verdict;
     }
-    let placement = placement_of(&result, &rejections, reference, soc);
+    judge_compiled(&mut verdict, soc, &result, &rejections, reference, executed);
+    verdict
+}
+
+/// The verdict for `soc` on `runtime` before anything is judged: an error with no reason yet.
+fn unjudged_verdict(soc: Soc, runtime: &RuntimeManifest) -> SocVerdict {
+    SocVerdict {
+        soc: soc.model.into(),
+        htp_arch: soc.arch.into(),
+        qnn_soc_model: soc.qnn_soc_model,
+        qnn_sdk: String::new(),
+        runtime: runtime.name.clone(),
+        outcome: SocOutcome::Error,
+        compiled: false,
+        executed: None,
+        error: None,
+        fallback: Vec::new(),
+        nodes_pct: None,
+        flops_pct: None,
+        seconds: 0.0,
+        result_dir: None,
+        placement: None,
+        estimate: None,
+    }
+}
+
+/// A session the backend refused (`refused`, its error): a failure, with the refused nodes as fallback.
+fn judge_refused_session(
+    verdict: &mut SocVerdict,
+    soc: Soc,
+    refused: &str,
+    result: &RunResult,
+    rejections: &RejectionReasons,
+) {
+    verdict.outcome = SocOutcome::Fail;
+    verdict.error = Some(refusal(soc, refused, rejections));
+    // The model nodes the backend refused itself first: the rest are their node units' Q/DQ
+    // companions. Without the model's graph (an older harness), the names the log uses.
+    let mut refused = match &result.graph {
+        Some(graph) => rejections.model_nodes(graph),
+        None => rejections
+            .nodes()
+            .map(|name| RefusedNode {
+                name: name.into(),
+                op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
+                reason: rejections.reason(name),
+            })
+            .collect(),
+    };
+    refused.sort_by_key(|node| !node.reason.as_deref().is_some_and(|r| r.starts_with("QNN backend")));
+    // Graph-I/O Q/DQ are on the CPU by design here too, as when the SoC compiles (one rule).
+    let inputs = npugate_profile::placement::PlacementInputs::of_run(result);
+    verdict.fallback = refused
+        .into_iter()
+        .map(|node| FallbackEntry {
+            expected: inputs.on_cpu_by_design(&node.name),
+            name: node.name,
+            op_type: node.op_type,
+            reason: node.reason.map(|r| arch_hint(&r, soc)),
+        })
+        .collect();
+}
+
+/// A model the SoC compiled: its placement and fallback, and (when `executed`) the first
+/// emulated inference's outcome.
+fn judge_compiled(
+    verdict: &mut SocVerdict,
+    soc: Soc,
+    result: &RunResult,
+    rejections: &RejectionReasons,
+    reference: Option<&Profile>,
+    executed: bool,
+) {
+    let placement = placement_of(result, rejections, reference, soc);
     verdict.compiled = true;
     verdict.nodes_pct = Some(placement.preferred_nodes_pct);
     verdict.flops_pct = reference.map(|_| placement.preferred_flops_pct);
@@ -653,7 +700,7 @@ fn judge_soc(
     verdict.outcome = if verdict.fallback.iter().any(|f| !f.expected) { SocOutcome::Fail } else { SocOutcome::Pass };
     verdict.placement = Some(placement);
     if !executed {
-        return verdict;
+        return;
     }
     verdict.executed = Some(result.inference_error.is_none());
     if let Some(failed) = &result.inference_error {
@@ -664,7 +711,6 @@ fn judge_soc(
             soc.model, soc.arch
         ));
     }
-    verdict
 }
 
 /// The placement of a session created on the host HTP as `soc` (labelled [`LABEL`]): the

@@ -241,13 +241,14 @@ impl LlmModel {
                 ))
             }
         };
+        let folder_config = FolderConfig { config, folder: &folder, names: &names, layers, layout };
         let mut graphs = Vec::new();
         for (index, (id, entry)) in entries.into_iter().enumerate() {
             let field = match layout {
                 Layout::Decoder => "model.decoder".to_string(),
                 Layout::Pipeline => format!("model.decoder.pipeline[{index}] ({id})"),
             };
-            graphs.push(read_graph(config, &folder, &field, id, entry, &names, layers, layout)?);
+            graphs.push(read_graph(&folder_config, &field, id, entry)?);
         }
         let (kv_heads, head_size) = (positive(decoder.num_key_value_heads), positive(decoder.head_size));
         let llm = LlmModel {
@@ -424,21 +425,66 @@ fn positive(value: Option<i64>) -> Option<u32> {
     value.filter(|v| *v > 0).and_then(|v| u32::try_from(v).ok())
 }
 
-/// Reads one graph and checks the names the config gives it.
-#[allow(clippy::too_many_arguments)]
+/// What every graph of a folder is read against: the config, the folder and the config's names.
+struct FolderConfig<'a> {
+    /// The `genai_config.json`, named in errors.
+    config: &'a Path,
+    /// The model folder the graphs are in.
+    folder: &'a Path,
+    /// The input and output names the config gives.
+    names: &'a IoNames,
+    /// `model.decoder.num_hidden_layers`.
+    layers: u32,
+    /// How the folder's graphs are arranged.
+    layout: Layout,
+}
+
+/// Reads one graph (the config's `field`, graph `id`) and checks the names the config gives it.
 fn read_graph(
-    config: &Path,
-    folder: &Path,
+    folder_config: &FolderConfig<'_>,
     field: &str,
     id: String,
     entry: PipelineEntry,
-    names: &IoNames,
-    layers: u32,
-    layout: Layout,
 ) -> Result<LlmGraph, GenaiError> {
-    let error = |field: String, message: String| GenaiError { file: config.to_path_buf(), field, message };
-    let file = entry
-        .filename
+    let FolderConfig { config, folder, names, layers, layout } = *folder_config;
+    let (file, path) = locate_graph(config, folder, field, entry.filename)?;
+    let (model, files) = read_graph_model(&path, Path::new(&file), folder)?;
+    let declared = DeclaredSignatures {
+        config,
+        file: &file,
+        inputs: model.input_signatures(),
+        outputs: output_signatures(&model),
+    };
+    let (inputs, outputs) = match layout {
+        Layout::Pipeline => declared.pipeline_signatures(field, entry.inputs, entry.outputs)?,
+        Layout::Decoder => declared.decoder_signatures(names, layers)?,
+    };
+    Ok(LlmGraph {
+        id,
+        file,
+        path,
+        run_on_prompt: entry.run_on_prompt,
+        run_on_token_gen: entry.run_on_token_gen,
+        inputs,
+        outputs,
+        files,
+    })
+}
+
+/// An error in the config `config` at `field`.
+fn config_error(config: &Path, field: String, message: String) -> GenaiError {
+    GenaiError { file: config.to_path_buf(), field, message }
+}
+
+/// The graph's file name (as the config gives it) and its path: a file inside `folder`.
+fn locate_graph(
+    config: &Path,
+    folder: &Path,
+    field: &str,
+    filename: Option<String>,
+) -> Result<(String, PathBuf), GenaiError> {
+    let error = |field: String, message: String| config_error(config, field, message);
+    let file = filename
         .filter(|f| !f.is_empty())
         .ok_or_else(|| error(format!("{field}.filename"), "is missing: name the graph's .onnx file".into()))?;
     let relative = Path::new(&file);
@@ -455,13 +501,18 @@ fn read_graph(
             ),
         ));
     }
-    let model = Model::read(&path).map_err(|e| GenaiError {
-        file: path.clone(),
+    Ok((file, path))
+}
+
+/// Reads the graph at `path` and locates its files, named relative to the model folder.
+fn read_graph_model(path: &Path, relative: &Path, folder: &Path) -> Result<(Model, Vec<LocatedFile>), GenaiError> {
+    let model = Model::read(path).map_err(|e| GenaiError {
+        file: path.to_path_buf(),
         field: String::new(),
         message: e.to_string(),
     })?;
     let files = model.locate_files(path.parent().unwrap_or(folder)).map_err(|e| GenaiError {
-        file: path.clone(),
+        file: path.to_path_buf(),
         field: String::new(),
         message: e.to_string(),
     })?;
@@ -473,92 +524,105 @@ fn read_graph(
             ..f
         })
         .collect();
-    let declared_inputs = model.input_signatures();
-    let declared_outputs = output_signatures(&model);
-    let lacks = |kind: &str, name: &str, list_field: String, declared: &[ValueSignature]| {
+    Ok((model, files))
+}
+
+/// A graph's declared inputs and outputs, against which the config's names are checked.
+struct DeclaredSignatures<'a> {
+    /// The config file, named in errors.
+    config: &'a Path,
+    /// The graph's file name as the config gives it.
+    file: &'a str,
+    /// The graph's declared inputs.
+    inputs: Vec<ValueSignature>,
+    /// The graph's declared outputs.
+    outputs: Vec<ValueSignature>,
+}
+
+impl DeclaredSignatures<'_> {
+    /// The error for a `kind` (`input`/`output`) named `name` at `list_field` that the graph lacks.
+    fn lacks(&self, kind: &str, name: &str, list_field: String) -> GenaiError {
+        let declared = if kind == "input" { &self.inputs } else { &self.outputs };
         let known: Vec<&str> = declared.iter().map(|s| s.name.as_str()).collect();
-        error(
+        config_error(
+            self.config,
             list_field,
-            format!("{name:?}: graph {file} has no {kind} of that name; its {kind}s are {}", known.join(", ")),
+            format!("{name:?}: graph {} has no {kind} of that name; its {kind}s are {}", self.file, known.join(", ")),
         )
-    };
-    let (inputs, outputs) = match layout {
-        Layout::Pipeline => {
-            let listed = |list: Option<Vec<String>>, kind: &str| {
-                list.ok_or_else(|| {
-                    error(format!("{field}.{kind}s"), format!("is missing: list the graph's {kind} names"))
-                })
-            };
-            let mut inputs = Vec::new();
-            for (i, name) in listed(entry.inputs, "input")?.iter().enumerate() {
-                let found = declared_inputs
-                    .iter()
-                    .find(|s| &s.name == name)
-                    .ok_or_else(|| lacks("input", name, format!("{field}.inputs[{i}]"), &declared_inputs))?;
-                inputs.push(found.clone());
-            }
-            let mut outputs = Vec::new();
-            for (i, name) in listed(entry.outputs, "output")?.iter().enumerate() {
-                let found = declared_outputs
-                    .iter()
-                    .find(|s| &s.name == name)
-                    .ok_or_else(|| lacks("output", name, format!("{field}.outputs[{i}]"), &declared_outputs))?;
-                outputs.push(found.clone());
-            }
-            (inputs, outputs)
+    }
+
+    /// The declared input named `name`, else the error naming `list_field`.
+    fn input(&self, name: &str, list_field: String) -> Result<ValueSignature, GenaiError> {
+        self.inputs.iter().find(|s| s.name == name).cloned().ok_or_else(|| self.lacks("input", name, list_field))
+    }
+
+    /// The declared output named `name`, else the error naming `list_field`.
+    fn output(&self, name: &str, list_field: String) -> Result<ValueSignature, GenaiError> {
+        self.outputs.iter().find(|s| s.name == name).cloned().ok_or_else(|| self.lacks("output", name, list_field))
+    }
+
+    /// A pipeline graph's inputs and outputs: the ones its entry lists, in their order.
+    fn pipeline_signatures(
+        &self,
+        field: &str,
+        listed_inputs: Option<Vec<String>>,
+        listed_outputs: Option<Vec<String>>,
+    ) -> Result<(Vec<ValueSignature>, Vec<ValueSignature>), GenaiError> {
+        let listed = |list: Option<Vec<String>>, kind: &str| {
+            list.ok_or_else(|| {
+                config_error(
+                    self.config,
+                    format!("{field}.{kind}s"),
+                    format!("is missing: list the graph's {kind} names"),
+                )
+            })
+        };
+        let mut inputs = Vec::new();
+        for (i, name) in listed(listed_inputs, "input")?.iter().enumerate() {
+            inputs.push(self.input(name, format!("{field}.inputs[{i}]"))?);
         }
-        Layout::Decoder => {
-            let need_input = |name: &String, config_field: &str| {
-                declared_inputs
-                    .iter()
-                    .find(|s| &s.name == name)
-                    .cloned()
-                    .ok_or_else(|| lacks("input", name, format!("model.decoder.{config_field}"), &declared_inputs))
-            };
-            let need_output =
-                |name: &String, config_field: &str| {
-                    declared_outputs.iter().find(|s| &s.name == name).cloned().ok_or_else(|| {
-                        lacks("output", name, format!("model.decoder.{config_field}"), &declared_outputs)
-                    })
-                };
-            let mut inputs = vec![need_input(&names.input_ids, "inputs.input_ids")?];
-            inputs.extend(
-                [&names.attention_mask, &names.position_ids]
-                    .into_iter()
-                    .filter_map(|n| declared_inputs.iter().find(|s| &s.name == n).cloned()),
-            );
-            let mut outputs = vec![need_output(&names.logits, "outputs.logits")?];
-            for layer in 0..layers {
-                let [past_key, past_value, present_key, present_value] = names.kv(layer);
-                inputs.push(need_input(&past_key, "inputs.past_key_names")?);
-                inputs.push(need_input(&past_value, "inputs.past_value_names")?);
-                outputs.push(need_output(&present_key, "outputs.present_key_names")?);
-                outputs.push(need_output(&present_value, "outputs.present_value_names")?);
-            }
-            let extra: Vec<&str> = declared_inputs
-                .iter()
-                .filter(|d| !inputs.iter().any(|i| i.name == d.name))
-                .map(|d| d.name.as_str())
-                .collect();
-            if let Some(first) = extra.first() {
-                return Err(error(
-                    "model.decoder.inputs".into(),
-                    format!("graph {file} has inputs the config does not name ({}); npugate feeds ids, mask, positions and the KV cache of model.decoder.num_hidden_layers = {layers} layers", if extra.len() == 1 { first.to_string() } else { extra.join(", ") }),
-                ));
-            }
-            (inputs, outputs)
+        let mut outputs = Vec::new();
+        for (i, name) in listed(listed_outputs, "output")?.iter().enumerate() {
+            outputs.push(self.output(name, format!("{field}.outputs[{i}]"))?);
         }
-    };
-    Ok(LlmGraph {
-        id,
-        file,
-        path,
-        run_on_prompt: entry.run_on_prompt,
-        run_on_token_gen: entry.run_on_token_gen,
-        inputs,
-        outputs,
-        files,
-    })
+        Ok((inputs, outputs))
+    }
+
+    /// A decoder graph's inputs and outputs: ids, mask, positions, logits and the KV cache of
+    /// `layers` layers; an input the config does not name is an error.
+    fn decoder_signatures(
+        &self,
+        names: &IoNames,
+        layers: u32,
+    ) -> Result<(Vec<ValueSignature>, Vec<ValueSignature>), GenaiError> {
+        let need_input = |name: &String, config_field: &str| self.input(name, format!("model.decoder.{config_field}"));
+        let need_output =
+            |name: &String, config_field: &str| self.output(name, format!("model.decoder.{config_field}"));
+        let mut inputs = vec![need_input(&names.input_ids, "inputs.input_ids")?];
+        inputs.extend(
+            [&names.attention_mask, &names.position_ids]
+                .into_iter()
+                .filter_map(|n| self.inputs.iter().find(|s| &s.name == n).cloned()),
+        );
+        let mut outputs = vec![need_output(&names.logits, "outputs.logits")?];
+        for layer in 0..layers {
+            let [past_key, past_value, present_key, present_value] = names.kv(layer);
+            inputs.push(need_input(&past_key, "inputs.past_key_names")?);
+            inputs.push(need_input(&past_value, "inputs.past_value_names")?);
+            outputs.push(need_output(&present_key, "outputs.present_key_names")?);
+            outputs.push(need_output(&present_value, "outputs.present_value_names")?);
+        }
+        let extra: Vec<&str> =
+            self.inputs.iter().filter(|d| !inputs.iter().any(|i| i.name == d.name)).map(|d| d.name.as_str()).collect();
+        if let Some(first) = extra.first() {
+            return Err(config_error(
+                self.config,
+                "model.decoder.inputs".into(),
+                format!("graph {} has inputs the config does not name ({}); npugate feeds ids, mask, positions and the KV cache of model.decoder.num_hidden_layers = {layers} layers", self.file, if extra.len() == 1 { first.to_string() } else { extra.join(", ") }),
+            ));
+        }
+        Ok((inputs, outputs))
+    }
 }
 
 /// The main graph's declared outputs.

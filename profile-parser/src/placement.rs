@@ -293,6 +293,45 @@ pub fn mean_flops(op_type: &str, reference: &ProfiledNode) -> Result<u64, FlopsE
     Ok(u64::try_from((sum + executions / 2) / executions.max(1)).unwrap_or(u64::MAX))
 }
 
+/// What [`model_nodes`] joins each model node against: the reference pass's nodes by name, the
+/// partitioned graph's nodes standing for it (with their EP), and the nodes folded away at load.
+struct NodeSources<'a> {
+    /// The reference pass's nodes by name.
+    reference: HashMap<&'a str, &'a ProfiledNode>,
+    /// Per model node (by index): the partitioned graph's nodes standing for it, with their EP.
+    candidates: Vec<Vec<(&'a str, &'a str)>>,
+    /// Model nodes in groups the partitioned graph kept no kernels for.
+    folded_groups: Vec<&'a str>,
+    /// Whether the reference pass knows any node of the model (else it is of another model).
+    reference_knows_the_model: bool,
+}
+
+impl<'a> NodeSources<'a> {
+    /// Collects the sources from the graph, its coverage and the placement inputs.
+    fn collect(graph: &'a ModelGraph, coverage: &Coverage<'_>, inputs: &PlacementInputs<'a>) -> Self {
+        let reference: HashMap<&str, &ProfiledNode> =
+            inputs.reference.map(|r| r.nodes.iter().map(|n| (n.name.as_str(), n)).collect()).unwrap_or_default();
+        let mut candidates: Vec<Vec<(&'a str, &'a str)>> = vec![Vec::new(); graph.nodes.len()];
+        for subgraph in &inputs.assignment.subgraphs {
+            for run_node in &subgraph.nodes {
+                for model_node in coverage.model_nodes(&run_node.name) {
+                    candidates[model_node].push((run_node.name.as_str(), subgraph.ep.as_str()));
+                }
+            }
+        }
+        let folded_groups: Vec<&str> = graph
+            .partitioned
+            .iter()
+            .flat_map(|p| &p.groups)
+            .filter(|g| g.kernels.is_empty())
+            .flat_map(|g| g.nodes.iter().map(String::as_str))
+            .collect();
+        // A reference pass that knows none of the nodes is of another model: it cannot tell which ran.
+        let reference_knows_the_model = graph.nodes.iter().any(|n| reference.contains_key(n.name.as_str()));
+        NodeSources { reference, candidates, folded_groups, reference_knows_the_model }
+    }
+}
+
 /// The model's nodes, each with its FLOPs (from the reference pass's shapes, joined by name) and
 /// the EP of the nodes of the partitioned graph that stand for it ([`Coverage`]): a node's own
 /// (same name) first, else theirs when they agree, else — one model node in nodes ONNX Runtime
@@ -306,65 +345,23 @@ fn model_nodes<'a>(
     inputs: &PlacementInputs<'a>,
     warnings: &mut Vec<String>,
 ) -> Vec<Node<'a>> {
-    let reference: HashMap<&str, &ProfiledNode> =
-        inputs.reference.map(|r| r.nodes.iter().map(|n| (n.name.as_str(), n)).collect()).unwrap_or_default();
-    let mut candidates: Vec<Vec<(&'a str, &'a str)>> = vec![Vec::new(); graph.nodes.len()];
-    for subgraph in &inputs.assignment.subgraphs {
-        for run_node in &subgraph.nodes {
-            for model_node in coverage.model_nodes(&run_node.name) {
-                candidates[model_node].push((run_node.name.as_str(), subgraph.ep.as_str()));
-            }
-        }
-    }
-    let folded_groups: Vec<&str> = graph
-        .partitioned
-        .iter()
-        .flat_map(|p| &p.groups)
-        .filter(|g| g.kernels.is_empty())
-        .flat_map(|g| g.nodes.iter().map(String::as_str))
-        .collect();
-    // A reference pass that knows none of the nodes is of another model: it cannot tell which ran.
-    let reference_knows_the_model = graph.nodes.iter().any(|n| reference.contains_key(n.name.as_str()));
+    let sources = NodeSources::collect(graph, coverage, inputs);
     let mut unknown_ops: BTreeMap<&str, usize> = BTreeMap::new();
     let mut split = Vec::new();
     let mut nodes = Vec::with_capacity(graph.nodes.len());
     for (index, model_node) in graph.nodes.iter().enumerate() {
         let name = model_node.name.as_str();
-        let found = reference.get(name).or_else(|| reference.get(strip_token_suffix(name))).copied();
-        let flops = match found {
-            Some(r) => match mean_flops(&model_node.op_type, r) {
-                Ok(f) => Some(f),
-                Err(FlopsError::UnknownOp(_)) => {
-                    *unknown_ops.entry(model_node.op_type.as_str()).or_default() += 1;
-                    None
-                }
-                Err(err) => {
-                    warnings.push(format!("{err} (node {name})"));
-                    None
-                }
-            },
-            None => KNOWN_ZERO_OPS.contains(&model_node.op_type.as_str()).then_some(0),
-        };
-        let standing = &candidates[index];
-        let own = standing.iter().find(|(run, _)| *run == name || strip_token_suffix(run) == name);
-        let ep = match own {
-            Some(&(_, ep)) => Some(ep),
-            None => match standing.first() {
-                Some(&(_, first)) if standing.iter().all(|&(_, ep)| ep == first) => Some(first),
-                Some(_) => {
-                    split.push(name);
-                    standing.iter().map(|&(_, ep)| ep).find(|ep| *ep != inputs.preferred_ep)
-                }
-                None => None,
-            },
-        };
+        let found = sources.reference.get(name).or_else(|| sources.reference.get(strip_token_suffix(name))).copied();
+        let flops = model_node_flops(model_node, found, &mut unknown_ops, warnings);
+        let standing = &sources.candidates[index];
+        let ep = standing_ep(name, standing, inputs.preferred_ep, &mut split);
         // A subgraph node the reference pass (which ran every taken branch) did not see sat in a
         // branch that was not taken, wherever ONNX Runtime assigned it.
-        let not_run = model_node.subgraph && found.is_none() && reference_knows_the_model;
+        let not_run = model_node.subgraph && found.is_none() && sources.reference_knows_the_model;
         let (ep, not_placed) = match ep {
             _ if not_run => (None, Some(NotPlaced::NotRun)),
             Some(ep) => (Some(ep), None),
-            None if folded_groups.contains(&name) => (None, Some(NotPlaced::FoldedAtLoad)),
+            None if sources.folded_groups.contains(&name) => (None, Some(NotPlaced::FoldedAtLoad)),
             None => (None, Some(NotPlaced::Unattributed)),
         };
         nodes.push(Node {
@@ -380,6 +377,65 @@ fn model_nodes<'a>(
             time_us_per_run: None,
         });
     }
+    join_warnings(&nodes, unknown_ops, &split, inputs, warnings);
+    not_placed_warnings(&nodes, warnings);
+    nodes
+}
+
+/// A model node's mean FLOPs from its reference node; unknown ops are counted in `unknown_ops`,
+/// other FLOPs errors warned about. Without a reference node: 0 for ops known to do no arithmetic.
+fn model_node_flops<'a>(
+    model_node: &'a GraphNode,
+    found: Option<&ProfiledNode>,
+    unknown_ops: &mut BTreeMap<&'a str, usize>,
+    warnings: &mut Vec<String>,
+) -> Option<u64> {
+    match found {
+        Some(r) => match mean_flops(&model_node.op_type, r) {
+            Ok(f) => Some(f),
+            Err(FlopsError::UnknownOp(_)) => {
+                *unknown_ops.entry(model_node.op_type.as_str()).or_default() += 1;
+                None
+            }
+            Err(err) => {
+                warnings.push(format!("{err} (node {})", model_node.name));
+                None
+            }
+        },
+        None => KNOWN_ZERO_OPS.contains(&model_node.op_type.as_str()).then_some(0),
+    }
+}
+
+/// The EP of the partitioned-graph nodes standing for model node `name`: its own, else theirs when
+/// they agree, else (split across EPs; `name` is added to `split`) the first that is not `preferred_ep`.
+fn standing_ep<'a>(
+    name: &'a str,
+    standing: &[(&'a str, &'a str)],
+    preferred_ep: &str,
+    split: &mut Vec<&'a str>,
+) -> Option<&'a str> {
+    let own = standing.iter().find(|(run, _)| *run == name || strip_token_suffix(run) == name);
+    match own {
+        Some(&(_, ep)) => Some(ep),
+        None => match standing.first() {
+            Some(&(_, first)) if standing.iter().all(|&(_, ep)| ep == first) => Some(first),
+            Some(_) => {
+                split.push(name);
+                standing.iter().map(|&(_, ep)| ep).find(|ep| *ep != preferred_ep)
+            }
+            None => None,
+        },
+    }
+}
+
+/// Warnings about the join: ops of unknown FLOPs, nodes split across EPs, a missing or foreign reference.
+fn join_warnings(
+    nodes: &[Node<'_>],
+    unknown_ops: BTreeMap<&str, usize>,
+    split: &[&str],
+    inputs: &PlacementInputs<'_>,
+    warnings: &mut Vec<String>,
+) {
     for (op, count) in unknown_ops {
         warnings.push(format!("FLOPs unknown for {op} ({count} node(s))"));
     }
@@ -388,7 +444,7 @@ fn model_nodes<'a>(
             "{} model node(s) are fused with nodes on different EPs; counted on the EP that is not {}: {}",
             split.len(),
             inputs.preferred_ep,
-            preview(&split)
+            preview(split)
         ));
     }
     let joined = nodes.iter().filter(|n| n.reference.is_some()).count();
@@ -400,6 +456,10 @@ fn model_nodes<'a>(
         )),
         Some(_) => {}
     }
+}
+
+/// Warnings about the nodes left without an EP: not run, folded at load, or unattributed.
+fn not_placed_warnings(nodes: &[Node<'_>], warnings: &mut Vec<String>) {
     let count = |state| nodes.iter().filter(|n| n.not_placed == Some(state)).count();
     let flops_of = |state| {
         nodes.iter().filter(|n| n.not_placed == Some(state)).filter_map(|n| n.flops).fold(0u64, u64::saturating_add)
@@ -433,7 +493,6 @@ fn model_nodes<'a>(
             preview(&names)
         ));
     }
-    nodes
 }
 
 /// The first few names of a list, for warnings.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{Execution, Job, Progress, Retryable, Target};
 use crate::model::{Memory, ModelFiles};
 use npugate_android::adb::quote::{assignment, command_line, quote};
-use npugate_android::adb::{Adb, AdbError, DeviceShell};
+use npugate_android::adb::{Adb, AdbError, DeviceShell, ShellOutput};
 use npugate_android::deploy::{self, DeployFile, DeployReport};
 use npugate_android::device_lock::{DeviceLock, LockError, LockOptions, LockRecord, Reporter};
 use npugate_android::device_state::{self, Cooldown, DeviceStateRecord};
@@ -140,22 +140,7 @@ impl Target for AdbTarget {
                     LockError::Interrupted(_) => job.cancel.error(),
                     other => other.into(),
                 })?;
-        let cooldown = match self.settings.cooldown {
-            Some((target_c, limit)) => {
-                progress.step(&format!("cooldown to {target_c}°C"));
-                let on_wait = |t: f64| progress.step(&format!("cooldown: {t:.1}°C > {target_c}°C"));
-                Some(
-                    device_state::cool_down(&*shell, target_c, limit, Duration::from_secs(5), on_wait)
-                        .map_err(adb_error)?,
-                )
-            }
-            None => None,
-        };
-        if let Some(Cooldown { outcome, waited_s, .. }) = &cooldown {
-            if outcome == "timed_out" {
-                warnings.push(format!("cooldown gave up after {waited_s:.0} s; the run started warm"));
-            }
-        }
+        let cooldown = self.cool_down(&*shell, progress, &mut warnings)?;
         if cancelled() {
             return Err(job.cancel.error());
         }
@@ -179,43 +164,12 @@ impl Target for AdbTarget {
             _ => None,
         };
         let layout = Layout::new(job, (&model_files, reference_files.as_ref()), work_dir, lock.run(), energy);
-        let command = harness_command(job, &layout);
-        let started = Instant::now();
-        // The idle window and the energy window add to the harness's own time.
-        let timeout = job.timeout + energy.map_or(Duration::ZERO, |(_, s)| Duration::from_secs_f64(2.0 * s));
-        let shell_out = adb.shell_until(serial, &command, timeout, "run the harness", &cancelled);
-        if let Err(AdbError::Timeout { .. } | AdbError::Interrupted { .. }) = &shell_out {
-            // Stopping the local adb does not stop the harness on the device.
-            if let Err(error) = lock.stop_own_harness() {
-                progress.note(&format!("device {serial}: the harness may still run: {error}"));
-            }
-        }
-        let shell_out = match shell_out {
-            Err(AdbError::Interrupted { .. }) => return Err(job.cancel.error()),
-            other => other.map_err(adb_error)?,
-        };
-        let seconds = started.elapsed().as_secs_f64();
+        let HarnessRun { command, output: shell_out, seconds } = self.run_harness(job, &layout, &lock, progress)?;
         let after = device_state::read(&*shell).ok();
-        // adbd (and a shell) report a process a signal ended as exit code 128 + its number.
-        let signal = (129..=159).contains(&shell_out.exit_code).then(|| shell_out.exit_code - 128);
-        let ended = Execution {
-            exit_code: Some(shell_out.exit_code),
-            signal,
-            stderr: shell_out.stderr.clone(),
-            seconds,
-            warnings: Vec::new(),
-        };
+        let ended = ended_execution(&shell_out, seconds);
 
         progress.step("pull");
-        let pulled = Instant::now();
-        pull_into(adb, serial, &layout.out, out)
-            .with_context(|| format!("the harness ended ({}): {}", ended.status(), ended.last_message()))?;
-        let pull_seconds = pulled.elapsed().as_secs_f64();
-        let _ = adb.shell(serial, &cleanup_script(&layout.out), Duration::from_secs(60), "clean up");
-        if let Some(gauge) = &gauge {
-            let record = energy_record(gauge.as_ref(), out);
-            contract::write_json(&out.join(files::ENERGY), &record)?;
-        }
+        let pull_seconds = self.pull_results(&layout, out, &ended, gauge.as_ref())?;
 
         std::fs::write(out.join(files::HARNESS_STDOUT), &shell_out.stdout)?;
         std::fs::write(out.join(files::HARNESS_STDERR), &shell_out.stderr)?;
@@ -242,6 +196,107 @@ impl Target for AdbTarget {
         };
         contract::write_json(&out.join(files::DEVICE_RUN), &record)?;
         Ok(Execution { warnings, ..ended })
+    }
+}
+
+impl AdbTarget {
+    /// Cools the device down to the configured temperature, if any; warns when it gave up.
+    fn cool_down(
+        &self,
+        shell: &dyn DeviceShell,
+        progress: &Progress<'_>,
+        warnings: &mut Vec<String>,
+    ) -> anyhow::Result<Option<Cooldown>> {
+        let cooldown = match self.settings.cooldown {
+            Some((target_c, limit)) => {
+                progress.step(&format!("cooldown to {target_c}°C"));
+                let on_wait = |t: f64| progress.step(&format!("cooldown: {t:.1}°C > {target_c}°C"));
+                Some(
+                    device_state::cool_down(shell, target_c, limit, Duration::from_secs(5), on_wait)
+                        .map_err(adb_error)?,
+                )
+            }
+            None => None,
+        };
+        if let Some(Cooldown { outcome, waited_s, .. }) = &cooldown {
+            if outcome == "timed_out" {
+                warnings.push(format!("cooldown gave up after {waited_s:.0} s; the run started warm"));
+            }
+        }
+        Ok(cooldown)
+    }
+
+    /// Runs the harness on the device under `lock`; on a timeout or cancel, stops it there too.
+    fn run_harness(
+        &self,
+        job: &Job<'_>,
+        layout: &Layout<'_>,
+        lock: &DeviceLock,
+        progress: &Progress<'_>,
+    ) -> anyhow::Result<HarnessRun> {
+        let serial = self.serial.as_str();
+        let cancelled = || job.cancel.is_cancelled();
+        let command = harness_command(job, layout);
+        let started = Instant::now();
+        // The idle window and the energy window add to the harness's own time.
+        let timeout = job.timeout + layout.energy.map_or(Duration::ZERO, |(_, s)| Duration::from_secs_f64(2.0 * s));
+        let shell_out = self.adb.shell_until(serial, &command, timeout, "run the harness", &cancelled);
+        if let Err(AdbError::Timeout { .. } | AdbError::Interrupted { .. }) = &shell_out {
+            // Stopping the local adb does not stop the harness on the device.
+            if let Err(error) = lock.stop_own_harness() {
+                progress.note(&format!("device {serial}: the harness may still run: {error}"));
+            }
+        }
+        let output = match shell_out {
+            Err(AdbError::Interrupted { .. }) => return Err(job.cancel.error()),
+            other => other.map_err(adb_error)?,
+        };
+        Ok(HarnessRun { command, output, seconds: started.elapsed().as_secs_f64() })
+    }
+
+    /// Pulls the run's results into `out`, cleans them up on the device and saves the energy
+    /// record when a gauge was probed; returns the seconds the pull took.
+    fn pull_results(
+        &self,
+        layout: &Layout<'_>,
+        out: &Path,
+        ended: &Execution,
+        gauge: Option<&Result<Gauge, String>>,
+    ) -> anyhow::Result<f64> {
+        let (adb, serial) = (&self.adb, self.serial.as_str());
+        let pulled = Instant::now();
+        pull_into(adb, serial, &layout.out, out)
+            .with_context(|| format!("the harness ended ({}): {}", ended.status(), ended.last_message()))?;
+        let pull_seconds = pulled.elapsed().as_secs_f64();
+        let _ = adb.shell(serial, &cleanup_script(&layout.out), Duration::from_secs(60), "clean up");
+        if let Some(gauge) = gauge {
+            let record = energy_record(gauge.as_ref(), out);
+            contract::write_json(&out.join(files::ENERGY), &record)?;
+        }
+        Ok(pull_seconds)
+    }
+}
+
+/// The harness's command line, its output and how long it ran, seconds.
+struct HarnessRun {
+    /// The command run on the device.
+    command: String,
+    /// What the device's shell returned.
+    output: ShellOutput,
+    /// Wall time of the run, seconds.
+    seconds: f64,
+}
+
+/// The execution the harness's output describes (its exit code, the signal that ended it, stderr).
+fn ended_execution(shell_out: &ShellOutput, seconds: f64) -> Execution {
+    // adbd (and a shell) report a process a signal ended as exit code 128 + its number.
+    let signal = (129..=159).contains(&shell_out.exit_code).then(|| shell_out.exit_code - 128);
+    Execution {
+        exit_code: Some(shell_out.exit_code),
+        signal,
+        stderr: shell_out.stderr.clone(),
+        seconds,
+        warnings: Vec::new(),
     }
 }
 

@@ -82,6 +82,20 @@ pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> 
 
 /// The placement report as text: per-EP table, partitions, boundaries and the fallback list with hints.
 pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> String {
+    let mut out = placement_summary_text(report, color);
+    out.push_str(&text_table(&EP_HEADER, &ep_rows(report), &[false, true, true, true, true, true, true], color));
+    out.push_str(&partitions_text(report, color));
+    out.push_str(&qnn_ops_text(report, color));
+    out.push_str(&boundaries_text(report, color));
+    out.push_str(&fallback_text(report, rules, color));
+    for warning in &report.warnings {
+        out.push_str(&format!("  {}\n", paint(color, YELLOW, &format!("warning: {warning}"))));
+    }
+    out
+}
+
+/// The placement heading: preferred EP's shares, FLOPs coverage, compiled-model and prediction notes.
+fn placement_summary_text(report: &PlacementReport, color: bool) -> String {
     let mut out = format!(
         "{} preferred EP {}: {:.1}% of FLOPs, {:.1}% of nodes{}\n",
         paint(color, BOLD, "Placement"),
@@ -105,8 +119,12 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
     if let Some(predicted) = &report.predicted {
         out.push_str(&format!("  {}\n", paint(color, YELLOW, predicted)));
     }
-    out.push_str(&text_table(&EP_HEADER, &ep_rows(report), &[false, true, true, true, true, true, true], color));
-    out.push_str(&format!("\n{} ({})\n", paint(color, BOLD, "Partitions"), report.partitions.len()));
+    out
+}
+
+/// The partitions section: one line per partition with its EP, size, FLOPs, time and first/last node.
+fn partitions_text(report: &PlacementReport, color: bool) -> String {
+    let mut out = format!("\n{} ({})\n", paint(color, BOLD, "Partitions"), report.partitions.len());
     for (i, p) in report.partitions.iter().enumerate() {
         let time = p.time.as_ref().map(|t| format!(", {}/run", fmt_ms_from_us(t.median_us))).unwrap_or_default();
         let span = match (p.nodes.first(), p.nodes.last()) {
@@ -126,7 +144,11 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
             p.flops as f64 / 1e9
         ));
     }
-    out.push_str(&qnn_ops_text(report, color));
+    out
+}
+
+/// The boundaries section: EP switches per run, the idle time at them, and each transition.
+fn boundaries_text(report: &PlacementReport, color: bool) -> String {
     let b = &report.boundaries;
     let per_run = b.per_run.iter().copied().max().unwrap_or(b.transitions.len());
     let cost = match (b.gap_us_per_run, b.same_ep_gap_us) {
@@ -138,18 +160,23 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         (Some(gap), None) => format!(", {} idle at them", fmt_ms_from_us(gap)),
         (None, _) => String::new(),
     };
-    out.push_str(&format!("\n{} {per_run} EP switch(es) per run{cost}\n", paint(color, BOLD, "Boundaries")));
+    let mut out = format!("\n{} {per_run} EP switch(es) per run{cost}\n", paint(color, BOLD, "Boundaries"));
     for t in &b.transitions {
         let gap = t.gap_us.map(|us| format!(" ({} idle)", fmt_ms_from_us(us))).unwrap_or_default();
         out.push_str(&format!("  {} → {} between {} and {}{gap}\n", t.from_ep, t.to_ep, t.after, t.before));
     }
+    out
+}
+
+/// The fallback section: the count, the rejection causes, the fallback table and the first reasons/hints.
+fn fallback_text(report: &PlacementReport, rules: &Rules, color: bool) -> String {
     let expected = report.fallback.iter().filter(|f| f.expected).count();
-    out.push_str(&format!(
+    let mut out = format!(
         "\n{} {} node(s) off {}, {expected} expected by design\n",
         paint(color, BOLD, "Fallback"),
         report.fallback.len(),
         report.preferred_ep
-    ));
+    );
     for cause in &report.rejections {
         let ops = if cause.op_types.len() > 3 {
             format!("{}, …", cause.op_types[..3].join(", "))
@@ -158,34 +185,32 @@ pub fn placement_text(report: &PlacementReport, rules: &Rules, color: bool) -> S
         };
         out.push_str(&format!("  {} ({ops})\n", paint(color, YELLOW, &cause.describe())));
     }
-    if !report.fallback.is_empty() {
-        let rows: Vec<[String; 6]> = fallback_rows(report, rules)
-            .into_iter()
-            .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), r[5].clone()])
-            .collect();
-        let header = [0, 1, 2, 3, 4, 5].map(|i| FALLBACK_HEADER[i]);
-        out.push_str(&text_table(&header, &rows, &[false, false, false, true, true, false], color));
-        // The causes above sum up the rest of a long list.
-        const EXPLAINED: usize = 10;
-        let explained: Vec<_> = report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()).collect();
-        if explained.len() > EXPLAINED {
-            out.push_str(&format!(
-                "  (reasons of the first {EXPLAINED} of {} nodes; the causes above cover them all)\n",
-                explained.len()
-            ));
-        }
-        for f in explained.into_iter().take(EXPLAINED) {
-            out.push_str(&format!("  {}:\n", f.name));
-            if let Some(reason) = &f.reason {
-                out.push_str(&format!("    reason: {reason}\n"));
-            }
-            if let Some(hint) = &f.hint {
-                out.push_str(&format!("    {}\n", paint(color, YELLOW, &format!("hint: {hint}"))));
-            }
-        }
+    if report.fallback.is_empty() {
+        return out;
     }
-    for warning in &report.warnings {
-        out.push_str(&format!("  {}\n", paint(color, YELLOW, &format!("warning: {warning}"))));
+    let rows: Vec<[String; 6]> = fallback_rows(report, rules)
+        .into_iter()
+        .map(|r| [r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone(), r[5].clone()])
+        .collect();
+    let header = [0, 1, 2, 3, 4, 5].map(|i| FALLBACK_HEADER[i]);
+    out.push_str(&text_table(&header, &rows, &[false, false, false, true, true, false], color));
+    // The causes above sum up the rest of a long list.
+    const EXPLAINED: usize = 10;
+    let explained: Vec<_> = report.fallback.iter().filter(|f| f.reason.is_some() || f.hint.is_some()).collect();
+    if explained.len() > EXPLAINED {
+        out.push_str(&format!(
+            "  (reasons of the first {EXPLAINED} of {} nodes; the causes above cover them all)\n",
+            explained.len()
+        ));
+    }
+    for f in explained.into_iter().take(EXPLAINED) {
+        out.push_str(&format!("  {}:\n", f.name));
+        if let Some(reason) = &f.reason {
+            out.push_str(&format!("    reason: {reason}\n"));
+        }
+        if let Some(hint) = &f.hint {
+            out.push_str(&format!("    {}\n", paint(color, YELLOW, &format!("hint: {hint}"))));
+        }
     }
     out
 }
