@@ -362,7 +362,7 @@ fn the_action_compares_against_the_base_branch_model_and_names_the_node_that_mov
     let comparison = json(&report_dir.join("result/compare.json"));
     assert_eq!(comparison["schema"], "npugate.compare/1");
     let candidate = &comparison["candidate"];
-    let (median_ms, _) = median_and_cv_ms(&candidate);
+    let (median_ms, _) = median_and_cv_ms(candidate);
     assert!(
         (output_number(&action, "median_ms") - median_ms).abs() < 1e-4,
         "{} vs {median_ms}",
