@@ -105,7 +105,7 @@ fn the_wheel_installs_into_a_fresh_venv_and_runs_real_models_from_there() {
     assert_eq!(local.status.code(), Some(0), "{}", describe(&local));
     let verdict: Value =
         serde_json::from_slice(&std::fs::read(work.path().join("local/verdict.json")).unwrap()).unwrap();
-    assert_eq!((verdict["schema"].as_str(), verdict["outcome"].as_str()), (Some("npugate.verdict/1"), Some("pass")));
+    assert_eq!((verdict["schema"].as_str(), verdict["outcome"].as_str()), (Some("npugate.verdict/1.1"), Some("pass")));
 
     // A real model on Qualcomm's host HTP as a Galaxy S24's Snapdragon, with the wheel's Windows harness.
     let cls = String::from_utf8_lossy(&in_work(&["model", "fetch", "ppocr-cls"]).stdout).trim().to_string();
