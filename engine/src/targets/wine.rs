@@ -267,11 +267,36 @@ impl WinePrefix {
         None
     }
 
+    /// Removes a broken prefix. Its wineserver may outlive the last run by seconds and write the
+    /// registry back while the directory is being removed, so it is stopped (`wineserver -k`; the
+    /// caller holds the exclusive lock, so nothing of ours runs in the prefix) and waited for first.
+    fn remove(&self) -> Result<()> {
+        for args in [["-k"], ["-w"]] {
+            let mut server = Command::new("wineserver");
+            server.args(args).envs(self.env());
+            let _ = npugate_host::process::run(server, WINEBOOT_LIMIT, &|| false);
+        }
+        let mut attempt = 0;
+        loop {
+            match std::fs::remove_dir_all(&self.dir) {
+                Ok(()) => return Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(_) if attempt < 5 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(200 * attempt));
+                }
+                Err(error) => {
+                    return Err(error)
+                        .with_context(|| format!("cannot remove the broken wine prefix {}", self.dir.display()))
+                }
+            }
+        }
+    }
+
     /// Creates the prefix from scratch with `wineboot -i` (the caller holds the exclusive lock).
     fn create(&self) -> Result<()> {
         if self.dir.exists() {
-            std::fs::remove_dir_all(&self.dir)
-                .with_context(|| format!("cannot remove the broken wine prefix {}", self.dir.display()))?;
+            self.remove()?;
         }
         let mut wineboot = Command::new("wine");
         wineboot.args(["wineboot", "-i"]).envs(self.env());
