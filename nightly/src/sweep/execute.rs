@@ -623,21 +623,8 @@ mod tests {
     }
 
     fn plan(dir: &Path, models: usize) -> SweepPlan {
-        let runtime = dir.join("rt");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
-        RuntimeManifest::write_for_dir(
-            &runtime,
-            "rt-test",
-            "x86_64-unknown-linux-gnu",
-            "1.31.1",
-            "libonnxruntime.so",
-            None,
-            vec![],
-        )
-        .unwrap();
-        let mut text =
-            format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
+        let runtime = crate::sweep::testing::runtime_dir(dir);
+        let mut text = format!("name = \"nightly\"\nruntimes = [{runtime:?}]\n[settings]\nruns = 20\n");
         for index in 0..models {
             npugate_engine::model::testing::identity_model(&dir.join(format!("m{index}.onnx")), &[Some(1), Some(3)]);
             text.push_str(&format!(

@@ -315,26 +315,12 @@ mod tests {
     use npugate_engine::rack::RackPolicy;
     use npugate_engine::targets::mock::{Behaviour, MockTarget};
     use npugate_engine::targets::Cancel;
-    use npugate_host::runtime::RuntimeManifest;
 
     const NIGHT: &str = "2026-11-23";
 
     fn plan(dir: &Path) -> SweepPlan {
-        let runtime = dir.join("rt");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
-        RuntimeManifest::write_for_dir(
-            &runtime,
-            "rt-test",
-            "x86_64-unknown-linux-gnu",
-            "1.31.1",
-            "libonnxruntime.so",
-            None,
-            vec![],
-        )
-        .unwrap();
-        let mut text =
-            format!("name = \"nightly\"\nruntimes = [{:?}]\n[settings]\nruns = 20\n", runtime.display().to_string());
+        let runtime = crate::sweep::testing::runtime_dir(dir);
+        let mut text = format!("name = \"nightly\"\nruntimes = [{runtime:?}]\n[settings]\nruns = 20\n");
         for (index, rules) in ["cv_pct = 100", "median_ms = 0.3"].iter().enumerate() {
             npugate_engine::model::testing::identity_model(&dir.join(format!("m{index}.onnx")), &[Some(1), Some(3)]);
             text.push_str(&format!("[[model]]\npath = \"m{index}.onnx\"\nrules = {{ {rules}, npu_flops_pct = 0 }}\n"));

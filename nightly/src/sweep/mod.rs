@@ -20,3 +20,29 @@ pub use night::{now_rfc3339, parse_night, today};
 pub use plan::SweepPlan;
 pub use shard::{Cut, Shard};
 pub use summary::{finished_cells, FinishedCell, SweepSummary};
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use npugate_host::runtime::RuntimeManifest;
+
+    /// A fake runtime directory under `dir` (a manifest and an empty library), for plans that only
+    /// need to load; returns its path.
+    pub(crate) fn runtime_dir(dir: &Path) -> String {
+        let runtime = dir.join("rt");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
+        RuntimeManifest::write_for_dir(
+            &runtime,
+            "rt-test",
+            "x86_64-unknown-linux-gnu",
+            "1.31.1",
+            "libonnxruntime.so",
+            None,
+            vec![],
+        )
+        .unwrap();
+        runtime.display().to_string()
+    }
+}

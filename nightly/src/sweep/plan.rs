@@ -450,27 +450,10 @@ mod tests {
         SweepPlan::load(&file)
     }
 
-    fn runtime_dir(dir: &Path) -> String {
-        let runtime = dir.join("rt");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::write(runtime.join("libonnxruntime.so"), "lib").unwrap();
-        RuntimeManifest::write_for_dir(
-            &runtime,
-            "rt-test",
-            "x86_64-unknown-linux-gnu",
-            "1.31.1",
-            "libonnxruntime.so",
-            None,
-            vec![],
-        )
-        .unwrap();
-        runtime.display().to_string()
-    }
-
     #[test]
     fn a_folder_without_genai_config_is_no_model() {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = runtime_dir(dir.path());
+        let runtime = crate::sweep::testing::runtime_dir(dir.path());
         std::fs::create_dir_all(dir.path().join("empty")).unwrap();
         let error = format!(
             "{:#}",
@@ -486,7 +469,7 @@ mod tests {
     #[test]
     fn a_plan_resolves_models_rules_and_settings() {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = runtime_dir(dir.path());
+        let runtime = crate::sweep::testing::runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         std::fs::write(dir.path().join("gate.toml"), "cv_pct = 3\n").unwrap();
         let plan = plan_in(
@@ -512,7 +495,7 @@ mod tests {
     #[test]
     fn a_runtime_can_run_its_cells_on_its_own_ep() {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = runtime_dir(dir.path());
+        let runtime = crate::sweep::testing::runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let text = format!(
             "runtimes = [{runtime:?}]\n[settings]\nep_options = [\"x=1\"]\n[runtime_ep.{runtime:?}]\nep = \"openvino\"\n\
@@ -532,7 +515,7 @@ mod tests {
     #[test]
     fn settings_that_do_not_fit_together_are_refused_at_load_naming_the_field() {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = runtime_dir(dir.path());
+        let runtime = crate::sweep::testing::runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let plan = |settings: &str, runtime_ep: &str| {
             let text =
@@ -571,7 +554,7 @@ mod tests {
     #[test]
     fn plan_errors_are_one_line_and_name_the_field_and_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let runtime = runtime_dir(dir.path());
+        let runtime = crate::sweep::testing::runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let cases = [
             (
