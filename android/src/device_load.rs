@@ -151,17 +151,29 @@ fn shares(from: &Snapshot, to: &Snapshot) -> Vec<ProcessCpu> {
                 None => return None,
             };
             let cpu_pct = round_to(ticks.saturating_sub(before) as f64 / ticks_per_s / seconds * 100.0, 1);
-            Some(ProcessCpu { pid: *pid, name: name.clone(), cpu_pct })
+            Some(ProcessCpu::single(*pid, name, cpu_pct))
         })
         .collect()
 }
 
-/// The busiest processes, at most [`BUSIEST`], none below [`LISTED_PCT`].
+/// The busiest processes, those of one name together (two `sh` burners are one `sh ×2` with
+/// their summed share, ranked by that sum), at most [`BUSIEST`], none below [`LISTED_PCT`].
 fn busiest(mut shares: Vec<ProcessCpu>) -> Vec<ProcessCpu> {
-    shares.retain(|p| p.cpu_pct >= LISTED_PCT);
     shares.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
-    shares.truncate(BUSIEST);
-    shares
+    let mut by_name: Vec<ProcessCpu> = Vec::new();
+    for share in shares {
+        match by_name.iter_mut().find(|p| p.name == share.name) {
+            Some(group) => {
+                group.cpu_pct = round_to(group.cpu_pct + share.cpu_pct, 1);
+                group.same_name.push(share.pid);
+            }
+            None => by_name.push(share),
+        }
+    }
+    by_name.retain(|p| p.cpu_pct >= LISTED_PCT);
+    by_name.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
+    by_name.truncate(BUSIEST);
+    by_name
 }
 
 /// `value` to `decimals` decimals (uptime has centisecond resolution; shares need no more than a
@@ -236,6 +248,42 @@ mod tests {
         assert_eq!(during.seconds, 10.0);
         assert_eq!((during.busiest[0].name.as_str(), during.busiest[0].cpu_pct), ("busy", 50.0));
         assert!(RunLoad::between(&DeviceLoad::default(), &sample(1.0, 0)).is_none());
+    }
+
+    #[test]
+    fn processes_of_one_name_are_ranked_by_their_summed_share_over_the_window() {
+        // Two snapshots 10 s apart at 100 ticks/s: two `sh` burners at 45% each, one rustc at
+        // 60%, a rustc started in the window at 20%, a tiny sh at 0.5% (folded in, not listed).
+        let snapshot = |uptime_s: f64, processes: &[(u32, &str, u64, u64)]| Snapshot {
+            uptime_s,
+            ticks_per_s: 100.0,
+            processes: processes
+                .iter()
+                .map(|(pid, name, start, ticks)| ((*pid, *start), (name.to_string(), *ticks)))
+                .collect(),
+        };
+        let from =
+            snapshot(100.0, &[(41, "sh", 5, 1_000), (42, "sh", 6, 2_000), (50, "rustc", 7, 300), (60, "sh", 8, 0)]);
+        let to = snapshot(
+            110.0,
+            &[
+                (41, "sh", 5, 1_450),
+                (42, "sh", 6, 2_450),
+                (50, "rustc", 7, 900),
+                (51, "rustc", 10_500, 200),
+                (60, "sh", 8, 5),
+            ],
+        );
+        let ranked = busiest(shares(&from, &to));
+        let got: Vec<(&str, usize, f64)> = ranked.iter().map(|p| (p.name.as_str(), p.processes(), p.cpu_pct)).collect();
+        assert_eq!(got, [("sh", 3, 90.5), ("rustc", 2, 80.0)]);
+        assert_eq!(ranked[0].describe(), "sh ×3 (pid 41, 42, 60) at 90% of a core");
+        assert_eq!(ranked[1].describe(), "rustc ×2 (pid 50, 51) at 80% of a core");
+        // A single process keeps the plain form.
+        assert_eq!(
+            busiest(shares(&from, &snapshot(110.0, &[(50, "rustc", 7, 900)])))[0].describe(),
+            "rustc (pid 50) at 60% of a core"
+        );
     }
 
     /// A process that keeps one core busy until dropped.
