@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult};
+use npugate_result::{
+    AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult, TraceSource,
+};
 use npugate_stats::median;
 
 pub use crate::coverage::strip_token_suffix;
@@ -115,6 +117,9 @@ struct Node<'a> {
     /// The nodes of the partitioned graph that stand for it and are no model node themselves (a
     /// fused `Gemm`): the EP's reasons for them are its reasons.
     run_nodes: Vec<&'a str>,
+    /// The nodes of the partitioned graph off the preferred EP that stand for it (its own among
+    /// them, when the partitioned graph kept it).
+    off_preferred: Vec<&'a str>,
     profile_ep: Option<&'a str>,
     time_us_per_run: Option<f64>,
 }
@@ -373,6 +378,7 @@ fn model_nodes<'a>(
             reference: found,
             flops,
             run_nodes: standing.iter().map(|&(run, _)| run).filter(|run| coverage.model_node(run).is_none()).collect(),
+            off_preferred: standing.iter().filter(|&&(_, ep)| ep != inputs.preferred_ep).map(|&(run, _)| run).collect(),
             profile_ep: None,
             time_us_per_run: None,
         });
@@ -809,6 +815,16 @@ impl<'a> IoQuantization<'a> {
             }
     }
 
+    /// Whether model node `node` is off the preferred EP only through graph-I/O quantization on
+    /// the CPU by design: every node of the partitioned graph standing for it off the EP is one
+    /// (the rule [`off_preferred_ep`] applies to them). A float input-layout `Transpose` of a QDQ
+    /// model is such a node: ONNX Runtime moves the graph input's `QuantizeLinear` in front of it,
+    /// the HTP runs the transposition, and the inserted Q, which stands for the `Transpose`, is left
+    /// to the CPU by design.
+    fn stood_for_by_design(&self, node: &Node<'_>) -> bool {
+        !node.off_preferred.is_empty() && node.off_preferred.iter().all(|run| self.by_design(run, "", None))
+    }
+
     /// Without the graph: a `QuantizeLinear` whose input is shaped like a graph input and before
     /// which only Q/DQ kernels ran, or a `DequantizeLinear` whose output is shaped like a graph
     /// output and after which only `DequantizeLinear` kernels ran (the reference run's order).
@@ -923,11 +939,20 @@ fn fallback_list(
         .filter(|n| n.placed() && n.ep != Some(inputs.preferred_ep))
         .map(|n| {
             let input_shapes = shape_strings(n.reference.map(|r| r.input_shapes.as_slice()));
-            let expected = io.by_design(n.name, n.op_type, n.reference);
+            let own_by_design = io.by_design(n.name, n.op_type, n.reference);
+            let stood_for_by_design = !own_by_design && io.stood_for_by_design(n);
+            let expected = own_by_design || stood_for_by_design;
             let reason = inputs
                 .rejections
                 .and_then(|r| r.reason(n.name).or_else(|| n.run_nodes.iter().find_map(|run| r.reason(run))))
                 .or_else(|| traced_reason(inputs.trace?, n));
+            let reason = match reason {
+                Some(reason) if stood_for_by_design => Some(format!(
+                    "on the CPU only as the graph-I/O quantization ONNX Runtime put in its place ({}): {reason}",
+                    n.off_preferred.join(", ")
+                )),
+                reason => reason,
+            };
             FallbackNode {
                 name: n.name.to_string(),
                 op_type: n.op_type.to_string(),
@@ -1012,8 +1037,12 @@ fn boundaries(profile: &Profile) -> Boundaries {
 }
 
 /// The QNN EP's reason for not taking a node, from its op trace: where the log gave none (a log
-/// at warning level, a truncated one), the trace still has it.
+/// at warning level, a truncated one, a compiled model's run), the trace still has it — a compiled
+/// model's, recorded by `npugate compile` with the compile log's reasons.
 fn traced_reason(trace: &QnnTrace, node: &Node<'_>) -> Option<String> {
     let reason = trace.reason(node.name).or_else(|| node.run_nodes.iter().find_map(|run| trace.reason(run)))?;
-    Some(format!("{reason} (QNN EP op trace)"))
+    Some(match trace.source {
+        TraceSource::Session => format!("{reason} (QNN EP op trace)"),
+        TraceSource::Compile => format!("{reason} (recorded when the model was compiled)"),
+    })
 }

@@ -207,3 +207,56 @@ fn graph_io_quantization_is_a_fallback_when_the_ep_was_told_to_take_it() {
     assert!(inputs(true).on_cpu_by_design("q_in") && !inputs(true).on_cpu_by_design("mm"));
     assert!(!inputs(false).on_cpu_by_design("q_in"));
 }
+
+/// MTCNN's onet, quantized by `quantize_static`: a float NHWC input, a layout `Transpose`, then the
+/// input's Q/DQ. ONNX Runtime moves the Q/DQ in front of the `Transpose` (`input_q`, `input_dq`,
+/// kernels of the group standing for it), the QNN EP absorbs the transposition into the HTP graph,
+/// and leaves the inserted graph-input Q to the CPU by design: the `Transpose` is on the CPU by
+/// design, by the same rule the quiet-first rerun decision uses ([`off_preferred_ep`]).
+#[test]
+fn a_float_input_transpose_stood_for_by_the_graph_input_q_is_on_the_cpu_by_design() {
+    use npugate_profile::placement::off_preferred_ep;
+    let graph = ModelGraph {
+        nodes: vec![node("Transpose9", "Transpose"), node("conv", "Conv")],
+        partitioned: Some(Fusions { groups: vec![group(&["input_q", "input_dq", "Transpose9"], &["Transpose9"])] }),
+        io_quantization: vec!["input_q".into()],
+        ..ModelGraph::default()
+    };
+    let assignment = |own_on_cpu: bool| Assignment {
+        source: String::new(),
+        error: None,
+        subgraphs: [subgraph(QNN, &[("conv", "Conv")]), subgraph(CPU, &[("input_q", "QuantizeLinear")])]
+            .into_iter()
+            .chain(own_on_cpu.then(|| subgraph(CPU, &[("Transpose9", "Transpose")])))
+            .collect(),
+    };
+    let (by_design, own_on_cpu) = (assignment(false), assignment(true));
+    let inputs = |assignment| PlacementInputs {
+        model_sha256: "m",
+        preferred_ep: QNN,
+        assignment,
+        graph: Some(&graph),
+        profile: None,
+        reference: None,
+        rejections: None,
+        qnn: None,
+        trace: None,
+        emulated: None,
+        graph_io: GraphIo::default(),
+        io_offload: true,
+        predicted: None,
+        fusions: None,
+    };
+    let report = build_report(&inputs(&by_design));
+    let off: Vec<(&str, &str, bool)> =
+        report.fallback.iter().map(|f| (f.name.as_str(), f.ep.as_str(), f.expected)).collect();
+    assert_eq!(off, [("Transpose9", CPU, true)]);
+    assert!(
+        off_preferred_ep(&inputs(&by_design)).is_empty(),
+        "the rerun rule agrees: nothing off the EP needs a reason"
+    );
+    // The Transpose itself left to the CPU is a fallback, whatever else stands for it.
+    let report = build_report(&inputs(&own_on_cpu));
+    assert!(!report.fallback.iter().find(|f| f.name == "Transpose9").unwrap().expected);
+    assert_eq!(off_preferred_ep(&inputs(&own_on_cpu)).len(), 1);
+}
