@@ -784,11 +784,14 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
 /// `QuantizeLinear` reading a graph input or a `DequantizeLinear` writing a graph output — of the
 /// model or inserted by ONNX Runtime — left to the CPU while the EP offloads graph-I/O quantization
 /// by design (`offload_graph_io_quantization`, on unless set to `0`) is on the CPU by design.
-/// Known by tensor names from the model's graph; for results without it, by shapes (see
-/// [`IoQuantization::by_shape`]).
+/// Known by tensor names from the model's graph, or by the EP's own reason for it (log or op
+/// trace: the Q/DQ its layout transformation inserts before a graph output have no name of ours);
+/// for results without the graph, by shapes (see [`IoQuantization::by_shape`]).
 struct IoQuantization<'a> {
     offloaded: bool,
     names: Option<&'a [String]>,
+    rejections: Option<&'a RejectionReasons>,
+    trace: Option<&'a QnnTrace>,
     reference_order: Vec<&'a ProfiledNode>,
     graph_io: &'a GraphIo,
 }
@@ -798,6 +801,8 @@ impl<'a> IoQuantization<'a> {
         IoQuantization {
             offloaded: inputs.io_offload && inputs.preferred_ep != CPU_EP,
             names: inputs.graph.map(|_| graph.io_quantization.as_slice()),
+            rejections: inputs.rejections,
+            trace: inputs.trace,
             reference_order: inputs
                 .reference
                 .map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect())
@@ -809,10 +814,17 @@ impl<'a> IoQuantization<'a> {
     /// Whether the node `name` of type `op_type` is on the CPU by design (when it is on the CPU).
     fn by_design(&self, name: &str, op_type: &str, reference: Option<&ProfiledNode>) -> bool {
         self.offloaded
-            && match self.names {
+            && (match self.names {
                 Some(names) => names.iter().any(|n| n == name),
                 None => self.by_shape(op_type, reference),
-            }
+            } || self.offloaded_by_the_eps_word(name))
+    }
+
+    /// Whether the EP's own reason for leaving `name` (its log's, else its op trace's) is the
+    /// graph-I/O offload.
+    fn offloaded_by_the_eps_word(&self, name: &str) -> bool {
+        let logged = self.rejections.and_then(|r| r.reason(name));
+        logged.as_deref().or_else(|| self.trace.and_then(|t| t.reason(name))).is_some_and(is_io_offload_reason)
     }
 
     /// Whether model node `node` is off the preferred EP only through graph-I/O quantization on
@@ -865,7 +877,8 @@ impl PlacementInputs<'_> {
 
 /// The nodes of the assignment left off the preferred EP, in assignment order, except graph-I/O
 /// quantization on the CPU by design ([`IoQuantization`], the one rule): the nodes a placement
-/// verdict needs the EP's reasons for. Without the model's graph no Q/DQ is known to be graph I/O.
+/// verdict needs the EP's reasons for. Without the model's graph, only the EP's own reason (an op
+/// trace in `inputs`) tells a Q/DQ of the graph I/O.
 pub fn off_preferred_ep<'a>(inputs: &'a PlacementInputs<'a>) -> Vec<&'a AssignedNode> {
     let no_graph = ModelGraph::default();
     let io = IoQuantization::new(inputs, inputs.graph.unwrap_or(&no_graph));
@@ -894,9 +907,7 @@ fn note_inserted_nodes(
         if !coverage.model_nodes(&node.name).is_empty() {
             continue;
         }
-        let offload_reason =
-            inputs.rejections.and_then(|r| r.reason(&node.name)).is_some_and(|r| is_io_offload_reason(&r));
-        if io.offloaded && (io.names.is_some_and(|names| names.contains(&node.name)) || offload_reason) {
+        if io.by_design(&node.name, "", None) {
             by_design.push(&node.name);
         } else {
             other.push(&node.name);
