@@ -28,13 +28,14 @@ pub const DEVICE_SAMPLE_S: &str = "0.5";
 /// 10 clock ticks, short enough not to lengthen every local run by a second.
 pub const LOCAL_SAMPLE_S: &str = "0.1";
 
-/// Device-side script: load average, clock ticks per second, whether other users' processes are
-/// hidden, then two snapshots of every process's `stat` line `interval_s` seconds apart, each
-/// after a `snapshot <uptime>` line. A process that ends while `cat` reads makes it fail; that is
-/// no failure of the sample.
+/// Device-side script: its own shell's pid (the sample's processes are no load), load average,
+/// clock ticks per second, whether other users' processes are hidden, then two snapshots of every
+/// process's `stat` line `interval_s` seconds apart, each after a `snapshot <uptime>` line. A
+/// process that ends while `cat` reads makes it fail; that is no failure of the sample.
 pub fn sample_script(interval_s: &str) -> String {
     format!(
-        r#"echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
+        r#"echo "sampler $$"
+echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
 echo "ticks $(getconf CLK_TCK 2>/dev/null)"
 [ -r /proc/1/stat ] || echo "hidden other users"
 snap() {{ echo "snapshot $(cut -d' ' -f1 /proc/uptime)"; cat /proc/[0-9]*/stat 2>/dev/null || true; }}
@@ -82,7 +83,8 @@ struct Snapshot {
     uptime_s: f64,
     /// Clock ticks per second of the counters.
     ticks_per_s: f64,
-    /// (pid, start time in ticks) → (name, user + system ticks).
+    /// (pid, start time in ticks) → (name, user + system ticks), the sample's own shell and its
+    /// children left out.
     processes: BTreeMap<(u32, u64), (String, u64)>,
 }
 
@@ -92,9 +94,12 @@ impl DeviceLoad {
         let mut loadavg = None;
         let mut others_hidden = false;
         let mut ticks_per_s = 100.0;
+        let mut sampler = None;
         let mut snapshots: Vec<Snapshot> = Vec::new();
         for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("loadavg ") {
+            if let Some(rest) = line.strip_prefix("sampler ") {
+                sampler = rest.trim().parse::<u32>().ok();
+            } else if let Some(rest) = line.strip_prefix("loadavg ") {
                 let values: Vec<f64> = rest.split_whitespace().take(3).filter_map(|v| v.parse().ok()).collect();
                 loadavg = <[f64; 3]>::try_from(values).ok();
             } else if let Some(rest) = line.strip_prefix("ticks ") {
@@ -107,8 +112,10 @@ impl DeviceLoad {
                     ticks_per_s,
                     processes: BTreeMap::new(),
                 });
-            } else if let (Some(snapshot), Some((key, value))) = (snapshots.last_mut(), parse_stat(line)) {
-                snapshot.processes.insert(key, value);
+            } else if let (Some(snapshot), Some((key, parent, value))) = (snapshots.last_mut(), parse_stat(line)) {
+                if sampler.is_none_or(|own| key.0 != own && parent != own) {
+                    snapshot.processes.insert(key, value);
+                }
             }
         }
         let mut load = DeviceLoad { loadavg, others_hidden, ..DeviceLoad::default() };
@@ -183,16 +190,17 @@ fn round_to(value: f64, decimals: i32) -> f64 {
     (value * scale).round() / scale
 }
 
-/// One `/proc/<pid>/stat` line → ((pid, start time), (name, utime + stime)).
-fn parse_stat(line: &str) -> Option<((u32, u64), (String, u64))> {
+/// One `/proc/<pid>/stat` line → ((pid, start time), parent pid, (name, utime + stime)).
+fn parse_stat(line: &str) -> Option<((u32, u64), u32, (String, u64))> {
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     let pid = line.get(..open)?.trim().parse().ok()?;
     let name = line.get(open + 1..close)?.to_string();
     let fields: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
-    // After the name: state(0) … utime(11) stime(12) … starttime(19).
+    // After the name: state(0) ppid(1) … utime(11) stime(12) … starttime(19).
     let number = |index: usize| fields.get(index)?.parse::<u64>().ok();
-    Some(((pid, number(19)?), (name, number(11)? + number(12)?)))
+    let parent = u32::try_from(number(1)?).ok()?;
+    Some(((pid, number(19)?), parent, (name, number(11)? + number(12)?)))
 }
 
 #[cfg(test)]
@@ -208,6 +216,7 @@ mod tests {
     #[test]
     fn shares_come_from_counters_and_odd_names_and_lines_are_survived() {
         let text = [
+            "sampler 77".to_string(),
             "loadavg 2.50 1.00 0.50 3/200 999".to_string(),
             "ticks 100".into(),
             "snapshot 1000.00".into(),
@@ -221,6 +230,9 @@ mod tests {
             stat(12, "idle", 7, 0, 7),
             stat(13, "newcomer", 10, 0, 100_020),
             stat(14, "unseen-before", 90, 0, 3),
+            // The sample's own shell and its `cat`, started in the window: no load.
+            stat(77, "sh", 40, 0, 100_010),
+            stat(78, "cat", 30, 0, 100_030).replacen(" R 1 ", " R 77 ", 1),
         ]
         .join("\n");
         let load = DeviceLoad::parse(&text);
