@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::{Check, CheckStatus};
 use crate::rules::{RuleName, Rules};
 use crate::units::{fmt_limit, Unit};
-use crate::verdict::{Check, CheckStatus};
 
 /// Without the rule, a process busier than this (percent of one core) is a warning.
 pub const WARN_BACKGROUND_CPU_PCT: f64 = 25.0;
