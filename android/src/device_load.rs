@@ -112,9 +112,9 @@ impl DeviceLoad {
                     ticks_per_s,
                     processes: BTreeMap::new(),
                 });
-            } else if let (Some(snapshot), Some((key, parent, value))) = (snapshots.last_mut(), parse_stat(line)) {
-                if sampler.is_none_or(|own| key.0 != own && parent != own) {
-                    snapshot.processes.insert(key, value);
+            } else if let (Some(snapshot), Some(stat)) = (snapshots.last_mut(), parse_stat(line)) {
+                if sampler.is_none_or(|own| stat.key.0 != own && stat.parent != own) {
+                    snapshot.processes.insert(stat.key, (stat.name, stat.ticks));
                 }
             }
         }
@@ -190,8 +190,20 @@ fn round_to(value: f64, decimals: i32) -> f64 {
     (value * scale).round() / scale
 }
 
-/// One `/proc/<pid>/stat` line → ((pid, start time), parent pid, (name, utime + stime)).
-fn parse_stat(line: &str) -> Option<((u32, u64), u32, (String, u64))> {
+/// What a `/proc/<pid>/stat` line says of its process.
+struct StatLine {
+    /// (pid, start time in ticks).
+    key: (u32, u64),
+    /// Its parent's pid.
+    parent: u32,
+    /// Its name.
+    name: String,
+    /// User + system ticks.
+    ticks: u64,
+}
+
+/// One `/proc/<pid>/stat` line.
+fn parse_stat(line: &str) -> Option<StatLine> {
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     let pid = line.get(..open)?.trim().parse().ok()?;
@@ -200,7 +212,7 @@ fn parse_stat(line: &str) -> Option<((u32, u64), u32, (String, u64))> {
     // After the name: state(0) ppid(1) … utime(11) stime(12) … starttime(19).
     let number = |index: usize| fields.get(index)?.parse::<u64>().ok();
     let parent = u32::try_from(number(1)?).ok()?;
-    Some(((pid, number(19)?), parent, (name, number(11)? + number(12)?)))
+    Some(StatLine { key: (pid, number(19)?), parent, name, ticks: number(11)? + number(12)? })
 }
 
 #[cfg(test)]
