@@ -28,13 +28,14 @@ pub const DEVICE_SAMPLE_S: &str = "0.5";
 /// 10 clock ticks, short enough not to lengthen every local run by a second.
 pub const LOCAL_SAMPLE_S: &str = "0.1";
 
-/// Device-side script: load average, clock ticks per second, whether other users' processes are
-/// hidden, then two snapshots of every process's `stat` line `interval_s` seconds apart, each
-/// after a `snapshot <uptime>` line. A process that ends while `cat` reads makes it fail; that is
-/// no failure of the sample.
+/// Device-side script: its own shell's pid (the sample's processes are no load), load average,
+/// clock ticks per second, whether other users' processes are hidden, then two snapshots of every
+/// process's `stat` line `interval_s` seconds apart, each after a `snapshot <uptime>` line. A
+/// process that ends while `cat` reads makes it fail; that is no failure of the sample.
 pub fn sample_script(interval_s: &str) -> String {
     format!(
-        r#"echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
+        r#"echo "sampler $$"
+echo "loadavg $(cat /proc/loadavg 2>/dev/null)"
 echo "ticks $(getconf CLK_TCK 2>/dev/null)"
 [ -r /proc/1/stat ] || echo "hidden other users"
 snap() {{ echo "snapshot $(cut -d' ' -f1 /proc/uptime)"; cat /proc/[0-9]*/stat 2>/dev/null || true; }}
@@ -82,7 +83,8 @@ struct Snapshot {
     uptime_s: f64,
     /// Clock ticks per second of the counters.
     ticks_per_s: f64,
-    /// (pid, start time in ticks) → (name, user + system ticks).
+    /// (pid, start time in ticks) → (name, user + system ticks), the sample's own shell and its
+    /// children left out.
     processes: BTreeMap<(u32, u64), (String, u64)>,
 }
 
@@ -92,9 +94,12 @@ impl DeviceLoad {
         let mut loadavg = None;
         let mut others_hidden = false;
         let mut ticks_per_s = 100.0;
+        let mut sampler = None;
         let mut snapshots: Vec<Snapshot> = Vec::new();
         for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("loadavg ") {
+            if let Some(rest) = line.strip_prefix("sampler ") {
+                sampler = rest.trim().parse::<u32>().ok();
+            } else if let Some(rest) = line.strip_prefix("loadavg ") {
                 let values: Vec<f64> = rest.split_whitespace().take(3).filter_map(|v| v.parse().ok()).collect();
                 loadavg = <[f64; 3]>::try_from(values).ok();
             } else if let Some(rest) = line.strip_prefix("ticks ") {
@@ -107,8 +112,10 @@ impl DeviceLoad {
                     ticks_per_s,
                     processes: BTreeMap::new(),
                 });
-            } else if let (Some(snapshot), Some((key, value))) = (snapshots.last_mut(), parse_stat(line)) {
-                snapshot.processes.insert(key, value);
+            } else if let (Some(snapshot), Some(stat)) = (snapshots.last_mut(), parse_stat(line)) {
+                if sampler.is_none_or(|own| stat.key.0 != own && stat.parent != own) {
+                    snapshot.processes.insert(stat.key, (stat.name, stat.ticks));
+                }
             }
         }
         let mut load = DeviceLoad { loadavg, others_hidden, ..DeviceLoad::default() };
@@ -151,17 +158,29 @@ fn shares(from: &Snapshot, to: &Snapshot) -> Vec<ProcessCpu> {
                 None => return None,
             };
             let cpu_pct = round_to(ticks.saturating_sub(before) as f64 / ticks_per_s / seconds * 100.0, 1);
-            Some(ProcessCpu { pid: *pid, name: name.clone(), cpu_pct })
+            Some(ProcessCpu::single(*pid, name, cpu_pct))
         })
         .collect()
 }
 
-/// The busiest processes, at most [`BUSIEST`], none below [`LISTED_PCT`].
+/// The busiest processes, those of one name together (two `sh` burners are one `sh ×2` with
+/// their summed share, ranked by that sum), at most [`BUSIEST`], none below [`LISTED_PCT`].
 fn busiest(mut shares: Vec<ProcessCpu>) -> Vec<ProcessCpu> {
-    shares.retain(|p| p.cpu_pct >= LISTED_PCT);
     shares.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
-    shares.truncate(BUSIEST);
-    shares
+    let mut by_name: Vec<ProcessCpu> = Vec::new();
+    for share in shares {
+        match by_name.iter_mut().find(|p| p.name == share.name) {
+            Some(group) => {
+                group.cpu_pct = round_to(group.cpu_pct + share.cpu_pct, 1);
+                group.same_name.push(share.pid);
+            }
+            None => by_name.push(share),
+        }
+    }
+    by_name.retain(|p| p.cpu_pct >= LISTED_PCT);
+    by_name.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
+    by_name.truncate(BUSIEST);
+    by_name
 }
 
 /// `value` to `decimals` decimals (uptime has centisecond resolution; shares need no more than a
@@ -171,16 +190,29 @@ fn round_to(value: f64, decimals: i32) -> f64 {
     (value * scale).round() / scale
 }
 
-/// One `/proc/<pid>/stat` line → ((pid, start time), (name, utime + stime)).
-fn parse_stat(line: &str) -> Option<((u32, u64), (String, u64))> {
+/// What a `/proc/<pid>/stat` line says of its process.
+struct StatLine {
+    /// (pid, start time in ticks).
+    key: (u32, u64),
+    /// Its parent's pid.
+    parent: u32,
+    /// Its name.
+    name: String,
+    /// User + system ticks.
+    ticks: u64,
+}
+
+/// One `/proc/<pid>/stat` line.
+fn parse_stat(line: &str) -> Option<StatLine> {
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     let pid = line.get(..open)?.trim().parse().ok()?;
     let name = line.get(open + 1..close)?.to_string();
     let fields: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
-    // After the name: state(0) … utime(11) stime(12) … starttime(19).
+    // After the name: state(0) ppid(1) … utime(11) stime(12) … starttime(19).
     let number = |index: usize| fields.get(index)?.parse::<u64>().ok();
-    Some(((pid, number(19)?), (name, number(11)? + number(12)?)))
+    let parent = u32::try_from(number(1)?).ok()?;
+    Some(StatLine { key: (pid, number(19)?), parent, name, ticks: number(11)? + number(12)? })
 }
 
 #[cfg(test)]
@@ -196,6 +228,7 @@ mod tests {
     #[test]
     fn shares_come_from_counters_and_odd_names_and_lines_are_survived() {
         let text = [
+            "sampler 77".to_string(),
             "loadavg 2.50 1.00 0.50 3/200 999".to_string(),
             "ticks 100".into(),
             "snapshot 1000.00".into(),
@@ -209,6 +242,9 @@ mod tests {
             stat(12, "idle", 7, 0, 7),
             stat(13, "newcomer", 10, 0, 100_020),
             stat(14, "unseen-before", 90, 0, 3),
+            // The sample's own shell and its `cat`, started in the window: no load.
+            stat(77, "sh", 40, 0, 100_010),
+            stat(78, "cat", 30, 0, 100_030).replacen(" R 1 ", " R 77 ", 1),
         ]
         .join("\n");
         let load = DeviceLoad::parse(&text);
@@ -236,6 +272,42 @@ mod tests {
         assert_eq!(during.seconds, 10.0);
         assert_eq!((during.busiest[0].name.as_str(), during.busiest[0].cpu_pct), ("busy", 50.0));
         assert!(RunLoad::between(&DeviceLoad::default(), &sample(1.0, 0)).is_none());
+    }
+
+    #[test]
+    fn processes_of_one_name_are_ranked_by_their_summed_share_over_the_window() {
+        // Two snapshots 10 s apart at 100 ticks/s: two `sh` burners at 45% each, one rustc at
+        // 60%, a rustc started in the window at 20%, a tiny sh at 0.5% (folded in, not listed).
+        let snapshot = |uptime_s: f64, processes: &[(u32, &str, u64, u64)]| Snapshot {
+            uptime_s,
+            ticks_per_s: 100.0,
+            processes: processes
+                .iter()
+                .map(|(pid, name, start, ticks)| ((*pid, *start), (name.to_string(), *ticks)))
+                .collect(),
+        };
+        let from =
+            snapshot(100.0, &[(41, "sh", 5, 1_000), (42, "sh", 6, 2_000), (50, "rustc", 7, 300), (60, "sh", 8, 0)]);
+        let to = snapshot(
+            110.0,
+            &[
+                (41, "sh", 5, 1_450),
+                (42, "sh", 6, 2_450),
+                (50, "rustc", 7, 900),
+                (51, "rustc", 10_500, 200),
+                (60, "sh", 8, 5),
+            ],
+        );
+        let ranked = busiest(shares(&from, &to));
+        let got: Vec<(&str, usize, f64)> = ranked.iter().map(|p| (p.name.as_str(), p.processes(), p.cpu_pct)).collect();
+        assert_eq!(got, [("sh", 3, 90.5), ("rustc", 2, 80.0)]);
+        assert_eq!(ranked[0].describe(), "sh ×3 (pid 41, 42, 60) at 90% of a core");
+        assert_eq!(ranked[1].describe(), "rustc ×2 (pid 50, 51) at 80% of a core");
+        // A single process keeps the plain form.
+        assert_eq!(
+            busiest(shares(&from, &snapshot(110.0, &[(50, "rustc", 7, 900)])))[0].describe(),
+            "rustc (pid 50) at 60% of a core"
+        );
     }
 
     /// A process that keeps one core busy until dropped.

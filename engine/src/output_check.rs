@@ -127,10 +127,15 @@ impl Reference {
             .zip(&run.artifacts.outputs)
             .map(|(signature, file)| {
                 let reference_file = reference_output(reference, &self.dir, &signature.name)?;
-                let (shape, values) = read_npy_f64(&dir.join(file))?;
-                let (reference_shape, reference_values) = read_npy_f64(&reference_file)?;
-                compare_tensors(&signature.name, (&reference_shape, &reference_values), (&shape, &values))
-                    .with_context(|| format!("output {:?} cannot be compared with the reference", signature.name))
+                let output = read_npy(&dir.join(file))?;
+                let reference = read_npy(&reference_file)?;
+                let comparison = compare_tensors(
+                    &signature.name,
+                    (&reference.shape, &reference.values),
+                    (&output.shape, &output.values),
+                )
+                .with_context(|| format!("output {:?} cannot be compared with the reference", signature.name))?;
+                Ok(OutputComparison { non_binary_bools: output.non_binary_bools, ..comparison })
             })
             .collect::<Result<Vec<OutputComparison>>>()?;
         Ok(OutputsReport {
@@ -198,9 +203,20 @@ fn relative_to(path: &Path, base: &Path) -> String {
     }
 }
 
+/// A `.npy` file read as f64 values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NpyTensor {
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Its values (booleans as 0 and 1).
+    pub values: Vec<f64>,
+    /// Of a bool tensor: the elements whose raw byte was neither 0 nor 1 (read as true).
+    pub non_binary_bools: usize,
+}
+
 /// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans); the
 /// values' size is checked against this machine's memory first.
-pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
+pub fn read_npy(path: &Path) -> Result<NpyTensor> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let npy =
         npyz::NpyFile::new(bytes.as_slice()).with_context(|| format!("{} is not a valid .npy file", path.display()))?;
@@ -220,6 +236,7 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
         other => other.descr(),
     };
     let unreadable = |e: std::io::Error| anyhow::anyhow!("cannot read the data of {}: {e}", path.display());
+    let mut non_binary_bools = 0;
     let values: Vec<f64> = match descr.as_str() {
         "<f4" => npy.into_vec::<f32>().map_err(unreadable)?.into_iter().map(f64::from).collect(),
         "<f8" => npy.into_vec::<f64>().map_err(unreadable)?,
@@ -238,11 +255,12 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {
             let count = usize::try_from(shape.iter().product::<u64>()).unwrap_or(usize::MAX);
             let data = bytes.len().checked_sub(count).map(|start| &bytes[start..]);
             let data = data.with_context(|| format!("{} holds fewer bool values than its shape", path.display()))?;
+            non_binary_bools = data.iter().filter(|&&v| v > 1).count();
             data.iter().map(|&v| f64::from(u8::from(v != 0))).collect()
         }
         other => bail!("{} holds dtype {other}, which the output check does not read", path.display()),
     };
-    Ok((shape, values))
+    Ok(NpyTensor { shape, values, non_binary_bools })
 }
 
 #[cfg(test)]
@@ -263,7 +281,8 @@ mod tests {
         let header = bytes.windows(3).position(|w| w == b"|u1").unwrap();
         bytes[header..header + 3].copy_from_slice(b"|b1");
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_npy_f64(&path).unwrap(), (vec![3], vec![0.0, 1.0, 1.0]));
+        let read = read_npy(&path).unwrap();
+        assert_eq!((read.shape, read.values, read.non_binary_bools), (vec![3], vec![0.0, 1.0, 1.0], 1));
     }
 
     #[test]
@@ -284,8 +303,9 @@ mod tests {
             writer.finish().unwrap();
         }
         std::fs::write(&path, out).unwrap();
-        assert_eq!(read_npy_f64(&path).unwrap(), (vec![2, 2], vec![1.0, -2.0, 3.0, 4.0]));
+        let read = read_npy(&path).unwrap();
+        assert_eq!((read.shape, read.values, read.non_binary_bools), (vec![2, 2], vec![1.0, -2.0, 3.0, 4.0], 0));
         std::fs::write(&path, b"not npy").unwrap();
-        assert!(read_npy_f64(&path).unwrap_err().to_string().contains("x.npy"));
+        assert!(read_npy(&path).unwrap_err().to_string().contains("x.npy"));
     }
 }

@@ -171,7 +171,7 @@ fn two_levels(rng: &mut fastrand::Rng, latencies: &mut [f64], factor: f64) {
 /// The busiest other process during the run as the load sample records it: `cpu_pct` of a core,
 /// or none above 1% at 0.
 fn busy_process(cpu_pct: f64) -> RunLoad {
-    let busiest = (cpu_pct > 0.0).then(|| ProcessCpu { pid: 812, name: "cc1plus".into(), cpu_pct });
+    let busiest = (cpu_pct > 0.0).then(|| ProcessCpu::single(812, "cc1plus", cpu_pct));
     RunLoad { seconds: 0.5, busiest: busiest.into_iter().collect() }
 }
 

@@ -8,28 +8,52 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::{Check, CheckStatus};
 use crate::rules::{RuleName, Rules};
 use crate::units::{fmt_limit, Unit};
-use crate::verdict::{Check, CheckStatus};
 
 /// Without the rule, a process busier than this (percent of one core) is a warning.
 pub const WARN_BACKGROUND_CPU_PCT: f64 = 25.0;
 
-/// A process and the CPU it used over a window, in percent of one core (200 = two cores busy).
+/// Pids named one by one in [`ProcessCpu::describe`] before "…".
+const NAMED_PIDS: usize = 3;
+
+/// A process — or the processes of one name together — and the CPU used over a window, in
+/// percent of one core (200 = two cores busy).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessCpu {
-    /// Its process id on the device.
+    /// Its process id on the device (of several of one name: the busiest one's).
     pub pid: u32,
     /// Its name (the kernel's `comm`, at most 15 characters).
     pub name: String,
-    /// Its CPU share over the window, percent of one core.
+    /// Its CPU share over the window, percent of one core (of several: their sum).
     pub cpu_pct: f64,
+    /// The other processes of this name whose shares `cpu_pct` includes, busiest first (two CPU
+    /// burners `sh` are one entry `sh ×2`); empty for a single process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_name: Vec<u32>,
 }
 
 impl ProcessCpu {
-    /// `cc1plus (pid 812) at 97% of a core`.
+    /// One process's share.
+    pub fn single(pid: u32, name: &str, cpu_pct: f64) -> ProcessCpu {
+        ProcessCpu { pid, name: name.into(), cpu_pct, same_name: Vec::new() }
+    }
+
+    /// Processes of this name summed into this entry.
+    pub fn processes(&self) -> usize {
+        1 + self.same_name.len()
+    }
+
+    /// `cc1plus (pid 812) at 97% of a core`; `sh ×2 (pid 41, 42) at 180% of a core`.
     pub fn describe(&self) -> String {
-        format!("{} (pid {}) at {:.0}% of a core", self.name, self.pid, self.cpu_pct)
+        if self.same_name.is_empty() {
+            return format!("{} (pid {}) at {:.0}% of a core", self.name, self.pid, self.cpu_pct);
+        }
+        let pids: Vec<String> =
+            std::iter::once(&self.pid).chain(&self.same_name).take(NAMED_PIDS).map(u32::to_string).collect();
+        let more = if self.processes() > NAMED_PIDS { ", …" } else { "" };
+        format!("{} ×{} (pid {}{more}) at {:.0}% of a core", self.name, self.processes(), pids.join(", "), self.cpu_pct)
     }
 }
 
@@ -138,10 +162,7 @@ mod tests {
     fn busy(cpu_pct: f64) -> BackgroundLoad {
         BackgroundLoad {
             window: "during the 3.0 s harness run".into(),
-            busiest: vec![
-                ProcessCpu { pid: 7, name: "kswapd0".into(), cpu_pct: 3.0 },
-                ProcessCpu { pid: 812, name: "cc1plus".into(), cpu_pct },
-            ],
+            busiest: vec![ProcessCpu::single(7, "kswapd0", 3.0), ProcessCpu::single(812, "cc1plus", cpu_pct)],
             other_harnesses: vec![],
             blind: None,
             state_changes: vec![],
@@ -174,10 +195,8 @@ mod tests {
     fn without_a_load_record_the_rule_is_unjudged_and_other_harnesses_are_warned_about() {
         let (unknown, _) = assess(&rules(&["max_background_cpu_pct=20"]), None);
         assert_eq!(unknown.unwrap().status, CheckStatus::Unjudged);
-        let load = BackgroundLoad {
-            other_harnesses: vec![ProcessCpu { pid: 99, name: "npugate-harness".into(), cpu_pct: 180.0 }],
-            ..busy(1.0)
-        };
+        let load =
+            BackgroundLoad { other_harnesses: vec![ProcessCpu::single(99, "npugate-harness", 180.0)], ..busy(1.0) };
         let (_, warnings) = assess(&rules(&[]), Some(&load));
         assert!(warnings[0].contains("another npugate harness") && warnings[0].contains("pid 99"), "{warnings:?}");
         let (disabled, _) =

@@ -12,13 +12,13 @@ use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult, RunStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::check::unjudged;
 use crate::confirm::Confirmation;
 use crate::fingerprint::Fingerprint;
 use crate::judge::{moved_culprit, nodes_check, outcome_of, ratio_check};
 use crate::rules::{self, RuleName, RulesError};
 use crate::stats::{self, Drift, LatencyStats, PairedRatio};
 use crate::units::{fmt_ms, Unit};
-use crate::verdict::unjudged;
 use crate::verdict::{Check, Culprit, Outcome, Subject};
 
 /// Schema identifier of a serialized [`CompareVerdict`].

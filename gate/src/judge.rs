@@ -7,6 +7,7 @@ use npugate_result::{RunResult, RunStatus};
 
 use crate::background::{self, BackgroundLoad};
 use crate::baseline::Baseline;
+use crate::check::{check, pass_or_fail, unjudged, Check, CheckStatus, Culprit};
 use crate::decode::ContextGrowth;
 use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
@@ -16,10 +17,7 @@ use crate::resources::{self, EnergyRecord};
 use crate::rules::{limit, RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
-use crate::verdict::{
-    check, pass_or_fail, unjudged, BaselineComparison, Check, CheckStatus, Culprit, GenerationSummary, Outcome,
-    Subject, Verdict, VERDICT_SCHEMA,
-};
+use crate::verdict::{BaselineComparison, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA};
 
 /// How many blamed nodes a check message names before "and N more".
 const NAMED_NODES: usize = 3;

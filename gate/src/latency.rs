@@ -4,13 +4,12 @@
 
 use npugate_result::RunResult;
 
+use crate::check::{check, pass_or_fail, unjudged, Check, CheckStatus};
 use crate::machine::Machine;
 use crate::rules::limit;
 use crate::rules::{RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_pct, Unit};
-use crate::verdict::{check, pass_or_fail, unjudged};
-use crate::verdict::{Check, CheckStatus};
 
 /// A first inference this many times the median is reported as a slow cold start.
 const SLOW_FIRST_RUN_FACTOR: f64 = 2.0;

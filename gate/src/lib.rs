@@ -9,6 +9,7 @@
 
 pub mod background;
 pub mod baseline;
+pub mod check;
 pub mod compare;
 pub mod confirm;
 pub mod decode;

@@ -17,11 +17,10 @@ use npugate_result::RunResult;
 use serde::{Deserialize, Serialize};
 
 use crate::background::{BackgroundLoad, ProcessCpu, WARN_BACKGROUND_CPU_PCT};
+use crate::check::{check, Check, CheckStatus};
 use crate::rules::RuleName;
 use crate::stats::{ClusterSplit, Contention, Drift};
 use crate::units::{fmt_ms, Unit};
-use crate::verdict::check;
-use crate::verdict::{Check, CheckStatus};
 
 /// The ORT name of the CPU execution provider.
 const CPU_EP: &str = "CPUExecutionProvider";

@@ -44,6 +44,15 @@ pub struct OutputComparison {
     pub shape: Vec<u64>,
     /// The distance metrics.
     pub metrics: OutputMetrics,
+    /// Of a bool output: the elements whose raw byte was neither 0 nor 1 (a backend's true may be
+    /// any non-zero byte — the host HTP writes 12); compared as true, reported, never a failure.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub non_binary_bools: usize,
+}
+
+/// Serde's skip test for a zero count.
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 /// Distances between an output and its reference. Non-finite values are written as the strings
@@ -128,6 +137,7 @@ pub fn compare_tensors(
         name: name.to_string(),
         shape: output.0.to_vec(),
         metrics: OutputMetrics::compare(reference.1, output.1, output.0),
+        non_binary_bools: 0,
     })
 }
 

@@ -8,9 +8,9 @@ use npugate_result::{MemoryRecord, RunResult};
 
 pub use crate::energy::{EnergyMeasurement, EnergyRecord, GaugeResolution, ENERGY_SCHEMA};
 
+use crate::check::{Check, CheckStatus};
 use crate::rules::{RuleName, Rules};
 use crate::units::{fmt_limit, Unit};
-use crate::verdict::{Check, CheckStatus};
 
 /// The memory and energy checks of a run: each rule that is set, judged on `run.memory` and
 /// `energy`; unjudged without its figure (with what to pass to get it). On an emulated run they

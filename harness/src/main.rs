@@ -110,7 +110,7 @@ fn run(args: &Args) -> Result<()> {
     // A session-only run's one session is its account: it gets the op trace, a timed one never.
     let first = if args.settings.session_only { plan.for_account() } else { plan.clone() };
     let start = Instant::now();
-    let context = SessionContext { args, env: &env, plan: &plan, log: &log, log_start };
+    let context = SessionContext { args, env: &env, plan: &plan, log: &log, log_start, out: &out };
     let created = create_timed_session(&context, &first, timed_level, quiet, &mut result)?;
     timings.session_create_ns = elapsed_ns(start);
     let timed = match created {
@@ -274,6 +274,8 @@ struct SessionContext<'a> {
     plan: &'a SessionPlan,
     log: &'a Path,
     log_start: u64,
+    /// The run's directory (the harness's working directory), where the EP writes its op trace.
+    out: &'a Path,
 }
 
 /// Creates the timed session from `first`: quiet first on an accelerator (`quiet`), created again
@@ -286,7 +288,7 @@ fn create_timed_session(
     quiet: bool,
     result: &mut RunResult,
 ) -> Result<Result<ort::session::Session>> {
-    let SessionContext { args, env, plan, log, log_start } = *context;
+    let SessionContext { args, env, plan, log, log_start, out } = *context;
     let create =
         |level| first.create(env, "timed", level).map_err(|e| explain_with_backend(e, &plan.ep, log, log_start));
     if !quiet {
@@ -294,7 +296,10 @@ fn create_timed_session(
     }
     let judge = |session: &ort::session::Session| {
         let assignment = session::assignment(session);
-        account::rerun_reason(&PlacementInputs { assignment: &assignment, ..PlacementInputs::of_run(result) })
+        let trace = qnn_trace::peek(out);
+        let inputs =
+            PlacementInputs { assignment: &assignment, trace: trace.as_ref(), ..PlacementInputs::of_run(result) };
+        account::rerun_reason(&inputs)
     };
     let (created, logged) = account::create_quiet_first(args.settings.ort_log_level, env, &[plan], create, judge)?;
     result.execution.session_log = Some(logged);

@@ -95,6 +95,12 @@ pub fn read(out: &Path) -> Result<Option<QnnTrace>> {
     trace
 }
 
+/// The trace the EP wrote into `out` so far, its graph dump left for [`read`]: what the quiet-first
+/// account judges its session by (the EP's reason for a node it left, where no log has one yet).
+pub fn peek(out: &Path) -> Option<QnnTrace> {
+    read_trace(&out.join(OP_TRACE_FILE), &out.join(GRAPH_DUMP_DIR)).ok().flatten()
+}
+
 fn read_trace(path: &Path, dump_dir: &Path) -> Result<Option<QnnTrace>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,

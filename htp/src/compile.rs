@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_onnx::Model;
+use npugate_profile::ort_log::RejectionReasons;
 use npugate_profile::placement::strip_token_suffix;
 use npugate_profile::result_dir::read_rejections;
 use npugate_result::contract::write_atomic;
-use npugate_result::{files, RunResult};
+use npugate_result::{files, QnnTrace, RunResult, UnsupportedNode};
 use npugate_settings::{KeyValue, ShapeSpec};
 
 use super::compiled::{source_path_from, CompiledFor, EpContextCover};
-use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
+use super::preflight::{arch_hint, fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
 use npugate_engine::layout::{check_file, written_by_npugate, Staging};
 use npugate_engine::progress::Progress;
@@ -103,10 +104,11 @@ impl CompileRequest<'_> {
         };
         compiled_for.stamp(&mut model);
         // Loading a context binary composes no graph, so the EP traces none: the compile's trace,
-        // in the source model's node names, goes with the model.
+        // in the source model's node names and with the compile's reasons, goes with the model.
         if let (Some(trace), Some(graph)) = (&result.qnn_trace, &result.graph) {
-            let resolved = npugate_profile::qnn_ops::resolve_sources(trace, graph);
-            model.set_metadata(npugate_result::QNN_TRACE_KEY, &serde_json::to_string(&resolved)?);
+            let recorded =
+                with_compile_reasons(npugate_profile::qnn_ops::resolve_sources(trace, graph), &rejections, self.soc);
+            model.set_metadata(npugate_result::QNN_TRACE_KEY, &serde_json::to_string(&recorded)?);
         }
         let context_files = write_with_context_files(model, &job_dir, out)?;
         let placement = placement_of(&result, &rejections, None, self.soc);
@@ -114,6 +116,26 @@ impl CompileRequest<'_> {
         let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
         Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
     }
+}
+
+/// `trace` with the compile log's reason for each node the EP or the HTP backend rejected — what
+/// `compile` shows: the backend's own (`Unsupported input/output datatypes … supported
+/// configurations …`, logged only at VERBOSE) where the trace has just the EP's ("Failed to add
+/// node."). A run of the compiled model composes no graph and logs no rejection: these are its
+/// reasons.
+fn with_compile_reasons(mut trace: QnnTrace, rejections: &RejectionReasons, soc: Soc) -> QnnTrace {
+    for name in rejections.nodes() {
+        let Some(reason) = rejections.reason(name).map(|r| arch_hint(&r, soc)) else { continue };
+        match trace.unsupported.iter_mut().find(|u| u.node == name) {
+            Some(node) => node.reason = reason,
+            None => trace.unsupported.push(UnsupportedNode {
+                node: name.into(),
+                op_type: rejections.op_types.get(name).cloned().unwrap_or_default(),
+                reason,
+            }),
+        }
+    }
+    trace
 }
 
 /// One compile session on the host HTP: the harness creates the session with `ep.context_enable`

@@ -770,7 +770,7 @@ fn refusal(soc: Soc, error: &str, rejections: &RejectionReasons) -> String {
 }
 
 /// Adds what QNN's "has incorrect Value 68, expected >= 73" means when 68 is this SoC's arch.
-fn arch_hint(reason: &str, soc: Soc) -> String {
+pub(super) fn arch_hint(reason: &str, soc: Soc) -> String {
     let arch = soc.arch.trim_start_matches('v');
     let marker = format!("incorrect Value {arch}, expected >= ");
     match reason.find(&marker) {
@@ -889,9 +889,14 @@ fn matrix(report: &HtpPreflightReport) -> String {
     npugate_host::table::plain(&header, rows)
 }
 
-/// `name (Op): reason`.
+/// `name (Op): reason` — the backend's, else why there is none.
 fn node_line(node: &FallbackEntry) -> String {
-    format!("{} ({}): {}", node.name, node.op_type, node.reason.as_deref().unwrap_or("no reason in the log"))
+    let reason = match (&node.reason, node.expected) {
+        (Some(reason), _) => reason.as_str(),
+        (None, true) => "graph-I/O quantization, left to the CPU by design (offload_graph_io_quantization=1); the log names no reason",
+        (None, false) => "no reason in the log",
+    };
+    format!("{} ({}): {reason}", node.name, node.op_type)
 }
 
 /// "What changed between QNN versions": one block per pair of consecutive versions where

@@ -283,8 +283,27 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
     for line in unmatched_lines(report) {
         out.push_str(&format!("not compared: {line}\n"));
     }
+    for line in non_binary_bool_lines(report) {
+        out.push_str(&format!("note: {line}\n"));
+    }
     out.push_str(&format!("note: {}\n", report.header.instrumentation.note));
     out
+}
+
+/// One line per bool layer whose raw bytes on a target were not all 0 or 1: compared as truth
+/// values, reported.
+fn non_binary_bool_lines(report: &NumericsReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for layer in &report.layers {
+        for result in &layer.results {
+            let (Some(count), Some(metrics)) = (result.non_binary_bools, result.metrics) else { continue };
+            lines.push(format!(
+                "bool tensor {} on {}: {count} of {} raw values were neither 0 nor 1 (compared as true)",
+                layer.id.tensor, result.target, metrics.elements
+            ));
+        }
+    }
+    lines
 }
 
 /// The highest SQNR the plot's axis shows, dB; anything above sits on the top edge.

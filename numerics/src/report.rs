@@ -127,6 +127,10 @@ pub struct LayerResult {
     pub below_threshold: bool,
     /// Below the threshold while every layer feeding it was above it: where drift starts.
     pub divergence_origin: bool,
+    /// Of a bool tensor: the elements whose raw byte on this target was neither 0 nor 1 (compared
+    /// as true; reported, never a failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_binary_bools: Option<usize>,
     /// Why it could not be compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -348,6 +352,10 @@ impl NumericsReport {
                     metrics: compared.and_then(|r| r.as_ref().ok()).map(|c| c.metrics),
                     below_threshold: is_below[i],
                     divergence_origin: origin[i],
+                    non_binary_bools: compared
+                        .and_then(|r| r.as_ref().ok())
+                        .map(|c| c.non_binary_bools)
+                        .filter(|&n| n > 0),
                     error,
                 });
             }

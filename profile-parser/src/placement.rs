@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use npugate_result::{AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult};
+use npugate_result::{
+    AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult, TraceSource,
+};
 use npugate_stats::median;
 
 pub use crate::coverage::strip_token_suffix;
@@ -115,6 +117,9 @@ struct Node<'a> {
     /// The nodes of the partitioned graph that stand for it and are no model node themselves (a
     /// fused `Gemm`): the EP's reasons for them are its reasons.
     run_nodes: Vec<&'a str>,
+    /// The nodes of the partitioned graph off the preferred EP that stand for it (its own among
+    /// them, when the partitioned graph kept it).
+    off_preferred: Vec<&'a str>,
     profile_ep: Option<&'a str>,
     time_us_per_run: Option<f64>,
 }
@@ -373,6 +378,7 @@ fn model_nodes<'a>(
             reference: found,
             flops,
             run_nodes: standing.iter().map(|&(run, _)| run).filter(|run| coverage.model_node(run).is_none()).collect(),
+            off_preferred: standing.iter().filter(|&&(_, ep)| ep != inputs.preferred_ep).map(|&(run, _)| run).collect(),
             profile_ep: None,
             time_us_per_run: None,
         });
@@ -778,11 +784,14 @@ fn ep_shares(nodes: &[Node<'_>], profile: Option<&Profile>, total_flops: u64) ->
 /// `QuantizeLinear` reading a graph input or a `DequantizeLinear` writing a graph output — of the
 /// model or inserted by ONNX Runtime — left to the CPU while the EP offloads graph-I/O quantization
 /// by design (`offload_graph_io_quantization`, on unless set to `0`) is on the CPU by design.
-/// Known by tensor names from the model's graph; for results without it, by shapes (see
-/// [`IoQuantization::by_shape`]).
+/// Known by tensor names from the model's graph, or by the EP's own reason for it (log or op
+/// trace: the Q/DQ its layout transformation inserts before a graph output have no name of ours);
+/// for results without the graph, by shapes (see [`IoQuantization::by_shape`]).
 struct IoQuantization<'a> {
     offloaded: bool,
     names: Option<&'a [String]>,
+    rejections: Option<&'a RejectionReasons>,
+    trace: Option<&'a QnnTrace>,
     reference_order: Vec<&'a ProfiledNode>,
     graph_io: &'a GraphIo,
 }
@@ -792,6 +801,8 @@ impl<'a> IoQuantization<'a> {
         IoQuantization {
             offloaded: inputs.io_offload && inputs.preferred_ep != CPU_EP,
             names: inputs.graph.map(|_| graph.io_quantization.as_slice()),
+            rejections: inputs.rejections,
+            trace: inputs.trace,
             reference_order: inputs
                 .reference
                 .map(|r| r.run(0).iter().map(|e| r.node_of(e)).collect())
@@ -803,10 +814,27 @@ impl<'a> IoQuantization<'a> {
     /// Whether the node `name` of type `op_type` is on the CPU by design (when it is on the CPU).
     fn by_design(&self, name: &str, op_type: &str, reference: Option<&ProfiledNode>) -> bool {
         self.offloaded
-            && match self.names {
+            && (match self.names {
                 Some(names) => names.iter().any(|n| n == name),
                 None => self.by_shape(op_type, reference),
-            }
+            } || self.offloaded_by_the_eps_word(name))
+    }
+
+    /// Whether the EP's own reason for leaving `name` (its log's, else its op trace's) is the
+    /// graph-I/O offload.
+    fn offloaded_by_the_eps_word(&self, name: &str) -> bool {
+        let logged = self.rejections.and_then(|r| r.reason(name));
+        logged.as_deref().or_else(|| self.trace.and_then(|t| t.reason(name))).is_some_and(is_io_offload_reason)
+    }
+
+    /// Whether model node `node` is off the preferred EP only through graph-I/O quantization on
+    /// the CPU by design: every node of the partitioned graph standing for it off the EP is one
+    /// (the rule [`off_preferred_ep`] applies to them). A float input-layout `Transpose` of a QDQ
+    /// model is such a node: ONNX Runtime moves the graph input's `QuantizeLinear` in front of it,
+    /// the HTP runs the transposition, and the inserted Q, which stands for the `Transpose`, is left
+    /// to the CPU by design.
+    fn stood_for_by_design(&self, node: &Node<'_>) -> bool {
+        !node.off_preferred.is_empty() && node.off_preferred.iter().all(|run| self.by_design(run, "", None))
     }
 
     /// Without the graph: a `QuantizeLinear` whose input is shaped like a graph input and before
@@ -849,7 +877,8 @@ impl PlacementInputs<'_> {
 
 /// The nodes of the assignment left off the preferred EP, in assignment order, except graph-I/O
 /// quantization on the CPU by design ([`IoQuantization`], the one rule): the nodes a placement
-/// verdict needs the EP's reasons for. Without the model's graph no Q/DQ is known to be graph I/O.
+/// verdict needs the EP's reasons for. Without the model's graph, only the EP's own reason (an op
+/// trace in `inputs`) tells a Q/DQ of the graph I/O.
 pub fn off_preferred_ep<'a>(inputs: &'a PlacementInputs<'a>) -> Vec<&'a AssignedNode> {
     let no_graph = ModelGraph::default();
     let io = IoQuantization::new(inputs, inputs.graph.unwrap_or(&no_graph));
@@ -878,9 +907,7 @@ fn note_inserted_nodes(
         if !coverage.model_nodes(&node.name).is_empty() {
             continue;
         }
-        let offload_reason =
-            inputs.rejections.and_then(|r| r.reason(&node.name)).is_some_and(|r| is_io_offload_reason(&r));
-        if io.offloaded && (io.names.is_some_and(|names| names.contains(&node.name)) || offload_reason) {
+        if io.by_design(&node.name, "", None) {
             by_design.push(&node.name);
         } else {
             other.push(&node.name);
@@ -923,11 +950,20 @@ fn fallback_list(
         .filter(|n| n.placed() && n.ep != Some(inputs.preferred_ep))
         .map(|n| {
             let input_shapes = shape_strings(n.reference.map(|r| r.input_shapes.as_slice()));
-            let expected = io.by_design(n.name, n.op_type, n.reference);
+            let own_by_design = io.by_design(n.name, n.op_type, n.reference);
+            let stood_for_by_design = !own_by_design && io.stood_for_by_design(n);
+            let expected = own_by_design || stood_for_by_design;
             let reason = inputs
                 .rejections
                 .and_then(|r| r.reason(n.name).or_else(|| n.run_nodes.iter().find_map(|run| r.reason(run))))
                 .or_else(|| traced_reason(inputs.trace?, n));
+            let reason = match reason {
+                Some(reason) if stood_for_by_design => Some(format!(
+                    "on the CPU only as the graph-I/O quantization ONNX Runtime put in its place ({}): {reason}",
+                    n.off_preferred.join(", ")
+                )),
+                reason => reason,
+            };
             FallbackNode {
                 name: n.name.to_string(),
                 op_type: n.op_type.to_string(),
@@ -1012,8 +1048,12 @@ fn boundaries(profile: &Profile) -> Boundaries {
 }
 
 /// The QNN EP's reason for not taking a node, from its op trace: where the log gave none (a log
-/// at warning level, a truncated one), the trace still has it.
+/// at warning level, a truncated one, a compiled model's run), the trace still has it — a compiled
+/// model's, recorded by `npugate compile` with the compile log's reasons.
 fn traced_reason(trace: &QnnTrace, node: &Node<'_>) -> Option<String> {
     let reason = trace.reason(node.name).or_else(|| node.run_nodes.iter().find_map(|run| trace.reason(run)))?;
-    Some(format!("{reason} (QNN EP op trace)"))
+    Some(match trace.source {
+        TraceSource::Session => format!("{reason} (QNN EP op trace)"),
+        TraceSource::Compile => format!("{reason} (recorded when the model was compiled)"),
+    })
 }

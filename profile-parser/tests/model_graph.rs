@@ -34,6 +34,32 @@ fn subgraph(ep: &str, nodes: &[(&str, &str)]) -> AssignedSubgraph {
     }
 }
 
+/// A session on the QNN EP with `assignment`, the model's `graph` and the EP's op `trace`; no
+/// profile, no log.
+fn on_qnn<'a>(
+    assignment: &'a Assignment,
+    graph: &'a ModelGraph,
+    trace: Option<&'a npugate_result::QnnTrace>,
+    io_offload: bool,
+) -> PlacementInputs<'a> {
+    PlacementInputs {
+        model_sha256: "m",
+        preferred_ep: QNN,
+        assignment,
+        graph: Some(graph),
+        profile: None,
+        reference: None,
+        rejections: None,
+        qnn: None,
+        trace,
+        emulated: None,
+        graph_io: GraphIo::default(),
+        io_offload,
+        predicted: None,
+        fusions: None,
+    }
+}
+
 /// The reference pass (optimizations off): every model node that ran, with its shapes.
 const REFERENCE: &str = r#"[
 {"cat":"Session","name":"model_run","ts":0,"dur":100,"args":{}},
@@ -185,25 +211,87 @@ fn graph_io_quantization_is_a_fallback_when_the_ep_was_told_to_take_it() {
         error: None,
         subgraphs: vec![subgraph(CPU, &[("q_in", "QuantizeLinear")]), subgraph(QNN, &[("mm", "MatMul")])],
     };
-    let inputs = |io_offload| PlacementInputs {
-        model_sha256: "m",
-        preferred_ep: QNN,
-        assignment: &assignment,
-        graph: Some(&graph),
-        profile: None,
-        reference: None,
-        rejections: None,
-        qnn: None,
-        trace: None,
-        emulated: None,
-        graph_io: GraphIo::default(),
-        io_offload,
-        predicted: None,
-        fusions: None,
-    };
+    let inputs = |io_offload| on_qnn(&assignment, &graph, None, io_offload);
     assert!(build_report(&inputs(true)).fallback[0].expected);
     assert!(!build_report(&inputs(false)).fallback[0].expected, "offload_graph_io_quantization=0");
     // The same judgement without a placement (a session the SoC refused: preflight's fallback list).
     assert!(inputs(true).on_cpu_by_design("q_in") && !inputs(true).on_cpu_by_design("mm"));
     assert!(!inputs(false).on_cpu_by_design("q_in"));
+}
+
+/// MTCNN's onet, quantized by `quantize_static`: a float NHWC input, a layout `Transpose`, then the
+/// input's Q/DQ. ONNX Runtime moves the Q/DQ in front of the `Transpose` (`input_q`, `input_dq`,
+/// kernels of the group standing for it), the QNN EP absorbs the transposition into the HTP graph,
+/// and leaves the inserted graph-input Q to the CPU by design: the `Transpose` is on the CPU by
+/// design, by the same rule the quiet-first rerun decision uses ([`off_preferred_ep`]).
+#[test]
+fn a_float_input_transpose_stood_for_by_the_graph_input_q_is_on_the_cpu_by_design() {
+    use npugate_profile::placement::off_preferred_ep;
+    let graph = ModelGraph {
+        nodes: vec![node("Transpose9", "Transpose"), node("conv", "Conv")],
+        partitioned: Some(Fusions { groups: vec![group(&["input_q", "input_dq", "Transpose9"], &["Transpose9"])] }),
+        io_quantization: vec!["input_q".into()],
+        ..ModelGraph::default()
+    };
+    let assignment = |own_on_cpu: bool| Assignment {
+        source: String::new(),
+        error: None,
+        subgraphs: [subgraph(QNN, &[("conv", "Conv")]), subgraph(CPU, &[("input_q", "QuantizeLinear")])]
+            .into_iter()
+            .chain(own_on_cpu.then(|| subgraph(CPU, &[("Transpose9", "Transpose")])))
+            .collect(),
+    };
+    let (by_design, own_on_cpu) = (assignment(false), assignment(true));
+    let inputs = |assignment| on_qnn(assignment, &graph, None, true);
+    let report = build_report(&inputs(&by_design));
+    let off: Vec<(&str, &str, bool)> =
+        report.fallback.iter().map(|f| (f.name.as_str(), f.ep.as_str(), f.expected)).collect();
+    assert_eq!(off, [("Transpose9", CPU, true)]);
+    assert!(
+        off_preferred_ep(&inputs(&by_design)).is_empty(),
+        "the rerun rule agrees: nothing off the EP needs a reason"
+    );
+    // The Transpose itself left to the CPU is a fallback, whatever else stands for it.
+    let report = build_report(&inputs(&own_on_cpu));
+    assert!(!report.fallback.iter().find(|f| f.name == "Transpose9").unwrap().expected);
+    assert_eq!(off_preferred_ep(&inputs(&own_on_cpu)).len(), 1);
+}
+
+/// The DequantizeLinear the QNN EP's layout transformation inserts before a graph output has no
+/// name of ours: its op trace's reason tells it is graph-I/O quantization on the CPU by design — to
+/// the quiet-first rerun decision ([`off_preferred_ep`], which has no log yet) as to the placement.
+#[test]
+fn an_inserted_graph_output_dq_is_by_design_by_the_eps_traced_reason_for_the_rerun_rule_too() {
+    use npugate_profile::placement::off_preferred_ep;
+    use npugate_result::{QnnTrace, UnsupportedNode};
+    let graph = ModelGraph { nodes: vec![node("conv", "Conv")], ..ModelGraph::default() };
+    let assignment = Assignment {
+        source: String::new(),
+        error: None,
+        subgraphs: vec![
+            subgraph(QNN, &[("conv", "Conv")]),
+            subgraph(CPU, &[("DequantizeLinear_token_11", "DequantizeLinear")]),
+        ],
+    };
+    let trace = |reason: &str| QnnTrace {
+        unsupported: vec![UnsupportedNode {
+            node: "DequantizeLinear_token_11".into(),
+            op_type: "DequantizeLinear".into(),
+            reason: reason.into(),
+        }],
+        ..QnnTrace::default()
+    };
+    let (offload, other) = (
+        trace("QNN EP is configured to not take DQ nodes that generate a graph output."),
+        trace("Failed to add node."),
+    );
+    let inputs = |trace| on_qnn(&assignment, &graph, trace, true);
+    assert!(off_preferred_ep(&inputs(Some(&offload))).is_empty());
+    let warnings = build_report(&inputs(Some(&offload))).warnings.join("\n");
+    assert!(
+        warnings.contains("1 graph-I/O QuantizeLinear/DequantizeLinear node(s) that run on the CPU by design"),
+        "{warnings}"
+    );
+    assert_eq!(off_preferred_ep(&inputs(Some(&other))).len(), 1, "another reason is no design");
+    assert_eq!(off_preferred_ep(&inputs(None)).len(), 1, "no reason, no design");
 }

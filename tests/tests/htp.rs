@@ -93,6 +93,44 @@ fn an_op_the_eps_builder_takes_and_the_htp_rejects_is_named_with_the_htps_reason
     let compiled = Model::read(&ctx).unwrap();
     let ops: Vec<&str> = compiled.index().nodes().iter().map(|n| n.op_type()).collect();
     assert!(ops.contains(&"EPContext") && ops.contains(&"MatMul") && ops.contains(&"Neg"), "{ops:?}");
+    // Its run composes no graph and logs no rejection: the reason compile showed travels with the model.
+    let out = dir.path().join("compiled-run");
+    let run = npugate(
+        &["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--runs", "3", "--warmup", "0", "--profile-runs", "1"],
+        &[Path::new("--model"), &ctx, Path::new("--out"), &out],
+    );
+    assert!(run.status.code().is_some_and(|c| c < 2), "{}", describe(&run));
+    let placement = &read_json(&out.join("verdict.json"))["placement"];
+    let reason = fallback(placement, "matmul_int32")["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("QNN backend: Unsupported input/output datatypes requested for the HTP Op 'MatMul'")
+            && reason.ends_with("(recorded when the model was compiled)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_qdq_model_with_a_float_input_transpose_names_its_reason() {
+    // As quantize_static writes MTCNN's onet: float NHWC input, a layout Transpose, then the Q/DQ.
+    // ONNX Runtime moves the graph input's Q in front of the Transpose, which stands for it; the
+    // QNN EP leaves that Q to the CPU by design. One rule for the rerun decision and the verdict.
+    let dir = tempfile::tempdir().unwrap();
+    let (output, report) = preflight(&model("input_transpose_qdq.onnx"), &["SM8650"], &dir.path().join("out"));
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let verdict = soc(&report, "SM8650");
+    assert_eq!(verdict["outcome"], "pass", "{verdict:#}");
+    let transpose = fallback(verdict, "input_layout");
+    assert_eq!(transpose["expected"], true, "{transpose:#}");
+    let reason = transpose["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("graph-I/O quantization ONNX Runtime put in its place")
+            && reason.contains("QNN EP is configured to not take Q nodes that consume a graph input"),
+        "{reason}"
+    );
+    let every_reason = verdict["fallback"].as_array().unwrap().iter().all(|f| f["reason"].as_str().is_some());
+    assert!(every_reason, "every node left to the CPU names its reason: {verdict:#}");
+    let rerun = RunResult::read(&dir.path().join("out/SM8650")).unwrap().execution.session_log;
+    assert_eq!(rerun.and_then(|l| l.verbose_rerun), None, "nothing off the EP needed the VERBOSE account");
 }
 
 #[test]
