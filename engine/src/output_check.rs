@@ -1,13 +1,16 @@
 //! `--check-outputs` on the host: the fp32 reference run (the host harness, CPU EP, same seed,
 //! shapes and input files) and the comparison of a run's saved outputs with it
-//! (`npugate.outputs/1`). The comparison is computed here and handed on in memory; saving it as
+//! (`npugate.outputs/1`); an LLM folder's generation is compared as tokens, with the step logits
+//! of the positions both runs reached from the same context. The comparison is computed here and handed on in memory; saving it as
 //! `outputs.json` is the caller's step.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_gate::outputs::{
+    compare_tensors, OutputComparison, OutputsReport, ReferenceSource, TokenComparison, OUTPUTS_SCHEMA,
+};
 use npugate_onnx::proto::tensor_proto::DataType;
 use npugate_onnx::size::{Origin, TensorRequest};
 use npugate_onnx::ElementType;
@@ -120,43 +123,89 @@ impl Reference {
                 run.model.outputs.len()
             );
         }
+        if run.generation.is_some() {
+            return self.compare_generation(dir, run);
+        }
         let outputs = run
             .model
             .outputs
             .iter()
             .zip(&run.artifacts.outputs)
             .map(|(signature, file)| {
-                let reference_file = reference_output(reference, &self.dir, &signature.name)?;
+                let reference_file = saved_output(reference, &self.dir, &signature.name)?;
                 let (shape, values) = read_npy_f64(&dir.join(file))?;
                 let (reference_shape, reference_values) = read_npy_f64(&reference_file)?;
                 compare_tensors(&signature.name, (&reference_shape, &reference_values), (&shape, &values))
                     .with_context(|| format!("output {:?} cannot be compared with the reference", signature.name))
             })
             .collect::<Result<Vec<OutputComparison>>>()?;
-        Ok(OutputsReport {
-            schema: OUTPUTS_SCHEMA.into(),
-            reference: ReferenceSource {
-                model: reference.model.path.clone(),
-                model_sha256: reference.model.sha256.clone(),
-                ep: reference.execution.preferred_ep.clone(),
-                result_dir: relative_to(&self.dir, dir),
-            },
-            outputs,
-        })
+        Ok(OutputsReport { schema: OUTPUTS_SCHEMA.into(), reference: self.source(dir), outputs, tokens: None })
+    }
+
+    /// An LLM folder's generation against the reference generation: the greedy tokens position
+    /// by position, and the step logits (`step_logits`) of the positions up to and including the
+    /// first divergence, where both runs had seen the same tokens.
+    fn compare_generation(&self, dir: &Path, run: &RunResult) -> Result<OutputsReport> {
+        let read =
+            |result: &RunResult, result_dir: &Path, name: &str| read_npy_f64(&saved_output(result, result_dir, name)?);
+        let as_tokens = |values: Vec<f64>| values.into_iter().map(|v| v as i64).collect::<Vec<i64>>();
+        let (_, tokens) = read(run, dir, GENERATED_TOKENS)?;
+        let (_, reference_tokens) = read(&self.result, &self.dir, GENERATED_TOKENS)?;
+        let mut tokens = TokenComparison::compare(&as_tokens(reference_tokens), &as_tokens(tokens));
+        let (shape, logits) = read(run, dir, STEP_LOGITS)?;
+        let (reference_shape, reference_logits) = read(&self.result, &self.dir, STEP_LOGITS)?;
+        let (rows_of, vocab_of) = (|s: &[u64]| s.first().copied().unwrap_or(0), |s: &[u64]| s.get(1).copied());
+        if vocab_of(&shape) != vocab_of(&reference_shape) {
+            bail!(
+                "the step logits of {} ({shape:?}) and of the reference in {} ({reference_shape:?}) have different vocabularies; pass a --reference-model folder of the same model",
+                dir.display(),
+                self.dir.display()
+            );
+        }
+        let rows = (tokens.same_context_positions() as u64).min(rows_of(&shape)).min(rows_of(&reference_shape));
+        let head = [rows, vocab_of(&shape).unwrap_or(0)];
+        let length = usize::try_from(head[0] * head[1])?;
+        let mut outputs = Vec::new();
+        if length > 0 {
+            outputs.push(compare_tensors(
+                STEP_LOGITS,
+                (&head, &reference_logits[..length]),
+                (&head, &logits[..length]),
+            )?);
+            tokens.logit_positions = rows as usize;
+        }
+        Ok(OutputsReport { schema: OUTPUTS_SCHEMA.into(), reference: self.source(dir), outputs, tokens: Some(tokens) })
+    }
+
+    /// The reference as recorded in a comparison saved in `dir`.
+    fn source(&self, dir: &Path) -> ReferenceSource {
+        let model = &self.result.model;
+        ReferenceSource {
+            model: model.path.clone(),
+            model_sha256: model.sha256.clone(),
+            model_digest: model.digest.clone(),
+            ep: self.result.execution.preferred_ep.clone(),
+            result_dir: relative_to(&self.dir, dir),
+        }
     }
 }
 
-/// The reference's saved file of output `name` (the reference model must have that output).
-fn reference_output(reference: &RunResult, dir: &Path, name: &str) -> Result<PathBuf> {
-    let names: Vec<&str> = reference.model.outputs.iter().map(|o| o.name.as_str()).collect();
+/// The saved output of a generation's greedy tokens.
+const GENERATED_TOKENS: &str = "generated_tokens";
+/// The saved output of a generation's step logits (`[rows, vocab]`, row `i` chose token `i`).
+const STEP_LOGITS: &str = "step_logits";
+
+/// The saved file of output `name` of the run in `dir` (its model must have that output).
+fn saved_output(result: &RunResult, dir: &Path, name: &str) -> Result<PathBuf> {
+    let names: Vec<&str> = result.model.outputs.iter().map(|o| o.name.as_str()).collect();
     let index = names.iter().position(|n| *n == name).with_context(|| {
-        format!("the reference model {} has no output {name:?} (its outputs: {names:?}); pass a --reference-model with the same outputs", reference.model.path)
+        format!("the model {} of the run in {} has no output {name:?} (its outputs: {names:?}); pass a --reference-model with the same outputs", result.model.path, dir.display())
     })?;
-    let file = reference
+    let file = result
         .artifacts
         .outputs
         .get(index)
-        .with_context(|| format!("the reference run in {} saved no outputs", dir.display()))?;
+        .with_context(|| format!("the run in {} saved no outputs; rerun with --check-outputs", dir.display()))?;
     Ok(dir.join(file))
 }
 

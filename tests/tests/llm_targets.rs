@@ -118,11 +118,11 @@ fn a_graph_the_htp_rejects_in_the_token_generator_only_fails_the_gate_naming_gra
         verdict["placement"]["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(fallen, ["token-generator:positions/neg1", "token-generator:positions/neg2"]);
     assert!(verdict["placement"]["fallback"][0]["reason"].as_str().unwrap().contains("INT_32"), "QNN's own reason");
-    // The emulator's generated tokens are the fp32 CPU reference's (the last logits within fp16).
+    // The emulator's generated tokens are the fp32 CPU reference's (the step logits within fp16).
     let outputs = json(&out.join("outputs.json"));
-    assert_eq!(outputs["outputs"][0]["name"], "generated_tokens");
-    assert_eq!(outputs["outputs"][0]["metrics"]["max_abs_err"], 0.0);
-    assert!(outputs["outputs"][1]["metrics"]["cosine"].as_f64().unwrap() > 0.999);
+    assert_eq!(outputs["tokens"]["agreement_pct"], 100.0);
+    assert_eq!(outputs["outputs"][0]["name"], "step_logits");
+    assert!(outputs["outputs"][0]["metrics"]["cosine"].as_f64().unwrap() > 0.999);
     let result = RunResult::read(&out).unwrap();
     assert!(result.execution.emulated.is_some());
     assert!(verdict["checks"]

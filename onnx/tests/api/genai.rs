@@ -75,6 +75,12 @@ fn a_decoder_folder_is_read_with_genai_defaults_for_the_names() {
     );
     let files: Vec<String> = llm.files().into_iter().map(|(name, _)| name).collect();
     assert_eq!(files, [GENAI_CONFIG, "model.onnx"]);
+    // The tokenizer and anything else below the folder identify it too.
+    std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+    std::fs::create_dir(dir.path().join("extra")).unwrap();
+    std::fs::write(dir.path().join("extra/chat_template.jinja"), "x").unwrap();
+    let files: Vec<String> = llm.files().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(files, ["extra/chat_template.jinja", GENAI_CONFIG, "model.onnx", "tokenizer.json"], "sorted by name");
 }
 
 #[test]
