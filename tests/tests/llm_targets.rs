@@ -226,6 +226,32 @@ fn preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_from_its_conf
     );
 }
 
+#[test]
+fn a_builder_folder_run_on_the_htp_hints_the_preflight_sizing_never_the_refused_shape_flag() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("qnn");
+    let folder = model_folder("genai_builder_llama");
+    let output = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--prompt-tokens", "8", "--gen-tokens", "2"])
+        .args(["--generations", "1", "--warmup-generations", "0", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out));
+    // Its dynamic dims leave most nodes to the CPU ("Cannot get shape"): the gate fails.
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let printed = describe(&output);
+    let verdict = std::fs::read_to_string(out.join("verdict.json")).unwrap();
+    for text in [printed.as_str(), verdict.as_str()] {
+        assert!(!text.contains("--shape"), "--shape is refused for a folder, so never hinted: {text}");
+    }
+    // The fix it hints is the one `preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_…` runs.
+    let verdict = json(&out.join("verdict.json"));
+    let causes = verdict["placement"]["rejections"].as_array().unwrap();
+    let shape = causes.iter().find(|c| c["reason"] == "Cannot get shape").expect("a shape cause");
+    let hint = shape["hint"].as_str().unwrap();
+    assert!(hint.contains("npugate preflight --soc S --model FOLDER --prompt-tokens P --context C"), "{hint}");
+}
+
 /// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,
 /// embed_mode, main_context, the context binary it names).
 const EP_CONTEXT_NODES: &str = r#"
