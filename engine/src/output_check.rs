@@ -247,6 +247,29 @@ fn relative_to(path: &Path, base: &Path) -> String {
     }
 }
 
+/// Writes integer values with `dims` as a C-order `.npy` of `int64`, or of `int32` when `int32`
+/// (an input file the harness feeds as it is declared).
+pub fn write_npy_ints(path: &Path, dims: &[u64], values: &[i64], int32: bool) -> Result<()> {
+    let written = if int32 {
+        write_npy(path, dims, values.iter().map(|&v| i32::try_from(v).unwrap_or(i32::MAX)))
+    } else {
+        write_npy(path, dims, values.iter().copied())
+    };
+    written.with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn write_npy<T: npyz::AutoSerialize>(
+    path: &Path,
+    dims: &[u64],
+    values: impl Iterator<Item = T>,
+) -> std::io::Result<()> {
+    use npyz::WriterBuilder;
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut npy = npyz::WriteOptions::<T>::new().default_dtype().shape(dims).writer(file).begin_nd()?;
+    npy.extend(values)?;
+    npy.finish()
+}
+
 /// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans); the
 /// values' size is checked against this machine's memory first.
 pub fn read_npy_f64(path: &Path) -> Result<(Vec<u64>, Vec<f64>)> {

@@ -520,14 +520,9 @@ fn describe_prompt(llm: &LlmModel, prompt: &[i64], seed: u64) -> InputDescriptio
 
 /// The vocabulary size: the fixed last dim of the logits.
 fn vocabulary(llm: &LlmModel) -> Result<usize> {
-    llm.graphs
-        .iter()
-        .find_map(|g| g.output(&llm.names.logits)?.dims.as_ref()?.last()?.fixed())
-        .and_then(|v| usize::try_from(v).ok())
-        .filter(|&v| v > 0)
-        .ok_or_else(|| {
-            anyhow!("{}: the logits output {:?} has no fixed vocabulary dim", llm.config.display(), llm.names.logits)
-        })
+    llm.vocabulary().ok_or_else(|| {
+        anyhow!("{}: the logits output {:?} has no fixed vocabulary dim", llm.config.display(), llm.names.logits)
+    })
 }
 
 /// The KV cache: per layer a key and a value, each one buffer (`shared`) or two (`ping_pong`).

@@ -319,6 +319,15 @@ impl LlmModel {
         files
     }
 
+    /// The vocabulary size: the fixed last dim of the logits (`None` when no graph fixes it).
+    pub fn vocabulary(&self) -> Option<usize> {
+        self.graphs
+            .iter()
+            .find_map(|g| g.output(&self.names.logits)?.dims.as_ref()?.last()?.fixed())
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|&v| v > 0)
+    }
+
     /// The most tokens a generation can hold: the context length, and a static KV cache's length.
     pub fn capacity(&self) -> u32 {
         let past_key = layer_name(&self.names.past_key, 0);

@@ -224,6 +224,21 @@ fn preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_from_its_conf
         stdout.contains("token phase sized input_ids=1x1 attention_mask=1x32 past_key_values.0.key=1x2x32x16"),
         "{stdout}"
     );
+    // The CPU reference job is fed as genai feeds (mask all ones, positions 0..n / the past length,
+    // ids in the vocabulary): GroupQueryAttention runs, so every phase and SoC has its FLOPs.
+    let printed = describe(&output);
+    assert!(!printed.contains("FLOPs are unknown"), "{printed}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| (l.starts_with("SM8550 ") || l.starts_with("SM8650 ")) && l.contains(" v7"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for row in rows {
+        // SOC ARCH OUTCOME COMPILED RAN NODES-ON-HTP FLOPS-ON-HTP …
+        let flops: f64 = row[6].trim_end_matches('%').parse().unwrap_or_else(|_| panic!("FLOPs shown: {row:?}"));
+        assert!(flops > 50.0 && flops < 100.0, "the two attention nodes are left to the CPU: {row:?}");
+    }
 }
 
 #[test]
