@@ -519,7 +519,7 @@ fn an_int4_folder_is_compared_with_its_fp32_folder_as_tokens_with_the_logits_up_
         assert_eq!(output.status.code(), Some(if first_agrees { 0 } else { 1 }), "{}", describe(&output));
         let printed = describe(&output);
         assert!(
-            printed.contains(&format!("tokens on ")) && printed.contains(&format!("{agreeing}/25 tokens agree")),
+            printed.contains("tokens on ") && printed.contains(&format!("{agreeing}/25 tokens agree")),
             "{printed}"
         );
         let verdict = json(&out.join("verdict.json"));
