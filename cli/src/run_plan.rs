@@ -151,7 +151,7 @@ fn racked(
         let compared: Vec<_> = finished
             .iter()
             .filter_map(|report| match &report.outputs {
-                OutputsCheck::Compared(outputs) => Some((&report.result, outputs)),
+                OutputsCheck::Compared(outputs) => Some((&report.result, outputs.as_ref())),
                 _ => None,
             })
             .collect();

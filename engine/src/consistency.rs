@@ -51,7 +51,7 @@ pub fn read_dirs(args: &[PathBuf]) -> Result<Vec<(RunResult, OutputsReport)>> {
     for dir in result_dirs(args)? {
         let run = RunResult::read(&dir)?;
         let report = match OutputsCheck::saved_in(&dir) {
-            OutputsCheck::Compared(report) => report,
+            OutputsCheck::Compared(report) => *report,
             OutputsCheck::NotRequested => {
                 bail!("{} has no {}; run it with `npugate run --check-outputs`", dir.display(), files::OUTPUTS)
             }

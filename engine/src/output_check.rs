@@ -1,13 +1,16 @@
 //! `--check-outputs` on the host: the fp32 reference run (the host harness, CPU EP, same seed,
 //! shapes and input files) and the comparison of a run's saved outputs with it
-//! (`npugate.outputs/1`). The comparison is computed here and handed on in memory; saving it as
+//! (`npugate.outputs/1`); an LLM folder's generation is compared as tokens, with the step logits
+//! of the positions both runs reached from the same context. The comparison is computed here and handed on in memory; saving it as
 //! `outputs.json` is the caller's step.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use npugate_gate::outputs::{compare_tensors, OutputComparison, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_gate::outputs::{
+    compare_tensors, OutputComparison, OutputsReport, ReferenceSource, TokenComparison, OUTPUTS_SCHEMA,
+};
 use npugate_onnx::proto::tensor_proto::DataType;
 use npugate_onnx::size::{Origin, TensorRequest};
 use npugate_onnx::ElementType;
@@ -120,13 +123,16 @@ impl Reference {
                 run.model.outputs.len()
             );
         }
+        if run.generation.is_some() {
+            return self.compare_generation(dir, run);
+        }
         let outputs = run
             .model
             .outputs
             .iter()
             .zip(&run.artifacts.outputs)
             .map(|(signature, file)| {
-                let reference_file = reference_output(reference, &self.dir, &signature.name)?;
+                let reference_file = saved_output(reference, &self.dir, &signature.name)?;
                 let output = read_npy(&dir.join(file))?;
                 let reference = read_npy(&reference_file)?;
                 let comparison = compare_tensors(
@@ -138,30 +144,74 @@ impl Reference {
                 Ok(OutputComparison { non_binary_bools: output.non_binary_bools, ..comparison })
             })
             .collect::<Result<Vec<OutputComparison>>>()?;
-        Ok(OutputsReport {
-            schema: OUTPUTS_SCHEMA.into(),
-            reference: ReferenceSource {
-                model: reference.model.path.clone(),
-                model_sha256: reference.model.sha256.clone(),
-                ep: reference.execution.preferred_ep.clone(),
-                result_dir: relative_to(&self.dir, dir),
-            },
-            outputs,
-        })
+        Ok(OutputsReport { schema: OUTPUTS_SCHEMA.into(), reference: self.source(dir), outputs, tokens: None })
+    }
+
+    /// An LLM folder's generation against the reference generation: the greedy tokens position
+    /// by position, and the step logits (`step_logits`) of the positions up to and including the
+    /// first divergence, where both runs had seen the same tokens.
+    fn compare_generation(&self, dir: &Path, run: &RunResult) -> Result<OutputsReport> {
+        let read = |result: &RunResult, result_dir: &Path, name: &str| {
+            read_npy(&saved_output(result, result_dir, name)?).map(|tensor| (tensor.shape, tensor.values))
+        };
+        let as_tokens = |values: Vec<f64>| values.into_iter().map(|v| v as i64).collect::<Vec<i64>>();
+        let (_, tokens) = read(run, dir, GENERATED_TOKENS)?;
+        let (_, reference_tokens) = read(&self.result, &self.dir, GENERATED_TOKENS)?;
+        let mut tokens = TokenComparison::compare(&as_tokens(reference_tokens), &as_tokens(tokens));
+        let (shape, logits) = read(run, dir, STEP_LOGITS)?;
+        let (reference_shape, reference_logits) = read(&self.result, &self.dir, STEP_LOGITS)?;
+        let (rows_of, vocab_of) = (|s: &[u64]| s.first().copied().unwrap_or(0), |s: &[u64]| s.get(1).copied());
+        if vocab_of(&shape) != vocab_of(&reference_shape) {
+            bail!(
+                "the step logits of {} ({shape:?}) and of the reference in {} ({reference_shape:?}) have different vocabularies; pass a --reference-model folder of the same model",
+                dir.display(),
+                self.dir.display()
+            );
+        }
+        let rows = (tokens.same_context_positions() as u64).min(rows_of(&shape)).min(rows_of(&reference_shape));
+        let head = [rows, vocab_of(&shape).unwrap_or(0)];
+        let length = usize::try_from(head[0] * head[1])?;
+        let mut outputs = Vec::new();
+        if length > 0 {
+            outputs.push(compare_tensors(
+                STEP_LOGITS,
+                (&head, &reference_logits[..length]),
+                (&head, &logits[..length]),
+            )?);
+            tokens.logit_positions = rows as usize;
+        }
+        Ok(OutputsReport { schema: OUTPUTS_SCHEMA.into(), reference: self.source(dir), outputs, tokens: Some(tokens) })
+    }
+
+    /// The reference as recorded in a comparison saved in `dir`.
+    fn source(&self, dir: &Path) -> ReferenceSource {
+        let model = &self.result.model;
+        ReferenceSource {
+            model: model.path.clone(),
+            model_sha256: model.sha256.clone(),
+            model_digest: model.digest.clone(),
+            ep: self.result.execution.preferred_ep.clone(),
+            result_dir: relative_to(&self.dir, dir),
+        }
     }
 }
 
-/// The reference's saved file of output `name` (the reference model must have that output).
-fn reference_output(reference: &RunResult, dir: &Path, name: &str) -> Result<PathBuf> {
-    let names: Vec<&str> = reference.model.outputs.iter().map(|o| o.name.as_str()).collect();
+/// The saved output of a generation's greedy tokens.
+const GENERATED_TOKENS: &str = "generated_tokens";
+/// The saved output of a generation's step logits (`[rows, vocab]`, row `i` chose token `i`).
+const STEP_LOGITS: &str = "step_logits";
+
+/// The saved file of output `name` of the run in `dir` (its model must have that output).
+fn saved_output(result: &RunResult, dir: &Path, name: &str) -> Result<PathBuf> {
+    let names: Vec<&str> = result.model.outputs.iter().map(|o| o.name.as_str()).collect();
     let index = names.iter().position(|n| *n == name).with_context(|| {
-        format!("the reference model {} has no output {name:?} (its outputs: {names:?}); pass a --reference-model with the same outputs", reference.model.path)
+        format!("the model {} of the run in {} has no output {name:?} (its outputs: {names:?}); pass a --reference-model with the same outputs", result.model.path, dir.display())
     })?;
-    let file = reference
+    let file = result
         .artifacts
         .outputs
         .get(index)
-        .with_context(|| format!("the reference run in {} saved no outputs", dir.display()))?;
+        .with_context(|| format!("the run in {} saved no outputs; rerun with --check-outputs", dir.display()))?;
     Ok(dir.join(file))
 }
 
@@ -212,6 +262,29 @@ pub struct NpyTensor {
     pub values: Vec<f64>,
     /// Of a bool tensor: the elements whose raw byte was neither 0 nor 1 (read as true).
     pub non_binary_bools: usize,
+}
+
+/// Writes integer values with `dims` as a C-order `.npy` of `int64`, or of `int32` when `int32`
+/// (an input file the harness feeds as it is declared).
+pub fn write_npy_ints(path: &Path, dims: &[u64], values: &[i64], int32: bool) -> Result<()> {
+    let written = if int32 {
+        write_npy(path, dims, values.iter().map(|&v| i32::try_from(v).unwrap_or(i32::MAX)))
+    } else {
+        write_npy(path, dims, values.iter().copied())
+    };
+    written.with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn write_npy<T: npyz::AutoSerialize>(
+    path: &Path,
+    dims: &[u64],
+    values: impl Iterator<Item = T>,
+) -> std::io::Result<()> {
+    use npyz::WriterBuilder;
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut npy = npyz::WriteOptions::<T>::new().default_dtype().shape(dims).writer(file).begin_nd()?;
+    npy.extend(values)?;
+    npy.finish()
 }
 
 /// A `.npy` file as its shape and values converted to f64 (floats, integers and booleans); the

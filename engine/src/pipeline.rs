@@ -49,7 +49,7 @@ pub enum OutputsCheck {
     /// The run was not checked against a reference.
     NotRequested,
     /// The outputs compared with the reference.
-    Compared(OutputsReport),
+    Compared(Box<OutputsReport>),
     /// The check could not be made (the reason; the output rules are then unjudged).
     Failed(String),
 }
@@ -59,7 +59,7 @@ impl OutputsCheck {
     pub fn saved_in(dir: &Path) -> OutputsCheck {
         match contract::read_if_present::<OutputsReport>(&dir.join(files::OUTPUTS)) {
             Ok(None) => OutputsCheck::NotRequested,
-            Ok(Some(report)) => OutputsCheck::Compared(report),
+            Ok(Some(report)) => OutputsCheck::Compared(Box::new(report)),
             Err(error) => OutputsCheck::Failed(error.to_string()),
         }
     }

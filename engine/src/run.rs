@@ -161,7 +161,7 @@ fn check_outputs(
         },
     };
     match reference.compare(dir, run) {
-        Ok(report) => OutputsCheck::Compared(report),
+        Ok(report) => OutputsCheck::Compared(Box::new(report)),
         Err(error) => OutputsCheck::Failed(format!("--check-outputs: {error:#}")),
     }
 }

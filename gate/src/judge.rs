@@ -12,7 +12,7 @@ use crate::decode::ContextGrowth;
 use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
 use crate::machine::Machine;
-use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport};
+use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport, TokenComparison};
 use crate::resources::{self, EnergyRecord};
 use crate::rules::{limit, RuleName, Rules};
 use crate::stats::{self, LatencyStats};
@@ -135,7 +135,9 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
             None
         }
     };
-    checks.extend(output_checks(outputs, matches!(evidence.outputs, OutputsEvidence::Failed(_)), rules));
+    let unreadable = matches!(evidence.outputs, OutputsEvidence::Failed(_));
+    checks.extend(output_checks(outputs, unreadable, rules));
+    checks.extend(token_checks(outputs.and_then(|r| r.tokens.as_ref()), unreadable, rules));
     let energy = evidence.energy.as_ref().unwrap_or_else(|why| {
         errors.push(format!("the energy record is unreadable: {why}"));
         &None
@@ -310,6 +312,57 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
                 check(rule, pass_or_fail(ok), measured.is_finite().then_some(measured), bound, unit, message)
             }
         });
+    }
+    out
+}
+
+/// The token rules of an LLM folder's `--check-outputs` against a reference folder
+/// (`min_token_agreement_pct`, `min_first_divergence`), judged on the token comparison. Without
+/// one the default `min_first_divergence` is not checked (a single model, or no `--check-outputs`);
+/// a limit the user set is unjudged.
+fn token_checks(tokens: Option<&TokenComparison>, unreadable: bool, rules: &Rules) -> Vec<Check> {
+    let missing = |rule: RuleName| {
+        match unreadable {
+        true => format!("{rule}: the output comparison could not be read (see errors)"),
+        false => format!(
+            "{rule}: no token comparison for this run; run an LLM model folder with --check-outputs (and --reference-model DIR)"
+        ),
+    }
+    };
+    let mut out = Vec::new();
+    if let Some(min) = limit(rules, RuleName::MinTokenAgreementPct, rules.min_token_agreement_pct) {
+        let rule = RuleName::MinTokenAgreementPct;
+        out.push(match tokens {
+            None => unjudged(rule, min, Unit::Percent, missing(rule)),
+            Some(t) => {
+                let ok = t.agreement_pct >= min;
+                let op = if ok { ">=" } else { "<" };
+                let message = format!("{rule}: {:.1}% {op} {}% ({})", t.agreement_pct, fmt_limit(min), t.summary());
+                check(rule, pass_or_fail(ok), Some(t.agreement_pct), min, Unit::Percent, message)
+            }
+        });
+    }
+    let default = Rules::default().min_first_divergence;
+    if let Some(min) = limit(rules, RuleName::MinFirstDivergence, rules.min_first_divergence) {
+        let rule = RuleName::MinFirstDivergence;
+        match tokens {
+            None if rules.min_first_divergence == default && !unreadable => {}
+            None => out.push(unjudged(rule, min as f64, Unit::Tokens, missing(rule))),
+            Some(t) => {
+                let prefix = t.agreeing_prefix();
+                let ok = t.first_divergence.is_none() || prefix >= min;
+                let message = match t.first_divergence {
+                    None => format!("{rule}: no divergence in {} compared tokens ({})", t.compared, t.summary()),
+                    Some(d) => format!(
+                        "{rule}: first divergence at position {} {} {min} ({})",
+                        d.position,
+                        if ok { ">=" } else { "<" },
+                        t.summary()
+                    ),
+                };
+                out.push(check(rule, pass_or_fail(ok), Some(prefix as f64), min as f64, Unit::Tokens, message));
+            }
+        }
     }
     out
 }

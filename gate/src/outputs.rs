@@ -1,11 +1,13 @@
 //! Output consistency: how far a run's model outputs are from a reference computed on the same
-//! inputs (`npugate.outputs/1`). Metrics are computed in f64; no I/O here.
+//! inputs (`npugate.outputs/1`). Metrics are computed in f64; no I/O here. A generation's tokens
+//! are compared as tokens ([`TokenComparison`]), never as a float tensor.
 
 use npugate_result::contract::{Document, Schema};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of a serialized [`OutputsReport`].
-pub const OUTPUTS_SCHEMA: &str = "npugate.outputs/1";
+/// 1.1 added `reference.model_digest` and `tokens`.
+pub const OUTPUTS_SCHEMA: &str = "npugate.outputs/1.1";
 
 /// A run's outputs compared with the reference outputs, one entry per model output.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -14,8 +16,13 @@ pub struct OutputsReport {
     pub schema: String,
     /// Where the reference outputs came from.
     pub reference: ReferenceSource,
-    /// One comparison per model output, in the model's output order.
+    /// One comparison per model output, in the model's output order. For an LLM folder's
+    /// generation: `step_logits`, the logits of the positions up to the first divergence (where
+    /// both runs had seen the same tokens).
     pub outputs: Vec<OutputComparison>,
+    /// An LLM folder's generated tokens against the reference's (since 1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenComparison>,
 }
 
 impl Document for OutputsReport {
@@ -27,8 +34,12 @@ impl Document for OutputsReport {
 pub struct ReferenceSource {
     /// Reference model path as given (the float model of a QDQ model, or the model itself).
     pub model: String,
-    /// sha256 of the reference model.
+    /// sha256 of the reference model (of an LLM folder: its `genai_config.json`).
     pub model_sha256: String,
+    /// The reference model's identity over all of its files (of an LLM folder: every file in it);
+    /// since 1.1.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model_digest: String,
     /// Execution provider of the reference run (`CPUExecutionProvider`).
     pub ep: String,
     /// The reference run's result directory, relative to the compared result directory.
@@ -76,6 +87,94 @@ pub struct OutputMetrics {
     /// Percent of rows whose argmax along the last axis agrees, for class scores (last dim > 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top1_agreement_pct: Option<f64>,
+}
+
+/// A generation's greedy tokens against the reference generation's, position by position
+/// (position 0 is the token the prompt chose).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TokenComparison {
+    /// Tokens the run generated.
+    pub generated: usize,
+    /// Tokens the reference generated.
+    pub reference_generated: usize,
+    /// Positions both generated: the ones compared.
+    pub compared: usize,
+    /// Compared positions whose tokens are equal.
+    pub agreeing: usize,
+    /// `agreeing / compared`, percent (100 when nothing was compared).
+    pub agreement_pct: f64,
+    /// True when the first generated token (the prompt's) agrees.
+    pub first_token_agrees: bool,
+    /// The first position whose tokens differ; `None` when every compared position agrees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_divergence: Option<Divergence>,
+    /// Positions whose step logits were compared (`step_logits` in the outputs): those up to and
+    /// including the first divergence, as far as both runs saved them; 0 when not saved.
+    pub logit_positions: usize,
+}
+
+/// Where two generations first differ.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Divergence {
+    /// Position of the first differing token (0: the prompt's token).
+    pub position: usize,
+    /// The run's token there.
+    pub token: i64,
+    /// The reference's token there.
+    pub reference_token: i64,
+}
+
+impl TokenComparison {
+    /// Compares the run's `tokens` with the `reference` tokens over the positions both generated.
+    pub fn compare(reference: &[i64], tokens: &[i64]) -> TokenComparison {
+        let compared = reference.len().min(tokens.len());
+        let agreeing = reference.iter().zip(tokens).filter(|(r, t)| r == t).count();
+        let first_divergence = reference.iter().zip(tokens).position(|(r, t)| r != t).map(|position| Divergence {
+            position,
+            token: tokens[position],
+            reference_token: reference[position],
+        });
+        TokenComparison {
+            generated: tokens.len(),
+            reference_generated: reference.len(),
+            compared,
+            agreeing,
+            agreement_pct: if compared == 0 { 100.0 } else { agreeing as f64 / compared as f64 * 100.0 },
+            first_token_agrees: compared > 0 && reference[0] == tokens[0],
+            first_divergence,
+            logit_positions: 0,
+        }
+    }
+
+    /// The positions whose contexts were the same in both runs: up to and including the first
+    /// divergence (the logits there chose different tokens from the same context), else all compared.
+    pub fn same_context_positions(&self) -> usize {
+        self.first_divergence.map_or(self.compared, |d| d.position + 1)
+    }
+
+    /// The first divergence position, or the positions compared when there is none: how many
+    /// leading tokens agree.
+    pub fn agreeing_prefix(&self) -> usize {
+        self.first_divergence.map_or(self.compared, |d| d.position)
+    }
+
+    /// One line for reports: `9/33 tokens agree (27.3%); first divergence at position 3 (run 17, reference 42)`.
+    pub fn summary(&self) -> String {
+        let divergence = match self.first_divergence {
+            Some(d) => format!(
+                "first divergence at position {} (run {}, reference {})",
+                d.position, d.token, d.reference_token
+            ),
+            None => "no divergence".into(),
+        };
+        format!(
+            "{}/{} tokens agree ({:.1}%); {divergence}; first token {}",
+            self.agreeing,
+            self.compared,
+            self.agreement_pct,
+            if self.first_token_agrees { "agrees" } else { "differs" }
+        )
+    }
 }
 
 /// Why two tensors cannot be compared.
@@ -344,16 +443,37 @@ mod tests {
             reference: ReferenceSource {
                 model: "m.onnx".into(),
                 model_sha256: "0".into(),
+                model_digest: "1".into(),
                 ep: "CPU".into(),
                 result_dir: "r".into(),
             },
             outputs: vec![compare_tensors("y", (&[2], &[1.0, 2.0]), (&[2], &[1.0, 2.5])).unwrap()],
+            tokens: Some(TokenComparison::compare(&[1, 2], &[1, 3])),
         };
         npugate_result::contract::write_json(&path, &report).unwrap();
         assert_eq!(npugate_result::contract::read::<OutputsReport>(&path).unwrap(), report);
         std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("outputs/1", "outputs/2")).unwrap();
         let error = npugate_result::contract::read::<OutputsReport>(&path).unwrap_err().to_string();
         assert!(error.contains("npugate.outputs/2"), "{error}");
+    }
+
+    #[test]
+    fn tokens_are_compared_position_by_position_up_to_the_shorter_generation() {
+        let t = TokenComparison::compare(&[5, 6, 7, 8, 9], &[5, 6, 1, 8]);
+        assert_eq!((t.generated, t.reference_generated, t.compared, t.agreeing), (4, 5, 4, 3));
+        assert_eq!(t.agreement_pct, 75.0);
+        assert!(t.first_token_agrees);
+        assert_eq!(t.first_divergence, Some(Divergence { position: 2, token: 1, reference_token: 7 }));
+        assert_eq!((t.same_context_positions(), t.agreeing_prefix()), (3, 2));
+        assert_eq!(
+            t.summary(),
+            "3/4 tokens agree (75.0%); first divergence at position 2 (run 1, reference 7); first token agrees"
+        );
+        let same = TokenComparison::compare(&[3, 4], &[3, 4]);
+        assert_eq!((same.first_divergence, same.same_context_positions(), same.agreeing_prefix()), (None, 2, 2));
+        let first = TokenComparison::compare(&[3, 4], &[4, 4]);
+        assert!(!first.first_token_agrees);
+        assert_eq!((first.agreeing_prefix(), first.agreement_pct), (0, 50.0));
     }
 
     #[test]

@@ -71,6 +71,15 @@ pub struct Rules {
     /// Largest absolute error of any output element against its reference (needs `--check-outputs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_abs_err: Option<f64>,
+    /// LLM folders against a reference folder: lowest share of generated positions whose token
+    /// equals the reference's, percent (needs `--check-outputs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_token_agreement_pct: Option<f64>,
+    /// LLM folders against a reference folder: the first differing token may not come before this
+    /// position (0 is the prompt's token; the default 1: the first token must agree). Judged when
+    /// the run has a token comparison.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_first_divergence: Option<usize>,
     /// Highest CPU share, in percent of one core, of any other process on the device while the
     /// run was timed (needs a device run's `device_state.json`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,6 +139,8 @@ impl Default for Rules {
             min_cosine: None,
             min_sqnr_db: None,
             max_abs_err: None,
+            min_token_agreement_pct: None,
+            min_first_divergence: Some(1),
             max_background_cpu_pct: None,
             max_peak_memory_mb: None,
             max_memory_growth_mb: None,
@@ -182,6 +193,10 @@ pub enum RuleName {
     MinSqnrDb,
     /// [`Rules::max_abs_err`].
     MaxAbsErr,
+    /// [`Rules::min_token_agreement_pct`].
+    MinTokenAgreementPct,
+    /// [`Rules::min_first_divergence`].
+    MinFirstDivergence,
     /// [`Rules::max_background_cpu_pct`].
     MaxBackgroundCpuPct,
     /// [`Rules::max_peak_memory_mb`].
@@ -227,6 +242,8 @@ impl RuleName {
             RuleName::MinCosine => "min_cosine",
             RuleName::MinSqnrDb => "min_sqnr_db",
             RuleName::MaxAbsErr => "max_abs_err",
+            RuleName::MinTokenAgreementPct => "min_token_agreement_pct",
+            RuleName::MinFirstDivergence => "min_first_divergence",
             RuleName::MaxBackgroundCpuPct => "max_background_cpu_pct",
             RuleName::MaxPeakMemoryMb => "max_peak_memory_mb",
             RuleName::MaxMemoryGrowthMb => "max_memory_growth_mb",

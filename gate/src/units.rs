@@ -35,6 +35,9 @@ pub enum Unit {
     /// Tokens per second (`tok/s`).
     #[serde(rename = "tok/s")]
     TokensPerSecond,
+    /// Token positions of a generation (`tokens`).
+    #[serde(rename = "tokens")]
+    Tokens,
     /// Mebibytes (`MiB`).
     #[serde(rename = "MiB")]
     Mb,
@@ -57,6 +60,7 @@ impl Unit {
             Unit::Db => "dB",
             Unit::Abs => "abs",
             Unit::TokensPerSecond => "tok/s",
+            Unit::Tokens => "tokens",
             Unit::Mb => "MiB",
             Unit::Mj => "mJ",
         }

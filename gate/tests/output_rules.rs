@@ -6,7 +6,7 @@ mod common;
 
 use common::{detector_nodes, normal_series, placement, run, QNN};
 use npugate_gate::export::Format;
-use npugate_gate::outputs::{compare_tensors, OutputsReport, ReferenceSource, OUTPUTS_SCHEMA};
+use npugate_gate::outputs::{compare_tensors, OutputsReport, ReferenceSource, TokenComparison, OUTPUTS_SCHEMA};
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Evidence, OutputsEvidence, Rules, Verdict};
@@ -21,6 +21,7 @@ fn report(scores_error: f64) -> OutputsReport {
         reference: ReferenceSource {
             model: "float.onnx".into(),
             model_sha256: "0".repeat(64),
+            model_digest: "0".repeat(64),
             ep: "CPUExecutionProvider".into(),
             result_dir: "output-reference".into(),
         },
@@ -28,6 +29,7 @@ fn report(scores_error: f64) -> OutputsReport {
             compare_tensors("boxes", (&[4, 10], &reference), (&[4, 10], &reference)).unwrap(),
             compare_tensors("scores", (&[4, 10], &reference), (&[4, 10], &scores)).unwrap(),
         ],
+        tokens: None,
     }
 }
 
@@ -100,4 +102,50 @@ fn an_unreadable_comparison_is_an_error_and_leaves_the_rules_unjudged() {
     let check = verdict.checks.iter().find(|c| c.rule == RuleName::MinSqnrDb).unwrap();
     assert_eq!(check.status, CheckStatus::Unjudged, "{}", check.message);
     assert!(verdict.outputs.is_none());
+}
+
+/// A generation's report: the run's tokens against the reference's.
+fn tokens_report(reference: &[i64], tokens: &[i64]) -> OutputsReport {
+    OutputsReport { outputs: Vec::new(), tokens: Some(TokenComparison::compare(reference, tokens)), ..report(0.0) }
+}
+
+fn token_check(verdict: &Verdict, rule: RuleName) -> Option<&npugate_gate::verdict::Check> {
+    verdict.checks.iter().find(|c| c.rule == rule)
+}
+
+#[test]
+fn the_first_token_must_agree_by_default_and_only_generations_are_judged_on_tokens() {
+    let agree = judged(Rules::default(), Some(&tokens_report(&[7, 8, 9], &[7, 8, 1])));
+    let check = token_check(&agree, RuleName::MinFirstDivergence).unwrap();
+    assert_eq!((check.status, check.measured), (CheckStatus::Pass, Some(2.0)), "{}", check.message);
+    assert!(check.message.contains("first divergence at position 2 >= 1"), "{}", check.message);
+    let differ = judged(Rules::default(), Some(&tokens_report(&[7, 8, 9], &[3, 8, 9])));
+    let check = token_check(&differ, RuleName::MinFirstDivergence).unwrap();
+    assert_eq!((check.status, differ.outcome), (CheckStatus::Fail, Outcome::Fail), "{}", check.message);
+    assert!(check.message.contains("first token differs"), "{}", check.message);
+    // A single model's comparison, or none: the default is not checked; a limit the user set is unjudged.
+    assert!(token_check(&judged(Rules::default(), Some(&report(0.1))), RuleName::MinFirstDivergence).is_none());
+    assert!(token_check(&judged(Rules::default(), None), RuleName::MinFirstDivergence).is_none());
+    let asked = judged(rules(&["min_first_divergence=4", "min_token_agreement_pct=90"]), None);
+    for rule in [RuleName::MinFirstDivergence, RuleName::MinTokenAgreementPct] {
+        let check = token_check(&asked, rule).unwrap();
+        assert_eq!(check.status, CheckStatus::Unjudged, "{}", check.message);
+        assert!(check.message.contains("--check-outputs"), "{}", check.message);
+    }
+}
+
+#[test]
+fn token_agreement_and_the_divergence_position_are_judged_on_their_limits() {
+    // 6 of 8 positions agree (75%), the first divergence at position 3.
+    let report = tokens_report(&[1, 2, 3, 4, 5, 6, 7, 8], &[1, 2, 3, 0, 5, 6, 0, 8]);
+    let verdict = judged(rules(&["min_token_agreement_pct=75", "min_first_divergence=3"]), Some(&report));
+    assert_eq!(verdict.outcome, Outcome::Pass, "{:?}", verdict.checks);
+    assert_eq!(token_check(&verdict, RuleName::MinTokenAgreementPct).unwrap().measured, Some(75.0));
+    let verdict = judged(rules(&["min_token_agreement_pct=80", "min_first_divergence=4"]), Some(&report));
+    for rule in [RuleName::MinFirstDivergence, RuleName::MinTokenAgreementPct] {
+        assert_eq!(token_check(&verdict, rule).unwrap().status, CheckStatus::Fail);
+    }
+    let same = judged(rules(&["min_first_divergence=100"]), Some(&tokens_report(&[1, 2], &[1, 2])));
+    let check = token_check(&same, RuleName::MinFirstDivergence).unwrap();
+    assert_eq!(check.status, CheckStatus::Pass, "no divergence passes any position: {}", check.message);
 }

@@ -196,7 +196,11 @@ fn an_ep_that_rejected_every_node_is_a_verdict_naming_the_causes() {
     for fallback in report.fallback.iter_mut().filter(|f| !f.expected) {
         fallback.reason = Some("Cannot get shape".into());
     }
-    report.rejections = npugate_profile::causes::aggregate(&report.fallback, QNN, Some("--shape images=1x3x640x640"));
+    report.rejections = npugate_profile::causes::aggregate(
+        &report.fallback,
+        QNN,
+        Some(&npugate_profile::causes::shape_fix_hint("--shape images=1x3x640x640")),
+    );
     let run = run(normal_series(100, 8.0, 3.0, 1));
     let rules = Rules::load(None, &["max_fallback_nodes=0".into()]).unwrap();
     let verdict = judge(&Evidence::new(&run, Ok(&report)), &rules);

@@ -173,7 +173,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     // ONNX Runtime's own loggers log at the timed level too while the graphs run, as in an app.
     env.set_log_level(crate::session::log_level(args.settings.ort_log_level));
     let runs_start = crate::backend::log_position(&log);
-    let measured = generator.measure(&prompt, &spec, &mut generation);
+    let kept_rows = if args.settings.check_outputs { saved_logit_rows(generator.vocab) } else { 0 };
+    let measured = generator.measure(&prompt, &spec, &mut generation, kept_rows);
     let lines_during_runs = crate::backend::lines_between(&log, runs_start, crate::backend::log_position(&log));
     env.set_log_level(ort::logging::LogLevel::Verbose);
     result.execution.timed_log =
@@ -181,7 +182,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     // The cold start of the gate's latency series (decode steps): the first decode step run.
     timings.first_inference_ns = generator.first_step_ns;
     let saved = match (&measured, args.settings.check_outputs) {
-        (Ok(last_logits), true) => save_outputs(&out, &generation.tokens, last_logits).map(Some),
+        (Ok(step_logits), true) => save_outputs(&out, &generation.tokens, step_logits, generator.vocab).map(Some),
         _ => Ok(None),
     };
     generation.kv.bytes = generator.kv.bytes_in_use(spec.prompt + spec.gen);
@@ -519,14 +520,9 @@ fn describe_prompt(llm: &LlmModel, prompt: &[i64], seed: u64) -> InputDescriptio
 
 /// The vocabulary size: the fixed last dim of the logits.
 fn vocabulary(llm: &LlmModel) -> Result<usize> {
-    llm.graphs
-        .iter()
-        .find_map(|g| g.output(&llm.names.logits)?.dims.as_ref()?.last()?.fixed())
-        .and_then(|v| usize::try_from(v).ok())
-        .filter(|&v| v > 0)
-        .ok_or_else(|| {
-            anyhow!("{}: the logits output {:?} has no fixed vocabulary dim", llm.config.display(), llm.names.logits)
-        })
+    llm.vocabulary().ok_or_else(|| {
+        anyhow!("{}: the logits output {:?} has no fixed vocabulary dim", llm.config.display(), llm.names.logits)
+    })
 }
 
 /// The KV cache: per layer a key and a value, each one buffer (`shared`) or two (`ping_pong`).
@@ -710,24 +706,32 @@ impl Generator {
         Ok(Generator { prompt: stages(prompt, chunk)?, token: stages(token, 1)?, kv, chunk, vocab, first_step_ns: 0 })
     }
 
-    /// Warmup generations, then the timed ones into `generation`; returns the last logits of
-    /// the first timed generation.
-    fn measure(&mut self, prompt: &[i64], spec: &Spec, generation: &mut Generation) -> Result<Vec<f32>> {
+    /// Warmup generations, then the timed ones into `generation`; returns the logits of the
+    /// first `kept_rows` steps of the first timed generation (row `i` chose token `i`).
+    fn measure(
+        &mut self,
+        prompt: &[i64],
+        spec: &Spec,
+        generation: &mut Generation,
+        kept_rows: usize,
+    ) -> Result<Vec<f32>> {
         for _ in 0..spec.warmup {
-            self.generate(prompt, spec.gen, false).context("warmup generation")?;
+            self.generate(prompt, spec.gen, false, 0).context("warmup generation")?;
         }
         let mut first_logits = None;
         let mut copies = 0usize;
         for index in 0..spec.generations {
-            let run =
-                self.generate(prompt, spec.gen, true).with_context(|| format!("timed generation {}", index + 1))?;
+            let keep = if first_logits.is_none() { kept_rows } else { 0 };
+            let run = self
+                .generate(prompt, spec.gen, true, keep)
+                .with_context(|| format!("timed generation {}", index + 1))?;
             generation.ttft_ns.push(run.ttft_ns);
             generation.decode_ns.push(run.decode_ns);
             generation.wall_ns.push(run.wall_ns);
             copies += run.copies;
             if first_logits.is_none() {
                 generation.tokens = run.tokens;
-                first_logits = Some(run.last_logits);
+                first_logits = Some(run.step_logits);
             }
         }
         let steps = (spec.gen * spec.generations).max(1);
@@ -735,8 +739,9 @@ impl Generator {
         Ok(first_logits.unwrap_or_default())
     }
 
-    /// One generation: the prompt in chunks, then `gen` decode steps.
-    fn generate(&mut self, prompt: &[i64], gen: u32, check: bool) -> Result<GenerationRun> {
+    /// One generation: the prompt in chunks, then `gen` decode steps; keeps the logits of the
+    /// first `keep_rows` generated tokens.
+    fn generate(&mut self, prompt: &[i64], gen: u32, check: bool, keep_rows: usize) -> Result<GenerationRun> {
         let wall = Instant::now();
         self.kv.reset();
         let mut run = GenerationRun::default();
@@ -751,6 +756,7 @@ impl Generator {
         }
         let mut next = argmax(&logits);
         run.tokens.push(next);
+        run.keep_logits(&logits, keep_rows);
         for _ in 0..gen {
             let (ns, copies, last) = self.step(Phase::Token, &[next], past, check)?;
             if self.first_step_ns == 0 {
@@ -761,9 +767,8 @@ impl Generator {
             past += 1;
             next = argmax(&last);
             run.tokens.push(next);
-            logits = last;
+            run.keep_logits(&last, keep_rows);
         }
-        run.last_logits = logits;
         run.wall_ns = wall.elapsed().as_nanos() as u64;
         Ok(run)
     }
@@ -949,7 +954,26 @@ struct GenerationRun {
     wall_ns: u64,
     copies: usize,
     tokens: Vec<i64>,
-    last_logits: Vec<f32>,
+    /// The logits row of each kept token, concatenated.
+    step_logits: Vec<f32>,
+}
+
+impl GenerationRun {
+    /// Appends the logits that chose the latest token while fewer than `rows` rows are kept.
+    fn keep_logits(&mut self, logits: &[f32], rows: usize) {
+        if self.step_logits.len() < rows * logits.len() {
+            self.step_logits.extend_from_slice(logits);
+        }
+    }
+}
+
+/// The most bytes of step logits `--check-outputs` saves (rows of the vocabulary's size).
+const SAVED_LOGITS_BYTES: usize = 64 << 20;
+
+/// Rows of step logits `--check-outputs` saves: every generated token's while they fit in
+/// [`SAVED_LOGITS_BYTES`], at least one.
+fn saved_logit_rows(vocab: usize) -> usize {
+    (SAVED_LOGITS_BYTES / (vocab.max(1) * std::mem::size_of::<f32>())).max(1)
 }
 
 /// The greedy token: the index of the largest logit (the first on ties).
@@ -975,26 +999,36 @@ fn summarize(generation: &mut Generation) {
     generation.decode_tok_s = median(&decode).filter(|m| *m > 0.0).map_or(0.0, |m| 1e9 / m);
 }
 
-/// `--check-outputs`: the generated ids and the last logits as `outputs/tokens.npy` and
-/// `outputs/logits.npy`, described as the model's two outputs.
+/// `--check-outputs`: the generated ids as `outputs/tokens.npy` (`generated_tokens`) and the
+/// logits that chose each of the first of them as `outputs/step_logits.npy` (`step_logits`,
+/// `[rows, vocab]`: row `i` chose token `i`), described as the model's two outputs.
 fn save_outputs(
     out: &Path,
     tokens: &[i64],
-    logits: &[f32],
+    step_logits: &[f32],
+    vocab: usize,
 ) -> Result<(Vec<String>, Vec<npugate_result::TensorSignature>)> {
     let dir = out.join(files::OUTPUTS_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let rows = step_logits.len() / vocab.max(1);
     crate::outputs::write_array(&dir.join("tokens.npy"), &[tokens.len() as u64], tokens.iter().copied())?;
-    crate::outputs::write_array(&dir.join("logits.npy"), &[logits.len() as u64], logits.iter().copied())?;
-    let signature = |name: &str, element_type: &str, length: usize| npugate_result::TensorSignature {
+    crate::outputs::write_array(
+        &dir.join("step_logits.npy"),
+        &[rows as u64, vocab as u64],
+        step_logits.iter().copied(),
+    )?;
+    let signature = |name: &str, element_type: &str, shape: &[usize]| npugate_result::TensorSignature {
         name: name.into(),
         element_type: element_type.into(),
-        shape: vec![Some(length as i64)],
-        dim_names: vec![String::new()],
+        shape: shape.iter().map(|&d| Some(d as i64)).collect(),
+        dim_names: vec![String::new(); shape.len()],
     };
     Ok((
-        vec![format!("{}/tokens.npy", files::OUTPUTS_DIR), format!("{}/logits.npy", files::OUTPUTS_DIR)],
-        vec![signature("generated_tokens", "int64", tokens.len()), signature("last_logits", "float32", logits.len())],
+        vec![format!("{}/tokens.npy", files::OUTPUTS_DIR), format!("{}/step_logits.npy", files::OUTPUTS_DIR)],
+        vec![
+            signature("generated_tokens", "int64", &[tokens.len()]),
+            signature("step_logits", "float32", &[rows, vocab]),
+        ],
     ))
 }
 
@@ -1087,10 +1121,10 @@ fn profile_generation(
     let mut generator = Generator::new(llm, spec, prompt_sessions, token_sessions)?;
     match profiled {
         Profiled::EveryStep => {
-            generator.generate(prompt, spec.gen, false)?;
+            generator.generate(prompt, spec.gen, false, 0)?;
         }
         Profiled::FirstAndLastStep => {
-            let first = generator.generate(prompt, 1, false)?;
+            let first = generator.generate(prompt, 1, false, 0)?;
             if spec.gen > 1 {
                 let last_past = (prompt.len() + spec.gen as usize - 1) as i64;
                 let token = first.tokens.last().copied().unwrap_or_default();

@@ -296,16 +296,20 @@ impl LlmModel {
         serde_json::to_string_pretty(&config).map_err(|e| error(format!("cannot be written: {e}")))
     }
 
-    /// Every file of the model: the config, each graph and the files each graph refers to, as
-    /// (name relative to the folder, path), sorted by name, each once.
+    /// Every file of the model: the config, each graph, the files each graph refers to and every
+    /// other file below the folder (tokenizer, chat template, …: a folder is identified by all of
+    /// them), as (name relative to the folder, `/`-separated, path), sorted by name, each once.
     pub fn files(&self) -> Vec<(String, PathBuf)> {
         let mut seen = BTreeSet::new();
         let mut files = Vec::new();
         let config_name =
             self.config.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| GENAI_CONFIG.into());
+        let mut below = Vec::new();
+        files_below(&self.folder, "", &mut below);
         for (name, path) in std::iter::once((config_name, self.config.clone()))
             .chain(self.graphs.iter().map(|g| (g.file.clone(), g.path.clone())))
             .chain(self.graphs.iter().flat_map(|g| g.files.iter().map(|f| (f.name.clone(), f.path.clone()))))
+            .chain(below)
         {
             if seen.insert(name.clone()) {
                 files.push((name, path));
@@ -313,6 +317,15 @@ impl LlmModel {
         }
         files.sort();
         files
+    }
+
+    /// The vocabulary size: the fixed last dim of the logits (`None` when no graph fixes it).
+    pub fn vocabulary(&self) -> Option<usize> {
+        self.graphs
+            .iter()
+            .find_map(|g| g.output(&self.names.logits)?.dims.as_ref()?.last()?.fixed())
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|&v| v > 0)
     }
 
     /// The most tokens a generation can hold: the context length, and a static KV cache's length.
@@ -776,5 +789,20 @@ impl<'de> Deserialize<'de> for Pipeline {
             }
         }
         deserializer.deserialize_any(Entries).map(Pipeline)
+    }
+}
+
+/// Every regular file below `dir` (following links), as (`prefix` + its `/`-separated name, path);
+/// unreadable directories are skipped (hashing names the unreadable file).
+fn files_below(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => files_below(&path, &format!("{name}/"), out),
+            Ok(meta) if meta.is_file() => out.push((name, path)),
+            _ => {}
+        }
     }
 }

@@ -108,6 +108,37 @@ pub fn phase_shapes(
     Ok(phases)
 }
 
+/// The values genai feeds a phase's ids, mask and positions, as (input name, dims, values) for
+/// each of them in `shapes`: ids in the vocabulary's range (`position mod vocab`), the mask all
+/// ones over its length, positions `0..n` for the prompt and the last past length (`mask length − 1`)
+/// for a token — what keeps GroupQueryAttention's `seqlens_k` within its caches. The KV cache is
+/// not among them (any values of its shape do).
+pub fn phase_feeds(llm: &LlmModel, shapes: &PhaseShapes) -> Vec<(String, Vec<i64>, Vec<i64>)> {
+    let names = &llm.names;
+    let vocab = llm.vocabulary().map_or(1, |v| v as i64);
+    let mask =
+        shapes.inputs.iter().find(|(name, _)| *name == names.attention_mask).map(|(_, dims)| dims.iter().product());
+    let mut feeds = Vec::new();
+    for (name, dims) in &shapes.inputs {
+        let count: i64 = dims.iter().product();
+        let values: Vec<i64> = if *name == names.input_ids {
+            (0..count).map(|i| i % vocab).collect()
+        } else if *name == names.attention_mask {
+            vec![1; count as usize]
+        } else if *name == names.position_ids {
+            let start = match shapes.phase {
+                GenerationPhase::Prompt => 0,
+                GenerationPhase::Token => mask.map_or(0, |total: i64| total - count),
+            };
+            (start..start + count).collect()
+        } else {
+            continue;
+        };
+        feeds.push((name.clone(), dims.clone(), values));
+    }
+    feeds
+}
+
 fn is_dynamic(input: &crate::value::ValueSignature) -> bool {
     input.dims.as_ref().is_some_and(|dims| dims.iter().any(|d| matches!(d, Dim::Named(_))))
 }

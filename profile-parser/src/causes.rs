@@ -14,10 +14,15 @@ pub const NO_REASON: &str = "no reason logged";
 /// How many node names a cause lists.
 const EXAMPLES: usize = 3;
 
-/// Groups the unexpected fallback nodes by their reason, most nodes first. `shape_fix` is the
-/// `--shape …` that fixes the model's dynamic input dims (when it has any): shape reasons get it
-/// as their hint.
-pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_fix: Option<&str>) -> Vec<RejectionCause> {
+/// The hint of a single model's shape reasons: the `--shape …` flags that fix its dynamic dims.
+pub fn shape_fix_hint(fix: &str) -> String {
+    format!("the model has dynamic input dims; pass {fix}")
+}
+
+/// Groups the unexpected fallback nodes by their reason, most nodes first. `shape_hint` is the
+/// fix of the model's dynamic input dims (when it has any: [`shape_fix_hint`], or a folder's
+/// [`crate::hints::FOLDER_SHAPE_HINT`]): shape reasons get it as their hint.
+pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_hint: Option<&str>) -> Vec<RejectionCause> {
     let mut groups: BTreeMap<String, Vec<&FallbackNode>> = BTreeMap::new();
     for node in fallback.iter().filter(|n| !n.expected) {
         let reason = node.reason.as_deref().map_or_else(|| NO_REASON.to_string(), |r| without_node_name(r, &node.name));
@@ -32,8 +37,8 @@ pub fn aggregate(fallback: &[FallbackNode], preferred_ep: &str, shape_fix: Optio
             }
             let mut op_types: Vec<(&str, usize)> = op_counts.into_iter().collect();
             op_types.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            let hint = match shape_fix.filter(|_| is_shape_reason(&reason)) {
-                Some(fix) => Some(format!("the model has dynamic input dims; pass {fix}")),
+            let hint = match shape_hint.filter(|_| is_shape_reason(&reason)) {
+                Some(hint) => Some(hint.to_string()),
                 None if nodes.len() > 1 && op_types.len() > 1 => None,
                 None => fallback_hint(
                     &nodes[0].op_type,
@@ -118,7 +123,7 @@ mod tests {
             node("det", "Det", Some("Operators of type `Det` are not supported by QNN EP."), false),
             node("q", "QuantizeLinear", None, true),
         ];
-        let causes = aggregate(&fallback, "QNNExecutionProvider", Some("--shape x=1x3x32x32"));
+        let causes = aggregate(&fallback, "QNNExecutionProvider", Some(&shape_fix_hint("--shape x=1x3x32x32")));
         assert_eq!(causes.len(), 2, "expected nodes are not causes: {causes:?}");
         assert_eq!(
             causes[0].describe(),

@@ -61,7 +61,16 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
     let total_time: Option<f64> = placed.iter().map(|m| m.time_us).fold(None, add);
     let per_ep = ep_shares(&placed, total_flops, total_time);
     let preferred_share = per_ep.iter().find(|s| s.ep == preferred);
-    let fallback = fallback_nodes(&merged, total_flops);
+    let mut fallback = fallback_nodes(&merged, total_flops);
+    // `--shape` does not apply to a folder: its shape fix is the preflight's per-phase sizing.
+    let folder_hint = |hint: &mut Option<String>| {
+        if hint.as_deref() == Some(crate::hints::SHAPE_HINT) {
+            *hint = Some(crate::hints::FOLDER_SHAPE_HINT.into());
+        }
+    };
+    fallback.iter_mut().for_each(|n| folder_hint(&mut n.hint));
+    let mut rejections = crate::causes::aggregate(&fallback, preferred, Some(crate::hints::FOLDER_SHAPE_HINT));
+    rejections.iter_mut().for_each(|c| folder_hint(&mut c.hint));
     PlacementReport {
         schema: PLACEMENT_SCHEMA.to_string(),
         model_sha256: digest.to_string(),
@@ -77,7 +86,7 @@ pub fn merge(digest: &str, preferred: &str, parts: &[GraphPart<'_>]) -> Placemen
         boundaries: Default::default(),
         // A compiled folder's graphs are compiled alike: the first graph's attribution says how.
         compiled: parts.iter().find_map(|p| p.report.compiled.clone()),
-        rejections: crate::causes::aggregate(&fallback, preferred, None),
+        rejections,
         fallback,
         nodes: merged
             .into_iter()

@@ -22,6 +22,15 @@ const QNN_OP_HINTS: &[(&str, &str)] = &[
     ("ScatterND", "rewrite the update with Where/Concat, which QNN supports"),
 ];
 
+/// The hint for a node rejected for a dynamic shape, in a single model.
+pub const SHAPE_HINT: &str = "dynamic shape: fix it (--shape, or make the model's input dims static)";
+
+/// The hint for a node rejected for a dynamic shape in an LLM model folder's graph: a run feeds
+/// the folder's dynamic dims as they are and `--shape` does not apply to a folder; the preflight
+/// sizes each graph per phase.
+pub const FOLDER_SHAPE_HINT: &str = "the folder's graphs have dynamic input dims, which the HTP cannot compile: \
+     `npugate preflight --soc S --model FOLDER --prompt-tokens P --context C` sizes each graph per phase from the folder's config";
+
 /// The hint for a fallback node off the preferred EP `ep`: by design, by the EP's reason, or by op type.
 pub fn fallback_hint(
     op_type: &str,
@@ -38,7 +47,7 @@ pub fn fallback_hint(
     }
     let reason = reason.unwrap_or_default().to_ascii_lowercase();
     if is_shape_reason(&reason) || input_shapes.iter().any(|s| s.contains("-1")) {
-        return Some("dynamic shape: fix it (--shape, or make the model's input dims static)".to_string());
+        return Some(SHAPE_HINT.to_string());
     }
     let qnn = ep.starts_with("QNN");
     if qnn && reason.contains("int64") {

@@ -169,7 +169,8 @@ fn single_model(
         ..PlacementInputs::of_run(result)
     });
     if let Some(fix) = shape_fix(result) {
-        report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&fix));
+        let hint = crate::causes::shape_fix_hint(&fix);
+        report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&hint));
     }
     if profile.is_none() && result.settings.profile_runs > 0 {
         report.warnings.push(format!("{} is missing although profile runs were requested", files::PROFILE));

@@ -79,11 +79,11 @@ fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
 }
 
-/// The saved last logits (`outputs/logits.npy`, float32) as f64.
+/// The saved logits of the last generated token (the last row of `outputs/step_logits.npy`) as f64.
 fn saved_logits(dir: &Path) -> Vec<f64> {
     let values = python_json(
-        "import json, sys, numpy as np; print(json.dumps(np.load(sys.argv[1]).astype(float).tolist()))",
-        &[text(&dir.join("outputs/logits.npy"))],
+        "import json, sys, numpy as np; print(json.dumps(np.load(sys.argv[1])[-1].astype(float).tolist()))",
+        &[text(&dir.join("outputs/step_logits.npy"))],
     );
     values.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
 }
@@ -141,11 +141,12 @@ fn a_generation_with_the_kv_cache_equals_a_full_forward_pass_over_the_same_token
     let diff = max_abs_diff(&saved_logits(&out), &reference);
     assert!(diff < 1e-4, "last logits differ by {diff}");
 
-    // --check-outputs compared tokens and last logits with the fp32 CPU reference run of the folder.
+    // --check-outputs compared tokens and step logits with the fp32 CPU reference run of the folder.
     let outputs = json(&out.join("outputs.json"));
     let names: Vec<&str> = outputs["outputs"].as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["generated_tokens", "last_logits"]);
-    assert_eq!(outputs["outputs"][0]["metrics"]["max_abs_err"], 0.0, "the same tokens on the reference");
+    assert_eq!(names, ["step_logits"], "tokens are compared as tokens, not as a float tensor");
+    assert_eq!(outputs["tokens"]["agreement_pct"], 100.0, "the same tokens on the reference");
+    assert_eq!(outputs["outputs"][0]["metrics"]["max_abs_err"], 0.0, "the same logits on the reference");
 
     // Placement: the decoder in both phases, the model's FLOPs each phase's times its runs.
     let verdict = json(&out.join("verdict.json"));
@@ -459,4 +460,75 @@ fn a_builder_folders_decode_flops_follow_the_context_like_an_independent_count()
     // Decode steps grow with the context by design: the verdict fits that growth, not noise.
     let warnings = verdict["warnings"].as_array().unwrap();
     assert!(warnings.iter().any(|w| w.as_str().unwrap().starts_with("decode steps grow ")), "{warnings:?}");
+}
+
+/// The run's and the reference's greedy tokens (each `result.json`) and the reference's digest.
+fn tokens_of_both(out: &Path) -> (Vec<i64>, Vec<i64>, RunResult) {
+    let run = RunResult::read(out).unwrap().generation.unwrap().tokens;
+    let reference = RunResult::read(&out.join("output-reference")).unwrap();
+    (run, reference.generation.clone().unwrap().tokens, reference)
+}
+
+#[test]
+fn an_int4_folder_is_compared_with_its_fp32_folder_as_tokens_with_the_logits_up_to_the_first_divergence() {
+    let work = tempfile::tempdir().unwrap();
+    let int4 = model_folder("genai_builder_qwen2_int4");
+    let lengths = ["--prompt-tokens", "16", "--gen-tokens", "24", "--generations", "1", "--warmup-generations", "0"];
+    // Against its own fp32 folder, and against another model of the same vocabulary (which must
+    // part from it somewhere: the divergence path).
+    for (name, reference, other_model) in
+        [("fp32", "genai_builder_qwen2_fp32", false), ("llama", "genai_builder_llama", true)]
+    {
+        let out = work.path().join(name);
+        let reference_folder = model_folder(reference);
+        let mut extra = vec!["--check-outputs", "--reference-model", text(&reference_folder)];
+        extra.extend(lengths);
+        let output = run_local(&int4, &out, &extra);
+        let (run, reference_tokens, reference_result) = tokens_of_both(&out);
+        // The independent count from the two result.json.
+        let compared = run.len().min(reference_tokens.len());
+        let agreeing = run.iter().zip(&reference_tokens).filter(|(a, b)| a == b).count();
+        let divergence = run.iter().zip(&reference_tokens).position(|(a, b)| a != b);
+        assert!(!other_model || divergence.is_some(), "another model's tokens: {run:?} = {reference_tokens:?}");
+        let outputs = json(&out.join("outputs.json"));
+        assert_eq!(outputs["schema"], "npugate.outputs/1.1");
+        let tokens = &outputs["tokens"];
+        assert_eq!((tokens["compared"].as_u64(), tokens["agreeing"].as_u64()), (Some(25), Some(agreeing as u64)));
+        assert_eq!(compared, 25, "the prompt's token and 24 decode steps");
+        assert!((tokens["agreement_pct"].as_f64().unwrap() - agreeing as f64 * 100.0 / 25.0).abs() < 1e-9);
+        assert_eq!(tokens["first_token_agrees"], run[0] == reference_tokens[0]);
+        match divergence {
+            None => assert!(tokens.get("first_divergence").is_none(), "{tokens}"),
+            Some(p) => assert_eq!(
+                tokens["first_divergence"],
+                serde_json::json!({"position": p, "token": run[p], "reference_token": reference_tokens[p]})
+            ),
+        }
+        // The logits of the positions both runs reached from the same tokens: up to the divergence.
+        let rows = divergence.map_or(compared, |p| p + 1);
+        assert_eq!(tokens["logit_positions"].as_u64(), Some(rows as u64));
+        assert_eq!(outputs["outputs"][0]["name"], "step_logits");
+        assert_eq!(outputs["outputs"][0]["shape"], serde_json::json!([rows, 128]), "vocabulary 128");
+        // The reference is identified by every file of its folder, not its genai_config.json.
+        assert_eq!(outputs["reference"]["model_digest"], reference_result.model.digest.as_str());
+        assert_ne!(reference_result.model.digest, reference_result.model.sha256);
+        let files: Vec<&str> = reference_result.model.files.iter().map(|f| f.name.as_str()).collect();
+        assert!(files.contains(&"tokenizer.json") && files.contains(&"model.onnx.data"), "{files:?}");
+        // Judged as tokens: the first token must agree by default; the report says where they part.
+        let first_agrees = divergence != Some(0);
+        assert_eq!(output.status.code(), Some(if first_agrees { 0 } else { 1 }), "{}", describe(&output));
+        let printed = describe(&output);
+        assert!(
+            printed.contains("tokens on ") && printed.contains(&format!("{agreeing}/25 tokens agree")),
+            "{printed}"
+        );
+        let verdict = json(&out.join("verdict.json"));
+        let check = verdict["checks"].as_array().unwrap().iter().find(|c| c["rule"] == "min_first_divergence").unwrap();
+        assert_eq!(check["status"], if first_agrees { "pass" } else { "fail" }, "{check}");
+        assert!(!verdict["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["message"].as_str().unwrap().contains("generated_tokens")));
+    }
 }

@@ -118,11 +118,11 @@ fn a_graph_the_htp_rejects_in_the_token_generator_only_fails_the_gate_naming_gra
         verdict["placement"]["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(fallen, ["token-generator:positions/neg1", "token-generator:positions/neg2"]);
     assert!(verdict["placement"]["fallback"][0]["reason"].as_str().unwrap().contains("INT_32"), "QNN's own reason");
-    // The emulator's generated tokens are the fp32 CPU reference's (the last logits within fp16).
+    // The emulator's generated tokens are the fp32 CPU reference's (the step logits within fp16).
     let outputs = json(&out.join("outputs.json"));
-    assert_eq!(outputs["outputs"][0]["name"], "generated_tokens");
-    assert_eq!(outputs["outputs"][0]["metrics"]["max_abs_err"], 0.0);
-    assert!(outputs["outputs"][1]["metrics"]["cosine"].as_f64().unwrap() > 0.999);
+    assert_eq!(outputs["tokens"]["agreement_pct"], 100.0);
+    assert_eq!(outputs["outputs"][0]["name"], "step_logits");
+    assert!(outputs["outputs"][0]["metrics"]["cosine"].as_f64().unwrap() > 0.999);
     let result = RunResult::read(&out).unwrap();
     assert!(result.execution.emulated.is_some());
     assert!(verdict["checks"]
@@ -224,6 +224,47 @@ fn preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_from_its_conf
         stdout.contains("token phase sized input_ids=1x1 attention_mask=1x32 past_key_values.0.key=1x2x32x16"),
         "{stdout}"
     );
+    // The CPU reference job is fed as genai feeds (mask all ones, positions 0..n / the past length,
+    // ids in the vocabulary): GroupQueryAttention runs, so every phase and SoC has its FLOPs.
+    let printed = describe(&output);
+    assert!(!printed.contains("FLOPs are unknown"), "{printed}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| (l.starts_with("SM8550 ") || l.starts_with("SM8650 ")) && l.contains(" v7"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for row in rows {
+        // SOC ARCH OUTCOME COMPILED RAN NODES-ON-HTP FLOPS-ON-HTP …
+        let flops: f64 = row[6].trim_end_matches('%').parse().unwrap_or_else(|_| panic!("FLOPs shown: {row:?}"));
+        assert!(flops > 50.0 && flops < 100.0, "the two attention nodes are left to the CPU: {row:?}");
+    }
+}
+
+#[test]
+fn a_builder_folder_run_on_the_htp_hints_the_preflight_sizing_never_the_refused_shape_flag() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("qnn");
+    let folder = model_folder("genai_builder_llama");
+    let output = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--ep", "qnn", "--soc", "SM8650", "--prompt-tokens", "8", "--gen-tokens", "2"])
+        .args(["--generations", "1", "--warmup-generations", "0", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(&out));
+    // Its dynamic dims leave most nodes to the CPU ("Cannot get shape"): the gate fails.
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let printed = describe(&output);
+    let verdict = std::fs::read_to_string(out.join("verdict.json")).unwrap();
+    for text in [printed.as_str(), verdict.as_str()] {
+        assert!(!text.contains("--shape"), "--shape is refused for a folder, so never hinted: {text}");
+    }
+    // The fix it hints is the one `preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_…` runs.
+    let verdict = json(&out.join("verdict.json"));
+    let causes = verdict["placement"]["rejections"].as_array().unwrap();
+    let shape = causes.iter().find(|c| c["reason"] == "Cannot get shape").expect("a shape cause");
+    let hint = shape["hint"].as_str().unwrap();
+    assert!(hint.contains("npugate preflight --soc S --model FOLDER --prompt-tokens P --context C"), "{hint}");
 }
 
 /// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,

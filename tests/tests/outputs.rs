@@ -39,7 +39,7 @@ fn qdq_model_against_its_float_model_has_finite_sqnr_and_the_rules_judge_it() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let report = outputs_json(&dir);
-    assert_eq!(report["schema"], "npugate.outputs/1");
+    assert_eq!(report["schema"], "npugate.outputs/1.1");
     assert_eq!(report["reference"]["ep"], "CPUExecutionProvider");
     assert_eq!(report["reference"]["result_dir"], "output-reference");
     let probs = &report["outputs"][0];

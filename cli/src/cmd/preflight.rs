@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
-use npugate_settings::{EpKind, SessionSettings, ShapeSpec};
+use npugate_settings::{EpKind, InputFile, SessionSettings, ShapeSpec};
 
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
@@ -152,16 +152,19 @@ fn htp_per_graph(
     let mut lines = Vec::new();
     for graph in &llm.graphs {
         let phases = phase_shapes(llm, graph, lengths)?;
-        let runs: Vec<(String, String, Vec<ShapeSpec>)> = match phases.is_empty() {
-            true => vec![(graph.id.clone(), format!("graph {} ({})", graph.id, graph.file), Vec::new())],
-            false => phases.into_iter().map(|p| phase_run(graph, p)).collect(),
+        let runs: Vec<(String, String, Vec<ShapeSpec>, Feeds)> = match phases.is_empty() {
+            true => vec![(graph.id.clone(), format!("graph {} ({})", graph.id, graph.file), Vec::new(), Vec::new())],
+            false => phases.into_iter().map(|p| phase_run(llm, graph, p)).collect(),
         };
-        for (dir, label, shapes) in runs {
+        for (dir, label, shapes, feeds) in runs {
+            // The CPU reference (node shapes, FLOPs) and an executed inference get genai's values.
+            let staged = tempfile::tempdir().context("cannot create a temporary directory for the inputs")?;
+            let inputs = write_feeds(graph, &feeds, staged.path())?;
             let request = HtpPreflightRequest {
                 hosts,
                 model: &graph.path,
                 shapes: &shapes,
-                inputs: &[],
+                inputs: &inputs,
                 socs,
                 fp16: plan.fp16,
                 execute: !args.no_execute,
@@ -184,11 +187,39 @@ fn htp_per_graph(
     Ok(exit)
 }
 
-/// One phase of a graph with dynamic dims: its result directory, its label and its shapes.
-fn phase_run(graph: &npugate_onnx::genai::LlmGraph, phase: PhaseShapes) -> (String, String, Vec<ShapeSpec>) {
+/// A phase's ids, mask and positions as genai feeds them: (input, dims, values).
+type Feeds = Vec<(String, Vec<i64>, Vec<i64>)>;
+
+/// Writes `feeds` as `.npy` files into `dir` in the element type `graph` declares (int64 or int32;
+/// other types are left to the harness's random data), as `--input` files.
+fn write_feeds(graph: &npugate_onnx::genai::LlmGraph, feeds: &Feeds, dir: &std::path::Path) -> Result<Vec<InputFile>> {
+    use npugate_onnx::proto::tensor_proto::DataType;
+    let mut inputs = Vec::new();
+    for (name, dims, values) in feeds {
+        let int32 = match graph.input(name).and_then(|i| i.element_type.data_type()) {
+            Some(DataType::Int64) => false,
+            Some(DataType::Int32) => true,
+            _ => continue,
+        };
+        let path = dir.join(format!("{}.npy", inputs.len()));
+        let dims: Vec<u64> = dims.iter().map(|&d| d.max(0) as u64).collect();
+        npugate_engine::output_check::write_npy_ints(&path, &dims, values, int32)?;
+        inputs.push(InputFile { input: name.clone(), path });
+    }
+    Ok(inputs)
+}
+
+/// One phase of a graph with dynamic dims: its result directory, its label, its shapes and the
+/// values genai feeds its ids, mask and positions.
+fn phase_run(
+    llm: &LlmModel,
+    graph: &npugate_onnx::genai::LlmGraph,
+    phase: PhaseShapes,
+) -> (String, String, Vec<ShapeSpec>, Feeds) {
+    let feeds = npugate_onnx::llm_shapes::phase_feeds(llm, &phase);
     let name = phase.phase.name();
     let shapes = phase.inputs.into_iter().map(|(input, dims)| ShapeSpec { input, dims }).collect();
-    (format!("{}.{name}", graph.id), format!("graph {} ({}) {name} phase", graph.id, graph.file), shapes)
+    (format!("{}.{name}", graph.id), format!("graph {} ({}) {name} phase", graph.id, graph.file), shapes, feeds)
 }
 
 /// `SM8650 (v75): pass: every node on the HTP, compiled` (with the QNN version when several are judged).

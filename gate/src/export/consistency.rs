@@ -78,6 +78,23 @@ pub(super) fn outlier_line(prefix: &str, devices: &[DeviceOutputs], outlier: Opt
     format!("{prefix}{line}\n")
 }
 
+/// `prefix` + one line per device whose generation was compared as tokens (an LLM folder): the
+/// agreement, the first divergence and how many positions' step logits the table compares.
+pub(super) fn token_lines(prefix: &str, devices: &[DeviceOutputs]) -> String {
+    let mut out = String::new();
+    for device in devices {
+        if let Some(tokens) = &device.report.tokens {
+            out.push_str(&format!(
+                "{prefix}tokens on {}: {}; step_logits over the {} position(s) up to the first divergence\n",
+                device.device,
+                tokens.summary(),
+                tokens.logit_positions
+            ));
+        }
+    }
+    out
+}
+
 /// The run's own outputs against the reference, as one device of the table (for the verdict reports).
 pub(super) fn verdict_outputs(v: &Verdict) -> Option<(String, Vec<DeviceOutputs>)> {
     let report = v.outputs.clone()?;
@@ -105,12 +122,29 @@ mod tests {
                 reference: ReferenceSource {
                     model: "m.onnx".into(),
                     model_sha256: String::new(),
+                    model_digest: String::new(),
                     ep: "CPU".into(),
                     result_dir: "r".into(),
                 },
                 outputs: vec![compare_tensors("probs", (&[2, 10], &reference), (&[2, 10], &output)).unwrap()],
+                tokens: None,
             },
         }
+    }
+
+    #[test]
+    fn a_generation_compared_as_tokens_gets_its_line_in_both_formats() {
+        let mut llm = device("cpu", 1e-3);
+        llm.report.tokens = Some(crate::outputs::TokenComparison {
+            logit_positions: 3,
+            ..crate::outputs::TokenComparison::compare(&[4, 5, 6, 7], &[4, 5, 9, 7])
+        });
+        let expected = "tokens on cpu: 3/4 tokens agree (75.0%); first divergence at position 2 (run 9, reference 6); \
+                        first token agrees; step_logits over the 3 position(s) up to the first divergence";
+        for rendered in [consistency_text("m", std::slice::from_ref(&llm), false), consistency_markdown("m", &[llm])] {
+            assert!(rendered.contains(expected), "{rendered}");
+        }
+        assert!(!consistency_text("m", &[device("a", 0.0)], false).contains("tokens on"));
     }
 
     #[test]

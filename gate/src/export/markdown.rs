@@ -41,9 +41,10 @@ pub fn consistency_markdown(model: &str, devices: &[DeviceOutputs]) -> String {
 fn consistency_section(heading: &str, model: &str, devices: &[DeviceOutputs]) -> String {
     let (rows, outlier) = consistency::rows(devices, |cell| format!("**{cell}**"));
     format!(
-        "{heading} Output consistency: `{}` against the reference\n\n{}{}",
+        "{heading} Output consistency: `{}` against the reference\n\n{}{}{}",
         cell(model),
         table(&consistency::HEADER, &rows),
+        consistency::token_lines("\n", devices),
         consistency::outlier_line("\n", devices, outlier)
     )
 }

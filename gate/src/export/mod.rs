@@ -191,7 +191,9 @@ fn measured_text(check: &Check) -> String {
             Unit::TokensPerSecond => format!("{v:.1} tok/s"),
             Unit::Mb => format!("{v:.1} MiB"),
             Unit::Mj => format!("{v:.3} mJ"),
-            Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches => format!("{} {}", fmt_limit(v), check.unit),
+            Unit::Runs | Unit::Nodes | Unit::Partitions | Unit::Switches | Unit::Tokens => {
+                format!("{} {}", fmt_limit(v), check.unit)
+            }
         },
     )
 }
@@ -211,6 +213,7 @@ fn limit_text(check: &Check) -> String {
             | Unit::Switches
             | Unit::Mb
             | Unit::Mj
+            | Unit::Tokens
             | Unit::TokensPerSecond => {
                 format!("{} {}", fmt_limit(v), check.unit)
             }

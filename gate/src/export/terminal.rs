@@ -73,9 +73,10 @@ pub fn text_table<R: AsRef<[String]>>(header: &[&str], rows: &[R], numeric: &[bo
 pub fn consistency_text(model: &str, devices: &[DeviceOutputs], color: bool) -> String {
     let (rows, outlier) = consistency::rows(devices, |cell| paint(color, RED, cell));
     format!(
-        "{} {model} against the reference\n{}{}",
+        "{} {model} against the reference\n{}{}{}",
         paint(color, BOLD, "Output consistency"),
         text_table(&consistency::HEADER, &rows, &consistency::NUMERIC, color),
+        consistency::token_lines("  ", devices),
         consistency::outlier_line("  ", devices, outlier)
     )
 }

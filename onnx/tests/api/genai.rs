@@ -75,6 +75,12 @@ fn a_decoder_folder_is_read_with_genai_defaults_for_the_names() {
     );
     let files: Vec<String> = llm.files().into_iter().map(|(name, _)| name).collect();
     assert_eq!(files, [GENAI_CONFIG, "model.onnx"]);
+    // The tokenizer and anything else below the folder identify it too.
+    std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+    std::fs::create_dir(dir.path().join("extra")).unwrap();
+    std::fs::write(dir.path().join("extra/chat_template.jinja"), "x").unwrap();
+    let files: Vec<String> = llm.files().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(files, ["extra/chat_template.jinja", GENAI_CONFIG, "model.onnx", "tokenizer.json"], "sorted by name");
 }
 
 #[test]
@@ -185,4 +191,36 @@ fn a_dynamic_decoder_is_sized_per_phase_from_its_config() {
     );
     let no_room = phase_shapes(&llm, &llm.graphs[0], GenerationLengths { prompt: 16, context: 16 }).unwrap_err();
     assert!(no_room.to_string().contains("--prompt-tokens 16 leaves no room"), "{no_room}");
+}
+
+#[test]
+fn each_phase_is_fed_as_genai_feeds_it() {
+    use npugate_onnx::llm_shapes::{phase_feeds, GenerationPhase, PhaseShapes};
+    let dir = tempfile::tempdir().unwrap();
+    decoder_folder(dir.path());
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    let vocab = llm.vocabulary().map_or(1, |v| v as i64);
+    let inputs = |ids: i64, total: i64| {
+        vec![
+            ("input_ids".to_string(), vec![1, ids]),
+            ("attention_mask".to_string(), vec![1, total]),
+            ("position_ids".to_string(), vec![1, ids]),
+            ("past_key_values.0.key".to_string(), vec![1, 2, total - ids, 4]),
+        ]
+    };
+    let prompt = phase_feeds(&llm, &PhaseShapes { phase: GenerationPhase::Prompt, inputs: inputs(3, 3) });
+    let ids: Vec<i64> = (0..3).map(|i| i % vocab).collect();
+    assert_eq!(
+        prompt,
+        [
+            ("input_ids".to_string(), vec![1, 3], ids),
+            ("attention_mask".to_string(), vec![1, 3], vec![1, 1, 1]),
+            ("position_ids".to_string(), vec![1, 3], vec![0, 1, 2]),
+        ],
+        "the KV cache is not fed: any values of its shape do"
+    );
+    // The context's last token: one id, the mask over all 16 positions, its position the past length.
+    let token = phase_feeds(&llm, &PhaseShapes { phase: GenerationPhase::Token, inputs: inputs(1, 16) });
+    assert_eq!(token[1], ("attention_mask".to_string(), vec![1, 16], vec![1; 16]));
+    assert_eq!(token[2], ("position_ids".to_string(), vec![1, 1], vec![15]));
 }
