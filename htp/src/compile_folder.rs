@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::{LlmGraph, LlmModel, PipelineStage};
-use npugate_onnx::llm_shapes::{phase_shapes, GenerationLengths};
+use npugate_onnx::llm_shapes::{phase_shapes, GenerationLengths, GenerationPhase};
 use npugate_onnx::Model;
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
@@ -175,6 +175,9 @@ impl FolderCompileRequest<'_> {
     }
 }
 
+/// A phase's inputs as (name, dims), as [`phase_shapes`] sizes them.
+type SizedInputs = Vec<(String, Vec<i64>)>;
+
 /// A graph the compile session loads: a graph of the source folder, or one phase of it sized static.
 struct StagedGraph<'a> {
     /// The source folder's graph.
@@ -205,38 +208,39 @@ fn stage<'a>(llm: &'a LlmModel, lengths: GenerationLengths, dir: &Path) -> Resul
     let mut staged = Vec::new();
     for (graph, sized) in llm.graphs.iter().zip(phases) {
         let original = Model::read(&graph.path).map_err(|e| anyhow!("{e}"))?;
-        let runs: Vec<(String, String, bool, bool, Vec<(String, Vec<i64>)>)> = match sized.is_empty() {
+        let stage_of = |id: String, filename: String, (run_on_prompt, run_on_token_gen): (bool, bool)| PipelineStage {
+            id,
+            filename,
+            inputs: graph.inputs.iter().map(|i| i.name.clone()).collect(),
+            outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
+            run_on_prompt,
+            run_on_token_gen,
+        };
+        let runs: Vec<(PipelineStage, SizedInputs)> = match sized.is_empty() {
             true => {
-                vec![(graph.id.clone(), graph.file.clone(), graph.run_on_prompt, graph.run_on_token_gen, Vec::new())]
+                let runs_in = (graph.run_on_prompt, graph.run_on_token_gen);
+                vec![(stage_of(graph.id.clone(), graph.file.clone(), runs_in), Vec::new())]
             }
             false => sized
                 .into_iter()
                 .map(|phase| {
                     let name = phase.phase.name();
-                    let prompt = name == "prompt";
-                    let file = format!(
-                        "{}_{name}.onnx",
-                        Path::new(&graph.file).file_stem().unwrap_or_default().to_string_lossy()
-                    );
-                    (format!("{}-{name}", graph.id), file, prompt, !prompt, phase.inputs)
+                    let stem = Path::new(&graph.file).file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    let prompt = phase.phase == GenerationPhase::Prompt;
+                    (
+                        stage_of(format!("{}-{name}", graph.id), format!("{stem}_{name}.onnx"), (prompt, !prompt)),
+                        phase.inputs,
+                    )
                 })
                 .collect(),
         };
-        for (id, file, run_on_prompt, run_on_token_gen, inputs) in runs {
+        for (stage, inputs) in runs {
             let mut model = original.clone();
             model.fix_input_shapes(&inputs).map_err(|e| anyhow!("graph {} ({}): {e}", graph.id, graph.file))?;
-            npugate_engine::model::write_with_data_as(&model, &graph.path, &dir.join(&file))?;
-            let shapes = inputs.iter().map(|(input, dims)| ShapeSpec { input: input.clone(), dims: dims.clone() });
-            let shapes = shapes.map(|shape| shape.to_string()).collect::<Vec<_>>().join(" ");
-            stages.push(PipelineStage {
-                id,
-                filename: file,
-                inputs: graph.inputs.iter().map(|i| i.name.clone()).collect(),
-                outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
-                run_on_prompt,
-                run_on_token_gen,
-            });
-            staged.push(StagedGraph { source: graph, shapes });
+            npugate_engine::model::write_with_data_as(&model, &graph.path, &dir.join(&stage.filename))?;
+            let shapes = inputs.into_iter().map(|(input, dims)| ShapeSpec { input, dims }.to_string());
+            staged.push(StagedGraph { source: graph, shapes: shapes.collect::<Vec<_>>().join(" ") });
+            stages.push(stage);
         }
     }
     let config = dir.join(npugate_onnx::genai::GENAI_CONFIG);
