@@ -405,6 +405,16 @@ fn a_model_builders_folder_compiles_per_phase_into_one_context_and_names_what_th
         "{stderr}"
     );
     assert!(!work.path().join("qwen2_v68").exists(), "nothing written");
+
+    // --shape is refused for a folder with the flags compile takes instead.
+    let output = run(Command::new(bin("npugate"))
+        .args(["compile", "--soc", "SM8650", "--shape", "input_ids=1x16", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(work.path().join("shaped")));
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--prompt-tokens, --context") && !stderr.contains("--gen-tokens"), "{stderr}");
 }
 
 #[test]
