@@ -338,20 +338,32 @@ fn file_tensor(input: &ValueSignature, path: &Path) -> Option<TensorRequest> {
 /// beside it so that their relative paths still hold. Returns the written model's path.
 pub fn write_with_data(rewritten: &Model, original: &Path, dir: &Path) -> Result<PathBuf> {
     let name = original.file_name().context("the model path names no file")?;
-    let folder = original.parent().unwrap_or(Path::new("."));
     let path = dir.join(name);
-    rewritten.write(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    write_with_data_as(rewritten, original, &path)?;
+    Ok(path)
+}
+
+/// [`write_with_data`] under another name: `rewritten` written to `path`, `original`'s external
+/// data files linked (or copied) into `path`'s directory under their own names; a data file
+/// already there (linked for another rewritten copy of the same original) is kept.
+pub fn write_with_data_as(rewritten: &Model, original: &Path, path: &Path) -> Result<()> {
+    let folder = original.parent().unwrap_or(Path::new("."));
+    let dir = path.parent().unwrap_or(Path::new("."));
+    rewritten.write(path).map_err(|e| anyhow::anyhow!("{e}"))?;
     for file in rewritten.locate_files(folder).map_err(|e| anyhow::anyhow!("model {}: {e}", original.display()))? {
         let to = dir.join(&file.name);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        if to.exists() {
+            continue;
         }
         if std::fs::hard_link(&file.path, &to).is_err() {
             std::fs::copy(&file.path, &to)
                 .with_context(|| format!("cannot copy {} beside {}", file.path.display(), path.display()))?;
         }
     }
-    Ok(path)
+    Ok(())
 }
 
 /// Where fixed models are kept: `<npugate cache>/fixed-models`.

@@ -102,6 +102,9 @@ pub struct GenerationSummary {
     pub decode_tok_s: f64,
     /// How the KV cache was carried and how large it grew.
     pub kv: npugate_result::KvCache,
+    /// The thread counts the sessions ran with, and where they come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<npugate_result::GenerationThreads>,
     /// Peak resident memory of the harness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
@@ -120,6 +123,7 @@ impl GenerationSummary {
             prefill_tok_s: generation.prefill_tok_s,
             decode_tok_s: generation.decode_tok_s,
             kv: generation.kv.clone(),
+            threads: generation.threads.clone(),
             peak_rss_bytes: generation.peak_rss_bytes,
         }
     }

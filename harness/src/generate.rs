@@ -26,8 +26,8 @@ use npugate_onnx::size::{Origin, TensorRequest};
 use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::{
-    files, Assignment, Generation, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile, ModelGraph, ModelInfo,
-    RunResult, TimedLog, Timings,
+    files, Assignment, Generation, GenerationThreads, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile,
+    ModelGraph, ModelInfo, RunResult, TimedLog, Timings,
 };
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
@@ -114,13 +114,15 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.settings.runs = spec.generations;
     result.settings.warmup = spec.warmup;
     let Setup { out, log, env, mut timings, ep_name, plan, .. } = setup;
+    let threads = session_threads(args, &llm);
+    result.execution.intra_op_threads = threads.intra_op as usize;
     let loaded = llm.graphs.iter().map(|graph| LoadedModel::read(&graph.path)).collect::<Result<Vec<_>>>()?;
     let plans: Vec<SessionPlan> = llm
         .graphs
         .iter()
         .zip(&loaded)
         .enumerate()
-        .map(|(index, (graph, loaded))| graph_plan(&plan, graph, loaded, index, llm.graphs.len()))
+        .map(|(index, (graph, loaded))| graph_plan(&plan, graph, loaded, index, llm.graphs.len(), args))
         .collect();
     let model_graphs: Vec<ModelGraph> = loaded
         .iter()
@@ -149,6 +151,8 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     result.inputs = vec![describe_prompt(&llm, &prompt, args.settings.seed)];
     let mut generation =
         new_generation(&llm, &spec, prompt.clone(), graph_runs(&llm, &spec, &assignments, model_graphs)?);
+    generation.threads =
+        Some(GenerationThreads { intra_op: threads.intra_op, inter_op: threads.inter_op, source: threads.source });
 
     if args.settings.session_only {
         drop(sessions);
@@ -283,6 +287,7 @@ fn new_generation(llm: &LlmModel, spec: &Spec, prompt_ids: Vec<i64>, graphs: Vec
         decode_tok_s: 0.0,
         wall_ns: Vec::new(),
         kv: KvCache { mode: String::new(), copies_per_step: 0.0, bytes: 0, allocated_bytes: 0 },
+        threads: None,
         peak_rss_bytes: None,
         prompt_ids,
         tokens: Vec::new(),
@@ -356,13 +361,23 @@ fn assess_backend(
 /// and several graphs, one shared EP context across them (what onnxruntime-genai sets for QNN),
 /// which the last graph's session ends. A compile of a folder writes each graph's EPContext model
 /// beside the path asked for, named after the graph's file (`token.onnx` → `token_ctx.onnx`).
-fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index: usize, graphs: usize) -> SessionPlan {
+fn graph_plan(
+    plan: &SessionPlan,
+    graph: &LlmGraph,
+    loaded: &LoadedModel,
+    index: usize,
+    graphs: usize,
+    args: &Args,
+) -> SessionPlan {
+    let threads = graph.threads.resolve(args.settings.intra_threads as u32, hardware_threads());
     let mut plan = SessionPlan {
         model: graph.path.clone(),
         source_model: graph.path.clone(),
         renamed: loaded.renamed.clone(),
         // One trace file per result directory: the graphs of a folder would overwrite each other's.
         trace_ep_options: Vec::new(),
+        intra_threads: threads.intra_op as usize,
+        inter_threads: threads.inter_op.map(|n| n as usize),
         ..plan.clone()
     };
     if shares_ep_context(plan.ep.kind, graphs) {
@@ -383,6 +398,18 @@ fn graph_plan(plan: &SessionPlan, graph: &LlmGraph, loaded: &LoadedModel, index:
         *path = Path::new(path.as_str()).with_file_name(format!("{stem}_ctx.onnx")).display().to_string();
     }
     plan
+}
+
+/// The threads the first graph's sessions run with, as onnxruntime-genai sets them (see
+/// [`npugate_onnx::genai::ConfigThreads::resolve`]), with `--intra-threads` over both.
+fn session_threads(args: &Args, llm: &LlmModel) -> npugate_onnx::genai::SessionThreads {
+    llm.graphs[0].threads.resolve(args.settings.intra_threads as u32, hardware_threads())
+}
+
+/// The machine's hardware threads as this process may use them (`std::thread::hardware_concurrency`
+/// in genai; here the ones the process's affinity allows).
+fn hardware_threads() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
 fn runs_in(graph: &LlmGraph, phase: Phase) -> bool {

@@ -107,6 +107,8 @@ pub struct SessionPlan {
     pub optimization: OptimizationLevel,
     /// Intra-op threads (0 = default).
     pub intra_threads: usize,
+    /// Inter-op threads, when set (an LLM folder's `session_options`).
+    pub inter_threads: Option<usize>,
 }
 
 /// Decides how the requested EP attaches and registers its plugin library when one is given. An
@@ -281,6 +283,9 @@ impl SessionPlan {
             builder = builder
                 .with_intra_threads(self.intra_threads)
                 .map_err(|e| anyhow!("cannot set intra-op threads: {e}"))?;
+        }
+        if let Some(threads) = self.inter_threads {
+            builder = builder.with_inter_threads(threads).map_err(|e| anyhow!("cannot set inter-op threads: {e}"))?;
         }
         builder = builder
             .with_config_entry(RECORD_ASSIGNMENT_KEY, "1")

@@ -103,6 +103,7 @@ impl Setup {
             session_config,
             optimization: args.settings.optimization,
             intra_threads: args.settings.intra_threads,
+            inter_threads: None,
         };
         let ep_device = match attach {
             Attach::Plugin => Some(session::describe_device(&session::plugin_device(&env, &ep_name, device)?)),

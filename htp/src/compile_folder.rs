@@ -7,14 +7,23 @@
 //! The compiled folder — a copy of the config naming the EPContext graphs, the graphs, stamped
 //! with what they were compiled for ([`CompiledFor`]), and the one `.bin` they all name — deploys
 //! and runs as one model.
+//!
+//! A graph with dynamic dims (onnxruntime-genai's model builder writes one `model.onnx` for the
+//! prompt and every token) is sized per phase it runs in by [`phase_shapes`] — the one resolution
+//! preflight uses, from the folder's config and `--prompt-tokens`/`--context` — and compiled once
+//! per phase: the session loads a staged pipeline of static graphs (`model_prompt.onnx`,
+//! `model_token.onnx`, ids `decoder-prompt`, `decoder-token`), and the compiled folder's config is
+//! that pipeline (`model.type = "decoder-pipeline"`), each graph an EPContext model of the one context.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use npugate_onnx::genai::LlmModel;
+use npugate_onnx::genai::{LlmGraph, LlmModel, PipelineStage};
+use npugate_onnx::llm_shapes::{phase_shapes, GenerationLengths, GenerationPhase};
 use npugate_onnx::Model;
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
+use npugate_settings::ShapeSpec;
 
 use super::compile::{ep_context_covers, CompileOutcome, CompileSession};
 use super::compiled::CompiledFor;
@@ -35,6 +44,8 @@ pub struct FolderCompileRequest<'a> {
     pub soc: Soc,
     /// Float graphs in fp16.
     pub fp16: bool,
+    /// What graphs with dynamic dims are sized for (`--prompt-tokens`, `--context`).
+    pub lengths: GenerationLengths,
 }
 
 /// One graph of a compiled folder.
@@ -48,6 +59,8 @@ pub struct CompiledGraph {
     pub compiled_for: CompiledFor,
     /// Its nodes the HTP left to the CPU (plain ONNX nodes beside its EPContext nodes).
     pub left_on_cpu: Vec<FallbackEntry>,
+    /// The shapes a graph with dynamic dims was sized with (`input_ids=1x16 …`), else empty.
+    pub shapes: String,
 }
 
 /// A written compiled folder.
@@ -68,16 +81,25 @@ impl FolderCompileRequest<'_> {
     /// files go to `<out>.compile/`. A graph the HTP cannot compile is an error naming the graph
     /// and the SoC; graphs that did not land in one context binary are an error naming the binaries.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<CompiledFolder> {
-        let llm = npugate_engine::model::open_folder(self.config)?;
-        npugate_engine::layout::check_model_folder(out, "--out", &[&llm.folder])?;
+        let source = npugate_engine::model::open_folder(self.config)?;
+        npugate_engine::layout::check_model_folder(out, "--out", &[&source.folder])?;
+        let staging =
+            tempfile::Builder::new().prefix("npugate-staged-").tempdir().context("cannot create a staging folder")?;
+        let (config, staged) = stage(&source, self.lengths, staging.path())?;
+        let llm = npugate_engine::model::open_folder(&config)?;
         let prepared = npugate_engine::model::for_run(
-            self.config,
+            &config,
             &soc_settings(&[], self.fp16),
             &npugate_engine::model::default_cache(),
             npugate_engine::model::Memory::Here,
         )?;
-        let session =
-            CompileSession { host: self.host, soc: self.soc, what: &llm.folder, prepared: &prepared, embed_mode: "0" };
+        let session = CompileSession {
+            host: self.host,
+            soc: self.soc,
+            what: &source.folder,
+            prepared: &prepared,
+            embed_mode: "0",
+        };
         let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(&[], self.fp16), out, cancel)?;
         let generation = result
             .generation
@@ -86,7 +108,7 @@ impl FolderCompileRequest<'_> {
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
         let mut compiled = Vec::new();
         let mut binaries: Vec<(String, PathBuf)> = Vec::new();
-        for (graph, run) in llm.graphs.iter().zip(&generation.graphs) {
+        for ((graph, run), staged) in llm.graphs.iter().zip(&generation.graphs).zip(&staged) {
             let name = context_name(&graph.file);
             let written = job_dir.join(&name);
             let mut model = Model::read(&written).map_err(|e| {
@@ -97,13 +119,14 @@ impl FolderCompileRequest<'_> {
                     binaries.push((file.name, file.path));
                 }
             }
-            let source = Model::read(&graph.path).map_err(|e| anyhow!("{e}"))?;
+            let sized = Model::read(&graph.path).map_err(|e| anyhow!("{e}"))?;
             let graph_result = RunResult {
                 assignment: run.assignment.clone(),
                 graph: run.graph.clone(),
                 generation: None,
                 ..result.clone()
             };
+            let original = staged.source;
             let compiled_for = CompiledFor {
                 soc: self.soc.model.into(),
                 htp_arch: self.soc.arch.into(),
@@ -112,25 +135,27 @@ impl FolderCompileRequest<'_> {
                 qnn_backend_build: build.clone(),
                 ort_version: result.runtime.ort_version.clone(),
                 runtime: self.host.runtime.name.clone(),
-                source_model_sha256: run.sha256.clone(),
+                source_model_sha256: npugate_result::digest::sha256_file(&original.path)
+                    .with_context(|| format!("cannot read {}", original.path.display()))?
+                    .0,
                 source_model_digest: npugate_engine::model::ModelFiles::read(
-                    &graph.path,
+                    &original.path,
                     &npugate_host::hash_cache::HashCache::default_cache(),
                 )?
                 .digest,
-                source_model: super::compiled::source_path_from(&out.join(&name), &graph.path),
-                ep_context_nodes: ep_context_covers(&model, &source, &run.assignment),
-                source_shapes: String::new(),
+                source_model: super::compiled::source_path_from(&out.join(&name), &original.path),
+                ep_context_nodes: ep_context_covers(&model, &sized, &run.assignment),
+                source_shapes: staged.shapes.clone(),
                 fp16: if self.fp16 { "1" } else { "0" }.into(),
             };
             compiled_for.stamp(&mut model);
             let placement = placement_of(&graph_result, &rejections, None, self.soc);
             let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
-            compiled.push((graph.id.clone(), name, model, compiled_for, left_on_cpu));
+            compiled.push((graph.id.clone(), name, model, compiled_for, left_on_cpu, staged.shapes.clone()));
         }
         let [(binary_name, binary)] = binaries.as_slice() else {
             let names: Vec<&str> = binaries.iter().map(|(name, _)| name.as_str()).collect();
-            bail!("the graphs of {} were not compiled into one context binary: their EPContext nodes name {names:?} (log: {})", llm.folder.display(), job_dir.join(files::ORT_LOG).display());
+            bail!("the graphs of {} were not compiled into one context binary: their EPContext nodes name {names:?} (log: {})", source.folder.display(), job_dir.join(files::ORT_LOG).display());
         };
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
         // The binary first, then the graphs that name it, then the config that names them.
@@ -138,16 +163,90 @@ impl FolderCompileRequest<'_> {
         let bytes = std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
         write_atomic(&context_binary, &bytes).with_context(|| format!("cannot write {}", context_binary.display()))?;
         let mut graphs = Vec::new();
-        for (id, name, model, compiled_for, left_on_cpu) in compiled {
+        for (id, name, model, compiled_for, left_on_cpu, shapes) in compiled {
             let path = out.join(&name);
             let bytes =
                 model.to_bytes().map_err(|e| anyhow!("cannot encode the EPContext model of graph {id}: {e}"))?;
             write_atomic(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
-            graphs.push(CompiledGraph { id, path, compiled_for, left_on_cpu });
+            graphs.push(CompiledGraph { id, path, compiled_for, left_on_cpu, shapes });
         }
         write_config(&llm, out)?;
         Ok(CompiledFolder { dir: out.to_path_buf(), graphs, context_binary, job_dir })
     }
+}
+
+/// A phase's inputs as (name, dims), as [`phase_shapes`] sizes them.
+type SizedInputs = Vec<(String, Vec<i64>)>;
+
+/// A graph the compile session loads: a graph of the source folder, or one phase of it sized static.
+struct StagedGraph<'a> {
+    /// The source folder's graph.
+    source: &'a LlmGraph,
+    /// The shapes its phase was sized with (`input_ids=1x16 …`); empty for a graph as given.
+    shapes: String,
+}
+
+/// The config the compile session loads, and its graphs in order: `llm`'s own when no graph has
+/// dynamic dims; else a pipeline written into `dir` with every graph of `llm` once per phase it
+/// runs in, a dynamic one sized for that phase by [`phase_shapes`] (`model.onnx` →
+/// `model_prompt.onnx`, id `decoder-prompt`; its data files linked beside it). Refused in one line:
+/// a dynamic folder without `search.past_present_share_buffer` (a static token graph over a
+/// growing past would run at one length only), and whatever [`phase_shapes`] refuses.
+fn stage<'a>(llm: &'a LlmModel, lengths: GenerationLengths, dir: &Path) -> Result<(PathBuf, Vec<StagedGraph<'a>>)> {
+    let mut phases = Vec::new();
+    for graph in &llm.graphs {
+        phases.push(phase_shapes(llm, graph, lengths).map_err(|e| anyhow!("{e}"))?);
+    }
+    if phases.iter().all(Vec::is_empty) {
+        let staged = llm.graphs.iter().map(|source| StagedGraph { source, shapes: String::new() }).collect();
+        return Ok((llm.config.clone(), staged));
+    }
+    if !llm.share_buffer {
+        bail!("{}: search.past_present_share_buffer is false, so its dynamic graphs take a past KV cache that grows every token, which a static compiled graph cannot: compile needs the shared KV buffer (set \"past_present_share_buffer\": true, as onnxruntime-genai's model builder writes for GroupQueryAttention models)", llm.config.display());
+    }
+    let mut stages = Vec::new();
+    let mut staged = Vec::new();
+    for (graph, sized) in llm.graphs.iter().zip(phases) {
+        let original = Model::read(&graph.path).map_err(|e| anyhow!("{e}"))?;
+        let stage_of = |id: String, filename: String, (run_on_prompt, run_on_token_gen): (bool, bool)| PipelineStage {
+            id,
+            filename,
+            inputs: graph.inputs.iter().map(|i| i.name.clone()).collect(),
+            outputs: graph.outputs.iter().map(|o| o.name.clone()).collect(),
+            run_on_prompt,
+            run_on_token_gen,
+        };
+        let runs: Vec<(PipelineStage, SizedInputs)> = match sized.is_empty() {
+            true => {
+                let runs_in = (graph.run_on_prompt, graph.run_on_token_gen);
+                vec![(stage_of(graph.id.clone(), graph.file.clone(), runs_in), Vec::new())]
+            }
+            false => sized
+                .into_iter()
+                .map(|phase| {
+                    let name = phase.phase.name();
+                    let stem = Path::new(&graph.file).file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    let prompt = phase.phase == GenerationPhase::Prompt;
+                    (
+                        stage_of(format!("{}-{name}", graph.id), format!("{stem}_{name}.onnx"), (prompt, !prompt)),
+                        phase.inputs,
+                    )
+                })
+                .collect(),
+        };
+        for (stage, inputs) in runs {
+            let mut model = original.clone();
+            model.fix_input_shapes(&inputs).map_err(|e| anyhow!("graph {} ({}): {e}", graph.id, graph.file))?;
+            npugate_engine::model::write_with_data_as(&model, &graph.path, &dir.join(&stage.filename))?;
+            let shapes = inputs.into_iter().map(|(input, dims)| ShapeSpec { input, dims }.to_string());
+            staged.push(StagedGraph { source: graph, shapes: shapes.collect::<Vec<_>>().join(" ") });
+            stages.push(stage);
+        }
+    }
+    let config = dir.join(npugate_onnx::genai::GENAI_CONFIG);
+    let text = llm.pipeline_config(&stages).map_err(|e| anyhow!("{e}"))?;
+    write_atomic(&config, text.as_bytes()).with_context(|| format!("cannot write {}", config.display()))?;
+    Ok((config, staged))
 }
 
 /// The context binary several graphs of `llm` name (a weight-shared context, as [`FolderCompileRequest`]

@@ -14,8 +14,9 @@
 //!   graph's outputs.
 //!
 //! [`LlmModel::open`] parses the config once and checks it against the graphs, each error one
-//! line naming the file and the field. Provider and session options in the config are not
-//! applied: the run's own EP settings decide.
+//! line naming the file and the field. Provider options in the config are not applied: the
+//! run's own EP settings decide; of the session options, the thread counts are read
+//! ([`ConfigThreads`], resolved as onnxruntime-genai does).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -125,6 +126,8 @@ pub struct LlmGraph {
     pub outputs: Vec<ValueSignature>,
     /// The files the graph refers to (external data, context binaries), located.
     pub files: Vec<LocatedFile>,
+    /// The thread counts its `session_options` give (a pipeline graph's own, else the decoder's).
+    pub threads: ConfigThreads,
 }
 
 impl LlmGraph {
@@ -143,6 +146,67 @@ impl LlmGraph {
     pub fn fixed_sequence(&self, names: &IoNames) -> Option<i64> {
         self.input(&names.input_ids)?.dims.as_ref()?.get(1)?.fixed()
     }
+}
+
+/// The thread counts a config's `session_options` give (`intra_op_num_threads`,
+/// `inter_op_num_threads`; onnxruntime-genai's `Config::SessionOptions`), each unset when absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct ConfigThreads {
+    /// `intra_op_num_threads` (0: ONNX Runtime's own default).
+    #[serde(rename = "intra_op_num_threads")]
+    pub intra_op: Option<u32>,
+    /// `inter_op_num_threads`.
+    #[serde(rename = "inter_op_num_threads")]
+    pub inter_op: Option<u32>,
+}
+
+/// The thread counts a graph's session runs with, and where they come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionThreads {
+    /// Intra-op threads (0: ONNX Runtime's own default).
+    pub intra_op: u32,
+    /// Inter-op threads, when set (else ONNX Runtime's default).
+    pub inter_op: Option<u32>,
+    /// Where the intra-op count comes from (`--intra-threads`, the config, genai's default).
+    pub source: String,
+}
+
+/// onnxruntime-genai's cap on its default intra-op threads (`max_thread_nums`).
+const GENAI_MAX_DEFAULT_THREADS: u32 = 16;
+
+impl ConfigThreads {
+    /// The threads as onnxruntime-genai sets them (`Model::CreateSessionOptionsFromConfig`,
+    /// src/models/model.cpp): intra-op threads half the machine's hardware threads (at least 1, at
+    /// most 16) unless the config gives `intra_op_num_threads`; inter-op threads only when the
+    /// config gives them. `flag` (`--intra-threads`, 0 = not given) overrides the intra-op count.
+    pub fn resolve(self, flag: u32, hardware_threads: u32) -> SessionThreads {
+        let (intra_op, source) = match (flag, self.intra_op) {
+            (flag, _) if flag > 0 => (flag, "--intra-threads".to_string()),
+            (_, Some(given)) => (given, "genai_config.json session_options.intra_op_num_threads".to_string()),
+            (_, None) => (
+                (hardware_threads / 2).clamp(1, GENAI_MAX_DEFAULT_THREADS),
+                format!("onnxruntime-genai's default: half the {hardware_threads} hardware threads, 1 to 16"),
+            ),
+        };
+        SessionThreads { intra_op, inter_op: self.inter_op, source }
+    }
+}
+
+/// One graph of a pipeline config [`LlmModel::pipeline_config`] writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineStage {
+    /// The pipeline key (`decoder-prompt`).
+    pub id: String,
+    /// The graph's file, relative to the folder.
+    pub filename: String,
+    /// The inputs the loop binds, by name.
+    pub inputs: Vec<String>,
+    /// The outputs the loop binds, by name.
+    pub outputs: Vec<String>,
+    /// Runs while the prompt is processed.
+    pub run_on_prompt: bool,
+    /// Runs for each generated token.
+    pub run_on_token_gen: bool,
 }
 
 /// An LLM model folder, parsed and checked.
@@ -231,6 +295,7 @@ impl LlmModel {
                     outputs: None,
                     run_on_prompt: true,
                     run_on_token_gen: true,
+                    session_options: None,
                 };
                 (Layout::Decoder, vec![("decoder".to_string(), entry)])
             }
@@ -241,7 +306,8 @@ impl LlmModel {
                 ))
             }
         };
-        let folder_config = FolderConfig { config, folder: &folder, names: &names, layers, layout };
+        let threads = decoder.session_options;
+        let folder_config = FolderConfig { config, folder: &folder, names: &names, layers, layout, threads };
         let mut graphs = Vec::new();
         for (index, (id, entry)) in entries.into_iter().enumerate() {
             let field = match layout {
@@ -293,6 +359,37 @@ impl LlmModel {
                 object.insert("filename".into(), serde_json::Value::String(name));
             }
         }
+        serde_json::to_string_pretty(&config).map_err(|e| error(format!("cannot be written: {e}")))
+    }
+
+    /// The config's text as a pipeline of `stages` (`model.type = "decoder-pipeline"`,
+    /// `model.decoder.pipeline` one `{id: graph}` object per stage in order, `model.decoder.filename`
+    /// removed), every other field kept as written: the config of a folder whose graphs were split
+    /// by phase (a builder's one dynamic decoder sized once for the prompt and once for a token).
+    pub fn pipeline_config(&self, stages: &[PipelineStage]) -> Result<String, GenaiError> {
+        let error = |message: String| GenaiError { file: self.config.clone(), field: "model.decoder".into(), message };
+        let text = std::fs::read_to_string(&self.config).map_err(|e| error(format!("cannot be read ({e})")))?;
+        let mut config: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| error(format!("is not valid JSON: {e}")))?;
+        let model = config.pointer_mut("/model").and_then(serde_json::Value::as_object_mut);
+        let model = model.ok_or_else(|| error("has no \"model\" object".into()))?;
+        model.insert("type".into(), "decoder-pipeline".into());
+        let decoder = model.get_mut("decoder").and_then(serde_json::Value::as_object_mut);
+        let decoder = decoder.ok_or_else(|| error("is missing".into()))?;
+        decoder.remove("filename");
+        let pipeline = stages
+            .iter()
+            .map(|stage| {
+                serde_json::json!({ stage.id.clone(): {
+                    "filename": stage.filename,
+                    "inputs": stage.inputs,
+                    "outputs": stage.outputs,
+                    "run_on_prompt": stage.run_on_prompt,
+                    "run_on_token_gen": stage.run_on_token_gen,
+                }})
+            })
+            .collect();
+        decoder.insert("pipeline".into(), serde_json::Value::Array(pipeline));
         serde_json::to_string_pretty(&config).map_err(|e| error(format!("cannot be written: {e}")))
     }
 
@@ -450,6 +547,8 @@ struct FolderConfig<'a> {
     layers: u32,
     /// How the folder's graphs are arranged.
     layout: Layout,
+    /// `model.decoder.session_options`' thread counts (a pipeline graph's own replace them).
+    threads: ConfigThreads,
 }
 
 /// Reads one graph (the config's `field`, graph `id`) and checks the names the config gives it.
@@ -459,7 +558,7 @@ fn read_graph(
     id: String,
     entry: PipelineEntry,
 ) -> Result<LlmGraph, GenaiError> {
-    let FolderConfig { config, folder, names, layers, layout } = *folder_config;
+    let FolderConfig { config, folder, names, layers, layout, threads } = *folder_config;
     let (file, path) = locate_graph(config, folder, field, entry.filename)?;
     let (model, files) = read_graph_model(&path, Path::new(&file), folder)?;
     let declared = DeclaredSignatures {
@@ -481,6 +580,7 @@ fn read_graph(
         inputs,
         outputs,
         files,
+        threads: entry.session_options.unwrap_or(threads),
     })
 }
 
@@ -680,6 +780,8 @@ struct DecoderSection {
     #[serde(default)]
     outputs: OutputNames,
     pipeline: Option<Pipeline>,
+    #[serde(default)]
+    session_options: ConfigThreads,
 }
 
 impl DecoderSection {
@@ -749,6 +851,7 @@ struct PipelineEntry {
     run_on_prompt: bool,
     #[serde(default = "yes")]
     run_on_token_gen: bool,
+    session_options: Option<ConfigThreads>,
 }
 
 fn yes() -> bool {

@@ -125,7 +125,7 @@ impl Subject {
                 if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
                     // The flags that size the folder's generation for this command.
                     let lengths = match command {
-                        Command::Preflight => "--prompt-tokens, --context",
+                        Command::Preflight | Command::Compile => "--prompt-tokens, --context",
                         _ => "--prompt-tokens, --gen-tokens",
                     };
                     bail!(

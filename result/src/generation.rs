@@ -40,6 +40,9 @@ pub struct Generation {
     pub wall_ns: Vec<u64>,
     /// How the KV cache went from step to step.
     pub kv: KvCache,
+    /// The thread counts the graphs' sessions ran with (the first graph's), and where they come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<GenerationThreads>,
     /// The harness process's peak resident memory (`VmHWM`), where the OS reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
@@ -50,6 +53,19 @@ pub struct Generation {
     pub tokens: Vec<i64>,
     /// Every graph of the model, in run order, with where its nodes ran.
     pub graphs: Vec<GraphRun>,
+}
+
+/// The thread counts of a generation's sessions: `--intra-threads`, else the folder's
+/// `session_options`, else onnxruntime-genai's default.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GenerationThreads {
+    /// Intra-op threads (0: ONNX Runtime's own default).
+    pub intra_op: u32,
+    /// Inter-op threads, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inter_op: Option<u32>,
+    /// Where the intra-op count comes from.
+    pub source: String,
 }
 
 /// The KV cache: how it was carried between steps and how large it grew.

@@ -16,7 +16,7 @@ pub mod qnn_trace;
 pub mod resources;
 
 pub use contract::ReadError;
-pub use generation::{Generation, GraphPhase, GraphRun, KvCache};
+pub use generation::{Generation, GenerationThreads, GraphPhase, GraphRun, KvCache};
 pub use qnn_trace::{QnnGraphTrace, QnnTrace, QnnTraceOp, TraceSource, UnsupportedNode, QNN_TRACE_KEY};
 pub use resources::{DmaBufRecord, EnergyWindow, LeakCheck, MemoryRecord};
 

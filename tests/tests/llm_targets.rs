@@ -4,7 +4,8 @@
 //! int32 `Neg` is rejected by the HTP: the gate fails naming that graph and node, while the
 //! emulated tokens equal the CPU's; per-graph preflight (a float prompt graph v68 cannot compile
 //! beside a uint8 token graph it can); a folder's weight-shared compile, which the emulator refuses
-//! to load; a sweep of a folder, whose history keeps its median TTFT.
+//! to load, also of a model builder's folder (its one dynamic graph compiled once per phase); a
+//! sweep of a folder, whose history keeps its median TTFT.
 
 use std::path::Path;
 use std::process::Command;
@@ -268,7 +269,8 @@ fn a_builder_folder_run_on_the_htp_hints_the_preflight_sizing_never_the_refused_
 }
 
 /// Every EPContext node of the given EPContext models, read with the onnx package: (file, node,
-/// embed_mode, main_context, the context binary it names).
+/// embed_mode, main_context, the context binary it names: empty for a node that is not its graph's
+/// main context, which names none).
 const EP_CONTEXT_NODES: &str = r#"
 import json, sys, onnx
 nodes = []
@@ -276,7 +278,7 @@ for path in sys.argv[1:]:
     for node in onnx.load(path, load_external_data=False).graph.node:
         if node.op_type == "EPContext":
             a = {x.name: onnx.helper.get_attribute_value(x) for x in node.attribute}
-            nodes.append([path.rsplit("/", 1)[-1], node.name, a.get("embed_mode"), a.get("main_context"), a["ep_cache_context"].decode()])
+            nodes.append([path.rsplit("/", 1)[-1], node.name, a.get("embed_mode"), a.get("main_context"), a.get("ep_cache_context", b"").decode()])
 print(json.dumps(nodes))
 "#;
 
@@ -362,6 +364,98 @@ fn a_folder_compiles_into_one_weight_shared_context_whose_two_graphs_name_one_bi
         "{stderr}"
     );
     assert!(!out.exists(), "nothing ran");
+}
+
+#[test]
+fn a_model_builders_folder_compiles_per_phase_into_one_context_and_names_what_the_htp_rejects() {
+    let work = tempfile::tempdir().unwrap();
+    let compiled = work.path().join("qwen2_ctx");
+    let folder = model_folder("genai_builder_qwen2_fp32");
+    let compile = |soc: &str, out: &Path| {
+        run(Command::new(bin("npugate"))
+            .args(["compile", "--soc", soc, "--prompt-tokens", "16", "--context", "32", "--model"])
+            .arg(&folder)
+            .arg("--out")
+            .arg(out))
+    };
+    let output = compile("SM8650", &compiled);
+    // The builder's CPU graph keeps GroupQueryAttention and SkipSimplifiedLayerNormalization, which
+    // the QNN EP leaves to the CPU: compiled, exit 1, each node named with the EP's reason.
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for phase in ["prompt", "token"] {
+        assert!(
+            stdout.contains(&format!("model_{phase}_ctx.onnx: graph decoder-{phase} compiled for SM8650")),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("sized input_ids=1x16 attention_mask=1x16 past_key_values.0.key=1x2x32x16"), "{stdout}");
+    assert!(stdout.contains("sized input_ids=1x1 attention_mask=1x32 past_key_values.0.key=1x2x32x16"), "{stdout}");
+    assert!(
+        stdout.contains("left on the CPU: /model/layers.0/attn/GroupQueryAttention (GroupQueryAttention): ")
+            && stdout.contains("(SkipSimplifiedLayerNormalization): Operators of type `SkipSimplifiedLayerNormalization` are not supported by QNN EP"),
+        "{stdout}"
+    );
+    let mut written: Vec<String> =
+        std::fs::read_dir(&compiled).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    written.sort();
+    assert_eq!(
+        written,
+        ["genai_config.json", "model_prompt_ctx.onnx", "model_prompt_ctx_qnn.bin", "model_token_ctx.onnx"]
+    );
+    let graphs = [compiled.join("model_prompt_ctx.onnx"), compiled.join("model_token_ctx.onnx")];
+    let output = run(Command::new(npugate_e2e::python()).arg("-c").arg(EP_CONTEXT_NODES).args(&graphs));
+    assert!(output.status.success(), "{}", describe(&output));
+    let nodes: Vec<(String, String, i64, i64, String)> = serde_json::from_slice(&output.stdout).unwrap();
+    // The CPU nodes split each graph into partitions: one EPContext node each, the graph's main
+    // context naming the one .bin (the others name none: they are in the same context).
+    for graph in ["model_prompt_ctx.onnx", "model_token_ctx.onnx"] {
+        let main: Vec<&str> = nodes.iter().filter(|n| n.0 == graph && n.3 == 1).map(|n| n.4.as_str()).collect();
+        assert_eq!(main, ["model_prompt_ctx_qnn.bin"], "{graph}: {nodes:?}");
+    }
+    assert!(nodes.iter().all(|n| n.2 == 0 && (n.3 == 1 || n.4.is_empty())), "{nodes:?}");
+    // The config is the pipeline genai loads: the prompt graph, then the token graph.
+    let config = json(&compiled.join("genai_config.json"));
+    assert_eq!(config["model"]["type"], "decoder-pipeline");
+    let pipeline = &config["model"]["decoder"]["pipeline"];
+    assert_eq!(pipeline[0]["decoder-prompt"]["filename"], "model_prompt_ctx.onnx");
+    assert_eq!(
+        (&pipeline[1]["decoder-token"]["run_on_prompt"], &pipeline[1]["decoder-token"]["run_on_token_gen"]),
+        (&serde_json::json!(false), &serde_json::json!(true))
+    );
+    let log = std::fs::read_to_string(work.path().join("qwen2_ctx.compile").join("ort.log")).unwrap();
+    let shared = log.lines().filter(|line| line.contains("init graph option: weight_sharing_enabled = 1")).count();
+    assert!(shared >= 2, "both phases prepared with weight sharing ({shared} graphs)");
+    // npugate reads the compiled folder back: a weight-shared context, refused on the emulator.
+    let output = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--ep", "qnn", "--prompt-tokens", "16", "--gen-tokens", "4", "--model"])
+        .arg(&compiled));
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("share one weight-shared context (model_prompt_ctx_qnn.bin)")
+    );
+
+    // v68 has no float HTP: the error names the graph, the phase's file and the op QNN could not create.
+    let output = compile("SM8350", &work.path().join("qwen2_v68"));
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("for SM8350 (v68): graph decoder-prompt (model_prompt.onnx): ")
+            && stderr.contains("could not create op: q::Gather")
+            && stderr.contains("\"/model/embed_tokens/Gather\""),
+        "{stderr}"
+    );
+    assert!(!work.path().join("qwen2_v68").exists(), "nothing written");
+
+    // --shape is refused for a folder with the flags compile takes instead.
+    let output = run(Command::new(bin("npugate"))
+        .args(["compile", "--soc", "SM8650", "--shape", "input_ids=1x16", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(work.path().join("shaped")));
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--prompt-tokens, --context") && !stderr.contains("--gen-tokens"), "{stderr}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_settings::{EpKind, SessionSettings};
 
 use super::console::Console;
-use super::options::{EmulatorArgs, SubjectArgs};
+use super::options::{EmulatorArgs, LlmLengthArgs, SubjectArgs};
 use npugate_engine::targets::Cancel;
 use npugate_host::hexagon::Soc;
 use npugate_htp::compat::CompatRequest;
@@ -21,6 +21,7 @@ use npugate_htp::compile::{CompileRequest, Compiled};
 use npugate_htp::compile_folder::FolderCompileRequest;
 use npugate_htp::HostHtp;
 use npugate_onnx::genai::LlmModel;
+use npugate_onnx::llm_shapes::GenerationLengths;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
@@ -41,6 +42,10 @@ pub struct CompileArgs {
     /// use) instead of inside it; the two are deployed together.
     #[arg(long)]
     pub context_file: bool,
+    /// `--prompt-tokens`, `--context`: what an LLM folder's dynamic graphs are compiled for (each
+    /// once per phase: the prompt's, and a token's at the whole context).
+    #[command(flatten)]
+    pub lengths: LlmLengthArgs,
     /// How the session is made (`--shape`, `--enable-htp-fp16-precision` [default: 1], …).
     #[command(flatten)]
     pub session: SessionSettings,
@@ -53,7 +58,11 @@ impl CompileArgs {
             bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
         }
         Ok(Request {
-            flags: ModelFlags { context_file: self.context_file, ..ModelFlags::of(&self.session, None) },
+            flags: ModelFlags {
+                context_file: self.context_file,
+                generation: self.lengths.given_flags(),
+                ..ModelFlags::of(&self.session, None)
+            },
             fp16: self.session.qnn.enable_htp_fp16_precision,
             ..self.subject.request(Command::Compile, Place::Emulator, EpKind::Qnn, Some(&self.emulator))
         })
@@ -75,7 +84,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         .collect();
     let cancel = &console.cancel;
     if let Some(llm) = plan.model.llm() {
-        return compile_folder(llm, &hosts, soc, &plan, cancel);
+        return compile_folder(llm, &hosts, soc, &plan, args.lengths.resolve(llm), cancel);
     }
     let compile = |host: &HostHtp, out: &Path| {
         let fp16 = plan.fp16;
@@ -112,14 +121,25 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
 
 /// An LLM folder: every graph into one weight-shared context, written as a compiled folder
 /// (the plan's out, default `<folder>_ctx/` beside it) that deploys and runs as one model.
-fn compile_folder(llm: &LlmModel, hosts: &[HostHtp], soc: Soc, plan: &Plan, cancel: &Cancel) -> Result<u8> {
+fn compile_folder(
+    llm: &LlmModel,
+    hosts: &[HostHtp],
+    soc: Soc,
+    plan: &Plan,
+    lengths: GenerationLengths,
+    cancel: &Cancel,
+) -> Result<u8> {
     let [host] = hosts else {
         bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
     };
-    let compiled = FolderCompileRequest { host, config: &llm.config, soc, fp16: plan.fp16 }.run(&plan.out, cancel)?;
+    let request = FolderCompileRequest { host, config: &llm.config, soc, fp16: plan.fp16, lengths };
+    let compiled = request.run(&plan.out, cancel)?;
     let mut left_on_cpu = false;
     for graph in &compiled.graphs {
         println!("{}: graph {} compiled for {}", graph.path.display(), graph.id, graph.compiled_for.describe());
+        if !graph.shapes.is_empty() {
+            println!("  sized {}", graph.shapes);
+        }
         for node in &graph.left_on_cpu {
             println!(
                 "  left on the CPU: {} ({}): {}",

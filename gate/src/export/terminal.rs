@@ -389,6 +389,14 @@ fn generation_text(g: &GenerationSummary, placement: Option<&PlacementReport>, c
             format!("{} bytes at the end ({}, {} copies per step)", g.kv.bytes, g.kv.mode, g.kv.copies_per_step),
         ],
     ];
+    if let Some(threads) = &g.threads {
+        let inter = threads.inter_op.map_or(String::new(), |n| format!(", {n} inter-op"));
+        let intra = match threads.intra_op {
+            0 => "ONNX Runtime's default intra-op".to_string(),
+            n => format!("{n} intra-op"),
+        };
+        rows.push(["threads".to_string(), format!("{intra}{inter} ({})", threads.source)]);
+    }
     if let Some(rss) = g.peak_rss_bytes {
         rows.push(["peak RSS".to_string(), format!("{:.1} MiB", rss as f64 / (1024.0 * 1024.0))]);
     }

@@ -163,6 +163,40 @@ fn a_renamed_config_names_new_graph_files_and_keeps_every_other_field() {
 }
 
 #[test]
+fn a_decoder_config_written_as_a_pipeline_of_phases_opens_with_both_graphs() {
+    use npugate_onnx::genai::PipelineStage;
+    let dir = tempfile::tempdir().unwrap();
+    decoder_folder(dir.path());
+    std::fs::copy(dir.path().join("model.onnx"), dir.path().join("model_prompt.onnx")).unwrap();
+    std::fs::copy(dir.path().join("model.onnx"), dir.path().join("model_token.onnx")).unwrap();
+    let llm = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    let stage = |phase: &str, prompt: bool| PipelineStage {
+        id: format!("decoder-{phase}"),
+        filename: format!("model_{phase}.onnx"),
+        inputs: DECODER_INPUTS.iter().map(ToString::to_string).collect(),
+        outputs: DECODER_OUTPUTS.iter().map(ToString::to_string).collect(),
+        run_on_prompt: prompt,
+        run_on_token_gen: !prompt,
+    };
+    let text = llm.pipeline_config(&[stage("prompt", true), stage("token", false)]).unwrap();
+    let written: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(written["model"]["type"], "decoder-pipeline");
+    assert!(written["model"]["decoder"].get("filename").is_none(), "{text}");
+    assert_eq!(written["model"]["decoder"]["unknown_field"], 3, "every other field kept");
+    assert_eq!(written["model"]["decoder"]["pipeline"][1]["decoder-token"]["run_on_prompt"], false);
+    std::fs::write(dir.path().join(GENAI_CONFIG), text).unwrap();
+    let pipeline = LlmModel::open(&dir.path().join(GENAI_CONFIG)).unwrap();
+    assert_eq!(pipeline.layout, Layout::Pipeline);
+    let graphs: Vec<(&str, &str, bool, bool)> =
+        pipeline.graphs.iter().map(|g| (g.id.as_str(), g.file.as_str(), g.run_on_prompt, g.run_on_token_gen)).collect();
+    assert_eq!(
+        graphs,
+        [("decoder-prompt", "model_prompt.onnx", true, false), ("decoder-token", "model_token.onnx", false, true)]
+    );
+    assert_eq!(pipeline.graphs[1].inputs.len(), DECODER_INPUTS.len());
+}
+
+#[test]
 fn a_dynamic_decoder_is_sized_per_phase_from_its_config() {
     use npugate_onnx::llm_shapes::{phase_shapes, GenerationLengths, GenerationPhase};
     let dir = tempfile::tempdir().unwrap();
@@ -223,4 +257,36 @@ fn each_phase_is_fed_as_genai_feeds_it() {
     let token = phase_feeds(&llm, &PhaseShapes { phase: GenerationPhase::Token, inputs: inputs(1, 16) });
     assert_eq!(token[1], ("attention_mask".to_string(), vec![1, 16], vec![1; 16]));
     assert_eq!(token[2], ("position_ids".to_string(), vec![1, 1], vec![15]));
+}
+
+#[test]
+fn threads_are_genais_default_unless_the_config_or_the_flag_sets_them() {
+    use npugate_onnx::genai::ConfigThreads;
+    let dir = tempfile::tempdir().unwrap();
+    decoder_folder(dir.path());
+    let config = dir.path().join(GENAI_CONFIG);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let unset = LlmModel::open(&config).unwrap().graphs[0].threads;
+    assert_eq!(unset, ConfigThreads::default());
+    // onnxruntime-genai: half the hardware threads, at least 1, at most 16.
+    for (hardware, intra) in [(1, 1), (2, 1), (8, 4), (64, 16)] {
+        let threads = unset.resolve(0, hardware);
+        assert_eq!((threads.intra_op, threads.inter_op), (intra, None), "{hardware} hardware threads");
+        assert!(threads.source.starts_with("onnxruntime-genai's default"), "{}", threads.source);
+    }
+    std::fs::write(
+        &config,
+        text.replace(
+            "\"unknown_field\": 3",
+            "\"session_options\": {\"intra_op_num_threads\": 3, \"inter_op_num_threads\": 2, \"log_id\": \"x\"}",
+        ),
+    )
+    .unwrap();
+    let given = LlmModel::open(&config).unwrap().graphs[0].threads;
+    assert_eq!(given, ConfigThreads { intra_op: Some(3), inter_op: Some(2) });
+    let threads = given.resolve(0, 64);
+    assert_eq!((threads.intra_op, threads.inter_op), (3, Some(2)));
+    assert_eq!(threads.source, "genai_config.json session_options.intra_op_num_threads");
+    let flagged = given.resolve(5, 64);
+    assert_eq!((flagged.intra_op, flagged.inter_op, flagged.source.as_str()), (5, Some(2), "--intra-threads"));
 }
