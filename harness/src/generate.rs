@@ -1101,12 +1101,32 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
         let reference = |graph: usize, phase: Phase| {
             plans[graph].create_reference(env, &out.join(format!("reference-{}-{}", graph, phase.name())))
         };
-        let written =
-            profile_generation(llm, spec, prompt, Profiled::FirstAndLastStep, reference).context("reference pass")?;
+        let counted = shaped_by_context(llm);
+        let written = profile_generation(&counted, spec, prompt, Profiled::FirstAndLastStep, reference)
+            .context("reference pass")?;
         attach(generation, written, out, "reference_profile", |p, file| p.reference_profile = Some(file))?;
         result.timings.reference_pass_ns = setup::elapsed_ns(start);
     }
     Ok(())
+}
+
+/// The model as the reference pass runs it: with genai's shared cache a step's past is bound at the
+/// buffer's whole length whatever the context, so shapes would count attention over all of it; the
+/// reference pass (shapes and FLOPs, not the timed program) runs the growing cache instead wherever
+/// the graph's past length is dynamic, so each step's shapes hold its actual past.
+fn shaped_by_context(llm: &LlmModel) -> std::borrow::Cow<'_, LlmModel> {
+    let past_key = npugate_onnx::genai::layer_name(&llm.names.past_key, 0);
+    let past_length_fixed = llm
+        .graphs
+        .iter()
+        .find_map(|g| g.input(&past_key))
+        .and_then(|input| input.dims.as_ref()?.get(2)?.fixed())
+        .is_some();
+    if llm.share_buffer && !past_length_fixed {
+        std::borrow::Cow::Owned(LlmModel { share_buffer: false, ..llm.clone() })
+    } else {
+        std::borrow::Cow::Borrowed(llm)
+    }
 }
 
 /// Which decode steps a profiled generation runs.

@@ -433,20 +433,14 @@ fn a_builder_folders_decode_flops_follow_the_context_like_an_independent_count()
     // Steps 201–400 of a 32-token prompt: a 232-token prompt and 200 decode steps (pasts 232–431).
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("qwen2");
-    // The growing (ping-pong) cache, whose past shapes are the real context: with the builder's
-    // shared buffer GroupQueryAttention's inputs have the buffer's length whatever the context,
-    // and FLOPs from shapes count attention over the whole buffer (see docs/src/llms.md).
-    let folder = work.path().join("genai_builder_qwen2_fp32");
-    let copied =
-        Command::new("cp").arg("-r").arg(model_folder("genai_builder_qwen2_fp32")).arg(&folder).status().unwrap();
-    assert!(copied.success());
-    let config_path = folder.join("genai_config.json");
-    let mut config = json(&config_path);
-    config["search"]["past_present_share_buffer"] = serde_json::Value::Bool(false);
-    std::fs::write(&config_path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    // The builder's shared buffer, as genai runs it: GroupQueryAttention's past inputs have the
+    // buffer's length whatever the context, so the reference pass counts on the growing cache.
+    let folder = model_folder("genai_builder_qwen2_fp32");
     let extra = ["--prompt-tokens", "232", "--gen-tokens", "200", "--generations", "1", "--warmup-generations", "0"];
     let output = run_local(&folder, &out, &extra);
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let generation = RunResult::read(&out).unwrap().generation.unwrap();
+    assert_eq!(generation.kv.mode, "shared", "the layout genai runs is the one timed");
     let verdict = json(&out.join("verdict.json"));
     let token = verdict["placement"]["graphs"].as_array().unwrap().iter().find(|g| g["phase"] == "token").unwrap();
     let counted = token["flops_per_run"].as_u64().unwrap() * token["runs"].as_u64().unwrap();
