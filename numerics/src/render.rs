@@ -198,64 +198,7 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
         report.layers.len(),
         report.header.min_sqnr_db
     );
-    let mark = |below: bool, origin: bool, cell: String| {
-        let cell = if origin { format!("{cell} ◀") } else { cell };
-        if below {
-            paint(color, RED, &cell)
-        } else {
-            cell
-        }
-    };
-    let compared = report.layers.iter().any(|l| l.results.iter().any(|r| r.metrics.is_some()));
-    if !compared {
-        out.push_str("  no layer was compared\n");
-    } else if report.targets.len() == 1 {
-        let header = ["#", "tensor", "node (op)", "EP", "SQNR dB", "cosine", "max abs err", ""];
-        let rows: Vec<Vec<String>> = report
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, layer)| {
-                let r = &layer.results[0];
-                let m = r.metrics;
-                vec![
-                    (i + 1).to_string(),
-                    layer.id.tensor.clone(),
-                    node_label(layer),
-                    r.ep.as_deref().map(short_ep).unwrap_or("-").to_string(),
-                    mark(r.below_threshold, false, m.map_or_else(|| "-".into(), |m| fmt_metric(m.sqnr_db, 1))),
-                    m.map_or_else(|| "-".into(), |m| fmt_metric(m.cosine, 6)),
-                    m.map_or_else(|| "-".into(), |m| format!("{:.3e}", m.max_abs_err)),
-                    match (&r.error, r.divergence_origin) {
-                        (Some(e), _) => e.clone(),
-                        (None, true) => paint(color, RED, ORIGIN_MARK),
-                        (None, false) => String::new(),
-                    },
-                ]
-            })
-            .collect();
-        out.push_str(&text_table(&header, &rows, &[true, false, false, false, true, true, true, false], color));
-    } else {
-        let mut header = vec!["#", "tensor", "node (op)"];
-        header.extend(targets.iter().map(String::as_str));
-        let rows: Vec<Vec<String>> = report
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, layer)| {
-                let mut row = vec![(i + 1).to_string(), layer.id.tensor.clone(), node_label(layer)];
-                row.extend(layer.results.iter().map(|r| {
-                    let value = r.metrics.map_or_else(|| "-".into(), |m| fmt_metric(m.sqnr_db, 1));
-                    mark(r.below_threshold, r.divergence_origin, value)
-                }));
-                row
-            })
-            .collect();
-        let mut numeric = vec![true, false, false];
-        numeric.extend(vec![true; report.targets.len()]);
-        out.push_str("  SQNR dB per target (◀ where divergence starts)\n");
-        out.push_str(&text_table(&header, &rows, &numeric, color));
-    }
+    out.push_str(&layer_table(report, &targets, color));
     for (outcome, line) in verdict_lines(report) {
         let style = match outcome {
             Outcome::Pass => GREEN,
@@ -288,6 +231,68 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
     }
     out.push_str(&format!("note: {}\n", report.header.instrumentation.note));
     out
+}
+
+/// The layers as a table: one target's SQNR, cosine and error per layer, or every target's SQNR
+/// per layer, the cell where divergence starts marked.
+fn layer_table(report: &NumericsReport, targets: &[String], color: bool) -> String {
+    let mark = |below: bool, origin: bool, cell: String| {
+        let cell = if origin { format!("{cell} ◀") } else { cell };
+        if below {
+            paint(color, RED, &cell)
+        } else {
+            cell
+        }
+    };
+    let compared = report.layers.iter().any(|l| l.results.iter().any(|r| r.metrics.is_some()));
+    if !compared {
+        "  no layer was compared\n".into()
+    } else if report.targets.len() == 1 {
+        let header = ["#", "tensor", "node (op)", "EP", "SQNR dB", "cosine", "max abs err", ""];
+        let rows: Vec<Vec<String>> = report
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, layer)| {
+                let r = &layer.results[0];
+                let m = r.metrics;
+                vec![
+                    (i + 1).to_string(),
+                    layer.id.tensor.clone(),
+                    node_label(layer),
+                    r.ep.as_deref().map(short_ep).unwrap_or("-").to_string(),
+                    mark(r.below_threshold, false, m.map_or_else(|| "-".into(), |m| fmt_metric(m.sqnr_db, 1))),
+                    m.map_or_else(|| "-".into(), |m| fmt_metric(m.cosine, 6)),
+                    m.map_or_else(|| "-".into(), |m| format!("{:.3e}", m.max_abs_err)),
+                    match (&r.error, r.divergence_origin) {
+                        (Some(e), _) => e.clone(),
+                        (None, true) => paint(color, RED, ORIGIN_MARK),
+                        (None, false) => String::new(),
+                    },
+                ]
+            })
+            .collect();
+        text_table(&header, &rows, &[true, false, false, false, true, true, true, false], color)
+    } else {
+        let mut header = vec!["#", "tensor", "node (op)"];
+        header.extend(targets.iter().map(String::as_str));
+        let rows: Vec<Vec<String>> = report
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, layer)| {
+                let mut row = vec![(i + 1).to_string(), layer.id.tensor.clone(), node_label(layer)];
+                row.extend(layer.results.iter().map(|r| {
+                    let value = r.metrics.map_or_else(|| "-".into(), |m| fmt_metric(m.sqnr_db, 1));
+                    mark(r.below_threshold, r.divergence_origin, value)
+                }));
+                row
+            })
+            .collect();
+        let mut numeric = vec![true, false, false];
+        numeric.extend(vec![true; report.targets.len()]);
+        format!("  SQNR dB per target (◀ where divergence starts)\n{}", text_table(&header, &rows, &numeric, color))
+    }
 }
 
 /// One line per bool layer whose raw bytes on a target were not all 0 or 1: compared as truth
