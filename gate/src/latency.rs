@@ -49,7 +49,7 @@ pub(crate) fn latency_checks(
         let message = if n >= min {
             format!("{n} runs >= {min}")
         } else {
-            format!("min_runs: {n} runs < {min}; rerun with --runs {min}")
+            format!("min_runs: {n} runs < {min}; rerun with {}", machine.more_runs(min))
         };
         out.push(check(RuleName::MinRuns, pass_or_fail(n >= min), Some(n as f64), min as f64, Unit::Runs, message));
     }
@@ -108,8 +108,12 @@ fn with_cause(check: Check, stats: &LatencyStats, machine: &Machine<'_>) -> Chec
 }
 
 /// A rule the whole run had too few runs for: it fails, with the runs needed.
-fn too_few_runs(rule: RuleName, n: usize, needed: usize, limit: f64, unit: Unit, what: &str) -> Check {
-    let message = format!("{rule}: {what} needs at least {needed} runs, this run has {n}; rerun with --runs {needed}");
+fn too_few_runs(rule: RuleName, machine: &Machine<'_>, needed: usize, limit: f64, unit: Unit, what: &str) -> Check {
+    let n = machine.all_runs();
+    let message = format!(
+        "{rule}: {what} needs at least {needed} runs, this run has {n}; rerun with {}",
+        machine.more_runs(needed)
+    );
     check(rule, CheckStatus::Fail, None, limit, unit, message)
 }
 
@@ -159,7 +163,7 @@ fn judged_on<'a>(
     passes: impl Fn(&LatencyStats) -> bool,
 ) -> Result<Judged<'a>, Box<Check>> {
     match (machine.all_runs() < needed, s.n < needed) {
-        (true, _) => Err(Box::new(too_few_runs(rule, machine.all_runs(), needed, limit, unit, what))),
+        (true, _) => Err(Box::new(too_few_runs(rule, machine, needed, limit, unit, what))),
         (false, true) => match all.filter(|all| all.n >= needed && passes(all)) {
             Some(all) => Ok(Judged::Every(all)),
             None => Err(Box::new(machine.too_few_clean(rule, needed, limit, unit, what))),

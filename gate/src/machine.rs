@@ -104,6 +104,18 @@ impl<'a> Machine<'a> {
         self.run.timings.latencies_ns.len()
     }
 
+    /// The flags that give a rerun at least `runs` timed runs: `--runs N`, or for an LLM folder
+    /// (whose timed runs are its decode steps) `--generations G` at this run's `--gen-tokens`.
+    pub fn more_runs(&self, runs: usize) -> String {
+        match &self.run.generation {
+            Some(g) if g.gen_tokens > 0 => {
+                let generations = runs.div_ceil(g.gen_tokens as usize).max(g.generations as usize + 1);
+                format!("--generations {generations} (--gen-tokens {} each)", g.gen_tokens)
+            }
+            _ => format!("--runs {runs}"),
+        }
+    }
+
     /// Runs set aside as contended.
     pub fn set_aside(&self) -> usize {
         self.contention.as_ref().map_or(0, |c| c.contended.len())
@@ -209,7 +221,7 @@ impl<'a> Machine<'a> {
             0 => "rerun when the machine is quieter".to_string(),
             _ => {
                 let runs = (needed as f64 * all as f64 / clean as f64 * 1.25).ceil() as usize;
-                format!("rerun when the machine is quieter, or with --runs {}", runs.max(needed))
+                format!("rerun when the machine is quieter, or with {}", self.more_runs(runs.max(needed)))
             }
         };
         let message = format!(

@@ -136,3 +136,29 @@ fn a_few_slow_outliers_are_named_but_not_called_bimodal() {
     assert_eq!(cv.status, CheckStatus::Fail);
     assert!(cv.message.contains("3 outlier run(s) (2%) near 40.0 ms"), "{}", cv.message);
 }
+
+#[test]
+fn an_llm_run_with_too_few_decode_steps_names_the_generation_flags_not_runs() {
+    // Two generations of four decode steps: 8 timed steps where p95 needs 20.
+    let steps: Vec<u64> = normal_series(8, 2.0, 3.0, 5);
+    let mut llm = run(steps.clone());
+    llm.generation = Some(
+        serde_json::from_value(serde_json::json!({
+            "layout": "decoder", "prompt_tokens": 16, "gen_tokens": 4, "warmup_generations": 0, "generations": 2,
+            "context_length": 64, "ttft_ns": [9_000_000, 9_100_000], "decode_ns": [&steps[..4], &steps[4..]],
+            "prefill_tok_s": 0.0, "decode_tok_s": 0.0, "wall_ns": [], "prompt_ids": [], "tokens": [], "graphs": [],
+            "kv": {"mode": "shared", "copies_per_step": 0.0, "bytes": 0, "allocated_bytes": 0}
+        }))
+        .expect("a generation"),
+    );
+    let rules = Rules::load(None, &["p95_ms=30".into(), "min_runs=12".into()]).unwrap();
+    let verdict = judge(&Evidence::new(&llm, Ok(&placement(QNN, &detector_nodes()))), &rules);
+    for rule in [RuleName::P95Ms, RuleName::MinRuns] {
+        let check = verdict.checks.iter().find(|c| c.rule == rule).unwrap();
+        assert_eq!(check.status, CheckStatus::Fail, "{}", check.message);
+        assert!(!check.message.contains("--runs"), "an LLM run takes no --runs: {}", check.message);
+        let generations = if rule == RuleName::P95Ms { 5 } else { 3 };
+        let flags = format!("--generations {generations} (--gen-tokens 4 each)");
+        assert!(check.message.contains(&flags), "{}", check.message);
+    }
+}

@@ -100,7 +100,11 @@ impl FolderCompileRequest<'_> {
             prepared: &prepared,
             embed_mode: "0",
         };
-        let CompileOutcome { result, rejections, job_dir } = session.run(soc_settings(&[], self.fp16), out, cancel)?;
+        // The staged graphs are gone when this returns: an error names them by file name alone.
+        let staged_prefix = format!("{}{}", staging.path().display(), std::path::MAIN_SEPARATOR);
+        let CompileOutcome { result, rejections, job_dir } = session
+            .run(soc_settings(&[], self.fp16), out, cancel)
+            .map_err(|e| anyhow!("{}", format!("{e:#}").replace(&staged_prefix, "")))?;
         let generation = result
             .generation
             .as_ref()

@@ -9,7 +9,8 @@ use npugate_result::GraphRun;
 
 use crate::placement::GraphIo;
 use crate::report::{
-    EpShare, FallbackNode, GraphPlacement, NodePlacement, Partition, PlacementReport, Totals, PLACEMENT_SCHEMA,
+    covered_pct, EpShare, FallbackNode, GraphPlacement, NodePlacement, Partition, PlacementReport, Totals,
+    PLACEMENT_SCHEMA,
 };
 
 /// `graph:node`: a node of one graph of a model folder.
@@ -128,6 +129,10 @@ impl<'a> Merging<'a> {
         entry.model_nodes = totals.model_nodes;
         entry.unattributed_nodes = entry.unattributed_nodes.max(totals.unattributed_nodes);
         entry.unattributed_flops += totals.unattributed_flops * u64::from(*runs);
+        entry.unknown_estimate = match (entry.unknown_estimate, totals.flops_unknown_estimate) {
+            (Some(sum), Some(estimate)) => Some(sum + estimate * u64::from(*runs)),
+            (sum, estimate) => sum.or(estimate.map(|e| e * u64::from(*runs))),
+        };
         entry.folded_nodes = entry.folded_nodes.max(totals.folded_nodes);
         entry.not_run_nodes = entry.not_run_nodes.max(totals.not_run_nodes);
         self.add_nodes(index, part);
@@ -228,15 +233,18 @@ fn fallback_nodes(merged: &[Merged], total_flops: u64) -> Vec<FallbackNode> {
 fn totals(placed: &[&Merged], beside: &BTreeMap<usize, Beside>, total_flops: u64, total_time: Option<f64>) -> Totals {
     let unattributed_flops: u64 = beside.values().map(|b| b.unattributed_flops).sum();
     let model_flops = total_flops + unattributed_flops;
+    let unknown_estimate = beside.values().filter_map(|b| b.unknown_estimate).reduce(|a, b| a + b);
+    let flops_unknown_nodes = placed.iter().filter(|m| m.flops.is_none()).count();
     Totals {
         nodes: placed.len(),
         flops: total_flops,
-        flops_unknown_nodes: placed.iter().filter(|m| m.flops.is_none()).count(),
+        flops_unknown_nodes,
         model_nodes: beside.values().map(|b| b.model_nodes).sum(),
         model_flops,
         unattributed_nodes: beside.values().map(|b| b.unattributed_nodes).sum(),
         unattributed_flops,
-        flops_covered_pct: if model_flops > 0 { percent(total_flops as f64, model_flops as f64) } else { 100.0 },
+        flops_unknown_estimate: unknown_estimate,
+        flops_covered_pct: covered_pct(total_flops, model_flops, unknown_estimate, flops_unknown_nodes, placed.len()),
         folded_nodes: beside.values().map(|b| b.folded_nodes).sum(),
         not_run_nodes: beside.values().map(|b| b.not_run_nodes).sum(),
         time_us_per_run: total_time,
@@ -249,6 +257,8 @@ struct Beside {
     model_nodes: Option<usize>,
     unattributed_nodes: usize,
     unattributed_flops: u64,
+    /// The estimated FLOPs of its nodes of unknown FLOPs, weighted by runs.
+    unknown_estimate: Option<u64>,
     folded_nodes: usize,
     not_run_nodes: usize,
 }

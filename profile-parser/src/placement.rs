@@ -1,7 +1,7 @@
 //! Joins the assignment (authority on placement), the reference pass (shapes → FLOPs), the profile
 //! (time, partitions, boundaries), the log (rejection reasons) and QNN's CSV into a [`PlacementReport`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use npugate_result::{
     AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult, TraceSource,
@@ -16,6 +16,7 @@ use crate::ort_log::RejectionReasons;
 use crate::profile::{Profile, ProfiledNode};
 use crate::qnn_csv::QnnProfile;
 use crate::qnn_ops::{self, OpsInputs};
+use crate::report::covered_pct;
 use crate::report::{
     Boundaries, CompiledAttribution, EpShare, FallbackNode, NodePlacement, NotPlaced, Partition, PlacementReport,
     TimeStats, Totals, Transition, PLACEMENT_SCHEMA,
@@ -166,6 +167,8 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
     let unattributed: Vec<&Node<'_>> = nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::Unattributed)).collect();
     let unattributed_flops = flops_sum(unattributed.iter().copied());
     let model_flops = total_flops.saturating_add(unattributed_flops);
+    let unknown_estimate = unknown_flops_estimate(&nodes, inputs.reference, model_flops);
+    let flops_unknown_nodes = placed().filter(|n| n.flops.is_none()).count();
     let per_ep = ep_shares(&nodes, inputs.profile, total_flops);
     let preferred = per_ep.iter().find(|s| s.ep == inputs.preferred_ep);
     let io_quantization = IoQuantization::new(inputs, graph);
@@ -201,12 +204,19 @@ pub fn build_report(inputs: &PlacementInputs<'_>) -> PlacementReport {
         totals: Totals {
             nodes: placed().count(),
             flops: total_flops,
-            flops_unknown_nodes: placed().filter(|n| n.flops.is_none()).count(),
+            flops_unknown_nodes,
             model_nodes: inputs.graph.map(|g| g.nodes.len()),
             model_flops,
             unattributed_nodes: unattributed.len(),
             unattributed_flops,
-            flops_covered_pct: if model_flops > 0 { percent(total_flops as f64, model_flops as f64) } else { 100.0 },
+            flops_unknown_estimate: unknown_estimate,
+            flops_covered_pct: covered_pct(
+                total_flops,
+                model_flops,
+                unknown_estimate,
+                flops_unknown_nodes,
+                placed().count(),
+            ),
             folded_nodes: nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::FoldedAtLoad)).count(),
             not_run_nodes: nodes.iter().filter(|n| n.not_placed == Some(NotPlaced::NotRun)).count(),
             time_us_per_run: inputs.profile.and_then(|p| total_time_per_run(p, |_| true)),
@@ -250,6 +260,25 @@ impl Node<'_> {
 
 fn shape_strings(shapes: Option<&[TensorShape]>) -> Vec<String> {
     shapes.unwrap_or_default().iter().map(TensorShape::to_string).collect()
+}
+
+/// The FLOPs of the running nodes of unknown FLOPs at the model's own rate in the reference pass:
+/// their kernel time there × `known_flops` per µs of the known nodes' kernel time. `None` when no
+/// running node's FLOPs are unknown or the reference pass timed no node of known FLOPs.
+fn unknown_flops_estimate(nodes: &[Node<'_>], reference: Option<&Profile>, known_flops: u64) -> Option<u64> {
+    let reference = reference?;
+    let running = || nodes.iter().filter(|n| n.placed() || n.not_placed == Some(NotPlaced::Unattributed));
+    let names_of = |known: bool| -> HashSet<&str> {
+        running().filter(|n| n.flops.is_some() == known).filter_map(|n| n.reference.map(|r| r.name.as_str())).collect()
+    };
+    let (unknown, known) = (names_of(false), names_of(true));
+    if unknown.is_empty() {
+        return None;
+    }
+    let time_of =
+        |names: &HashSet<&str>| -> f64 { per_run_time(reference, |n| names.contains(n.name.as_str())).iter().sum() };
+    let (unknown_time, known_time) = (time_of(&unknown), time_of(&known));
+    (known_time > 0.0).then(|| (known_flops as f64 * unknown_time / known_time).round() as u64)
 }
 
 /// Sum of the known FLOPs of the nodes that run, saturating (absurd shapes in a damaged profile

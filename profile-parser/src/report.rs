@@ -127,8 +127,14 @@ pub struct Totals {
     /// Known FLOPs of the unattributed nodes.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub unattributed_flops: u64,
-    /// Percent of the model's known FLOPs (`model_flops`) the FLOP shares are computed on (`flops`):
-    /// below 100 when FLOPs could not be attributed.
+    /// FLOPs the running nodes of unknown FLOPs are estimated to do at the model's own rate: their
+    /// kernel time in the CPU reference pass × the FLOPs per µs of the nodes whose FLOPs are known
+    /// there. Absent when every FLOP is known or the reference pass has no times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops_unknown_estimate: Option<u64>,
+    /// Percent of the model's FLOPs the FLOP shares are computed on (`flops`): of the known FLOPs
+    /// (`model_flops`) plus the estimate for the nodes of unknown FLOPs. Below 100 when FLOPs could
+    /// not be attributed or are unknown ([`covered_pct`]).
     #[serde(default = "hundred")]
     pub flops_covered_pct: f64,
     /// Nodes ONNX Runtime folded away when it loaded the model (constant folding, eliminated
@@ -141,6 +147,32 @@ pub struct Totals {
     /// Median over profiled runs of the summed kernel time (µs), when profiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_us_per_run: Option<f64>,
+}
+
+/// The percent of the model's FLOPs that `flops` covers: of `model_flops` plus `unknown_estimate`.
+/// Nodes of unknown FLOPs without an estimate (no reference times) lower it by their share of the
+/// `running_nodes`; a model whose FLOPs are all unknown is covered 0%, one of known-zero FLOPs 100%.
+pub fn covered_pct(
+    flops: u64,
+    model_flops: u64,
+    unknown_estimate: Option<u64>,
+    unknown_nodes: usize,
+    running_nodes: usize,
+) -> f64 {
+    let whole = model_flops.saturating_add(unknown_estimate.unwrap_or(0));
+    let of_known = if whole > 0 {
+        100.0 * flops as f64 / whole as f64
+    } else if unknown_nodes > 0 {
+        0.0
+    } else {
+        100.0
+    };
+    match unknown_estimate {
+        None if unknown_nodes > 0 && running_nodes > 0 => {
+            of_known * running_nodes.saturating_sub(unknown_nodes) as f64 / running_nodes as f64
+        }
+        _ => of_known,
+    }
 }
 
 fn is_zero(n: &usize) -> bool {

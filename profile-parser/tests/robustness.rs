@@ -111,6 +111,31 @@ fn unknown_op_is_a_warning_with_flops_none() {
     assert_eq!(r.nodes[0].flops, None);
     assert_eq!(r.totals.flops_unknown_nodes, 1);
     assert_eq!(r.preferred_time_pct, None);
+    // The unknown node's FLOPs are estimated at the model's rate in the reference pass, so the
+    // coverage is the known nodes' share of the reference kernel time, not 100%.
+    let time_of = |keep: &dyn Fn(&str) -> bool| -> f64 {
+        (0..reference.nodes.len())
+            .filter(|&i| keep(&reference.nodes[i].name))
+            .map(|i| reference.node_time_per_run(i).iter().sum::<f64>())
+            .sum()
+    };
+    let unknown = &r.nodes[0].name;
+    let (unknown_time, known_time) = (time_of(&|n| n == unknown), time_of(&|n| n != unknown));
+    assert!(unknown_time > 0.0 && known_time > 0.0);
+    let expected = 100.0 * known_time / (known_time + unknown_time);
+    assert!(expected < 99.0, "the first conv is a visible share of the time: {expected}");
+    assert!((r.totals.flops_covered_pct - expected).abs() < 0.01, "{} vs {expected}", r.totals.flops_covered_pct);
+    let estimate = r.totals.flops_unknown_estimate.expect("an estimate from the reference times");
+    assert!(estimate > 0);
+}
+
+#[test]
+fn coverage_without_reference_times_falls_to_the_node_share() {
+    use npugate_profile::report::covered_pct;
+    assert_eq!(covered_pct(0, 0, None, 0, 4), 100.0, "a model of known-zero FLOPs is covered");
+    assert_eq!(covered_pct(0, 0, None, 4, 4), 0.0, "a model of unknown FLOPs is not");
+    assert_eq!(covered_pct(300, 400, None, 1, 4), 56.25, "75% of the known FLOPs, 3 of 4 nodes known");
+    assert_eq!(covered_pct(300, 300, Some(100), 1, 4), 75.0, "the estimate joins the whole");
 }
 
 fn real_profile_bytes() -> Vec<u8> {

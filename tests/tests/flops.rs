@@ -441,3 +441,32 @@ mod host_htp {
         assert!(left.reason.as_deref().is_some_and(|r| r.contains(&refused.reason)), "{left:?}");
     }
 }
+
+/// A node whose FLOPs have no formula (GridSample) is counted in the coverage at the model's own
+/// rate in the CPU reference pass: the coverage is the known nodes' share of that pass's kernel
+/// time, never 100%.
+#[test]
+fn nodes_of_unknown_flops_lower_the_coverage_by_their_share_of_the_reference_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run_local(&model("qnn_version_ops.onnx"), dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let report = placement(dir.path());
+    assert_eq!(report.totals.flops_unknown_nodes, 1, "{:?}", report.warnings);
+    let file = std::fs::File::open(dir.path().join("reference_profile.json")).unwrap();
+    let reference = npugate_profile::profile::parse_profile(std::io::BufReader::new(file)).unwrap();
+    let time_of = |name: &str| -> f64 {
+        let node = reference.find(name).unwrap_or_else(|| panic!("{name} in the reference pass"));
+        reference.node_time_per_run(node).iter().sum()
+    };
+    let (known, unknown) = (time_of("lppool"), time_of("gridsample"));
+    // Kernel times are whole µs: a pass that timed the LpPool at 0 has no rate, and the unknown
+    // node lowers the coverage by its share of the nodes instead (1 of 2).
+    let expected = if known > 0.0 { 100.0 * known / (known + unknown) } else { 50.0 };
+    let covered = report.totals.flops_covered_pct;
+    assert!(
+        covered < 100.0 && (covered - expected).abs() < 0.1,
+        "coverage {covered}%, reference time share {expected}%"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("FLOPs unknown for 1 node(s) (about "), "{stdout}");
+}

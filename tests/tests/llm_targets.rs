@@ -445,6 +445,7 @@ fn a_model_builders_folder_compiles_per_phase_into_one_context_and_names_what_th
             && stderr.contains("\"/model/embed_tokens/Gather\""),
         "{stderr}"
     );
+    assert!(!stderr.contains("npugate-staged-"), "no path of a staging folder that is gone: {stderr}");
     assert!(!work.path().join("qwen2_v68").exists(), "nothing written");
 
     // --shape is refused for a folder with the flags compile takes instead.

@@ -256,6 +256,12 @@ pub(crate) fn flops_coverage(t: &Totals) -> String {
     }
     if t.flops_unknown_nodes > 0 {
         line.push_str(&format!("; FLOPs unknown for {} node(s)", t.flops_unknown_nodes));
+        if let Some(estimate) = t.flops_unknown_estimate {
+            line.push_str(&format!(
+                " (about {:.3} G at the model's rate in the CPU reference pass, counted in the coverage)",
+                estimate as f64 / 1e9
+            ));
+        }
     }
     if t.folded_nodes > 0 {
         line.push_str(&format!("; {} node(s) folded away at load", t.folded_nodes));
