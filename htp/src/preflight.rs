@@ -794,6 +794,22 @@ pub fn summary(report: &HtpPreflightReport) -> String {
             "* ESTIMATE of the device latency from the graph, not a measurement (npugate estimate: ±p90 error)\n",
         );
     }
+    let coverage = report
+        .socs
+        .iter()
+        .filter_map(|s| s.placement.as_ref())
+        .map(|p| &p.totals)
+        .find(|t| t.flops_covered_pct < 100.0);
+    if let Some(totals) = coverage {
+        let unknown = match totals.flops_unknown_nodes {
+            0 => String::new(),
+            n => format!(" (FLOPs unknown for {n} node(s), estimated at the model's rate in the CPU reference pass)"),
+        };
+        text.push_str(&format!(
+            "FLOPS ON HTP is a share of the counted FLOPs, {:.1}% of the model's{unknown}\n",
+            totals.flops_covered_pct
+        ));
+    }
     let several = report.qnn.len() > 1;
     for soc in &report.socs {
         if soc.error.is_none() && soc.fallback.is_empty() {
