@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files};
-use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
+use npugate_settings::{HarnessSettings, SessionSettings};
 
 use crate::progress::Progress;
 use crate::run::{run_on, RunSpec};
@@ -31,28 +31,17 @@ pub struct HostPreflight<'a> {
     pub runtime: &'a RuntimeManifest,
     /// The model.
     pub model: &'a Path,
-    /// The EP.
-    pub ep: EpKind,
-    /// Its options (`device_type=NPU` …).
-    pub ep_options: &'a [KeyValue],
-    /// Shapes of dynamic inputs.
-    pub shapes: &'a [ShapeSpec],
-    /// Input data (`--input`) of its inferences.
-    pub inputs: &'a [InputFile],
+    /// The session as the user's flags make it: the EP, its options (`device_type=NPU` …), the
+    /// shapes and inputs, the session config.
+    pub session: &'a SessionSettings,
 }
 
 impl HostPreflight<'_> {
     /// Creates the session on the EP into `out` and returns where the result is and the placement
     /// (also saved as `placement.json` there).
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
-        let session = SessionSettings {
-            ep: self.ep,
-            ep_options: self.ep_options.to_vec(),
-            shapes: self.shapes.to_vec(),
-            inputs: self.inputs.to_vec(),
-            ..SessionSettings::default()
-        };
-        let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
+        let settings =
+            HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(self.session.clone()) };
         let job = Job {
             harness: self.harness,
             runtime: self.runtime,

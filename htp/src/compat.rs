@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use npugate_result::{contract, files, RunResult};
+use npugate_settings::SessionSettings;
 use serde::{Deserialize, Serialize};
 
 use super::preflight::{launch, soc_settings, Launched};
@@ -201,7 +202,10 @@ impl CompatRequest<'_> {
                 loads.push((WineTarget::for_soc(self.soc).named(&name), compiled_with, context, host));
             }
         }
-        let settings = npugate_settings::HarnessSettings { execute_once: true, ..soc_settings(&[], true) };
+        let settings = npugate_settings::HarnessSettings {
+            execute_once: true,
+            ..soc_settings(&SessionSettings::default(), &[], true)
+        };
         let targets: Vec<&WineTarget> = loads.iter().map(|(target, ..)| target).collect();
         let policy = RackPolicy { retries: 0, retry_pause: Duration::ZERO, ..policy.clone() };
         let rack = rack::run_rack(&targets, &policy, |target, progress| {

@@ -15,7 +15,7 @@ use npugate_profile::placement::strip_token_suffix;
 use npugate_profile::result_dir::read_rejections;
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, QnnTrace, RunResult, UnsupportedNode};
-use npugate_settings::{KeyValue, ShapeSpec};
+use npugate_settings::{KeyValue, SessionSettings, ShapeSpec};
 
 use super::compiled::{source_path_from, CompiledFor, EpContextCover};
 use super::preflight::{arch_hint, fallback_entries, placement_of, soc_settings, FallbackEntry};
@@ -39,6 +39,8 @@ pub struct CompileRequest<'a> {
     pub host: &'a HostHtp,
     /// The model.
     pub model: &'a Path,
+    /// The user's session flags the compile keeps (kept as preflight keeps them).
+    pub session: &'a SessionSettings,
     /// Shapes of dynamic inputs.
     pub shapes: &'a [ShapeSpec],
     /// The SoC to compile for.
@@ -78,7 +80,7 @@ impl CompileRequest<'_> {
         let session =
             CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };
         let CompileOutcome { result, rejections, job_dir } =
-            session.run(soc_settings(self.shapes, self.fp16), out, cancel)?;
+            session.run(soc_settings(self.session, self.shapes, self.fp16), out, cancel)?;
         let context = job_dir.join(CONTEXT_FILE);
         let mut model =
             Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;

@@ -23,7 +23,7 @@ use npugate_onnx::llm_shapes::{phase_shapes, GenerationLengths, GenerationPhase}
 use npugate_onnx::Model;
 use npugate_result::contract::write_atomic;
 use npugate_result::{files, RunResult};
-use npugate_settings::ShapeSpec;
+use npugate_settings::{SessionSettings, ShapeSpec};
 
 use super::compile::{ep_context_covers, CompileOutcome, CompileSession};
 use super::compiled::CompiledFor;
@@ -40,6 +40,8 @@ pub struct FolderCompileRequest<'a> {
     pub host: &'a HostHtp,
     /// The folder's `genai_config.json`.
     pub config: &'a Path,
+    /// The user's session flags the compile keeps (kept as preflight keeps them).
+    pub session: &'a SessionSettings,
     /// The SoC to compile for.
     pub soc: Soc,
     /// Float graphs in fp16.
@@ -89,7 +91,7 @@ impl FolderCompileRequest<'_> {
         let llm = npugate_engine::model::open_folder(&config)?;
         let prepared = npugate_engine::model::for_run(
             &config,
-            &soc_settings(&[], self.fp16),
+            &soc_settings(self.session, &[], self.fp16),
             &npugate_engine::model::default_cache(),
             npugate_engine::model::Memory::Here,
         )?;
@@ -103,7 +105,7 @@ impl FolderCompileRequest<'_> {
         // The staged graphs are gone when this returns: an error names them by file name alone.
         let staged_prefix = format!("{}{}", staging.path().display(), std::path::MAIN_SEPARATOR);
         let CompileOutcome { result, rejections, job_dir } = session
-            .run(soc_settings(&[], self.fp16), out, cancel)
+            .run(soc_settings(self.session, &[], self.fp16), out, cancel)
             .map_err(|e| anyhow!("{}", format!("{e:#}").replace(&staged_prefix, "")))?;
         let generation = result
             .generation

@@ -61,6 +61,9 @@ pub struct HtpPreflightRequest<'a> {
     pub hosts: &'a [HostHtp],
     /// The model.
     pub model: &'a Path,
+    /// The user's session flags every SoC job keeps (EP options, session config, QNN flags); its shapes and inputs are
+    /// `shapes` and `inputs`.
+    pub session: &'a SessionSettings,
     /// Shapes of dynamic inputs.
     pub shapes: &'a [ShapeSpec],
     /// Input data (`--input`) of the emulated inference and the CPU reference job.
@@ -227,6 +230,9 @@ pub struct FallbackEntry {
     /// Graph-input quantization / output dequantization on the CPU by design (never fails a SoC).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expected: bool,
+    /// The fix, when one is known (the placement's hint for the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// What changed for one SoC from one QNN version to the next.
@@ -368,7 +374,8 @@ impl HtpPreflightRequest<'_> {
             ..SessionSettings::default()
         };
         let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
-        let mut soc_settings = HarnessSettings { execute_once: self.execute, ..soc_settings(self.shapes, self.fp16) };
+        let mut soc_settings =
+            HarnessSettings { execute_once: self.execute, ..soc_settings(self.session, self.shapes, self.fp16) };
         soc_settings.session.inputs = self.inputs.to_vec();
         (reference_settings, soc_settings)
     }
@@ -487,18 +494,19 @@ pub fn version_changes(qnn: &[QnnRuntime], socs: &[SocVerdict]) -> Vec<VersionCh
     changes
 }
 
-/// The settings of every SoC job (and of a compile): QNN on the HTP backend, validation on,
-/// session only.
-pub(super) fn soc_settings(shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings {
+/// The settings of every SoC job (and of a compile): the user's session flags (`--ep-option`,
+/// `--session-config`, the QNN flags, `--optimization`, …) with QNN on the HTP backend, these
+/// shapes and fp16, session only (the target sets each SoC's `soc_model`).
+pub(super) fn soc_settings(user: &SessionSettings, shapes: &[ShapeSpec], fp16: bool) -> HarnessSettings {
     let session = SessionSettings {
         ep: EpKind::Qnn,
         shapes: shapes.to_vec(),
         qnn: QnnArgs {
             qnn_backend: Some(QnnBackend::Type("htp")),
             enable_htp_fp16_precision: Some(fp16),
-            ..QnnArgs::default()
+            ..user.qnn.clone()
         },
-        ..SessionSettings::default()
+        ..user.clone()
     };
     HarnessSettings { session_only: true, no_reference_pass: true, ..HarnessSettings::from(session) }
 }
@@ -673,11 +681,22 @@ fn judge_refused_session(
     let inputs = npugate_profile::placement::PlacementInputs::of_run(result);
     verdict.fallback = refused
         .into_iter()
-        .map(|node| FallbackEntry {
-            expected: inputs.on_cpu_by_design(&node.name),
-            name: node.name,
-            op_type: node.op_type,
-            reason: node.reason.map(|r| arch_hint(&r, soc)),
+        .map(|node| {
+            let expected = inputs.on_cpu_by_design(&node.name);
+            let hint = npugate_profile::hints::fallback_hint(
+                &node.op_type,
+                node.reason.as_deref(),
+                &[],
+                expected,
+                EpKind::Qnn.ort_name().unwrap_or_default(),
+            );
+            FallbackEntry {
+                expected,
+                name: node.name,
+                op_type: node.op_type,
+                reason: node.reason.map(|r| arch_hint(&r, soc)),
+                hint,
+            }
         })
         .collect();
 }
@@ -745,6 +764,7 @@ pub(super) fn fallback_entries(placement: &PlacementReport) -> Vec<FallbackEntry
             op_type: node.op_type.clone(),
             reason: node.reason.clone(),
             expected: node.expected,
+            hint: node.hint.clone(),
         })
         .collect()
 }
@@ -831,6 +851,15 @@ pub fn summary(report: &HtpPreflightReport) -> String {
         for node in &soc.fallback {
             let kind = if node.expected { "on CPU by design" } else { "left to CPU" };
             text.push_str(&format!("  {kind}: {}\n", node_line(node)));
+        }
+        let mut fixes: Vec<&str> = Vec::new();
+        for hint in soc.rejected().filter_map(|node| node.hint.as_deref()) {
+            if !fixes.contains(&hint) {
+                fixes.push(hint);
+            }
+        }
+        for fix in fixes {
+            text.push_str(&format!("  fix: {fix}\n"));
         }
     }
     if several {
@@ -1014,12 +1043,14 @@ mod tests {
                     op_type: "Op".into(),
                     reason: Some((*reason).into()),
                     expected: false,
+                    hint: None,
                 })
                 .chain(std::iter::once(FallbackEntry {
                     name: "output_DQ".into(),
                     op_type: "DequantizeLinear".into(),
                     reason: None,
                     expected: true,
+                    hint: None,
                 }))
                 .collect(),
             nodes_pct: None,

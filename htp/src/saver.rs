@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use npugate_profile::report::PlacementReport;
 use npugate_result::{contract, files, RunStatus};
 use npugate_settings::qnn::QnnBackend;
-use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings, ShapeSpec};
+use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings};
 
 use npugate_engine::layout::Staging;
 use npugate_engine::progress::Progress;
@@ -43,8 +43,8 @@ pub struct PreflightRequest<'a> {
     pub runtime: &'a RuntimeManifest,
     /// The model.
     pub model: &'a Path,
-    /// Shapes of dynamic inputs.
-    pub shapes: &'a [ShapeSpec],
+    /// The user's session flags (EP options, session config, QNN flags, `--shape`) the session keeps.
+    pub session: &'a SessionSettings,
     /// Run float graphs in fp16 on HTP, as the device run would.
     pub fp16: bool,
 }
@@ -66,24 +66,25 @@ impl PreflightRequest<'_> {
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Preflight> {
         check_runtime(self.runtime)?;
         let saver = self.runtime.dir.join("libQnnSaver.so");
+        let mut ep_options = self.session.ep_options.clone();
+        ep_options.extend([
+            KeyValue { key: "qnn_saver_path".into(), value: saver.display().to_string() },
+            KeyValue { key: "skip_backend_op_validation".into(), value: "1".into() },
+        ]);
         let session = SessionSettings {
             ep: EpKind::Qnn,
-            ep_options: vec![
-                KeyValue { key: "qnn_saver_path".into(), value: saver.display().to_string() },
-                KeyValue { key: "skip_backend_op_validation".into(), value: "1".into() },
-            ],
-            shapes: self.shapes.to_vec(),
+            ep_options,
             qnn: QnnArgs {
                 qnn_backend: Some(QnnBackend::Type("htp")),
                 enable_htp_fp16_precision: Some(self.fp16),
-                ..QnnArgs::default()
+                ..self.session.qnn.clone()
             },
-            ..SessionSettings::default()
+            ..self.session.clone()
         };
         let settings = HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(session) };
         // Without a Snapdragon the QNN plugin offers a device only when its CPU backend is enabled.
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
-        let model = crate::prepare_here(self.model, self.shapes, &[])?;
+        let model = crate::prepare_here(self.model, &self.session.shapes, &[])?;
         let job = Job {
             harness: self.harness,
             runtime: self.runtime,

@@ -646,6 +646,9 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     if kind != Kind::Emulator && !request.socs.is_empty() {
         bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
     }
+    if let (Kind::Emulator, Some(flag)) = (kind, request.flags.soc_flags.first()) {
+        bail!("{flag} does not apply to Qualcomm's host HTP emulator: it runs the HTP backend as the SoC that --soc names (its model and arch); drop {flag} and choose the SoC with --soc (SM8650, SM8550, … or all)");
+    }
     if kind == Kind::Emulator && request.command == Command::Compare {
         bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
     }
@@ -1145,6 +1148,26 @@ mod tests {
         let emulated_compare =
             Plan::resolve(&request(Command::Compare, Place::Local, EpKind::Qnn), &fake).unwrap_err().to_string();
         assert!(emulated_compare.contains("compare on --device"), "{emulated_compare}");
+        // The emulator's --soc sets the SoC's model, arch and backend: the flags for them are refused.
+        for (flag, qnn_flags) in [
+            ("--soc-model", npugate_settings::QnnArgs { soc_model: Some(57), ..Default::default() }),
+            ("--htp-arch", npugate_settings::QnnArgs { htp_arch: Some("73".into()), ..Default::default() }),
+            (
+                "--qnn-backend",
+                npugate_settings::QnnArgs {
+                    qnn_backend: Some(npugate_settings::qnn::QnnBackend::Type("cpu")),
+                    ..Default::default()
+                },
+            ),
+        ] {
+            let session = npugate_settings::SessionSettings { qnn: qnn_flags, ..Default::default() };
+            let preflight = Request {
+                flags: ModelFlags::of(&session, None),
+                ..request(Command::Preflight, Place::Emulator, EpKind::Qnn)
+            };
+            let error = Plan::resolve(&preflight, &fake).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("{flag} does not apply to Qualcomm's host HTP emulator")), "{error}");
+        }
         let mut cpu_qnn = request(Command::Run, Place::Local, EpKind::Cpu);
         cpu_qnn.qnn = qnn(&["2.51"]);
         assert!(Plan::resolve(&cpu_qnn, &fake).unwrap_err().to_string().contains("it needs --ep qnn"));

@@ -48,6 +48,9 @@ pub struct ModelFlags {
     pub context_file: bool,
     /// The generation flags given (`--prompt-tokens`, …).
     pub generation: Vec<String>,
+    /// The QNN flags given that the host HTP emulator's `--soc` sets itself
+    /// ([`npugate_settings::QnnArgs::soc_flags`]).
+    pub soc_flags: Vec<&'static str>,
 }
 
 impl ModelFlags {
@@ -58,6 +61,7 @@ impl ModelFlags {
             inputs: !session.inputs.is_empty(),
             context_file: false,
             generation: generation.map(GenerationSettings::given_flags).unwrap_or_default(),
+            soc_flags: session.qnn.soc_flags(),
         }
     }
 }

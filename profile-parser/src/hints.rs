@@ -50,6 +50,13 @@ pub fn fallback_hint(
         return Some(SHAPE_HINT.to_string());
     }
     let qnn = ep.starts_with("QNN");
+    if qnn && reason.contains("op_affinity") {
+        // onnxruntime-qnn 2.7 keeps some ops (GroupQueryAttention) off the HTP unless its
+        // op_affinity config file pins them there.
+        return Some(format!(
+            "onnxruntime-qnn keeps {op_type} off the HTP unless its op_affinity config pins it there: pass --ep-option op_affinity=FILE, a JSON file (on the machine that creates the session) holding {{\"op_type\": {{\"{op_type}\": \"htp\"}}}}"
+        ));
+    }
     if qnn && reason.contains("int64") {
         return Some("QNN HTP has no int64 tensors: cast to int32 in the model".to_string());
     }
@@ -88,6 +95,13 @@ mod tests {
         assert!(fallback_hint("Det", None, &[], false, QNN).unwrap().contains("not supported by QNN"));
         assert!(fallback_hint("LayerNormalization", None, &[], false, QNN).unwrap().contains("newer QNN SDK"));
         assert_eq!(fallback_hint("Relu", None, &[], false, QNN), None);
+        let affinity = "GroupQueryAttention filtered off QNN by the op_affinity provider option.";
+        let pin = fallback_hint("GroupQueryAttention", Some(affinity), &[], false, QNN).unwrap();
+        assert!(
+            pin.contains(r#"--ep-option op_affinity=FILE"#)
+                && pin.contains(r#"{"op_type": {"GroupQueryAttention": "htp"}}"#),
+            "{pin}"
+        );
     }
 
     #[test]

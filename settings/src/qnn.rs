@@ -177,6 +177,22 @@ impl QnnArgs {
         crate::table::given_flags(self)
     }
 
+    /// The flags given that a `--soc` of the host HTP emulator sets itself: the SoC's model and
+    /// arch, and a backend other than the HTP.
+    pub fn soc_flags(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        if self.soc_model.is_some() {
+            given.push("--soc-model");
+        }
+        if self.htp_arch.is_some() {
+            given.push("--htp-arch");
+        }
+        if self.qnn_backend.as_ref().is_some_and(|b| *b != QnnBackend::Type("htp")) {
+            given.push("--qnn-backend");
+        }
+        given
+    }
+
     /// The backend, defaulting to HTP.
     pub fn backend(&self) -> QnnBackend {
         self.qnn_backend.clone().unwrap_or(QnnBackend::Type("htp"))

@@ -302,6 +302,14 @@ mod host_htp {
         )
         .into_owned();
         assert!(text.contains("on CPU by design: input_a_QuantizeLinear (QuantizeLinear)"), "{text}");
+        // The session flags reach every SoC job: with the offload off, the HTP takes the graph-input Qs.
+        let kept = npugate(
+            &["preflight", "--soc", "SM8650", "--no-execute", "--offload-graph-io-quantization", "0"],
+            &[Path::new("--model"), &qdq, Path::new("--out"), &dir.path().join("kept")],
+        );
+        let kept_text = String::from_utf8_lossy(&kept.stdout);
+        assert_eq!(kept.status.code(), Some(0), "{}", describe(&kept));
+        assert!(!kept_text.contains("by design") && !kept_text.contains("left to CPU"), "{kept_text}");
 
         let output = emulated_run(&qdq, &dir.path().join("run"));
         assert_eq!(output.status.code(), Some(0), "{}", describe(&output));

@@ -242,6 +242,76 @@ fn preflight_sizes_a_model_builder_folders_dynamic_graph_per_phase_from_its_conf
     }
 }
 
+/// The FLOPS ON HTP cell of each SoC row of a preflight's table.
+fn flops_on_htp(stdout: &str) -> Vec<f64> {
+    stdout
+        .lines()
+        .filter(|l| (l.starts_with("SM8550 ") || l.starts_with("SM8650 ")) && l.contains(" v7"))
+        .map(|l| l.split_whitespace().nth(6).and_then(|c| c.trim_end_matches('%').parse().ok()).expect(l))
+        .collect()
+}
+
+#[test]
+fn an_int4_builder_folder_preflights_per_phase_and_its_attention_moves_to_the_htp_with_the_op_affinity_the_hint_names()
+{
+    let work = tempfile::tempdir().unwrap();
+    let folder = model_folder("genai_builder_qwen2_int4");
+    let preflight = |out: &str, extra: &[&str]| {
+        run(Command::new(bin("npugate"))
+            .args(["preflight", "--soc", "SM8550", "--soc", "SM8650", "--no-execute"])
+            .args(["--prompt-tokens", "16", "--context", "32"])
+            .args(extra)
+            .arg("--model")
+            .arg(&folder)
+            .arg("--out")
+            .arg(work.path().join(out)))
+    };
+    let output = preflight("plain", &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // One line per phase and SoC; the tied embedding's GatherBlockQuantized is named with its reason.
+    for phase in ["prompt", "token"] {
+        for soc in ["SM8550 (v73)", "SM8650 (v75)"] {
+            let line = format!("graph decoder (model.onnx) {phase} phase on {soc}: fail: ");
+            assert!(
+                stdout.lines().any(|l| l.starts_with(&line) && l.contains("/model/embed_tokens/GatherBlockQuantized")),
+                "{line}\n{stdout}"
+            );
+        }
+    }
+    // onnxruntime-qnn keeps GroupQueryAttention on the CPU by default; the fix is a flag preflight takes.
+    assert!(
+        stdout
+            .contains("(GroupQueryAttention): GroupQueryAttention filtered off QNN by the op_affinity provider option"),
+        "{stdout}"
+    );
+    let fix = "fix: onnxruntime-qnn keeps GroupQueryAttention off the HTP unless its op_affinity config pins it there: pass --ep-option op_affinity=FILE";
+    assert!(stdout.contains(fix), "{stdout}");
+    let before = flops_on_htp(&stdout);
+    assert_eq!(before.len(), 4, "{stdout}");
+
+    let affinity = work.path().join("affinity.json");
+    std::fs::write(&affinity, r#"{"op_type": {"GroupQueryAttention": "htp"}}"#).unwrap();
+    let option = format!("op_affinity={}", affinity.display());
+    let output = preflight("pinned", &["--ep-option", &option]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "SkipSimplifiedLayerNormalization stays on the CPU: {}",
+        describe(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !stdout.contains("attn/GroupQueryAttention (GroupQueryAttention)"),
+        "the attention runs on the HTP: {stdout}"
+    );
+    let after = flops_on_htp(&stdout);
+    assert_eq!(after.len(), 4, "{stdout}");
+    for (before, after) in before.iter().zip(&after) {
+        assert!(after > before, "FLOPs on the HTP {before}% → {after}%: {stdout}");
+    }
+}
+
 #[test]
 fn a_builder_folder_run_on_the_htp_hints_the_preflight_sizing_never_the_refused_shape_flag() {
     let work = tempfile::tempdir().unwrap();

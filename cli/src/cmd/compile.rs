@@ -21,7 +21,6 @@ use npugate_htp::compile::{CompileRequest, Compiled};
 use npugate_htp::compile_folder::FolderCompileRequest;
 use npugate_htp::HostHtp;
 use npugate_onnx::genai::LlmModel;
-use npugate_onnx::llm_shapes::GenerationLengths;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
@@ -84,12 +83,20 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         .collect();
     let cancel = &console.cancel;
     if let Some(llm) = plan.model.llm() {
-        return compile_folder(llm, &hosts, soc, &plan, args.lengths.resolve(llm), cancel);
+        return compile_folder(&args, llm, &hosts, soc, &plan, cancel);
     }
     let compile = |host: &HostHtp, out: &Path| {
         let fp16 = plan.fp16;
-        CompileRequest { host, model: &model, shapes: &args.session.shapes, soc, fp16, context_file: args.context_file }
-            .run(out, cancel)
+        CompileRequest {
+            host,
+            model: &model,
+            session: &args.session,
+            shapes: &args.session.shapes,
+            soc,
+            fp16,
+            context_file: args.context_file,
+        }
+        .run(out, cancel)
     };
     if let [host] = hosts.as_slice() {
         let compiled = compile(host, &plan.out)?;
@@ -122,17 +129,24 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
 /// An LLM folder: every graph into one weight-shared context, written as a compiled folder
 /// (the plan's out, default `<folder>_ctx/` beside it) that deploys and runs as one model.
 fn compile_folder(
+    args: &CompileArgs,
     llm: &LlmModel,
     hosts: &[HostHtp],
     soc: Soc,
     plan: &Plan,
-    lengths: GenerationLengths,
     cancel: &Cancel,
 ) -> Result<u8> {
     let [host] = hosts else {
         bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
     };
-    let request = FolderCompileRequest { host, config: &llm.config, soc, fp16: plan.fp16, lengths };
+    let request = FolderCompileRequest {
+        host,
+        config: &llm.config,
+        session: &args.session,
+        soc,
+        fp16: plan.fp16,
+        lengths: args.lengths.resolve(llm),
+    };
     let compiled = request.run(&plan.out, cancel)?;
     let mut left_on_cpu = false;
     for graph in &compiled.graphs {

@@ -155,14 +155,12 @@ fn estimate(
     };
     let plan = Plan::resolve(&request, &Installed)?;
     let planned = &plan.targets[0];
+    let session = npugate_settings::SessionSettings { shapes: args.shapes.clone(), ..Default::default() };
     let preflight = npugate_engine::host_preflight::HostPreflight {
         harness: &planned.harness,
         runtime: &planned.runtime,
         model: &model_path,
-        ep: EpKind::Cpu,
-        ep_options: &[],
-        shapes: &args.shapes,
-        inputs: &[],
+        session: &session,
     };
     let (_, placement) = preflight.run(&plan.out, &console.cancel)?;
     let onnx = npugate_onnx::Model::read(&model_path)

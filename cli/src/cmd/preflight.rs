@@ -117,6 +117,7 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
     let request = HtpPreflightRequest {
         hosts: &hosts,
         model,
+        session: &args.session,
         shapes: &args.session.shapes,
         inputs: &args.session.inputs,
         socs: &socs,
@@ -163,6 +164,7 @@ fn htp_per_graph(
             let request = HtpPreflightRequest {
                 hosts,
                 model: &graph.path,
+                session: &args.session,
                 shapes: &shapes,
                 inputs: &inputs,
                 socs,
@@ -246,7 +248,7 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &C
         harness: &planned.harness,
         runtime: &planned.runtime,
         model,
-        shapes: &args.session.shapes,
+        session: &args.session,
         fp16: plan.fp16,
     };
     let preflight = request.run(&plan.out, &console.cancel)?;
@@ -271,10 +273,7 @@ fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: 
         harness: &planned.harness,
         runtime: &planned.runtime,
         model,
-        ep: args.session.ep,
-        ep_options: &args.session.ep_options,
-        shapes: &args.session.shapes,
-        inputs: &args.session.inputs,
+        session: &args.session,
     };
     let (dir, report) = preflight.run(&plan.out, &console.cancel)?;
     if args.json.json {
