@@ -54,7 +54,7 @@ pub fn fallback_hint(
         // onnxruntime-qnn 2.7 keeps some ops (GroupQueryAttention) off the HTP unless its
         // op_affinity config file pins them there.
         return Some(format!(
-            "onnxruntime-qnn keeps {op_type} off the HTP unless its op_affinity config pins it there: pass --ep-option op_affinity=FILE, a JSON file (on the machine that creates the session) holding {{\"op_type\": {{\"{op_type}\": \"htp\"}}}}"
+            "onnxruntime-qnn keeps {op_type} off the HTP unless its op_affinity config pins it there: pass --ep-option op_affinity=FILE, a JSON file holding {{\"op_type\": {{\"{op_type}\": \"htp\"}}}}"
         ));
     }
     if qnn && reason.contains("int64") {

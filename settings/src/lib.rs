@@ -14,7 +14,7 @@ pub mod spelling;
 pub mod table;
 pub mod values;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -165,6 +165,15 @@ impl Default for SessionSettings {
     }
 }
 
+impl SessionSettings {
+    /// The `--ep-option`s whose value is a file on this machine (onnxruntime-qnn's `op_affinity`,
+    /// OpenVINO's `load_config`), with their index: a device gets them pushed beside the model.
+    pub fn ep_option_files(&self) -> Vec<(usize, PathBuf)> {
+        let files = self.ep_options.iter().enumerate().map(|(index, option)| (index, PathBuf::from(&option.value)));
+        files.filter(|(_, path)| path.is_file()).collect()
+    }
+}
+
 /// ONNX Runtime graph optimization levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OptimizationLevel {
@@ -235,6 +244,16 @@ impl HarnessSettings {
         settings
     }
 
+    /// The same settings with each `--ep-option` that names a file ([`SessionSettings::ep_option_files`])
+    /// given `map(index, file)` as its value (e.g. the file's path on a device).
+    pub fn with_ep_option_files(&self, mut map: impl FnMut(usize, &Path) -> String) -> HarnessSettings {
+        let mut settings = self.clone();
+        for (index, file) in self.ep_option_files() {
+            settings.session.ep_options[index].value = map(index, &file);
+        }
+        settings
+    }
+
     /// The flags that reproduce these settings on a harness command line (see [`HarnessCommand`]).
     pub fn to_flags(&self) -> Vec<String> {
         table::to_argv(self)
@@ -262,6 +281,12 @@ impl HarnessSettings {
                 if given {
                     return Err(Misfit::new(flag, format!("{flag} applies to an accelerator EP (the CPU EP has no fallback and no context binary); drop it or pass --ep qnn, --ep openvino, …")));
                 }
+            }
+            if let Some(option) = self.ep_options.first() {
+                return Err(Misfit::new(
+                    "--ep-option",
+                    format!("--ep-option {}=… goes to the EP, and the CPU EP takes no options; drop it or pass the EP it is for (--ep qnn, --ep openvino, …)", option.key),
+                ));
             }
         }
         if self.qnn.profiling() && self.profile_runs == 0 {
@@ -366,6 +391,9 @@ mod tests {
         assert_eq!(cpu_strict.field, "strict");
         assert!(cpu_strict.message.starts_with("applies to an accelerator EP"), "{cpu_strict}");
         assert!(cpu_strict.message.ends_with("drop it or pass ep = \"qnn\", ep = \"openvino\", …"), "{cpu_strict}");
+        let option_on_cpu = refused("ep_options = [\"device_type=NPU\"]");
+        assert_eq!(option_on_cpu.field, "ep_options", "{option_on_cpu}");
+        assert!(option_on_cpu.message.contains("the CPU EP takes no options"), "{option_on_cpu}");
         let qnn_on_cpu = refused("[qnn]\nvtcm_mb = 8");
         assert_eq!(qnn_on_cpu.field, "qnn.vtcm_mb");
         assert_eq!(qnn_on_cpu.message, "applies to ep = \"qnn\" only; drop it or pass ep = \"qnn\"");
@@ -393,5 +421,24 @@ mod tests {
         let mapped = settings.with_input_paths(|input| PathBuf::from(format!("/device/{}.npy", input.input)));
         assert_eq!(mapped.inputs[0].to_string(), "x=/device/x.npy");
         assert_eq!(settings.inputs[0].path, PathBuf::from("/host/a.npy"));
+    }
+
+    #[test]
+    fn ep_options_that_name_a_file_are_mapped_for_a_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("affinity.json");
+        std::fs::write(&config, "{}").unwrap();
+        let settings = HarnessSettings::from(SessionSettings {
+            ep: EpKind::Qnn,
+            ep_options: vec![
+                "op_affinity=missing.json".parse().unwrap(),
+                format!("op_affinity={}", config.display()).parse().unwrap(),
+            ],
+            ..SessionSettings::default()
+        });
+        assert_eq!(settings.ep_option_files(), [(1, config.clone())], "a value that is no file stays as it is");
+        let mapped = settings.with_ep_option_files(|index, file| format!("/device/{index}/{}", file.display()));
+        assert_eq!(mapped.ep_options[0].value, "missing.json");
+        assert_eq!(mapped.ep_options[1].value, format!("/device/1/{}", config.display()));
     }
 }

@@ -347,6 +347,9 @@ fn files_for(
     for (index, input) in job.settings.inputs.iter().enumerate() {
         files.push(DeployFile::hashed(&input.path, input_path(index, &input.path), false)?);
     }
+    for (index, file) in job.settings.ep_option_files() {
+        files.push(DeployFile::hashed(&file, ep_option_path(index, &file), false)?);
+    }
     let mut skipped_archs = BTreeSet::new();
     for lib in &job.runtime.files {
         if let Some(arch) = &lib.hexagon_arch {
@@ -406,6 +409,11 @@ fn input_path(index: usize, input: &Path) -> String {
     format!("inputs/{index}/{}", file_name(input))
 }
 
+/// Where the file an `--ep-option` names goes on the device.
+fn ep_option_path(index: usize, file: &Path) -> String {
+    format!("ep-options/{index}/{}", file_name(file))
+}
+
 /// The device-side paths of one run.
 struct Layout<'g> {
     harness: String,
@@ -432,10 +440,13 @@ impl<'g> Layout<'g> {
             job.runtime.ep.as_ref().and_then(|ep| ep.library.as_ref()).filter(|_| job.settings.ep.is_accelerator());
         let out = format!("{work}/results/{run_id}");
         let mut index = 0;
-        let settings = job.settings.with_input_paths(|input| {
-            index += 1;
-            PathBuf::from(format!("{work}/{}", input_path(index - 1, &input.path)))
-        });
+        let settings = job
+            .settings
+            .with_input_paths(|input| {
+                index += 1;
+                PathBuf::from(format!("{work}/{}", input_path(index - 1, &input.path)))
+            })
+            .with_ep_option_files(|index, file| format!("{work}/{}", ep_option_path(index, file)));
         let command = HarnessCommand {
             ort_lib: format!("{runtime_dir}/{}", job.runtime.ort_library).into(),
             model: format!("{work}/{}", model_path(job.model, model)).into(),
@@ -582,7 +593,15 @@ mod tests {
         std::fs::write(&model, "model").unwrap();
         std::fs::write(&harness, "harness").unwrap();
         let runtime = runtime(dir.path());
-        let (settings, cancel) = (HarnessSettings::default(), Cancel::new());
+        // An EP option naming a file (onnxruntime-qnn's op_affinity) is pushed and named by its device path.
+        let affinity = dir.path().join("affinity.json");
+        std::fs::write(&affinity, r#"{"op_type": {"GroupQueryAttention": "htp"}}"#).unwrap();
+        let mut settings = HarnessSettings::default();
+        settings.session.ep_options = vec![
+            npugate_settings::KeyValue { key: "htp_performance_mode".into(), value: "burst".into() },
+            npugate_settings::KeyValue { key: "op_affinity".into(), value: affinity.display().to_string() },
+        ];
+        let cancel = Cancel::new();
         let job = job(&runtime, &model, &harness, &settings, &cancel);
         let device = DeviceInfo {
             serial: "R5CX".into(),
@@ -606,8 +625,15 @@ mod tests {
                 && names.contains(&"runtimes/qnn-test/libQnnHtpV75Stub.so")
         );
         assert!(!names.iter().any(|n| n.contains("V73")), "{names:?}");
-        assert_eq!(names.len(), 7, "{names:?}");
+        assert!(names.contains(&"ep-options/1/affinity.json"), "{names:?}");
+        assert_eq!(names.len(), 8, "{names:?}");
         assert!(warnings.is_empty());
+        let layout = Layout::new(&job, (&model_files, None), "/data/local/tmp/npugate", "run-1", None);
+        let options = &layout.command.settings.ep_options;
+        assert_eq!(
+            (options[0].value.as_str(), options[1].value.as_str()),
+            ("burst", "/data/local/tmp/npugate/ep-options/1/affinity.json")
+        );
 
         let unknown = DeviceInfo { hexagon_arch: None, ..device.clone() };
         let files = files_for(&job, &unknown, (&model_files, None), &mut warnings).unwrap();
