@@ -498,7 +498,7 @@ mod tests {
         let runtime = crate::sweep::testing::runtime_dir(dir.path());
         identity_model(&dir.path().join("a.onnx"), &[Some(1), Some(3)]);
         let text = format!(
-            "runtimes = [{runtime:?}]\n[settings]\nep_options = [\"x=1\"]\n[runtime_ep.{runtime:?}]\nep = \"openvino\"\n\
+            "runtimes = [{runtime:?}]\n[runtime_ep.{runtime:?}]\nep = \"openvino\"\n\
              ep_options = [\"device_type=CPU\"]\n[[model]]\npath = \"a.onnx\"\n"
         );
         let plan = plan_in(dir.path(), &text).unwrap();
