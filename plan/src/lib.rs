@@ -646,6 +646,9 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     if kind != Kind::Emulator && !request.socs.is_empty() {
         bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
     }
+    if request.flags.context_cache && matches!(request.command, Command::Preflight | Command::Compile) {
+        bail!("--context-cache times a run's cold and warm session creation; preflight and compile create their own sessions (compile writes the context model itself, to --out): drop it");
+    }
     if let (Kind::Emulator, Some(flag)) = (kind, request.flags.soc_flags.first()) {
         bail!("{flag} does not apply to Qualcomm's host HTP emulator: it runs the HTP backend as the SoC that --soc names (its model and arch); drop {flag} and choose the SoC with --soc (SM8650, SM8550, … or all)");
     }
@@ -1167,6 +1170,15 @@ mod tests {
             };
             let error = Plan::resolve(&preflight, &fake).unwrap_err().to_string();
             assert!(error.starts_with(&format!("{flag} does not apply to Qualcomm's host HTP emulator")), "{error}");
+        }
+        // A context cache is a timed run's; preflight and compile make their own sessions.
+        for command in [Command::Preflight, Command::Compile] {
+            let session =
+                npugate_settings::SessionSettings { context_cache: Some("cache".into()), ..Default::default() };
+            let cached =
+                Request { flags: ModelFlags::of(&session, None), ..request(command, Place::Emulator, EpKind::Qnn) };
+            let error = Plan::resolve(&cached, &fake).unwrap_err().to_string();
+            assert!(error.starts_with("--context-cache times a run's"), "{command:?}: {error}");
         }
         let mut cpu_qnn = request(Command::Run, Place::Local, EpKind::Cpu);
         cpu_qnn.qnn = qnn(&["2.51"]);

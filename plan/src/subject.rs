@@ -48,6 +48,8 @@ pub struct ModelFlags {
     pub context_file: bool,
     /// The generation flags given (`--prompt-tokens`, …).
     pub generation: Vec<String>,
+    /// `--context-cache` was given.
+    pub context_cache: bool,
     /// The QNN flags given that the host HTP emulator's `--soc` sets itself
     /// ([`npugate_settings::QnnArgs::soc_flags`]).
     pub soc_flags: Vec<&'static str>,
@@ -61,6 +63,7 @@ impl ModelFlags {
             inputs: !session.inputs.is_empty(),
             context_file: false,
             generation: generation.map(GenerationSettings::given_flags).unwrap_or_default(),
+            context_cache: session.context_cache.is_some(),
             soc_flags: session.qnn.soc_flags(),
         }
     }
