@@ -307,7 +307,8 @@ fn create_timed_session(
 }
 
 /// A session-only run: one inference when `--execute-once` asks for it (its failure recorded,
-/// not returned), then the memory; nothing is measured or saved.
+/// not returned; with `--check-outputs` its outputs are the ones saved), then the memory; nothing
+/// is measured.
 fn run_session_only(
     context: &SessionContext<'_>,
     timed: ort::session::Session,
@@ -316,18 +317,26 @@ fn run_session_only(
     timings: &mut Timings,
     result: &mut RunResult,
 ) -> (Result<()>, Result<Vec<String>>) {
+    let mut saved = Vec::new();
     if context.args.settings.execute_once {
         let log_start = backend::log_position(context.log);
         let start = Instant::now();
-        match BoundSession::new(timed, prepared).and_then(|mut bound| bound.run_once()) {
-            Ok(()) => timings.first_inference_ns = elapsed_ns(start),
+        let ran = BoundSession::new(timed, prepared).and_then(|mut bound| match context.args.settings.check_outputs {
+            true => outputs::save(&mut bound, context.out),
+            false => bound.run_once().map(|()| Vec::new()),
+        });
+        match ran {
+            Ok(written) => {
+                timings.first_inference_ns = elapsed_ns(start);
+                saved = written;
+            }
             Err(error) => result.inference_error = Some(explained_inference_error(&error, context.log, log_start)),
         }
     } else {
         drop(timed);
     }
     result.memory = Some(footprint::record(created_memory));
-    (Ok(()), Ok(Vec::new()))
+    (Ok(()), Ok(saved))
 }
 
 /// The timed runs (warmup, then the measured loop at the timed log level), the memory, the

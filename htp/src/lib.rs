@@ -4,11 +4,13 @@
 //! (`soc_model`) it does what the device's backend would do before running: op validation and
 //! graph finalize (compile), and it writes context binaries and executes graphs on its emulator.
 //!
-//! [`preflight`] judges a model per SoC and QNN version, [`compile`] writes an EPContext model for
+//! [`preflight`] judges a model per SoC and QNN version, [`choose`] picks one of a model's
+//! variants per SoC (and writes the manifest an app loads), [`compile`] writes an EPContext model for
 //! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), [`compat`] measures which QNN versions load which context binaries (and holds the
 //! measured rule), and [`compiled`] reads what such a model was compiled for (and refuses a device
 //! or runtime it does not fit).
 
+pub mod choose;
 pub mod compat;
 pub mod compile;
 pub mod compile_folder;

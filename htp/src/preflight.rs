@@ -74,6 +74,9 @@ pub struct HtpPreflightRequest<'a> {
     pub fp16: bool,
     /// Run one emulated inference per SoC after the compile (`--no-execute` turns it off).
     pub execute: bool,
+    /// Save that inference's outputs in each SoC's result directory (`outputs/`, as
+    /// `--check-outputs` does) for a comparison with a reference (`npugate choose`).
+    pub keep_outputs: bool,
 }
 
 /// `preflight.json`: the verdict per SoC and QNN version, and what changed between versions.
@@ -374,8 +377,11 @@ impl HtpPreflightRequest<'_> {
             ..SessionSettings::default()
         };
         let reference_settings = HarnessSettings { session_only: true, ..HarnessSettings::from(reference_session) };
-        let mut soc_settings =
-            HarnessSettings { execute_once: self.execute, ..soc_settings(self.session, self.shapes, self.fp16) };
+        let mut soc_settings = HarnessSettings {
+            execute_once: self.execute,
+            check_outputs: self.execute && self.keep_outputs,
+            ..soc_settings(self.session, self.shapes, self.fp16)
+        };
         soc_settings.session.inputs = self.inputs.to_vec();
         (reference_settings, soc_settings)
     }

@@ -203,6 +203,9 @@ pub enum Command {
     Compile,
     /// `npugate estimate`: the model's node shapes from one CPU run on this machine.
     Estimate,
+    /// `npugate choose`: a model's variants per SoC on the host HTP emulator (the plan's model is
+    /// the float variant).
+    Choose,
 }
 
 /// What a command asks for, in the library's types.
@@ -646,7 +649,7 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     if kind != Kind::Emulator && !request.socs.is_empty() {
         bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
     }
-    if request.flags.context_cache && matches!(request.command, Command::Preflight | Command::Compile) {
+    if request.flags.context_cache && matches!(request.command, Command::Preflight | Command::Compile | Command::Choose) {
         bail!("--context-cache times a run's cold and warm session creation; preflight and compile create their own sessions (compile writes the context model itself, to --out): drop it");
     }
     if let (Kind::Emulator, Some(flag)) = (kind, request.flags.soc_flags.first()) {
@@ -716,6 +719,7 @@ pub fn default_leaf(command: Command, kind: Kind, ep: EpKind) -> String {
         (Command::Preflight, _) => format!("preflight-{}", ep.cli_name()),
         (Command::Compile, _) => "compile".into(),
         (Command::Estimate, _) => "estimate".into(),
+        (Command::Choose, _) => "choose".into(),
     }
 }
 

@@ -60,7 +60,8 @@ pub struct HarnessSettings {
     #[arg(long, requires = "session_only")]
     pub execute_once: bool,
     /// After the timed runs, run once more and save every output as `outputs/<name>.npy` for
-    /// comparison with a reference; the timed loop is unchanged.
+    /// comparison with a reference; the timed loop is unchanged. With `--session-only
+    /// --execute-once` the one inference's outputs are saved.
     #[arg(long)]
     pub check_outputs: bool,
     /// After everything else, create and drop the session N more times and record the memory

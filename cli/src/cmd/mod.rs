@@ -3,6 +3,7 @@
 //! shared by several subcommands are in [`options`] and turn into the library's typed values.
 
 pub mod baseline;
+pub mod choose;
 pub mod compare;
 pub mod compile;
 pub mod console;
@@ -77,6 +78,11 @@ enum Command {
     /// An ESTIMATE of the model's latency on each Snapdragon's NPU from its graph, fitted on Qualcomm
     /// AI Hub's published device runs, with its measured error; never a measurement.
     Estimate(estimate::EstimateArgs),
+    /// One model per chipset: for each --soc, the fastest of a model's variants (float, w8a8, w8a16,
+    /// …) that runs whole on its HTP and keeps the float model's accuracy, judged on Qualcomm's host
+    /// HTP emulator, and the deployment manifest an app loads; exit 0 every SoC has one, 1 one has
+    /// none, 2 could not judge.
+    Choose(choose::ChooseArgs),
     /// Compile a model ahead of time for one Snapdragon (an EPContext model with the context binary
     /// embedded); exit 0 fully compiled, 1 nodes left on the CPU, 2 error.
     Compile(compile::CompileArgs),
@@ -121,6 +127,7 @@ pub fn main() -> ExitCode {
         Command::Preflight(a) => preflight::run(a, &console),
         Command::Numerics(a) => numerics::run(a, &console),
         Command::Compile(a) => compile::run(a, &console),
+        Command::Choose(a) => choose::run(a, &console),
         Command::Estimate(a) => estimate::run(a, &console),
         Command::Outputs(c) => outputs::run(c, &console),
         Command::Keygen(a) => keygen::run(a),
@@ -177,6 +184,7 @@ mod tests {
             Command::Numerics(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Preflight(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Compile(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
+            Command::Choose(a) => Plan::resolve(&a.request(&a.variant[0]), &fake),
             other => panic!("{other:?} runs no harness"),
         }
         .map_err(|e| format!("{e:#}"))?;
@@ -250,6 +258,15 @@ mod tests {
         assert!(resolved(&["numerics", "--soc", "SM8350", "--model", "M.onnx"])
             .unwrap_err()
             .contains("they need --ep qnn"));
+    }
+
+    #[test]
+    fn choose_resolves_through_the_plan() {
+        let line = ["choose", "--variant", "M.onnx", "--variant", "M.onnx", "--soc", "SM8350", "--soc", "SM8650"];
+        let plan = resolved(&line).unwrap();
+        assert_eq!((plan.0, plan.1.len(), plan.2.as_path()), (Kind::Emulator, 2, std::path::Path::new("choose")));
+        let cached = resolved(&[&line[..], &["--context-cache", "ctx"]].concat()).unwrap_err();
+        assert!(cached.contains("--context-cache"), "{cached}");
     }
 
     #[test]

@@ -123,6 +123,7 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
         socs: &socs,
         fp16,
         execute: !args.no_execute,
+        keep_outputs: false,
     };
     let report = request.run(&plan.out, &console.policy(0))?;
     if args.json.json {
@@ -170,6 +171,7 @@ fn htp_per_graph(
                 socs,
                 fp16: plan.fp16,
                 execute: !args.no_execute,
+                keep_outputs: false,
             };
             let report = request.run(&plan.out.join(&dir), &policy)?;
             let qnn = hosts.len() > 1;

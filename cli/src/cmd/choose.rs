@@ -1,0 +1,211 @@
+//! `npugate choose`: for every Snapdragon, the variant of a model (float, fp16, w8a8, w8a16, …)
+//! that runs whole on its HTP, keeps the float model's accuracy and is fastest — judged on
+//! Qualcomm's host HTP emulator per SoC ([`npugate_htp::choose`]) — and the deployment manifest an
+//! app loads. Exit 0 every SoC has a variant, 1 a SoC has none (or, with `--baseline`, lost its
+//! variant or changed it), 2 could not judge.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use npugate_htp::choose::{self, AccuracyRule, ChooseReport, ChooseRequest, Variant};
+use npugate_htp::HostHtp;
+use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
+use npugate_result::contract::{self, EXIT_FAIL};
+use npugate_settings::{EpKind, SessionSettings};
+
+use super::console::Console;
+use super::options::{EmulatorArgs, JsonArg, OutArg, RuntimeArgs};
+
+/// Arguments of `npugate choose`.
+#[derive(Debug, Args)]
+pub struct ChooseArgs {
+    /// A folder of the model's variants: every `.onnx` file in it is one.
+    #[arg(long, value_name = "DIR")]
+    pub variants: Option<PathBuf>,
+    /// One variant (repeatable; with or without --variants).
+    #[arg(long = "variant", value_name = "FILE")]
+    pub variant: Vec<PathBuf>,
+    /// The float model every variant's outputs are compared with [default: the one variant
+    /// without quantization nodes].
+    #[arg(long, value_name = "FILE")]
+    pub reference_model: Option<PathBuf>,
+    /// `--soc`, `--qnn`: the Snapdragons to choose for (one QNN version).
+    #[command(flatten)]
+    pub emulator: EmulatorArgs,
+    /// Evaluation inputs: one folder of `<input>.npy` files per sample (for a one-input model, one
+    /// `.npy` file per sample) [default: one sample of seeded random inputs, said so].
+    #[arg(long, value_name = "DIR")]
+    pub eval: Option<PathBuf>,
+    /// Least top-1 agreement with the float model for class-score outputs, percent.
+    #[arg(long, value_name = "PCT", default_value_t = AccuracyRule::default().min_top1_pct)]
+    pub min_top1: f64,
+    /// Least SQNR against the float model for every output (class scores too), dB.
+    #[arg(long, value_name = "DB", default_value_t = AccuracyRule::default().min_sqnr_db)]
+    pub min_sqnr: f64,
+    /// An earlier `choose.json`: exit 1 when a SoC lost its variant or its chosen variant changed.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// `--runtime` (the host HTP's), `--harness`.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// `--out` [default: npugate-results/<float model>/choose]: `choose.json`, `manifest.json`,
+    /// `models/`, `choose.md`, `choose.html`, `runs/`.
+    #[command(flatten)]
+    pub out: OutArg,
+    /// `--json`: `npugate.choose/1` instead of the table.
+    #[command(flatten)]
+    pub json: JsonArg,
+    /// How each session is made (`--shape`, QNN options, `--enable-htp-fp16-precision`, …).
+    #[command(flatten)]
+    pub session: SessionSettings,
+}
+
+impl ChooseArgs {
+    /// The variant files: `--variants DIR`'s `.onnx` files, then each `--variant`.
+    fn variant_files(&self) -> Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        if let Some(dir) = &self.variants {
+            let entries = std::fs::read_dir(dir)
+                .with_context(|| format!("--variants {} cannot be read; pass a folder of .onnx files", dir.display()))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "onnx"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+        files.extend(self.variant.iter().cloned());
+        if files.len() < 2 {
+            bail!("npugate choose needs at least two variants of the model: pass --variants DIR or --variant FILE (repeatable)");
+        }
+        Ok(files)
+    }
+
+    /// The plan request: the host HTP emulator, the float variant as the model.
+    fn request<'a>(&'a self, float: &'a Path) -> Request<'a> {
+        Request {
+            flags: ModelFlags::of(&self.session, None),
+            fp16: self.session.qnn.enable_htp_fp16_precision,
+            runtime: self.runtime.runtime.as_deref(),
+            harness: self.runtime.harness.harness.as_deref(),
+            socs: self.emulator.socs(),
+            qnn: self.emulator.qnn(),
+            out: self.out.out.as_deref(),
+            ..Request::new(Command::Choose, float, Place::Emulator, EpKind::Qnn)
+        }
+    }
+}
+
+/// Runs `npugate choose`.
+pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
+    let mut variants = Vec::new();
+    for file in args.variant_files()? {
+        let variant = Variant::read(&file)?;
+        if let Some(same) = variants.iter().find(|v: &&Variant| v.name == variant.name) {
+            bail!("variants {} and {} have the same name {:?}; rename one", same.path.display(), file.display(), variant.name);
+        }
+        variants.push(variant);
+    }
+    let float = float_variant(&args, &mut variants)?;
+    let plan = Plan::resolve(&args.request(&variants[float].path), &Installed)?;
+    plan.announce();
+    let host = one_host(&plan)?;
+    let socs: Vec<_> = plan.targets.iter().filter_map(|t| t.soc).collect();
+    let (harness, runtime) = npugate_plan::reference_tools(&Installed)?;
+    let inputs = model_inputs(&variants[float].path)?;
+    let samples = choose::samples(args.eval.as_deref(), &inputs)?;
+    let request = ChooseRequest {
+        host: &host,
+        reference_tools: (&harness, &runtime),
+        variants: &variants,
+        float,
+        socs: &socs,
+        samples: &samples,
+        session: &args.session,
+        fp16: plan.fp16,
+        rule: AccuracyRule { min_top1_pct: args.min_top1, min_sqnr_db: args.min_sqnr },
+    };
+    let report = request.run(&plan.out, &console.policy(0))?;
+    std::fs::write(plan.out.join("choose.md"), choose::render::markdown(&report))?;
+    std::fs::write(plan.out.join("choose.html"), choose::render::html(&report).into_string())?;
+    let changes = match &args.baseline {
+        Some(path) => baseline_changes(path, &report)?,
+        None => Vec::new(),
+    };
+    if args.json.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", choose::render::terminal(&report));
+        for change in &changes {
+            println!("FAIL  {change}");
+        }
+        eprintln!(
+            "npugate: choose.json, manifest.json (+ models/), choose.md, choose.html and each run in {}",
+            plan.out.display()
+        );
+    }
+    Ok(if changes.is_empty() { report.exit_code } else { report.exit_code.max(EXIT_FAIL) })
+}
+
+/// The index of the float variant: `--reference-model` (added as a variant when it is none of
+/// them), else the only variant without quantization nodes.
+fn float_variant(args: &ChooseArgs, variants: &mut Vec<Variant>) -> Result<usize> {
+    if let Some(path) = &args.reference_model {
+        let float = Variant::read(path)?;
+        return Ok(match variants.iter().position(|v| v.sha256 == float.sha256) {
+            Some(index) => index,
+            None => {
+                variants.push(float);
+                variants.len() - 1
+            }
+        });
+    }
+    let floats: Vec<usize> = (0..variants.len()).filter(|&i| variants[i].kind == "float").collect();
+    match floats.as_slice() {
+        [one] => Ok(*one),
+        [] => bail!("no variant is a float model (each has quantization nodes); pass --reference-model with the float .onnx"),
+        _ => bail!(
+            "{} variants are float models ({}); pass --reference-model with the one the others are compared with",
+            floats.len(),
+            floats.iter().map(|&i| variants[i].name.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// The plan's one host HTP runtime (choose judges with one QNN version).
+fn one_host(plan: &Plan) -> Result<HostHtp> {
+    let first = plan.targets.first().context("the plan has no SoC")?;
+    if plan.targets.iter().any(|t| t.runtime.dir != first.runtime.dir) {
+        bail!("npugate choose judges with one QNN version; pass one --qnn (or none: the newest)");
+    }
+    Ok(HostHtp { harness: first.harness.clone(), runtime: first.runtime.clone() })
+}
+
+/// The model's input names, in order.
+fn model_inputs(path: &Path) -> Result<Vec<String>> {
+    let model = npugate_onnx::Model::read(path)?;
+    let graph = model.proto().graph.as_ref().with_context(|| format!("{} has no graph", path.display()))?;
+    let initializers: Vec<&str> = graph.initializer.iter().map(|i| i.name()).collect();
+    Ok(graph.input.iter().map(|i| i.name().to_string()).filter(|name| !initializers.contains(&name.as_str())).collect())
+}
+
+/// What changed since `baseline` (an earlier `choose.json`): a SoC that lost its variant, or whose
+/// chosen variant changed; one sentence each.
+fn baseline_changes(baseline: &Path, report: &ChooseReport) -> Result<Vec<String>> {
+    let earlier: ChooseReport = contract::read(baseline)
+        .with_context(|| format!("--baseline {} is not a choose.json of npugate choose", baseline.display()))?;
+    let mut changes = Vec::new();
+    for before in &earlier.choices {
+        let Some(chosen) = &before.variant else { continue };
+        let now = report.choices.iter().find(|c| c.soc == before.soc).and_then(|c| c.variant.as_ref());
+        match now {
+            None => changes.push(format!("{} lost its variant: {chosen} was chosen in {}", before.soc, baseline.display())),
+            Some(now) if now != chosen => {
+                changes.push(format!("{}: the chosen variant changed from {chosen} to {now}", before.soc))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(changes)
+}
