@@ -649,7 +649,8 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     if kind != Kind::Emulator && !request.socs.is_empty() {
         bail!("--soc chooses the Snapdragon of Qualcomm's host HTP emulator (--local --ep qnn, preflight, compile, numerics --ep qnn); a device is the SoC it is");
     }
-    if request.flags.context_cache && matches!(request.command, Command::Preflight | Command::Compile | Command::Choose) {
+    if request.flags.context_cache && matches!(request.command, Command::Preflight | Command::Compile | Command::Choose)
+    {
         bail!("--context-cache times a run's cold and warm session creation; preflight and compile create their own sessions (compile writes the context model itself, to --out): drop it");
     }
     if let (Kind::Emulator, Some(flag)) = (kind, request.flags.soc_flags.first()) {

@@ -11,7 +11,7 @@ use clap::Args;
 use npugate_htp::choose::{self, AccuracyRule, ChooseReport, ChooseRequest, Variant};
 use npugate_htp::HostHtp;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
-use npugate_result::contract::{self, EXIT_FAIL};
+use npugate_result::contract;
 use npugate_settings::{EpKind, SessionSettings};
 
 use super::console::Console;
@@ -66,8 +66,9 @@ impl ChooseArgs {
     fn variant_files(&self) -> Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         if let Some(dir) = &self.variants {
-            let entries = std::fs::read_dir(dir)
-                .with_context(|| format!("--variants {} cannot be read; pass a folder of .onnx files", dir.display()))?;
+            let entries = std::fs::read_dir(dir).with_context(|| {
+                format!("--variants {} cannot be read; pass a folder of .onnx files", dir.display())
+            })?;
             let mut found: Vec<PathBuf> = entries
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
                 .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "onnx"))
@@ -103,11 +104,23 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
     for file in args.variant_files()? {
         let variant = Variant::read(&file)?;
         if let Some(same) = variants.iter().find(|v: &&Variant| v.name == variant.name) {
-            bail!("variants {} and {} have the same name {:?}; rename one", same.path.display(), file.display(), variant.name);
+            bail!(
+                "variants {} and {} have the same name {:?}; rename one",
+                same.path.display(),
+                file.display(),
+                variant.name
+            );
         }
         variants.push(variant);
     }
     let float = float_variant(&args, &mut variants)?;
+    let baseline: Option<ChooseReport> = match &args.baseline {
+        Some(path) => Some(
+            contract::read(path)
+                .with_context(|| format!("--baseline {} is not a choose.json of npugate choose", path.display()))?,
+        ),
+        None => None,
+    };
     let plan = Plan::resolve(&args.request(&variants[float].path), &Installed)?;
     plan.announce();
     let host = one_host(&plan)?;
@@ -125,27 +138,24 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         session: &args.session,
         fp16: plan.fp16,
         rule: AccuracyRule { min_top1_pct: args.min_top1, min_sqnr_db: args.min_sqnr },
+        baseline: baseline.as_ref(),
     };
     let report = request.run(&plan.out, &console.policy(0))?;
     std::fs::write(plan.out.join("choose.md"), choose::render::markdown(&report))?;
     std::fs::write(plan.out.join("choose.html"), choose::render::html(&report).into_string())?;
-    let changes = match &args.baseline {
-        Some(path) => baseline_changes(path, &report)?,
-        None => Vec::new(),
-    };
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", choose::render::terminal(&report));
-        for change in &changes {
-            println!("FAIL  {change}");
+        for change in &report.changes {
+            println!("FAIL  since the baseline: {change}");
         }
         eprintln!(
             "npugate: choose.json, manifest.json (+ models/), choose.md, choose.html and each run in {}",
             plan.out.display()
         );
     }
-    Ok(if changes.is_empty() { report.exit_code } else { report.exit_code.max(EXIT_FAIL) })
+    Ok(report.exit_code)
 }
 
 /// The index of the float variant: `--reference-model` (added as a variant when it is none of
@@ -164,7 +174,9 @@ fn float_variant(args: &ChooseArgs, variants: &mut Vec<Variant>) -> Result<usize
     let floats: Vec<usize> = (0..variants.len()).filter(|&i| variants[i].kind == "float").collect();
     match floats.as_slice() {
         [one] => Ok(*one),
-        [] => bail!("no variant is a float model (each has quantization nodes); pass --reference-model with the float .onnx"),
+        [] => bail!(
+            "no variant is a float model (each has quantization nodes); pass --reference-model with the float .onnx"
+        ),
         _ => bail!(
             "{} variants are float models ({}); pass --reference-model with the one the others are compared with",
             floats.len(),
@@ -188,24 +200,4 @@ fn model_inputs(path: &Path) -> Result<Vec<String>> {
     let graph = model.proto().graph.as_ref().with_context(|| format!("{} has no graph", path.display()))?;
     let initializers: Vec<&str> = graph.initializer.iter().map(|i| i.name()).collect();
     Ok(graph.input.iter().map(|i| i.name().to_string()).filter(|name| !initializers.contains(&name.as_str())).collect())
-}
-
-/// What changed since `baseline` (an earlier `choose.json`): a SoC that lost its variant, or whose
-/// chosen variant changed; one sentence each.
-fn baseline_changes(baseline: &Path, report: &ChooseReport) -> Result<Vec<String>> {
-    let earlier: ChooseReport = contract::read(baseline)
-        .with_context(|| format!("--baseline {} is not a choose.json of npugate choose", baseline.display()))?;
-    let mut changes = Vec::new();
-    for before in &earlier.choices {
-        let Some(chosen) = &before.variant else { continue };
-        let now = report.choices.iter().find(|c| c.soc == before.soc).and_then(|c| c.variant.as_ref());
-        match now {
-            None => changes.push(format!("{} lost its variant: {chosen} was chosen in {}", before.soc, baseline.display())),
-            Some(now) if now != chosen => {
-                changes.push(format!("{}: the chosen variant changed from {chosen} to {now}", before.soc))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(changes)
 }

@@ -181,8 +181,12 @@ pub struct SocChoice {
     pub why: String,
 }
 
-/// Per SoC, the fastest variant (by ESTIMATED latency; a variant without an estimate ranks after
-/// those with one, smallest file first) that runs whole and meets the rule.
+/// Estimates closer than this (relative to the faster) count as equally fast: the latency model's
+/// inputs barely tell such variants apart, so the smaller file wins.
+pub const SAME_SPEED: f64 = 0.05;
+
+/// Per SoC, the fastest variant by ESTIMATED latency that runs whole and meets the rule; among
+/// variants within [`SAME_SPEED`] of the fastest — or when none has an estimate — the smallest file.
 pub fn choose(socs: &[Soc], variants: &[Variant], cells: &[Cell]) -> Vec<SocChoice> {
     socs.iter()
         .map(|soc| {
@@ -190,30 +194,44 @@ pub fn choose(socs: &[Soc], variants: &[Variant], cells: &[Cell]) -> Vec<SocChoi
             let size = |cell: &Cell| variants.iter().find(|v| v.name == cell.variant).map_or(u64::MAX, |v| v.bytes);
             let mut fit: Vec<&Cell> =
                 row.iter().copied().filter(|c| c.whole && c.accuracy.as_ref().is_some_and(|a| a.meets)).collect();
+            let fastest = fit.iter().filter_map(|c| c.estimate_ms).min_by(f64::total_cmp);
+            // 0: as fast as the fastest (or no estimate anywhere), 1: slower, 2: no estimate.
+            let tier = |c: &Cell| match (c.estimate_ms, fastest) {
+                (Some(ms), Some(best)) if ms <= best * (1.0 + SAME_SPEED) => 0,
+                (Some(_), _) => 1,
+                (None, None) => 0,
+                (None, Some(_)) => 2,
+            };
             fit.sort_by(|a, b| {
-                let rank = |c: &Cell| (c.estimate_ms.is_none(), c.estimate_ms.unwrap_or(0.0), size(c));
-                let (ra, rb) = (rank(a), rank(b));
-                ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1)).then(ra.2.cmp(&rb.2))
+                let speed = |c: &Cell| if tier(c) == 0 { 0.0 } else { c.estimate_ms.unwrap_or(f64::MAX) };
+                tier(a).cmp(&tier(b)).then(speed(a).total_cmp(&speed(b))).then(size(a).cmp(&size(b)))
             });
             let (variant, why) = match fit.as_slice() {
                 [] => (None, format!("no variant runs whole and meets the rule: {}", reasons(&row))),
-                [best, rest @ ..] => (Some(best.variant.clone()), chosen_why(best, rest)),
+                [best, rest @ ..] => {
+                    let ties = rest.iter().filter(|c| tier(c) == 0).count();
+                    (Some(best.variant.clone()), chosen_why(best, rest, ties))
+                }
             };
             SocChoice { soc: soc.model.into(), htp_arch: soc.arch.into(), variant, why }
         })
         .collect()
 }
 
-/// Why `best` won over the other fitting cells.
-fn chosen_why(best: &Cell, rest: &[&Cell]) -> String {
-    let speed = match best.estimate_ms {
-        Some(ms) => format!("fastest by ESTIMATE (~{ms:.2} ms)"),
-        None => "no fitting variant has an estimate: the smallest file".into(),
+/// Why `best` won over the other fitting cells, `ties` of which are as fast by the estimate.
+fn chosen_why(best: &Cell, rest: &[&Cell], ties: usize) -> String {
+    let speed = match (best.estimate_ms, ties) {
+        (Some(ms), 0) => format!("fastest by ESTIMATE (~{ms:.2} ms)"),
+        (Some(ms), _) => format!(
+            "~{ms:.2} ms by ESTIMATE, within {:.0}% of the fastest with {ties} other(s): the smallest file of those",
+            100.0 * SAME_SPEED
+        ),
+        (None, _) => "no fitting variant has an estimate: the smallest file".into(),
     };
     match rest {
         [] => format!("the only variant that runs whole and meets the rule; {speed}"),
         _ => format!(
-            "runs whole and meets the rule; {speed} of {} that do ({})",
+            "{speed}; {} variants run whole and meet the rule (also {})",
             rest.len() + 1,
             rest.iter().map(|c| c.variant.as_str()).collect::<Vec<_>>().join(", ")
         ),
@@ -244,11 +262,29 @@ fn reasons(row: &[&Cell]) -> String {
     row.iter().map(|cell| format!("{}: {}", cell.variant, why(cell))).collect::<Vec<_>>().join("; ")
 }
 
-/// 2 when a cell could not be judged, else 1 when a SoC has no variant, else 0.
-pub fn exit_code(cells: &[Cell], choices: &[SocChoice]) -> u8 {
+/// What changed from `earlier`'s choices to `choices`: a SoC that lost its variant, or whose
+/// chosen variant changed; one sentence each.
+pub fn changes_since(earlier: &super::ChooseReport, choices: &[SocChoice]) -> Vec<String> {
+    let mut changes = Vec::new();
+    for before in &earlier.choices {
+        let Some(was) = &before.variant else { continue };
+        match choices.iter().find(|c| c.soc == before.soc).and_then(|c| c.variant.as_ref()) {
+            None => changes.push(format!("{} lost its variant: {was} was chosen in the baseline", before.soc)),
+            Some(now) if now != was => {
+                changes.push(format!("{}: the chosen variant changed from {was} to {now}", before.soc))
+            }
+            Some(_) => {}
+        }
+    }
+    changes
+}
+
+/// 2 when a cell could not be judged, else 1 when a SoC has no variant or something changed since
+/// the baseline, else 0.
+pub fn exit_code(cells: &[Cell], choices: &[SocChoice], changes: &[String]) -> u8 {
     if cells.iter().any(|c| c.not_judged) {
         EXIT_ERROR
-    } else if choices.iter().any(|c| c.variant.is_none()) {
+    } else if choices.iter().any(|c| c.variant.is_none()) || !changes.is_empty() {
         EXIT_FAIL
     } else {
         EXIT_PASS
@@ -267,7 +303,13 @@ mod tests {
     }
 
     fn variant(name: &str, bytes: u64) -> Variant {
-        Variant { name: name.into(), path: PathBuf::from(format!("{name}.onnx")), sha256: name.into(), bytes, kind: "qdq".into() }
+        Variant {
+            name: name.into(),
+            path: PathBuf::from(format!("{name}.onnx")),
+            sha256: name.into(),
+            bytes,
+            kind: "qdq".into(),
+        }
     }
 
     /// Logits (1×10) that agree with the reference's argmax or not, with this SQNR.
@@ -363,8 +405,11 @@ mod tests {
         assert_eq!(chosen, [Some("w8a8"), Some("w8a8")]);
         let float_v68 = cells.iter().find(|c| c.soc == "SM8350" && c.variant == "float").unwrap();
         assert!(!float_v68.whole && float_v68.off_htp[0].contains("not supported on v68"), "{float_v68:?}");
-        assert!(choices[0].why.contains("fastest by ESTIMATE (~1.00 ms) of 2"), "{}", choices[0].why);
-        assert_eq!(exit_code(&cells, &choices), EXIT_PASS);
+        assert_eq!(
+            choices[0].why,
+            "fastest by ESTIMATE (~1.00 ms); 2 variants run whole and meet the rule (also w8a16)"
+        );
+        assert_eq!(exit_code(&cells, &choices, &[]), EXIT_PASS);
     }
 
     #[test]
@@ -397,7 +442,7 @@ mod tests {
             "no variant runs whole and meets the rule: float: 1 node(s) off the HTP, e.g. Conv_0 (Conv): float Conv is \
              not supported on v68; w8a8: logits: top-1 agreement 0.0% < 99%; w8a16: logits: top-1 agreement 0.0% < 99%"
         );
-        assert_eq!(exit_code(&cells, &choices), EXIT_FAIL);
+        assert_eq!(exit_code(&cells, &choices, &[]), EXIT_FAIL);
     }
 
     #[test]
@@ -413,12 +458,34 @@ mod tests {
     }
 
     #[test]
+    fn estimates_within_five_percent_are_equally_fast_and_the_smaller_file_wins() {
+        let mut samples = grid(true);
+        for sample in samples.iter_mut().filter(|s| s.soc == "SM8650") {
+            let ms = match sample.variant.as_str() {
+                "w8a8" => 0.68,
+                "w8a16" => 0.67,
+                _ => 0.75,
+            };
+            sample.verdict.estimate.as_mut().unwrap().estimate_ms = Some(ms);
+        }
+        let (_, choices) = decided(vec![samples], &AccuracyRule::default());
+        assert_eq!(choices[1].variant.as_deref(), Some("w8a8"), "{:?}", choices[1]);
+        assert!(
+            choices[1].why.contains("~0.68 ms by ESTIMATE, within 5% of the fastest with 1 other(s)"),
+            "{}",
+            choices[1].why
+        );
+    }
+
+    #[test]
     fn without_estimates_the_smallest_fitting_file_wins_and_says_so() {
-        let samples: Vec<SampleCell> =
-            grid(true).into_iter().map(|mut s| {
+        let samples: Vec<SampleCell> = grid(true)
+            .into_iter()
+            .map(|mut s| {
                 s.verdict.estimate = None;
                 s
-            }).collect();
+            })
+            .collect();
         let (_, choices) = decided(vec![samples], &AccuracyRule::default());
         assert_eq!(choices[1].variant.as_deref(), Some("w8a8"));
         assert!(choices[1].why.contains("the smallest file"), "{}", choices[1].why);

@@ -18,8 +18,8 @@ pub mod render;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::layout::Ownership;
+use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::rack::RackPolicy;
 use npugate_gate::outputs::OutputsReport;
 use npugate_host::hexagon::Soc;
@@ -46,7 +46,8 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const MODELS_DIR: &str = "models";
 
 /// A choose's output directory: its report, and what it writes beside it.
-const CHOOSE_DIR: Ownership = Ownership { marker: REPORT_FILE, what: "npugate choose", own_names: &[MANIFEST_FILE, MODELS_DIR, RUNS_DIR] };
+const CHOOSE_DIR: Ownership =
+    Ownership { marker: REPORT_FILE, what: "npugate choose", own_names: &[MANIFEST_FILE, MODELS_DIR, RUNS_DIR] };
 /// Where each sample's runs go, relative to the output directory.
 pub const RUNS_DIR: &str = "runs";
 
@@ -91,7 +92,8 @@ impl Variant {
 }
 
 /// Operators that hold quantized arithmetic themselves (besides `QLinear*`).
-const QUANTIZED_OPS: &[&str] = &["MatMulNBits", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "GatherBlockQuantized"];
+const QUANTIZED_OPS: &[&str] =
+    &["MatMulNBits", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "GatherBlockQuantized"];
 
 /// One evaluation input set: a `--input` file per model input.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -123,6 +125,8 @@ pub struct ChooseRequest<'a> {
     pub fp16: bool,
     /// The accuracy rule.
     pub rule: AccuracyRule,
+    /// An earlier report (`--baseline`): a SoC that lost its variant, or whose choice changed, fails.
+    pub baseline: Option<&'a ChooseReport>,
 }
 
 /// One SoC × variant as judged.
@@ -186,7 +190,12 @@ pub struct ChooseReport {
     pub choices: Vec<SocChoice>,
     /// What every latency figure is.
     pub estimate_label: String,
-    /// 0: every SoC has a variant; 1: a SoC has none; 2: a cell could not be judged.
+    /// What changed since the baseline (a SoC lost its variant, or its choice changed), one
+    /// sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+    /// 0: every SoC has a variant (and nothing changed since the baseline); 1: a SoC has none, or
+    /// a change; 2: a cell could not be judged.
     pub exit_code: u8,
 }
 
@@ -243,6 +252,7 @@ impl ChooseRequest<'_> {
     /// a choose's own.
     pub fn run(&self, out: &Path, policy: &RackPolicy) -> Result<ChooseReport> {
         CHOOSE_DIR.check(out, "--out")?;
+        std::fs::create_dir_all(out).with_context(|| format!("cannot create --out {}", out.display()))?;
         let host = self.host;
         let float = &self.variants[self.float];
         let qnn_build = host.runtime.qnn_build().unwrap_or_default();
@@ -253,7 +263,8 @@ impl ChooseRequest<'_> {
             let mut cells = Vec::new();
             for variant in self.variants {
                 let key = cache::Key::new(variant, &qnn_build, sample, self.session, self.fp16);
-                let cached: Option<Vec<SampleCell>> = self.socs.iter().map(|soc| cache::read(&key, soc.model)).collect();
+                let cached: Option<Vec<SampleCell>> =
+                    self.socs.iter().map(|soc| cache::read(&key, soc.model)).collect();
                 if let Some(cached) = cached {
                     cells.extend(cached);
                     continue;
@@ -274,7 +285,8 @@ impl ChooseRequest<'_> {
         }
         let cells = decide::merge_samples(self.socs, self.variants, &per_sample, &self.rule, out);
         let choices = decide::choose(self.socs, self.variants, &cells);
-        let exit_code = decide::exit_code(&cells, &choices);
+        let changes = self.baseline.map(|earlier| decide::changes_since(earlier, &choices)).unwrap_or_default();
+        let exit_code = decide::exit_code(&cells, &choices, &changes);
         let report = ChooseReport {
             schema: CHOOSE_SCHEMA.into(),
             variants: self.variants.to_vec(),
@@ -286,9 +298,11 @@ impl ChooseRequest<'_> {
             cells,
             choices,
             estimate_label: npugate_estimate::LABEL.into(),
+            changes,
             exit_code,
         };
-        contract::write_json(&out.join(REPORT_FILE), &report)?;
+        let file = out.join(REPORT_FILE);
+        contract::write_json(&file, &report).with_context(|| format!("cannot write {}", file.display()))?;
         write_manifest(&report, self.socs, float, out)?;
         Ok(report)
     }
@@ -418,7 +432,8 @@ fn write_manifest(report: &ChooseReport, socs: &[Soc], float: &Variant, out: &Pa
         });
     }
     let manifest = DeployManifest { schema: MANIFEST_SCHEMA.into(), socs: entries, fallback: file_of(float)? };
-    Ok(contract::write_json(&out.join(MANIFEST_FILE), &manifest)?)
+    let file = out.join(MANIFEST_FILE);
+    contract::write_json(&file, &manifest).with_context(|| format!("cannot write {}", file.display()))
 }
 
 /// The samples of `--eval DIR` for a model with `inputs`: each sub-folder holding one `<input>.npy`
@@ -435,15 +450,26 @@ pub fn samples(eval: Option<&Path>, inputs: &[String]) -> Result<Vec<Sample>> {
     for path in paths {
         let name = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
         if path.is_dir() {
-            let files = inputs.iter().map(|input| InputFile { input: input.clone(), path: path.join(format!("{input}.npy")) });
+            let files =
+                inputs.iter().map(|input| InputFile { input: input.clone(), path: path.join(format!("{input}.npy")) });
             let files: Vec<InputFile> = files.collect();
             if let Some(missing) = files.iter().find(|f| !f.path.is_file()) {
-                bail!("--eval sample {} has no {}: each sample folder holds one <input>.npy per model input ({})", path.display(), missing.path.display(), inputs.join(", "));
+                bail!(
+                    "--eval sample {} has no {}: each sample folder holds one <input>.npy per model input ({})",
+                    path.display(),
+                    missing.path.display(),
+                    inputs.join(", ")
+                );
             }
             samples.push(Sample { name, inputs: files });
         } else if path.extension().is_some_and(|e| e == "npy") {
             let [input] = inputs else {
-                bail!("--eval {}: the model has {} inputs ({}); put each sample in a folder of <input>.npy files", dir.display(), inputs.len(), inputs.join(", "));
+                bail!(
+                    "--eval {}: the model has {} inputs ({}); put each sample in a folder of <input>.npy files",
+                    dir.display(),
+                    inputs.len(),
+                    inputs.join(", ")
+                );
             };
             samples.push(Sample { name, inputs: vec![InputFile { input: input.clone(), path }] });
         }

@@ -25,10 +25,12 @@ fn cell_text(cell: &Cell, chosen: bool) -> String {
             let figures: Vec<String> = accuracy
                 .outputs
                 .iter()
-                .map(|o| match (o.top1_pct, o.sqnr_db) {
-                    (Some(top1), _) => format!("top-1 {top1:.0}%"),
-                    (None, Some(sqnr)) => format!("{sqnr:.1} dB"),
-                    (None, None) => "exact".into(),
+                .map(|o| {
+                    let sqnr = o.sqnr_db.map_or_else(|| "exact".into(), |db| format!("{db:.1} dB"));
+                    match o.top1_pct {
+                        Some(top1) => format!("{sqnr} top-1 {top1:.0}%"),
+                        None => sqnr,
+                    }
                 })
                 .collect();
             let verdict = if accuracy.meets { "" } else { "✗ " };
@@ -80,7 +82,10 @@ fn notes(report: &ChooseReport) -> Vec<String> {
     ));
     let cached = report.cells.iter().filter(|c| c.cached).count();
     if cached > 0 {
-        lines.push(format!("{cached} of {} cell(s) read from the cache (unchanged variant, SoC and QNN build)", report.cells.len()));
+        lines.push(format!(
+            "{cached} of {} cell(s) read from the cache (unchanged variant, SoC and QNN build)",
+            report.cells.len()
+        ));
     }
     lines
 }
