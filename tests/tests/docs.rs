@@ -213,6 +213,7 @@ chapter_examples! {
     gate_examples => "gate.md",
     snapdragon_examples => "snapdragon.md",
     runtimes_examples => "runtimes.md",
+    choose_examples => "choose.md",
 }
 
 #[test]

@@ -111,7 +111,7 @@ pub fn markdown(report: &ChooseReport) -> String {
     for row in rows {
         text.push_str(&format!("| {} |\n", row.iter().map(|c| escape(c)).collect::<Vec<_>>().join(" | ")));
     }
-    text.push_str("\n* chosen\n\n");
+    text.push_str("\n`*` chosen\n\n");
     for line in notes(report) {
         text.push_str(&format!("- {}\n", escape(&line)));
     }
