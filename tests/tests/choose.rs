@@ -84,7 +84,14 @@ fn each_soc_gets_the_variant_that_runs_whole_and_keeps_the_float_models_accuracy
     let threshold = format!("{}", (low + high) / 2.0);
     let strict = dir.path().join("strict");
     let baseline = out.join("choose.json").display().to_string();
-    let (code, stricter) = choose(&variants, &strict, &["--min-sqnr", &threshold, "--baseline", &baseline]);
+    let key = dir.path().join("key");
+    assert_eq!(npugate(&["keygen"], &[Path::new("--out"), &key]).status.code(), Some(0));
+    let (key, evidence) = (key.display().to_string(), dir.path().join("evidence").display().to_string());
+    let (code, stricter) = choose(
+        &variants,
+        &strict,
+        &["--min-sqnr", &threshold, "--baseline", &baseline, "--evidence", &evidence, "--signing-key", &key],
+    );
     assert!(stricter["cells"].as_array().unwrap().iter().all(|c| c["cached"] == true), "{stricter:#}");
     assert!(!strict.join("runs").exists(), "nothing ran");
     assert_eq!(chosen(&stricter, keeps), Some("normcnn_qdq"));
@@ -96,6 +103,21 @@ fn each_soc_gets_the_variant_that_runs_whole_and_keeps_the_float_models_accuracy
         // The v68 part has no other variant: none, with each variant's reason.
         assert_eq!(moved, None, "{why}");
     }
+    // The evidence bundle carries the report, the deployment manifest and every variant, signed.
+    let bundle: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("evidence/manifest.json")).unwrap()).unwrap();
+    let files: Vec<&str> = bundle["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    for path in [
+        "choose/choose.json",
+        "choose/manifest.json",
+        "variants/normcnn/normcnn.onnx",
+        "variants/normcnn_qdq/normcnn_qdq.onnx",
+    ] {
+        assert!(files.contains(&path), "{path} not in {files:?}");
+    }
+    let verified =
+        npugate(&["verify"], &[Path::new("--pubkey"), &dir.path().join("key.pub"), &dir.path().join("evidence")]);
+    assert_eq!(verified.status.code(), Some(0), "{}", describe(&verified));
     // The chosen variant changed since the baseline: exit 1, named.
     let change = stricter["changes"][0].as_str().unwrap();
     assert!(change.starts_with(moves), "{change}");

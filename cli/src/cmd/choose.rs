@@ -10,12 +10,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use npugate_htp::choose::{self, AccuracyRule, ChooseReport, ChooseRequest, Variant};
 use npugate_htp::HostHtp;
+use npugate_nightly::evidence::Bundle;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 use npugate_result::contract;
 use npugate_settings::{EpKind, SessionSettings};
 
 use super::console::Console;
-use super::options::{EmulatorArgs, JsonArg, OutArg, RuntimeArgs};
+use super::options::{EmulatorArgs, EvidenceArgs, JsonArg, OutArg, RuntimeArgs};
 
 /// Arguments of `npugate choose`.
 #[derive(Debug, Args)]
@@ -56,6 +57,10 @@ pub struct ChooseArgs {
     /// `--json`: `npugate.choose/1` instead of the table.
     #[command(flatten)]
     pub json: JsonArg,
+    /// `--evidence`, `--signing-key`: a signed bundle of the report, the deployment manifest, every
+    /// variant and the runtime that judged them.
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
     /// How each session is made (`--shape`, QNN options, `--enable-htp-fp16-precision`, …).
     #[command(flatten)]
     pub session: SessionSettings,
@@ -114,6 +119,7 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         variants.push(variant);
     }
     let float = float_variant(&args, &mut variants)?;
+    let evidence = args.evidence.bundle()?;
     let baseline: Option<ChooseReport> = match &args.baseline {
         Some(path) => Some(
             contract::read(path)
@@ -143,6 +149,10 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
     let report = request.run(&plan.out, &console.policy(0))?;
     std::fs::write(plan.out.join("choose.md"), choose::render::markdown(&report))?;
     std::fs::write(plan.out.join("choose.html"), choose::render::html(&report).into_string())?;
+    if let Some((dir, key)) = evidence {
+        let manifest = evidence_bundle(&report, &plan.out, &host)?.write(&dir, &key)?;
+        eprintln!("npugate: evidence bundle of {} file(s) in {}", manifest.files.len(), dir.display());
+    }
     if args.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -200,4 +210,16 @@ fn model_inputs(path: &Path) -> Result<Vec<String>> {
     let graph = model.proto().graph.as_ref().with_context(|| format!("{} has no graph", path.display()))?;
     let initializers: Vec<&str> = graph.initializer.iter().map(|i| i.name()).collect();
     Ok(graph.input.iter().map(|i| i.name().to_string()).filter(|name| !initializers.contains(&name.as_str())).collect())
+}
+
+/// The evidence of a choice: the report, the deployment manifest with the files it names, every
+/// variant as judged and the runtime that judged them.
+fn evidence_bundle(report: &ChooseReport, out: &Path, host: &HostHtp) -> Result<Bundle> {
+    let mut bundle = Bundle::new()
+        .file("choose", &format!("choose/{}", choose::REPORT_FILE), &out.join(choose::REPORT_FILE))
+        .file("deploy_manifest", &format!("choose/{}", choose::MANIFEST_FILE), &out.join(choose::MANIFEST_FILE));
+    for variant in &report.variants {
+        bundle = bundle.model("variant", &format!("variants/{}", variant.name), &variant.path)?;
+    }
+    Ok(bundle.runtime(&host.runtime))
 }

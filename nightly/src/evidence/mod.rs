@@ -75,6 +75,10 @@ impl Bundle {
     /// Adds one file as `bundle_path` with a role (see the manifest's `FileEntry::role`). The same
     /// path from another source is a conflict that [`Bundle::write`] refuses.
     pub fn file(mut self, role: &str, bundle_path: &str, source: &Path) -> Bundle {
+        // The bundle's own manifest and signature sit at its root: no file may take their place.
+        if [MANIFEST_FILE, SIGNATURE_FILE].contains(&bundle_path) {
+            self.conflicts.push(bundle_path.to_string());
+        }
         let previous = self.files.insert(bundle_path.to_string(), (role.to_string(), source.to_path_buf()));
         if previous.is_some_and(|(_, earlier)| earlier != source) {
             self.conflicts.push(bundle_path.to_string());
@@ -142,6 +146,12 @@ impl Bundle {
     pub fn write(&self, out: &Path, key: &SigningKey) -> Result<Manifest> {
         if let Some(path) = self.conflicts.first() {
             let (_, source) = &self.files[path];
+            if [MANIFEST_FILE, SIGNATURE_FILE].contains(&path.as_str()) {
+                bail!(
+                    "{} would be {path} in the evidence bundle, the bundle's own file; put it in a folder",
+                    source.display()
+                );
+            }
             bail!(
                 "two different files would be {path} in the evidence bundle (one is {}); give them distinct names",
                 source.display()
@@ -319,6 +329,15 @@ mod tests {
         );
         let err = bundle.write(&work.path().join("out"), &SigningKey::from_bytes(&[1; 32])).unwrap_err().to_string();
         assert!(err.contains("model/m.onnx"), "{err}");
+        assert!(!work.path().join("out").exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_file_in_the_place_of_the_bundles_own_manifest_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let bundle = Bundle::new().file("deploy_manifest", MANIFEST_FILE, Path::new("choice/manifest.json"));
+        let err = bundle.write(&work.path().join("out"), &SigningKey::from_bytes(&[1; 32])).unwrap_err().to_string();
+        assert!(err.contains("the bundle's own file; put it in a folder"), "{err}");
         assert!(!work.path().join("out").exists(), "nothing written");
     }
 }
