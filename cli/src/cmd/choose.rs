@@ -89,7 +89,7 @@ impl ChooseArgs {
     }
 
     /// The plan request: the host HTP emulator, the float variant as the model.
-    fn request<'a>(&'a self, float: &'a Path) -> Request<'a> {
+    pub fn request<'a>(&'a self, float: &'a Path) -> Request<'a> {
         Request {
             flags: ModelFlags::of(&self.session, None),
             fp16: self.session.qnn.enable_htp_fp16_precision,
