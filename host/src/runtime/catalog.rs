@@ -3,7 +3,7 @@
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::manifest::EpLibrary;
+use super::ep::EpLibrary;
 
 /// The catalog, embedded at build time.
 const CATALOG_TOML: &str = include_str!("catalog.toml");

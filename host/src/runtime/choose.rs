@@ -60,7 +60,7 @@ fn version(text: &str) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::manifest::EpLibrary;
+    use crate::runtime::ep::EpLibrary;
 
     fn runtime(name: &str, target: &str, ort: &str, ep: bool) -> RuntimeManifest {
         let mut runtime = RuntimeManifest::for_tests(std::path::Path::new("/nowhere"));

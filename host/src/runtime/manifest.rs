@@ -8,6 +8,8 @@ use npugate_result::digest::sha256_file;
 use npugate_settings::names;
 use serde::{Deserialize, Serialize};
 
+pub use super::ep::EpLibrary;
+
 /// Schema identifier of `runtime.json`.
 pub const RUNTIME_SCHEMA: &str = "npugate.runtime/1";
 /// File name of the manifest inside a runtime directory.
@@ -43,18 +45,6 @@ pub struct RuntimeManifest {
 
 impl contract::Document for RuntimeManifest {
     const SCHEMA: contract::Schema = contract::Schema::new(RUNTIME_SCHEMA);
-}
-
-/// How a runtime's accelerator EP reaches ONNX Runtime.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct EpLibrary {
-    /// ORT name of the EP, e.g. `QNNExecutionProvider`.
-    pub name: String,
-    /// `plugin` (a library registered at run time) or `builtin` (compiled into libonnxruntime).
-    pub attach: String,
-    /// File name of the plugin library (`plugin` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub library: Option<String>,
 }
 
 /// One library of a runtime.

@@ -3,12 +3,14 @@
 
 pub mod catalog;
 pub mod choose;
+pub mod ep;
 pub mod manifest;
 pub mod pypi;
 
 use anyhow::{Context, Result};
 
-pub use manifest::{EpLibrary, RuntimeManifest};
+pub use ep::EpLibrary;
+pub use manifest::RuntimeManifest;
 
 /// What `fetch` did.
 #[derive(Debug)]

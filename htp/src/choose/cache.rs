@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use npugate_settings::SessionSettings;
 use sha2::{Digest, Sha256};
 
-use super::{Sample, SampleCell, Variant};
+use super::report::{Sample, SampleCell, Variant};
 
 /// The key of one variant × sample (each SoC is a file under it).
 #[derive(Debug, Clone, PartialEq, Eq)]

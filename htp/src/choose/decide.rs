@@ -7,62 +7,8 @@ use std::path::Path;
 use npugate_gate::outputs::{OutputComparison, OutputsReport};
 use npugate_host::hexagon::Soc;
 use npugate_result::contract::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
-use serde::{Deserialize, Serialize};
 
-use super::{Cell, SampleCell, Variant};
-
-/// What a variant's outputs must keep of the float model's.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AccuracyRule {
-    /// Class scores (an output whose last dim is > 1 and that is compared by argmax): the least
-    /// top-1 agreement with the float model, percent, over every row of every sample.
-    pub min_top1_pct: f64,
-    /// Every output, class scores too: the least SQNR against the float model, dB, on every sample.
-    pub min_sqnr_db: f64,
-}
-
-impl Default for AccuracyRule {
-    /// SQNR ≥ 20 dB for every output, and top-1 agreement ≥ 99% for class scores.
-    fn default() -> AccuracyRule {
-        AccuracyRule { min_top1_pct: 99.0, min_sqnr_db: 20.0 }
-    }
-}
-
-impl AccuracyRule {
-    /// `SQNR >= 20 dB (every output), top-1 agreement >= 99% (class scores)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "SQNR >= {} dB against the float model (every output), top-1 agreement >= {}% (class scores)",
-            self.min_sqnr_db, self.min_top1_pct
-        )
-    }
-}
-
-/// A variant's accuracy on one SoC against the float model: per output, the worst over the samples.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Accuracy {
-    /// One entry per model output.
-    pub outputs: Vec<OutputAccuracy>,
-    /// True when every output meets the rule.
-    pub meets: bool,
-    /// The first output that misses the rule, as a phrase (`logits: top-1 agreement 40.0% < 99%`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub miss: Option<String>,
-}
-
-/// One output's worst figures over the samples.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OutputAccuracy {
-    /// Output name.
-    pub name: String,
-    /// Least SQNR, dB (`None` when identical everywhere: infinite).
-    pub sqnr_db: Option<f64>,
-    /// Least cosine similarity.
-    pub cosine: f64,
-    /// Top-1 agreement over every row of every sample, percent (class scores only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top1_pct: Option<f64>,
-}
+use super::report::{Accuracy, AccuracyRule, Cell, ChooseReport, OutputAccuracy, SampleCell, SocChoice, Variant};
 
 /// Merges each SoC × variant's samples into one cell: whole only when whole on every sample, the
 /// accuracy the worst over them. `out` makes the result directories relative.
@@ -168,19 +114,6 @@ fn accuracy(reports: &[&OutputsReport], rule: &AccuracyRule) -> Accuracy {
     Accuracy { meets: miss.is_none(), outputs, miss }
 }
 
-/// The choice for one SoC.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SocChoice {
-    /// SoC model.
-    pub soc: String,
-    /// Its Hexagon arch.
-    pub htp_arch: String,
-    /// The chosen variant; `None`: no variant runs whole and meets the rule.
-    pub variant: Option<String>,
-    /// Why this one (or why none), one sentence.
-    pub why: String,
-}
-
 /// Estimates closer than this (relative to the faster) count as equally fast: the latency model's
 /// inputs barely tell such variants apart, so the smaller file wins.
 pub const SAME_SPEED: f64 = 0.05;
@@ -264,7 +197,7 @@ fn reasons(row: &[&Cell]) -> String {
 
 /// What changed from `earlier`'s choices to `choices`: a SoC that lost its variant, or whose
 /// chosen variant changed; one sentence each.
-pub fn changes_since(earlier: &super::ChooseReport, choices: &[SocChoice]) -> Vec<String> {
+pub fn changes_since(earlier: &ChooseReport, choices: &[SocChoice]) -> Vec<String> {
     let mut changes = Vec::new();
     for before in &earlier.choices {
         let Some(was) = &before.variant else { continue };

@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod decide;
 pub mod render;
+pub mod report;
 
 use std::path::{Path, PathBuf};
 
@@ -21,89 +22,22 @@ use anyhow::{bail, Context, Result};
 use npugate_engine::layout::Ownership;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::rack::RackPolicy;
-use npugate_gate::outputs::OutputsReport;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_result::contract;
 use npugate_result::RunResult;
 use npugate_settings::{HarnessSettings, InputFile, SessionSettings};
-use serde::{Deserialize, Serialize};
 
 use crate::preflight::{HtpPreflightRequest, SocOutcome, SocVerdict};
 use crate::HostHtp;
-pub use decide::{AccuracyRule, SocChoice};
-
-/// Schema of `choose.json`.
-pub const CHOOSE_SCHEMA: &str = "npugate.choose/1";
-/// Schema of the deployment manifest.
-pub const MANIFEST_SCHEMA: &str = "npugate.deploy-manifest/1";
-/// The report's file in the output directory.
-pub const REPORT_FILE: &str = "choose.json";
-/// The deployment manifest's file in the output directory.
-pub const MANIFEST_FILE: &str = "manifest.json";
-/// Where the chosen files are copied, relative to the output directory (the manifest's `file`s
-/// are relative to the manifest).
-pub const MODELS_DIR: &str = "models";
+pub use report::{
+    Accuracy, AccuracyRule, Cell, ChooseReport, DeployManifest, ManifestEntry, ManifestFile, OutputAccuracy, Sample,
+    SampleCell, SocChoice, Variant, CHOOSE_SCHEMA, MANIFEST_FILE, MANIFEST_SCHEMA, MODELS_DIR, REPORT_FILE, RUNS_DIR,
+};
 
 /// A choose's output directory: its report, and what it writes beside it.
 const CHOOSE_DIR: Ownership =
     Ownership { marker: REPORT_FILE, what: "npugate choose", own_names: &[MANIFEST_FILE, MODELS_DIR, RUNS_DIR] };
-/// Where each sample's runs go, relative to the output directory.
-pub const RUNS_DIR: &str = "runs";
-
-/// One variant of the model.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Variant {
-    /// Its name: the file stem (`mobilenet_w8a8`).
-    pub name: String,
-    /// The file as given.
-    pub path: PathBuf,
-    /// sha256 of the file.
-    pub sha256: String,
-    /// Its size in bytes.
-    pub bytes: u64,
-    /// What it holds, as its nodes say: `float`, `qdq` (QuantizeLinear/DequantizeLinear pairs) or
-    /// `quantized` (QLinear*/MatMulNBits/… operators).
-    pub kind: String,
-}
-
-impl Variant {
-    /// Reads `path` (hashes it and looks at its nodes); the error names the file.
-    pub fn read(path: &Path) -> Result<Variant> {
-        let name = path
-            .file_stem()
-            .and_then(|stem| stem.to_str())
-            .with_context(|| format!("variant {} has no file name", path.display()))?
-            .to_string();
-        let (sha256, bytes) = npugate_result::digest::sha256_file(path)
-            .with_context(|| format!("variant {} cannot be read; pass an .onnx file", path.display()))?;
-        let model = npugate_onnx::Model::read(path)?;
-        let graph = model.proto().graph.as_ref();
-        let ops: Vec<&str> = graph.iter().flat_map(|g| &g.node).map(|node| node.op_type()).collect();
-        let kind = if ops.iter().any(|op| op.starts_with("QLinear") || QUANTIZED_OPS.contains(op)) {
-            "quantized"
-        } else if ops.iter().any(|op| matches!(*op, "QuantizeLinear" | "DequantizeLinear")) {
-            "qdq"
-        } else {
-            "float"
-        };
-        Ok(Variant { name, path: path.to_path_buf(), sha256, bytes, kind: kind.into() })
-    }
-}
-
-/// Operators that hold quantized arithmetic themselves (besides `QLinear*`).
-const QUANTIZED_OPS: &[&str] =
-    &["MatMulNBits", "MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "GatherBlockQuantized"];
-
-/// One evaluation input set: a `--input` file per model input.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Sample {
-    /// Its name (the folder or file it came from; `seeded` for the harness's seeded inputs).
-    pub name: String,
-    /// Its files (none: the harness's seeded random inputs in each input's range).
-    pub inputs: Vec<InputFile>,
-}
-
 /// What `npugate choose` needs.
 #[derive(Debug, Clone)]
 pub struct ChooseRequest<'a> {
@@ -127,123 +61,6 @@ pub struct ChooseRequest<'a> {
     pub rule: AccuracyRule,
     /// An earlier report (`--baseline`): a SoC that lost its variant, or whose choice changed, fails.
     pub baseline: Option<&'a ChooseReport>,
-}
-
-/// One SoC × variant as judged.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Cell {
-    /// SoC model.
-    pub soc: String,
-    /// Variant name.
-    pub variant: String,
-    /// True when the backend compiled the graph for the SoC.
-    pub compiled: bool,
-    /// True when every model node runs on the HTP (graph-I/O quantization aside), it compiled and
-    /// every emulated inference ran.
-    pub whole: bool,
-    /// The nodes left off the HTP, `Name (OpType): reason`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub off_htp: Vec<String>,
-    /// Why the SoC could not take or run the variant, or could not be judged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// True when the cell could not be judged (a crash, missing wine): neither pass nor fail.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub not_judged: bool,
-    /// Its accuracy against the float model on every sample (worst over samples), when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accuracy: Option<decide::Accuracy>,
-    /// The ESTIMATED latency, ms (`npugate estimate`'s model), when the graph runs whole.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate_ms: Option<f64>,
-    /// The estimate's p90 relative error, or why there is no estimate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate_note: Option<String>,
-    /// Each sample's result directory, relative to the output directory.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub result_dirs: Vec<String>,
-    /// True when the cell was read from the cache (nothing ran).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cached: bool,
-}
-
-/// `choose.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ChooseReport {
-    /// Always [`CHOOSE_SCHEMA`].
-    pub schema: String,
-    /// The variants.
-    pub variants: Vec<Variant>,
-    /// The float variant every output was compared with.
-    pub float: String,
-    /// The QNN version that judged (`2.51.0`).
-    pub qnn_sdk: String,
-    /// Where the inputs came from, one sentence.
-    pub inputs: String,
-    /// The samples.
-    pub samples: Vec<Sample>,
-    /// The accuracy rule.
-    pub rule: AccuracyRule,
-    /// One cell per SoC × variant, SoC-major.
-    pub cells: Vec<Cell>,
-    /// The choice per SoC, in the order asked.
-    pub choices: Vec<SocChoice>,
-    /// What every latency figure is.
-    pub estimate_label: String,
-    /// What changed since the baseline (a SoC lost its variant, or its choice changed), one
-    /// sentence each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub changes: Vec<String>,
-    /// 0: every SoC has a variant (and nothing changed since the baseline); 1: a SoC has none, or
-    /// a change; 2: a cell could not be judged.
-    pub exit_code: u8,
-}
-
-impl contract::Document for ChooseReport {
-    const SCHEMA: contract::Schema = contract::Schema::new(CHOOSE_SCHEMA);
-}
-
-/// The deployment manifest: what an app loads on each SoC.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DeployManifest {
-    /// Always [`MANIFEST_SCHEMA`].
-    pub schema: String,
-    /// One entry per SoC that has a variant.
-    pub socs: Vec<ManifestEntry>,
-    /// What to load on any other SoC (or one whose entry is missing): the float model, on the CPU.
-    pub fallback: ManifestFile,
-}
-
-impl contract::Document for DeployManifest {
-    const SCHEMA: contract::Schema = contract::Schema::new(MANIFEST_SCHEMA);
-}
-
-/// One SoC's file.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ManifestEntry {
-    /// The SoC model as Android's `ro.soc.model` spells it (`SM8650`; a suffixed `SM8750P` matches
-    /// by prefix).
-    pub soc_model: String,
-    /// Its Hexagon arch (`v75`).
-    pub htp_arch: String,
-    /// QNN's `soc_model` id.
-    pub qnn_soc_model: u32,
-    /// The file.
-    #[serde(flatten)]
-    pub file: ManifestFile,
-}
-
-/// A file of the manifest.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ManifestFile {
-    /// The variant's name.
-    pub variant: String,
-    /// The file, relative to the manifest.
-    pub file: String,
-    /// Its sha256 (check it before loading).
-    pub sha256: String,
-    /// Its size in bytes.
-    pub bytes: u64,
 }
 
 impl ChooseRequest<'_> {
@@ -345,25 +162,6 @@ impl ChooseRequest<'_> {
         let report = request.run(dir, policy)?;
         Ok(report.socs.iter().map(|soc| sample_cell(variant, soc, reference)).collect())
     }
-}
-
-/// One SoC × variant on one sample.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SampleCell {
-    /// SoC model.
-    pub soc: String,
-    /// Variant name.
-    pub variant: String,
-    /// The preflight's verdict for the SoC (its result directory absolute).
-    pub verdict: SocVerdict,
-    /// The emulated outputs against the float reference; `Err` names why they could not be compared.
-    pub outputs: Option<std::result::Result<OutputsReport, String>>,
-    /// True when this was read from the cache.
-    #[serde(default)]
-    pub cached: bool,
-    /// True when the SoC could not be judged.
-    #[serde(default)]
-    pub not_judged: bool,
 }
 
 /// The verdict of one SoC and the comparison of its outputs.

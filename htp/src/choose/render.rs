@@ -3,7 +3,7 @@
 
 use maud::{html, Markup, DOCTYPE};
 
-use super::{Cell, ChooseReport};
+use super::report::{Cell, ChooseReport};
 
 /// One cell of the grid: `* ~1.20 ms, top-1 100%` for the chosen one, `✗ 2 nodes off the HTP`, ….
 fn cell_text(cell: &Cell, chosen: bool) -> String {
