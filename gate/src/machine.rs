@@ -221,7 +221,15 @@ impl<'a> Machine<'a> {
             0 => "rerun when the machine is quieter".to_string(),
             _ => {
                 let runs = (needed as f64 * all as f64 / clean as f64 * 1.25).ceil() as usize;
-                format!("rerun when the machine is quieter, or with {}", self.more_runs(runs.max(needed)))
+                match &self.run.timings.extension {
+                    Some(extension) => format!(
+                        "the harness timed its whole budget of {} runs to replace them; rerun when the machine is \
+                         quieter, or with --max-runs {}",
+                        extension.budget,
+                        runs.max(extension.budget as usize + 1)
+                    ),
+                    None => format!("rerun when the machine is quieter, or with {}", self.more_runs(runs.max(needed))),
+                }
             }
         };
         let message = format!(
