@@ -29,14 +29,14 @@
 //!    random on half the launches (the round-ratio spread issue 44 measured; no CPU-wait record, so
 //!    nothing is set aside), `BENCH_COMPARE_REPS` sessions each, the sequential design to 99 rounds.
 //! 3. Real runs on this machine per load level — quiet, one CPU burner, one per core
-//!    (`BENCH_LEVELS`, default `quiet,one,two`) — of a ≈1 ms model (`convstack(10)` of
-//!    scripts/make-test-models: 10 identical Conv/Relu blocks) and its planted slowdowns (11, 12 and
-//!    15 blocks: +10%, +20%, +50% of the work), and a planted fallback (`fallback_det.onnx` on the
+//!    (`BENCH_LEVELS`, default `quiet,one,two`) — of a ≈1 ms model (`convstack(30)` of
+//!    scripts/make-test-models: 30 identical Conv/Relu blocks) and its planted slowdowns (33, 36 and
+//!    45 blocks: +10%, +20%, +50% of the work), and a planted fallback (`fallback_det.onnx` on the
 //!    OpenVINO EP, whose `Det` runs on the CPU): `npugate run --local` (`BENCH_RUN_REPS` each, the
 //!    slowed models judged against a baseline saved from the unchanged model's quiet run, `--force`
 //!    across the model digest) and `npugate compare --local` against the unchanged model
 //!    (`BENCH_COMPARE_REPS` each, `--budget BENCH_COMPARE_BUDGET`; the fallback against
-//!    `convstack(10)` on the OpenVINO EP). Shares of PASS / FAIL / NOT JUDGED and the median wall
+//!    `convstack(30)` on the OpenVINO EP). Shares of PASS / FAIL / NOT JUDGED and the median wall
 //!    time per verdict.
 //!
 //! Environment: `BENCH_SERIES` (default 200), `BENCH_RUN_REPS` (10), `BENCH_COMPARE_REPS` (3),
@@ -261,14 +261,14 @@ impl Timed {
 const VERDICT_HEADER: &str =
     "load         command  model       PASS  FAIL NOT JUDGED ERROR   wall PASS wall FAIL  wall NOT J.";
 
-/// The models of the real runs, written into `dir`: `convstack10.onnx` (≈1 ms) and its planted
-/// slowdowns `convstack11/12/15.onnx`, by scripts/make-test-models' own `convstack`.
+/// The models of the real runs, written into `dir`: `convstack30.onnx` (≈1 ms here) and its planted
+/// slowdowns `convstack33/36/45.onnx`, by scripts/make-test-models' own `convstack`.
 fn write_models(workspace: &Path, cache: &Path, dir: &Path) {
     const WRITE: &str = "import importlib.machinery, importlib.util, sys, onnx\n\
         loader = importlib.machinery.SourceFileLoader('make_test_models', sys.argv[1])\n\
         module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))\n\
         loader.exec_module(module)\n\
-        for blocks in (10, 11, 12, 15):\n    onnx.save(module.convstack(blocks), f'{sys.argv[2]}/convstack{blocks}.onnx')\n";
+        for blocks in (30, 33, 36, 45):\n    onnx.save(module.convstack(blocks), f'{sys.argv[2]}/convstack{blocks}.onnx')\n";
     let status = Command::new(cache.join("venv/bin/python"))
         .args(["-c", WRITE])
         .arg(workspace.join("scripts/make-test-models"))
@@ -303,7 +303,7 @@ fn variants(
     budget: u64,
 ) -> Vec<(&'static str, Vec<String>, Vec<String>)> {
     let path = |p: PathBuf| p.display().to_string();
-    let base = path(models.join("convstack10.onnx"));
+    let base = path(models.join("convstack30.onnx"));
     let budget = budget.to_string();
     let compare = |candidate: String, ep: &str| -> Vec<String> {
         ["compare", "--local", "--ep", ep, "--baseline-model", &base, "--model", &candidate, "--budget", &budget]
@@ -315,11 +315,11 @@ fn variants(
             .map(String::from)
             .to_vec()
     };
-    let copy = models.join("convstack10_copy.onnx");
-    std::fs::copy(models.join("convstack10.onnx"), &copy).expect("copy the model");
+    let copy = models.join("convstack30_copy.onnx");
+    std::fs::copy(models.join("convstack30.onnx"), &copy).expect("copy the model");
     let fallback = path(cache.join("models/fallback_det.onnx"));
     let mut out = vec![("unchanged", run(path(copy.clone())), compare(path(copy), "cpu"))];
-    for (label, blocks) in [("+10%", 11), ("+20%", 12), ("+50%", 15)] {
+    for (label, blocks) in [("+10%", 33), ("+20%", 36), ("+50%", 45)] {
         let model = path(models.join(format!("convstack{blocks}.onnx")));
         out.push((label, run(model.clone()), compare(model, "cpu")));
     }
@@ -348,9 +348,9 @@ fn level(bin: &Path, name: &str, variants: &[(&str, Vec<String>, Vec<String>)], 
 fn real(bin: &Path, workspace: &Path, cache: &Path, reps: [usize; 2], budget: u64) {
     let work = tempfile::tempdir().expect("temp dir");
     write_models(workspace, cache, work.path());
-    let baseline = work.path().join("convstack10-baseline.json");
+    let baseline = work.path().join("convstack30-baseline.json");
     let saved = work.path().join("saved");
-    let model = work.path().join("convstack10.onnx");
+    let model = work.path().join("convstack30.onnx");
     let status = Command::new(bin)
         .args(["run", "--local", "--no-gate", "--model"])
         .arg(&model)

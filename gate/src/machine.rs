@@ -185,7 +185,7 @@ impl<'a> Machine<'a> {
         let more = if contention.contended.len() > NAMED_RUNS { ", …" } else { "" };
         let (min_wait, max_wait) = min_max(contention.contended.iter().map(|r| r.wait_ns as f64));
         let (min_excess, max_excess) =
-            min_max(contention.contended.iter().map(|r| r.latency_ns as f64 - contention.clean_median_ns));
+            min_max(contention.contended.iter().map(|r| r.latency_ns as f64 - contention.reference_ns));
         let switches = self
             .run
             .timings
@@ -199,14 +199,14 @@ impl<'a> Machine<'a> {
             .unwrap_or_default();
         let busy = self.busy_process().map(|p| format!("; busiest other process: {p}")).unwrap_or_default();
         Some(format!(
-            "CPU contention: {} of {} runs set aside (run {}{more}): {}–{} slower than the clean median {}, and each \
+            "CPU contention: {} of {} runs set aside (run {}{more}): {}–{} slower than the fastest clean runs ({}), and each \
              waited {}–{} for a CPU (run-queue delay over {} thread(s){switches}) — the machine, not the model{busy}",
             contention.contended.len(),
             contention.runs,
             runs.join(", "),
             fmt_ms(min_excess),
             fmt_ms(max_excess),
-            fmt_ms(contention.clean_median_ns),
+            fmt_ms(contention.reference_ns),
             fmt_ms(min_wait),
             fmt_ms(max_wait),
             self.run.timings.cpu_wait.as_ref().map_or(0, |w| w.threads)
