@@ -27,19 +27,20 @@
 //! 2. `npugate compare` on the mock target's simulated device (the replayed device series of the
 //!    comparison): B 0%, +10%, +20%, +50% slower than A, every harness launch slowed 1.0–3.7× at
 //!    random on half the launches (the round-ratio spread issue 44 measured; no CPU-wait record, so
-//!    nothing is set aside), `BENCH_COMPARE_REPS` sessions each, the sequential design to 99 rounds.
+//!    nothing is set aside), `BENCH_MOCK_REPS` sessions each, the sequential design to 99 rounds.
 //! 3. Real runs on this machine per load level — quiet, one CPU burner, one per core
 //!    (`BENCH_LEVELS`, default `quiet,one,two`) — of a ≈1 ms model (`convstack(30)` of
 //!    scripts/make-test-models: 30 identical Conv/Relu blocks) and its planted slowdowns (33, 36 and
 //!    45 blocks: +10%, +20%, +50% of the work), and a planted fallback (`fallback_det.onnx` on the
-//!    OpenVINO EP, whose `Det` runs on the CPU): `npugate run --local` (`BENCH_RUN_REPS` each, the
-//!    slowed models judged against a baseline saved from the unchanged model's quiet run, `--force`
-//!    across the model digest) and `npugate compare --local` against the unchanged model
+//!    OpenVINO EP, whose `Det` runs on the CPU): `npugate run --local` (`BENCH_RUN_REPS` each; the
+//!    unchanged model by the default rules, the slowed ones against a baseline of the unchanged
+//!    model saved at the same load level, `--force` across the model digest) and `npugate compare --local` against the unchanged model
 //!    (`BENCH_COMPARE_REPS` each, `--budget BENCH_COMPARE_BUDGET`; the fallback against
 //!    `convstack(30)` on the OpenVINO EP). Shares of PASS / FAIL / NOT JUDGED and the median wall
 //!    time per verdict.
 //!
-//! Environment: `BENCH_SERIES` (default 200), `BENCH_RUN_REPS` (10), `BENCH_COMPARE_REPS` (3),
+//! Environment: `BENCH_SERIES` (default 200), `BENCH_MOCK_REPS` (20), `BENCH_RUN_REPS` (10),
+//! `BENCH_COMPARE_REPS` (3),
 //! `BENCH_COMPARE_BUDGET` (300 s), `BENCH_LEVELS`, `NPUGATE_BIN` (default
 //! `target/release/npugate`), `NPUGATE_CACHE` (runtimes, venv and models as `scripts/setup`
 //! leaves them). `BENCH_RUN_REPS=0` skips the real runs.
@@ -295,36 +296,34 @@ fn verdict_of(bin: &Path, args: &[String], out: &Path) -> (Outcome, Duration, us
     }
 }
 
-/// The variants of one load level: label, `run` arguments, `compare` arguments.
+/// The variants of one load level: label, `run` arguments, `compare` arguments. The unchanged
+/// model's `run` is judged by the default rules alone; the slowed ones against `baseline`.
 fn variants(
     models: &Path,
     cache: &Path,
     baseline: &Path,
     budget: u64,
 ) -> Vec<(&'static str, Vec<String>, Vec<String>)> {
-    let path = |p: PathBuf| p.display().to_string();
-    let base = path(models.join("convstack30.onnx"));
+    let path = |p: &Path| p.display().to_string();
+    let base = path(&models.join("convstack30.onnx"));
     let budget = budget.to_string();
-    let compare = |candidate: String, ep: &str| -> Vec<String> {
-        ["compare", "--local", "--ep", ep, "--baseline-model", &base, "--model", &candidate, "--budget", &budget]
+    let compare = |candidate: &str, ep: &str| -> Vec<String> {
+        ["compare", "--local", "--ep", ep, "--baseline-model", &base, "--model", candidate, "--budget", &budget]
             .map(String::from)
             .to_vec()
     };
-    let run = |model: String| -> Vec<String> {
-        ["run", "--local", "--model", &model, "--baseline", &path(baseline.to_path_buf()), "--force"]
-            .map(String::from)
-            .to_vec()
-    };
+    let run = |model: &str, ep: &str| ["run", "--local", "--ep", ep, "--model", model].map(String::from).to_vec();
     let copy = models.join("convstack30_copy.onnx");
     std::fs::copy(models.join("convstack30.onnx"), &copy).expect("copy the model");
-    let fallback = path(cache.join("models/fallback_det.onnx"));
-    let mut out = vec![("unchanged", run(path(copy.clone())), compare(path(copy), "cpu"))];
+    let mut out = vec![("unchanged", run(&path(&copy), "cpu"), compare(&path(&copy), "cpu"))];
     for (label, blocks) in [("+10%", 33), ("+20%", 36), ("+50%", 45)] {
-        let model = path(models.join(format!("convstack{blocks}.onnx")));
-        out.push((label, run(model.clone()), compare(model, "cpu")));
+        let model = path(&models.join(format!("convstack{blocks}.onnx")));
+        let mut against = run(&model, "cpu");
+        against.extend(["--baseline".into(), path(baseline), "--force".into()]);
+        out.push((label, against, compare(&model, "cpu")));
     }
-    let fallback_run = ["run", "--local", "--ep", "openvino", "--model", &fallback].map(String::from).to_vec();
-    out.push(("fallback", fallback_run, compare(fallback, "openvino")));
+    let fallback = path(&cache.join("models/fallback_det.onnx"));
+    out.push(("fallback", run(&fallback, "openvino"), compare(&fallback, "openvino")));
     out
 }
 
@@ -345,27 +344,33 @@ fn level(bin: &Path, name: &str, variants: &[(&str, Vec<String>, Vec<String>)], 
     }
 }
 
+/// Saves the unchanged model's baseline at this load level into `baseline` (replacing it).
+fn save_baseline(bin: &Path, model: &Path, work: &Path, baseline: &Path) {
+    let saved = work.join("saved");
+    let _ = std::fs::remove_dir_all(&saved);
+    let status = Command::new(bin)
+        .args(["run", "--local", "--no-gate", "--model"])
+        .arg(model)
+        .arg("--out")
+        .arg(&saved)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run npugate");
+    assert!(status.success(), "the baseline run failed");
+    let status = Command::new(bin).args(["baseline", "save"]).arg(&saved).arg("--out").arg(baseline).status();
+    assert!(status.expect("run npugate").success(), "saving the baseline failed");
+}
+
 fn real(bin: &Path, workspace: &Path, cache: &Path, reps: [usize; 2], budget: u64) {
     let work = tempfile::tempdir().expect("temp dir");
     write_models(workspace, cache, work.path());
     let baseline = work.path().join("convstack30-baseline.json");
-    let saved = work.path().join("saved");
-    let model = work.path().join("convstack30.onnx");
-    let status = Command::new(bin)
-        .args(["run", "--local", "--no-gate", "--model"])
-        .arg(&model)
-        .arg("--out")
-        .arg(&saved)
-        .stdout(Stdio::null())
-        .status()
-        .expect("run npugate");
-    assert!(status.success(), "the baseline run failed");
-    let status = Command::new(bin).args(["baseline", "save"]).arg(&saved).arg("--out").arg(&baseline).status();
-    assert!(status.expect("run npugate").success(), "saving the baseline failed");
     let variants = variants(work.path(), cache, &baseline, budget);
     println!(
-        "\n3. Real runs on this machine: `run --local` {} each (the slowed models against a baseline saved quiet), \
-         `compare --local` {} each (--budget {budget} s)",
+        "\n3. Real runs on this machine: `run --local` {} each (unchanged: the default rules; the slowed models \
+         against a baseline of the unchanged one saved at the same load level), `compare --local` {} each \
+         (--budget {budget} s)",
         reps[0], reps[1]
     );
     println!("{VERDICT_HEADER}");
@@ -377,6 +382,7 @@ fn real(bin: &Path, workspace: &Path, cache: &Path, reps: [usize; 2], budget: u6
             "two" => CpuBurner::every_core(3600),
             other => panic!("BENCH_LEVELS: unknown level {other:?} (quiet, one, two)"),
         };
+        save_baseline(bin, &work.path().join("convstack30.onnx"), work.path(), &baseline);
         level(bin, name, &variants, reps, work.path());
         drop(burners);
     }
@@ -392,7 +398,7 @@ fn main() {
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/npugate"));
     let compare_reps = number("BENCH_COMPARE_REPS", 3) as usize;
     replayed(number("BENCH_SERIES", 200));
-    replayed_compare(compare_reps);
+    replayed_compare(number("BENCH_MOCK_REPS", 20) as usize);
     match number("BENCH_RUN_REPS", 10) as usize {
         0 => println!("\n3. real local runs skipped (BENCH_RUN_REPS=0)"),
         runs => real(&bin, &workspace, &cache, [runs, compare_reps], number("BENCH_COMPARE_BUDGET", 300)),
