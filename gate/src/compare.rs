@@ -12,26 +12,29 @@ use npugate_result::contract::{self, Document, Schema};
 use npugate_result::{ReadError, RunResult, RunStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::check::unjudged;
+use crate::check::{unjudged, CheckStatus};
 use crate::confirm::Confirmation;
 use crate::fingerprint::Fingerprint;
-use crate::judge::{moved_culprit, nodes_check, outcome_of, ratio_check};
+use crate::judge::{moved_culprit, nodes_check, outcome_of};
 use crate::rules::{self, RuleName, RulesError};
+use crate::slowdown::{paired_clean, slowdown_check, Decision, Sequential};
 use crate::stats::{self, Drift, LatencyStats, PairedRatio};
 use crate::units::{fmt_ms, Unit};
 use crate::verdict::{Check, Culprit, Outcome, Subject};
 
 /// Schema identifier of a serialized [`CompareVerdict`].
 pub const COMPARE_SCHEMA: &str = "npugate.compare/1";
-/// Rounds below which the paired interval is about the range of the round ratios (said in a warning).
-pub const FEW_ROUNDS: usize = 6;
+/// Rounds below which the first look's sign-test interval (at 97.5%) does not exist: the session
+/// then measures more rounds before it can decide (said in a warning).
+pub const FEW_ROUNDS: usize = 7;
 
 /// The rules of a comparison (`compare.toml`, `--rule`); unknown keys are an error.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CompareRules {
     /// The candidate may be at most this many percent slower than the baseline, judged on the
-    /// paired interval: fails only when its lower bound lies above 1 + limit.
+    /// paired interval: passes when its upper bound lies below 1 + limit, fails when its lower
+    /// bound lies above, and is undecided otherwise (more rounds, then not judged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_slowdown_pct: Option<f64>,
     /// Every node of both models runs on the same EP in both, and no node only the candidate has
@@ -132,6 +135,10 @@ pub struct CompareEvidence<'a> {
     pub rounds: &'a [RoundEvidence<'a>],
     /// What went wrong in the session (a harness that failed), one sentence each.
     pub errors: Vec<String>,
+    /// Which look at the rounds this judgement is (1, 2, …: see [`crate::stats::look_alpha`]).
+    pub look: usize,
+    /// Why the session will measure no more rounds, when it stopped before deciding (its budget).
+    pub stopped: Option<String>,
 }
 
 /// The judgement of a comparison.
@@ -151,9 +158,14 @@ pub struct CompareVerdict {
     pub baseline: Side,
     /// The candidate B.
     pub candidate: Side,
-    /// B / A paired over the rounds (LLM folders: of the decode steps, i.e. of 1 / decode tok/s).
+    /// B / A paired over the rounds' clean runs (LLM folders: of the decode steps, i.e. of 1 /
+    /// decode tok/s), its interval at the look's level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired: Option<PairedRatio>,
+    /// The sequential decision of `max_slowdown_pct`: the look, its α, where the interval lies
+    /// against the limit, what was set aside, the rounds it would need and why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<Sequential>,
     /// LLM folders: B / A of the time to first token, paired over the rounds (reported, not a rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired_ttft: Option<PairedRatio>,
@@ -178,11 +190,15 @@ pub struct Side {
     pub model: String,
     /// What ran: model, device, runtime (from the placement run).
     pub subject: Subject,
-    /// Statistics of every timed run of every round together.
+    /// Statistics of the clean timed runs of every round together (those that waited for a CPU
+    /// long enough to explain their slowness set aside, as `npugate run` does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyStats>,
-    /// Every timed run, round after round (ns).
+    /// Every timed run, round after round (ns), the set-aside ones included.
     pub latencies_ns: Vec<u64>,
+    /// Timed runs set aside for their CPU wait.
+    #[serde(default)]
+    pub set_aside: usize,
     /// The cold first inference of each round, kept out of the statistics (ns).
     pub first_inference_ns: Vec<u64>,
     /// Its round medians, first third against last third of the session.
@@ -202,9 +218,9 @@ pub struct Round {
     pub round: usize,
     /// Which model ran first.
     pub first: First,
-    /// The baseline's median in this round (ns).
+    /// The baseline's median in this round, of its clean runs (ns).
     pub baseline_median_ns: f64,
-    /// The candidate's median in this round (ns).
+    /// The candidate's median in this round, of its clean runs (ns).
     pub candidate_median_ns: f64,
     /// candidate / baseline.
     pub ratio: f64,
@@ -249,19 +265,32 @@ impl CompareVerdict {
         )
     }
 
-    /// `B/A 1.104× (95% CI 1.081–1.127×) over 10 rounds`, or why there is none.
+    /// `B/A 1.104× (97.9% CI 1.081–1.127×) paired over 10 rounds`, or why there is none; `,
+    /// undecided against 1.05×` when the interval reaches both sides of the limit.
     pub fn paired_sentence(&self) -> String {
         match &self.paired {
             Some(p) => format!(
-                "B/A {:.3}× ({:.0}% CI {:.3}–{:.3}×) paired over {} rounds",
+                "B/A {:.3}× ({:.1}% CI {:.3}–{:.3}×) paired over {} rounds{}",
                 p.ratio,
                 p.ci.level * 100.0,
                 p.ci.lower,
                 p.ci.upper,
-                p.round_ratios.len()
+                p.round_ratios.len(),
+                match self.sequential.as_ref().filter(|s| s.decision == Decision::Undecided) {
+                    Some(s) => format!(", undecided against {:.2}×", s.limit_ratio),
+                    None => String::new(),
+                }
             ),
-            None => "no paired ratio (no round with latencies on both sides)".into(),
+            None => "no paired ratio (no round with clean latencies on both sides)".into(),
         }
+    }
+
+    /// True when the slowdown rule could not yet tell a pass from a fail and the session did not
+    /// stop: more rounds may decide it.
+    pub fn undecided(&self) -> bool {
+        self.sequential.as_ref().is_some_and(|s| s.decision == Decision::Undecided && s.stopped.is_none())
+            && self.checks.iter().all(|c| c.status != CheckStatus::Fail && c.status != CheckStatus::Unjudged)
+            && self.errors.is_empty()
     }
 
     /// LLM folders: `time to first token B/A 0.982× (95% CI 0.95–1.01×) paired over 10 rounds`.
@@ -282,7 +311,7 @@ impl CompareVerdict {
 /// Judges a comparison. Never fails: what cannot be judged becomes an `unjudged` check or an error.
 pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> CompareVerdict {
     let rounds: Vec<Round> = evidence.rounds.iter().enumerate().filter_map(|(i, r)| round(i, r)).collect();
-    let (paired, paired_ttft) = paired_ratios(evidence.rounds);
+    let (paired, sequential, paired_ttft) = paired_ratios(evidence, rules);
     let baseline =
         side(&evidence.baseline, evidence.rounds.iter().map(|r| r.baseline), &rounds, |r| r.baseline_median_ns);
     let candidate =
@@ -300,7 +329,10 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
     findings.check_placements(evidence);
 
     let checks: Vec<Check> = [
-        slowdown_check(rules, paired.as_ref()),
+        rules
+            .max_slowdown_pct
+            .filter(|_| rules.enabled(RuleName::MaxSlowdownPct))
+            .map(|pct| slowdown_check(pct, paired.as_ref(), &sequential)),
         placement_rule_check(rules, both_placed.map(|(_, b)| b), &placement_differences),
     ]
     .into_iter()
@@ -316,6 +348,7 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
         baseline,
         candidate,
         paired,
+        sequential: Some(sequential),
         paired_ttft,
         rounds,
         placement_differences,
@@ -325,18 +358,21 @@ pub fn judge_compare(evidence: &CompareEvidence<'_>, rules: &CompareRules) -> Co
     }
 }
 
-/// The candidate's latency over the baseline's, paired round by round: of every timed run, and of
-/// the time to first token (none unless every round has it on both sides).
-fn paired_ratios(rounds: &[RoundEvidence<'_>]) -> (Option<PairedRatio>, Option<PairedRatio>) {
-    let pairs: Vec<(&[u64], &[u64])> = rounds
-        .iter()
-        .map(|r| (r.baseline.timings.latencies_ns.as_slice(), r.candidate.timings.latencies_ns.as_slice()))
-        .collect();
-    let paired = stats::paired_ratio(&pairs);
+/// The candidate's latency over the baseline's, paired round by round: of the clean timed runs at
+/// the look's level (with its sequential record), and of the time to first token (none unless
+/// every round has it on both sides).
+fn paired_ratios(
+    evidence: &CompareEvidence<'_>,
+    rules: &CompareRules,
+) -> (Option<PairedRatio>, Sequential, Option<PairedRatio>) {
+    let pairs: Vec<(&RunResult, &RunResult)> = evidence.rounds.iter().map(|r| (r.baseline, r.candidate)).collect();
+    let limit_ratio = 1.0 + rules.max_slowdown_pct.unwrap_or(0.0) / 100.0;
+    let (paired, mut sequential) = paired_clean(&pairs, evidence.look.max(1), limit_ratio);
+    sequential.stopped = evidence.stopped.clone().filter(|_| sequential.decision == Decision::Undecided);
     let ttft_pairs: Option<Vec<(&[u64], &[u64])>> =
-        rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
+        evidence.rounds.iter().map(|r| Some((ttft_ns(r.baseline)?, ttft_ns(r.candidate)?))).collect();
     let paired_ttft = ttft_pairs.filter(|pairs| !pairs.is_empty()).and_then(|pairs| stats::paired_ratio(&pairs));
-    (paired, paired_ttft)
+    (paired, sequential, paired_ttft)
 }
 
 /// A comparison's errors and warnings, gathered stage by stage in the order the verdict lists them.
@@ -398,7 +434,8 @@ impl Findings {
         }
         if (1..FEW_ROUNDS).contains(&rounds) {
             self.warnings.push(format!(
-                "only {rounds} round(s): the interval spans about the smallest to the largest round ratio; use --rounds 10 or more"
+                "only {rounds} round(s): fewer than {FEW_ROUNDS} give no interval at the first look's level, so the \
+                 comparison needs more rounds to decide; use --rounds 10 or more"
             ));
         }
     }
@@ -413,27 +450,6 @@ impl Findings {
             }
         }
     }
-}
-
-/// The `max_slowdown_pct` check on the paired ratio, when the rule is set and enabled.
-fn slowdown_check(rules: &CompareRules, paired: Option<&PairedRatio>) -> Option<Check> {
-    let pct = rules.max_slowdown_pct.filter(|_| rules.enabled(RuleName::MaxSlowdownPct))?;
-    Some(match paired {
-        Some(p) => {
-            let what = format!(
-                "the candidate's median is {:.3}× the baseline's, paired over {} rounds",
-                p.ratio,
-                p.round_ratios.len()
-            );
-            ratio_check(RuleName::MaxSlowdownPct, &what, p.ratio, &p.ci, pct)
-        }
-        None => unjudged(
-            RuleName::MaxSlowdownPct,
-            pct,
-            Unit::Percent,
-            "max_slowdown_pct: no round has latencies on both sides".into(),
-        ),
-    })
 }
 
 /// The `placement_must_match` check on the nodes that moved, when the rule is set and enabled;
@@ -462,9 +478,19 @@ fn ttft_ns(run: &RunResult) -> Option<&[u64]> {
     run.generation.as_ref().map(|g| g.ttft_ns.as_slice())
 }
 
+/// A run's clean latencies (its contended runs set aside), or every one when none is left.
+fn judged_latencies(run: &RunResult) -> Vec<u64> {
+    let clean = run.timings.clean_latencies();
+    if clean.is_empty() {
+        run.timings.latencies_ns.clone()
+    } else {
+        clean
+    }
+}
+
 /// Round `index` when both sides have latencies.
 fn round(index: usize, r: &RoundEvidence<'_>) -> Option<Round> {
-    let median = |run: &RunResult| LatencyStats::from_ns(&run.timings.latencies_ns).map(|s| s.median_ns);
+    let median = |run: &RunResult| LatencyStats::from_ns(&judged_latencies(run)).map(|s| s.median_ns);
     let (a, b) = (median(r.baseline)?, median(r.candidate)?);
     Some(Round {
         round: index + 1,
@@ -484,16 +510,18 @@ fn side<'a>(
     rounds: &[Round],
     median: impl Fn(&Round) -> f64,
 ) -> Side {
-    let (mut latencies_ns, mut first_inference_ns) = (Vec::new(), Vec::new());
+    let (mut latencies_ns, mut clean_ns, mut first_inference_ns) = (Vec::new(), Vec::new(), Vec::new());
     for run in runs {
         latencies_ns.extend_from_slice(&run.timings.latencies_ns);
+        clean_ns.extend(judged_latencies(run));
         first_inference_ns.push(run.timings.first_inference_ns);
     }
     let medians: Vec<f64> = rounds.iter().map(median).collect();
     Side {
         model: evidence.model.to_string(),
         subject: Subject::of(evidence.placement_run),
-        latency: LatencyStats::from_ns(&latencies_ns),
+        latency: LatencyStats::from_ns(&clean_ns),
+        set_aside: latencies_ns.len() - clean_ns.len(),
         latencies_ns,
         first_inference_ns,
         session_drift: stats::drift(&medians),

@@ -175,25 +175,35 @@ fn judged_on<'a>(
 fn cv_check(clean: &LatencyStats, all: Option<&LatencyStats>, max: f64, machine: &Machine<'_>) -> Check {
     let rule = RuleName::CvPct;
     let what = "a CV limit";
-    let passes = |s: &LatencyStats| s.cv_pct <= max;
+    let passes = |s: &LatencyStats| stats::model_cv_pct(s) <= max;
     let judged = match judged_on(clean, all, stats::MIN_RUNS_FOR_CV, rule, max, Unit::Percent, what, machine, passes) {
         Ok(judged) => judged,
         Err(check) => return *check,
     };
     let s = judged.stats();
-    let ok = s.cv_pct <= max;
+    let cv = stats::model_cv_pct(s);
+    let ok = cv <= max;
     let op = if ok { "<=" } else { ">" };
+    let floor = if s.cv_pct - cv >= 0.05 {
+        format!(
+            "; {} measured, less the clock's and scheduler's floor of {} stdev",
+            fmt_pct(s.cv_pct),
+            fmt_ms(stats::TIMER_JITTER_FLOOR_NS)
+        )
+    } else {
+        String::new()
+    };
     let message = format!(
-        "cv_pct{} {} {op} {}% (stdev {}, mean {}, N={}{})",
+        "cv_pct{} {} {op} {}% (stdev {}, mean {}, N={}{}{floor})",
         machine.cv_label(),
-        fmt_pct(s.cv_pct),
+        fmt_pct(cv),
         fmt_limit(max),
         fmt_ms(s.stdev_ns),
         fmt_ms(s.mean_ns),
         s.n,
         judged.note(machine)
     );
-    check(rule, pass_or_fail(ok), Some(s.cv_pct), max, Unit::Percent, message)
+    check(rule, pass_or_fail(ok), Some(cv), max, Unit::Percent, message)
 }
 
 fn percentile_check(
@@ -247,6 +257,7 @@ pub(crate) fn latency_warnings(
     let emulated = run.execution.emulated.is_some();
     if !emulated {
         out.extend(machine.contention_warning());
+        out.extend(run.timings.extension.as_ref().map(|e| format!("CPU contention: the harness {}", e.sentence())));
         let judged_bimodal = s.bimodal_split().is_some();
         if let Some(sentence) = all.filter(|_| machine.set_aside() > 0 && !judged_bimodal).and_then(cluster_sentence) {
             out.push(format!("latency was {sentence}: the slow runs waited for a CPU and were set aside"));

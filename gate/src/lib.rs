@@ -24,6 +24,7 @@ pub mod outputs;
 pub mod page;
 pub mod resources;
 pub mod rules;
+pub mod slowdown;
 pub mod units;
 pub mod verdict;
 

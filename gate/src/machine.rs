@@ -185,7 +185,7 @@ impl<'a> Machine<'a> {
         let more = if contention.contended.len() > NAMED_RUNS { ", …" } else { "" };
         let (min_wait, max_wait) = min_max(contention.contended.iter().map(|r| r.wait_ns as f64));
         let (min_excess, max_excess) =
-            min_max(contention.contended.iter().map(|r| r.latency_ns as f64 - contention.clean_median_ns));
+            min_max(contention.contended.iter().map(|r| r.latency_ns as f64 - contention.reference_ns));
         let switches = self
             .run
             .timings
@@ -199,14 +199,14 @@ impl<'a> Machine<'a> {
             .unwrap_or_default();
         let busy = self.busy_process().map(|p| format!("; busiest other process: {p}")).unwrap_or_default();
         Some(format!(
-            "CPU contention: {} of {} runs set aside (run {}{more}): {}–{} slower than the clean median {}, and each \
+            "CPU contention: {} of {} runs set aside (run {}{more}): {}–{} slower than the fastest clean runs ({}), and each \
              waited {}–{} for a CPU (run-queue delay over {} thread(s){switches}) — the machine, not the model{busy}",
             contention.contended.len(),
             contention.runs,
             runs.join(", "),
             fmt_ms(min_excess),
             fmt_ms(max_excess),
-            fmt_ms(contention.clean_median_ns),
+            fmt_ms(contention.reference_ns),
             fmt_ms(min_wait),
             fmt_ms(max_wait),
             self.run.timings.cpu_wait.as_ref().map_or(0, |w| w.threads)
@@ -221,7 +221,15 @@ impl<'a> Machine<'a> {
             0 => "rerun when the machine is quieter".to_string(),
             _ => {
                 let runs = (needed as f64 * all as f64 / clean as f64 * 1.25).ceil() as usize;
-                format!("rerun when the machine is quieter, or with {}", self.more_runs(runs.max(needed)))
+                match &self.run.timings.extension {
+                    Some(extension) => format!(
+                        "the harness timed its whole budget of {} runs to replace them; rerun when the machine is \
+                         quieter, or with --max-runs {}",
+                        extension.budget,
+                        runs.max(extension.budget as usize + 1)
+                    ),
+                    None => format!("rerun when the machine is quieter, or with {}", self.more_runs(runs.max(needed))),
+                }
             }
         };
         let message = format!(

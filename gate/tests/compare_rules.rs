@@ -68,6 +68,8 @@ fn judged(
         },
         rounds: &evidence_rounds,
         errors: vec![],
+        look: 1,
+        stopped: None,
     };
     judge_compare(&evidence, rules)
 }
@@ -154,7 +156,8 @@ fn a_node_moved_to_the_cpu_or_a_new_cpu_node_breaks_placement_must_match() {
         time_us: 30.0,
         expected: false,
     });
-    let session = rounds(6, 8.0, 8.0, steady);
+    // 7 rounds: the fewest whose sign-test interval reaches the first look's 97.5%.
+    let session = rounds(7, 8.0, 8.0, steady);
     let verdict = judged(&session, &detector_nodes(), &moved, &CompareRules::default());
     assert_eq!(status(&verdict, RuleName::PlacementMustMatch), CheckStatus::Fail);
     assert_eq!(verdict.placement_differences.len(), 1);
@@ -174,7 +177,7 @@ fn a_node_moved_to_the_cpu_or_a_new_cpu_node_breaks_placement_must_match() {
     assert_eq!(judged(&session, &detector_nodes(), &moved, &off).outcome, Outcome::Pass);
     assert!(
         verdict.warnings.is_empty() || !verdict.warnings[0].contains("only"),
-        "6 rounds are not few: {:?}",
+        "7 rounds are not few: {:?}",
         verdict.warnings
     );
 }
@@ -206,6 +209,60 @@ fn failing_comparison() -> CompareVerdict {
         .collect();
     verdict.confirmation = Some(Confirmation::decide(2, attempts));
     verdict
+}
+
+/// Every second launch 25% slowed: in ABBA order that is B in the AB rounds and A in the BA
+/// rounds, so half the rounds read about 1.25×, half about 0.8×, and no interval of them can clear
+/// a 5% limit either way.
+fn see_saw(launch: usize) -> f64 {
+    if launch % 2 == 1 {
+        1.25
+    } else {
+        1.0
+    }
+}
+
+#[test]
+fn an_undecided_comparison_is_not_judged_in_every_report_and_never_passed() {
+    let session = rounds(10, 8.0, 8.0, see_saw);
+    let mut verdict = judged(&session, &detector_nodes(), &detector_nodes(), &CompareRules::default());
+    let paired = verdict.paired.clone().unwrap();
+    assert!(paired.ci.lower < 1.0 && paired.ci.upper > 1.05, "{paired:?}");
+    assert_eq!((verdict.outcome, verdict.exit_code()), (Outcome::NotJudged, 2), "{:#?}", verdict.checks);
+    assert!(verdict.undecided(), "undecided and not stopped: the session would measure more rounds");
+    let sequential = verdict.sequential.clone().unwrap();
+    assert!(sequential.rounds_needed.is_some_and(|n| n > 10), "{sequential:?}");
+    // Once the session stopped (its budget), the verdict is final: not judged.
+    let stopped =
+        "the session stopped: 5 more rounds at 2.0 s each after 295 s would pass its time budget of 300 s (--budget)";
+    verdict.sequential.as_mut().unwrap().stopped = Some(stopped.into());
+    assert!(!verdict.undecided());
+    let message = &verdict.checks[0].message;
+    assert!(
+        message.contains("not judged: the interval reaches both sides of 1.05×")
+            && message.contains("rounds in all would decide it")
+            && message.contains("measured cause: the round ratios spread from 0.")
+            && verdict.paired_sentence().contains("undecided against 1.05×"),
+        "{message}"
+    );
+
+    let json: CompareVerdict = serde_json::from_str(&render(Format::Json, &verdict)).unwrap();
+    assert_eq!(json.outcome, Outcome::NotJudged);
+    let text = render(Format::Terminal, &verdict);
+    assert!(text.contains("npugate compare: NOT JUDGED") && !text.contains("compare: PASS"), "{text}");
+    let md = render(Format::Markdown, &verdict);
+    assert!(md.starts_with("## ⏸️ npugate compare: NOT JUDGED") && md.contains("⏸️ not judged"), "{md}");
+    let github = render(Format::Github, &verdict);
+    assert!(
+        github.contains("::warning title=npugate max_slowdown_pct (not judged)::")
+            && github.contains("::notice title=npugate compare::NOT JUDGED")
+            && !github.contains("PASS"),
+        "{github}"
+    );
+    let xml = render(Format::Junit, &verdict);
+    assert!(xml.contains("<error") && xml.contains("value=\"NOT JUDGED\""), "{xml}");
+    let html = render(Format::Html, &verdict);
+    assert!(html.contains("badge error") && html.contains("NOT JUDGED") && !html.contains("badge pass"), "{html}");
 }
 
 fn render(format: Format, verdict: &CompareVerdict) -> String {

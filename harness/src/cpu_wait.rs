@@ -51,6 +51,11 @@ impl CpuWaitRecord {
         }
     }
 
+    /// The run-queue delays of the first `completed` runs, when the kernel gives them.
+    pub fn delays(&self, completed: usize) -> Option<&[u64]> {
+        self.probe.schedstat_missing().is_none().then(|| &self.delays[..completed.min(self.delays.len())])
+    }
+
     /// The record of the first `completed` runs, as `result.json` holds it.
     pub fn finish(mut self, completed: usize) -> CpuWait {
         self.delays.truncate(completed);

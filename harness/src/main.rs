@@ -38,7 +38,7 @@ mod stamp;
 
 use backend::DidNotStart;
 use inputs::PreparedInput;
-use measure::BoundSession;
+use measure::{BoundSession, RunCount};
 use npugate_result::contract::{EXIT_DID_NOT_START, EXIT_ERROR};
 use npugate_settings::HarnessCommand as Args;
 use npugate_settings::{EpKind, OrtLogLevel};
@@ -357,7 +357,8 @@ fn run_timed(
     // while the model runs, as in an app; the VERBOSE account is logged before and after.
     env.set_log_level(session::log_level(args.settings.ort_log_level));
     let runs_start = backend::log_position(log);
-    let (measurement, measured) = bound.measure(args.settings.warmup, args.settings.runs);
+    let count = RunCount { runs: args.settings.runs, budget: args.settings.run_budget() };
+    let (measurement, measured) = bound.measure(args.settings.warmup, count);
     let lines_during_runs = backend::lines_between(log, runs_start, backend::log_position(log));
     // Read after the loop, never inside it: the peak covers session creation and every run.
     result.memory = Some(footprint::record(created_memory));
@@ -386,6 +387,7 @@ fn run_timed(
     timings.loop_wall_ns = measurement.loop_wall_ns;
     timings.latencies_ns = measurement.latencies_ns;
     timings.cpu_wait = measurement.cpu_wait;
+    timings.extension = measurement.extension;
     Ok((measured, saved_outputs))
 }
 

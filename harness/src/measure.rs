@@ -24,7 +24,7 @@ use ort::AsPointer;
 
 use crate::cpu_wait::CpuWaitRecord;
 use crate::inputs::PreparedInput;
-use npugate_result::CpuWait;
+use npugate_result::{CpuWait, RunExtension};
 
 /// A session with its inputs and outputs bound, ready to run repeatedly.
 pub struct BoundSession {
@@ -72,6 +72,34 @@ pub struct Measurement {
     /// How long the process's threads waited for a CPU in each timed run (absent when no timed
     /// run started).
     pub cpu_wait: Option<CpuWait>,
+    /// The runs taken beyond the requested ones to replace contended runs, when any were.
+    pub extension: Option<RunExtension>,
+}
+
+/// How many timed runs to take: `runs` clean ones, up to `budget` in all.
+#[derive(Debug, Clone, Copy)]
+pub struct RunCount {
+    /// Clean runs wanted (`--runs`).
+    pub runs: u32,
+    /// Runs at most (`--max-runs`).
+    pub budget: u32,
+}
+
+impl RunCount {
+    /// Where to stop after `completed` runs: `completed` when `latencies` and their waits hold
+    /// `runs` clean runs (or no wait was recorded, or the budget is spent), else further on by the
+    /// runs still missing. Called between runs, outside the clock reads.
+    fn next_stop(&self, latencies: &[u64], delays: Option<&[u64]>) -> usize {
+        let completed = latencies.len();
+        let clean = clean_runs(latencies, delays);
+        let missing = (self.runs as usize).saturating_sub(clean);
+        (completed + missing).min(self.budget.max(self.runs) as usize)
+    }
+}
+
+/// Runs not set aside as contended (`npugate_stats::Contention`); all of them without a wait record.
+fn clean_runs(latencies: &[u64], delays: Option<&[u64]>) -> usize {
+    delays.and_then(|d| npugate_stats::Contention::of(latencies, d)).map_or(latencies.len(), |c| c.clean_runs())
 }
 
 impl BoundSession {
@@ -207,9 +235,12 @@ impl BoundSession {
             .map_err(|e| anyhow!("inference failed: {e}"))
     }
 
-    /// Runs the first inference, `warmup` discarded runs, then `runs` timed runs. On a failing run
-    /// the latencies measured so far are kept in the returned measurement alongside the error.
-    pub fn measure(&mut self, warmup: u32, runs: u32) -> (Measurement, Result<()>) {
+    /// Runs the first inference, `warmup` discarded runs, then `count.runs` timed runs — and, when
+    /// some of them waited for a CPU long enough to be set aside, more until `count.runs` are clean
+    /// or `count.budget` were timed (the check runs between runs, outside the clock reads). On a
+    /// failing run the latencies measured so far are kept in the returned measurement alongside
+    /// the error.
+    pub fn measure(&mut self, warmup: u32, count: RunCount) -> (Measurement, Result<()>) {
         let mut measurement = Measurement::default();
         let start = Instant::now();
         if let Err(e) = self.run_bound() {
@@ -224,14 +255,16 @@ impl BoundSession {
                 return (measurement, Err(e.context("warmup run")));
             }
         }
-        let mut latencies = vec![0u64; runs as usize];
-        let mut cpu_wait = CpuWaitRecord::open(runs as usize);
+        let capacity = count.budget.max(count.runs) as usize;
+        let mut latencies = vec![0u64; capacity];
+        let mut cpu_wait = CpuWaitRecord::open(capacity);
         let rebinds = !self.allocate_on_run.is_empty();
-        let mut completed = 0;
+        let (mut completed, mut stop) = (0, count.runs as usize);
+        let mut set_aside_at_requested = None;
         let mut failure = Ok(());
         let loop_start = Instant::now();
         let mut before = cpu_wait.read();
-        for slot in latencies.iter_mut() {
+        while completed < stop {
             if let Err(e) = self.rebind() {
                 failure = Err(e.context(format!("timed run {}", completed + 1)));
                 break;
@@ -247,13 +280,29 @@ impl BoundSession {
                 failure = Err(e.context(format!("timed run {}", completed + 1)));
                 break;
             }
-            *slot = t1.duration_since(t0).as_nanos() as u64;
+            latencies[completed] = t1.duration_since(t0).as_nanos() as u64;
             cpu_wait.record(completed, before, after);
             before = after;
             completed += 1;
+            if completed == stop && stop < capacity {
+                let done = &latencies[..completed];
+                stop = count.next_stop(done, cpu_wait.delays(completed));
+                if set_aside_at_requested.is_none() && stop > completed {
+                    set_aside_at_requested = Some(completed - clean_runs(done, cpu_wait.delays(completed)));
+                }
+                // The check's own time stays out of the next run's wait.
+                before = cpu_wait.read();
+            }
         }
         measurement.loop_wall_ns = loop_start.elapsed().as_nanos() as u64;
         latencies.truncate(completed);
+        measurement.extension = set_aside_at_requested.map(|set_aside| RunExtension {
+            requested: count.runs,
+            budget: capacity as u32,
+            taken: completed as u32,
+            set_aside_at_requested: set_aside,
+            clean: clean_runs(&latencies, cpu_wait.delays(completed)),
+        });
         measurement.latencies_ns = latencies;
         measurement.cpu_wait = Some(cpu_wait.finish(completed));
         (measurement, failure)

@@ -399,7 +399,8 @@ pub struct Timings {
     pub session_create_ns: u64,
     /// The first inference after session creation (cold).
     pub first_inference_ns: u64,
-    /// Every timed run, in run order. Exactly `settings.runs` entries when complete.
+    /// Every timed run, in run order. At least `settings.runs` entries when complete (more when
+    /// runs were taken to replace contended ones: `extension`).
     pub latencies_ns: Vec<u64>,
     /// Wall time of the whole timed loop (for per-run overhead).
     pub loop_wall_ns: u64,
@@ -419,6 +420,42 @@ pub struct Timings {
     /// of harnesses before schema 1.1, and in LLM folder runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_wait: Option<CpuWait>,
+    /// Timed runs taken beyond `settings.runs` to replace the runs that waited for a CPU (absent
+    /// when none were needed or the harness predates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<RunExtension>,
+}
+
+/// Why the harness timed more runs than asked: runs waited for a CPU long enough to explain why
+/// they were slow (`npugate_stats::Contention`), so it kept timing to replace them, until enough
+/// were clean or its budget was spent.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunExtension {
+    /// Runs asked for (`--runs`): the clean runs it measures until.
+    pub requested: u32,
+    /// Runs it may take at most (`--max-runs`, default 4 × `--runs`).
+    pub budget: u32,
+    /// Runs it took.
+    pub taken: u32,
+    /// Runs set aside among the first `requested`, which started the extension.
+    pub set_aside_at_requested: usize,
+    /// Clean runs at the end; below `requested` only when the budget was spent.
+    pub clean: usize,
+}
+
+impl RunExtension {
+    /// `timed 52 runs (budget 120) to replace 14 of the first 30 that waited for a CPU: 30 clean`.
+    pub fn sentence(&self) -> String {
+        let end = if self.clean >= self.requested as usize {
+            format!("{} clean", self.clean)
+        } else {
+            format!("only {} clean when the budget was spent (--max-runs)", self.clean)
+        };
+        format!(
+            "timed {} runs (budget {}) to replace {} of the first {} that waited for a CPU: {end}",
+            self.taken, self.budget, self.set_aside_at_requested, self.requested
+        )
+    }
 }
 
 /// The CPU contention of each timed run, read by the harness around it — outside the two clock

@@ -38,6 +38,12 @@ pub struct HarnessSettings {
     /// Timed runs (≥ 20 for the CV rule to be judged).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// Timed runs at most: when runs waited for a CPU long enough to explain why they were slow
+    /// (they are set aside), the harness keeps timing to replace them, until `--runs` runs are
+    /// clean or it has timed this many (`timings.extension` says how many it took and why)
+    /// [default: 4 × --runs; --max-runs equal to --runs never extends].
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u32>,
     /// Warmup runs before timing (discarded).
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
@@ -236,6 +242,12 @@ impl OrtLogLevel {
 }
 
 impl HarnessSettings {
+    /// Timed runs the harness may take to replace the runs set aside: `--max-runs`, by default
+    /// four times `--runs`.
+    pub fn run_budget(&self) -> u32 {
+        self.max_runs.unwrap_or(self.runs.saturating_mul(4)).max(self.runs)
+    }
+
     /// The same settings with every `--input` file replaced by `map(file)` (e.g. its path on a target).
     pub fn with_input_paths(&self, mut map: impl FnMut(&InputFile) -> PathBuf) -> HarnessSettings {
         let mut settings = self.clone();
@@ -272,6 +284,12 @@ impl HarnessSettings {
     /// the one chosen, CPU-EP runs with accelerator options, QNN profiling without a profiled pass.
     /// The harness, `npugate run`/`compare` and a sweep plan's load all call this.
     pub fn check(&self) -> Result<(), Misfit> {
+        if let Some(max) = self.max_runs.filter(|&max| max < self.runs) {
+            return Err(Misfit::new(
+                "--max-runs",
+                format!("--max-runs {max} is below --runs {}: pass --max-runs {} or more", self.runs, self.runs),
+            ));
+        }
         if self.ep != EpKind::Qnn {
             if let Some(flag) = self.qnn.given_flags().into_iter().next() {
                 return Err(Misfit::new(&flag, format!("{flag} applies to --ep qnn only; drop it or pass --ep qnn")));

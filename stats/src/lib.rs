@@ -17,8 +17,10 @@
 use serde::{Deserialize, Serialize};
 
 pub mod contention;
+pub mod paired;
 
 pub use contention::{ContendedRun, Contention};
+pub use paired::{look_alpha, paired_ratio, sign_test_rank, PairedRatio, SEQUENTIAL_ALPHA};
 
 /// Number of bootstrap resamples behind every confidence interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 10_000;
@@ -29,6 +31,11 @@ pub const BOOTSTRAP_SEED: u64 = 0x6e70_7567_6174_6521;
 /// Runs a coefficient-of-variation rule needs: below 20 the sample standard deviation is itself
 /// too uncertain (its relative standard error ≈ 1/√(2(n−1)) exceeds 16%) to hold an 8% limit.
 pub const MIN_RUNS_FOR_CV: usize = 20;
+/// Run-to-run standard deviation the clock and the scheduler add to any timed run on their own
+/// (ns): a timer interrupt, a softirq, a thread-pool worker woken a tick late — a few µs each, seen
+/// in a part of the runs. A model of 36 µs held to an 8% CV (2.9 µs) would be failed by that floor
+/// alone; [`model_cv_pct`] takes it out before the CV rule reads the series.
+pub const TIMER_JITTER_FLOOR_NS: f64 = 10_000.0;
 /// Runs below which the modality and drift analyses are not attempted.
 pub const MIN_RUNS_FOR_SHAPE: usize = 10;
 /// Smallest share (percent) each cluster must hold for a series to be called bimodal.
@@ -219,6 +226,18 @@ impl LatencyStats {
     }
 }
 
+/// The CV (percent) of what the model itself varied: the measured variance less the clock's and
+/// scheduler's floor ([`TIMER_JITTER_FLOOR_NS`]²; independent noise adds its variance), over the
+/// mean. Equal to the measured CV for a series whose stdev is far above the floor (a 1 ms model
+/// with a 50 µs stdev: 4.99% for 5.0%); 0 for a tiny model whose whole spread is the floor's.
+pub fn model_cv_pct(stats: &LatencyStats) -> f64 {
+    if stats.mean_ns <= 0.0 {
+        return 0.0;
+    }
+    let variance = (stats.stdev_ns.powi(2) - TIMER_JITTER_FLOOR_NS.powi(2)).max(0.0);
+    variance.sqrt() / stats.mean_ns * 100.0
+}
+
 /// Type-7 percentile (0–100) of values in any order; `None` when there are none.
 pub fn percentile(values: &[f64], percentile: f64) -> Option<f64> {
     if values.is_empty() {
@@ -257,7 +276,7 @@ fn sample_stdev(values: &[f64], mean: f64) -> f64 {
 
 /// Median of a non-empty, unsorted scratch buffer (reordered in place): the same estimator as
 /// [`percentile_sorted`] at 50, by selection instead of sorting (the bootstrap calls it 10,000 times).
-fn median_in_place(values: &mut [f64]) -> f64 {
+pub(crate) fn median_in_place(values: &mut [f64]) -> f64 {
     let n = values.len();
     let mid = n / 2;
     let (_, &mut upper, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
@@ -412,59 +431,6 @@ pub fn drift(in_order: &[f64]) -> Option<Drift> {
     })
 }
 
-/// The paired estimate of an interleaved A/B session: in every round both models ran one after the
-/// other on the same device, so whatever the device did during the round (heat, clocks, background
-/// load) moved both alike and cancels in the round's ratio.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PairedRatio {
-    /// Point estimate: the median of the round ratios (B's median / A's median, round by round).
-    pub ratio: f64,
-    /// Two-level bootstrap interval of that median: rounds resampled whole (pairs stay together),
-    /// and the runs inside each drawn round.
-    pub ci: ConfidenceInterval,
-    /// Each round's ratio, in round order.
-    pub round_ratios: Vec<f64>,
-}
-
-/// The paired ratio of `rounds`, each `(a_ns, b_ns)`: the timed runs of A and of B in that round.
-/// A round's ratio is median(B) / median(A); the estimate is the median of the round ratios. Its
-/// interval is a seeded two-level percentile bootstrap: each replicate draws rounds with
-/// replacement (pairs stay together, so drift that moved both stays cancelled) and, inside every
-/// drawn round, both sides' runs with replacement — the data are hierarchical, and resampling only
-/// the rounds would ignore how uncertain each round's medians are and cover too rarely with few
-/// rounds. `None` without rounds, or when a round has no runs on either side or A's median is zero.
-pub fn paired_ratio(rounds: &[(&[u64], &[u64])]) -> Option<PairedRatio> {
-    let as_f64 = |ns: &[u64]| ns.iter().map(|&v| v as f64).collect::<Vec<f64>>();
-    let sides: Vec<(Vec<f64>, Vec<f64>)> = rounds.iter().map(|(a, b)| (as_f64(a), as_f64(b))).collect();
-    let mut round_ratios = Vec::with_capacity(sides.len());
-    for (a, b) in &sides {
-        let (a_median, b_median) = (median(a)?, median(b)?);
-        if a_median <= 0.0 {
-            return None;
-        }
-        round_ratios.push(b_median / a_median);
-    }
-    if round_ratios.is_empty() {
-        return None;
-    }
-    let ratio = median_in_place(&mut round_ratios.clone());
-    let mut rng = fastrand::Rng::with_seed(BOOTSTRAP_SEED);
-    let (mut scratch, mut drawn) = (Vec::new(), Vec::with_capacity(sides.len()));
-    let replicates = (0..BOOTSTRAP_RESAMPLES)
-        .map(|_| {
-            drawn.clear();
-            for _ in 0..sides.len() {
-                let (a, b) = &sides[rng.usize(..sides.len())];
-                let a_median = resampled_median(&mut rng, a, &mut scratch);
-                let b_median = resampled_median(&mut rng, b, &mut scratch);
-                drawn.push(if a_median > 0.0 { b_median / a_median } else { f64::INFINITY });
-            }
-            median_in_place(&mut drawn)
-        })
-        .collect();
-    Some(PairedRatio { ratio, ci: percentile_interval(replicates), round_ratios })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,6 +475,25 @@ mod tests {
         assert!((s.mad_ns - 0.5 * MAD_SCALE).abs() < 1e-12);
         assert!(s.median_ci.lower <= 4.5 && s.median_ci.upper >= 4.5);
         assert!(s.modality.is_none(), "8 runs are below the shape threshold");
+    }
+
+    #[test]
+    fn the_timer_floor_comes_out_of_a_tiny_models_cv_and_not_a_large_ones() {
+        // 36 µs with a 4 µs stdev (an 11% CV): all of it within the clock's floor.
+        let tiny =
+            LatencyStats::from_ns(&(0..40).map(|i| if i % 2 == 0 { 32_000 } else { 40_000 }).collect::<Vec<_>>())
+                .unwrap();
+        assert!(tiny.cv_pct > 8.0 && model_cv_pct(&tiny) == 0.0, "{}", tiny.cv_pct);
+        // 36 µs with a 30 µs spread is unsteady whatever the floor.
+        let unsteady =
+            LatencyStats::from_ns(&(0..40).map(|i| if i % 2 == 0 { 6_000 } else { 66_000 }).collect::<Vec<_>>())
+                .unwrap();
+        assert!(model_cv_pct(&unsteady) > 50.0);
+        // 1 ms with a 50 µs stdev: the floor moves the CV by a hundredth of a point.
+        let large =
+            LatencyStats::from_ns(&(0..40).map(|i| if i % 2 == 0 { 950_000 } else { 1_050_000 }).collect::<Vec<_>>())
+                .unwrap();
+        assert!((large.cv_pct - model_cv_pct(&large)).abs() < 0.1, "{} {}", large.cv_pct, model_cv_pct(&large));
     }
 
     #[test]

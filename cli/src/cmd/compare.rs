@@ -32,6 +32,11 @@ pub struct CompareArgs {
     /// Rounds: each model runs once per round, in ABBA order (AB, BA, AB, …).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..=99))]
     pub rounds: u32,
+    /// Time budget in seconds: an undecided comparison (its interval reaches both sides of the
+    /// limit) measures more rounds, half as many again per look, until it decides or the next look
+    /// would end after this; then it is NOT JUDGED (exit 2).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub budget: u64,
     /// Timed runs of each model in each round (instead of --runs).
     #[arg(long, default_value_t = 20, conflicts_with = "runs", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs_per_round: u32,
@@ -101,6 +106,7 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
             candidate: args.target.model(),
             sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
             rounds: args.rounds as usize,
+            budget: std::time::Duration::from_secs(args.budget),
             runs_per_round: args.runs_per_round,
             rules: &rules,
         })

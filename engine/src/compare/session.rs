@@ -2,6 +2,12 @@
 //! reference passes that say where each node ran; its timed runs are discarded), then `rounds`
 //! rounds in ABBA order — AB, BA, AB, … — each model a fresh harness session with only timed runs.
 //!
+//! Sequential: after the rounds the comparison is judged (look 1). While the slowdown rule is
+//! undecided — its interval reaches both sides of the limit — the session measures more rounds,
+//! half as many again as it has ([`next_look`]), and looks again at that look's level
+//! (`npugate_gate::stats::look_alpha`), until it decides, reaches [`MAX_ROUNDS`], or the next look
+//! would end after the time budget (`--budget`); only then is the rule not judged.
+//!
 //! Why a fresh session per round: the harness is one process per run, and a fresh process per
 //! round samples what differs between sessions (thread placement, memory layout, an accelerator
 //! context) as part of the round-to-round spread the interval is bootstrapped from; one long
@@ -16,6 +22,7 @@
 //! writes it (and `attempt-N/` holding whole sessions after a confirmation rerun).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use npugate_gate::compare::{
@@ -37,6 +44,10 @@ pub const BASELINE_DIR: &str = "baseline";
 pub const CANDIDATE_DIR: &str = "candidate";
 /// The placement run's directory inside a side's directory.
 const PLACEMENT_DIR: &str = "placement";
+/// Rounds a comparison measures at most (`round-01` … `round-99`).
+pub const MAX_ROUNDS: usize = 99;
+/// The default time budget of a comparison (`--budget`): what a pull-request check can wait.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(300);
 
 /// One comparison to make.
 #[derive(Debug, Clone, Copy)]
@@ -52,8 +63,10 @@ pub struct CompareSpec<'a> {
     /// (`npugate_htp::compiled::ReferenceChoice::source`): their placement runs' reference pass
     /// runs them and counts the compiled model in their nodes and FLOPs.
     pub sources: [Option<&'a Path>; 2],
-    /// Rounds of the session.
+    /// Rounds of the session's first look.
     pub rounds: usize,
+    /// How long an undecided comparison may go on measuring more rounds (from its start).
+    pub budget: Duration,
     /// Timed runs of each model in each round.
     pub runs_per_round: u32,
     /// The rules it is judged by.
@@ -111,13 +124,52 @@ pub fn compare_on(
 ) -> Result<CompareReport> {
     check_models(spec)?;
     clear(out)?;
+    let started = Instant::now();
     let session = Session { target, spec, out, progress };
     let placed = session.run_placements()?;
-    let rounds = session.run_rounds()?;
-    progress.step("judge");
-    let report = CompareReport { dir: out.to_path_buf(), verdict: judge_session(target, spec, &placed, &rounds) };
+    let rounds_started = Instant::now();
+    let mut rounds = session.run_rounds(0..spec.rounds)?;
+    let mut look = 1;
+    let verdict = loop {
+        progress.step("judge");
+        let verdict = judge_session(target, spec, &placed, &rounds, look, None);
+        if !verdict.undecided() {
+            break verdict;
+        }
+        let per_round = rounds_started.elapsed() / rounds.len().max(1) as u32;
+        match next_look(rounds.len(), per_round, started.elapsed(), spec.budget) {
+            Ok(next) => {
+                rounds.extend(session.run_rounds(rounds.len()..next)?);
+                look += 1;
+            }
+            Err(stopped) => break judge_session(target, spec, &placed, &rounds, look, Some(stopped)),
+        }
+    };
+    let report = CompareReport { dir: out.to_path_buf(), verdict };
     report.save()?;
     Ok(report)
+}
+
+/// The rounds in all of the next look after `rounds`: half as many again (at least 2 more, at most
+/// [`MAX_ROUNDS`]), or why there is none — the rounds' limit, or the next look would end after
+/// `budget` at `per_round` each with `elapsed` gone.
+pub fn next_look(rounds: usize, per_round: Duration, elapsed: Duration, budget: Duration) -> Result<usize, String> {
+    let next = (rounds + rounds.div_ceil(2).max(2)).min(MAX_ROUNDS);
+    if next <= rounds {
+        return Err(format!("the session stopped at {rounds} rounds, the most a comparison measures"));
+    }
+    let ends = elapsed + per_round * (next - rounds) as u32;
+    if ends > budget {
+        return Err(format!(
+            "the session stopped: {} more rounds at {:.1} s each after {:.0} s would pass its time budget of {:.0} s \
+             (--budget)",
+            next - rounds,
+            per_round.as_secs_f64(),
+            elapsed.as_secs_f64(),
+            budget.as_secs_f64()
+        ));
+    }
+    Ok(next)
 }
 
 /// Refuses a baseline or candidate that is neither a model file nor an LLM folder.
@@ -186,13 +238,14 @@ impl<'a> Session<'_, 'a, '_> {
         Ok(placed)
     }
 
-    /// The timed rounds, each model once per round, which goes first alternating by round.
-    fn run_rounds(&self) -> Result<Vec<RoundRuns>> {
+    /// The timed rounds `indices` (from 0), each model once per round, which goes first alternating
+    /// by round.
+    fn run_rounds(&self, indices: std::ops::Range<usize>) -> Result<Vec<RoundRuns>> {
         let spec = self.spec;
         let timed = round_settings(spec.job.settings, spec.runs_per_round);
         let sides = self.sides();
-        let mut rounds: Vec<RoundRuns> = Vec::with_capacity(spec.rounds);
-        for index in 0..spec.rounds {
+        let mut rounds: Vec<RoundRuns> = Vec::with_capacity(indices.len());
+        for index in indices.clone() {
             let first = First::of_round(index);
             let order = match first {
                 First::Baseline => [0, 1],
@@ -206,7 +259,7 @@ impl<'a> Session<'_, 'a, '_> {
                     sides[side],
                     &timed,
                     &dir,
-                    &format!("round {}/{} {name}", index + 1, spec.rounds),
+                    &format!("round {}/{} {name}", index + 1, indices.end),
                 )?);
             }
             let [Some(a), Some(b)] = pair else { unreachable!("both sides ran") };
@@ -231,13 +284,15 @@ fn harness_errors(placed: &[RunReport], rounds: &[RoundRuns]) -> Vec<String> {
         .collect()
 }
 
-/// Judges the session's runs: both placements (computed from the placement runs), every round, the
-/// failed harnesses, by `spec.rules`.
+/// Judges the session's runs at `look`: both placements (computed from the placement runs), every
+/// round, the failed harnesses, by `spec.rules`; `stopped` says why no more rounds will be measured.
 fn judge_session(
     target: &dyn Target,
     spec: &CompareSpec<'_>,
     placed: &[RunReport],
     rounds: &[RoundRuns],
+    look: usize,
+    stopped: Option<String>,
 ) -> CompareVerdict {
     let errors = harness_errors(placed, rounds);
     let placements: Vec<_> = placed
@@ -274,6 +329,8 @@ fn judge_session(
         },
         rounds: &evidence_rounds,
         errors,
+        look,
+        stopped,
     };
     judge_compare(&evidence, spec.rules)
 }
@@ -355,6 +412,7 @@ mod tests {
             candidate: &b,
             sources: [None, None],
             rounds: ROUNDS,
+            budget: DEFAULT_BUDGET,
             runs_per_round: 20,
             rules: &rules,
         };
@@ -390,6 +448,7 @@ mod tests {
             candidate: &b,
             sources: [None, Some(&source_b)],
             rounds: 2,
+            budget: Duration::ZERO,
             runs_per_round: 5,
             rules: &rules,
         };

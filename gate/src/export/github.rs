@@ -33,11 +33,9 @@ fn annotations(checks: &[Check], errors: &[String], warnings: &[String]) -> Stri
             CheckStatus::Unjudged => {
                 out.push_str(&command("error", &format!("npugate {} (unjudged)", check.rule), &check.message))
             }
-            CheckStatus::NotJudged => out.push_str(&command(
-                "warning",
-                &format!("npugate {} (not judged: the machine)", check.rule),
-                &check.message,
-            )),
+            CheckStatus::NotJudged => {
+                out.push_str(&command("warning", &format!("npugate {} (not judged)", check.rule), &check.message))
+            }
             CheckStatus::NotApplicable => {
                 out.push_str(&command("notice", &format!("npugate {} (not applicable)", check.rule), &check.message))
             }

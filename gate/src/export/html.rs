@@ -360,7 +360,7 @@ fn ratio_chart(v: &CompareVerdict) -> Markup {
         let (left, right) = (plot.px(0.5), plot.px(n + 0.5));
         plot.draw(html! {
             rect x=(Px(left)) y=(Px(top)) width=(Px(right - left)) height=(Px((bottom - top).max(1.0))) fill=(PREFERRED_COLOR) fill-opacity="0.15" {
-                title { "paired 95% interval" }
+                title { (format!("paired {:.1}% interval", p.ci.level * 100.0)) }
             }
         });
         plot.hline(0.5, n + 0.5, p.ratio, PREFERRED_COLOR, &format!("paired {:.3}×", p.ratio));
@@ -499,7 +499,7 @@ impl Exporter for HtmlExporter {
                 (page::table(&ROUND_HEADER, &round_rows(v), &[0, 2, 3, 4]))
             }
             section {
-                h2 { "Latency (every timed run of every round)" }
+                h2 { "Latency (the clean timed runs of every round)" }
                 (page::table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[1, 2]))
             }
             section {

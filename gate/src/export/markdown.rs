@@ -177,7 +177,7 @@ impl Exporter for MarkdownExporter {
         out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
         out.push_str("\n### Rounds (ABBA order, each a fresh harness session)\n\n");
         out.push_str(&table(&ROUND_HEADER, &round_rows(v)));
-        out.push_str("\n### Latency (every timed run of every round)\n\n");
+        out.push_str("\n### Latency (the clean timed runs of every round)\n\n");
         out.push_str(&table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v)));
         out.push_str("\n### Placement\n\n");
         out.push_str(&table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v)));

@@ -343,7 +343,7 @@ impl Exporter for TerminalExporter {
             paint(c, BOLD, "Rounds")
         ));
         out.push_str(&text_table(&ROUND_HEADER, &round_rows(v), &[true, false, true, true, true], c));
-        out.push_str(&format!("\n{} every timed run of every round\n", paint(c, BOLD, "Latency")));
+        out.push_str(&format!("\n{} the clean timed runs of every round\n", paint(c, BOLD, "Latency")));
         out.push_str(&text_table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[false, true, true], c));
         out.push_str(&format!("\n{}\n", paint(c, BOLD, "Placement")));
         out.push_str(&text_table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v), &[false, true, true], c));
