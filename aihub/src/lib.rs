@@ -52,7 +52,7 @@ pub struct ProfileRun {
 pub enum ProfileError {
     /// The job failed on AI Hub.
     #[error(transparent)]
-    Failed(#[from] JobFailed),
+    Failed(Box<JobFailed>),
     /// The caller stopped waiting; the job keeps running on AI Hub.
     #[error("interrupted: AI Hub job {job_id} keeps running on AI Hub until it ends (AI Hub's protocol has no way to cancel a job; see {link})")]
     Stopped {
@@ -74,6 +74,12 @@ pub enum ProfileError {
     /// Anything else (the service, the connection, the model file).
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+}
+
+impl From<JobFailed> for ProfileError {
+    fn from(failed: JobFailed) -> ProfileError {
+        ProfileError::Failed(Box::new(failed))
+    }
 }
 
 impl From<ApiError> for ProfileError {

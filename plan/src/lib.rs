@@ -1128,7 +1128,6 @@ mod tests {
                 cooldown: None,
                 lock_timeout: None,
                 energy_window: None,
-                aihub: None,
             },
             run_timeout: Duration::from_secs(60),
             skip_noisy: None,
