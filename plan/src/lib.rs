@@ -1240,6 +1240,37 @@ mod tests {
     }
 
     #[test]
+    fn aihub_refuses_what_a_profile_job_cannot_take_before_asking_the_service() {
+        // A service nobody answers: every refusal comes before the device list is asked for.
+        let config = npugate_aihub::ClientConfig {
+            api_url: "http://127.0.0.1:9".into(),
+            web_url: "http://127.0.0.1:9".into(),
+            api_token: "t".into(),
+            file: PathBuf::from("client.ini"),
+        };
+        let session = Session::new(config, npugate_aihub::RetryPolicy::default(), PathBuf::from("uploads.json"));
+        let place = Place::AiHub(AiHubPlace {
+            session: Arc::new(session),
+            selectors: vec!["S24".into()],
+            run_timeout: Duration::from_secs(60),
+        });
+        let fake = Fake::machine();
+        let refused = |request: &Request<'_>| Plan::resolve(request, &fake).unwrap_err().to_string();
+        let compare = refused(&request(Command::Compare, place.clone(), EpKind::Qnn));
+        assert!(compare.contains("this command does not take AI Hub devices yet"), "{compare}");
+        let mut settings = HarnessSettings::default();
+        settings.session.ep = EpKind::Qnn;
+        settings.session.ep_options = vec!["htp_performance_mode=burst".parse().unwrap()];
+        let with_options = Request { settings: Some(&settings), ..request(Command::Run, place.clone(), EpKind::Qnn) };
+        let options = refused(&with_options);
+        assert!(options.contains("AI Hub chooses the EP options"), "{options}");
+        let checked = HarnessSettings { check_outputs: true, ..HarnessSettings::default() };
+        let with_check = Request { settings: Some(&checked), ..request(Command::Run, place, EpKind::Qnn) };
+        let check = refused(&with_check);
+        assert!(check.contains("an AI Hub profile job returns none"), "{check}");
+    }
+
+    #[test]
     fn choices_that_do_not_fit_the_place_are_refused_with_the_fix() {
         let fake = Fake::machine();
         let mut on_device = request(Command::Run, devices(&["phone-a"]), EpKind::Qnn);
