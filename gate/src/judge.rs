@@ -125,6 +125,9 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     checks.extend(generation_checks(run, latency.as_ref(), rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
+    if let Some(layers) = run.aihub.as_ref().map(|aihub| &aihub.layers).filter(|layers| !layers.enough()) {
+        too_few_layers_matched(&mut checks, layers);
+    }
     let baseline =
         evidence.baseline.map(|c| compare(run, &judged_latencies, view.as_ref(), rules, c, &mut checks, &mut errors));
     let outputs = match &evidence.outputs {
@@ -203,6 +206,16 @@ fn estimate_check(estimate: Option<&Result<&SocEstimate, String>>, rules: &Rules
             _ => not_estimated(&format!("{}: {}", soc.soc, soc.no_estimate.as_deref().unwrap_or("no estimate"))),
         },
     })
+}
+
+/// On an AI Hub run whose layers named too few of the model's nodes, `npu_flops_pct` is not
+/// judged: the FLOPs of the nodes no layer placed are in no share.
+fn too_few_layers_matched(checks: &mut [Check], layers: &npugate_result::aihub::LayerMatch) {
+    for check in checks.iter_mut().filter(|c| c.rule == RuleName::NpuFlopsPct) {
+        check.status = CheckStatus::Unjudged;
+        check.message = format!("{}: not judged: {}", check.rule, layers.describe());
+        check.nodes.clear();
+    }
 }
 
 /// Rules that read speed, which an emulator's runs say nothing about.

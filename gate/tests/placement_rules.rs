@@ -293,3 +293,51 @@ fn a_requested_htp_performance_mode_the_backend_did_not_apply_is_a_warning() {
         "not the HTP backend: nothing to apply"
     );
 }
+
+/// An AI Hub run's record with `placed` of the model's `nodes` named by a layer.
+fn aihub_layers(placed: usize, nodes: usize) -> npugate_result::aihub::AiHubRecord {
+    use npugate_result::aihub::*;
+    AiHubRecord {
+        api_url: "http://127.0.0.1:1".into(),
+        qualcomm: false,
+        service: "a stand-in".into(),
+        device: AiHubDevice::default(),
+        job: AiHubJob::default(),
+        model: AiHubModel::default(),
+        figures: AiHubFigures::default(),
+        layers: LayerMatch {
+            layers: placed + 1,
+            matched: placed,
+            unmatched: vec!["graph_output_cast".into()],
+            nodes,
+            nodes_placed: placed,
+            nodes_without_layer: Vec::new(),
+            nodes_placed_pct: 100.0 * placed as f64 / nodes as f64,
+            min_nodes_placed_pct: MIN_LAYER_MATCH_PCT,
+        },
+        segments: Vec::new(),
+        tool_versions: Default::default(),
+        local: String::new(),
+        cannot_tell: Vec::new(),
+    }
+}
+
+#[test]
+fn an_aihub_run_whose_layers_place_too_few_model_nodes_leaves_npu_flops_pct_unjudged() {
+    let (mut run, report) = fallback_run();
+    run.aihub = Some(aihub_layers(30, 30));
+    let judged = judge(&Evidence::new(&run, Ok(&report)), &Rules::default());
+    assert_eq!(find(&judged, RuleName::NpuFlopsPct).status, CheckStatus::Fail, "every node placed: judged");
+    run.aihub = Some(aihub_layers(20, 30));
+    let verdict = judge(&Evidence::new(&run, Ok(&report)), &Rules::default());
+    let check = find(&verdict, RuleName::NpuFlopsPct);
+    assert_eq!(check.status, CheckStatus::Unjudged);
+    assert!(
+        check.message.contains("placing 20 of the model's 30 nodes (67%; npu_flops_pct needs 90%)")
+            && check.message.contains("layers matching no node: graph_output_cast"),
+        "{}",
+        check.message
+    );
+    assert!(check.nodes.is_empty());
+    assert_eq!(verdict.outcome, Outcome::Error);
+}

@@ -172,6 +172,7 @@ impl Setup {
             qnn_trace: None,
             memory: None,
             energy_window: None,
+            aihub: None,
             fingerprint: fingerprint::collect(),
             warnings: Vec::new(),
         };

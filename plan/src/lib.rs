@@ -23,14 +23,17 @@
 //! connected devices) comes through [`Resources`], so the rules are tested without any.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_settings::EpKind;
 
+use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{DeviceChoice, DeviceInfo};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
+use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::wine::{self, WineTarget};
@@ -61,6 +64,28 @@ pub enum Place {
     Qemu,
     /// Devices over adb (`--device`).
     Devices(DevicePlace),
+    /// Qualcomm AI Hub's hosted devices (`--aihub`).
+    AiHub(AiHubPlace),
+}
+
+/// The AI Hub devices of a command and the session that reaches them.
+#[derive(Clone)]
+pub struct AiHubPlace {
+    /// The connection, with the official client's credentials.
+    pub session: Arc<Session>,
+    /// `--aihub` values: device names, parts of one, attribute selectors.
+    pub selectors: Vec<String>,
+    /// The longest one device's run may take (the local pass and the AI Hub job).
+    pub run_timeout: Duration,
+}
+
+impl std::fmt::Debug for AiHubPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AiHubPlace")
+            .field("api_url", &self.session.client().config().api_url)
+            .field("selectors", &self.selectors)
+            .finish()
+    }
 }
 
 /// The devices of a command and how to reach them.
@@ -302,6 +327,8 @@ pub enum Kind {
     Qemu,
     /// Devices over adb.
     Devices,
+    /// Qualcomm AI Hub's hosted devices.
+    AiHub,
 }
 
 /// A resolved plan: the model, every target with its runtime and harness, and where results go.
@@ -394,6 +421,7 @@ impl Plan {
             Place::Emulator => Kind::Emulator,
             Place::Qemu => Kind::Qemu,
             Place::Devices(_) => Kind::Devices,
+            Place::AiHub(_) => Kind::AiHub,
         };
         check_place(request, kind)?;
         if kind == Kind::Emulator {
@@ -442,6 +470,45 @@ impl Plan {
                 };
                 self.devices(place, request, resources)?;
             }
+            Kind::AiHub => {
+                let Place::AiHub(place) = &request.place else { unreachable!("Kind::AiHub comes from Place::AiHub") };
+                self.aihub(place, request, resources)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The AI Hub devices the selectors choose (each once), each run with this machine's harness
+    /// and CPU runtime for the local pass.
+    fn aihub(&mut self, place: &AiHubPlace, request: &Request<'_>, resources: &dyn Resources) -> Result<()> {
+        if place.selectors.is_empty() {
+            bail!("--aihub needs a device (`npugate devices --aihub` lists them)");
+        }
+        let runtime = self.runtime_for(&host_triple(), EpKind::Cpu, request, resources)?.remove(0);
+        let harness = harness(request, &runtime, resources)?;
+        let listed = npugate_aihub::devices::list(place.session.client())?;
+        let service = place.session.client().config().service();
+        self.notes.push(format!("AI Hub: {service}, {} devices listed", listed.len()));
+        self.timeout = place.run_timeout;
+        let mut chosen: Vec<String> = Vec::new();
+        for selector in &place.selectors {
+            let pick = npugate_aihub::devices::select(&listed, selector).map_err(anyhow::Error::msg)?;
+            self.notes.extend(pick.note);
+            let device = pick.device;
+            if !device.attributes.iter().any(|a| a == "framework:onnx") {
+                bail!("AI Hub device {} does not run ONNX models (no framework:onnx among its attributes: {}); choose one that does (`npugate devices --aihub`)", device.name, device.attributes.join(", "));
+            }
+            if chosen.contains(&device.name) {
+                continue;
+            }
+            chosen.push(device.name.clone());
+            self.targets.push(Planned {
+                target: Box::new(AiHubTarget::new(Arc::clone(&place.session), device)),
+                runtime: runtime.clone(),
+                harness: harness.clone(),
+                soc: None,
+                device: None,
+            });
         }
         Ok(())
     }
@@ -659,8 +726,37 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     if kind == Kind::Emulator && request.command == Command::Compare {
         bail!("compare judges speed, and the host HTP emulator's speed is not a device's; compare on --device, or check each model with `npugate run --local --ep qnn`");
     }
+    if kind == Kind::AiHub {
+        check_aihub(request)?;
+    }
     if request.qnn != QnnChoice::Any && request.ep != EpKind::Qnn && kind != Kind::Emulator && kind != Kind::Qemu {
         bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
+    }
+    Ok(())
+}
+
+/// Refuses what an AI Hub profile job cannot take: another command than `run`, the emulator's
+/// choices, EP options and session settings (AI Hub chooses them), an output check (a profile
+/// job returns no outputs).
+fn check_aihub(request: &Request<'_>) -> Result<()> {
+    if request.command != Command::Run {
+        bail!("--aihub runs `npugate run` on AI Hub's devices; this command does not take AI Hub devices yet");
+    }
+    if request.qnn != QnnChoice::Any {
+        bail!("--qnn chooses a QNN runtime here; AI Hub runs the model with its own tools (recorded as the result's tool versions): drop --qnn");
+    }
+    if let Some(settings) = request.settings {
+        if !settings.session.ep_options.is_empty() || !settings.session.session_config.is_empty() {
+            bail!("AI Hub chooses the EP options and session settings of its runs: drop --ep-option and --session-config with --aihub");
+        }
+        if settings.check_outputs {
+            bail!(
+                "--check-outputs compares saved outputs, and an AI Hub profile job returns none: drop it with --aihub"
+            );
+        }
+        if request.flags.context_cache {
+            bail!("--context-cache times a local cold and warm session; AI Hub reports its own cold and warm load: drop it with --aihub");
+        }
     }
     Ok(())
 }
@@ -712,6 +808,7 @@ pub fn default_leaf(command: Command, kind: Kind, ep: EpKind) -> String {
     match (command, kind) {
         (Command::Run, Kind::Host) => "local".into(),
         (Command::Run, Kind::Emulator) => "htp".into(),
+        (Command::Run, Kind::AiHub) => "aihub".into(),
         (Command::Run, _) => "devices".into(),
         (Command::Compare, _) => "compare".into(),
         (Command::Numerics, _) => "numerics".into(),
@@ -1145,6 +1242,37 @@ mod tests {
             QnnChoice::Versions(vec!["2.51".parse().unwrap(), "2.49.40".parse().unwrap()])
         );
         assert_eq!(qnn(&["2.51", "all"]), QnnChoice::All);
+    }
+
+    #[test]
+    fn aihub_refuses_what_a_profile_job_cannot_take_before_asking_the_service() {
+        // A service nobody answers: every refusal comes before the device list is asked for.
+        let config = npugate_aihub::ClientConfig {
+            api_url: "http://127.0.0.1:9".into(),
+            web_url: "http://127.0.0.1:9".into(),
+            api_token: "t".into(),
+            file: PathBuf::from("client.ini"),
+        };
+        let session = Session::new(config, npugate_aihub::RetryPolicy::default(), PathBuf::from("uploads.json"));
+        let place = Place::AiHub(AiHubPlace {
+            session: Arc::new(session),
+            selectors: vec!["S24".into()],
+            run_timeout: Duration::from_secs(60),
+        });
+        let fake = Fake::machine();
+        let refused = |request: &Request<'_>| Plan::resolve(request, &fake).unwrap_err().to_string();
+        let compare = refused(&request(Command::Compare, place.clone(), EpKind::Qnn));
+        assert!(compare.contains("this command does not take AI Hub devices yet"), "{compare}");
+        let mut settings = HarnessSettings::default();
+        settings.session.ep = EpKind::Qnn;
+        settings.session.ep_options = vec!["htp_performance_mode=burst".parse().unwrap()];
+        let with_options = Request { settings: Some(&settings), ..request(Command::Run, place.clone(), EpKind::Qnn) };
+        let options = refused(&with_options);
+        assert!(options.contains("AI Hub chooses the EP options"), "{options}");
+        let checked = HarnessSettings { check_outputs: true, ..HarnessSettings::default() };
+        let with_check = Request { settings: Some(&checked), ..request(Command::Run, place, EpKind::Qnn) };
+        let check = refused(&with_check);
+        assert!(check.contains("an AI Hub profile job returns none"), "{check}");
     }
 
     #[test]

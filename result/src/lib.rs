@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub mod aihub;
 pub mod build;
 pub mod contract;
 pub mod generation;
@@ -21,9 +22,9 @@ pub use qnn_trace::{QnnGraphTrace, QnnTrace, QnnTraceOp, TraceSource, Unsupporte
 pub use resources::{DmaBufRecord, EnergyWindow, LeakCheck, MemoryRecord};
 
 /// Schema identifier written into every `result.json`: the major version is bumped on any
-/// incompatible change, the minor one when a field is added (1.1: `timings.cpu_wait`). Readers
-/// accept every minor version of their major one.
-pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1.1";
+/// incompatible change, the minor one when a field is added (1.1: `timings.cpu_wait`; 1.2: `aihub`).
+/// Readers accept every minor version of their major one.
+pub const RUN_RESULT_SCHEMA: &str = "npugate.run-result/1.2";
 
 /// Every file and directory name npugate gives inside a result directory (and next to it), in one
 /// place: the harness's own files first, then what the host adds.
@@ -148,6 +149,11 @@ pub struct RunResult {
     /// The inferences the battery gauge was read over (`--energy-window` on a device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_window: Option<EnergyWindow>,
+    /// A run on a Qualcomm AI Hub hosted device: where its numbers came from (the service, the
+    /// job and its link, the device, AI Hub's figures, how its layers matched the model's nodes,
+    /// what AI Hub cannot tell). Absent for every other target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aihub: Option<aihub::AiHubRecord>,
     /// The machine the harness ran on.
     pub fingerprint: SystemFingerprint,
     /// Non-fatal observations, each a full sentence.

@@ -254,6 +254,7 @@ impl Drop for CpuBurner {
 }
 
 pub mod actions;
+pub mod aihub;
 pub mod devices;
 pub mod gitlab;
 pub mod htp;

@@ -1,11 +1,12 @@
 //! `npugate devices`: every device the adb server knows, with what it is; `--unlock` clears a
-//! device lock left behind.
+//! device lock left behind; `--aihub`: Qualcomm AI Hub's hosted devices instead.
 
 use npugate_result::contract::EXIT_PASS;
 
 use std::path::Path;
 
 use super::options::{DeviceArgs, HistoryArg, JsonArg, WorkDirArg};
+use npugate_aihub::devices as aihub_devices;
 use npugate_android::device_lock::{self, LockOptions};
 use npugate_android::devices::{self, DeviceChoice, DeviceInfo};
 use npugate_nightly::history::{health, health::DeviceHealth};
@@ -32,10 +33,75 @@ pub struct DevicesArgs {
     /// `--history`: the store each device's noise floor is learned from.
     #[command(flatten)]
     pub history: HistoryArg,
+    /// List Qualcomm AI Hub's hosted devices (name, OS, chipset, Hexagon arch, frameworks) instead,
+    /// with the official client's credentials (`qai-hub configure --api_token …`).
+    #[arg(long, conflicts_with_all = ["unlock", "force"])]
+    pub aihub: bool,
+}
+
+/// `npugate devices --aihub --json`: AI Hub's devices as listed.
+#[derive(Debug, serde::Serialize)]
+struct AiHubListing {
+    schema: &'static str,
+    /// The service.
+    api_url: String,
+    /// True only for Qualcomm's own service.
+    qualcomm: bool,
+    devices: Vec<AiHubListed>,
+}
+
+/// One AI Hub device.
+#[derive(Debug, serde::Serialize)]
+struct AiHubListed {
+    name: String,
+    os: String,
+    chipset: Option<String>,
+    hexagon: Option<String>,
+    frameworks: Vec<String>,
+    attributes: Vec<String>,
+}
+
+/// `npugate devices --aihub`: a table (or `npugate.aihub-devices/1` with `--json`).
+fn aihub(json: bool) -> anyhow::Result<u8> {
+    let session = super::options::aihub_session()?;
+    let config = session.client().config();
+    let devices = aihub_devices::list(session.client())?;
+    let listing = AiHubListing {
+        schema: "npugate.aihub-devices/1",
+        api_url: config.api_url.clone(),
+        qualcomm: config.is_qualcomm(),
+        devices: devices
+            .iter()
+            .map(|d| AiHubListed {
+                name: d.name.clone(),
+                os: d.os.clone(),
+                chipset: aihub_devices::attribute(d, "chipset").map(str::to_string),
+                hexagon: aihub_devices::attribute(d, "hexagon").map(str::to_string),
+                frameworks: aihub_devices::attributes(d, "framework").map(str::to_string).collect(),
+                attributes: d.attributes.clone(),
+            })
+            .collect(),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&listing)?);
+        return Ok(EXIT_PASS);
+    }
+    println!("AI Hub: {}", config.service());
+    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let rows = listing
+        .devices
+        .iter()
+        .map(|d| vec![d.name.clone(), d.os.clone(), o(&d.chipset), o(&d.hexagon), d.frameworks.join(",")]);
+    print!("{}", npugate_host::table::plain(&["NAME", "OS", "CHIPSET", "HEXAGON", "FRAMEWORKS"], rows));
+    println!("run on one with `npugate run --aihub NAME` (a part of a name, or attributes such as chipset:…; ONNX needs framework onnx)");
+    Ok(EXIT_PASS)
 }
 
 /// Runs `npugate devices`.
 pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
+    if args.aihub {
+        return aihub(args.json.json);
+    }
     let adb = args.options.adb()?;
     if let Some(serial) = &args.unlock {
         let chosen = devices::select(&adb, std::slice::from_ref(serial))?;

@@ -17,7 +17,7 @@ use npugate_engine::pipeline::{GateSpec, Sinks};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
 use npugate_host::hexagon::{Soc, SocChoice};
-use npugate_plan::{Command, DevicePlace, NoisyDevices, Place, QnnChoice, QnnFlag, Request};
+use npugate_plan::{AiHubPlace, Command, DevicePlace, NoisyDevices, Place, QnnChoice, QnnFlag, Request};
 
 /// `--model`: the model every harness command runs.
 #[derive(Debug, Clone, Args)]
@@ -119,6 +119,45 @@ pub struct PlaceArgs {
     /// Devices over adb (`--device SERIAL|all`, `--adb`, `--adb-server`, `--work-dir`, `--retries`, …).
     #[command(flatten)]
     pub devices: DeviceRunArgs,
+    /// `--aihub DEVICE`: Qualcomm AI Hub's hosted devices.
+    #[command(flatten)]
+    pub aihub: AiHubArgs,
+}
+
+/// `--aihub DEVICE` (repeatable): run on Qualcomm AI Hub's hosted devices, with the official
+/// client's credentials (`qai-hub configure --api_token …`).
+#[derive(Debug, Clone, Args)]
+pub struct AiHubArgs {
+    /// A Qualcomm AI Hub device (repeatable; in parallel): its name ("Samsung Galaxy S24 (Family)"),
+    /// a part of one name (S24) or attributes (chipset:qualcomm-snapdragon-8gen3); `npugate devices
+    /// --aihub` lists them. Credentials from `qai-hub configure --api_token …`.
+    #[arg(long = "aihub", value_name = "DEVICE")]
+    pub aihub_devices: Vec<String>,
+    /// The longest one AI Hub device's run may take, seconds (its queue, the job, the local pass).
+    #[arg(long = "aihub-timeout", value_name = "SECONDS", default_value_t = 7200)]
+    pub aihub_timeout: u64,
+}
+
+impl AiHubArgs {
+    /// The AI Hub place of these flags, when `--aihub` was given: the official client's
+    /// credentials are read here (none: an error naming `qai-hub configure`).
+    pub fn place(&self) -> Result<Option<Place>> {
+        if self.aihub_devices.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Place::AiHub(AiHubPlace {
+            session: std::sync::Arc::new(aihub_session()?),
+            selectors: self.aihub_devices.clone(),
+            run_timeout: Duration::from_secs(self.aihub_timeout),
+        })))
+    }
+}
+
+/// A connection to AI Hub with the official client's credentials and npugate's upload cache.
+pub fn aihub_session() -> Result<npugate_aihub::Session> {
+    let config = npugate_aihub::ClientConfig::load()?;
+    let cache = npugate_host::paths::cache_dir().join("aihub").join("uploads.json");
+    Ok(npugate_aihub::Session::new(config, npugate_aihub::RetryPolicy::default(), cache))
 }
 
 impl PlaceArgs {
@@ -127,7 +166,18 @@ impl PlaceArgs {
     /// Nothing of these: an error naming the choices.
     pub fn place(&self, ep: EpKind, emulator: Option<&EmulatorArgs>, health: Option<&HealthArgs>) -> Result<Place> {
         if self.local {
+            anyhow::ensure!(
+                self.aihub.aihub_devices.is_empty(),
+                "--local and --aihub choose different places: give one"
+            );
             return Ok(Place::Local);
+        }
+        if let Some(place) = self.aihub.place()? {
+            anyhow::ensure!(
+                self.devices.devices.devices.is_empty(),
+                "--device and --aihub choose different places: run them as two commands"
+            );
+            return Ok(place);
         }
         if self.devices.devices.wanted() {
             return Ok(Place::Devices(DevicePlace {
@@ -146,7 +196,7 @@ impl PlaceArgs {
             None if emulator.is_some() => {
                 anyhow::bail!("choose where to run: --local (this machine), --device SERIAL|all (over adb) or --ep qnn --soc SOC (the host HTP emulator)")
             }
-            None => anyhow::bail!("choose where to run: --local (this machine) or --device SERIAL|all (over adb)"),
+            None => anyhow::bail!("choose where to run: --local (this machine), --device SERIAL|all (over adb) or --aihub DEVICE (Qualcomm AI Hub)"),
         }
     }
 }

@@ -4,11 +4,13 @@
 //! above this module (runs, racks, sweeps, preflight, the output check) knows nothing of how bytes
 //! move or processes start; the [`mock`] target lets that logic be tested without either.
 //!
-//! Implementations: [`host::HostTarget`] (this machine), [`qemu::QemuTarget`] (an aarch64 harness
+//! Implementations: [`host::HostTarget`] (this machine), [`aihub::AiHubTarget`] (a Qualcomm AI Hub
+//! hosted device: a local reference pass and an AI Hub profile job), [`qemu::QemuTarget`] (an aarch64 harness
 //! under qemu-user), [`wine::WineTarget`] (a Windows x64 harness under wine: Qualcomm's host HTP
 //! backend), [`adb::AdbTarget`] (a phone or board over adb) and `mock::MockTarget` (tests only).
 
 pub mod adb;
+pub mod aihub;
 pub mod host;
 pub mod mock;
 pub mod qemu;

@@ -225,7 +225,10 @@ fn limit_text(check: &Check) -> String {
 fn latency_rows(v: &Verdict, s: &LatencyStats) -> Vec<(&'static str, String)> {
     let mut rows: Vec<(&str, String)> = ESTIMATES.into_iter().zip(estimates(s)).collect();
     rows.push(("session creation", fmt_ms(v.session_create_ns as f64)));
-    rows.push(("first inference (cold)", fmt_ms(v.first_inference_ns as f64)));
+    // A run that times no first inference of its own (an AI Hub profile) has none to show.
+    if v.first_inference_ns > 0 {
+        rows.push(("first inference (cold)", fmt_ms(v.first_inference_ns as f64)));
+    }
     rows
 }
 
