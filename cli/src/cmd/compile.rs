@@ -180,6 +180,9 @@ fn print_compiled(compiled: &Compiled) {
     for file in &compiled.context_files {
         println!("  context binary beside it: {}", file.display());
     }
+    for note in &compiled.notes {
+        println!("  note: {note}");
+    }
     for node in &compiled.left_on_cpu {
         println!(
             "  left on the CPU: {} ({}): {}",
