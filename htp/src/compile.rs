@@ -271,6 +271,8 @@ impl CompileSession<'_> {
                 true => String::new(),
                 false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
             };
+            // The copy a control-flow model is compiled from is named as the user's model.
+            let refused = refused.replace(&self.prepared.path.display().to_string(), &self.what.display().to_string());
             bail!(
                 "cannot compile {} for {} ({}): {refused}{finalize} (log: {})",
                 self.what.display(),

@@ -306,6 +306,12 @@ mod tests {
             one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "m_ctx.onnx"),
             "compile writes the compiled model beside its source"
         );
-        assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
+        assert_eq!(
+            resolved(&["compile", "--model", "M.onnx"]),
+            one(Kind::Emulator, "SM8650", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "m_ctx.onnx"),
+            "no --soc: the default SM8650, as --help says"
+        );
+        let several = resolved(&["compile", "--model", "M.onnx", "--soc", "SM8650", "--soc", "SM8550"]);
+        assert!(several.unwrap_err().contains("pass one --soc"));
     }
 }

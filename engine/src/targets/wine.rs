@@ -113,6 +113,7 @@ impl Target for WineTarget {
             }
         })?;
         as_host_result(&out.join(files::RESULT), self.soc)?;
+        job.name_the_model_as_given(out)?;
         Ok(execution)
     }
 }
