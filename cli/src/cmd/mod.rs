@@ -75,7 +75,8 @@ enum Command {
     /// divergence, 1 a layer diverges, 2 could not judge.
     Numerics(numerics::NumericsArgs),
     /// An ESTIMATE of the model's latency on each Snapdragon's NPU from its graph, fitted on Qualcomm
-    /// AI Hub's published device runs, with its measured error; never a measurement.
+    /// AI Hub's published device runs, with its measured error; never a measurement; exit 0 an
+    /// estimate, 1 none for any SoC asked (each says why), 2 error.
     Estimate(estimate::EstimateArgs),
     /// Compile a model ahead of time for one Snapdragon (an EPContext model with the context binary
     /// embedded); exit 0 fully compiled, 1 nodes left on the CPU, 2 error.
