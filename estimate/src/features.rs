@@ -198,19 +198,24 @@ impl GraphFeatures {
     }
 }
 
-/// Bytes of every initializer of the model as the HTP stores it.
+/// Bytes of every weight of the model as the HTP stores it: its initializers and the tensors of
+/// its `Constant` nodes (exporters such as paddle2onnx hold weights there; ONNX Runtime turns them
+/// into initializers at load), in every graph.
 fn weight_bytes(model: &Model) -> u64 {
     let index = model.index();
-    let bytes: f64 = index
-        .graphs()
+    let stored = |value: ValueSignature| {
+        let count: f64 = value.dims.iter().flatten().map(|d| d.fixed().unwrap_or(0).max(0) as f64).product();
+        count * stored_bytes(value.element_type)
+    };
+    let initializers: f64 = index.graphs().iter().flat_map(|graph| graph.initializers()).map(stored).sum();
+    let constants: f64 = index
+        .nodes()
         .iter()
-        .flat_map(|graph| graph.initializers())
-        .map(|init| {
-            let count: f64 = init.dims.iter().flatten().map(|d| d.fixed().unwrap_or(0).max(0) as f64).product();
-            count * stored_bytes(init.element_type)
-        })
+        .filter(|node| node.op_type() == npugate_onnx::CONSTANT)
+        .flat_map(|node| node.proto.attribute.iter().filter(|a| a.name() == "value").flat_map(|a| a.t.as_ref()))
+        .map(|tensor| stored(ValueSignature::from_tensor(tensor)))
         .sum();
-    bytes as u64
+    (initializers + constants) as u64
 }
 
 /// True for a grouped or depthwise convolution: its weight `[C_out, C_in/group, k…]` reads fewer
@@ -241,6 +246,27 @@ fn elements(shape: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weights_held_in_constant_nodes_count_as_weights() {
+        use npugate_onnx::proto::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
+        let tensor = |name: &str| TensorProto {
+            name: Some(name.into()),
+            dims: vec![10, 10],
+            data_type: Some(DataType::Float as i32),
+            ..Default::default()
+        };
+        let constant = NodeProto {
+            op_type: Some("Constant".into()),
+            output: vec!["w".into()],
+            attribute: vec![AttributeProto { name: Some("value".into()), t: Some(tensor("w")), ..Default::default() }],
+            ..Default::default()
+        };
+        let graph = GraphProto { node: vec![constant], initializer: vec![tensor("v")], ..Default::default() };
+        let model = Model::from(ModelProto { graph: Some(graph), ..Default::default() });
+        // 100 floats each, stored as fp16: 200 bytes in the Constant node, 200 in the initializer.
+        assert_eq!(weight_bytes(&model), 400);
+    }
 
     #[test]
     fn shapes_count_their_elements() {

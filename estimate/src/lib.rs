@@ -5,10 +5,12 @@
 //! QNN EP on real phones and boards) and the graph features ([`features`]) of the same
 //! architectures rebuilt locally. Per SoC a small latency model ([`fit`]) is fitted on the rows that
 //! ran whole on the NPU, and its error is measured by leaving one model out at a time. Both are
-//! computed when asked (a few milliseconds), from the reference built in or one given.
+//! computed when asked (a few milliseconds), from the reference built in or one given. A graph
+//! outside the [`domain`] of those rows gets no estimate, and says why.
 
 #![warn(missing_docs)]
 
+pub mod domain;
 pub mod features;
 pub mod fit;
 pub mod reference;
@@ -157,6 +159,10 @@ impl Estimator {
                     known.join(", ")
                 ),
             );
+        }
+        let fitted: Vec<&GraphFeatures> = self.reference.fit_rows(soc).into_iter().map(|(_, f)| f).collect();
+        if let Some(why) = domain::Domain::of(&fitted).outside(features) {
+            return SocEstimate::none(&calibration.soc, why);
         }
         SocEstimate {
             soc: calibration.soc,

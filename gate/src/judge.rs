@@ -263,21 +263,28 @@ pub(crate) fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
 
 /// The output-consistency checks (`min_cosine`, `min_sqnr_db`, `max_abs_err`), each judged on the
 /// worst output of `report` (the run's outputs against the reference); unjudged without a report
-/// (`unreadable`: there is one, but it could not be read).
+/// (`unreadable`: there is one, but it could not be read). A rule at its default
+/// ([`crate::rules::DEFAULT_MIN_SQNR_DB`], …) is judged only when the outputs of a single model
+/// were compared: without `--check-outputs` it is not checked, and an LLM folder's generation is
+/// judged by its tokens. A failed rule names the command that finds the first diverging layer.
 fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules) -> Vec<Check> {
-    /// One output rule: its limit, the metric it reads, which way is better, unit and decimals shown.
+    /// One output rule: its limit and default, the metric it reads, which way is better, unit
+    /// and decimals shown.
     struct OutputRule {
         rule: RuleName,
         value: Option<f64>,
+        default: Option<f64>,
         metric: fn(&OutputMetrics) -> f64,
         higher_is_better: bool,
         unit: Unit,
         digits: usize,
     }
+    let defaults = Rules::default();
     let specs = [
         OutputRule {
             rule: RuleName::MinCosine,
             value: rules.min_cosine,
+            default: defaults.min_cosine,
             metric: |m| m.cosine,
             higher_is_better: true,
             unit: Unit::Cosine,
@@ -286,6 +293,7 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
         OutputRule {
             rule: RuleName::MinSqnrDb,
             value: rules.min_sqnr_db,
+            default: defaults.min_sqnr_db,
             metric: |m| m.sqnr_db,
             higher_is_better: true,
             unit: Unit::Db,
@@ -294,15 +302,22 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
         OutputRule {
             rule: RuleName::MaxAbsErr,
             value: rules.max_abs_err,
+            default: defaults.max_abs_err,
             metric: |m| m.max_abs_err,
             higher_is_better: false,
             unit: Unit::Abs,
             digits: 6,
         },
     ];
+    let generation = report.is_some_and(|r| r.tokens.is_some());
+    let mut hinted = false;
     let mut out = Vec::new();
-    for OutputRule { rule, value, metric, higher_is_better, unit, digits } in specs {
+    for OutputRule { rule, value, default, metric, higher_is_better, unit, digits } in specs {
         let Some(bound) = limit(rules, rule, value) else { continue };
+        let at_default = value == default;
+        if at_default && (generation || (report.is_none() && !unreadable)) {
+            continue;
+        }
         let worst_output = report.and_then(|r| worst(&r.outputs, metric, higher_is_better));
         out.push(match worst_output {
             None if unreadable => unjudged(rule, bound, unit, format!("{rule}: the output comparison could not be read (see errors)")),
@@ -317,16 +332,39 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
                 };
                 let count = report.map_or(0, |r| r.outputs.len());
                 let suffix = if unit == Unit::Db { " dB" } else { "" };
-                let message = format!(
-                    "{rule}: output {name} {}{suffix} {op} {}{suffix} (worst of {count} output(s) against the reference)",
+                let stated = if at_default { ", the default limit" } else { "" };
+                let mut message = format!(
+                    "{rule}: output {name} {}{suffix} {op} {}{suffix} (worst of {count} output(s) against the reference{stated})",
                     fmt_metric(measured, digits),
                     fmt_limit(bound)
                 );
+                if !ok {
+                    message.push_str(&divergence_hint(report, name, !hinted));
+                    hinted = true;
+                }
                 check(rule, pass_or_fail(ok), measured.is_finite().then_some(measured), bound, unit, message)
             }
         });
     }
     out
+}
+
+/// What a failed output rule adds: the output's top-1 agreement when it has one and, on the first
+/// failed output rule (`command`), the command that names the first layer where the run leaves
+/// the reference.
+fn divergence_hint(report: Option<&OutputsReport>, output: &str, command: bool) -> String {
+    let top1 = report
+        .and_then(|r| r.outputs.iter().find(|o| o.name == output))
+        .and_then(|o| o.metrics.top1_agreement_pct)
+        .map(|pct| format!("; top-1 agreement {pct:.1}%"))
+        .unwrap_or_default();
+    if !command {
+        return top1;
+    }
+    let reference = report.map_or("FLOAT.onnx", |r| r.reference.model.as_str());
+    format!(
+        "{top1}; the first diverging layer: npugate numerics --model MODEL --reference-model {reference} on this run's target (--local, --device S or --ep qnn --soc S)"
+    )
 }
 
 /// The token rules of an LLM folder's `--check-outputs` against a reference folder

@@ -1,12 +1,22 @@
 //! Gate rules: read from a TOML file (`--gate gate.toml`), overridden from the command line
 //! (`--rule cv_pct=5`), with the defaults `cv_pct <= 8`, `npu_flops_pct >= 98`,
-//! `baseline_median_pct = 10` and `baseline_placement = true`.
+//! `baseline_median_pct = 10` and `baseline_placement = true`; with `--check-outputs`, a single
+//! model's outputs are judged by `min_cosine >= 0.95` and `min_sqnr_db >= 10` (see
+//! [`DEFAULT_MIN_COSINE`]).
 
 use std::fmt;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+/// The lowest cosine of an output to its reference a `--check-outputs` run passes by default: the
+/// cosine of a tensor whose noise has a tenth of its power (SQNR 10 dB) is about 0.95.
+pub const DEFAULT_MIN_COSINE: f64 = 0.95;
+/// The lowest SQNR (dB) of an output a `--check-outputs` run passes by default: noise at a tenth
+/// of the signal's power. A sound 8-bit quantization scores 20–40 dB (`smallcnn_qdq.onnx` 31.6 dB);
+/// an output whose noise is as large as the signal (0 dB, top-1 lost) is garbage.
+pub const DEFAULT_MIN_SQNR_DB: f64 = 10.0;
 
 /// The limits a run is judged against. Absent optional limits are not checked.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -62,10 +72,12 @@ pub struct Rules {
     /// (the decode steps are the run's latencies: `baseline_median_pct` judges decode tok/s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline_ttft_pct: Option<f64>,
-    /// Lowest cosine similarity of every output to its reference (needs `--check-outputs`).
+    /// Lowest cosine similarity of every output to its reference (needs `--check-outputs`;
+    /// default [`DEFAULT_MIN_COSINE`], judged only when the outputs were compared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_cosine: Option<f64>,
-    /// Lowest SQNR of every output against its reference, dB (needs `--check-outputs`).
+    /// Lowest SQNR of every output against its reference, dB (needs `--check-outputs`; default
+    /// [`DEFAULT_MIN_SQNR_DB`], judged only when the outputs were compared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_sqnr_db: Option<f64>,
     /// Largest absolute error of any output element against its reference (needs `--check-outputs`).
@@ -136,8 +148,8 @@ impl Default for Rules {
             baseline_median_pct: Some(10.0),
             baseline_placement: true,
             baseline_ttft_pct: Some(10.0),
-            min_cosine: None,
-            min_sqnr_db: None,
+            min_cosine: Some(DEFAULT_MIN_COSINE),
+            min_sqnr_db: Some(DEFAULT_MIN_SQNR_DB),
             max_abs_err: None,
             min_token_agreement_pct: None,
             min_first_divergence: Some(1),

@@ -1,6 +1,6 @@
 //! Output-consistency rules: `min_cosine`, `min_sqnr_db` and `max_abs_err` judge the worst output
 //! against the reference, fail on their threshold naming the output, and are unjudged without a
-//! comparison; they are off by default.
+//! comparison; by default `min_cosine` 0.95 and `min_sqnr_db` 10 judge a compared single model.
 
 mod common;
 
@@ -44,13 +44,43 @@ fn rules(overrides: &[&str]) -> Rules {
 }
 
 #[test]
-fn output_rules_are_off_by_default() {
-    let verdict = judged(Rules::default(), Some(&report(0.5)));
-    assert_eq!(verdict.outcome, Outcome::Pass);
-    assert!(verdict
-        .checks
-        .iter()
-        .all(|c| !matches!(c.rule, RuleName::MinCosine | RuleName::MinSqnrDb | RuleName::MaxAbsErr)));
+fn default_output_rules_judge_compared_outputs_only() {
+    let is_output_rule =
+        |rule: RuleName| matches!(rule, RuleName::MinCosine | RuleName::MinSqnrDb | RuleName::MaxAbsErr);
+    // Not compared: the default output rules are not checked (not unjudged either).
+    let unchecked = judged(Rules::default(), None);
+    assert_eq!(unchecked.outcome, Outcome::Pass);
+    assert!(unchecked.checks.iter().all(|c| !is_output_rule(c.rule)));
+    // Compared and close (SQNR ≈ 76 dB): both defaults judged, and passed.
+    let close = judged(Rules::default(), Some(&report(1e-4)));
+    assert_eq!(close.outcome, Outcome::Pass, "{:?}", close.checks);
+    let judged_rules: Vec<_> = close.checks.iter().filter(|c| is_output_rule(c.rule)).map(|c| c.rule).collect();
+    assert_eq!(judged_rules, [RuleName::MinCosine, RuleName::MinSqnrDb]);
+    assert!(close.checks.iter().all(|c| !is_output_rule(c.rule) || c.message.contains("the default limit")));
+}
+
+#[test]
+fn garbage_outputs_fail_the_default_rules_naming_the_command_that_finds_the_first_divergence() {
+    // Every 4th element off by 3 on a unit-scale signal: noise above the signal's power.
+    let verdict = judged(Rules::default(), Some(&report(3.0)));
+    assert_eq!(verdict.outcome, Outcome::Fail);
+    for rule in [RuleName::MinCosine, RuleName::MinSqnrDb] {
+        let check = verdict.checks.iter().find(|c| c.rule == rule).unwrap();
+        assert_eq!(check.status, CheckStatus::Fail, "{}", check.message);
+        assert!(
+            check.message.contains("output scores") && check.message.contains("top-1 agreement"),
+            "{}",
+            check.message
+        );
+    }
+    // The command that finds the first diverging layer, once.
+    let command = "npugate numerics --model MODEL --reference-model float.onnx";
+    assert_eq!(verdict.checks.iter().filter(|c| c.message.contains(command)).count(), 1, "{:?}", verdict.checks);
+    // --rule sets the limit: overridden, the same outputs pass, and disable switches it off.
+    let relaxed = judged(rules(&["min_cosine=0.1", "min_sqnr_db=-20"]), Some(&report(3.0)));
+    assert_eq!(relaxed.outcome, Outcome::Pass, "{:?}", relaxed.checks);
+    let off = judged(rules(&["disable=[\"min_cosine\",\"min_sqnr_db\"]"]), Some(&report(3.0)));
+    assert!(off.checks.iter().all(|c| !matches!(c.rule, RuleName::MinCosine | RuleName::MinSqnrDb)));
 }
 
 #[test]
@@ -119,6 +149,8 @@ fn the_first_token_must_agree_by_default_and_only_generations_are_judged_on_toke
     let check = token_check(&agree, RuleName::MinFirstDivergence).unwrap();
     assert_eq!((check.status, check.measured), (CheckStatus::Pass, Some(2.0)), "{}", check.message);
     assert!(check.message.contains("first divergence at position 2 >= 1"), "{}", check.message);
+    // A generation is judged by its tokens: the default float rules leave its step logits alone.
+    assert!(agree.checks.iter().all(|c| !matches!(c.rule, RuleName::MinCosine | RuleName::MinSqnrDb)));
     let differ = judged(Rules::default(), Some(&tokens_report(&[7, 8, 9], &[3, 8, 9])));
     let check = token_check(&differ, RuleName::MinFirstDivergence).unwrap();
     assert_eq!((check.status, differ.outcome), (CheckStatus::Fail, Outcome::Fail), "{}", check.message);

@@ -65,6 +65,9 @@ pub struct Compiled {
     pub left_on_cpu: Vec<FallbackEntry>,
     /// The harness's result directory (`result.json`, `ort.log`).
     pub job_dir: PathBuf,
+    /// What the compile changed to get around ONNX Runtime (a model with control flow), one
+    /// sentence each.
+    pub notes: Vec<String>,
 }
 
 impl CompileRequest<'_> {
@@ -77,13 +80,26 @@ impl CompileRequest<'_> {
         })?;
         let prepared = crate::prepare_here(self.model, self.shapes, &[])?;
         let embed_mode = if self.context_file { "0" } else { "1" };
-        let session =
-            CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: &prepared, embed_mode };
-        let CompileOutcome { result, rejections, job_dir } =
-            session.run(soc_settings(self.session, self.shapes, self.fp16), out, cancel)?;
+        let mut settings = soc_settings(self.session, self.shapes, self.fp16);
+        let control_flow = ControlFlowCopy::write(&prepared, out)?;
+        let mut notes = Vec::new();
+        if let Some(node) = control_flow.as_ref().and_then(|copy| copy.folds.as_deref()) {
+            // See `npugate_onnx::Model::subgraph_folds_constants`: folded, the written subgraph
+            // would define a name twice.
+            settings.optimization = npugate_settings::OptimizationLevel::Disable;
+            notes.push(format!(
+                "{node}, inside a subgraph, computes from constants only: ONNX Runtime's constant folding would write it twice into the compiled model (its EP-context writer's bug), so this compile ran with graph optimizations disabled"
+            ));
+        }
+        let loaded = control_flow.as_ref().map_or(&prepared, |copy| &copy.prepared);
+        let session = CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: loaded, embed_mode };
+        let CompileOutcome { result, rejections, job_dir } = session.run(settings, out, cancel)?;
         let context = job_dir.join(CONTEXT_FILE);
         let mut model =
             Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
+        if let Some(copy) = &control_flow {
+            model.remove_outputs(&copy.exposed);
+        }
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
         let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
         let source_digest =
@@ -116,7 +132,47 @@ impl CompileRequest<'_> {
         let placement = placement_of(&result, &rejections, None, self.soc);
         // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
         let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
-        Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir })
+        Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir, notes })
+    }
+}
+
+/// The model a compile of a model with control flow loads: a copy (in a temporary folder beside
+/// `--out`, its external data linked) whose initializers that only subgraphs read are graph outputs,
+/// which ONNX Runtime's EP-context writer would otherwise drop (see `npugate_onnx`'s
+/// `control_flow` module); the written model gets its own outputs back.
+struct ControlFlowCopy {
+    /// The copy as the harness loads it.
+    prepared: npugate_engine::model::PreparedModel,
+    /// The outputs added, to remove from the compiled model.
+    exposed: Vec<String>,
+    /// A subgraph node ONNX Runtime would fold into a constant, when there is one.
+    folds: Option<String>,
+    /// The folder holding the copy, removed when the compile ends.
+    _folder: tempfile::TempDir,
+}
+
+impl ControlFlowCopy {
+    /// The copy of `prepared` for a compile into `out`; `None` for a model without control flow.
+    fn write(prepared: &npugate_engine::model::PreparedModel, out: &Path) -> Result<Option<ControlFlowCopy>> {
+        let mut model = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !model.has_control_flow() {
+            return Ok(None);
+        }
+        let folds = model.subgraph_folds_constants();
+        let exposed = model.expose_outer_scope_initializers();
+        let beside = out.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let folder = tempfile::Builder::new()
+            .prefix(".npugate-control-flow-")
+            .tempdir_in(beside)
+            .with_context(|| format!("cannot write into {}", beside.display()))?;
+        let path = npugate_engine::model::write_with_data(&model, &prepared.path, folder.path())?;
+        let files = npugate_engine::model::ModelFiles::of(
+            &path,
+            &model,
+            &npugate_host::hash_cache::HashCache::default_cache(),
+        )?;
+        let copy = npugate_engine::model::PreparedModel { path, fixed_from: prepared.fixed_from.clone(), files };
+        Ok(Some(ControlFlowCopy { prepared: copy, exposed, folds, _folder: folder }))
     }
 }
 
@@ -215,6 +271,8 @@ impl CompileSession<'_> {
                 true => String::new(),
                 false => format!("; QNN: {}", rejections.finalize_errors.join("; ")),
             };
+            // The copy a control-flow model is compiled from is named as the user's model.
+            let refused = refused.replace(&self.prepared.path.display().to_string(), &self.what.display().to_string());
             bail!(
                 "cannot compile {} for {} ({}): {refused}{finalize} (log: {})",
                 self.what.display(),

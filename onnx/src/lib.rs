@@ -15,6 +15,8 @@
 //!   with checked relative paths; [`Model::rewrite_file_references`] changes them;
 //!   [`Model::locate_files`] finds them on disk, inside the model's folder and long enough.
 //! - Instrumentation: [`Model::intermediate_tensors`] and [`Model::add_outputs`].
+//! - Control flow: [`Model::has_control_flow`], [`Model::expose_outer_scope_initializers`] (what
+//!   ONNX Runtime's EP-context writer drops) and [`Model::remove_outputs`].
 //! - LLM folders: [`genai::LlmModel::open`] reads an onnxruntime-genai `genai_config.json` and
 //!   checks it against the graphs it names.
 //! - Sizes: [`size::TensorRequest::check`] computes a tensor's byte size with checked arithmetic
@@ -27,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod control_flow;
 mod data;
 mod external;
 pub mod genai;

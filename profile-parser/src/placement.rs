@@ -760,11 +760,12 @@ fn total_time_per_run(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -
     median(&per_run_time(profile, keep))
 }
 
-/// Summed kernel time per run of the kernels `keep` selects.
+/// Summed kernel time per run of the kernels `keep` selects, each its own (a control-flow kernel
+/// without its body's, see [`Profile::self_times`]).
 fn per_run_time(profile: &Profile, keep: impl Fn(&ProfiledNode) -> bool) -> Vec<f64> {
     profile
         .run_executions()
-        .map(|run| run.iter().filter(|e| keep(profile.node_of(e))).map(|e| f64::from(e.dur_us)).sum())
+        .map(|run| profile.self_times(run).filter(|(e, _)| keep(profile.node_of(e))).map(|(_, t)| t).sum())
         .collect()
 }
 

@@ -35,7 +35,8 @@ pub struct HarnessSettings {
     #[command(flatten)]
     #[serde(flatten)]
     pub session: SessionSettings,
-    /// Timed runs (≥ 20 for the CV rule to be judged).
+    /// Timed runs (≥ 20 for the CV rule to be judged; the default is 1 on the HTP emulator, whose
+    /// latency is not judged).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
     /// Timed runs at most: when runs waited for a CPU long enough to explain why they were slow
@@ -44,11 +45,12 @@ pub struct HarnessSettings {
     /// [default: 4 × --runs; --max-runs equal to --runs never extends].
     #[arg(long, value_name = "N")]
     pub max_runs: Option<u32>,
-    /// Warmup runs before timing (discarded).
+    /// Warmup runs before timing (discarded; the default is 0 on the HTP emulator).
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
     /// Profiled runs in a separate, identically configured session after the timed runs (0 = no
     /// ORT profile, no time shares). Kept out of the timed session so profiling cannot distort latency.
+    /// The default is 1 on the HTP emulator.
     #[arg(long, default_value_t = 10)]
     pub profile_runs: u32,
     /// Skip the reference pass (CPU EP, graph optimizations off, one profiled run) that gives every

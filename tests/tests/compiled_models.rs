@@ -189,6 +189,37 @@ fn a_partially_compiled_model_names_its_cpu_nodes_and_graph_io_quantization_is_b
 }
 
 #[test]
+fn models_with_control_flow_compile_with_the_if_and_the_loop_left_where_the_ep_leaves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // An If whose branch reads an outer initializer; a Loop whose body folds a constant.
+    for (name, control_flow, folds) in
+        [("if_outer_weight.onnx", "If", false), ("loop_folds_constant.onnx", "Loop", true)]
+    {
+        let source = copy_model(name, dir.path());
+        let ctx = dir.path().join(name.replace(".onnx", "_ctx.onnx"));
+        let compile =
+            npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+        assert!(matches!(compile.status.code(), Some(0 | 1)), "{name}: {}", describe(&compile));
+        let compiled = Model::read(&ctx).unwrap();
+        let main: Vec<&str> = compiled
+            .index()
+            .nodes()
+            .iter()
+            .filter(|n| n.graph == npugate_onnx::GraphId::MAIN)
+            .map(|n| n.op_type())
+            .collect();
+        assert!(main.contains(&"EPContext") && main.contains(&control_flow), "{name}: {main:?}");
+        // The outer initializers exposed for the compile are not outputs of the compiled model.
+        let outputs = |model: &Model| model.proto().graph.as_ref().unwrap().output.len();
+        assert_eq!(outputs(&compiled), outputs(&Model::read(&source).unwrap()), "{name}");
+        let stdout = String::from_utf8_lossy(&compile.stdout);
+        assert_eq!(stdout.contains("with graph optimizations disabled"), folds, "{name}: {stdout}");
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten();
+        assert!(leftovers.into_iter().all(|e| !e.file_name().to_string_lossy().starts_with(".npugate-control-flow")));
+    }
+}
+
+#[test]
 fn onnx_runtimes_own_compiled_output_runs_the_same_way_in_embed_mode_0_and_1() {
     let dir = tempfile::tempdir().unwrap();
     let source = copy_model("smallcnn_qdq.onnx", dir.path());

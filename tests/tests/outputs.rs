@@ -65,6 +65,28 @@ fn qdq_model_against_its_float_model_has_finite_sqnr_and_the_rules_judge_it() {
 }
 
 #[test]
+fn garbage_outputs_fail_the_default_output_rules_and_name_the_command_that_finds_the_layer() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("garbage");
+    // Another model of the same inputs and outputs as the reference: the outputs are garbage.
+    let other = model("normcnn.onnx");
+    let out = check_outputs(&model("smallcnn_qdq.onnx"), &dir, &["--reference-model", text(&other)]);
+    assert_eq!(out.status.code(), Some(1), "asked for the check, judged by the default rules: {}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for rule in ["FAIL    min_cosine", "FAIL    min_sqnr_db", "the default limit", "npugate numerics --model MODEL"] {
+        assert!(stdout.contains(rule), "{rule}: {}", describe(&out));
+    }
+    // --rule overrides the default limits.
+    let relaxed = run(Command::new(bin("npugate")).args(["gate", text(&dir), "--rule", NO_CV]).args([
+        "--rule",
+        "min_sqnr_db=-100",
+        "--rule",
+        "min_cosine=-1",
+    ]));
+    assert_eq!(relaxed.status.code(), Some(0), "{}", describe(&relaxed));
+}
+
+#[test]
 fn a_model_against_itself_has_cosine_one_and_infinite_sqnr() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("float");

@@ -53,8 +53,9 @@ pub struct CompileArgs {
 impl CompileArgs {
     /// The plan request these flags make.
     pub fn request(&self) -> Result<Request<'_>> {
-        if self.emulator.socs().len() != 1 {
-            bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650");
+        // No --soc is the default SoC (SM8650), as `--help` says; several are refused.
+        if self.emulator.socs().len() > 1 {
+            bail!("compile writes a context for one Snapdragon: pass one --soc, e.g. --soc SM8650 (the default)");
         }
         Ok(Request {
             flags: ModelFlags {
@@ -179,6 +180,9 @@ fn print_compiled(compiled: &Compiled) {
     println!("{}: compiled for {}", compiled.path.display(), compiled.compiled_for.describe());
     for file in &compiled.context_files {
         println!("  context binary beside it: {}", file.display());
+    }
+    for note in &compiled.notes {
+        println!("  note: {note}");
     }
     for node in &compiled.left_on_cpu {
         println!(

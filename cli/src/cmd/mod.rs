@@ -76,7 +76,8 @@ enum Command {
     /// divergence, 1 a layer diverges, 2 could not judge.
     Numerics(numerics::NumericsArgs),
     /// An ESTIMATE of the model's latency on each Snapdragon's NPU from its graph, fitted on Qualcomm
-    /// AI Hub's published device runs, with its measured error; never a measurement.
+    /// AI Hub's published device runs, with its measured error; never a measurement; exit 0 an
+    /// estimate, 1 none for any SoC asked (each says why), 2 error.
     Estimate(estimate::EstimateArgs),
     /// One model per chipset: for each --soc, the fastest of a model's variants (float, w8a8, w8a16,
     /// …) that runs whole on its HTP and keeps the float model's accuracy, judged on Qualcomm's host
@@ -323,6 +324,12 @@ mod tests {
             one(Kind::Emulator, "SM8550", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "m_ctx.onnx"),
             "compile writes the compiled model beside its source"
         );
-        assert!(resolved(&["compile", "--model", "M.onnx"]).unwrap_err().contains("pass one --soc"));
+        assert_eq!(
+            resolved(&["compile", "--model", "M.onnx"]),
+            one(Kind::Emulator, "SM8650", "qnn-2.7.0-ort-1.31.1-windows-x86_64", "m_ctx.onnx"),
+            "no --soc: the default SM8650, as --help says"
+        );
+        let several = resolved(&["compile", "--model", "M.onnx", "--soc", "SM8650", "--soc", "SM8550"]);
+        assert!(several.unwrap_err().contains("pass one --soc"));
     }
 }

@@ -47,6 +47,7 @@ impl Target for HostTarget {
         progress.step("run");
         let execution =
             LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf() }.run(job, out)?;
+        job.name_the_model_as_given(out)?;
         let after = device_state::read_sampled(&ThisMachine, LOCAL_SAMPLE_S).ok();
         match before {
             Ok(before) => {

@@ -59,6 +59,33 @@ impl Job<'_> {
         self.prepared.and_then(|prepared| prepared.fixed_from.as_ref()).map(|original| original.sha256.as_str())
     }
 
+    /// Rewrites the harness's messages in `out`'s `result.json` (`session_error`,
+    /// `inference_error`, `error`) to name the model as the user gave it where they name its copy
+    /// with fixed input shapes (`~/.cache/npugate/fixed-models/<digest>/m.onnx`), which the user
+    /// never wrote: `m.onnx (fixed by --shape)`.
+    pub fn name_the_model_as_given(&self, out: &Path) -> anyhow::Result<()> {
+        let Some(original) = self.prepared.and_then(|prepared| prepared.fixed_from.as_ref()) else { return Ok(()) };
+        let path = out.join(npugate_result::files::RESULT);
+        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(()) };
+        let copy = self.model.display().to_string();
+        let given = format!("{} (fixed by --shape)", original.path.display());
+        let mut changed = false;
+        for field in ["session_error", "inference_error", "error"] {
+            if let Some(serde_json::Value::String(message)) = value.get_mut(field) {
+                if message.contains(&copy) {
+                    *message = message.replace(&copy, &given);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            npugate_result::contract::write_json(&path, &value)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
     /// The files of the model, hashed: the prepared model's, else located and hashed now (hashes
     /// of unchanged files come from the host's hash cache).
     pub fn model_files(&self) -> anyhow::Result<ModelFiles> {
@@ -273,6 +300,31 @@ pub fn check_runtime(target: &str, triple: &str, runtime: &RuntimeManifest) -> a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_harness_messages_name_the_model_as_given_not_its_fixed_copy() {
+        let mock = mock::MockJob::new();
+        let fixed = mock.work.path().join("fixed-models/abc/m.onnx");
+        let prepared = PreparedModel {
+            path: fixed.clone(),
+            fixed_from: Some(crate::model::FixedFrom { path: "models/m.onnx".into(), sha256: "0".repeat(64) }),
+            files: ModelFiles::read(&mock.model, &HashCache::default_cache()).unwrap(),
+        };
+        let job = Job { model: &fixed, prepared: Some(&prepared), ..mock.job() };
+        let out = mock.work.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let refused = format!("cannot create a session for model {}: This is an invalid model.", fixed.display());
+        let result = serde_json::json!({"session_error": refused, "model": {"path": fixed.display().to_string()}});
+        std::fs::write(out.join(npugate_result::files::RESULT), result.to_string()).unwrap();
+        job.name_the_model_as_given(&out).unwrap();
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join(npugate_result::files::RESULT)).unwrap()).unwrap();
+        assert_eq!(
+            written["session_error"],
+            "cannot create a session for model models/m.onnx (fixed by --shape): This is an invalid model."
+        );
+        assert_eq!(written["model"]["path"], fixed.display().to_string(), "what was loaded stays recorded");
+    }
 
     fn ended(exit_code: Option<i32>, signal: Option<i32>, stderr: &str) -> Execution {
         Execution { exit_code, signal, stderr: stderr.into(), seconds: 1.0, warnings: Vec::new() }

@@ -74,10 +74,32 @@ impl WineTarget {
         let mut settings = settings.clone();
         if let (Some(soc), EpKind::Qnn) = (self.soc, settings.ep) {
             settings.qnn.soc_model = Some(soc.qnn_soc_model);
+            emulator_runs(&mut settings);
         }
         settings
     }
 }
+
+/// The runs an emulated HTP inference is worth: its speed is x86's, so the verdict judges no
+/// latency of it (the latency rules are not applicable) — one timed run (the inference whose
+/// outputs `--check-outputs` keeps), no warmup and one profiled run (placement and kernel times)
+/// where the command line's defaults (30, 3 and 10) would emulate 43 inferences. A count the user
+/// set to anything but the default is kept.
+pub fn emulator_runs(settings: &mut HarnessSettings) {
+    let defaults = HarnessSettings::default();
+    if settings.runs == defaults.runs {
+        settings.runs = EMULATOR_RUNS;
+    }
+    if settings.warmup == defaults.warmup {
+        settings.warmup = 0;
+    }
+    if settings.profile_runs == defaults.profile_runs {
+        settings.profile_runs = 1;
+    }
+}
+
+/// Timed runs of the HTP emulator by default (see [`emulator_runs`]).
+pub const EMULATOR_RUNS: u32 = 1;
 
 impl Default for WineTarget {
     fn default() -> Self {
@@ -113,6 +135,7 @@ impl Target for WineTarget {
             }
         })?;
         as_host_result(&out.join(files::RESULT), self.soc)?;
+        job.name_the_model_as_given(out)?;
         Ok(execution)
     }
 }
@@ -326,6 +349,16 @@ impl WinePrefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_emulator_runs_what_its_verdict_uses_unless_the_user_asked_for_more() {
+        let mut defaults = HarnessSettings::default();
+        emulator_runs(&mut defaults);
+        assert_eq!((defaults.runs, defaults.warmup, defaults.profile_runs), (1, 0, 1));
+        let mut asked = HarnessSettings { runs: 5, warmup: 1, profile_runs: 2, ..HarnessSettings::default() };
+        emulator_runs(&mut asked);
+        assert_eq!((asked.runs, asked.warmup, asked.profile_runs), (5, 1, 2));
+    }
 
     #[test]
     fn wine_paths_in_a_result_become_host_paths_and_the_soc_is_named() {
