@@ -5,6 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The timed runs a harness took for `--runs asked`: `asked`, or more when it kept timing to
+/// replace runs that waited for a CPU (`timings.extension`).
+pub fn runs_taken(result: &npugate_result::RunResult, asked: usize) -> usize {
+    let taken = result.timings.extension.as_ref().map_or(asked, |e| e.taken as usize);
+    assert!(taken >= asked, "the harness took {taken} runs, fewer than the {asked} asked");
+    taken
+}
+
 /// The npugate cache (`$NPUGATE_CACHE`, default `~/.cache/npugate`).
 pub fn cache_dir() -> PathBuf {
     match std::env::var_os("NPUGATE_CACHE") {

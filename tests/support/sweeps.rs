@@ -12,7 +12,7 @@ pub const RUNTIMES: [&str; 2] = ["ort-1.31.1-linux-x86_64", "ort-1.24.4-linux-x8
 /// Timing noise of a shared CI machine is not under test, so the CV rule is relaxed.
 pub fn write_plan(dir: &Path, serials: &[String], models: &[&str]) -> PathBuf {
     let mut plan = format!(
-        "name = \"nightly\"\nruntimes = {:?}\n\n[settings]\nruns = 20\nwarmup = 2\nprofile_runs = 2\n",
+        "name = \"nightly\"\nruntimes = {:?}\n\n[settings]\nruns = 20\nmax_runs = 20\nwarmup = 2\nprofile_runs = 2\n",
         RUNTIMES
     );
     for serial in serials {

@@ -30,7 +30,7 @@ fn rig(ports: [u16; 3]) -> Rig {
 /// A plan naming the first and third phone by serial and the second by its SoC class.
 fn write_plan(dir: &Path, ports: [u16; 3], runtimes: &[&str], models: &[(&str, &str)]) -> PathBuf {
     let mut plan =
-        format!("name = \"nightly\"\nruntimes = {runtimes:?}\n\n[settings]\nruns = 20\nwarmup = 2\nprofile_runs = 2\n");
+        format!("name = \"nightly\"\nruntimes = {runtimes:?}\n\n[settings]\nruns = 20\nmax_runs = 20\nwarmup = 2\nprofile_runs = 2\n");
     plan.push_str(&format!("\n[[device]]\nserial = {:?}\n", Rig::serial(ports[0])));
     plan.push_str("\n[[device]]\nsoc = \"SM8650\"\n");
     plan.push_str(&format!("\n[[device]]\nserial = {:?}\n", Rig::serial(ports[2])));
