@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use npugate_e2e::aihub::{scenario, StandIn};
+use npugate_e2e::aihub::{compare_models, compare_scenario, scenario, StandIn};
 use npugate_e2e::{bin, describe, model, python, run};
 use serde_json::Value;
 
@@ -168,4 +168,43 @@ fn npugate_run_command(standin: &StandIn, client_ini: &Path, out: &Path) -> std:
     command.env("QAIHUB_CLIENT_INI", client_ini);
     command.arg("run").arg("--model").arg(model("fallback_det.onnx")).args(["--aihub", "S24"]).arg("--out").arg(out);
     command
+}
+
+fn npugate_compare(standin: &StandIn, baseline: &Path, candidate: &Path, out: &Path) -> Output {
+    let mut command = standin.command(bin("npugate"));
+    command.arg("compare").arg("--baseline-model").arg(baseline).arg("--model").arg(candidate);
+    command.args(["--aihub", "S25", "--rounds", "2", "--runs-per-round", "20"]).arg("--out").arg(out);
+    run(&mut command)
+}
+
+#[test]
+fn compare_on_an_aihub_device_fails_a_slower_candidate_and_passes_an_identical_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let standin = StandIn::start(dir.path(), &compare_scenario());
+    let [a, a_copy, b] = compare_models(dir.path());
+    let out = npugate_compare(&standin, &a, &b, &dir.path().join("slower"));
+    let slower = dir.path().join("slower/samsung-galaxy-s25-family");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let verdict = json(&slower.join("compare.json"));
+    let ratio = verdict["paired"]["ratio"].as_f64().unwrap();
+    assert!((ratio - 1.25).abs() < 0.01, "B/A of the scripted series: {ratio}");
+    let jobs = standin.recorded("jobs.jsonl");
+    assert_eq!(jobs.len(), 6, "a placement job per model, then one per model per round: {jobs:?}");
+    assert!(jobs.iter().all(|j| j["device"] == "Samsung Galaxy S25 (Family)"), "{jobs:?}");
+    assert_eq!(jobs[2]["options"], "--max_profiler_iterations 20", "--runs-per-round 20");
+    let round = json(&slower.join("candidate/round-01/result.json"));
+    let aihub = &round["aihub"];
+    assert_eq!((aihub["api_url"].as_str(), aihub["qualcomm"].as_bool()), (Some(standin.url.as_str()), Some(false)));
+    let job = aihub["job"]["id"].as_str().unwrap();
+    assert!(jobs.iter().any(|j| j["id"] == job), "{job}");
+    assert_eq!(aihub["job"]["link"], format!("{}/jobs/{job}/", standin.url));
+    assert_eq!(standin.requests("POST", "/api/v1/models/"), 2, "each model uploaded once, reused by every round");
+
+    let out = npugate_compare(&standin, &a, &a_copy, &dir.path().join("identical"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(
+        json(&dir.path().join("identical/samsung-galaxy-s25-family/compare.json"))["paired"]["ratio"].as_f64(),
+        Some(1.0)
+    );
+    assert_eq!(standin.requests("POST", "/api/v1/models/"), 2, "the copy's bytes were uploaded before");
 }
