@@ -489,12 +489,9 @@ impl Plan {
         self.timeout = place.run_timeout;
         let mut chosen: Vec<String> = Vec::new();
         for selector in &place.selectors {
-            let pick = npugate_aihub::devices::select(&listed, selector).map_err(anyhow::Error::msg)?;
+            let pick = choose_aihub_device(&listed, selector)?;
             self.notes.extend(pick.note);
             let device = pick.device;
-            if !device.attributes.iter().any(|a| a == "framework:onnx") {
-                bail!("AI Hub device {} does not run ONNX models (no framework:onnx among its attributes: {}); choose one that does (`npugate devices --aihub`)", device.name, device.attributes.join(", "));
-            }
             if chosen.contains(&device.name) {
                 continue;
             }
@@ -729,6 +726,17 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
         bail!("--qnn chooses the QNN version of a QNN runtime: it needs --ep qnn");
     }
     Ok(())
+}
+
+/// The AI Hub device `selector` chooses among `listed` (a name, a part of one, attributes), refused
+/// when it does not run ONNX models.
+pub fn choose_aihub_device(listed: &[npugate_aihub::Device], selector: &str) -> Result<npugate_aihub::devices::Chosen> {
+    let pick = npugate_aihub::devices::select(listed, selector).map_err(anyhow::Error::msg)?;
+    let device = &pick.device;
+    if !device.attributes.iter().any(|a| a == "framework:onnx") {
+        bail!("AI Hub device {} does not run ONNX models (no framework:onnx among its attributes: {}); choose one that does (`npugate devices --aihub`)", device.name, device.attributes.join(", "));
+    }
+    Ok(pick)
 }
 
 /// Refuses what an AI Hub profile job cannot take: another command than `run` and `compare`, the
