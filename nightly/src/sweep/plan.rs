@@ -489,6 +489,20 @@ mod tests {
     }
 
     #[test]
+    fn an_aihub_device_listed_twice_or_empty_is_refused_naming_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        identity_model(&dir.path().join("m.onnx"), &[Some(1), Some(3)]);
+        let refused = |aihub: &str| {
+            let text = format!("aihub = {aihub}\n[[model]]\npath = \"m.onnx\"\n");
+            format!("{:#}", plan_in(dir.path(), &text).unwrap_err())
+        };
+        let twice = refused(r#"["S24", "S25", "S24"]"#);
+        assert!(twice.contains("aihub[2]: AI Hub device \"S24\" is listed twice"), "{twice}");
+        let empty = refused(r#"[" "]"#);
+        assert!(empty.contains("aihub[0]: name an AI Hub device"), "{empty}");
+    }
+
+    #[test]
     fn a_folder_without_genai_config_is_no_model() {
         let dir = tempfile::tempdir().unwrap();
         let runtime = crate::sweep::testing::runtime_dir(dir.path());
