@@ -15,7 +15,9 @@ The scenario (JSON):
     throttle     {"POST jobs": N}: the first N such requests answer HTTP 429
     profiles     {device name: {times_us: [..], layers: [[name, type, "NPU"|"CPU"|"GPU"], ..],
                   cold_load_us, warm_load_us, peak: [lower, upper], tool_versions: {name: version},
-                  running_polls} | {fail: {reason, details, type}}}
+                  running_polls, models: {model name: {any of the above}}} | {fail: {reason, details, type}}}
+                 a profile's `models` overrides its fields for the model uploaded under that name
+                 (`compare` A vs B on one device: a slower B)
 Recorded in DIR: requests.jsonl (one line per request: method, path, query), jobs.jsonl (each
 submitted job: id, device, options, is_profiling_on, model_id) and uploads/<model id>.bin (the
 bytes of each completed upload, its parts joined as the ETags listed them).
@@ -236,9 +238,14 @@ class Handler(BaseHTTPRequestHandler):
                                  "is_profiling_on": inference.is_profiling_on, "model_id": inference.model.model_id})
         return self.reply(201, api.CreateUpdateResponse(id=job_id))
 
+    def profile_spec(self, job):
+        spec = self.state.scenario["profiles"][job["device"].name]
+        model_name = self.state.models[job["model_id"]]["name"]
+        return {**spec, **spec.get("models", {}).get(model_name, {})}
+
     def job_pb(self, job_id):
         job = self.state.jobs[job_id]
-        spec = self.state.scenario["profiles"][job["device"].name]
+        spec = self.profile_spec(job)
         reply = api.Job(hub_version="standin")
         inference = reply.inference_job
         inference.inference_job_id = job_id
@@ -268,7 +275,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def get_result(self, job_id, query, raw):
         job = self.state.jobs.get(job_id)
-        spec = job and self.state.scenario["profiles"][job["device"].name]
+        spec = job and self.profile_spec(job)
         if not job or "fail" in spec or job["polls"] <= spec.get("running_polls", 1):
             return self.reply(404, text="no result")
         reply = api.JobResult()

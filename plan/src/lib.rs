@@ -492,12 +492,9 @@ impl Plan {
         self.timeout = place.run_timeout;
         let mut chosen: Vec<String> = Vec::new();
         for selector in &place.selectors {
-            let pick = npugate_aihub::devices::select(&listed, selector).map_err(anyhow::Error::msg)?;
+            let pick = choose_aihub_device(&listed, selector)?;
             self.notes.extend(pick.note);
             let device = pick.device;
-            if !device.attributes.iter().any(|a| a == "framework:onnx") {
-                bail!("AI Hub device {} does not run ONNX models (no framework:onnx among its attributes: {}); choose one that does (`npugate devices --aihub`)", device.name, device.attributes.join(", "));
-            }
             if chosen.contains(&device.name) {
                 continue;
             }
@@ -735,12 +732,23 @@ fn check_place(request: &Request<'_>, kind: Kind) -> Result<()> {
     Ok(())
 }
 
-/// Refuses what an AI Hub profile job cannot take: another command than `run`, the emulator's
-/// choices, EP options and session settings (AI Hub chooses them), an output check (a profile
-/// job returns no outputs).
+/// The AI Hub device `selector` chooses among `listed` (a name, a part of one, attributes), refused
+/// when it does not run ONNX models.
+pub fn choose_aihub_device(listed: &[npugate_aihub::Device], selector: &str) -> Result<npugate_aihub::devices::Chosen> {
+    let pick = npugate_aihub::devices::select(listed, selector).map_err(anyhow::Error::msg)?;
+    let device = &pick.device;
+    if !device.attributes.iter().any(|a| a == "framework:onnx") {
+        bail!("AI Hub device {} does not run ONNX models (no framework:onnx among its attributes: {}); choose one that does (`npugate devices --aihub`)", device.name, device.attributes.join(", "));
+    }
+    Ok(pick)
+}
+
+/// Refuses what an AI Hub profile job cannot take: another command than `run` and `compare`, the
+/// emulator's choices, EP options and session settings (AI Hub chooses them), an output check (a
+/// profile job returns no outputs).
 fn check_aihub(request: &Request<'_>) -> Result<()> {
-    if request.command != Command::Run {
-        bail!("--aihub runs `npugate run` on AI Hub's devices; this command does not take AI Hub devices yet");
+    if !matches!(request.command, Command::Run | Command::Compare) {
+        bail!("--aihub runs `npugate run` and `npugate compare` on AI Hub's devices; this command does not take AI Hub devices yet");
     }
     if request.qnn != QnnChoice::Any {
         bail!("--qnn chooses a QNN runtime here; AI Hub runs the model with its own tools (recorded as the result's tool versions): drop --qnn");
@@ -1261,8 +1269,8 @@ mod tests {
         });
         let fake = Fake::machine();
         let refused = |request: &Request<'_>| Plan::resolve(request, &fake).unwrap_err().to_string();
-        let compare = refused(&request(Command::Compare, place.clone(), EpKind::Qnn));
-        assert!(compare.contains("this command does not take AI Hub devices yet"), "{compare}");
+        let numerics = refused(&request(Command::Numerics, place.clone(), EpKind::Qnn));
+        assert!(numerics.contains("this command does not take AI Hub devices yet"), "{numerics}");
         let mut settings = HarnessSettings::default();
         settings.session.ep = EpKind::Qnn;
         settings.session.ep_options = vec!["htp_performance_mode=burst".parse().unwrap()];

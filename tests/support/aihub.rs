@@ -148,3 +148,36 @@ impl Drop for StandIn {
         let _ = self.child.wait();
     }
 }
+
+/// The names of the models of [`compare_scenario`]: the baseline, its byte-identical copy and a
+/// candidate with other bytes (the same graph, another doc string).
+pub const COMPARE_MODELS: [&str; 3] = ["a.onnx", "a_copy.onnx", "b.onnx"];
+
+/// [`scenario`] with the S25 profiling the convstack models of [`compare_models`]: every layer on
+/// the NPU, `a.onnx` (and its copy, the same upload) around 0.80 ms, `b.onnx` 25% slower.
+pub fn compare_scenario() -> Value {
+    let layers: Vec<Value> = (0..10)
+        .flat_map(|i| [json!([format!("conv{i}"), "Conv", "NPU"]), json!([format!("relu{i}"), "Relu", "NPU"])])
+        .collect();
+    let series = |base: u64| -> Vec<u64> { (0..20).map(|i| base + (i * 5) % 9).collect() };
+    let mut scenario = scenario();
+    scenario["throttle"] = json!({});
+    scenario["profiles"]["Samsung Galaxy S25 (Family)"]["models"] = json!({
+        "a.onnx": {"times_us": series(800), "layers": layers, "running_polls": 0},
+        "b.onnx": {"times_us": series(1000), "layers": layers, "running_polls": 0},
+    });
+    scenario
+}
+
+/// Writes the models of [`COMPARE_MODELS`] into `dir` from the test model `convstack.onnx`;
+/// their paths in that order.
+pub fn compare_models(dir: &Path) -> [PathBuf; 3] {
+    let [a, a_copy, b] = COMPARE_MODELS.map(|name| dir.join(name));
+    std::fs::copy(crate::model("convstack.onnx"), &a).unwrap();
+    std::fs::copy(&a, &a_copy).unwrap();
+    let script =
+        "import sys, onnx\nm = onnx.load(sys.argv[1])\nm.doc_string = 'the candidate'\nonnx.save(m, sys.argv[2])";
+    let wrote = run(Command::new(python()).arg("-c").arg(script).arg(&a).arg(&b));
+    assert!(wrote.status.success(), "{}", describe(&wrote));
+    [a, a_copy, b]
+}

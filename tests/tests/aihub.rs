@@ -5,9 +5,9 @@
 //! network; nothing here was tried against Qualcomm's real service.
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
-use npugate_e2e::aihub::{scenario, StandIn};
+use npugate_e2e::aihub::{compare_models, compare_scenario, scenario, StandIn};
 use npugate_e2e::{bin, describe, model, python, run};
 use serde_json::Value;
 
@@ -168,4 +168,95 @@ fn npugate_run_command(standin: &StandIn, client_ini: &Path, out: &Path) -> std:
     command.env("QAIHUB_CLIENT_INI", client_ini);
     command.arg("run").arg("--model").arg(model("fallback_det.onnx")).args(["--aihub", "S24"]).arg("--out").arg(out);
     command
+}
+
+fn npugate_compare(standin: &StandIn, baseline: &Path, candidate: &Path, out: &Path) -> Output {
+    let mut command = standin.command(bin("npugate"));
+    command.arg("compare").arg("--baseline-model").arg(baseline).arg("--model").arg(candidate);
+    command.args(["--aihub", "S25", "--rounds", "2", "--runs-per-round", "20"]).arg("--out").arg(out);
+    run(&mut command)
+}
+
+#[test]
+fn compare_on_an_aihub_device_fails_a_slower_candidate_and_passes_an_identical_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let standin = StandIn::start(dir.path(), &compare_scenario());
+    let [a, a_copy, b] = compare_models(dir.path());
+    let out = npugate_compare(&standin, &a, &b, &dir.path().join("slower"));
+    let slower = dir.path().join("slower/samsung-galaxy-s25-family");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let verdict = json(&slower.join("compare.json"));
+    let ratio = verdict["paired"]["ratio"].as_f64().unwrap();
+    assert!((ratio - 1.25).abs() < 0.01, "B/A of the scripted series: {ratio}");
+    let jobs = standin.recorded("jobs.jsonl");
+    assert_eq!(jobs.len(), 6, "a placement job per model, then one per model per round: {jobs:?}");
+    assert!(jobs.iter().all(|j| j["device"] == "Samsung Galaxy S25 (Family)"), "{jobs:?}");
+    assert_eq!(jobs[2]["options"], "--max_profiler_iterations 20", "--runs-per-round 20");
+    let round = json(&slower.join("candidate/round-01/result.json"));
+    let aihub = &round["aihub"];
+    assert_eq!((aihub["api_url"].as_str(), aihub["qualcomm"].as_bool()), (Some(standin.url.as_str()), Some(false)));
+    let job = aihub["job"]["id"].as_str().unwrap();
+    assert!(jobs.iter().any(|j| j["id"] == job), "{job}");
+    assert_eq!(aihub["job"]["link"], format!("{}/jobs/{job}/", standin.url));
+    assert_eq!(standin.requests("POST", "/api/v1/models/"), 2, "each model uploaded once, reused by every round");
+
+    let out = npugate_compare(&standin, &a, &a_copy, &dir.path().join("identical"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(
+        json(&dir.path().join("identical/samsung-galaxy-s25-family/compare.json"))["paired"]["ratio"].as_f64(),
+        Some(1.0)
+    );
+    assert_eq!(standin.requests("POST", "/api/v1/models/"), 2, "the copy's bytes were uploaded before");
+}
+
+#[test]
+fn a_sweep_with_aihub_cells_judges_each_device_and_records_it_in_the_matrix_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let standin = StandIn::start(dir.path(), &scenario());
+    std::fs::copy(model("fallback_det.onnx"), dir.path().join("fallback_det.onnx")).unwrap();
+    let plan = dir.path().join("sweep.toml");
+    let text = "name = \"aihub-nightly\"\naihub = [\"S24\", \"Samsung Galaxy S25 (Family)\"]\n\
+                [settings]\nruns = 40\n[[model]]\npath = \"fallback_det.onnx\"\n";
+    std::fs::write(&plan, text).unwrap();
+    let (out, history) = (dir.path().join("night"), dir.path().join("history.sqlite"));
+    let mut command = standin.command(bin("npugate"));
+    command.arg("sweep").arg("--plan").arg(&plan).arg("--out").arg(&out).arg("--history").arg(&history);
+    let swept = run(command.args(["--night", "2026-03-01"]));
+    assert_eq!(swept.status.code(), Some(1), "the S24's CPU fallback fails its cell: {}", describe(&swept));
+    let summary = json(&out.join("sweep.json"));
+    let devices: Vec<(&str, &str, &str)> = summary["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["serial"].as_str().unwrap(), d["dir"].as_str().unwrap(), d["soc"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            ("Samsung Galaxy S24 (Family)", "samsung-galaxy-s24-family", "qualcomm-snapdragon-8gen3"),
+            ("Samsung Galaxy S25 (Family)", "samsung-galaxy-s25-family", "qualcomm-snapdragon-8-elite"),
+        ]
+    );
+    assert_eq!(summary["runtimes"], serde_json::json!(["aihub"]));
+    for (device, exit) in [("samsung-galaxy-s24-family", 1), ("samsung-galaxy-s25-family", 0)] {
+        let cell = out.join(device).join("aihub/fallback_det");
+        assert_eq!(json(&cell.join("cell.json"))["exit_code"], exit, "{device}");
+        let result = json(&cell.join("result.json"));
+        let job = result["aihub"]["job"]["id"].as_str().unwrap();
+        assert!(standin.recorded("jobs.jsonl").iter().any(|j| j["id"] == job), "{device}: {job}");
+        assert_eq!(result["aihub"]["api_url"], standin.url.as_str());
+    }
+    let matrix = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    assert!(matrix.contains("samsung-galaxy-s24-family") && matrix.contains("| FAIL |"), "{matrix}");
+    let asked = run(Command::new(bin("npugate")).arg("history").arg("--history").arg(&history).args([
+        "--model",
+        "fallback_det",
+        "--json",
+    ]));
+    assert!(asked.status.success(), "{}", describe(&asked));
+    let report: Value = serde_json::from_slice(&asked.stdout).unwrap();
+    let mut keyed: Vec<String> =
+        report["series"].as_array().unwrap().iter().map(|s| format!("{} {}", s["device"], s["runtime"])).collect();
+    keyed.sort();
+    assert_eq!(keyed, ["\"samsung-galaxy-s24-family\" \"aihub\"", "\"samsung-galaxy-s25-family\" \"aihub\""]);
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use npugate_e2e::actions::{ActionRun, ActionRunner, Outcome};
+use npugate_e2e::aihub::{self, StandIn};
 use npugate_e2e::devices::Rig;
 use npugate_e2e::gitlab::{yaml, JobRun, Pipeline};
 use npugate_e2e::{bin, describe, model, run, runtime_file};
@@ -1033,4 +1034,86 @@ job:
         "artifacts: when always keeps them"
     );
     assert!(run.artifacts.contains(&project.path().join("out/vars.env")));
+}
+
+#[test]
+fn the_action_runs_on_aihub_devices_with_a_token_secret_against_the_standin() {
+    let dir = tempfile::tempdir().unwrap();
+    let standin = StandIn::start(dir.path(), &npugate_e2e::aihub::scenario());
+    let runner = ActionRunner::new(&repo()).env("NPUGATE_CACHE", &standin.cache.display().to_string());
+    std::fs::copy(model("fallback_det.onnx"), runner.workspace().join("det.onnx")).unwrap();
+    let inputs = |token: &str| -> Vec<(&'static str, String)> {
+        vec![
+            ("npugate-bin", npugate_bin()),
+            ("model", "det.onnx".into()),
+            ("aihub", "S24\nSamsung Galaxy S25 (Family)\n".into()),
+            ("aihub-token", token.into()),
+            ("aihub-api-url", standin.url.clone()),
+            ("args", "--runs 40".into()),
+        ]
+    };
+    let given = inputs(aihub::TOKEN);
+    let action = runner.run(&given.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
+    assert_eq!((action.conclusion, action.exit_code), (Outcome::Failure, 1), "{}", action.describe());
+    assert_eq!(action.output("verdict"), "fail", "the S24's CPU fallback fails");
+    let report_dir = assert_uploaded_report(&action);
+    for device in ["samsung-galaxy-s24-family", "samsung-galaxy-s25-family"] {
+        let result = json(&report_dir.join("result").join(device).join("result.json"));
+        assert_eq!(result["aihub"]["api_url"], standin.url.as_str(), "{device}");
+        let job = result["aihub"]["job"]["id"].as_str().unwrap();
+        assert!(standin.recorded("jobs.jsonl").iter().any(|j| j["id"] == job), "{device}: {job}");
+    }
+    assert!(
+        standin.recorded("requests.jsonl").len() > 4,
+        "npugate reached the stand-in with the token the Action wrote"
+    );
+    let everything = format!("{}{:?}", action.describe(), action.annotations);
+    assert!(!everything.contains(aihub::TOKEN), "the token was printed: {everything}");
+    let leftovers: Vec<_> = std::fs::read_dir(runner.temp()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(
+        leftovers.iter().all(|name| !name.to_string_lossy().starts_with("npugate-aihub.")),
+        "the client's file is removed: {leftovers:?}"
+    );
+
+    let no_token = inputs("");
+    let refused = runner.env("HOME", &dir.path().display().to_string());
+    let action = refused.run(&no_token.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
+    assert_eq!(action.exit_code, 2, "{}", action.describe());
+    assert!(
+        action.annotations("error").iter().any(|a| a.message.contains("aihub-token (NPUGATE_AIHUB_TOKEN) is empty")),
+        "{}",
+        action.describe()
+    );
+}
+
+#[test]
+fn the_gitlab_template_runs_on_an_aihub_device_with_a_masked_token_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let standin = StandIn::start(dir.path(), &npugate_e2e::aihub::scenario());
+    let (project, pipeline) = gitlab_project(&repo());
+    std::fs::copy(model("fallback_det.onnx"), project.path().join("models/det.onnx")).unwrap();
+    let job = pipeline.job("npugate");
+    let launcher = |program: &Path| Command::new(program);
+    let run = pipeline.run(
+        &job,
+        &[],
+        &[
+            ("NPUGATE_SOURCE", &repo().display().to_string()),
+            ("NPUGATE_BIN", &npugate_bin()),
+            ("NPUGATE_CACHE", &standin.cache.display().to_string()),
+            ("NPUGATE_MODEL", "models/det.onnx"),
+            ("NPUGATE_SHAPE", ""),
+            ("NPUGATE_RULES", ""),
+            ("NPUGATE_AIHUB", "Samsung Galaxy S25 (Family)"),
+            ("NPUGATE_AIHUB_TOKEN", aihub::TOKEN),
+            ("NPUGATE_AIHUB_API_URL", &standin.url),
+            ("NPUGATE_ARGS", "--runs 40"),
+        ],
+        &launcher,
+    );
+    assert_eq!(run.exit_code, 0, "{}", run.describe());
+    assert_eq!(run.dotenv["NPUGATE_VERDICT"], "pass");
+    let result = json(&project.path().join("npugate-report/result/samsung-galaxy-s25-family/result.json"));
+    assert_eq!(result["aihub"]["api_url"], standin.url.as_str());
+    assert!(!run.log.contains(aihub::TOKEN), "the token was printed: {}", run.log);
 }

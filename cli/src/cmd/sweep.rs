@@ -115,6 +115,10 @@ fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Consol
             .map(SweepTarget::boxed)
             .collect();
     devices.extend(sweep::host_htp_targets(&plan, &cut).into_iter().map(SweepTarget::boxed));
+    if cut.taken().any(|(_, unit)| matches!(unit, sweep::unit::Unit::AiHub(_))) {
+        let session = std::sync::Arc::new(super::options::aihub_session()?);
+        devices.extend(sweep::aihub_targets(&plan, &cut, &session)?.into_iter().map(SweepTarget::boxed));
+    }
     let policy = devices_args.policy(console);
     let options = SweepOptions {
         out: &out,

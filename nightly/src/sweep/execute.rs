@@ -3,7 +3,7 @@
 //! only the cell it was in; `sweep.json` is rewritten after every cell.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -15,6 +15,7 @@ use super::plan::{PlannedModel, SweepPlan};
 use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
 use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
 use super::unit::{self, host_htp_dir, Unit};
+use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
@@ -24,6 +25,7 @@ use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
 use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
+use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
@@ -57,9 +59,32 @@ pub struct SweepTarget<T> {
     pub chosen_by: String,
     /// The position of its unit in the plan (see [`super::unit`]).
     pub unit: usize,
-    /// True for the host HTP emulator as one SoC: its cells run the plan's host-HTP runtimes (one
-    /// per QNN version) with `--ep qnn` (placement and outputs; speed is not judged).
-    pub host_htp: bool,
+    /// What kind of target it is, which chooses the runtimes of its cells.
+    pub kind: TargetKind,
+}
+
+/// What a sweep target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A device over adb: its cells run the plan's runtimes.
+    Device,
+    /// The host HTP emulator as one SoC: its cells run the plan's host-HTP runtimes (one per QNN
+    /// version) with `--ep qnn` (placement and outputs; speed is not judged).
+    HostHtp,
+    /// A Qualcomm AI Hub device: its cells run in the runtime column `aihub` (a local CPU
+    /// reference pass and an AI Hub profile job).
+    AiHub,
+}
+
+impl TargetKind {
+    /// The kind of a unit's targets.
+    pub fn of(unit: &Unit) -> TargetKind {
+        match unit {
+            Unit::HostHtp(_) => TargetKind::HostHtp,
+            Unit::AiHub(_) => TargetKind::AiHub,
+            Unit::Serial(_) | Unit::Soc(_) | Unit::Device(_) => TargetKind::Device,
+        }
+    }
 }
 
 impl<T: Target + 'static> SweepTarget<T> {
@@ -71,15 +96,16 @@ impl<T: Target + 'static> SweepTarget<T> {
             dir: self.dir,
             chosen_by: self.chosen_by,
             unit: self.unit,
-            host_htp: self.host_htp,
+            kind: self.kind,
         }
     }
 }
 
 impl<T> SweepTarget<T> {
-    /// The runtimes of this target's cells: the host-HTP runtime, or the plan's device runtimes.
+    /// The runtimes of this target's cells: the host-HTP runtimes, the AI Hub cells' runtime, or
+    /// the plan's device runtimes.
     fn runtimes<'p>(&self, plan: &'p SweepPlan) -> Vec<&'p RuntimeManifest> {
-        cell_runtimes(plan, self.host_htp)
+        cell_runtimes(plan, self.kind)
     }
 }
 
@@ -108,10 +134,57 @@ pub fn host_htp_targets(plan: &SweepPlan, cut: &Cut) -> Vec<SweepTarget<WineTarg
                 dir: name,
                 chosen_by: "socs".into(),
                 unit: position,
-                host_htp: true,
+                kind: TargetKind::HostHtp,
             }
         })
         .collect()
+}
+
+/// The AI Hub units of `cut` this sweep runs as targets, through `session`: each plan entry's
+/// device as AI Hub lists it (refused when it names none, several, or one without ONNX), in a
+/// directory named after the device (`samsung-galaxy-s24-family`, as `npugate run --aihub`); the
+/// device's name is its serial in `sweep.json` and the history, its chipset its SoC.
+pub fn aihub_targets(plan: &SweepPlan, cut: &Cut, session: &Arc<Session>) -> Result<Vec<SweepTarget<AiHubTarget>>> {
+    let mut listed = None;
+    let mut targets: Vec<SweepTarget<AiHubTarget>> = Vec::new();
+    for (position, unit) in cut.taken() {
+        let Unit::AiHub(selector) = unit else { continue };
+        let listed = match &mut listed {
+            Some(listed) => listed,
+            None => listed.insert(npugate_aihub::devices::list(session.client())?),
+        };
+        let index = plan.aihub.iter().position(|d| d == selector).unwrap_or_default();
+        let pick = npugate_plan::choose_aihub_device(listed, selector)
+            .map_err(|e| plan.error(&format!("aihub[{index}]"), format!("{e:#}")))?;
+        if let Some(note) = &pick.note {
+            eprintln!("npugate sweep: {note}");
+        }
+        let device = pick.device;
+        if targets.iter().any(|t| t.info.serial == device.name) {
+            let message = format!("chooses {}, as another entry of aihub does; list each device once", device.name);
+            return Err(plan.error(&format!("aihub[{index}]"), message));
+        }
+        let info = DeviceInfo {
+            serial: device.name.clone(),
+            state: "device".into(),
+            os: Some(format!("AI Hub: {} {}", device.name, device.os)),
+            soc: npugate_aihub::devices::attribute(&device, "chipset").map(str::to_string),
+            hexagon_arch: npugate_aihub::devices::attribute(&device, "hexagon").map(str::to_string),
+            model: Some(device.name.clone()),
+            ..DeviceInfo::default()
+        };
+        let target = AiHubTarget::new(Arc::clone(session), device);
+        let dir = target.name().to_string();
+        targets.push(SweepTarget {
+            target,
+            info,
+            dir,
+            chosen_by: unit.chosen_by(),
+            unit: position,
+            kind: TargetKind::AiHub,
+        });
+    }
+    Ok(targets)
 }
 
 /// What one device's cells came to.
@@ -172,8 +245,8 @@ pub fn run_sweep<T: Target>(
 /// or a SoC class listed twice is one unit. Nothing is probed.
 pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[DeviceChoice]) -> Result<Vec<Unit>> {
     let mut units: Vec<Unit> = Vec::new();
-    if plan.devices.is_empty() && requested.is_empty() && !plan.socs.is_empty() {
-        // Host-HTP cells only: no device is needed.
+    if plan.devices.is_empty() && requested.is_empty() && !(plan.socs.is_empty() && plan.aihub.is_empty()) {
+        // Host-HTP and AI Hub cells only: no device is needed.
     } else if plan.devices.is_empty() {
         units.extend(devices::select(adb, requested)?.into_iter().map(Unit::Device));
     } else {
@@ -194,15 +267,17 @@ pub fn plan_units(plan: &SweepPlan, adb: &Adb, requested: &[DeviceChoice]) -> Re
         }
     }
     units.extend(plan.socs.iter().map(|soc| Unit::HostHtp(soc.model.to_string())));
+    units.extend(plan.aihub.iter().map(|device| Unit::AiHub(device.clone())));
     Ok(units)
 }
 
-/// The runtimes of a target's cells: the plan's host-HTP runtime for the host HTP emulator, else the
-/// plan's device runtimes.
-fn cell_runtimes(plan: &SweepPlan, host_htp: bool) -> Vec<&RuntimeManifest> {
-    match host_htp {
-        true => plan.htp_runtimes.iter().collect(),
-        false => plan.runtimes.iter().collect(),
+/// The runtimes of a target's cells: the plan's host-HTP runtimes for the host HTP emulator, the
+/// AI Hub cells' runtime for an AI Hub device, else the plan's device runtimes.
+fn cell_runtimes(plan: &SweepPlan, kind: TargetKind) -> Vec<&RuntimeManifest> {
+    match kind {
+        TargetKind::HostHtp => plan.htp_runtimes.iter().collect(),
+        TargetKind::AiHub => plan.aihub_runtimes.iter().collect(),
+        TargetKind::Device => plan.runtimes.iter().collect(),
     }
 }
 
@@ -218,7 +293,7 @@ fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarg
         .map(|(position, unit)| ShardUnit {
             shard: Shard::of_unit(position, shard.count),
             unit: unit.clone(),
-            runtimes: cell_runtimes(plan, matches!(unit, Unit::HostHtp(_)))
+            runtimes: cell_runtimes(plan, TargetKind::of(unit))
                 .into_iter()
                 .map(|runtime| runtime.name.clone())
                 .collect(),
@@ -270,7 +345,7 @@ pub fn resolve_devices(
                 }
                 chosen.extend(matching.into_iter().map(|s| (s, unit.chosen_by(), position)));
             }
-            Unit::HostHtp(_) => {}
+            Unit::HostHtp(_) | Unit::AiHub(_) => {}
         }
     }
     let mut seen = std::collections::HashSet::new();
@@ -294,7 +369,7 @@ pub fn resolve_devices(
             }
         }
         let target = AdbTarget::new(adb, &serial, settings);
-        resolved.push(SweepTarget { target, info, dir, chosen_by, unit, host_htp: false });
+        resolved.push(SweepTarget { target, info, dir, chosen_by, unit, kind: TargetKind::Device });
     }
     Ok(resolved)
 }
@@ -484,7 +559,8 @@ fn run_cell<T: Target>(
     npugate_engine::layout::remove_stale_staging(dir);
     let harness = npugate_plan::harness_for(options.harness, runtime, &npugate_plan::Installed)?;
     let gate = GateSpec { rules: model.rules.clone(), ..GateSpec::default() };
-    let settings = match device.host_htp {
+    let host_htp = device.kind == TargetKind::HostHtp;
+    let settings = match host_htp {
         true => HarnessSettings {
             session: SessionSettings { ep: EpKind::Qnn, ..settings.session.clone() },
             ..settings.clone()
@@ -510,7 +586,7 @@ fn run_cell<T: Target>(
     };
     let spec = RunSpec { job, gate: Some(&gate), reference };
     let run = match run_on(&device.target, &spec, dir, progress) {
-        Err(error) if device.host_htp && !is_retryable(&error) => refused_compile(device, &spec, dir, progress, error)?,
+        Err(error) if host_htp && !is_retryable(&error) => refused_compile(device, &spec, dir, progress, error)?,
         run => run?,
     };
     let verdict = run.verdict.as_ref().context("a judged run has a verdict")?;
@@ -528,9 +604,7 @@ fn run_cell<T: Target>(
     };
     // A session the backend refused never ran, so the harness could not say it was emulated.
     let emulated = run.result.execution.emulated.clone().or_else(|| {
-        device
-            .host_htp
-            .then(|| format!("Qualcomm's HTP emulator ({HOST_HTP_FINGERPRINT}); the session was not created"))
+        host_htp.then(|| format!("Qualcomm's HTP emulator ({HOST_HTP_FINGERPRINT}); the session was not created"))
     });
     let mut record = CellRecord::new(
         key.clone(),
@@ -642,7 +716,7 @@ mod tests {
             target: Some(npugate_engine::targets::host_triple()),
             ..Default::default()
         };
-        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), unit: 0, host_htp: false }
+        SweepTarget { target, info, dir: "rig-1".into(), chosen_by: "serial".into(), unit: 0, kind: TargetKind::Device }
     }
 
     #[test]

@@ -310,7 +310,7 @@ mod tests {
     use crate::matrix::{self, Matrix};
     use crate::sweep::shard::{Cut, Shard};
     use crate::sweep::unit::Unit;
-    use crate::sweep::{run_sweep, SweepOptions, SweepPlan, SweepTarget};
+    use crate::sweep::{run_sweep, SweepOptions, SweepPlan, SweepTarget, TargetKind};
     use npugate_android::devices::DeviceInfo;
     use npugate_engine::rack::RackPolicy;
     use npugate_engine::targets::mock::{Behaviour, MockTarget};
@@ -354,7 +354,14 @@ mod tests {
                     ..Default::default()
                 };
                 let target = MockTarget::new(&serial, vec![Behaviour::Measure(vec![400_000; 20])]);
-                SweepTarget { target, info, dir: serial, chosen_by: unit.chosen_by(), unit: position, host_htp: false }
+                SweepTarget {
+                    target,
+                    info,
+                    dir: serial,
+                    chosen_by: unit.chosen_by(),
+                    unit: position,
+                    kind: TargetKind::Device,
+                }
             })
             .collect();
         let policy = RackPolicy::once(&Cancel::new());

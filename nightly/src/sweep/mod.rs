@@ -14,7 +14,9 @@ pub mod summary;
 pub mod unit;
 
 pub use cell::CellRecord;
-pub use execute::{host_htp_targets, plan_units, resolve_devices, run_sweep, SweepOptions, SweepTarget};
+pub use execute::{
+    aihub_targets, host_htp_targets, plan_units, resolve_devices, run_sweep, SweepOptions, SweepTarget, TargetKind,
+};
 pub use merge::merge;
 pub use night::{now_rfc3339, parse_night, today};
 pub use plan::SweepPlan;

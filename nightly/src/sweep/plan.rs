@@ -47,9 +47,17 @@ struct PlanFile {
     /// per version, instead of `htp_runtime`.
     #[serde(default)]
     qnn: Vec<String>,
+    /// Qualcomm AI Hub devices (as `--aihub` takes them: a name, a part of one, attributes): one
+    /// row of cells each, in the runtime column [`AIHUB_RUNTIME`].
+    #[serde(default)]
+    aihub: Vec<String>,
     /// Models with their rules.
     model: Vec<ModelEntry>,
 }
+
+/// The runtime column of AI Hub cells: AI Hub runs the model with its own tools (their versions
+/// are in each cell's result); this machine's CPU runtime runs the local reference pass.
+pub const AIHUB_RUNTIME: &str = "aihub";
 
 /// `[runtime_ep."<runtime>"]`: the EP (and its options) of one runtime's cells.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +123,11 @@ pub struct SweepPlan {
     pub socs: Vec<Soc>,
     /// The runtimes of the host-HTP cells, one per QNN version (loaded when `socs` is not empty).
     pub htp_runtimes: Vec<RuntimeManifest>,
+    /// AI Hub devices of the plan's `aihub`, in plan order, each listed once.
+    pub aihub: Vec<String>,
+    /// The runtime of the AI Hub cells (named [`AIHUB_RUNTIME`]): this machine's CPU runtime for
+    /// the local reference pass; loaded when `aihub` is not empty.
+    pub aihub_runtimes: Vec<RuntimeManifest>,
     /// Models in plan order.
     pub models: Vec<PlannedModel>,
 }
@@ -373,6 +386,28 @@ impl PlanContext<'_> {
         }
         Ok(runtimes)
     }
+
+    /// The AI Hub devices, each listed once, and the runtime of their cells (none without any).
+    fn aihub(&self, devices: &[String]) -> Result<(Vec<String>, Vec<RuntimeManifest>)> {
+        for (index, device) in devices.iter().enumerate() {
+            if device.trim().is_empty() {
+                return Err(self.error(
+                    &format!("aihub[{index}]"),
+                    "name an AI Hub device (`npugate devices --aihub` lists them)",
+                ));
+            }
+            if devices[..index].contains(device) {
+                return Err(self.error(&format!("aihub[{index}]"), format!("AI Hub device {device:?} is listed twice")));
+            }
+        }
+        if devices.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let (_, host) = npugate_plan::reference_tools(&npugate_plan::Installed).map_err(|e| {
+            self.error("aihub", format!("{e:#} (AI Hub cells run the model once on this machine's CPU)"))
+        })?;
+        Ok((devices.to_vec(), vec![RuntimeManifest { name: AIHUB_RUNTIME.into(), ..host }]))
+    }
 }
 
 impl SweepPlan {
@@ -383,14 +418,15 @@ impl SweepPlan {
         let at = PlanFile::context(file);
         let settings = at.settings(&raw.settings)?;
         at.check_devices(&raw.device)?;
-        if raw.runtimes.is_empty() && raw.socs.is_empty() {
-            return Err(at.error("runtimes", "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"] (or socs = [\"SM8650\"] for host-HTP cells)"));
+        if raw.runtimes.is_empty() && raw.socs.is_empty() && raw.aihub.is_empty() {
+            return Err(at.error("runtimes", "list at least one runtime, e.g. [\"ort-1.31.1-linux-x86_64\"] (or socs = [\"SM8650\"] for host-HTP cells, aihub = [\"Samsung Galaxy S24 (Family)\"] for AI Hub cells)"));
         }
         let socs = at.socs(&raw.socs)?;
         let runtimes = at.runtimes(&raw.runtimes)?;
         let runtime_eps = at.runtime_eps(&raw, &runtimes)?;
         let models = at.models(raw.model, &settings)?;
         let htp_runtimes = at.htp_runtimes(&socs, raw.htp_runtime.as_deref(), &raw.qnn, &models)?;
+        let (aihub, aihub_runtimes) = at.aihub(&raw.aihub)?;
         let name = raw.name.unwrap_or_else(|| {
             file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "sweep".into())
         });
@@ -403,6 +439,8 @@ impl SweepPlan {
             runtime_eps,
             socs,
             htp_runtimes,
+            aihub,
+            aihub_runtimes,
             models,
         })
     }
@@ -418,9 +456,9 @@ impl SweepPlan {
         }
     }
 
-    /// Every runtime of the plan: the device runtimes, then the host-HTP runtimes.
+    /// Every runtime of the plan: the device runtimes, the host-HTP runtimes, the AI Hub cells'.
     pub fn all_runtimes(&self) -> impl Iterator<Item = &RuntimeManifest> {
-        self.runtimes.iter().chain(&self.htp_runtimes)
+        self.runtimes.iter().chain(&self.htp_runtimes).chain(&self.aihub_runtimes)
     }
 
     /// `plan-file: field: message` for errors found after loading (device selection).
@@ -448,6 +486,20 @@ mod tests {
         let file = dir.join("sweep.toml");
         std::fs::write(&file, text).unwrap();
         SweepPlan::load(&file)
+    }
+
+    #[test]
+    fn an_aihub_device_listed_twice_or_empty_is_refused_naming_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        identity_model(&dir.path().join("m.onnx"), &[Some(1), Some(3)]);
+        let refused = |aihub: &str| {
+            let text = format!("aihub = {aihub}\n[[model]]\npath = \"m.onnx\"\n");
+            format!("{:#}", plan_in(dir.path(), &text).unwrap_err())
+        };
+        let twice = refused(r#"["S24", "S25", "S24"]"#);
+        assert!(twice.contains("aihub[2]: AI Hub device \"S24\" is listed twice"), "{twice}");
+        let empty = refused(r#"[" "]"#);
+        assert!(empty.contains("aihub[0]: name an AI Hub device"), "{empty}");
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub enum Unit {
     HostHtp(String),
     /// A device `--device` chose (a plan without `[[device]]`).
     Device(String),
+    /// `aihub = ["…"]`: a Qualcomm AI Hub device, as the plan names it.
+    #[serde(rename = "aihub")]
+    AiHub(String),
 }
 
 impl Unit {
@@ -28,6 +31,7 @@ impl Unit {
             Unit::Soc(soc) => format!("soc={soc}"),
             Unit::HostHtp(_) => "socs".into(),
             Unit::Device(_) => "--device".into(),
+            Unit::AiHub(_) => "aihub".into(),
         }
     }
 
@@ -37,18 +41,20 @@ impl Unit {
             Unit::Serial(serial) | Unit::Device(serial) => format!("device {serial}"),
             Unit::Soc(soc) => format!("every device with SoC {soc}"),
             Unit::HostHtp(soc) => format!("host HTP as {soc}"),
+            Unit::AiHub(device) => format!("AI Hub device {device}"),
         }
     }
 
     /// The directory its cells live in below the sweep dir, when known without resolving the unit
-    /// (a SoC class is only known once its devices are listed).
+    /// (a SoC class is only known once its devices are listed, an AI Hub device once AI Hub
+    /// named the device the plan's selector chooses).
     pub fn known_dir(&self) -> Option<String> {
         match self {
             Unit::Serial(serial) | Unit::Device(serial) => {
                 npugate_engine::device_rack::result_dir_names(std::slice::from_ref(serial)).pop()
             }
             Unit::HostHtp(soc) => Some(host_htp_dir(soc)),
-            Unit::Soc(_) => None,
+            Unit::Soc(_) | Unit::AiHub(_) => None,
         }
     }
 }
@@ -80,12 +86,16 @@ mod tests {
             Unit::Soc("SM8650".into()),
             Unit::HostHtp("SM8350".into()),
             Unit::Device("a:1".into()),
+            Unit::AiHub("S24".into()),
         ];
         let json = serde_json::to_string(&units).unwrap();
-        assert_eq!(json, r#"[{"serial":"R5CX"},{"soc":"SM8650"},{"host_htp":"SM8350"},{"device":"a:1"}]"#);
+        assert_eq!(
+            json,
+            r#"[{"serial":"R5CX"},{"soc":"SM8650"},{"host_htp":"SM8350"},{"device":"a:1"},{"aihub":"S24"}]"#
+        );
         assert_eq!(serde_json::from_str::<Vec<Unit>>(&json).unwrap(), units);
         let dirs: Vec<Option<String>> = units.iter().map(Unit::known_dir).collect();
-        assert_eq!(dirs, [Some("R5CX".into()), None, Some("htp-SM8350".into()), Some("a_1".into())]);
+        assert_eq!(dirs, [Some("R5CX".into()), None, Some("htp-SM8350".into()), Some("a_1".into()), None]);
         assert_eq!(named_serials(&units), ["R5CX", "a:1"]);
     }
 }
