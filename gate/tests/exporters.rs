@@ -208,6 +208,11 @@ fn html_histogram_bins_the_judged_runs_and_names_the_set_aside_ones() {
     assert_eq!(binned, verdict.latencies_ns.len() - set_aside, "only the judged runs are binned");
     assert!(histogram.contains("20 contended runs set aside (up to 40"), "{histogram}");
     assert!(html.contains("20 contended runs set aside, not binned"));
+    // The latency table comes in tables of at most 7 columns (14 in one overflow 1280 px).
+    let latency = &html[html.find("<h2>Latency</h2>").unwrap()..start];
+    let tables: Vec<&str> = latency.split("<table>").skip(1).collect();
+    assert_eq!(tables.len(), 2);
+    assert!(tables.iter().all(|t| t.matches("<th>").count() <= 7), "{latency}");
 }
 
 #[test]

@@ -409,13 +409,19 @@ fn ratio_chart(v: &CompareVerdict) -> Markup {
     plot.finish("round ratios and the paired interval")
 }
 
+/// Columns of one latency table: seven fit a 1280-px page with the widest values.
+const LATENCY_COLUMNS: usize = 7;
+
 fn latency_section(v: &Verdict, s: &LatencyStats) -> Markup {
     let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
     let clusters = if s.bimodal_split().is_some() { "; blue and orange: the two clusters" } else { "" };
     html! {
         section {
             h2 { "Latency" }
-            (page::table(&names, &[values], &(0..names.len()).collect::<Vec<_>>()))
+            // In tables of at most LATENCY_COLUMNS columns: 14 in one row overflow a 1280-px page.
+            @for (names, values) in names.chunks(LATENCY_COLUMNS).zip(values.chunks(LATENCY_COLUMNS)) {
+                (page::table(names, &[values], &(0..names.len()).collect::<Vec<_>>()))
+            }
             ul { @for line in shape_lines(s) { li { (line) } } }
             div.charts {
                 figure { (histogram(s, v)) figcaption { "Histogram of the timed runs the latency rules judged" (set_aside_caption(v)) (clusters) } }
