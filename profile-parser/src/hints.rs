@@ -57,6 +57,11 @@ pub fn fallback_hint(
             "onnxruntime-qnn keeps {op_type} off the HTP unless its op_affinity config pins it there: pass --ep-option op_affinity=FILE, a JSON file holding {{\"op_type\": {{\"{op_type}\": \"htp\"}}}}"
         ));
     }
+    if qnn && reason.contains("dynamic min/max") {
+        return Some(format!(
+            "QNN takes {op_type}'s min/max only as constants: make them initializers (fold what computes them)"
+        ));
+    }
     if qnn && reason.contains("int64") {
         return Some("QNN HTP has no int64 tensors: cast to int32 in the model".to_string());
     }
@@ -71,10 +76,13 @@ pub fn fallback_hint(
 }
 
 /// True for an EP reason that says a shape was unknown: dynamic dims the EP cannot compile
-/// (QNN: `Cannot get shape`; others: "dynamic shape").
+/// (QNN: `Cannot get shape`; others: "dynamic shape"). A computed operand is no shape: QNN's
+/// "dynamic min/max" of a `Clip` is not one, and `--shape` would not fix it.
 pub fn is_shape_reason(reason: &str) -> bool {
     let reason = reason.to_ascii_lowercase();
-    reason.contains("dynamic") || reason.contains("cannot get shape") || reason.contains("unknown shape")
+    ["dynamic shape", "dynamic dim", "dynamic input", "cannot get shape", "unknown shape"]
+        .iter()
+        .any(|shape| reason.contains(shape))
 }
 
 #[cfg(test)]
@@ -92,6 +100,10 @@ mod tests {
             .unwrap()
             .contains("--shape"));
         assert!(fallback_hint("Conv", Some("Cannot get shape"), &[], false, QNN).unwrap().contains("--shape"));
+        // melspectrogram's Clip with a computed min: not a shape, so no --shape.
+        let clip = fallback_hint("Clip", Some("QNN doesn't support dynamic min/max."), &[], false, QNN).unwrap();
+        assert!(!clip.contains("--shape") && clip.contains("constants"), "{clip}");
+        assert!(!is_shape_reason("QNN doesn't support dynamic min/max."));
         assert!(fallback_hint("Det", None, &[], false, QNN).unwrap().contains("not supported by QNN"));
         assert!(fallback_hint("LayerNormalization", None, &[], false, QNN).unwrap().contains("newer QNN SDK"));
         assert_eq!(fallback_hint("Relu", None, &[], false, QNN), None);
