@@ -22,8 +22,13 @@ const QNN_OP_HINTS: &[(&str, &str)] = &[
     ("ScatterND", "rewrite the update with Where/Concat, which QNN supports"),
 ];
 
-/// The hint for a node rejected for a dynamic shape, in a single model.
-pub const SHAPE_HINT: &str = "dynamic shape: fix it (--shape, or make the model's input dims static)";
+/// The hint for a node rejected for a shape the EP could not know, in a single model. A single
+/// model runs only with static inputs (a dynamic one is refused before it runs, naming `--shape`),
+/// so the shape is computed inside the graph (an `If`'s or `Loop`'s output, a data-dependent size):
+/// `--shape` cannot fix it.
+pub const SHAPE_HINT: &str =
+    "a shape computed inside the graph (control flow or data-dependent; the model's inputs are static, \
+     --shape cannot fix it): make it static in the model (fold the branch, fix the size) or leave the node to the CPU";
 
 /// The hint for a node rejected for a dynamic shape in an LLM model folder's graph: a run feeds
 /// the folder's dynamic dims as they are and `--shape` does not apply to a folder; the preflight
@@ -96,10 +101,11 @@ mod tests {
         assert!(fallback_hint("QuantizeLinear", None, &[], true, QNN)
             .unwrap()
             .contains("offload_graph_io_quantization"));
-        assert!(fallback_hint("Det", Some("Dynamic shape not supported"), &[], false, QNN)
-            .unwrap()
-            .contains("--shape"));
-        assert!(fallback_hint("Conv", Some("Cannot get shape"), &[], false, QNN).unwrap().contains("--shape"));
+        // hey_jarvis's If_32 on static inputs: the log's reason, not the wrong fix.
+        for reason in ["Dynamic shape not supported", "Cannot get shape of If_32"] {
+            let hint = fallback_hint("If", Some(reason), &[], false, QNN).unwrap();
+            assert!(hint.contains("--shape cannot fix it") && hint.contains("computed inside the graph"), "{hint}");
+        }
         // melspectrogram's Clip with a computed min: not a shape, so no --shape.
         let clip = fallback_hint("Clip", Some("QNN doesn't support dynamic min/max."), &[], false, QNN).unwrap();
         assert!(!clip.contains("--shape") && clip.contains("constants"), "{clip}");
