@@ -10,6 +10,7 @@ use std::process::Command;
 use common::{detector_nodes, mixture, move_to_cpu, normal_series, placement, run, NORM, QNN};
 use npugate_gate::export::{write_all, Format};
 use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
+use npugate_result::{CpuWait, PerRun};
 
 fn failing_verdict() -> Verdict {
     let baseline_run = run(normal_series(200, 8.0, 3.0, 31));
@@ -175,6 +176,43 @@ fn html_is_self_contained_and_renders_in_chromium() {
     // A blank 1400×2400 page compresses to a few kB; charts, tables and text make it far larger.
     assert!(png.len() > 60_000, "screenshot is only {} bytes", png.len());
     screenshot(&render(Format::Html, &passing_verdict()), "passing");
+}
+
+/// A passing verdict whose every 10th run waited 30 ms for a CPU and took 40 ms: those runs are
+/// set aside as contended.
+fn contended_verdict() -> (Verdict, usize) {
+    let mut latencies = normal_series(200, 8.0, 3.0, 17);
+    let mut delays = vec![0u64; latencies.len()];
+    for index in (0..latencies.len()).step_by(10) {
+        latencies[index] = 40_000_000;
+        delays[index] = 30_000_000;
+    }
+    let mut run = run(latencies);
+    run.timings.cpu_wait = Some(CpuWait {
+        threads: 4,
+        run_queue_delay_ns: PerRun::Measured(delays),
+        involuntary_switches: PerRun::Unavailable("not read in this test".into()),
+    });
+    (judge(&Evidence::new(&run, Ok(&placement(QNN, &detector_nodes()))), &Rules::default()), 20)
+}
+
+#[test]
+fn html_histogram_bins_the_judged_runs_and_names_the_set_aside_ones() {
+    let (verdict, set_aside) = contended_verdict();
+    assert_eq!(verdict.contention.as_ref().map(|c| c.set_aside()), Some(set_aside));
+    let html = render(Format::Html, &verdict);
+    let start = html.find("latency histogram").expect("a histogram");
+    let histogram = &html[html[..start].rfind("<svg").unwrap()..start + html[start..].find("</svg>").unwrap()];
+    let binned: usize =
+        histogram.split("<title>").skip(1).filter_map(|t| t.split(" runs</title>").next()?.parse::<usize>().ok()).sum();
+    assert_eq!(binned, verdict.latencies_ns.len() - set_aside, "only the judged runs are binned");
+    assert!(histogram.contains("20 contended runs set aside (up to 40"), "{histogram}");
+    assert!(html.contains("20 contended runs set aside, not binned"));
+    // The latency table comes in tables of at most 7 columns (14 in one overflow 1280 px).
+    let latency = &html[html.find("<h2>Latency</h2>").unwrap()..start];
+    let tables: Vec<&str> = latency.split("<table>").skip(1).collect();
+    assert_eq!(tables.len(), 2);
+    assert!(tables.iter().all(|t| t.matches("<th>").count() <= 7), "{latency}");
 }
 
 #[test]

@@ -203,7 +203,21 @@ impl Matching {
         // A compiled model computes what it does not show inside its EPContext nodes.
         let compiled = m.nodes().iter().any(NodeInfo::is_ep_context);
         let not_in_model = if compiled { UnmatchedReason::InsideCompiledContext } else { UnmatchedReason::NotInModel };
+        // A copy of weights (an `Identity` of a dequantized bias, …) is no layer: both sides hold
+        // the same constants (∞ dB). It is listed once, as a weight copy of the reference.
+        let mut copies: HashSet<&str> = HashSet::new();
         for (node, tensor) in activations(&r) {
+            if from_constants(reference, &r, node, 0) {
+                copies.insert(tensor);
+                unmatched.push(Unmatched {
+                    side: Side::Reference,
+                    tensor: tensor.to_string(),
+                    node: node.name().to_string(),
+                    op_type: node.op_type().to_string(),
+                    reason: UnmatchedReason::WeightCopy,
+                });
+                continue;
+            }
             match find(model, &m, tensor) {
                 Some((probe, rule, chain, computing)) => {
                     let dequantized_with = match &probe {
@@ -233,17 +247,14 @@ impl Matching {
                     tensor: tensor.to_string(),
                     node: node.name().to_string(),
                     op_type: node.op_type().to_string(),
-                    reason: match from_constants(reference, &r, node, 0) {
-                        true => UnmatchedReason::WeightCopy,
-                        false => not_in_model,
-                    },
+                    reason: not_in_model,
                 }),
             }
         }
         layers.sort_by_key(|layer| layer.order);
         let covered: HashSet<&str> = layers.iter().flat_map(|l| l.chain.iter().map(String::as_str)).collect();
         let model_unmatched: Vec<Unmatched> = activations(&m)
-            .filter(|(_, tensor)| !covered.contains(tensor))
+            .filter(|(_, tensor)| !covered.contains(tensor) && !copies.contains(tensor))
             .map(|(node, tensor)| Unmatched {
                 side: Side::Model,
                 tensor: tensor.to_string(),
@@ -476,7 +487,16 @@ mod tests {
         let matching = Matching::build(&model, &reference, &Selection::All).unwrap();
         let reasons: Vec<(&str, UnmatchedReason)> =
             matching.unmatched.iter().map(|u| (u.tensor.as_str(), u.reason)).collect();
-        assert_eq!(reasons, [("y", UnmatchedReason::NotInModel)], "the copies match by name; nothing else is left");
+        assert_eq!(
+            reasons,
+            [
+                ("w_c", UnmatchedReason::WeightCopy),
+                ("w_f", UnmatchedReason::WeightCopy),
+                ("y", UnmatchedReason::NotInModel)
+            ],
+            "the copies are weights (no layer, listed once, by the reference's name), not layers at ∞ dB"
+        );
+        assert!(matching.layers.is_empty(), "no copy of a weight is a layer");
         let alone = Matching::build(&model, &float(), &Selection::All).unwrap();
         let model_side: Vec<(&str, UnmatchedReason)> =
             alone.unmatched.iter().filter(|u| u.side == Side::Model).map(|u| (u.tensor.as_str(), u.reason)).collect();

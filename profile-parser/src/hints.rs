@@ -22,8 +22,13 @@ const QNN_OP_HINTS: &[(&str, &str)] = &[
     ("ScatterND", "rewrite the update with Where/Concat, which QNN supports"),
 ];
 
-/// The hint for a node rejected for a dynamic shape, in a single model.
-pub const SHAPE_HINT: &str = "dynamic shape: fix it (--shape, or make the model's input dims static)";
+/// The hint for a node rejected for a shape the EP could not know, in a single model. A single
+/// model runs only with static inputs (a dynamic one is refused before it runs, naming `--shape`),
+/// so the shape is computed inside the graph (an `If`'s or `Loop`'s output, a data-dependent size):
+/// `--shape` cannot fix it.
+pub const SHAPE_HINT: &str =
+    "a shape computed inside the graph (control flow or data-dependent; the model's inputs are static, \
+     --shape cannot fix it): make it static in the model (fold the branch, fix the size) or leave the node to the CPU";
 
 /// The hint for a node rejected for a dynamic shape in an LLM model folder's graph: a run feeds
 /// the folder's dynamic dims as they are and `--shape` does not apply to a folder; the preflight
@@ -57,6 +62,11 @@ pub fn fallback_hint(
             "onnxruntime-qnn keeps {op_type} off the HTP unless its op_affinity config pins it there: pass --ep-option op_affinity=FILE, a JSON file holding {{\"op_type\": {{\"{op_type}\": \"htp\"}}}}"
         ));
     }
+    if qnn && reason.contains("dynamic min/max") {
+        return Some(format!(
+            "QNN takes {op_type}'s min/max only as constants: make them initializers (fold what computes them)"
+        ));
+    }
     if qnn && reason.contains("int64") {
         return Some("QNN HTP has no int64 tensors: cast to int32 in the model".to_string());
     }
@@ -71,10 +81,13 @@ pub fn fallback_hint(
 }
 
 /// True for an EP reason that says a shape was unknown: dynamic dims the EP cannot compile
-/// (QNN: `Cannot get shape`; others: "dynamic shape").
+/// (QNN: `Cannot get shape`; others: "dynamic shape"). A computed operand is no shape: QNN's
+/// "dynamic min/max" of a `Clip` is not one, and `--shape` would not fix it.
 pub fn is_shape_reason(reason: &str) -> bool {
     let reason = reason.to_ascii_lowercase();
-    reason.contains("dynamic") || reason.contains("cannot get shape") || reason.contains("unknown shape")
+    ["dynamic shape", "dynamic dim", "dynamic input", "cannot get shape", "unknown shape"]
+        .iter()
+        .any(|shape| reason.contains(shape))
 }
 
 #[cfg(test)]
@@ -88,10 +101,15 @@ mod tests {
         assert!(fallback_hint("QuantizeLinear", None, &[], true, QNN)
             .unwrap()
             .contains("offload_graph_io_quantization"));
-        assert!(fallback_hint("Det", Some("Dynamic shape not supported"), &[], false, QNN)
-            .unwrap()
-            .contains("--shape"));
-        assert!(fallback_hint("Conv", Some("Cannot get shape"), &[], false, QNN).unwrap().contains("--shape"));
+        // hey_jarvis's If_32 on static inputs: the log's reason, not the wrong fix.
+        for reason in ["Dynamic shape not supported", "Cannot get shape of If_32"] {
+            let hint = fallback_hint("If", Some(reason), &[], false, QNN).unwrap();
+            assert!(hint.contains("--shape cannot fix it") && hint.contains("computed inside the graph"), "{hint}");
+        }
+        // melspectrogram's Clip with a computed min: not a shape, so no --shape.
+        let clip = fallback_hint("Clip", Some("QNN doesn't support dynamic min/max."), &[], false, QNN).unwrap();
+        assert!(!clip.contains("--shape") && clip.contains("constants"), "{clip}");
+        assert!(!is_shape_reason("QNN doesn't support dynamic min/max."));
         assert!(fallback_hint("Det", None, &[], false, QNN).unwrap().contains("not supported by QNN"));
         assert!(fallback_hint("LayerNormalization", None, &[], false, QNN).unwrap().contains("newer QNN SDK"));
         assert_eq!(fallback_hint("Relu", None, &[], false, QNN), None);

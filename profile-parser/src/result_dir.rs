@@ -170,6 +170,12 @@ fn single_model(
     });
     if let Some(fix) = shape_fix(result) {
         let hint = crate::causes::shape_fix_hint(&fix);
+        // The model's inputs really are dynamic here: its shape reasons get the fix node by node too.
+        for node in
+            report.fallback.iter_mut().filter(|n| n.reason.as_deref().is_some_and(crate::hints::is_shape_reason))
+        {
+            node.hint = Some(hint.clone());
+        }
         report.rejections = crate::causes::aggregate(&report.fallback, &report.preferred_ep, Some(&hint));
     }
     if profile.is_none() && result.settings.profile_runs > 0 {

@@ -50,13 +50,35 @@ fn cluster_color(stats: &LatencyStats, ns: f64) -> &'static str {
     }
 }
 
-fn histogram(stats: &LatencyStats, latencies_ns: &[u64]) -> Markup {
-    let bins = ((stats.n as f64).sqrt() * 2.0).clamp(10.0, 80.0) as usize;
-    let (lo, hi) = (stats.min_ns / 1e6, stats.max_ns / 1e6);
+/// The timed runs the latency rules judged, and how many were set aside as contended with the
+/// slowest of them (ns): the histogram bins the first and names the others beside it.
+fn judged_and_set_aside(v: &Verdict) -> (Vec<u64>, usize, u64) {
+    let contended =
+        |index: usize| v.contention.as_ref().and_then(|c| c.runs.as_ref()).is_some_and(|c| c.is_contended(index));
+    let (set_aside, judged): (Vec<_>, Vec<_>) =
+        v.latencies_ns.iter().enumerate().partition(|(index, _)| contended(*index));
+    let slowest = set_aside.iter().map(|(_, &ns)| ns).max().unwrap_or(0);
+    (judged.into_iter().map(|(_, &ns)| ns).collect(), set_aside.len(), slowest)
+}
+
+/// `; N contended runs set aside, not binned` when the verdict set runs aside.
+fn set_aside_caption(v: &Verdict) -> String {
+    match v.contention.as_ref().map_or(0, |c| c.set_aside()) {
+        0 => String::new(),
+        n => format!("; {n} contended runs set aside, not binned"),
+    }
+}
+
+fn histogram(stats: &LatencyStats, v: &Verdict) -> Markup {
+    let (judged, set_aside, slowest_set_aside) = judged_and_set_aside(v);
+    let bins = ((judged.len() as f64).sqrt() * 2.0).clamp(10.0, 80.0) as usize;
+    // The range of what is binned: every judged run falls inside it, none is clamped into a bin.
+    let lo = judged.iter().copied().min().unwrap_or(0) as f64 / 1e6;
+    let hi = judged.iter().copied().max().unwrap_or(0) as f64 / 1e6;
     let width = ((hi - lo) / bins as f64).max(1e-9);
     let mut counts = vec![0usize; bins];
     let mut colors = vec![PREFERRED_COLOR; bins];
-    for &v in latencies_ns {
+    for &v in &judged {
         let ms = v as f64 / 1e6;
         let i = (((ms - lo) / width) as usize).min(bins - 1);
         counts[i] += 1;
@@ -92,13 +114,24 @@ fn histogram(stats: &LatencyStats, latencies_ns: &[u64]) -> Markup {
             });
         }
     }
+    if set_aside > 0 {
+        let note = format!(
+            "{set_aside} contended runs set aside (up to {} ms), not shown",
+            ms_number(slowest_set_aside as f64 / 1e6)
+        );
+        let (x, y) = (plot.width - plot.right, plot.top + 6.0 + 16.0 * 2.0);
+        plot.draw(html! { text x=(Px(x)) y=(Px(y)) text-anchor="end" fill=(CPU_COLOR) { (note) } });
+    }
     plot.finish("latency histogram")
 }
 
 fn run_chart(stats: &LatencyStats, latencies_ns: &[u64]) -> Markup {
     let n = latencies_ns.len();
-    let pad = ((stats.max_ns - stats.min_ns) / 1e6 * 0.08).max(stats.median_ns / 1e6 * 0.01);
-    let (lo, hi) = (stats.min_ns / 1e6 - pad, stats.max_ns / 1e6 + pad);
+    // Every run is drawn, the set-aside ones too: the range is the whole series'.
+    let min_ns = latencies_ns.iter().copied().min().map_or(stats.min_ns, |ns| ns as f64);
+    let max_ns = latencies_ns.iter().copied().max().map_or(stats.max_ns, |ns| ns as f64);
+    let pad = ((max_ns - min_ns) / 1e6 * 0.08).max(stats.median_ns / 1e6 * 0.01);
+    let (lo, hi) = (min_ns / 1e6 - pad, max_ns / 1e6 + pad);
     let mut plot = Plot::new(HALF, 300.0, (0.0, (n.max(2) - 1) as f64), (lo.max(0.0), hi));
     plot.axes("run index", "latency (ms)", |x| format!("{x:.0}"), ms_number);
     if let Some(d) = &stats.drift {
@@ -376,16 +409,22 @@ fn ratio_chart(v: &CompareVerdict) -> Markup {
     plot.finish("round ratios and the paired interval")
 }
 
+/// Columns of one latency table: seven fit a 1280-px page with the widest values.
+const LATENCY_COLUMNS: usize = 7;
+
 fn latency_section(v: &Verdict, s: &LatencyStats) -> Markup {
     let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
     let clusters = if s.bimodal_split().is_some() { "; blue and orange: the two clusters" } else { "" };
     html! {
         section {
             h2 { "Latency" }
-            (page::table(&names, &[values], &(0..names.len()).collect::<Vec<_>>()))
+            // In tables of at most LATENCY_COLUMNS columns: 14 in one row overflow a 1280-px page.
+            @for (names, values) in names.chunks(LATENCY_COLUMNS).zip(values.chunks(LATENCY_COLUMNS)) {
+                (page::table(names, &[values], &(0..names.len()).collect::<Vec<_>>()))
+            }
             ul { @for line in shape_lines(s) { li { (line) } } }
             div.charts {
-                figure { (histogram(s, &v.latencies_ns)) figcaption { "Histogram of the timed runs" (clusters) } }
+                figure { (histogram(s, v)) figcaption { "Histogram of the timed runs the latency rules judged" (set_aside_caption(v)) (clusters) } }
                 figure {
                     (run_chart(s, &v.latencies_ns))
                     figcaption { "Latency by run index; shaded: first and last third with their medians (drift)" }
