@@ -80,7 +80,7 @@ fn htp_without_a_snapdragon_is_a_dead_backend_not_a_silent_cpu_run() {
     assert!(stderr.contains("; 100% of nodes would run on CPU"), "{stderr}");
     let result = RunResult::read(dir.path()).expect("result.json is written before teardown");
     assert_eq!(result.status, RunStatus::Incomplete);
-    let backend = result.backend.expect("backend health recorded");
+    let backend = result.backend.clone().expect("backend health recorded");
     assert!(!backend.started);
     assert!(backend.reason.as_deref().unwrap().contains("QNN SetupBackend failed"), "{backend:?}");
     assert!(backend.evidence.iter().any(|e| e.contains("No Snapdragon SOC detected")), "{backend:?}");
