@@ -42,7 +42,8 @@ pub struct HarnessSettings {
     /// Timed runs at most: when runs waited for a CPU long enough to explain why they were slow
     /// (they are set aside), the harness keeps timing to replace them, until `--runs` runs are
     /// clean or it has timed this many (`timings.extension` says how many it took and why)
-    /// [default: 4 × --runs; --max-runs equal to --runs never extends].
+    /// [default: 4 × --runs; --runs 1 (one inference, no series) and --max-runs equal to --runs never
+    /// extend].
     #[arg(long, value_name = "N")]
     pub max_runs: Option<u32>,
     /// Warmup runs before timing (discarded; the default is 0 on the HTP emulator).
@@ -245,9 +246,11 @@ impl OrtLogLevel {
 
 impl HarnessSettings {
     /// Timed runs the harness may take to replace the runs set aside: `--max-runs`, by default
-    /// four times `--runs`.
+    /// four times `--runs` — but one run (`--runs 1`: an inference, not a series the latency rules
+    /// judge — a reference run, a preflight, the HTP emulator's) is never extended.
     pub fn run_budget(&self) -> u32 {
-        self.max_runs.unwrap_or(self.runs.saturating_mul(4)).max(self.runs)
+        let default = if self.runs == 1 { 1 } else { self.runs.saturating_mul(4) };
+        self.max_runs.unwrap_or(default).max(self.runs)
     }
 
     /// The same settings with every `--input` file replaced by `map(file)` (e.g. its path on a target).
@@ -370,6 +373,16 @@ mod tests {
     /// `text` as a sweep plan's `[settings]` table.
     fn from_toml(text: &str) -> Result<HarnessSettings, table::FieldError> {
         HarnessSettings::from_table(&toml::from_str::<toml::Table>(text).unwrap())
+    }
+
+    #[test]
+    fn the_run_budget_is_four_times_the_runs_but_one_run_is_never_extended() {
+        let settings =
+            |runs: u32, max_runs: Option<u32>| HarnessSettings { runs, max_runs, ..HarnessSettings::default() };
+        assert_eq!(settings(30, None).run_budget(), 120);
+        assert_eq!(settings(1, None).run_budget(), 1, "one inference, not a series");
+        assert_eq!(settings(1, Some(5)).run_budget(), 5, "unless asked");
+        assert_eq!(settings(20, Some(20)).run_budget(), 20);
     }
 
     #[test]

@@ -174,7 +174,7 @@ fn outputs_of_another_rank_than_declared_and_of_data_dependent_size_run() {
         let output = run_local(&model(file), dir.path(), &flags);
         assert_eq!(output.status.code(), Some(0), "{file}: {}", describe(&output));
         let result = RunResult::read(dir.path()).unwrap();
-        assert_eq!(result.timings.latencies_ns.len(), 20, "{file}");
+        assert_eq!(result.timings.latencies_ns.len(), npugate_e2e::runs_taken(&result, 20), "{file}");
         assert!(
             result
                 .warnings
