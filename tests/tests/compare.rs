@@ -71,7 +71,8 @@ fn a_rack_compares_each_device_on_its_own_and_writes_every_round_and_report() {
         let device = out.join(format!("127.0.0.1_{port}"));
         let verdict = json(&device.join("compare.json"));
         assert_eq!(verdict["target"], Rig::serial(port), "each device is its own pair");
-        assert_eq!(verdict["rounds"].as_array().unwrap().len(), 10);
+        // 10 rounds asked; compare adds rounds at later looks while its interval cannot decide.
+        assert!(verdict["rounds"].as_array().unwrap().len() >= 10, "{verdict:#}");
         let ratio = verdict["paired"]["ratio"].as_f64().unwrap();
         assert!((0.67..1.5).contains(&ratio), "an identical copy: B/A {ratio}");
         assert_eq!(verdict["placement_differences"].as_array().unwrap().len(), 0, "both run on the CPU EP");
