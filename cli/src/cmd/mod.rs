@@ -9,6 +9,8 @@ pub mod compile;
 pub mod console;
 pub mod devices;
 pub mod doctor;
+#[cfg(test)]
+mod documented;
 pub mod estimate;
 pub mod gate;
 pub mod history;
