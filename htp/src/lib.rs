@@ -15,6 +15,7 @@ pub mod compat;
 pub mod compile;
 pub mod compile_folder;
 pub mod compiled;
+pub mod folder_preflight;
 pub mod preflight;
 pub mod saver;
 

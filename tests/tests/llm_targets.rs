@@ -153,6 +153,34 @@ fn preflight_of_a_folder_judges_each_graph_per_soc_in_one_line() {
     for graph in ["prompt-processor", "token-generator"] {
         assert!(out.join(graph).join("preflight.json").is_file(), "{graph}'s report");
     }
+    // `--json`: one typed document holding each graph's report, not the lines as strings.
+    let output = run(Command::new(bin("npugate"))
+        .args(["preflight", "--soc", "SM8650", "--no-execute", "--json", "--model"])
+        .arg(&folder)
+        .arg("--out")
+        .arg(work.path().join("json")));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&output)));
+    assert_eq!(report["schema"], "npugate.htp-folder-preflight/1");
+    assert_eq!(report["exit_code"], 1);
+    let graphs: Vec<(&str, &str, &str)> = report["graphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["graph"].as_str().unwrap(),
+                g["dir"].as_str().unwrap(),
+                g["report"]["socs"][0]["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        graphs,
+        [("prompt-processor", "prompt-processor", "pass"), ("token-generator", "token-generator", "fail")]
+    );
+    assert_eq!(report["graphs"][1]["report"]["schema"], "npugate.htp-preflight/2");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use npugate_settings::{EpKind, InputFile, SessionSettings, ShapeSpec};
 
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
+use npugate_htp::folder_preflight::{FolderPreflightReport, GraphPreflight};
 use npugate_htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
 use npugate_htp::saver::{summary, unexpected_fallbacks, PreflightRequest};
 use npugate_htp::HostHtp;
@@ -138,7 +139,8 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
 /// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own, a graph
 /// with dynamic dims once per phase it runs in with the shapes the folder's config gives that phase
 /// ([`phase_shapes`]; into `<out>/<graph id>.<phase>/`, else `<out>/<graph id>/`), one line per
-/// graph, phase and SoC, then each one's report; the exit code is the worst graph's.
+/// graph, phase and SoC, then each one's report (`--json`: one [`FolderPreflightReport`]); the
+/// exit code is the worst graph's.
 fn htp_per_graph(
     args: &PreflightArgs,
     llm: &LlmModel,
@@ -149,16 +151,14 @@ fn htp_per_graph(
 ) -> Result<u8> {
     let policy = console.policy(0);
     let lengths = args.lengths.resolve(llm);
-    let mut exit = 0;
-    let mut details = String::new();
-    let mut lines = Vec::new();
+    let mut graphs = Vec::new();
     for graph in &llm.graphs {
         let phases = phase_shapes(llm, graph, lengths)?;
-        let runs: Vec<(String, String, Vec<ShapeSpec>, Feeds)> = match phases.is_empty() {
-            true => vec![(graph.id.clone(), format!("graph {} ({})", graph.id, graph.file), Vec::new(), Vec::new())],
-            false => phases.into_iter().map(|p| phase_run(llm, graph, p)).collect(),
+        let runs: Vec<(Option<&str>, Vec<ShapeSpec>, Feeds)> = match phases.is_empty() {
+            true => vec![(None, Vec::new(), Vec::new())],
+            false => phases.into_iter().map(|p| phase_run(llm, p)).collect(),
         };
-        for (dir, label, shapes, feeds) in runs {
+        for (phase, shapes, feeds) in runs {
             // The CPU reference (node shapes, FLOPs) and an executed inference get genai's values.
             let staged = tempfile::tempdir().context("cannot create a temporary directory for the inputs")?;
             let inputs = write_feeds(graph, &feeds, staged.path())?;
@@ -173,22 +173,51 @@ fn htp_per_graph(
                 execute: !args.no_execute,
                 keep_outputs: false,
             };
+            let dir = match phase {
+                Some(phase) => format!("{}.{phase}", graph.id),
+                None => graph.id.clone(),
+            };
             let report = request.run(&plan.out.join(&dir), &policy)?;
-            let qnn = hosts.len() > 1;
-            lines.extend(report.socs.iter().map(|soc| format!("{label} on {}", soc_verdict(soc, qnn))));
-            let sized = shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
-            let sized = if sized.is_empty() { String::new() } else { format!(" sized {sized}") };
-            details.push_str(&format!("\n{label}{sized}:\n{}", htp_summary(&report)));
-            exit = exit.max(report.exit_code);
+            graphs.push(GraphPreflight {
+                graph: graph.id.clone(),
+                file: graph.file.clone(),
+                phase: phase.map(str::to_string),
+                shapes: shapes.iter().map(ToString::to_string).collect(),
+                dir,
+                report,
+            });
         }
     }
+    let report = FolderPreflightReport::new(&llm.folder, graphs);
     if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&lines)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{}\n{details}", lines.join("\n"));
+        println!("{}", folder_summary(&report, hosts.len() > 1));
         eprintln!("npugate: one {REPORT_FILE} per graph (and phase) in {}/<graph id>[.<phase>]/", plan.out.display());
     }
-    Ok(exit)
+    Ok(report.exit_code)
+}
+
+/// A folder's preflight as text: one line per graph, phase and SoC, then each one's table.
+fn folder_summary(report: &FolderPreflightReport, qnn: bool) -> String {
+    let label = |graph: &GraphPreflight| match &graph.phase {
+        Some(phase) => format!("graph {} ({}) {phase} phase", graph.graph, graph.file),
+        None => format!("graph {} ({})", graph.graph, graph.file),
+    };
+    let mut text = String::new();
+    for graph in &report.graphs {
+        for soc in &graph.report.socs {
+            text.push_str(&format!("{} on {}\n", label(graph), soc_verdict(soc, qnn)));
+        }
+    }
+    for graph in &report.graphs {
+        let sized = match graph.shapes.is_empty() {
+            true => String::new(),
+            false => format!(" sized {}", graph.shapes.join(" ")),
+        };
+        text.push_str(&format!("\n{}{sized}:\n{}", label(graph), htp_summary(&graph.report)));
+    }
+    text
 }
 
 /// A phase's ids, mask and positions as genai feeds them: (input, dims, values).
@@ -213,17 +242,13 @@ fn write_feeds(graph: &npugate_onnx::genai::LlmGraph, feeds: &Feeds, dir: &std::
     Ok(inputs)
 }
 
-/// One phase of a graph with dynamic dims: its result directory, its label, its shapes and the
-/// values genai feeds its ids, mask and positions.
-fn phase_run(
-    llm: &LlmModel,
-    graph: &npugate_onnx::genai::LlmGraph,
-    phase: PhaseShapes,
-) -> (String, String, Vec<ShapeSpec>, Feeds) {
+/// One phase of a graph with dynamic dims: its name, its shapes and the values genai feeds its
+/// ids, mask and positions.
+fn phase_run(llm: &LlmModel, phase: PhaseShapes) -> (Option<&'static str>, Vec<ShapeSpec>, Feeds) {
     let feeds = npugate_onnx::llm_shapes::phase_feeds(llm, &phase);
     let name = phase.phase.name();
     let shapes = phase.inputs.into_iter().map(|(input, dims)| ShapeSpec { input, dims }).collect();
-    (format!("{}.{name}", graph.id), format!("graph {} ({}) {name} phase", graph.id, graph.file), shapes, feeds)
+    (Some(name), shapes, feeds)
 }
 
 /// `SM8650 (v75): pass: every node on the HTP, compiled` (with the QNN version when several are judged).
