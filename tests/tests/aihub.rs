@@ -95,14 +95,30 @@ fn a_run_on_two_aihub_devices_fails_the_one_with_a_cpu_fallback_and_passes_the_o
     assert_eq!(standin.uploaded(model_id), std::fs::read(model("fallback_det.onnx")).unwrap(), "uploaded as it is");
     assert_eq!(standin.requests("POST", "/api/v1/models/"), 1, "one upload for both devices");
     assert_eq!(standin.requests("POST", "/api/v1/jobs/"), 3, "two jobs, the throttled submit retried");
-    // The same bytes again: the upload cache names the model AI Hub has.
-    let again = npugate_run(&standin, &dir.path().join("again"), &["S25"]);
+    // The same bytes again, with an evidence bundle: the upload cache names the model AI Hub has,
+    // and the bundle holds the AI Hub run (its job and device in the result) and verifies.
+    let key = dir.path().join("release.key");
+    let keygen = run(Command::new(bin("npugate")).arg("keygen").arg("--out").arg(&key));
+    assert!(keygen.status.success(), "{}", describe(&keygen));
+    let bundle = dir.path().join("bundle");
+    let mut command = standin.command(bin("npugate"));
+    command.arg("run").arg("--model").arg(model("fallback_det.onnx")).args(["--runs", "40", "--aihub", "S25"]);
+    command.arg("--out").arg(dir.path().join("again")).arg("--evidence").arg(&bundle).arg("--signing-key").arg(&key);
+    let again = run(&mut command);
     assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
     assert_eq!(standin.requests("POST", "/api/v1/models/"), 1, "not uploaded again");
     assert_eq!(
         json(&dir.path().join("again/samsung-galaxy-s25-family/result.json"))["aihub"]["model"]["uploaded_now"],
         false
     );
+    let manifest = json(&bundle.join("manifest.json"));
+    let runs = manifest["runs"].to_string();
+    assert!(runs.contains("qualcomm-snapdragon-8-elite"), "the AI Hub device's fingerprint: {runs}");
+    let bundled = json(&bundle.join("runs/samsung-galaxy-s25-family/result.json"));
+    assert!(bundled["aihub"]["job"]["id"].is_string(), "{bundled}");
+    let verify =
+        run(Command::new(bin("npugate")).arg("verify").arg(&bundle).arg("--pubkey").arg(key.with_extension("key.pub")));
+    assert_eq!(verify.status.code(), Some(0), "{}", describe(&verify));
 }
 
 #[test]
