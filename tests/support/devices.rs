@@ -202,11 +202,17 @@ impl Rig {
         std::fs::remove_file(&link).unwrap_or_else(|e| panic!("cannot remove {}: {e}", link.display()));
     }
 
-    /// Writes `value` into the battery gauge's file `name` (`current_now`, `status`, …) of the
-    /// device on `port` (started with [`Device::battery`]), in place, as the kernel would update it.
+    /// Sets the battery gauge's file `name` (`current_now`, `status`, …) of the device on `port`
+    /// (started with [`Device::battery`]) to `value`. A reader sees the old value or the new one,
+    /// never a half-written file, as with the kernel's sysfs: the new file is written beside it and
+    /// renamed over it (the device sees the directory, bind-mounted).
     pub fn battery(&self, port: u16, name: &str, value: &str) {
-        let file = self.state.path().join(format!("dev-{port}/sysfs/power_supply/battery/{name}"));
-        std::fs::write(&file, format!("{value}\n")).unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.state.path().join(format!("dev-{port}/sysfs/power_supply/battery"));
+        let (file, next) = (dir.join(name), dir.join(format!(".{name}.next")));
+        std::fs::write(&next, format!("{value}\n")).unwrap_or_else(|e| panic!("cannot write {}: {e}", next.display()));
+        std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o444)).expect("a gauge file's mode");
+        std::fs::rename(&next, &file).unwrap_or_else(|e| panic!("cannot replace {}: {e}", file.display()));
     }
 
     /// The device lock dir of the default work dir on the device on `port`, as seen from the host.
