@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
-use npugate_onnx::proto::GraphProto;
+use npugate_onnx::proto::{GraphProto, NodeProto};
 use npugate_onnx::Model;
 use npugate_result::{FusionGroup, Fusions};
 
@@ -26,11 +26,16 @@ pub fn map(model: &Model, optimized: &Path) -> Result<Fusions> {
 pub fn groups(original: &GraphProto, optimized: &GraphProto) -> Fusions {
     let shared: HashSet<&str> = tensors(original).intersection(&tensors(optimized)).copied().collect();
     let count = original.node.len() + optimized.node.len();
+    let bypassed = bypassed(original, optimized, &shared);
     let mut sets = UnionFind::new(count);
-    // Within each graph, a tensor the other graph lacks ties its producer to its consumers.
+    // Within each graph, a tensor the other graph lacks ties its producer to its consumers (a
+    // bypassed node's output ties nothing: its consumers read its input now).
     for (graph, offset) in [(original, 0), (optimized, original.node.len())] {
         let mut producer: HashMap<&str, usize> = HashMap::new();
         for (index, node) in graph.node.iter().enumerate() {
+            if offset == 0 && bypassed.contains(&index) {
+                continue;
+            }
             for output in node.output.iter().filter(|o| !o.is_empty()) {
                 producer.insert(output, offset + index);
             }
@@ -72,6 +77,40 @@ pub fn groups(original: &GraphProto, optimized: &GraphProto) -> Fusions {
         .filter(|g| !(g.nodes.is_empty() || g.nodes.len() == 1 && g.kernels == g.nodes))
         .collect();
     Fusions { groups }
+}
+
+/// The original nodes ONNX Runtime eliminated as no-ops: none of their outputs is left, and a
+/// consumer of one of them, kept as itself ([`kept_as_itself`]), reads one of the node's inputs
+/// in its place.
+fn bypassed(original: &GraphProto, optimized: &GraphProto, shared: &HashSet<&str>) -> HashSet<usize> {
+    let kernels: HashMap<&str, &NodeProto> =
+        optimized.node.iter().filter(|k| !k.name().is_empty()).map(|k| (k.name(), k)).collect();
+    let rewired = |node: &NodeProto| {
+        original.node.iter().filter(|c| node.output.iter().any(|o| c.input.contains(o))).any(|consumer| {
+            kernels.get(consumer.name()).filter(|kernel| kept_as_itself(kernel, consumer)).is_some_and(|kernel| {
+                node.input
+                    .iter()
+                    .any(|i| shared.contains(i.as_str()) && kernel.input.contains(i) && !consumer.input.contains(i))
+            })
+        })
+    };
+    original
+        .node
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| !node.output.is_empty() && node.output.iter().all(|o| !shared.contains(o.as_str())))
+        .filter(|(_, node)| rewired(node))
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// Whether `kernel` is `consumer` unchanged but for its inputs: same name, op type and attributes
+/// (a Split that reads a tensor from before a Transpose with another axis had the Transpose moved
+/// past it, not eliminated; a fused kernel has another op type).
+fn kept_as_itself(kernel: &NodeProto, consumer: &NodeProto) -> bool {
+    kernel.op_type() == consumer.op_type()
+        && kernel.domain() == consumer.domain()
+        && kernel.attribute == consumer.attribute
 }
 
 /// Every tensor a node of `graph` reads or writes.
@@ -120,7 +159,6 @@ impl UnionFind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use npugate_onnx::proto::NodeProto;
 
     fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
         NodeProto {
@@ -163,5 +201,59 @@ mod tests {
             (folded.nodes.as_slice(), folded.kernels.len()),
             (&["shape".to_string(), "gather".to_string()][..], 0)
         );
+    }
+
+    #[test]
+    fn an_eliminated_no_op_stands_alone_not_with_consumers_on_two_eps() {
+        // div → sub(x − 0) → {reducemax, clip}; sub2 → cast(float→float) → clip. ONNX Runtime drops
+        // sub and cast and rewires their consumers to their inputs; reducemax and clip keep their names.
+        let original = graph(vec![
+            node("div", "Div", &["a", "b"], &["d"]),
+            node("zero", "Constant", &[], &["z"]),
+            node("sub", "Sub", &["d", "z"], &["s"]),
+            node("reducemax", "ReduceMax", &["s"], &["m"]),
+            node("sub2", "Sub", &["m", "k"], &["t"]),
+            node("cast", "Cast", &["t"], &["lo"]),
+            node("clip", "Clip", &["s", "lo", "hi"], &["y"]),
+        ]);
+        let optimized = graph(vec![
+            node("div", "Div", &["a", "b"], &["d"]),
+            node("reducemax", "ReduceMax", &["d"], &["m"]),
+            node("sub2", "Sub", &["m", "k"], &["t"]),
+            node("clip", "Clip", &["d", "t", "hi"], &["y"]),
+        ]);
+        let fusions = groups(&original, &optimized);
+        let of = |name: &str| fusions.groups.iter().find(|g| g.nodes.iter().any(|n| n == name)).cloned();
+        let sub = of("sub").expect("sub in a group");
+        assert_eq!(
+            (sub.nodes.as_slice(), sub.kernels.len()),
+            (&["zero".to_string(), "sub".to_string()][..], 0),
+            "{fusions:?}"
+        );
+        let cast = of("cast").expect("cast in a group");
+        assert_eq!((cast.nodes.as_slice(), cast.kernels.len()), (&["cast".to_string()][..], 0), "{fusions:?}");
+        assert!(of("clip").is_none() && of("reducemax").is_none(), "kept their names and neighbours: {fusions:?}");
+    }
+
+    #[test]
+    fn a_transpose_moved_past_its_consumer_is_not_eliminated() {
+        // Transpose → Split(axis 0); ONNX Runtime's transpose optimizer splits first (axis 2) and
+        // transposes each part: the Split reads the Transpose's input, with another axis.
+        let mut split = node("split", "Split", &["t"], &["a", "b"]);
+        split.attribute =
+            vec![npugate_onnx::proto::AttributeProto { name: Some("axis".into()), i: Some(0), ..Default::default() }];
+        let original = graph(vec![node("transpose", "Transpose", &["x"], &["t"]), split.clone()]);
+        let mut moved = node("split", "Split", &["x"], &["a0", "b0"]);
+        moved.attribute =
+            vec![npugate_onnx::proto::AttributeProto { name: Some("axis".into()), i: Some(2), ..Default::default() }];
+        let optimized = graph(vec![
+            moved,
+            node("transpose_a", "Transpose", &["a0"], &["a"]),
+            node("transpose_b", "Transpose", &["b0"], &["b"]),
+        ]);
+        let fusions = groups(&original, &optimized);
+        assert_eq!(fusions.groups.len(), 1, "{fusions:?}");
+        assert_eq!(fusions.groups[0].nodes, ["transpose", "split"], "{fusions:?}");
+        assert_eq!(fusions.groups[0].kernels, ["split", "transpose_a", "transpose_b"], "{fusions:?}");
     }
 }

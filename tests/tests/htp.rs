@@ -134,6 +134,20 @@ fn a_qdq_model_with_a_float_input_transpose_names_its_reason() {
 }
 
 #[test]
+fn no_ops_onnx_runtime_eliminated_at_load_are_not_reported_left_to_the_cpu() {
+    // melspectrogram's tail: `x - 0` and a Cast to float run nowhere (ONNX Runtime rewires their
+    // consumers, on the HTP and on the CPU, to their inputs); only the Clip with a computed min is
+    // left to the CPU, as the compiled model shows.
+    let dir = tempfile::tempdir().unwrap();
+    let (output, report) = preflight(&model("clip_computed_min.onnx"), &["SM8650"], &dir.path().join("out"));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let verdict = soc(&report, "SM8650");
+    let left: Vec<&str> = verdict["fallback"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(left, ["clip_to_floor"], "{verdict:#}");
+    assert!(fallback(verdict, "clip_to_floor")["reason"].as_str().unwrap().contains("dynamic min/max"), "{verdict:#}");
+}
+
+#[test]
 fn an_a16w16_conv_net_is_refused_on_v68_and_taken_on_v75() {
     let dir = tempfile::tempdir().unwrap();
     let (output, report) = preflight(&model("smallcnn_a16w16.onnx"), &["SM8350", "SM8650"], &dir.path().join("out"));
