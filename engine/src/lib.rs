@@ -4,14 +4,19 @@
 //! (retries, timeouts, cancellation, panics), [`compare`] two models interleaved on one target and
 //! [`confirm`] rerunning a latency failure before it counts; what happens meanwhile goes out as
 //! [`progress`] events to the one reporter the command chose; [`scenarios`] are labelled latency
-//! series that measure the gate on the mock target.
+//! series that measure the gate on the mock target. [`compiled`] reads what an EPContext model was
+//! compiled for and refuses a target it does not fit (by the measured rule of [`context_compat`]);
+//! [`host_htp`] is the runtime of Qualcomm's host HTP emulator.
 
 pub mod compare;
+pub mod compiled;
 pub mod confirm;
 pub mod consistency;
+pub mod context_compat;
 pub mod device_rack;
 pub mod ep_plugin;
 pub mod harnesses;
+pub mod host_htp;
 pub mod host_preflight;
 pub mod layout;
 pub mod model;
