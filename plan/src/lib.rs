@@ -986,6 +986,7 @@ fn describe_triple(triple: &str) -> String {
 }
 
 /// A fixed inventory for tests: runtimes (with their QNN builds), harness files, devices.
+#[cfg(any(test, feature = "testing"))]
 pub mod fake {
     use super::*;
     use npugate_host::runtime::EpLibrary;

@@ -12,6 +12,7 @@
 pub mod adb;
 pub mod aihub;
 pub mod host;
+#[cfg(any(test, feature = "testing"))]
 pub mod mock;
 pub mod qemu;
 pub mod wine;
