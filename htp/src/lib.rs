@@ -6,9 +6,10 @@
 //!
 //! [`preflight`] judges a model per SoC and QNN version, [`choose`] picks one of a model's
 //! variants per SoC (and writes the manifest an app loads), [`compile`] writes an EPContext model for
-//! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), [`compat`] measures which QNN versions load which context binaries; what such a
-//! model was compiled for, the measured rule and the runtime of the emulator are the engine's
-//! ([`npugate_engine::compiled`], [`npugate_engine::context_compat`], [`npugate_engine::host_htp`]).
+//! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), and [`compat`]
+//! measures which QNN versions load which context binaries. What such a model was compiled for,
+//! the measured rule and the emulator's runtime are the engine's ([`npugate_engine::compiled`],
+//! [`npugate_engine::context_compat`], [`npugate_engine::host_htp`]), below this crate and the plan.
 
 pub mod choose;
 pub mod compat;
