@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use npugate_gate::background::ProcessCpu;
+use npugate_result::background::ProcessCpu;
 use serde::{Deserialize, Serialize};
 
 /// The kernel's name (`comm`) of the harness process.

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use npugate_gate::background::{BackgroundLoad, ProcessCpu};
+use npugate_result::background::{BackgroundLoad, ProcessCpu};
 use npugate_result::{contract, files};
 use serde::{Deserialize, Serialize};
 

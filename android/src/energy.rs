@@ -15,7 +15,7 @@
 //! Every device-side line is of the device command set ([`crate::adb::commands`]) and every path in
 //! it is quoted.
 
-use npugate_gate::resources::{EnergyMeasurement, EnergyRecord, GaugeResolution};
+use npugate_result::energy::{EnergyMeasurement, EnergyRecord, GaugeResolution};
 use npugate_result::EnergyWindow;
 
 use crate::adb::quote::quote;

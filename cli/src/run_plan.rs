@@ -10,6 +10,7 @@ use ed25519_dalek::SigningKey;
 use npugate_result::files;
 use npugate_settings::HarnessSettings;
 
+use npugate_engine::compiled::ReferenceChoice;
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::consistency;
 use npugate_engine::device_rack::{self, Ran};
@@ -21,7 +22,6 @@ use npugate_engine::rack::{Rack, RackPolicy};
 use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use npugate_engine::targets::{Execution, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
-use npugate_htp::compiled::ReferenceChoice;
 use npugate_nightly::evidence::{Bundle, VerdictSummary};
 use npugate_plan::{self as plan, Plan, Planned, Resources};
 

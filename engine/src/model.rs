@@ -372,6 +372,7 @@ pub fn default_cache() -> PathBuf {
 }
 
 /// Tiny models for the tests of the layers above.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use std::path::Path;
 

@@ -11,9 +11,9 @@ use anyhow::{Context, Result};
 use npugate_estimate::{GraphFeatures, SocEstimate};
 use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
-use npugate_gate::resources::EnergyRecord;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_profile::report::PlacementReport;
+use npugate_result::energy::EnergyRecord;
 use npugate_result::{contract, files, RunResult};
 
 use npugate_android::device_state::DeviceStateRecord;

@@ -10,7 +10,7 @@
 
 use npugate_android::device_load::RunLoad;
 use npugate_android::device_state::{CpuClock, DeviceState, DeviceStateRecord, ThermalZone};
-use npugate_gate::background::ProcessCpu;
+use npugate_result::background::ProcessCpu;
 
 use crate::targets::mock::{Replay, ReplayPlacement};
 

@@ -3,9 +3,11 @@
 
 use npugate_estimate::SocEstimate;
 use npugate_profile::report::{FallbackNode, NodePlacement, PlacementReport};
+use npugate_result::background::BackgroundLoad;
+use npugate_result::energy::EnergyRecord;
 use npugate_result::{RunResult, RunStatus};
 
-use crate::background::{self, BackgroundLoad};
+use crate::background;
 use crate::baseline::Baseline;
 use crate::check::{check, pass_or_fail, unjudged, Check, CheckStatus, Culprit};
 use crate::decode::ContextGrowth;
@@ -13,7 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
 use crate::machine::Machine;
 use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport, TokenComparison};
-use crate::resources::{self, EnergyRecord};
+use crate::resources;
 use crate::rules::{limit, RuleName, Rules};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};

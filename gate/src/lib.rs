@@ -13,7 +13,6 @@ pub mod check;
 pub mod compare;
 pub mod confirm;
 pub mod decode;
-pub mod energy;
 pub mod export;
 pub mod fingerprint;
 pub mod judge;

@@ -13,10 +13,11 @@
 //! with every node on the preferred EP) and the verdict's `contention` record.
 
 use npugate_profile::report::PlacementReport;
+use npugate_result::background::{BackgroundLoad, ProcessCpu};
 use npugate_result::RunResult;
 use serde::{Deserialize, Serialize};
 
-use crate::background::{BackgroundLoad, ProcessCpu, WARN_BACKGROUND_CPU_PCT};
+use crate::background::WARN_BACKGROUND_CPU_PCT;
 use crate::check::{check, Check, CheckStatus};
 use crate::rules::RuleName;
 use crate::stats::{ClusterSplit, Contention, Drift};

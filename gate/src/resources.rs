@@ -3,10 +3,9 @@
 //! `max_memory_growth_mb` rules), and the energy per inference measured on a device from its
 //! battery gauge (`energy.json`, `npugate.energy/1`, the `max_energy_mj` rule).
 
+use npugate_result::energy::EnergyRecord;
 use npugate_result::resources::MB;
 use npugate_result::{MemoryRecord, RunResult};
-
-pub use crate::energy::{EnergyMeasurement, EnergyRecord, GaugeResolution, ENERGY_SCHEMA};
 
 use crate::check::{Check, CheckStatus};
 use crate::rules::{RuleName, Rules};
@@ -109,6 +108,7 @@ fn energy_check(energy: Option<&EnergyRecord>, max: f64) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use npugate_result::energy::{EnergyMeasurement, GaugeResolution};
     use npugate_result::LeakCheck;
 
     fn measurement(energy_mj: f64, error_mj: f64) -> EnergyMeasurement {

@@ -68,7 +68,7 @@ pub struct Verdict {
     pub memory: Option<npugate_result::MemoryRecord>,
     /// Energy per inference on a device, or why it was not measured (`energy.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub energy: Option<crate::energy::EnergyRecord>,
+    pub energy: Option<npugate_result::energy::EnergyRecord>,
     /// Why (part of) the run could not be judged, one sentence each.
     pub errors: Vec<String>,
     /// Observations that do not fail the gate (drift, slow first run, the harness's warnings).

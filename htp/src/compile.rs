@@ -17,9 +17,9 @@ use npugate_result::contract::write_atomic;
 use npugate_result::{files, QnnTrace, RunResult, UnsupportedNode};
 use npugate_settings::{KeyValue, SessionSettings, ShapeSpec};
 
-use super::compiled::{source_path_from, CompiledFor, EpContextCover};
 use super::preflight::{arch_hint, fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
+use npugate_engine::compiled::{source_path_from, CompiledFor, EpContextCover};
 use npugate_engine::layout::{check_file, written_by_npugate, Staging};
 use npugate_engine::progress::Progress;
 use npugate_engine::targets::wine::WineTarget;

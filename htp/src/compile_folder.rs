@@ -26,9 +26,9 @@ use npugate_result::{files, RunResult};
 use npugate_settings::{SessionSettings, ShapeSpec};
 
 use super::compile::{ep_context_covers, CompileOutcome, CompileSession};
-use super::compiled::CompiledFor;
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
+use npugate_engine::compiled::CompiledFor;
 use npugate_engine::targets::Cancel;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
@@ -149,7 +149,7 @@ impl FolderCompileRequest<'_> {
                     &npugate_host::hash_cache::HashCache::default_cache(),
                 )?
                 .digest,
-                source_model: super::compiled::source_path_from(&out.join(&name), &original.path),
+                source_model: npugate_engine::compiled::source_path_from(&out.join(&name), &original.path),
                 ep_context_nodes: ep_context_covers(&model, &sized, &run.assignment),
                 source_shapes: staged.shapes.clone(),
                 fp16: if self.fp16 { "1" } else { "0" }.into(),
@@ -253,31 +253,6 @@ fn stage<'a>(llm: &'a LlmModel, lengths: GenerationLengths, dir: &Path) -> Resul
     let text = llm.pipeline_config(&stages).map_err(|e| anyhow!("{e}"))?;
     write_atomic(&config, text.as_bytes()).with_context(|| format!("cannot write {}", config.display()))?;
     Ok((config, staged))
-}
-
-/// The context binary several graphs of `llm` name (a weight-shared context, as [`FolderCompileRequest`]
-/// writes), if any.
-pub fn shared_context_binary(llm: &LlmModel) -> Option<&str> {
-    let named: Vec<&str> = llm
-        .graphs
-        .iter()
-        .flat_map(|graph| graph.files.iter().filter(|f| f.name.ends_with(".bin")).map(|f| f.name.as_str()))
-        .collect();
-    named.iter().enumerate().find(|(index, name)| named[..*index].contains(name)).map(|(_, name)| *name)
-}
-
-/// Refuses to run a weight-shared compiled folder on the host HTP emulator: Qualcomm's x86_64 HTP
-/// backend compiles such a context but cannot load it under any QNN version measured (its own
-/// words: "Shared weights buffer isn't supported on this platform"; QNN 2.47.0 and 2.49.40 then
-/// fail with `QNN_COMMON_ERROR_NOT_SUPPORTED`, 2.50.40 and 2.51.0 crash with a page fault).
-pub fn refuse_on_emulator(llm: &LlmModel) -> Result<()> {
-    match shared_context_binary(llm) {
-        Some(binary) => bail!(
-            "{}: its graphs share one weight-shared context ({binary}), which Qualcomm's host HTP emulator cannot load (its x86_64 backend does not support shared weights: QNN 2.47.0 to 2.49.40 refuse the context, 2.50.40 and 2.51.0 crash loading it); run it on a device, or emulate the folder it was compiled from",
-            llm.folder.display()
-        ),
-        None => Ok(()),
-    }
 }
 
 /// The EPContext model the harness writes for a graph file: `token.onnx` → `token_ctx.onnx`.

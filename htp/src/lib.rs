@@ -6,15 +6,15 @@
 //!
 //! [`preflight`] judges a model per SoC and QNN version, [`choose`] picks one of a model's
 //! variants per SoC (and writes the manifest an app loads), [`compile`] writes an EPContext model for
-//! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), [`compat`] measures which QNN versions load which context binaries (and holds the
-//! measured rule), and [`compiled`] reads what such a model was compiled for (and refuses a device
-//! or runtime it does not fit).
+//! one SoC ([`compile_folder`]: an LLM folder into one weight-shared context), and [`compat`]
+//! measures which QNN versions load which context binaries. What such a model was compiled for,
+//! the measured rule and the emulator's runtime are the engine's ([`npugate_engine::compiled`],
+//! [`npugate_engine::context_compat`], [`npugate_engine::host_htp`]), below this crate and the plan.
 
 pub mod choose;
 pub mod compat;
 pub mod compile;
 pub mod compile_folder;
-pub mod compiled;
 pub mod folder_preflight;
 pub mod preflight;
 pub mod saver;
@@ -23,17 +23,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
+use npugate_engine::host_htp::{check_runtime, HOST_HTP_RUNTIME};
 use npugate_engine::model::PreparedModel;
 use npugate_engine::targets::wine::{self, SETUP_HINT};
 use npugate_host::runtime::RuntimeManifest;
 use npugate_settings::{InputFile, ShapeSpec};
-
-/// The runtime with the Windows x64 ONNX Runtime and Qualcomm's host HTP backend.
-pub const HOST_HTP_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-windows-x86_64";
-/// The SoC the host HTP is configured as when none is given (preflight, the emulator).
-pub const DEFAULT_SOC: &str = "SM8650";
-/// The QNN HTP backend library of that runtime.
-const HTP_BACKEND: &str = "QnnHtp.dll";
 
 /// The harness and runtime that run the host HTP.
 #[derive(Debug, Clone)]
@@ -74,46 +68,9 @@ impl HostHtp {
     }
 }
 
-/// Refuses a runtime that is not a Windows x64 QNN plugin runtime with the HTP backend.
-pub fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
-    let fix = format!("pass --runtime {HOST_HTP_RUNTIME} (npugate runtime fetch {HOST_HTP_RUNTIME})");
-    if runtime.target != wine::TRIPLE {
-        bail!(
-            "runtime {} is built for {}, but the host HTP runs the {} harness under wine; {fix}",
-            runtime.name,
-            runtime.target,
-            wine::TRIPLE
-        );
-    }
-    let plugin = runtime.ep.as_ref().is_some_and(|ep| ep.name == "QNNExecutionProvider" && ep.attach == "plugin");
-    if !plugin || !runtime.dir.join(HTP_BACKEND).is_file() {
-        bail!("runtime {} has no QNN plugin with {HTP_BACKEND}; {fix}", runtime.name);
-    }
-    Ok(())
-}
-
 /// `model` ready for a job on this machine (under wine or qemu): its `--shape`s fixed into a
 /// copy where they change it, its tensors' sizes checked against this machine's memory.
 pub(crate) fn prepare_here(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<PreparedModel> {
     let cache = npugate_engine::model::default_cache();
     npugate_engine::model::prepare(model, shapes, inputs, &cache, npugate_engine::model::Memory::Here)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_runtime_for_another_target_or_without_the_htp_backend_is_refused_with_the_fix() {
-        let dir = tempfile::tempdir().unwrap();
-        let linux = RuntimeManifest::for_tests(dir.path());
-        let error = check_runtime(&linux).unwrap_err().to_string();
-        assert!(
-            error.contains("x86_64-pc-windows-gnu")
-                && error.contains("npugate runtime fetch qnn-2.7.0-ort-1.31.1-windows-x86_64"),
-            "{error}"
-        );
-        let windows = RuntimeManifest { target: wine::TRIPLE.into(), ..RuntimeManifest::for_tests(dir.path()) };
-        assert!(check_runtime(&windows).unwrap_err().to_string().contains("no QNN plugin with QnnHtp.dll"));
-    }
 }

@@ -10,7 +10,7 @@
 //! - **runtime**: `--runtime NAME` when given; else the newest fetched runtime built for the
 //!   target that has the requested EP (and the `--qnn` version), on this machine and on devices
 //!   alike — the choice is announced;
-//! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_htp::DEFAULT_SOC`]);
+//! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_engine::host_htp::DEFAULT_SOC`]);
 //!   `--qnn` picks one emulator runtime per QNN version (each SoC × QNN version is a target);
 //! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]);
 //!   `compile` writes beside the model (`<model>_ctx.onnx`, `<folder>_ctx/`, or one per QNN version
@@ -32,6 +32,7 @@ use npugate_settings::EpKind;
 use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{DeviceChoice, DeviceInfo};
+use npugate_engine::compiled::NAME_IT_BY_FLAG;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::host::HostTarget;
@@ -41,7 +42,6 @@ use npugate_engine::targets::{host_triple, Target};
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_htp::compiled::NAME_IT_BY_FLAG;
 use npugate_settings::HarnessSettings;
 
 pub mod subject;
@@ -544,12 +544,13 @@ impl Plan {
         }
         let runtimes = self.runtime_for(wine::TRIPLE, EpKind::Qnn, request, resources)?;
         if request.runtime.is_some() {
-            npugate_htp::check_runtime(&runtimes[0])?;
+            npugate_engine::host_htp::check_runtime(&runtimes[0])?;
         }
         let default_soc;
         let socs = match request.socs.as_slice() {
             [] => {
-                default_soc = [npugate_host::hexagon::find(npugate_htp::DEFAULT_SOC).map_err(anyhow::Error::msg)?];
+                default_soc =
+                    [npugate_host::hexagon::find(npugate_engine::host_htp::DEFAULT_SOC).map_err(anyhow::Error::msg)?];
                 &default_soc[..]
             }
             socs => socs,
@@ -985,6 +986,7 @@ fn describe_triple(triple: &str) -> String {
 }
 
 /// A fixed inventory for tests: runtimes (with their QNN builds), harness files, devices.
+#[cfg(any(test, feature = "testing"))]
 pub mod fake {
     use super::*;
     use npugate_host::runtime::EpLibrary;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use npugate_htp::compiled::{CompiledFor, ReferenceChoice};
+use npugate_engine::compiled::{CompiledFor, ReferenceChoice};
 use npugate_onnx::genai::{self, LlmModel};
 use npugate_onnx::Model;
 use npugate_settings::{GenerationSettings, SessionSettings};
@@ -153,7 +153,7 @@ impl Subject {
     /// Refuses what the host HTP emulator cannot run: a weight-shared compiled LLM folder.
     pub fn refuse_on_emulator(&self) -> Result<()> {
         match self.llm() {
-            Some(llm) => npugate_htp::compile_folder::refuse_on_emulator(llm),
+            Some(llm) => npugate_engine::compiled::refuse_on_emulator(llm),
             None => Ok(()),
         }
     }

@@ -10,8 +10,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub mod aihub;
+pub mod background;
 pub mod build;
 pub mod contract;
+pub mod energy;
 pub mod generation;
 pub mod qnn_trace;
 pub mod resources;

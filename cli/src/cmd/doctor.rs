@@ -261,7 +261,7 @@ fn runtime_problems(runtimes: &Runtimes) -> Vec<Problem> {
     if !has(wine::TRIPLE) {
         problems.push(Problem {
             what: "no runtime for Qualcomm's host HTP (preflight, compile) is fetched".into(),
-            fix: format!("npugate runtime fetch {}", npugate_htp::HOST_HTP_RUNTIME),
+            fix: format!("npugate runtime fetch {}", npugate_engine::host_htp::HOST_HTP_RUNTIME),
             basic: false,
         });
     }

@@ -60,7 +60,7 @@ pub struct CompareSpec<'a> {
     /// The candidate model B.
     pub candidate: &'a Path,
     /// The source models of a compiled baseline and candidate, in that order
-    /// (`npugate_htp::compiled::ReferenceChoice::source`): their placement runs' reference pass
+    /// (`crate::compiled::ReferenceChoice::source`): their placement runs' reference pass
     /// runs them and counts the compiled model in their nodes and FLOPs.
     pub sources: [Option<&'a Path>; 2],
     /// Rounds of the session's first look.

@@ -22,7 +22,7 @@ use npugate_android::device_lock::{DeviceLock, LockError, LockOptions, LockRecor
 use npugate_android::device_state::{self, Cooldown, DeviceStateRecord};
 use npugate_android::devices::{self, DeviceInfo};
 use npugate_android::energy::{self, Gauge};
-use npugate_gate::resources::EnergyRecord;
+use npugate_result::energy::EnergyRecord;
 
 /// Schema of `device_run.json`.
 pub const DEVICE_RUN_SCHEMA: &str = "npugate.device-run/1";

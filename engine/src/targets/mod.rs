@@ -12,6 +12,7 @@
 pub mod adb;
 pub mod aihub;
 pub mod host;
+#[cfg(any(test, feature = "testing"))]
 pub mod mock;
 pub mod qemu;
 pub mod wine;
@@ -41,7 +42,7 @@ pub struct Job<'a> {
     /// the model as given, whose files the target locates and hashes itself.
     pub prepared: Option<&'a PreparedModel>,
     /// A compiled model's source model, deployed beside it: the harness's CPU reference pass runs
-    /// it and placement counts in its nodes (see `npugate_htp::compiled::ReferenceChoice`).
+    /// it and placement counts in its nodes (see `crate::compiled::ReferenceChoice`).
     pub reference_model: Option<&'a Path>,
     /// What to measure; `--input` files are host paths (the target maps them to its own).
     pub settings: &'a HarnessSettings,

@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
+use npugate_engine::compiled::ReferenceChoice;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_htp::compiled::ReferenceChoice;
 use npugate_plan::{ModelFlags, Subject};
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 

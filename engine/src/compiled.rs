@@ -2,17 +2,18 @@
 //! compile`: the SoC, its Hexagon arch, the QNN SDK and backend build, ONNX Runtime, the source
 //! model (sha256 and digest) and which source nodes each EPContext node covers. A context binary
 //! for the wrong chip fails on the device at load, and so does one for a QNN version that the
-//! measured rule ([`super::compat`]) says refuses it: a run refuses such a device or runtime
+//! measured rule ([`crate::context_compat`]) says refuses it: a run refuses such a device or runtime
 //! before anything is pushed, naming both sides, and warns on a pair never measured.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
+use npugate_onnx::genai::LlmModel;
 use npugate_onnx::Model;
 use npugate_result::EP_CONTEXT_NODES_KEY;
 use npugate_settings::{HarnessSettings, ShapeSpec};
 
-use super::compat::{ContextCompat, Verdict};
+use crate::context_compat::{ContextCompat, Verdict};
 use npugate_host::runtime::manifest::qnn_sdk_version;
 
 /// Prefix of every metadata key npugate writes.
@@ -122,7 +123,7 @@ impl CompiledFor {
     /// Reads the model file and what it was compiled for.
     pub fn read(path: &Path) -> Result<Option<CompiledFor>> {
         if let Some(config) = npugate_onnx::genai::config_path(path) {
-            return CompiledFor::of_folder(&npugate_engine::model::open_folder(&config)?);
+            return CompiledFor::of_folder(&crate::model::open_folder(&config)?);
         }
         let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
         CompiledFor::of(&model).map_err(|e| e.context(format!("model {}", path.display())))
@@ -214,7 +215,7 @@ impl CompiledFor {
                 self.describe(),
                 self.qnn_backend_build,
                 self.qnn_sdk,
-                if pair.outcome == super::compat::CompatOutcome::Refused { "is refused" } else { "fails to run" },
+                if pair.outcome == crate::context_compat::CompatOutcome::Refused { "is refused" } else { "fails to run" },
                 pair.model,
                 pair.soc,
                 pair.htp_arch,
@@ -323,6 +324,31 @@ impl ReferenceChoice {
     }
 }
 
+/// The context binary several graphs of `llm` name (a weight-shared context, as npugate-htp's
+/// `FolderCompileRequest` writes), if any.
+pub fn shared_context_binary(llm: &LlmModel) -> Option<&str> {
+    let named: Vec<&str> = llm
+        .graphs
+        .iter()
+        .flat_map(|graph| graph.files.iter().filter(|f| f.name.ends_with(".bin")).map(|f| f.name.as_str()))
+        .collect();
+    named.iter().enumerate().find(|(index, name)| named[..*index].contains(name)).map(|(_, name)| *name)
+}
+
+/// Refuses to run a weight-shared compiled folder on the host HTP emulator: Qualcomm's x86_64 HTP
+/// backend compiles such a context but cannot load it under any QNN version measured (its own
+/// words: "Shared weights buffer isn't supported on this platform"; QNN 2.47.0 and 2.49.40 then
+/// fail with `QNN_COMMON_ERROR_NOT_SUPPORTED`, 2.50.40 and 2.51.0 crash with a page fault).
+pub fn refuse_on_emulator(llm: &LlmModel) -> Result<()> {
+    match shared_context_binary(llm) {
+        Some(binary) => bail!(
+            "{}: its graphs share one weight-shared context ({binary}), which Qualcomm's host HTP emulator cannot load (its x86_64 backend does not support shared weights: QNN 2.47.0 to 2.49.40 refuse the context, 2.50.40 and 2.51.0 crash loading it); run it on a device, or emulate the folder it was compiled from",
+            llm.folder.display()
+        ),
+        None => Ok(()),
+    }
+}
+
 /// The source model `record` names, relative to `model`'s folder, when it is there and still the
 /// model that was compiled (same digest); else why not.
 fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::Result<PathBuf, String> {
@@ -335,7 +361,7 @@ fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::R
     else {
         return Err(format!("its source model {} (recorded at compile time) is not there", recorded.display()));
     };
-    let digest = npugate_engine::model::ModelFiles::read(&path, &npugate_host::hash_cache::HashCache::default_cache())
+    let digest = crate::model::ModelFiles::read(&path, &npugate_host::hash_cache::HashCache::default_cache())
         .map(|files| files.digest);
     match digest {
         Ok(digest) if digest == record.source_model_digest => Ok(path),
@@ -395,7 +421,7 @@ mod tests {
 
     /// A rule measured on SM8650: 2.49.40's context runs on 2.51.0, 2.51.0's is refused by 2.49.40.
     fn rule() -> ContextCompat {
-        let pair = |compiled: &str, loaded: &str, outcome| super::super::compat::CompatPair {
+        let pair = |compiled: &str, loaded: &str, outcome| crate::context_compat::CompatPair {
             soc: "SM8650".into(),
             htp_arch: "v75".into(),
             model: "smallcnn_qdq.onnx".into(),
@@ -404,9 +430,9 @@ mod tests {
             outcome,
             error: None,
         };
-        use super::super::compat::CompatOutcome::{Refused, Runs};
+        use crate::context_compat::CompatOutcome::{Refused, Runs};
         ContextCompat {
-            schema: super::super::compat::CONTEXT_COMPAT_SCHEMA.into(),
+            schema: crate::context_compat::CONTEXT_COMPAT_SCHEMA.into(),
             measured_by: vec!["npugate compile --qnn all --soc SM8650".into()],
             measured_at: "2026-11-25T00:00:00Z".into(),
             measured_on: "emulator".into(),
@@ -418,7 +444,7 @@ mod tests {
     fn metadata_round_trips_and_other_models_have_none() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.onnx");
-        npugate_engine::model::testing::identity_model(&path, &[Some(1)]);
+        crate::model::testing::identity_model(&path, &[Some(1)]);
         let mut model = Model::read(&path).unwrap();
         assert_eq!(CompiledFor::of(&model).unwrap(), None);
         compiled().stamp(&mut model);

@@ -1,8 +1,8 @@
 //! Energy per inference measured on a device from its battery gauge, as recorded in `energy.json`
 //! (`npugate.energy/1`): the measurement or why there is none. Judged by the `max_energy_mj` rule
-//! (see [`crate::resources`]).
+//! (npugate-gate's `resources`).
 
-use npugate_result::contract::{Document, Schema};
+use crate::contract::{Document, Schema};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of `energy.json`.
