@@ -1,71 +1,127 @@
 //! What the machine added to each timed run: how long the harness's threads waited for a CPU
-//! (run-queue delay) and how often they were preempted, read from the kernel's counters around
-//! the run — outside the two clock reads, with files opened and buffers allocated before the loop.
+//! during it and how often they were preempted, read from the kernel's counters around the run —
+//! outside the two clock reads, with files opened and buffers allocated before the loop.
 //!
-//! Per thread alive when the loop starts (ONNX Runtime's intra-op pool included), a `pread` into a
-//! preallocated buffer of the 2nd field of `/proc/self/task/<tid>/schedstat` (nanoseconds the
-//! thread was runnable but not running) and, only when that delay moved — a thread preempted goes
-//! back to the run queue and waits there, so a thread whose delay did not move was not preempted —
-//! of `nonvoluntary_ctxt_switches` in `/proc/self/task/<tid>/status` (a larger file the kernel
-//! formats on every read: 4 µs a thread, against 0.5 µs for `schedstat`). Not
-//! `getrusage(RUSAGE_SELF)`, which sums the same switches in one call: it walks and locks the
-//! thread group, and with a worker thread spinning on a loaded 2-core machine it took 0.6 µs at
-//! the median but 2.6 ms at the 90th percentile.
+//! Per thread alive when the loop starts (ONNX Runtime's intra-op pool included), every reading —
+//! one before the first run, one after each run, one before a run whose outputs are bound again
+//! and one after each check between runs — takes, into preallocated memory:
+//! 1. every thread's CPU clock (`clock_gettime` of `((!tid) << 3) | 6`, the kernel's per-thread
+//!    scheduler clock: exact to the nanosecond, the slice running now included), the calling
+//!    thread's last — the first calls after a run see the other threads as the run left them,
+//!    before the calling thread can be preempted at a call's return, which is where a thread that
+//!    used up its slice during the run is preempted (measured here: most of the measuring thread's
+//!    waits fell between runs);
+//! 2. a `pread` of each thread's `schedstat` (its 2nd field: nanoseconds the thread was runnable
+//!    but not running, counted when it gets a CPU) and of its `status` (`nonvoluntary_ctxt_switches`,
+//!    its preemptions; `voluntary_ctxt_switches`, the times it blocked);
+//! 3. each thread's CPU clock again and then its state (`stat`'s 3rd field, `R` for runnable):
+//!    the state the next run starts in.
+//!
+//! What each run waited is then proven from these readings (`npugate_stats::attributed_waits`,
+//! whose definition is in `npugate_stats::contention`): a thread runnable before the run and never
+//! blocked until after it waited for all of the run it did not run, and a delay counted at a later
+//! reading goes back onto the runs it must have overlapped. Not `getrusage(RUSAGE_SELF)`, which
+//! sums the same switches in one call: it walks and locks the thread group, and with a worker
+//! thread spinning on a loaded 2-core machine it took 0.6 µs at the median but 2.6 ms at the 90th
+//! percentile.
+
+use std::time::Instant;
 
 use npugate_result::{CpuWait, PerRun};
+use npugate_stats::{attributed_waits, Readings, RunSpan, ThreadCounters};
 
-/// The counters at one moment.
+/// The counters at one moment that are summed over the threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reading {
-    /// Run-queue delay summed over the sampled threads, ns (0 when unavailable).
-    pub run_delay_ns: u64,
     /// Involuntary context switches of the process (0 when unavailable).
     pub involuntary_switches: u64,
 }
 
-/// Per-run counters collected by the timed loop, preallocated for every run.
+/// Every reading of every thread's counters through the timed loop, and the runs between them,
+/// preallocated for every run.
 pub struct CpuWaitRecord {
     probe: Probe,
-    delays: Vec<u64>,
+    origin: Instant,
+    /// When each reading began and ended (ns since `origin`).
+    began_ns: Vec<u64>,
+    ended_ns: Vec<u64>,
+    /// Reading-major: each thread's counters at each reading.
+    counters: Vec<ThreadCounters>,
+    spans: Vec<RunSpan>,
     switches: Vec<u64>,
 }
 
 impl CpuWaitRecord {
-    /// Opens the counters of every thread of this process and preallocates `runs` entries.
+    /// Opens the counters of every thread of this process and preallocates room for `runs` runs:
+    /// a reading after each, one before each (when the loop reads again before a run) and one
+    /// after each check between runs.
     pub fn open(runs: usize) -> CpuWaitRecord {
-        CpuWaitRecord { probe: Probe::open(), delays: vec![0; runs], switches: vec![0; runs] }
-    }
-
-    /// The counters now (no allocation).
-    #[inline(always)]
-    pub fn read(&mut self) -> Reading {
-        self.probe.read()
-    }
-
-    /// Records run `index` as the difference between the readings around it.
-    #[inline(always)]
-    pub fn record(&mut self, index: usize, before: Reading, after: Reading) {
-        if let (Some(delay), Some(switches)) = (self.delays.get_mut(index), self.switches.get_mut(index)) {
-            *delay = after.run_delay_ns.saturating_sub(before.run_delay_ns);
-            *switches = after.involuntary_switches.saturating_sub(before.involuntary_switches);
+        let probe = Probe::open();
+        let readings = 3 * runs + 1;
+        CpuWaitRecord {
+            origin: Instant::now(),
+            began_ns: Vec::with_capacity(readings),
+            ended_ns: Vec::with_capacity(readings),
+            counters: Vec::with_capacity(readings * probe.thread_count()),
+            spans: Vec::with_capacity(runs),
+            switches: vec![0; runs],
+            probe,
         }
     }
 
-    /// The run-queue delays of the first `completed` runs, when the kernel gives them.
-    pub fn delays(&self, completed: usize) -> Option<&[u64]> {
-        self.probe.schedstat_missing().is_none().then(|| &self.delays[..completed.min(self.delays.len())])
+    /// Reads every thread's counters now and keeps them (no allocation); returns the sums.
+    #[inline(always)]
+    pub fn read(&mut self) -> Reading {
+        let threads = self.probe.thread_count();
+        if self.ended_ns.len() == self.ended_ns.capacity() {
+            return Reading::default();
+        }
+        self.began_ns.push(self.origin.elapsed().as_nanos() as u64);
+        let from = self.counters.len();
+        self.counters.resize(from + threads, ThreadCounters::default());
+        let reading = self.probe.read(&mut self.counters[from..]);
+        self.ended_ns.push(self.origin.elapsed().as_nanos() as u64);
+        reading
+    }
+
+    /// Records run `index`, timed from `start` to `end`, between the last two readings: `before`
+    /// and `after` are the sums they returned.
+    #[inline(always)]
+    pub fn record(&mut self, index: usize, (start, end): (Instant, Instant), before: Reading, after: Reading) {
+        if let Some(switches) = self.switches.get_mut(index) {
+            *switches = after.involuntary_switches.saturating_sub(before.involuntary_switches);
+        }
+        if self.spans.len() < self.spans.capacity() {
+            let on_clock = |at: Instant| at.saturating_duration_since(self.origin).as_nanos() as u64;
+            let after_reading = self.ended_ns.len().saturating_sub(1);
+            self.spans.push(RunSpan { start_ns: on_clock(start), end_ns: on_clock(end), after_reading });
+        }
+    }
+
+    /// The CPU wait attributed to each of the first `completed` runs
+    /// ([`npugate_stats::attributed_waits`]), when the kernel gives run-queue delays.
+    pub fn delays(&self, completed: usize) -> Option<Vec<u64>> {
+        self.probe.schedstat_missing().is_none().then(|| {
+            let readings = Readings {
+                began_ns: &self.began_ns,
+                ended_ns: &self.ended_ns,
+                counters: &self.counters,
+                threads: self.probe.thread_count(),
+            };
+            attributed_waits(readings, &self.spans[..completed.min(self.spans.len())])
+        })
     }
 
     /// The record of the first `completed` runs, as `result.json` holds it.
-    pub fn finish(mut self, completed: usize) -> CpuWait {
-        self.delays.truncate(completed);
-        self.switches.truncate(completed);
-        let (delays, switches) = (self.delays, self.switches);
+    pub fn finish(self, completed: usize) -> CpuWait {
+        let delays = self.delays(completed);
+        let mut switches = self.switches;
+        switches.truncate(completed);
         CpuWait {
             threads: self.probe.threads(),
-            run_queue_delay_ns: match self.probe.schedstat_missing() {
-                Some(why) => PerRun::Unavailable(why),
-                None => PerRun::Measured(delays),
+            run_queue_delay_ns: match (delays, self.probe.schedstat_missing()) {
+                (Some(delays), _) => PerRun::Measured(delays),
+                (None, why) => PerRun::Unavailable(why.unwrap_or_default()),
             },
             involuntary_switches: match self.probe.switches_missing() {
                 Some(why) => PerRun::Unavailable(why),
@@ -85,20 +141,29 @@ mod linux {
     use std::fs::File;
     use std::os::unix::fs::FileExt;
 
+    use npugate_stats::ThreadCounters;
+
     use crate::cpu_wait::Reading;
 
     /// Where the threads of this process are listed.
     const TASKS: &str = "/proc/self/task";
     /// The line of a thread's `status` that counts its preemptions.
-    const SWITCHES: &[u8] = b"nonvoluntary_ctxt_switches:";
+    const SWITCHES: &[u8] = b"\nnonvoluntary_ctxt_switches:";
+    /// The line of a thread's `status` that counts the times it blocked.
+    const BLOCKED: &[u8] = b"\nvoluntary_ctxt_switches:";
     /// Room for a thread's `status` (about 1.5 kB; longer with many CPUs in its affinity lists).
     const STATUS_BYTES: usize = 16 * 1024;
 
-    /// One thread's open counter files and what they said last.
+    /// One thread's open counter files, its CPU clock and what they said last.
     struct Thread {
         schedstat: File,
         status: File,
-        delay_ns: u64,
+        stat: Option<File>,
+        /// The thread's CPU clock (`clock_gettime` of `((!tid) << 3) | 6`: per thread, scheduler
+        /// time), exact to the nanosecond where `schedstat`'s 1st field lags a running thread by
+        /// up to a tick.
+        clock: libc::clockid_t,
+        counters: ThreadCounters,
         switches: u64,
     }
 
@@ -122,9 +187,18 @@ mod linux {
                         listed += 1;
                         let (schedstat, status) = (task.path().join("schedstat"), task.path().join("status"));
                         match (File::open(&schedstat), File::open(&status)) {
-                            (Ok(schedstat), Ok(status)) => {
-                                threads.push(Thread { schedstat, status, delay_ns: u64::MAX, switches: 0 })
-                            }
+                            (Ok(schedstat), Ok(status)) => threads.push(Thread {
+                                schedstat,
+                                status,
+                                stat: File::open(task.path().join("stat")).ok(),
+                                clock: task
+                                    .file_name()
+                                    .to_str()
+                                    .and_then(|tid| tid.parse().ok())
+                                    .map_or(libc::clockid_t::MAX, thread_clock),
+                                counters: ThreadCounters::default(),
+                                switches: 0,
+                            }),
                             // A thread that ended between listing and opening is no loss.
                             _ if !task.path().exists() => {}
                             (Err(e), _) => {
@@ -137,6 +211,10 @@ mod linux {
                             (Ok(_), Err(e)) => switches = Err(format!("{} cannot be read: {e}", status.display())),
                         }
                     }
+                    // The calling thread last: a run's other threads are read first after it.
+                    // SAFETY: gettid takes no argument and cannot fail.
+                    let own = thread_clock(unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t);
+                    threads.sort_by_key(|thread| thread.clock == own);
                     Ok(threads)
                 });
             let mut probe = Probe { threads, listed, switches, buffer: vec![0; STATUS_BYTES] };
@@ -167,6 +245,11 @@ mod linux {
             self.listed
         }
 
+        /// Threads whose counters are read (0 when none can be).
+        pub fn thread_count(&self) -> usize {
+            self.threads.as_ref().map_or(0, Vec::len)
+        }
+
         /// Why run-queue delays are not available, when they are not.
         pub fn schedstat_missing(&self) -> Option<String> {
             self.threads.as_ref().err().cloned()
@@ -177,30 +260,65 @@ mod linux {
             self.schedstat_missing().or_else(|| self.switches.as_ref().err().cloned())
         }
 
-        /// The counters now: a `pread` of each thread's `schedstat`, and of its `status` when its
-        /// delay moved, into the probe's buffer; nothing allocated. A thread that ended since the
-        /// probe was opened keeps its last counts.
+        /// The counters now, each thread's into `out` (one entry per thread): its CPU clock, a
+        /// `pread` of its `schedstat`, and of its `status` when its delay moved, into the probe's
+        /// buffer; nothing allocated. A thread that ended since the probe was opened keeps its last
+        /// counts. Returns the sums.
         #[inline(always)]
-        pub fn read(&mut self) -> Reading {
+        pub fn read(&mut self, out: &mut [ThreadCounters]) -> Reading {
             let mut reading = Reading::default();
             let Ok(threads) = &mut self.threads else { return reading };
             let count_switches = self.switches.is_ok();
-            for thread in threads.iter_mut() {
-                let delay_ns = match thread.schedstat.read_at(&mut self.buffer, 0) {
+            // Every CPU clock first, the calling thread's last: the first calls after a run see the
+            // other threads as the run left them, before the calling thread can be preempted at
+            // their return.
+            for (thread, out) in threads.iter_mut().zip(out.iter_mut()) {
+                out.cpu_ns = cpu_time(thread.clock);
+            }
+            for (thread, out) in threads.iter_mut().zip(out.iter_mut()) {
+                let last = thread.counters;
+                thread.counters.cpu_ns = out.cpu_ns;
+                thread.counters.run_delay_ns = match thread.schedstat.read_at(&mut self.buffer, 0) {
                     Ok(length) => second_field(&self.buffer[..length]),
-                    Err(_) => thread.delay_ns,
+                    Err(_) => last.run_delay_ns,
                 };
-                if count_switches && delay_ns != thread.delay_ns {
+                thread.counters.blocked = None;
+                if count_switches {
                     if let Ok(length) = thread.status.read_at(&mut self.buffer, 0) {
                         thread.switches = switches(&self.buffer[..length]).unwrap_or(thread.switches);
+                        thread.counters.blocked = blocked(&self.buffer[..length]);
                     }
                 }
-                thread.delay_ns = delay_ns;
-                reading.run_delay_ns += delay_ns;
+                *out = thread.counters;
                 reading.involuntary_switches += thread.switches;
+            }
+            // Last, each thread's CPU clock and then its state: the state the next run starts in.
+            for (thread, out) in threads.iter_mut().zip(out.iter_mut()) {
+                let cpu_ns = cpu_time(thread.clock);
+                let runnable = thread.stat.as_ref().is_some_and(|stat| {
+                    stat.read_at(&mut self.buffer, 0).is_ok_and(|length| runnable(&self.buffer[..length]))
+                });
+                out.runnable_at_cpu_ns = cpu_ns.filter(|_| runnable);
             }
             reading
         }
+    }
+
+    /// The CPU clock of thread `tid` of this process, as the kernel encodes it
+    /// (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`). A `/proc/self/task` entry whose name is no
+    /// thread id gets an invalid clock instead, which `clock_gettime` refuses: its CPU time is then
+    /// unknown.
+    fn thread_clock(tid: libc::pid_t) -> libc::clockid_t {
+        (!tid << 3) | 6
+    }
+
+    /// The CPU time of `clock` (ns); `None` when the kernel refuses it (the thread ended).
+    #[inline(always)]
+    fn cpu_time(clock: libc::clockid_t) -> Option<u64> {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid timespec the call writes into.
+        let status = unsafe { libc::clock_gettime(clock, &mut now) };
+        (status == 0).then(|| now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64)
     }
 
     /// The second space-separated decimal number of a `schedstat` line (`cpu_ns wait_ns slices`);
@@ -210,10 +328,26 @@ mod linux {
         fields.nth(1).and_then(decimal).unwrap_or(0)
     }
 
-    /// The count on the `nonvoluntary_ctxt_switches:` line of a `status` file (its last line).
+    /// True when a thread's `stat` line says it is runnable: state `R` (running or waiting for a
+    /// CPU), the first field after the command name in parentheses.
+    pub fn runnable(stat: &[u8]) -> bool {
+        stat.iter().rposition(|&b| b == b')').is_some_and(|at| stat.get(at + 2) == Some(&b'R'))
+    }
+
+    /// The count on the `nonvoluntary_ctxt_switches:` line of a `status` file.
     pub fn switches(status: &[u8]) -> Option<u64> {
-        let at = status.windows(SWITCHES.len()).rposition(|window| window == SWITCHES)?;
-        let rest = &status[at + SWITCHES.len()..];
+        count(status, SWITCHES)
+    }
+
+    /// The count on the `voluntary_ctxt_switches:` line of a `status` file.
+    pub fn blocked(status: &[u8]) -> Option<u64> {
+        count(status, BLOCKED)
+    }
+
+    /// The number after `label` (a line's start, with its newline) in a `status` file.
+    fn count(status: &[u8], label: &[u8]) -> Option<u64> {
+        let at = status.windows(label.len()).position(|window| window == label)?;
+        let rest = &status[at + label.len()..];
         let digits = rest.split(|b| *b == b'\n').next()?;
         decimal(digits.trim_ascii())
     }
@@ -251,6 +385,11 @@ mod other {
             0
         }
 
+        /// No threads read.
+        pub fn thread_count(&self) -> usize {
+            0
+        }
+
         /// Always unavailable.
         pub fn schedstat_missing(&self) -> Option<String> {
             Some(WHY.into())
@@ -263,7 +402,7 @@ mod other {
 
         /// Zeros.
         #[inline(always)]
-        pub fn read(&mut self) -> Reading {
+        pub fn read(&mut self, _out: &mut [npugate_stats::ThreadCounters]) -> Reading {
             Reading::default()
         }
     }
@@ -282,7 +421,11 @@ mod tests {
         assert_eq!(linux::second_field(b"1 x2 3"), 0);
         let status = b"Name:\tharness\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t42\n";
         assert_eq!(linux::switches(status), Some(42));
+        assert_eq!(linux::blocked(status), Some(17));
         assert_eq!(linux::switches(b"Name:\tx\n"), None);
+        assert!(linux::runnable(b"4242 (ort (worker)) R 1 4242 0"));
+        assert!(!linux::runnable(b"4242 (npugate-harness) S 1 4242 0"));
+        assert!(!linux::runnable(b"4242 (x"));
     }
 
     /// Threads that spin against each other on more threads than cores wait for a CPU and are
@@ -303,13 +446,15 @@ mod tests {
             .collect();
         let mut record = CpuWaitRecord::open(1);
         let before = record.read();
+        let start = std::time::Instant::now();
         std::thread::sleep(std::time::Duration::from_millis(300));
+        let end = std::time::Instant::now();
         let after = record.read();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for spinner in spinners {
             spinner.join().unwrap();
         }
-        record.record(0, before, after);
+        record.record(0, (start, end), before, after);
         let wait = record.finish(1);
         assert!(wait.threads > cores * 2, "{wait:?}");
         let delay = wait.run_queue_delay_ns.measured().unwrap()[0];

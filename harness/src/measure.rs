@@ -281,14 +281,15 @@ impl BoundSession {
                 break;
             }
             latencies[completed] = t1.duration_since(t0).as_nanos() as u64;
-            cpu_wait.record(completed, before, after);
+            cpu_wait.record(completed, (t0, t1), before, after);
             before = after;
             completed += 1;
             if completed == stop && stop < capacity {
                 let done = &latencies[..completed];
-                stop = count.next_stop(done, cpu_wait.delays(completed));
+                let delays = cpu_wait.delays(completed);
+                stop = count.next_stop(done, delays.as_deref());
                 if set_aside_at_requested.is_none() && stop > completed {
-                    set_aside_at_requested = Some(completed - clean_runs(done, cpu_wait.delays(completed)));
+                    set_aside_at_requested = Some(completed - clean_runs(done, delays.as_deref()));
                 }
                 // The check's own time stays out of the next run's wait.
                 before = cpu_wait.read();
@@ -301,7 +302,7 @@ impl BoundSession {
             budget: capacity as u32,
             taken: completed as u32,
             set_aside_at_requested: set_aside,
-            clean: clean_runs(&latencies, cpu_wait.delays(completed)),
+            clean: clean_runs(&latencies, cpu_wait.delays(completed).as_deref()),
         });
         measurement.latencies_ns = latencies;
         measurement.cpu_wait = Some(cpu_wait.finish(completed));

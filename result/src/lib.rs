@@ -473,8 +473,11 @@ pub struct CpuWait {
     /// Threads of the harness process whose counters were read: every thread alive when the
     /// timed loop started (ONNX Runtime's intra-op pool among them).
     pub threads: usize,
-    /// Nanoseconds those threads spent runnable but waiting for a CPU (run-queue delay, the 2nd
-    /// field of `/proc/self/task/*/schedstat`), summed over the threads, per timed run.
+    /// Nanoseconds those threads were runnable but waited for a CPU during each timed run, summed
+    /// over the threads: what their counters prove (`npugate_stats::attributed_waits`: the state
+    /// of a thread runnable through the run, and the run-queue delay of `schedstat` placed on the
+    /// runs it must have overlapped). Before that definition, the delay counted between the
+    /// readings around the run.
     pub run_queue_delay_ns: PerRun,
     /// Involuntary context switches (preemptions) of those threads per timed run: the sum of
     /// their `nonvoluntary_ctxt_switches` in `/proc/self/task/*/status`.

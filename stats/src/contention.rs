@@ -1,10 +1,10 @@
 //! Which runs the machine slowed, not the model: the runs whose own wait for a CPU explains why
 //! they were slow.
 //!
-//! Definition. For each timed run `i` the harness records its latency `Lᵢ` and its run-queue delay
-//! `Dᵢ` — the time the process's threads were runnable but waited for a CPU, summed over the
-//! threads, read around the run. Each run is judged by its own measurement against a reference
-//! `r` taken from the runs that did not wait:
+//! Definition. For each timed run `i` the harness records its latency `Lᵢ` and its CPU wait `Dᵢ`
+//! — the time the process's threads were runnable but waited for a CPU during the run, summed over
+//! the threads (see **Each run's wait** below). Each run is judged by its own measurement against
+//! a reference `r` taken from the runs that did not wait:
 //!
 //! - the **reference** `r` is the lower quartile (type 7) of the latencies of the runs that waited
 //!   for at most [`SLOW_RUN_PCT`]% of their own time (`Dᵢ ≤ 5% · Lᵢ`: nothing to explain, whatever
@@ -17,13 +17,37 @@
 //!   wait explains it: `Dᵢ ≥ EXPLAINED_SHARE · eᵢ` (it waited for a CPU at least half of the time it
 //!   lost).
 //!
-//! What the run-queue delay does not see: a run whose intra-op workers found every other CPU
-//! taken and left their share to the measuring thread runs serially without any thread waiting in
-//! a run queue. Measured on this 2-core machine under one CPU burner, a ≈1 ms model alternated
-//! between 0.55 ms (two threads) and 1.0 ms (one) with no delay in either, and ran at 1.0 ms
-//! steadily with `--intra-threads 1`; the threads' CPU time in `schedstat` (its 1st field) moves
-//! in whole scheduler ticks (4 ms here) for a thread that keeps its CPU, too coarse to tell per run.
-//! Such runs stay in the series (a bimodal latency whose cause the verdict names when measured).
+//! **Each run's wait** `Dᵢ` is what the threads' counters prove it waited ([`attributed_waits`]),
+//! not the delay counted between the two readings around it: `schedstat`'s run-queue delay grows
+//! only when a waiting thread gets a CPU, so a worker that found every other CPU taken at the
+//! start of a run — the measuring thread then ran its share serially — counts its wait in a
+//! later run's reading, or in none (measured on this 2-core machine under one CPU burner: a
+//! ≈1 ms model alternated between 0.55 ms with both intra-op threads on a CPU and 1.0 ms with
+//! one, the slow runs with no delay counted, the worker's 10–40 ms of delay counted runs later).
+//! The harness reads, per thread and before and after every run, the thread CPU clock
+//! (`clock_gettime` of the thread's clock: it includes the slice running now, where `schedstat`'s
+//! 1st field lags by up to a tick), the run-queue delay, the times it blocked
+//! (`voluntary_ctxt_switches`), and, last in a reading, its CPU clock again and its state. Per
+//! thread and run, the larger of what its state proves and what its counted delays prove, at most
+//! the run's latency, summed over the threads:
+//!
+//! - **runnable through the run**: in state `R` as the reading before the run ended and never
+//!   blocked until the reading after it — a thread that does not run cannot block, one that blocks
+//!   counts a voluntary switch — it was running or waiting throughout the run, so it waited for all
+//!   of the run it did not run: `L − (its CPU time from before its state was read to after the
+//!   run)`. This is the case above: the worker, runnable and on no CPU, waited the whole 1.0 ms.
+//! - **waited before it was counted**: a delay `Δ` counted at a reading, over a window `W` from
+//!   the start of the reading before it, in which the thread also ran `c`: waits and CPU time
+//!   are disjoint, so at least `Δ + c − W` of it was waited before the window, in one wait
+//!   reaching up to the window's start; that part is placed back onto the runs it overlapped,
+//!   latest first — the latest placement the counters allow, a lower bound.
+//! - **waited inside the window**: the rest of `Δ`, less the window's time outside the run.
+//!
+//! Each is a lower bound of what the thread waited during the run; none is inferred from the
+//! latency. Still not seen: a thread that blocked during the run and was woken to wait for a CPU
+//! (its wait is placed only as far as the counted delay proves), and a run slowed by a thread that
+//! was not alive when the loop started; on a kernel without a thread CPU clock or `stat` state, only
+//! the counted delays are placed.
 //!
 //! The **clean median** is the median latency of the runs not contended.
 //!
@@ -158,6 +182,135 @@ fn is_contended(latency_ns: u64, wait_ns: u64, reference_ns: f64) -> bool {
     excess > reference_ns * SLOW_RUN_PCT / 100.0 && wait_ns as f64 >= EXPLAINED_SHARE * excess
 }
 
+/// One thread's counters at one reading, all cumulative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadCounters {
+    /// Nanoseconds the thread was runnable but waited for a CPU, counted when it got one
+    /// (`schedstat`'s 2nd field).
+    pub run_delay_ns: u64,
+    /// Nanoseconds the thread ran (its thread CPU clock, which includes the slice it is running),
+    /// read first in the reading, before any other counter; `None` when it could not be read.
+    pub cpu_ns: Option<u64>,
+    /// When the thread was runnable (state `R`: running or waiting for a CPU) as the reading ended:
+    /// its CPU clock read just before that state was; `None` when it was not runnable or unknown.
+    pub runnable_at_cpu_ns: Option<u64>,
+    /// Times the thread blocked (`voluntary_ctxt_switches` in its `status`), read with its delay;
+    /// `None` when unknown.
+    pub blocked: Option<u64>,
+}
+
+/// One timed run on the readings' clock, and the reading that followed it (the one before it is
+/// the reading just before that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSpan {
+    /// Its start (ns, on the readings' clock).
+    pub start_ns: u64,
+    /// Its end (ns).
+    pub end_ns: u64,
+    /// The index of the first reading taken after it.
+    pub after_reading: usize,
+}
+
+impl RunSpan {
+    fn latency_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// The readings of every thread's counters through a timed loop: reading `j` began at
+/// `began_ns[j]` and ended at `ended_ns[j]`; `counters[j * threads + t]` is what thread `t` said.
+#[derive(Debug, Clone, Copy)]
+pub struct Readings<'a> {
+    /// When each reading began (ns, ascending).
+    pub began_ns: &'a [u64],
+    /// When each reading ended (ns).
+    pub ended_ns: &'a [u64],
+    /// Reading-major: the counters of every thread at reading 0, then at reading 1, …
+    pub counters: &'a [ThreadCounters],
+    /// Threads per reading.
+    pub threads: usize,
+}
+
+/// The CPU wait of each run of `runs` (in run order) that its threads' counters prove, as the
+/// module's definition says: per thread, a run it waited through; the part of a delay that must
+/// have happened before the reading it was counted at, placed back onto the runs it overlapped
+/// latest first; the part that must have overlapped the run between the two readings. A thread's
+/// share of a run is at most the run's latency. Runs whose readings are missing get 0.
+pub fn attributed_waits(readings: Readings<'_>, runs: &[RunSpan]) -> Vec<u64> {
+    let count = readings.began_ns.len().min(readings.ended_ns.len());
+    let mut total = vec![0u64; runs.len()];
+    if readings.threads == 0 || readings.counters.len() < count * readings.threads {
+        return total;
+    }
+    // Per run, for the thread at hand: what its state proves, and what its counted delays do.
+    let (mut through, mut placed) = (vec![0u64; runs.len()], vec![0u64; runs.len()]);
+    for thread in 0..readings.threads {
+        through.iter_mut().chain(placed.iter_mut()).for_each(|ns| *ns = 0);
+        let counters = |j: usize| readings.counters[j * readings.threads + thread];
+        for j in 1..count {
+            let (before, after) = (counters(j - 1), counters(j));
+            // The runs that ended before reading j − 1; the run between readings j − 1 and j.
+            let ended = runs.partition_point(|run| run.after_reading < j);
+            let inside = runs.get(ended).filter(|run| run.after_reading == j).map(|_| ended);
+            if let Some(k) = inside {
+                through[k] = runnable_through(before, after, runs[k].latency_ns());
+            }
+            place_delay(&readings, j, (before, after), runs, (ended, inside), &mut placed);
+        }
+        for (((total, through), placed), run) in total.iter_mut().zip(&through).zip(&placed).zip(runs) {
+            *total += (*through).max(*placed).min(run.latency_ns());
+        }
+    }
+    total
+}
+
+/// What a thread runnable as the reading `before` a run ended, and never blocked until the
+/// reading `after` it, waited during the run of `latency_ns`: all of it that it did not run (a
+/// thread that does not run cannot block; one that blocks counts a voluntary switch). 0 when the
+/// counters do not show that.
+fn runnable_through(before: ThreadCounters, after: ThreadCounters, latency_ns: u64) -> u64 {
+    match (before.runnable_at_cpu_ns, after.cpu_ns) {
+        (Some(runnable_at), Some(cpu)) if before.blocked.is_some() && before.blocked == after.blocked => {
+            latency_ns.saturating_sub(cpu.saturating_sub(runnable_at))
+        }
+        _ => 0,
+    }
+}
+
+/// Places one thread's delay counted at reading `j` onto the runs it must have overlapped, adding
+/// to `placed`: the part that must have been waited before reading `j − 1` began onto the runs
+/// before, latest first; the rest, less the window's time outside the run, onto the run between.
+fn place_delay(
+    readings: &Readings<'_>,
+    j: usize,
+    (before, after): (ThreadCounters, ThreadCounters),
+    runs: &[RunSpan],
+    (ended, inside): (usize, Option<usize>),
+    placed: &mut [u64],
+) {
+    let ran = before.cpu_ns.zip(after.cpu_ns).map(|(before, after)| after.saturating_sub(before));
+    let delay = after.run_delay_ns.saturating_sub(before.run_delay_ns);
+    if delay == 0 {
+        return;
+    }
+    // Counted waits and CPU time since reading j − 1 began fit in the window; the rest was
+    // waited before, contiguously up to that moment (one wait spans it).
+    let since = readings.began_ns[j - 1];
+    let window = readings.ended_ns[j].saturating_sub(since);
+    let earlier = delay.saturating_add(ran.unwrap_or(0)).saturating_sub(window).min(delay);
+    if let Some(k) = inside {
+        placed[k] += (delay - earlier).saturating_sub(window.saturating_sub(runs[k].latency_ns()));
+    }
+    let placed_from = since.saturating_sub(earlier);
+    for k in (0..ended).rev() {
+        let run = runs[k];
+        if run.end_ns <= placed_from {
+            break;
+        }
+        placed[k] += run.end_ns.min(since).saturating_sub(run.start_ns.max(placed_from));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +382,129 @@ mod tests {
         let c = Contention::of(&latencies, &delays).unwrap();
         assert_eq!(c.clean_runs(), 12, "{c:?}");
         assert!(c.reference_ns < 2.5e6, "{c:?}");
+    }
+
+    const US: u64 = 1_000;
+
+    /// A loop on two threads as the harness reads it: each run between two readings of 5 µs, 5 µs
+    /// apart; `threads(k)` gives each thread's change over run `k` — (delay counted, CPU time run,
+    /// runnable as the reading before the run ended, blocked during the run).
+    fn readings_of(latencies: &[u64], step: impl Fn(usize) -> [(u64, u64, bool, bool); 2]) -> ReadingsFixture {
+        let mut fixture = ReadingsFixture::default();
+        let mut at = 0;
+        let mut now = [ThreadCounters { blocked: Some(0), cpu_ns: Some(0), ..Default::default() }; 2];
+        let read = |fixture: &mut ReadingsFixture, now: &[ThreadCounters; 2], at: &mut u64| {
+            fixture.began_ns.push(*at);
+            *at += 5 * US;
+            fixture.ended_ns.push(*at);
+            fixture.counters.extend_from_slice(now);
+        };
+        let step_of: Vec<_> = (0..latencies.len()).map(&step).collect();
+        for (thread, counters) in now.iter_mut().enumerate() {
+            let runnable = step_of.first().is_some_and(|s| s[thread].2);
+            counters.runnable_at_cpu_ns = runnable.then_some(0);
+        }
+        read(&mut fixture, &now, &mut at);
+        for (k, &latency) in latencies.iter().enumerate() {
+            at += 5 * US;
+            fixture.runs.push(RunSpan { start_ns: at, end_ns: at + latency, after_reading: k + 1 });
+            at += latency;
+            for (thread, counters) in now.iter_mut().enumerate() {
+                let (delay, cpu, _, blocked) = step_of[k][thread];
+                counters.run_delay_ns += delay;
+                counters.cpu_ns = counters.cpu_ns.map(|ns| ns + cpu);
+                counters.blocked = counters.blocked.map(|n| n + u64::from(blocked));
+                let runnable_next = step_of.get(k + 1).is_some_and(|s| s[thread].2);
+                counters.runnable_at_cpu_ns = runnable_next.then_some(counters.cpu_ns.unwrap());
+            }
+            read(&mut fixture, &now, &mut at);
+        }
+        fixture
+    }
+
+    #[derive(Default)]
+    struct ReadingsFixture {
+        began_ns: Vec<u64>,
+        ended_ns: Vec<u64>,
+        counters: Vec<ThreadCounters>,
+        runs: Vec<RunSpan>,
+    }
+
+    impl ReadingsFixture {
+        fn waits(&self) -> Vec<u64> {
+            let readings =
+                Readings { began_ns: &self.began_ns, ended_ns: &self.ended_ns, counters: &self.counters, threads: 2 };
+            attributed_waits(readings, &self.runs)
+        }
+    }
+
+    #[test]
+    fn a_worker_runnable_through_a_run_waited_for_what_it_did_not_run() {
+        // One burner on two CPUs: the worker gets a CPU in runs 0, 1 (0.55 ms, each thread ran
+        // half), none in run 2 (1.0 ms, the main thread ran it all), 20 µs of run 3 before it was
+        // preempted, all of run 4 after blocking in it (a voluntary switch: nothing proven).
+        let latencies = [550 * US, 550 * US, 1_000 * US, 1_000 * US, 1_000 * US];
+        let fixture = readings_of(&latencies, |k| match k {
+            0 | 1 => [(0, 560 * US, true, false), (0, 555 * US, true, false)],
+            2 => [(0, 1_010 * US, true, false), (0, 0, true, false)],
+            3 => [(0, 1_010 * US, true, false), (0, 20 * US, true, false)],
+            _ => [(0, 1_010 * US, true, false), (0, 0, true, true)],
+        });
+        assert_eq!(fixture.waits(), [0, 0, 1_000 * US, 980 * US, 0]);
+        // A thread that was asleep (not runnable) before the run proves nothing either.
+        let fixture = readings_of(&latencies[2..3], |_| [(0, 1_010 * US, true, false), (0, 0, false, false)]);
+        assert_eq!(fixture.waits(), [0]);
+    }
+
+    #[test]
+    fn a_delay_counted_late_goes_back_to_the_runs_it_must_have_overlapped() {
+        // The worker asleep throughout (no state proof), its 2.5 ms wait counted after run 3, in
+        // which it then ran 0.4 ms: the window of run 3 (the reading before, the gap, the run and
+        // the reading after: 0.615 ms) holds at most 0.215 ms of it (0.2 ms inside the run), so
+        // ≥ 2.285 ms was waited before that window, latest first: all of run 2 and run 1 (1 ms
+        // each), 0.265 ms of run 0 (the readings and gaps between runs take the rest).
+        let latencies = [1_000 * US, 1_000 * US, 1_000 * US, 600 * US];
+        let fixture = readings_of(&latencies, |k| {
+            let worker = if k == 3 { (2_500 * US, 400 * US, false, false) } else { (0, 0, false, false) };
+            [(0, latencies[k] + 10 * US, true, false), worker]
+        });
+        let waits = fixture.waits();
+        assert_eq!(waits, [265 * US, 1_000 * US, 1_000 * US, 200 * US]);
+        // Never more than the delay: the placed waits sum to what the counters allow.
+        assert!(waits.iter().sum::<u64>() <= 2_500 * US);
+    }
+
+    #[test]
+    fn a_delay_counted_in_a_run_s_window_counts_only_what_the_window_s_gaps_cannot_hold() {
+        // The main thread (not known runnable: only its counted delay speaks) preempted for 3 ms
+        // inside a 4 ms run: the window holds 15 µs outside the run, so ≥ 2.985 ms was in it.
+        let main = (3_000 * US, 1_000 * US, false, false);
+        let fixture = readings_of(&[4_000 * US], |_| [main, (0, 0, false, false)]);
+        assert_eq!(fixture.waits(), [2_985 * US]);
+        // Preempted for 3 ms after a 1 ms run, before the reading after it ended (the window grew
+        // to 4 ms around the run): the window outside the run can hold all of it, nothing proven.
+        let mut fixture = readings_of(&[1_000 * US], |_| [main, (0, 0, false, false)]);
+        fixture.ended_ns[1] += 3_000 * US;
+        assert_eq!(fixture.waits(), [0]);
+    }
+
+    #[test]
+    fn the_one_burner_alternation_is_set_aside_and_the_fast_runs_are_the_reference() {
+        // Issue 44: under one CPU burner the latency alternated between 0.55 ms (the worker on a
+        // CPU) and 1.0 ms (the worker runnable on none, no delay counted in either run).
+        let latencies: Vec<u64> =
+            (0..40).map(|k| if k % 3 == 2 { 1_000 * US + k * US } else { 550 * US + k * US }).collect();
+        let fixture = readings_of(&latencies, |k| {
+            let worker = if k % 3 == 2 { (0, 0, true, false) } else { (0, latencies[k], true, true) };
+            [(0, latencies[k] + 10 * US, true, false), worker]
+        });
+        let waits = fixture.waits();
+        let contention = Contention::of(&latencies, &waits).unwrap();
+        assert_eq!(contention.contended.len(), 13, "{contention:?}");
+        assert!(contention.contended.iter().all(|run| run.index % 3 == 2));
+        assert!(contention.reference_ns < 600_000.0 && contention.clean_median_ns < 600_000.0, "{contention:?}");
+        // The delays counted around each run (what was recorded before) explain none of them.
+        assert!(Contention::of(&latencies, &vec![0; 40]).unwrap().contended.is_empty());
     }
 
     #[test]

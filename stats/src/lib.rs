@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod contention;
 pub mod paired;
 
-pub use contention::{ContendedRun, Contention};
+pub use contention::{attributed_waits, ContendedRun, Contention, Readings, RunSpan, ThreadCounters};
 pub use paired::{look_alpha, paired_ratio, sign_test_rank, PairedRatio, SEQUENTIAL_ALPHA};
 
 /// Number of bootstrap resamples behind every confidence interval.
