@@ -92,7 +92,8 @@ fn starts_command(words: &[(&str, &str)], index: usize) -> bool {
 }
 
 /// Each `npugate` command of a line: the words after `npugate` up to the next command, a shell
-/// operator or a redirection. A line of output (`npugate gate: PASS …`) is none.
+/// operator or a redirection. A line of output (`npugate gate: PASS …`) or of prose
+/// (`npugate → npugate-plan`) is none.
 fn invocations(line: &str) -> Vec<Vec<String>> {
     let code = without_comment(line);
     let mut words = Vec::new();
@@ -119,7 +120,11 @@ fn invocations(line: &str) -> Vec<Vec<String>> {
                 .map(|(_, (_, word))| word.to_string())
                 .collect::<Vec<String>>()
         })
-        .filter(|words| !words.first().is_some_and(|word| word.ends_with(':')))
+        .filter(|words| {
+            words.first().is_none_or(|word| {
+                !word.ends_with(':') && word.starts_with(|c: char| c.is_ascii_alphabetic() || c == '-' || c == '[')
+            })
+        })
         .collect()
 }
 
@@ -215,5 +220,6 @@ fn a_wrong_flag_a_wrong_subcommand_and_a_bad_value_are_each_caught() {
         Vec::<Vec<String>>::new()
     );
     assert_eq!(invocations("npugate gate: PASS — m.onnx"), Vec::<Vec<String>>::new());
+    assert_eq!(invocations("npugate → npugate-plan → npugate-engine"), Vec::<Vec<String>>::new());
     assert_eq!(invocations("A=1 npugate doctor && .venv/bin/npugate model list > x").len(), 2);
 }
