@@ -97,7 +97,8 @@ fn move_into(out: &Path, name: &str) -> Result<()> {
 impl Confirmable for RunReport {
     fn outcome(&self) -> Outcome {
         match &self.verdict {
-            Some(verdict) if self.exit_code != EXIT_ERROR => verdict.outcome,
+            // NOT JUDGED exits 2 too, and is no error of the run.
+            Some(verdict) if self.exit_code != EXIT_ERROR || verdict.outcome == Outcome::NotJudged => verdict.outcome,
             Some(_) => Outcome::Error,
             None => Outcome::Pass,
         }
