@@ -309,7 +309,19 @@ fn the_timed_session_on_the_emulator_logs_nothing_per_inference_and_the_account_
     // The default: an app's WARNING. Nothing logged from the first inference to the last timed
     // run; the one graph execution in the log is the profiled pass's, which logs VERBOSE.
     let quiet = dir.path().join("warning");
-    let (output, result) = emulate(&quiet, &[]);
+    let (output, result) = emulate(&quiet, &["--progress", "lines"]);
+    // Each emulated inference is shown as it ends, with the time left; none stays in the
+    // harness's stderr, whose own account is kept.
+    let lines: Vec<String> =
+        stderr(&output).lines().filter(|l| l.starts_with("npugate: SM8650: ")).map(String::from).collect();
+    let shown = |phase: &str| lines.iter().filter(|l| l.contains(&format!(": {phase} "))).count();
+    assert_eq!((shown("first"), shown("warmup"), shown("timed"), shown("profiled")), (1, 2, 20, 1), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("npugate: SM8650: timed 20/20, about ") && l.ends_with(" left")),
+        "{lines:#?}"
+    );
+    let kept = std::fs::read_to_string(quiet.join("harness.stderr")).unwrap_or_default();
+    assert!(!kept.contains("npugate-harness progress"), "{kept}");
     let timed_log = result.execution.timed_log.as_ref().expect("the timed session's log is recorded");
     assert_eq!((timed_log.level.as_str(), timed_log.lines_during_runs), ("warning", 0), "{timed_log:?}");
     assert_eq!(graph_executions(&quiet.join("ort.log")), 1, "only the profiled run logged its execution");
