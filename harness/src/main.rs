@@ -510,8 +510,22 @@ fn profile(
         progress::done(phase, run, runs, start.elapsed());
     }
     let written = bound.session_mut().end_profiling().map_err(|e| anyhow!("cannot end profiling: {e}"))?;
+    if destination.extension().is_some_and(|extension| extension == "gz") {
+        return compress(Path::new(&written), destination);
+    }
     std::fs::rename(&written, destination)
         .with_context(|| format!("cannot move profile {written} to {}", destination.display()))
+}
+
+/// Writes `plain` gzip-compressed to `destination` and removes it.
+fn compress(plain: &Path, destination: &Path) -> Result<()> {
+    let failed = || format!("cannot compress profile {} to {}", plain.display(), destination.display());
+    let mut reader = std::io::BufReader::new(std::fs::File::open(plain).with_context(failed)?);
+    let file = std::fs::File::create(destination).with_context(failed)?;
+    let mut encoder = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::fast());
+    std::io::copy(&mut reader, &mut encoder).with_context(failed)?;
+    encoder.finish().and_then(|mut writer| std::io::Write::flush(&mut writer)).with_context(failed)?;
+    std::fs::remove_file(plain).with_context(failed)
 }
 
 /// The model must be a non-empty regular file; returns its size.
