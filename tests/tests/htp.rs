@@ -650,3 +650,26 @@ fn an_emulated_sweep_over_two_nights_is_judged_on_placement_compile_and_outputs_
         npugate_e2e::screenshot(&page, &keep, name);
     }
 }
+
+#[test]
+fn a_loop_bodys_nodes_are_reported_once_under_the_loop_and_what_every_soc_shares_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("preflight");
+    let output = npugate(
+        &["preflight", "--soc", "SM8650", "--soc", "SM8350"],
+        &[Path::new("--model"), &model("loop_folds_constant.onnx"), Path::new("--out"), &out],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(text.matches("all SoCs (SM8650 (v75), SM8350 (v68)):").count(), 1, "{text}");
+    assert_eq!(text.matches("in the body of steps_loop (4 node(s)):").count(), 1, "{text}");
+    assert_eq!(text.matches("step (MatMul)").count(), 1, "each body node once: {text}");
+    assert_eq!(text.matches("left to CPU: steps_loop (Loop)").count(), 1, "{text}");
+    assert!(!text.contains("\nSM8650 (v75):"), "nothing differs between the SoCs: {text}");
+    let report = read_json(&out.join("preflight.json"));
+    for soc in report["socs"].as_array().unwrap() {
+        let step = fallback(soc, "step");
+        assert_eq!(step["inside"], "steps_loop", "{step}");
+        assert!(fallback(soc, "steps_loop").get("inside").is_none());
+    }
+}
