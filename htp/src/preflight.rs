@@ -446,6 +446,11 @@ impl HtpPreflightRequest<'_> {
 /// Names, on every fallback entry inside a control-flow body, the main graph's control-flow node
 /// that holds it (the report prints a body's nodes under it); nothing when the model cannot be read.
 fn locate_in_bodies(socs: &mut [SocVerdict], model: &Path) {
+    locate_entries_in_bodies(socs.iter_mut().flat_map(|soc| soc.fallback.iter_mut()), model);
+}
+
+/// Sets [`FallbackEntry::inside`] on each of `entries` inside a control-flow body of `model`.
+pub fn locate_entries_in_bodies<'e>(entries: impl Iterator<Item = &'e mut FallbackEntry>, model: &Path) {
     let Ok(model) = npugate_onnx::Model::read(model) else { return };
     let index = model.index();
     let holder = |name: &str| {
@@ -453,7 +458,7 @@ fn locate_in_bodies(socs: &mut [SocVerdict], model: &Path) {
         let step = index.graph(node.graph)?.path.steps.first()?;
         Some(step.node.clone())
     };
-    for entry in socs.iter_mut().flat_map(|soc| soc.fallback.iter_mut()) {
+    for entry in entries {
         entry.inside = holder(&entry.name);
     }
 }
@@ -918,8 +923,23 @@ fn soc_lines(soc: &SocVerdict) -> Vec<String> {
         ));
     }
     let kind = |node: &FallbackEntry| if node.expected { "on CPU by design" } else { "left to CPU" };
+    lines.extend(node_lines(&soc.fallback, &kind));
+    let mut fixes: Vec<&str> = Vec::new();
+    for hint in soc.rejected().filter_map(|node| node.hint.as_deref()) {
+        if !fixes.contains(&hint) {
+            fixes.push(hint);
+        }
+    }
+    lines.extend(fixes.iter().map(|fix| format!("  fix: {fix}")));
+    lines
+}
+
+/// `  {kind}: name (Op): reason` per node, with the nodes of a control-flow body once, after
+/// their control-flow node (`    in the body of L (N node(s)):`), grouped by reason.
+pub fn node_lines(nodes: &[FallbackEntry], kind: &dyn Fn(&FallbackEntry) -> &'static str) -> Vec<String> {
+    let mut lines = Vec::new();
     let mut holders: Vec<&str> = Vec::new();
-    for node in &soc.fallback {
+    for node in nodes {
         match &node.inside {
             None => lines.push(format!("  {}: {}", kind(node), node_line(node))),
             Some(holder) if !holders.contains(&holder.as_str()) => holders.push(holder),
@@ -927,7 +947,7 @@ fn soc_lines(soc: &SocVerdict) -> Vec<String> {
         }
     }
     for holder in holders {
-        let body: Vec<&FallbackEntry> = soc.fallback.iter().filter(|n| n.inside.as_deref() == Some(holder)).collect();
+        let body: Vec<&FallbackEntry> = nodes.iter().filter(|n| n.inside.as_deref() == Some(holder)).collect();
         let mut groups: Vec<(String, Vec<&FallbackEntry>)> = Vec::new();
         for node in body {
             let key = format!("{}: {}", kind(node), node_reason(node));
@@ -945,13 +965,6 @@ fn soc_lines(soc: &SocVerdict) -> Vec<String> {
         });
         lines.splice(at..at, std::iter::once(header).chain(grouped));
     }
-    let mut fixes: Vec<&str> = Vec::new();
-    for hint in soc.rejected().filter_map(|node| node.hint.as_deref()) {
-        if !fixes.contains(&hint) {
-            fixes.push(hint);
-        }
-    }
-    lines.extend(fixes.iter().map(|fix| format!("  fix: {fix}")));
     lines
 }
 
