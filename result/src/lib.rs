@@ -32,7 +32,7 @@ pub mod files {
     /// The run result itself.
     pub const RESULT: &str = "result.json";
     /// ORT profile of the profiled pass (same EP configuration as the timed runs), gzip-compressed
-    /// (ORT's raw JSON, one event per node per run: 166 MB for a Loop model's 10 runs, ~15× less
+    /// (ORT's raw JSON, one event per node per run: 165 MB for slanet-plus's 10 runs, 20 MB
     /// compressed).
     pub const PROFILE: &str = "profile.json.gz";
     /// [`PROFILE`] as result directories written before it was compressed hold it (still read).
