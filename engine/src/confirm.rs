@@ -190,7 +190,7 @@ mod tests {
         );
         let mut overrides = vec!["median_ms=1.2".to_string(), "disable=[\"cv_pct\", \"npu_flops_pct\"]".to_string()];
         overrides.extend(extra_rules.iter().map(|r| r.to_string()));
-        let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), baseline: None, force: false };
+        let gate = GateSpec { rules: Rules::load(None, &overrides).unwrap(), ..GateSpec::default() };
         let spec = RunSpec { job: mock.job(), gate: Some(&gate), reference: None };
         let out = mock.work.path().join("out");
         let report = run_confirmed(confirm, &out, |dir| run_on(&target, &spec, dir, &Progress::silent())).unwrap();

@@ -189,6 +189,7 @@ const OWN_LEFTOVERS: &[&str] = &[
     files::HARNESS_STDOUT,
     files::HARNESS_STDERR,
     files::PROFILE,
+    files::PROFILE_UNCOMPRESSED,
     files::REFERENCE_PROFILE,
     files::QNN_PROFILE,
     files::OUTPUTS_DIR,

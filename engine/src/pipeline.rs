@@ -27,6 +27,9 @@ pub struct GateSpec {
     pub baseline: Option<Baseline>,
     /// Compare with the baseline even when the fingerprints differ.
     pub force: bool,
+    /// The `npugate numerics` command line that finds the first diverging layer of this run's
+    /// model on its target: named by a failed output rule (`None`: a generic one).
+    pub numerics_command: Option<String>,
 }
 
 impl GateSpec {
@@ -39,7 +42,7 @@ impl GateSpec {
     ) -> Result<GateSpec> {
         let rules = Rules::load(rules_file, overrides)?;
         let baseline = baseline.map(Baseline::read).transpose()?;
-        Ok(GateSpec { rules, baseline, force })
+        Ok(GateSpec { rules, baseline, force, numerics_command: None })
     }
 }
 
@@ -98,6 +101,7 @@ pub fn judge(dir: &Path, run: &RunResult, outputs: &OutputsCheck, spec: &GateSpe
         background: background.as_ref().map(Option::as_ref).map_err(|error| format!("{error:#}")),
         energy: energy.as_ref().map(Option::as_ref).map_err(ToString::to_string),
         estimate: estimate.as_ref().map(|estimate| estimate.as_ref().map_err(Clone::clone)),
+        numerics_command: spec.numerics_command.as_deref(),
     };
     npugate_gate::judge(&evidence, &spec.rules)
 }

@@ -44,6 +44,19 @@ pub enum Event<'a> {
         /// Bytes pushed since the last event.
         bytes: u64,
     },
+    /// A target's harness finished one inference (emulated inferences, seconds each).
+    Inference {
+        /// The target.
+        target: &'a str,
+        /// Which inferences: `first`, `warmup`, `timed`, `outputs`, `profiled`, `reference`.
+        phase: &'a str,
+        /// Inferences of the phase done.
+        done: u32,
+        /// Inferences of the phase planned.
+        total: u32,
+        /// The run's time left, estimated from the inferences done so far, seconds.
+        seconds_left: f64,
+    },
     /// A line worth keeping in the log (a wait for a device lock, a stopped orphan), shown by every
     /// reporter but [`Silent`].
     Note {
@@ -115,6 +128,11 @@ impl<'a> Progress<'a> {
         self.reporter.report(&Event::Pushed { target: self.target, bytes });
     }
 
+    /// Inference `done` of `total` of `phase` finished; the run has `seconds_left`.
+    pub fn inference(&self, phase: &str, done: u32, total: u32, seconds_left: f64) {
+        self.reporter.report(&Event::Inference { target: self.target, phase, done, total, seconds_left });
+    }
+
     /// A line worth keeping in the log.
     pub fn note(&self, line: &str) {
         self.reporter.report(&Event::Note { target: self.target, line });
@@ -128,13 +146,23 @@ impl Reporter for Silent {
     fn report(&self, _event: &Event<'_>) {}
 }
 
-/// Plain lines on stderr, for logs: notes and retries, each `npugate: …`; steps are not shown.
+/// Plain lines on stderr, for logs: notes, retries and inferences, each `npugate: …`; steps are
+/// not shown.
 pub struct Lines;
+
+/// `timed 3/20, about 4 minutes left`: an [`Event::Inference`] in words.
+fn inference_line(phase: &str, done: u32, total: u32, seconds_left: f64) -> String {
+    let left = std::time::Duration::from_secs_f64(seconds_left.max(0.0));
+    format!("{phase} {done}/{total}, about {} left", indicatif::HumanDuration(left))
+}
 
 impl Reporter for Lines {
     fn report(&self, event: &Event<'_>) {
         match event {
             Event::Note { line, .. } => eprintln!("npugate: {line}"),
+            Event::Inference { target, phase, done, total, seconds_left } => {
+                eprintln!("npugate: {target}: {}", inference_line(phase, *done, *total, *seconds_left))
+            }
             Event::Retry { target, attempt, retries, error } => {
                 eprintln!("npugate: {target}: retry {attempt}/{retries} after: {error}")
             }
@@ -190,9 +218,7 @@ impl Bars {
             return line.clone();
         }
         let bar = self.multi.add(ProgressBar::new(0));
-        let style = ProgressStyle::with_template("{prefix} {msg:20} {bytes:>10}/{total_bytes:10} {bar:30}")
-            .expect("static template");
-        bar.set_style(style);
+        bar.set_style(ProgressStyle::with_template("{prefix} {msg}").expect("static template"));
         bar.set_prefix(format!("{target:width$}", width = state.width));
         state.lines.insert(target.to_string(), bar.clone());
         bar
@@ -223,8 +249,19 @@ impl Reporter for Bars {
             Event::Step { target, step } => self.line(&mut state, target).set_message(step.to_string()),
             Event::PushTotal { target, bytes } => {
                 let line = self.line(&mut state, target);
+                line.set_style(
+                    ProgressStyle::with_template("{prefix} {msg:20} {bytes:>10}/{total_bytes:10} {bar:30}")
+                        .expect("static template"),
+                );
                 line.set_length(*bytes);
                 line.set_position(0);
+            }
+            Event::Inference { target, phase, done, total, seconds_left } => {
+                let line = self.line(&mut state, target);
+                line.set_style(ProgressStyle::with_template("{prefix} {msg:40} {bar:30}").expect("static template"));
+                line.set_length(u64::from(*total));
+                line.set_position(u64::from(*done));
+                line.set_message(inference_line(phase, *done, *total, *seconds_left));
             }
             Event::Pushed { target, bytes } => self.line(&mut state, target).inc(*bytes),
             Event::Note { line, .. } => self.multi.suspend(|| eprintln!("npugate: {line}")),
@@ -318,6 +355,13 @@ mod tests {
             let state = bars.state.lock().unwrap();
             assert_eq!((state.lines["a"].position(), state.lines["a"].length()), (40, Some(100)));
         }
+        bars.report(&Event::Inference { target: "bb", phase: "timed", done: 2, total: 20, seconds_left: 250.0 });
+        {
+            let state = bars.state.lock().unwrap();
+            assert_eq!((state.lines["bb"].position(), state.lines["bb"].length()), (2, Some(20)));
+            assert_eq!(state.lines["bb"].message(), "timed 2/20, about 4 minutes left");
+        }
+        bars.report(&Event::Step { target: "bb", step: "run" });
         bars.report(&Event::Finished { target: "a", exit_code: 0, summary: "pass" });
         {
             let state = bars.state.lock().unwrap();

@@ -77,6 +77,9 @@ pub struct Evidence<'a> {
     /// The ESTIMATED latency on the run's SoC (`max_estimated_ms`), or why there is none; `None`
     /// when not computed (the rule is off).
     pub estimate: Option<Result<&'a SocEstimate, String>>,
+    /// The `npugate numerics` command line of this run's model, reference and target, which a
+    /// failed output rule names as the next step (`None`: a generic one with placeholders).
+    pub numerics_command: Option<&'a str>,
 }
 
 impl<'a> Evidence<'a> {
@@ -90,6 +93,7 @@ impl<'a> Evidence<'a> {
             background: Ok(None),
             energy: Ok(None),
             estimate: None,
+            numerics_command: None,
         }
     }
 }
@@ -141,7 +145,7 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         }
     };
     let unreadable = matches!(evidence.outputs, OutputsEvidence::Failed(_));
-    checks.extend(output_checks(outputs, unreadable, rules));
+    checks.extend(output_checks(outputs, unreadable, rules, evidence.numerics_command));
     checks.extend(token_checks(outputs.and_then(|r| r.tokens.as_ref()), unreadable, rules));
     let energy = evidence.energy.as_ref().unwrap_or_else(|why| {
         errors.push(format!("the energy record is unreadable: {why}"));
@@ -268,8 +272,14 @@ pub(crate) fn outcome_of(checks: &[Check], errors: &[String]) -> Outcome {
 /// (`unreadable`: there is one, but it could not be read). A rule at its default
 /// ([`crate::rules::DEFAULT_MIN_SQNR_DB`], …) is judged only when the outputs of a single model
 /// were compared: without `--check-outputs` it is not checked, and an LLM folder's generation is
-/// judged by its tokens. A failed rule names the command that finds the first diverging layer.
-fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules) -> Vec<Check> {
+/// judged by its tokens. A failed rule names the command that finds the first diverging layer
+/// (`numerics`, when the caller knows it).
+fn output_checks(
+    report: Option<&OutputsReport>,
+    unreadable: bool,
+    rules: &Rules,
+    numerics: Option<&str>,
+) -> Vec<Check> {
     /// One output rule: its limit and default, the metric it reads, which way is better, unit
     /// and decimals shown.
     struct OutputRule {
@@ -341,7 +351,7 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
                     fmt_limit(bound)
                 );
                 if !ok {
-                    message.push_str(&divergence_hint(report, name, !hinted));
+                    message.push_str(&divergence_hint(report, name, (!hinted).then_some(numerics)));
                     hinted = true;
                 }
                 check(rule, pass_or_fail(ok), measured.is_finite().then_some(measured), bound, unit, message)
@@ -352,16 +362,17 @@ fn output_checks(report: Option<&OutputsReport>, unreadable: bool, rules: &Rules
 }
 
 /// What a failed output rule adds: the output's top-1 agreement when it has one and, on the first
-/// failed output rule (`command`), the command that names the first layer where the run leaves
-/// the reference.
-fn divergence_hint(report: Option<&OutputsReport>, output: &str, command: bool) -> String {
+/// failed output rule (`command` is `Some`), the command that names the first layer where the run
+/// leaves the reference: `Some(Some(line))` as given, `Some(None)` with placeholders.
+fn divergence_hint(report: Option<&OutputsReport>, output: &str, command: Option<Option<&str>>) -> String {
     let top1 = report
         .and_then(|r| r.outputs.iter().find(|o| o.name == output))
         .and_then(|o| o.metrics.top1_agreement_pct)
         .map(|pct| format!("; top-1 agreement {pct:.1}%"))
         .unwrap_or_default();
-    if !command {
-        return top1;
+    let Some(command) = command else { return top1 };
+    if let Some(line) = command {
+        return format!("{top1}; the first diverging layer: {line}");
     }
     let reference = report.map_or("FLOAT.onnx", |r| r.reference.model.as_str());
     format!(

@@ -76,6 +76,19 @@ fn garbage_outputs_fail_the_default_rules_naming_the_command_that_finds_the_firs
     // The command that finds the first diverging layer, once.
     let command = "npugate numerics --model MODEL --reference-model float.onnx";
     assert_eq!(verdict.checks.iter().filter(|c| c.message.contains(command)).count(), 1, "{:?}", verdict.checks);
+    // The caller's own command line for this model and target, as given.
+    let (measured, placed) = (run(normal_series(100, 8.0, 3.0, 1)), placement(QNN, &detector_nodes()));
+    let line = "npugate numerics --local --model 'my model.onnx' --reference-model float.onnx";
+    let garbage = report(3.0);
+    let evidence = Evidence {
+        outputs: OutputsEvidence::Compared(&garbage),
+        numerics_command: Some(line),
+        ..Evidence::new(&measured, Ok(&placed))
+    };
+    let named = judge(&evidence, &Rules::default());
+    let hinted: Vec<_> = named.checks.iter().filter(|c| c.message.contains(line)).collect();
+    assert_eq!(hinted.len(), 1, "{:?}", named.checks);
+    assert!(hinted[0].message.ends_with(&format!("; the first diverging layer: {line}")), "{}", hinted[0].message);
     // --rule sets the limit: overridden, the same outputs pass, and disable switches it off.
     let relaxed = judged(rules(&["min_cosine=0.1", "min_sqnr_db=-20"]), Some(&report(3.0)));
     assert_eq!(relaxed.outcome, Outcome::Pass, "{:?}", relaxed.checks);

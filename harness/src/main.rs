@@ -30,6 +30,7 @@ mod memory;
 mod model_files;
 mod ort_env;
 mod outputs;
+mod progress;
 mod providers;
 mod qnn_trace;
 mod session;
@@ -91,6 +92,7 @@ fn run(args: &Args) -> Result<()> {
     let model = model_info(args, model_bytes, identity);
     let mut result = setup.result(args, model, &plan);
     result.settings.reference_pass = reference_pass;
+    progress::plan(args, reference_pass);
     result.execution.context_model = args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string());
     let Setup { out, log, env, mut timings, ep_name, .. } = setup;
 
@@ -374,7 +376,12 @@ fn run_timed(
     }
     // After the timed loop, never inside it: one extra run whose outputs are saved.
     let saved_outputs = match (&measured, args.settings.check_outputs) {
-        (Ok(()), true) => outputs::save(&mut bound, out),
+        (Ok(()), true) => {
+            let start = Instant::now();
+            let saved = outputs::save(&mut bound, out);
+            progress::done("outputs", 1, 1, start.elapsed());
+            saved
+        }
         _ => Ok(Vec::new()),
     };
     if let (Ok(()), Some(seconds)) = (&measured, args.energy_window) {
@@ -459,7 +466,8 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
         let session = plan.create_profiled(env, &out.join("profile"), optimized.as_deref());
         *account = Some(backend::log_since(&log, log_start));
         let session = session?;
-        profile(session, prepared, args.settings.profile_runs, &out.join(files::PROFILE)).context("profiled pass")?;
+        profile(session, prepared, ("profiled", args.settings.profile_runs), &out.join(files::PROFILE))
+            .context("profiled pass")?;
         result.timings.profiled_pass_ns = elapsed_ns(start);
         if let Some(optimized) = &optimized {
             match fusions::map(model, optimized) {
@@ -480,22 +488,44 @@ fn finish(after: &AfterRuns<'_>, result: &mut RunResult, account: &mut Option<St
     if reference_pass {
         let start = Instant::now();
         let session = plan.create_reference(env, &out.join("reference"))?;
-        profile(session, prepared, 1, &out.join(files::REFERENCE_PROFILE)).context("reference pass")?;
+        profile(session, prepared, ("reference", 1), &out.join(files::REFERENCE_PROFILE)).context("reference pass")?;
         result.timings.reference_pass_ns = elapsed_ns(start);
         result.artifacts.reference_profile = Some(files::REFERENCE_PROFILE.into());
     }
     Ok(())
 }
 
-/// Runs a profiling session `runs` times and moves its profile to `destination`.
-fn profile(session: ort::session::Session, prepared: &[PreparedInput], runs: u32, destination: &Path) -> Result<()> {
+/// Runs a profiling session `runs` times (the inferences of `phase`, for progress) and moves its
+/// profile to `destination`.
+fn profile(
+    session: ort::session::Session,
+    prepared: &[PreparedInput],
+    (phase, runs): (&str, u32),
+    destination: &Path,
+) -> Result<()> {
     let mut bound = BoundSession::new(session, prepared)?;
-    for _ in 0..runs {
+    for run in 1..=runs {
+        let start = Instant::now();
         bound.run_once()?;
+        progress::done(phase, run, runs, start.elapsed());
     }
     let written = bound.session_mut().end_profiling().map_err(|e| anyhow!("cannot end profiling: {e}"))?;
+    if destination.extension().is_some_and(|extension| extension == "gz") {
+        return compress(Path::new(&written), destination);
+    }
     std::fs::rename(&written, destination)
         .with_context(|| format!("cannot move profile {written} to {}", destination.display()))
+}
+
+/// Writes `plain` gzip-compressed to `destination` and removes it.
+fn compress(plain: &Path, destination: &Path) -> Result<()> {
+    let failed = || format!("cannot compress profile {} to {}", plain.display(), destination.display());
+    let mut reader = std::io::BufReader::new(std::fs::File::open(plain).with_context(failed)?);
+    let file = std::fs::File::create(destination).with_context(failed)?;
+    let mut encoder = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::fast());
+    std::io::copy(&mut reader, &mut encoder).with_context(failed)?;
+    encoder.finish().and_then(|mut writer| std::io::Write::flush(&mut writer)).with_context(failed)?;
+    std::fs::remove_file(plain).with_context(failed)
 }
 
 /// The model must be a non-empty regular file; returns its size.

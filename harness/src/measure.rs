@@ -247,13 +247,16 @@ impl BoundSession {
             return (measurement, Err(e.context("first inference")));
         }
         measurement.first_inference_ns = start.elapsed().as_nanos() as u64;
+        crate::progress::done("first", 1, 1, start.elapsed());
         if let Err(e) = self.settle() {
             return (measurement, Err(e));
         }
-        for _ in 0..warmup {
+        for run in 1..=warmup {
+            let start = Instant::now();
             if let Err(e) = self.run_once() {
                 return (measurement, Err(e.context("warmup run")));
             }
+            crate::progress::done("warmup", run, warmup, start.elapsed());
         }
         let capacity = count.budget.max(count.runs) as usize;
         let mut latencies = vec![0u64; capacity];
@@ -284,10 +287,13 @@ impl BoundSession {
             cpu_wait.record(completed, (t0, t1), before, after);
             before = after;
             completed += 1;
+            crate::progress::done("timed", completed as u32, stop as u32, t1.duration_since(t0));
             if completed == stop && stop < capacity {
                 let done = &latencies[..completed];
+                let requested = stop;
                 let delays = cpu_wait.delays(completed);
                 stop = count.next_stop(done, delays.as_deref());
+                crate::progress::planned_more(stop.saturating_sub(requested) as u32);
                 if set_aside_at_requested.is_none() && stop > completed {
                     set_aside_at_requested = Some(completed - clean_runs(done, delays.as_deref()));
                 }

@@ -71,7 +71,18 @@ pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
 
 /// Runs `command` (stdin closed, both streams captured) until it ends, `limit` passes or
 /// `cancelled()` turns true.
-pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) -> Result<Finished, Stopped> {
+pub fn run(command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) -> Result<Finished, Stopped> {
+    run_watched(command, limit, cancelled, &mut |_| {})
+}
+
+/// [`run`], calling `on_stderr_line` on the calling thread with each line of standard error as it
+/// arrives (within [`POLL`]), before the process ends; the lines stay in [`Finished::stderr`].
+pub fn run_watched(
+    mut command: Command,
+    limit: Duration,
+    cancelled: &dyn Fn() -> bool,
+    on_stderr_line: &mut dyn FnMut(&str),
+) -> Result<Finished, Stopped> {
     let program = command.get_program().to_string_lossy().into_owned();
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
@@ -86,10 +97,12 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
     }
     let spawned = command.spawn().map_err(|source| Stopped::Spawn { program: program.clone(), source })?;
     let mut child = KillOnDrop(spawned);
-    let stdout = drain(child.0.stdout.take());
-    let stderr = drain(child.0.stderr.take());
+    let stdout = drain(child.0.stdout.take(), None);
+    let (line_tx, lines) = mpsc::channel();
+    let stderr = drain(child.0.stderr.take(), Some(line_tx));
     let started = Instant::now();
     let outcome = loop {
+        lines.try_iter().for_each(|line| on_stderr_line(&line));
         let left = limit.saturating_sub(started.elapsed());
         match child.0.wait_timeout(left.min(POLL)) {
             Ok(Some(status)) => break Ok(status),
@@ -104,12 +117,9 @@ pub fn run(mut command: Command, limit: Duration, cancelled: &dyn Fn() -> bool) 
     }
     let status = outcome?;
     let deadline = Instant::now() + DRAIN_AFTER_EXIT;
-    Ok(Finished {
-        stdout: stdout.collect(deadline),
-        stderr: stderr.collect(deadline),
-        code: status.code(),
-        signal: status.signal(),
-    })
+    let stderr = stderr.collect(deadline);
+    lines.try_iter().for_each(|line| on_stderr_line(&line));
+    Ok(Finished { stdout: stdout.collect(deadline), stderr, code: status.code(), signal: status.signal() })
 }
 
 /// A child that is killed and reaped when it goes out of scope unfinished (an error or a panic
@@ -157,18 +167,30 @@ impl Drained {
     }
 }
 
-/// Reads a child's pipe until it closes, on its own thread.
-fn drain(pipe: Option<impl Read + Send + 'static>) -> Drained {
+/// Reads a child's pipe until it closes, on its own thread; with `lines`, sends each complete
+/// line there as it arrives.
+fn drain(pipe: Option<impl Read + Send + 'static>, lines: Option<mpsc::Sender<String>>) -> Drained {
     let bytes = Arc::new(Mutex::new(Vec::new()));
     let (closed_tx, closed) = mpsc::channel();
     let sink = Arc::clone(&bytes);
     std::thread::spawn(move || {
         if let Some(mut pipe) = pipe {
             let mut chunk = [0u8; 8192];
+            let mut sent = 0;
             loop {
                 match pipe.read(&mut chunk) {
                     Ok(0) => break,
-                    Ok(n) => sink.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(&chunk[..n]),
+                    Ok(n) => {
+                        let mut read = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                        read.extend_from_slice(&chunk[..n]);
+                        let complete = read[sent..].iter().rposition(|&b| b == b'\n').map(|end| sent + end);
+                        if let (Some(lines), Some(end)) = (&lines, complete) {
+                            for line in String::from_utf8_lossy(&read[sent..end]).lines() {
+                                let _ = lines.send(line.to_string());
+                            }
+                            sent = end + 1;
+                        }
+                    }
                     Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(_) => break,
                 }
@@ -193,6 +215,25 @@ mod tests {
     fn output_and_exit_code_are_collected() {
         let done = run(sh("echo out; echo err >&2; exit 3"), Duration::from_secs(10), &|| false).unwrap();
         assert_eq!((done.stdout.as_str(), done.stderr.as_str(), done.code), ("out\n", "err\n", Some(3)));
+    }
+
+    #[test]
+    fn stderr_lines_are_seen_as_they_arrive_while_the_process_runs() {
+        // The process waits for a file the caller creates on seeing its first line: only a line
+        // seen while it runs lets it finish.
+        let dir = tempfile::tempdir().unwrap();
+        let go = dir.path().join("go");
+        let script = format!("echo one >&2; while [ ! -e '{}' ]; do sleep 0.05; done; printf 'two\\nth' >&2; sleep 0.2; printf r >&2; sleep 0.2; echo ee >&2", go.display());
+        let mut seen = Vec::new();
+        let done = run_watched(sh(&script), Duration::from_secs(20), &|| false, &mut |line| {
+            if line == "one" {
+                std::fs::write(&go, "").unwrap();
+            }
+            seen.push(line.to_string());
+        })
+        .unwrap();
+        assert_eq!(seen, ["one", "two", "three"]);
+        assert_eq!(done.stderr, "one\ntwo\nthree\n");
     }
 
     #[test]

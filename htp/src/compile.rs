@@ -17,7 +17,9 @@ use npugate_result::contract::write_atomic;
 use npugate_result::{files, QnnTrace, RunResult, UnsupportedNode};
 use npugate_settings::{KeyValue, SessionSettings, ShapeSpec};
 
-use super::preflight::{arch_hint, fallback_entries, placement_of, soc_settings, FallbackEntry};
+use super::preflight::{
+    arch_hint, fallback_entries, locate_entries_in_bodies, placement_of, soc_settings, FallbackEntry,
+};
 use super::HostHtp;
 use npugate_engine::compiled::{source_path_from, CompiledFor, EpContextCover};
 use npugate_engine::layout::{check_file, written_by_npugate, Staging};
@@ -131,7 +133,9 @@ impl CompileRequest<'_> {
         let context_files = write_with_context_files(model, &job_dir, out)?;
         let placement = placement_of(&result, &rejections, None, self.soc);
         // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
-        let left_on_cpu = fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
+        let mut left_on_cpu: Vec<FallbackEntry> =
+            fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
+        locate_entries_in_bodies(left_on_cpu.iter_mut(), self.model);
         Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir, notes })
     }
 }

@@ -236,6 +236,10 @@ pub struct FallbackEntry {
     /// The fix, when one is known (the placement's hint for the node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The control-flow node (`Loop`, `If`, `Scan`) of the main graph whose body holds this node,
+    /// when a body does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<String>,
 }
 
 /// What changed for one SoC from one QNN version to the next.
@@ -429,12 +433,33 @@ impl HtpPreflightRequest<'_> {
             })
             .collect();
         attach_estimates(&mut socs, self.model);
+        locate_in_bodies(&mut socs, self.model);
         for verdict in &socs {
             if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
                 contract::write_json(&dir.join(files::PLACEMENT), placement)?;
             }
         }
         Ok(socs)
+    }
+}
+
+/// Names, on every fallback entry inside a control-flow body, the main graph's control-flow node
+/// that holds it (the report prints a body's nodes under it); nothing when the model cannot be read.
+fn locate_in_bodies(socs: &mut [SocVerdict], model: &Path) {
+    locate_entries_in_bodies(socs.iter_mut().flat_map(|soc| soc.fallback.iter_mut()), model);
+}
+
+/// Sets [`FallbackEntry::inside`] on each of `entries` inside a control-flow body of `model`.
+pub fn locate_entries_in_bodies<'e>(entries: impl Iterator<Item = &'e mut FallbackEntry>, model: &Path) {
+    let Ok(model) = npugate_onnx::Model::read(model) else { return };
+    let index = model.index();
+    let holder = |name: &str| {
+        let node = index.node(name)?;
+        let step = index.graph(node.graph)?.path.steps.first()?;
+        Some(step.node.clone())
+    };
+    for entry in entries {
+        entry.inside = holder(&entry.name);
     }
 }
 
@@ -702,6 +727,7 @@ fn judge_refused_session(
                 op_type: node.op_type,
                 reason: node.reason.map(|r| arch_hint(&r, soc)),
                 hint,
+                inside: None,
             }
         })
         .collect();
@@ -771,6 +797,7 @@ pub(super) fn fallback_entries(placement: &PlacementReport) -> Vec<FallbackEntry
             reason: node.reason.clone(),
             expected: node.expected,
             hint: node.hint.clone(),
+            inside: None,
         })
         .collect()
 }
@@ -837,42 +864,117 @@ pub fn summary(report: &HtpPreflightReport) -> String {
         ));
     }
     let several = report.qnn.len() > 1;
-    for soc in &report.socs {
-        if soc.error.is_none() && soc.fallback.is_empty() {
-            continue;
-        }
-        let version = if several { format!(", QNN {}", soc.qnn_sdk) } else { String::new() };
-        text.push_str(&format!("\n{} ({}{version}):\n", soc.soc, soc.htp_arch));
-        if let Some(error) = &soc.error {
-            text.push_str(&format!("  {error}\n"));
-        }
-        let left = soc.rejected().count();
-        if soc.compiled && soc.error.is_none() && left > 0 {
-            text.push_str(&format!(
-                "  {} by preflight's rule: every model node on the HTP ({left} left to CPU{}); `run` judges npu_flops_pct >= 98% instead, and passes a placement that meets it\n",
-                soc.outcome.label(),
-                soc.flops_pct.map(|pct| format!(", {pct:.1}% of FLOPs on the HTP")).unwrap_or_default()
-            ));
-        }
-        for node in &soc.fallback {
-            let kind = if node.expected { "on CPU by design" } else { "left to CPU" };
-            text.push_str(&format!("  {kind}: {}\n", node_line(node)));
-        }
-        let mut fixes: Vec<&str> = Vec::new();
-        for hint in soc.rejected().filter_map(|node| node.hint.as_deref()) {
-            if !fixes.contains(&hint) {
-                fixes.push(hint);
-            }
-        }
-        for fix in fixes {
-            text.push_str(&format!("  fix: {fix}\n"));
-        }
-    }
+    text.push_str(&fallback_text(report));
     if several {
         text.push_str(&changes_text(report));
     }
     for warning in &report.warnings {
         text.push_str(&format!("\nwarning: {warning}\n"));
+    }
+    text
+}
+
+/// Every SoC's errors, nodes left to CPU and fixes: what is the same for every SoC (and QNN
+/// version) once, under `all SoCs (…)`, then what differs, per SoC; the nodes of a control-flow
+/// body once, under their control-flow node.
+fn fallback_text(report: &HtpPreflightReport) -> String {
+    let several = report.qnn.len() > 1;
+    let blocks: Vec<(String, Vec<String>)> = report
+        .socs
+        .iter()
+        .map(|soc| {
+            let version = if several { format!(", QNN {}", soc.qnn_sdk) } else { String::new() };
+            (format!("{} ({}{version})", soc.soc, soc.htp_arch), soc_lines(soc))
+        })
+        .collect();
+    let common: Vec<&String> = match blocks.split_first() {
+        Some(((_, first), rest)) if !rest.is_empty() => {
+            first.iter().filter(|line| rest.iter().all(|(_, lines)| lines.contains(line))).collect()
+        }
+        _ => Vec::new(),
+    };
+    let mut text = String::new();
+    if !common.is_empty() {
+        let names: Vec<&str> = blocks.iter().map(|(header, _)| header.as_str()).collect();
+        let every = if several { "every SoC and QNN version" } else { "all SoCs" };
+        text.push_str(&format!("\n{every} ({}):\n", names.join(", ")));
+        common.iter().for_each(|line| text.push_str(&format!("{line}\n")));
+    }
+    for (header, lines) in &blocks {
+        let own: Vec<&String> = lines.iter().filter(|line| !common.contains(line)).collect();
+        if !own.is_empty() {
+            text.push_str(&format!("\n{header}:\n"));
+            own.iter().for_each(|line| text.push_str(&format!("{line}\n")));
+        }
+    }
+    text
+}
+
+/// One SoC's lines of [`fallback_text`]: its error, the rule that failed, its nodes left to CPU
+/// (a control-flow body's after its control-flow node, grouped by reason) and the fixes.
+fn soc_lines(soc: &SocVerdict) -> Vec<String> {
+    let mut lines: Vec<String> = soc.error.iter().map(|error| format!("  {error}")).collect();
+    let left = soc.rejected().count();
+    if soc.compiled && soc.error.is_none() && left > 0 {
+        lines.push(format!(
+            "  {} by preflight's rule: every model node on the HTP ({left} left to CPU{}); `run` judges npu_flops_pct >= 98% instead, and passes a placement that meets it",
+            soc.outcome.label(),
+            soc.flops_pct.map(|pct| format!(", {pct:.1}% of FLOPs on the HTP")).unwrap_or_default()
+        ));
+    }
+    let kind = |node: &FallbackEntry| if node.expected { "on CPU by design" } else { "left to CPU" };
+    lines.extend(node_lines(&soc.fallback, &kind));
+    let mut fixes: Vec<&str> = Vec::new();
+    for hint in soc.rejected().filter_map(|node| node.hint.as_deref()) {
+        if !fixes.contains(&hint) {
+            fixes.push(hint);
+        }
+    }
+    lines.extend(fixes.iter().map(|fix| format!("  fix: {fix}")));
+    lines
+}
+
+/// `  {kind}: name (Op): reason` per node, with the nodes of a control-flow body once, after
+/// their control-flow node (`    in the body of L (N node(s)):`), grouped by reason.
+pub fn node_lines(nodes: &[FallbackEntry], kind: &dyn Fn(&FallbackEntry) -> &'static str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut holders: Vec<&str> = Vec::new();
+    for node in nodes {
+        match &node.inside {
+            None => lines.push(format!("  {}: {}", kind(node), node_line(node))),
+            Some(holder) if !holders.contains(&holder.as_str()) => holders.push(holder),
+            Some(_) => {}
+        }
+    }
+    for holder in holders {
+        let body: Vec<&FallbackEntry> = nodes.iter().filter(|n| n.inside.as_deref() == Some(holder)).collect();
+        let mut groups: Vec<(String, Vec<&FallbackEntry>)> = Vec::new();
+        for node in body {
+            let key = format!("{}: {}", kind(node), node_reason(node));
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, nodes)) => nodes.push(node),
+                None => groups.push((key, vec![node])),
+            }
+        }
+        let at = lines.iter().position(|line| line.contains(&format!(": {holder} ("))).map_or(lines.len(), |i| i + 1);
+        let header =
+            format!("    in the body of {holder} ({} node(s)):", groups.iter().map(|(_, n)| n.len()).sum::<usize>());
+        let grouped = groups.into_iter().map(|(key, nodes)| {
+            let (kind, reason) = key.split_once(": ").unwrap_or((&key, ""));
+            format!("      {kind}: {}: {reason}", names_of(&nodes))
+        });
+        lines.splice(at..at, std::iter::once(header).chain(grouped));
+    }
+    lines
+}
+
+/// `a (Add), b (Mul)`, the first 6 and how many more.
+fn names_of(nodes: &[&FallbackEntry]) -> String {
+    const SHOWN: usize = 6;
+    let mut text =
+        nodes.iter().take(SHOWN).map(|n| format!("{} ({})", n.name, n.op_type)).collect::<Vec<_>>().join(", ");
+    if nodes.len() > SHOWN {
+        text.push_str(&format!(" and {} more", nodes.len() - SHOWN));
     }
     text
 }
@@ -942,12 +1044,16 @@ fn matrix(report: &HtpPreflightReport) -> String {
 
 /// `name (Op): reason` — the backend's, else why there is none.
 fn node_line(node: &FallbackEntry) -> String {
-    let reason = match (&node.reason, node.expected) {
+    format!("{} ({}): {}", node.name, node.op_type, node_reason(node))
+}
+
+/// The backend's reason for a node, else why there is none.
+fn node_reason(node: &FallbackEntry) -> &str {
+    match (&node.reason, node.expected) {
         (Some(reason), _) => reason.as_str(),
         (None, true) => "graph-I/O quantization, left to the CPU by design (offload_graph_io_quantization=1); the log names no reason",
         (None, false) => "no reason in the log",
-    };
-    format!("{} ({}): {reason}", node.name, node.op_type)
+    }
 }
 
 /// "What changed between QNN versions": one block per pair of consecutive versions where
@@ -1050,6 +1156,7 @@ mod tests {
                     reason: Some((*reason).into()),
                     expected: false,
                     hint: None,
+                    inside: None,
                 })
                 .chain(std::iter::once(FallbackEntry {
                     name: "output_DQ".into(),
@@ -1057,6 +1164,7 @@ mod tests {
                     reason: None,
                     expected: true,
                     hint: None,
+                    inside: None,
                 }))
                 .collect(),
             nodes_pct: None,
@@ -1124,6 +1232,46 @@ mod tests {
             text.contains("    newly accepted by 2.51.0 (rejected by 2.49.40): a (Op): old reason for a"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_loop_bodys_nodes_are_shown_once_under_the_loop_and_what_every_soc_shares_once() {
+        let in_body = |name: &str| FallbackEntry {
+            name: name.into(),
+            op_type: "Mul".into(),
+            reason: None,
+            expected: false,
+            hint: None,
+            inside: Some("steps_loop".into()),
+        };
+        let soc = |name: &str, own: &str| {
+            let mut soc =
+                verdict(name, "2.51.0", SocOutcome::Fail, true, &[("steps_loop", "Loop is not supported"), (own, "r")]);
+            soc.fallback.extend((0..8).map(|i| in_body(&format!("mul{i}"))));
+            soc
+        };
+        let report = HtpPreflightReport {
+            schema: HTP_PREFLIGHT_SCHEMA.into(),
+            label: LABEL.into(),
+            model: "m.onnx".into(),
+            model_sha256: String::new(),
+            qnn: Vec::new(),
+            executed: false,
+            socs: vec![soc("SM8650", "a"), soc("SM8350", "b")],
+            changes: Vec::new(),
+            warnings: Vec::new(),
+            exit_code: 1,
+        };
+        let text = fallback_text(&report);
+        let expected = "\nall SoCs (SM8650 (v75), SM8350 (v75)):\n\
+                        \x20 FAIL by preflight's rule: every model node on the HTP (10 left to CPU); `run` judges npu_flops_pct >= 98% instead, and passes a placement that meets it\n\
+                        \x20 left to CPU: steps_loop (Op): Loop is not supported\n\
+                        \x20   in the body of steps_loop (8 node(s)):\n\
+                        \x20     left to CPU: mul0 (Mul), mul1 (Mul), mul2 (Mul), mul3 (Mul), mul4 (Mul), mul5 (Mul) and 2 more: no reason in the log\n\
+                        \x20 on CPU by design: output_DQ (DequantizeLinear): graph-I/O quantization, left to the CPU by design (offload_graph_io_quantization=1); the log names no reason\n\
+                        \nSM8650 (v75):\n  left to CPU: a (Op): r\n\
+                        \nSM8350 (v75):\n  left to CPU: b (Op): r\n";
+        assert_eq!(text, expected);
     }
 
     #[test]

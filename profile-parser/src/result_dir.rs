@@ -1,7 +1,7 @@
 //! [`analyze_result_dir`]: a harness output directory in, a [`PlacementReport`] out.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use npugate_result::{files, Generation, ReadError, RunResult, RunStatus};
@@ -60,9 +60,20 @@ pub enum AnalyzeError {
 /// Reads a profile file, streaming.
 pub fn read_profile(path: &Path) -> Result<Profile, AnalyzeError> {
     let shown = path.display().to_string();
-    let file = File::open(path).map_err(|source| AnalyzeError::Io { path: shown.clone(), source })?;
-    parse_profile(BufReader::with_capacity(READ_BUFFER_BYTES, file))
-        .map_err(|source| AnalyzeError::Profile { path: shown, source })
+    let io = |source| AnalyzeError::Io { path: shown.clone(), source };
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, File::open(path).map_err(io)?);
+    let gzip = reader.fill_buf().map_err(io)?.starts_with(&[0x1f, 0x8b]);
+    let parsed = match gzip {
+        true => parse_profile(BufReader::with_capacity(READ_BUFFER_BYTES, flate2::bufread::GzDecoder::new(reader))),
+        false => parse_profile(reader),
+    };
+    parsed.map_err(|source| AnalyzeError::Profile { path: shown, source })
+}
+
+/// The profiled pass's profile in a result directory: compressed ([`files::PROFILE`]) or, as
+/// older results hold it, plain ([`files::PROFILE_UNCOMPRESSED`]).
+pub fn profile_in(dir: &Path) -> Option<PathBuf> {
+    [files::PROFILE, files::PROFILE_UNCOMPRESSED].iter().map(|name| dir.join(name)).find(|path| path.is_file())
 }
 
 /// Reads a reference profile, streaming, keeping every distinct shape set of each node
@@ -157,7 +168,7 @@ fn single_model(
     rejections: Option<&RejectionReasons>,
 ) -> Result<PlacementReport, AnalyzeError> {
     let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
-    let profile = present(files::PROFILE).map(|p| read_profile(&p)).transpose()?;
+    let profile = profile_in(dir).map(|p| read_profile(&p)).transpose()?;
     let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
     let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
     let mut report = build_report(&PlacementInputs {

@@ -58,6 +58,12 @@ pub struct HarnessCommand {
     #[arg(long, value_name = "SECONDS", value_parser = parse_window)]
     pub energy_window: Option<f64>,
 
+    /// Print a line on stderr after each inference (`npugate-harness progress {…}`, an
+    /// [`InferenceProgress`]): the host shows progress per inference where inferences are slow
+    /// (the HTP emulator); off by default, so a timed loop on a device writes nothing.
+    #[arg(long)]
+    pub progress: bool,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -94,8 +100,42 @@ impl HarnessCommand {
         if let Some(seconds) = self.energy_window {
             args.extend(["--energy-window".into(), seconds.to_string()]);
         }
+        if self.progress {
+            args.push("--progress".into());
+        }
         args.extend(self.settings.to_flags());
         args
+    }
+}
+
+/// What the harness says after one inference under `--progress`, as one stderr line
+/// ([`InferenceProgress::line`]) the host reads back ([`InferenceProgress::parse`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct InferenceProgress {
+    /// Which inferences: `first`, `warmup`, `timed`, `outputs`, `profiled`, `reference`.
+    pub phase: String,
+    /// Inferences of the phase done, this one included (1 = the first).
+    pub done: u32,
+    /// Inferences of the phase planned (timed runs extended while undecided raise it).
+    pub total: u32,
+    /// Wall time of this inference, seconds.
+    pub seconds: f64,
+    /// Inferences of the whole run still to come after this one, every phase.
+    pub left: u32,
+}
+
+/// How an [`InferenceProgress`] line starts.
+const PROGRESS_PREFIX: &str = "npugate-harness progress ";
+
+impl InferenceProgress {
+    /// The stderr line (without its newline).
+    pub fn line(&self) -> String {
+        format!("{PROGRESS_PREFIX}{}", serde_json::to_string(self).unwrap_or_default())
+    }
+
+    /// The progress a harness stderr line carries, if it is one.
+    pub fn parse(line: &str) -> Option<InferenceProgress> {
+        serde_json::from_str(line.trim_end().strip_prefix(PROGRESS_PREFIX)?).ok()
     }
 }
 
@@ -132,6 +172,7 @@ mod tests {
             &model_file,
             "--energy-window",
             "2.5",
+            "--progress",
             "--leak-check",
             "3",
             "--runs",
@@ -196,6 +237,13 @@ mod tests {
         assert_eq!(again.settings.ep_options[0].value, "b=c");
         assert_eq!(again.settings.ort_log_level, crate::OrtLogLevel::Error);
         assert_eq!(again.settings.inputs[0].path, PathBuf::from("/t/a.npy"));
+    }
+
+    #[test]
+    fn an_inference_progress_line_reads_back_and_other_lines_are_not_progress() {
+        let progress = InferenceProgress { phase: "timed".into(), done: 3, total: 20, seconds: 13.5, left: 18 };
+        assert_eq!(InferenceProgress::parse(&format!("{}\n", progress.line())), Some(progress));
+        assert_eq!(InferenceProgress::parse("npugate-harness: error: no session"), None);
     }
 
     #[test]

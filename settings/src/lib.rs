@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-pub use command::HarnessCommand;
+pub use command::{HarnessCommand, InferenceProgress};
 pub use ep::{EpDevice, EpKind};
 pub use generation::GenerationSettings;
 pub use qnn::QnnArgs;

@@ -214,6 +214,14 @@ fn models_with_control_flow_compile_with_the_if_and_the_loop_left_where_the_ep_l
         assert_eq!(outputs(&compiled), outputs(&Model::read(&source).unwrap()), "{name}");
         let stdout = String::from_utf8_lossy(&compile.stdout);
         assert_eq!(stdout.contains("with graph optimizations disabled"), folds, "{name}: {stdout}");
+        // The body's nodes once, under their control-flow node, on one line.
+        let body = stdout
+            .lines()
+            .position(|l| l.starts_with("    in the body of "))
+            .unwrap_or_else(|| panic!("{name}: {stdout}"));
+        assert!(stdout.lines().nth(body - 1).unwrap().contains(&format!("({control_flow}): ")), "{name}: {stdout}");
+        assert_eq!(stdout.matches("    in the body of ").count(), 1, "{name}: {stdout}");
+        assert!(stdout.lines().nth(body + 1).unwrap().starts_with("      left on the CPU: "), "{name}: {stdout}");
         let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten();
         assert!(leftovers.into_iter().all(|e| !e.file_name().to_string_lossy().starts_with(".npugate-control-flow")));
     }

@@ -323,7 +323,19 @@ fn the_timed_session_on_the_emulator_logs_nothing_per_inference_and_the_account_
     // The default: an app's WARNING. Nothing logged from the first inference to the last timed
     // run; the one graph execution in the log is the profiled pass's, which logs VERBOSE.
     let quiet = dir.path().join("warning");
-    let (output, result) = emulate(&quiet, &[]);
+    let (output, result) = emulate(&quiet, &["--progress", "lines"]);
+    // Each emulated inference is shown as it ends, with the time left; none stays in the
+    // harness's stderr, whose own account is kept.
+    let lines: Vec<String> =
+        stderr(&output).lines().filter(|l| l.starts_with("npugate: SM8650: ")).map(String::from).collect();
+    let shown = |phase: &str| lines.iter().filter(|l| l.contains(&format!(": {phase} "))).count();
+    assert_eq!((shown("first"), shown("warmup"), shown("timed"), shown("profiled")), (1, 2, 20, 1), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("npugate: SM8650: timed 20/20, about ") && l.ends_with(" left")),
+        "{lines:#?}"
+    );
+    let kept = std::fs::read_to_string(quiet.join("harness.stderr")).unwrap_or_default();
+    assert!(!kept.contains("npugate-harness progress"), "{kept}");
     let timed_log = result.execution.timed_log.as_ref().expect("the timed session's log is recorded");
     assert_eq!((timed_log.level.as_str(), timed_log.lines_during_runs), ("warning", 0), "{timed_log:?}");
     assert_eq!(graph_executions(&quiet.join("ort.log")), 1, "only the profiled run logged its execution");
@@ -650,5 +662,28 @@ fn an_emulated_sweep_over_two_nights_is_judged_on_placement_compile_and_outputs_
             assert!(dom.contains(label), "{name} lacks {label:?}: {dom}");
         }
         npugate_e2e::screenshot(&page, &keep, name);
+    }
+}
+
+#[test]
+fn a_loop_bodys_nodes_are_reported_once_under_the_loop_and_what_every_soc_shares_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("preflight");
+    let output = npugate(
+        &["preflight", "--soc", "SM8650", "--soc", "SM8350"],
+        &[Path::new("--model"), &model("loop_folds_constant.onnx"), Path::new("--out"), &out],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(text.matches("all SoCs (SM8650 (v75), SM8350 (v68)):").count(), 1, "{text}");
+    assert_eq!(text.matches("in the body of steps_loop (4 node(s)):").count(), 1, "{text}");
+    assert_eq!(text.matches("step (MatMul)").count(), 1, "each body node once: {text}");
+    assert_eq!(text.matches("left to CPU: steps_loop (Loop)").count(), 1, "{text}");
+    assert!(!text.contains("\nSM8650 (v75):"), "nothing differs between the SoCs: {text}");
+    let report = read_json(&out.join("preflight.json"));
+    for soc in report["socs"].as_array().unwrap() {
+        let step = fallback(soc, "step");
+        assert_eq!(step["inside"], "steps_loop", "{step}");
+        assert!(fallback(soc, "steps_loop").get("inside").is_none());
     }
 }

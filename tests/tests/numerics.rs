@@ -1,6 +1,6 @@
 //! End to end: `npugate numerics` with the real harness and ONNX Runtime on models whose truth the
 //! tests know — a QDQ net with one layer's weight scale broken (found at that layer although its
-//! final output passes a 30 dB check), the same net quantized cleanly (no divergence), a float
+//! final output passes a 30 dB check; a failed output rule names the command that finds it), the same net quantized cleanly (no divergence), a float
 //! model against itself (identical at every layer), tensor names the harness must rename, bad
 //! input, and a rack of simulated devices over adb.
 
@@ -103,6 +103,26 @@ fn a_broken_weight_scale_is_found_at_its_layer_though_the_output_passes_30_db() 
     assert_eq!(check.status.code(), Some(0), "the broken model passes a 30 dB output check: {}", describe(&check));
     let outputs: Value = serde_json::from_str(&std::fs::read_to_string(checked.join("outputs.json")).unwrap()).unwrap();
     assert!(outputs["outputs"][0]["metrics"]["sqnr_db"].as_f64().unwrap() > 30.0);
+
+    // A stricter output rule fails, and names the numerics command of this model, reference and
+    // target — which, pasted as it is, finds conv2.
+    let failed = run(Command::new(bin("npugate"))
+        .args(["run", "--local", "--check-outputs", "--runs", "3", "--model", text(&broken)])
+        .args(["--reference-model", text(&float), "--rule", "disable=[\"cv_pct\"]", "--rule", "min_sqnr_db=40"])
+        .args(["--out", text(&work.path().join("strict"))]));
+    assert_eq!(failed.status.code(), Some(1), "{}", describe(&failed));
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    let command = stdout
+        .lines()
+        .find_map(|line| line.split_once("the first diverging layer: ").map(|(_, command)| command.trim_end()))
+        .unwrap_or_else(|| panic!("no command: {stdout}"));
+    let expected = format!("npugate numerics --local --model {} --reference-model {}", text(&broken), text(&float));
+    assert_eq!(command, expected);
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let found = run(Command::new(bin("npugate")).args(&words[1..]).arg("--json").current_dir(work.path()));
+    assert_eq!(found.status.code(), Some(1), "{}", describe(&found));
+    let found: Value = serde_json::from_slice(&found.stdout).unwrap();
+    assert_eq!(found["first_divergence"]["node"], "conv2");
 }
 
 #[test]

@@ -74,9 +74,19 @@ fn garbage_outputs_fail_the_default_output_rules_and_name_the_command_that_finds
     let out = check_outputs(&model("smallcnn_qdq.onnx"), &dir, &["--reference-model", text(&other)]);
     assert_eq!(out.status.code(), Some(1), "asked for the check, judged by the default rules: {}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for rule in ["FAIL    min_cosine", "FAIL    min_sqnr_db", "the default limit", "npugate numerics --model MODEL"] {
+    // The run names the numerics command of its own model, reference and target.
+    let command = format!(
+        "the first diverging layer: npugate numerics --local --model {} --reference-model {}",
+        text(&model("smallcnn_qdq.onnx")),
+        text(&other)
+    );
+    for rule in ["FAIL    min_cosine", "FAIL    min_sqnr_db", "the default limit", &command] {
         assert!(stdout.contains(rule), "{rule}: {}", describe(&out));
     }
+    // Judged again from its directory, where the command line is unknown: the command's form.
+    let again = run(Command::new(bin("npugate")).args(["gate", text(&dir), "--rule", NO_CV]));
+    assert_eq!(again.status.code(), Some(1), "{}", describe(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("npugate numerics --model MODEL"), "{}", describe(&again));
     // --rule overrides the default limits.
     let relaxed = run(Command::new(bin("npugate")).args(["gate", text(&dir), "--rule", NO_CV]).args([
         "--rule",

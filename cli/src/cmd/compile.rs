@@ -184,13 +184,8 @@ fn print_compiled(compiled: &Compiled) {
     for note in &compiled.notes {
         println!("  note: {note}");
     }
-    for node in &compiled.left_on_cpu {
-        println!(
-            "  left on the CPU: {} ({}): {}",
-            node.name,
-            node.op_type,
-            node.reason.as_deref().unwrap_or("no reason in the log")
-        );
+    for line in npugate_htp::preflight::node_lines(&compiled.left_on_cpu, &|_| "left on the CPU") {
+        println!("{line}");
     }
     eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
 }

@@ -18,9 +18,9 @@ pub enum ProgressArg {
     Auto,
     /// A progress bar per target.
     Bars,
-    /// Plain lines: notes (a wait for a device lock) and retries.
+    /// Plain lines: notes (a wait for a device lock), retries and each emulated inference.
     Lines,
-    /// One JSON object per event (`npugate.event/1`): steps, pushes, notes, retries, ends.
+    /// One JSON object per event (`npugate.event/1`): steps, pushes, inferences, notes, retries, ends.
     Json,
     /// Nothing.
     None,

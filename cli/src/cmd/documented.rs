@@ -174,7 +174,7 @@ fn problems(words: &[String]) -> Vec<String> {
     let synopsis = words.iter().any(|word| word.contains(['[', ']', '|', '<', '…']) || word.contains("..."));
     if found.is_empty() && !synopsis {
         let line = words.join(" ");
-        match shlex::split(&line) {
+        match shell_words::split(&line).ok() {
             Some(args) => {
                 if let Err(error) = Cli::try_parse_from(std::iter::once("npugate".to_string()).chain(args)) {
                     let first = error.to_string().lines().next().unwrap_or_default().to_string();

@@ -522,7 +522,7 @@ mod tests {
         let placement = npugate_profile::analyze_run(&saved, &run).unwrap();
         let baseline = Baseline::from_run(&run, Some(&placement), "baseline/round-01").unwrap();
         let rules = Rules::load(None, &["disable=[\"cv_pct\", \"npu_flops_pct\"]".into()]).unwrap();
-        let spec = GateSpec { rules, baseline: Some(baseline), force: false };
+        let spec = GateSpec { rules, baseline: Some(baseline), ..GateSpec::default() };
         let current = out.join(format!("candidate/round-{ROUNDS}"));
         let verdict =
             pipeline::judge(&current, &RunResult::read(&current).unwrap(), &OutputsCheck::NotRequested, &spec);

@@ -102,7 +102,8 @@ impl Target for AiHubTarget {
         let settings = local_settings(job.settings);
         let local = Job { settings: &settings, ..*job };
         let mut execution =
-            LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf() }.run(&local, out)?;
+            LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf(), inferences: None }
+                .run(&local, out)?;
         if !execution.succeeded() {
             return Ok(execution);
         }

@@ -13,7 +13,7 @@ use npugate_android::adb::ThisMachine;
 use npugate_android::device_load::LOCAL_SAMPLE_S;
 use npugate_android::device_state::{self, DeviceStateRecord};
 use npugate_result::{contract, files};
-use npugate_settings::HarnessCommand;
+use npugate_settings::{HarnessCommand, InferenceProgress};
 
 use super::{Execution, Job, Progress, Target};
 
@@ -46,7 +46,8 @@ impl Target for HostTarget {
         let before = device_state::read_sampled(&ThisMachine, LOCAL_SAMPLE_S);
         progress.step("run");
         let execution =
-            LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf() }.run(job, out)?;
+            LocalLaunch { program: Command::new(job.harness), path: &|p: &Path| p.to_path_buf(), inferences: None }
+                .run(job, out)?;
         job.name_the_model_as_given(out)?;
         let after = device_state::read_sampled(&ThisMachine, LOCAL_SAMPLE_S).ok();
         match before {
@@ -68,6 +69,9 @@ pub struct LocalLaunch<'a> {
     pub program: Command,
     /// A host path as the harness sees it.
     pub path: &'a dyn Fn(&Path) -> PathBuf,
+    /// Where each inference is reported, when inferences are slow enough to show (the HTP
+    /// emulator): the harness runs with `--progress`.
+    pub inferences: Option<&'a Progress<'a>>,
 }
 
 impl LocalLaunch<'_> {
@@ -87,18 +91,27 @@ impl LocalLaunch<'_> {
             model_files: model_files.hints(),
             reference_model: job.reference_model.map(path),
             energy_window: None,
+            progress: self.inferences.is_some(),
             settings: job.settings.with_input_paths(|input| path(&input.path)),
         };
         let mut program = self.program;
         program.args(command.to_argv()).current_dir(out).envs(job.env.iter().copied());
         let started = Instant::now();
-        let finished =
-            npugate_host::process::run(program, job.timeout, &|| job.cancel.is_cancelled()).map_err(|stopped| {
-                match stopped {
+        let mut timer = InferenceTimer::default();
+        let mut on_line = |line: &str| {
+            if let (Some(progress), Some(inference)) = (self.inferences, InferenceProgress::parse(line)) {
+                timer.report(progress, &inference);
+            }
+        };
+        let mut finished =
+            npugate_host::process::run_watched(program, job.timeout, &|| job.cancel.is_cancelled(), &mut on_line)
+                .map_err(|stopped| match stopped {
                     npugate_host::process::Stopped::Timeout { .. } => super::Retryable(stopped.into()).into(),
                     other => anyhow::Error::from(other),
-                }
-            })?;
+                })?;
+        if self.inferences.is_some() {
+            finished.stderr = without_progress(&finished.stderr);
+        }
         for (name, text) in [(files::HARNESS_STDOUT, &finished.stdout), (files::HARNESS_STDERR, &finished.stderr)] {
             if !text.is_empty() {
                 std::fs::write(out.join(name), text)
@@ -112,5 +125,62 @@ impl LocalLaunch<'_> {
             seconds: started.elapsed().as_secs_f64(),
             warnings: Vec::new(),
         })
+    }
+}
+
+/// The seconds the inferences of a run took so far, which estimate its time left.
+#[derive(Default)]
+struct InferenceTimer {
+    seconds: f64,
+    inferences: u32,
+}
+
+impl InferenceTimer {
+    /// Reports `inference` to `progress` with the time left at the mean of the inferences so far.
+    fn report(&mut self, progress: &Progress<'_>, inference: &InferenceProgress) {
+        self.seconds += inference.seconds;
+        self.inferences += 1;
+        let left = self.seconds / f64::from(self.inferences) * f64::from(inference.left);
+        progress.inference(&inference.phase, inference.done, inference.total, left);
+    }
+}
+
+/// A harness's stderr without its progress lines (the harness's own account stays).
+fn without_progress(stderr: &str) -> String {
+    stderr.lines().filter(|line| InferenceProgress::parse(line).is_none()).map(|line| format!("{line}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::{Event, Reporter};
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<String>>);
+
+    impl Reporter for Kept {
+        fn report(&self, event: &Event<'_>) {
+            self.0.lock().unwrap().push(serde_json::to_string(event).unwrap());
+        }
+    }
+
+    #[test]
+    fn the_time_left_is_the_mean_inference_times_the_inferences_left_and_progress_leaves_the_stderr_kept() {
+        let kept = Kept::default();
+        let progress = Progress::new("SM8650", &kept);
+        let mut timer = InferenceTimer::default();
+        for (phase, seconds, left) in [("first", 10.0, 3), ("timed", 14.0, 2)] {
+            timer.report(&progress, &InferenceProgress { phase: phase.into(), done: 1, total: 1, seconds, left });
+        }
+        assert_eq!(
+            kept.0.lock().unwrap()[1],
+            r#"{"event":"inference","target":"SM8650","phase":"timed","done":1,"total":1,"seconds_left":24.0}"#
+        );
+        let line = InferenceProgress { phase: "timed".into(), done: 1, total: 1, seconds: 1.0, left: 0 }.line();
+        assert_eq!(
+            without_progress(&format!("a\n{line}\nnpugate-harness: error: x\n")),
+            "a\nnpugate-harness: error: x\n"
+        );
     }
 }

@@ -49,7 +49,7 @@ impl Target for QemuTarget {
             }
             command
         };
-        let execution = LocalLaunch { program, path: &|p: &Path| p.to_path_buf() }.run(job, out).map_err(|error| {
+        let execution = LocalLaunch { program, path: &|p: &Path| p.to_path_buf(), inferences: None }.run(job, out).map_err(|error| {
             match error.downcast_ref::<Stopped>() {
                 Some(Stopped::Spawn { .. }) => error.context(
                     "the aarch64 harness needs qemu-user, util-linux unshare and the aarch64 libc on an x86_64 host (scripts/build-aarch64 installs them)",

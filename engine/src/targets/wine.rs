@@ -128,7 +128,9 @@ impl Target for WineTarget {
         let job = Job { settings: &settings, ..*job };
         let mut program = Command::new("wine");
         program.arg(job.harness).envs(self.prefix.env());
-        let execution = LocalLaunch { program, path: &windows_path }.run(&job, out).map_err(|error| {
+        // An emulated inference takes seconds (13 s for YOLOv8n): each one is shown.
+        let inferences = (settings.ep == EpKind::Qnn).then_some(progress);
+        let execution = LocalLaunch { program, path: &windows_path, inferences }.run(&job, out).map_err(|error| {
             match error.downcast_ref::<Stopped>() {
                 Some(Stopped::Spawn { .. }) => error.context(format!("wine is not installed; {SETUP_HINT}")),
                 _ => error,

@@ -295,6 +295,7 @@ mod tests {
                         reason: Some("float Conv is not supported on v68".into()),
                         expected: false,
                         hint: None,
+                        inside: None,
                     })
                     .into_iter()
                     .collect(),
