@@ -534,6 +534,10 @@ fn a_broken_wine_prefix_is_rebuilt_not_fatal() {
     };
     let first = preflight("first");
     assert_eq!(first.status.code(), Some(0), "a fresh prefix is created: {}", describe(&first));
+    // The first run's wineserver outlives it by seconds and writes the registry back when it exits:
+    // damaged before that, the file would be whole again by the second run.
+    let server = run(Command::new("wineserver").arg("-w").env("WINEPREFIX", cache.path().join("wine/prefix")));
+    assert!(server.status.success(), "{}", describe(&server));
     std::fs::write(cache.path().join("wine/prefix/system.reg"), "damaged").unwrap();
     let second = preflight("second");
     assert_eq!(second.status.code(), Some(0), "{}", describe(&second));
