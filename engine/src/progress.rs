@@ -311,19 +311,21 @@ impl Shown {
     }
 }
 
+/// A reporter for tests: keeps every event as its JSON line.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Recorded(pub(crate) Mutex<Vec<String>>);
+
+#[cfg(test)]
+impl Reporter for Recorded {
+    fn report(&self, event: &Event<'_>) {
+        self.0.lock().unwrap().push(serde_json::to_string(event).unwrap());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Keeps every event as its JSON line.
-    #[derive(Default)]
-    struct Recorded(Mutex<Vec<String>>);
-
-    impl Reporter for Recorded {
-        fn report(&self, event: &Event<'_>) {
-            self.0.lock().unwrap().push(serde_json::to_string(event).unwrap());
-        }
-    }
 
     #[test]
     fn a_target_reports_typed_events_through_its_handle() {

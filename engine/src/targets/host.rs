@@ -153,21 +153,11 @@ fn without_progress(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress::{Event, Reporter};
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct Kept(Mutex<Vec<String>>);
-
-    impl Reporter for Kept {
-        fn report(&self, event: &Event<'_>) {
-            self.0.lock().unwrap().push(serde_json::to_string(event).unwrap());
-        }
-    }
+    use crate::progress::Recorded;
 
     #[test]
     fn the_time_left_is_the_mean_inference_times_the_inferences_left_and_progress_leaves_the_stderr_kept() {
-        let kept = Kept::default();
+        let kept = Recorded::default();
         let progress = Progress::new("SM8650", &kept);
         let mut timer = InferenceTimer::default();
         for (phase, seconds, left) in [("first", 10.0, 3), ("timed", 14.0, 2)] {
