@@ -28,7 +28,7 @@ pub fn cluster_sentence(stats: &LatencyStats) -> Option<String> {
 }
 
 /// The latency rules on `judged`, the statistics of the runs not set aside. `min_runs` counts
-/// every timed run; a rule the whole run had enough runs for but its clean runs do not is judged
+/// the runs asked for (not those the harness added to replace contended ones); a rule the whole run had enough runs for but its clean runs do not is judged
 /// on `all` the runs when they pass it (the set-aside runs were only slowed: they cannot have
 /// hidden a failure) and is not judged otherwise (the machine); one the whole run had too few runs
 /// for fails (the settings).
@@ -45,7 +45,7 @@ pub(crate) fn latency_checks(
     ];
     let mut out = Vec::new();
     if let Some(min) = limit(rules, RuleName::MinRuns, rules.min_runs) {
-        let n = machine.all_runs();
+        let n = machine.asked_runs();
         let message = if n >= min {
             format!("{n} runs >= {min}")
         } else {
@@ -107,13 +107,14 @@ fn with_cause(check: Check, stats: &LatencyStats, machine: &Machine<'_>) -> Chec
     machine.dominated(check)
 }
 
-/// A rule the whole run had too few runs for: it fails, with the runs needed.
+/// A rule the runs asked for were too few for: it fails, with the runs needed.
 fn too_few_runs(rule: RuleName, machine: &Machine<'_>, needed: usize, limit: f64, unit: Unit, what: &str) -> Check {
-    let n = machine.all_runs();
-    let message = format!(
-        "{rule}: {what} needs at least {needed} runs, this run has {n}; rerun with {}",
-        machine.more_runs(needed)
-    );
+    let n = machine.asked_runs();
+    let has = match machine.all_runs() {
+        all if all > n => format!("this run asked for {n} ({all} timed, the extra ones replacing runs that waited for a CPU)"),
+        _ => format!("this run has {n}"),
+    };
+    let message = format!("{rule}: {what} needs at least {needed} runs, {has}; rerun with {}", machine.more_runs(needed));
     check(rule, CheckStatus::Fail, None, limit, unit, message)
 }
 
@@ -147,8 +148,8 @@ impl<'a> Judged<'a> {
     }
 }
 
-/// What to judge a rule on when `judged` has fewer than `needed` runs: a failure when the whole run
-/// had too few; every run when the set-aside runs took it below and every run `passes`; else not
+/// What to judge a rule on when `judged` has fewer than `needed` runs: a failure when the runs
+/// asked for were too few (whatever the harness added to replace contended ones); every run when the set-aside runs took it below and every run `passes`; else not
 /// judged.
 #[allow(clippy::too_many_arguments)]
 fn judged_on<'a>(
@@ -162,7 +163,7 @@ fn judged_on<'a>(
     machine: &Machine<'_>,
     passes: impl Fn(&LatencyStats) -> bool,
 ) -> Result<Judged<'a>, Box<Check>> {
-    match (machine.all_runs() < needed, s.n < needed) {
+    match (machine.asked_runs() < needed, s.n < needed) {
         (true, _) => Err(Box::new(too_few_runs(rule, machine, needed, limit, unit, what))),
         (false, true) => match all.filter(|all| all.n >= needed && passes(all)) {
             Some(all) => Ok(Judged::Every(all)),

@@ -105,6 +105,12 @@ impl<'a> Machine<'a> {
         self.run.timings.latencies_ns.len()
     }
 
+    /// The timed runs the settings asked for (`--runs`): what the count rules judge, so the runs
+    /// the harness added to replace contended ones never turn a too-short run into a long enough one.
+    pub fn asked_runs(&self) -> usize {
+        self.run.timings.extension.as_ref().map_or(self.all_runs(), |e| (e.requested as usize).min(self.all_runs()))
+    }
+
     /// The flags that give a rerun at least `runs` timed runs: `--runs N`, or for an LLM folder
     /// (whose timed runs are its decode steps) `--generations G` at this run's `--gen-tokens`.
     pub fn more_runs(&self, runs: usize) -> String {

@@ -8,6 +8,7 @@ use npugate_gate::rules::RuleName;
 use npugate_gate::stats::LatencyStats;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Evidence, Rules};
+use npugate_result::RunExtension;
 
 /// Judges the QNN fixture run with these latencies on the detector graph (all on QNN).
 fn judged(latencies_ns: Vec<u64>, rules: &Rules) -> npugate_gate::Verdict {
@@ -69,6 +70,24 @@ fn mixture_with_10_runs_fails_for_too_few_runs() {
     assert_eq!(cv.status, CheckStatus::Fail);
     assert!(cv.message.contains("needs at least 20 runs, this run has 10"), "{}", cv.message);
     assert!(cv.message.contains("--runs 20"), "{}", cv.message);
+}
+
+#[test]
+fn runs_the_harness_added_never_make_too_few_asked_runs_enough() {
+    // Ten runs asked, 21 timed to replace runs that waited for a CPU: the settings were too few for
+    // a CV limit (20) and for min_runs=20, whatever the machine made the harness add.
+    let mut extended = run(normal_series(21, 8.0, 3.0, 5));
+    extended.settings.runs = 10;
+    extended.timings.extension =
+        Some(RunExtension { requested: 10, budget: 40, taken: 21, set_aside_at_requested: 6, clean: 10 });
+    let rules = Rules::load(None, &["min_runs=20".into()]).unwrap();
+    let verdict = judge(&Evidence::new(&extended, Ok(&placement(QNN, &detector_nodes()))), &rules);
+    let cv = verdict.checks.iter().find(|c| c.rule == RuleName::CvPct).unwrap();
+    assert_eq!(cv.status, CheckStatus::Fail, "{}", cv.message);
+    assert!(cv.message.contains("needs at least 20 runs, this run asked for 10 (21 timed"), "{}", cv.message);
+    let min_runs = verdict.checks.iter().find(|c| c.rule == RuleName::MinRuns).unwrap();
+    assert_eq!(min_runs.status, CheckStatus::Fail, "{}", min_runs.message);
+    assert!(min_runs.message.contains("10 runs < 20"), "{}", min_runs.message);
 }
 
 #[test]
