@@ -116,19 +116,18 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
         &None
     });
     let machine = Machine::new(run, placement, *load);
-    // An LLM folder's latencies are its decode steps: judged with their growth with the context out.
+    // An LLM folder's latencies are its decode steps: judged with their growth with the context
+    // out, the steps that waited for a CPU set aside as a model's runs are.
     let growth = run.generation.as_ref().and_then(ContextGrowth::fit);
-    let judged_latencies = match (&run.generation, &growth) {
-        (Some(generation), Some(growth)) => growth.steps_at_mean_context(generation),
-        _ => machine.judged_latencies(),
+    let steps = growth.as_ref().zip(run.generation.as_ref()).map(|(growth, g)| growth.steps_at_mean_context(g));
+    let judged_latencies = match &steps {
+        Some(steps) => machine.clean_of(steps),
+        None => machine.judged_latencies(),
     };
     let latency = LatencyStats::from_ns(&judged_latencies);
-    let all = match growth {
-        Some(_) => latency.clone(),
-        None => LatencyStats::from_ns(&run.timings.latencies_ns),
-    };
+    let all = LatencyStats::from_ns(steps.as_deref().unwrap_or(&run.timings.latencies_ns));
     let mut checks = latency_checks(latency.as_ref(), all.as_ref(), &machine, rules);
-    checks.extend(generation_checks(run, latency.as_ref(), rules));
+    checks.extend(generation_checks(run, latency.as_ref(), &machine, rules));
     let view = placement.map(|report| PlacementView::new(report, rules));
     checks.extend(placement_checks(view.as_ref(), rules));
     if let Some(layers) = run.aihub.as_ref().map(|aihub| &aihub.layers).filter(|layers| !layers.enough()) {
@@ -432,9 +431,14 @@ fn token_checks(tokens: Option<&TokenComparison>, unreadable: bool, rules: &Rule
 }
 
 /// The rules of an LLM folder's generation: median TTFT, prefill and decode tokens per second,
-/// the decode steps' CV (of `steps`: the steps with their growth with the context taken out).
-/// Unjudged for a run of a single model.
-fn generation_checks(run: &RunResult, steps: Option<&LatencyStats>, rules: &Rules) -> Vec<Check> {
+/// the decode steps' CV (of `steps`: the steps not set aside, with their growth with the context
+/// taken out). Unjudged for a run of a single model.
+fn generation_checks(
+    run: &RunResult,
+    steps: Option<&LatencyStats>,
+    machine: &Machine<'_>,
+    rules: &Rules,
+) -> Vec<Check> {
     let generation = run.generation.as_ref();
     let mut out = Vec::new();
     let not_llm = |rule: RuleName| {
@@ -492,8 +496,11 @@ fn generation_checks(run: &RunResult, steps: Option<&LatencyStats>, rules: &Rule
     if let Some(max) = limit(rules, RuleName::DecodeCvPct, rules.decode_cv_pct) {
         out.push(match generation.and(steps) {
             None => unjudged(RuleName::DecodeCvPct, max, Unit::Percent, not_llm(RuleName::DecodeCvPct)),
+            Some(decode) if decode.n < stats::MIN_RUNS_FOR_CV && machine.asked_runs() >= stats::MIN_RUNS_FOR_CV => {
+                machine.too_few_clean(RuleName::DecodeCvPct, stats::MIN_RUNS_FOR_CV, max, Unit::Percent, "a CV limit")
+            }
             Some(decode) if decode.n < stats::MIN_RUNS_FOR_CV => {
-                let message = format!("decode_cv_pct: a CV limit needs at least {} decode steps, this run has {}; pass more --gen-tokens or --generations", stats::MIN_RUNS_FOR_CV, decode.n);
+                let message = format!("decode_cv_pct: a CV limit needs at least {} decode steps, this run has {}; pass more --gen-tokens or --generations", stats::MIN_RUNS_FOR_CV, machine.asked_runs());
                 check(RuleName::DecodeCvPct, CheckStatus::Fail, None, max, Unit::Percent, message)
             }
             Some(decode) => {

@@ -100,6 +100,16 @@ impl<'a> Machine<'a> {
         self.run.timings.clean_latencies()
     }
 
+    /// The values of `per_run` (one per timed run, in run order: an LLM folder's decode steps with
+    /// their growth with the context taken out) of the runs not set aside; all of them when the
+    /// runs' waits were not recorded or the lengths differ.
+    pub fn clean_of(&self, per_run: &[u64]) -> Vec<u64> {
+        match &self.contention {
+            Some(contention) if contention.runs == per_run.len() => contention.clean_latencies(per_run),
+            _ => per_run.to_vec(),
+        }
+    }
+
     /// Timed runs in all.
     pub fn all_runs(&self) -> usize {
         self.run.timings.latencies_ns.len()
@@ -135,7 +145,7 @@ impl<'a> Machine<'a> {
             return None;
         }
         let unavailable = match wait {
-            None => Some("the harness recorded no CPU wait (an older harness, or an LLM folder run)".to_string()),
+            None => Some("the harness recorded no CPU wait (an older harness)".to_string()),
             Some(wait) => match &wait.run_queue_delay_ns {
                 npugate_result::PerRun::Unavailable(why) => Some(why.clone()),
                 npugate_result::PerRun::Measured(_) => None,

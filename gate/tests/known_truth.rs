@@ -8,7 +8,7 @@ use npugate_gate::rules::RuleName;
 use npugate_gate::stats::LatencyStats;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Evidence, Rules};
-use npugate_result::RunExtension;
+use npugate_result::{CpuWait, PerRun, RunExtension};
 
 /// Judges the QNN fixture run with these latencies on the detector graph (all on QNN).
 fn judged(latencies_ns: Vec<u64>, rules: &Rules) -> npugate_gate::Verdict {
@@ -180,4 +180,43 @@ fn an_llm_run_with_too_few_decode_steps_names_the_generation_flags_not_runs() {
         let flags = format!("--generations {generations} (--gen-tokens 4 each)");
         assert!(check.message.contains(&flags), "{}", check.message);
     }
+}
+
+#[test]
+fn an_llm_runs_decode_steps_that_waited_for_a_cpu_are_set_aside_like_a_models_runs() {
+    // Five generations of eight steps growing 10 µs per token of context; five steps (one per
+    // generation) slowed 3 ms by a busy machine, each of which waited 3 ms for a CPU.
+    let slowed = |i: usize| i % 8 == 3;
+    let steps: Vec<u64> = (0..40usize)
+        .map(|i| 2_000_000 + 10_000 * (i % 8) as u64 + if i % 2 == 0 { 4_000 } else { 0 })
+        .enumerate()
+        .map(|(i, ns)| if slowed(i) { ns + 3_000_000 } else { ns })
+        .collect();
+    let mut llm = run(steps.clone());
+    llm.generation = Some(
+        serde_json::from_value(serde_json::json!({
+            "layout": "decoder", "prompt_tokens": 16, "gen_tokens": 8, "warmup_generations": 0, "generations": 5,
+            "context_length": 64, "ttft_ns": vec![9_000_000u64; 5], "decode_ns": steps.chunks(8).collect::<Vec<_>>(),
+            "prefill_tok_s": 0.0, "decode_tok_s": 0.0, "wall_ns": [], "prompt_ids": [], "tokens": [], "graphs": [],
+            "kv": {"mode": "shared", "copies_per_step": 0.0, "bytes": 0, "allocated_bytes": 0}
+        }))
+        .expect("a generation"),
+    );
+    let rules = Rules::load(None, &["decode_cv_pct=5".into(), "disable=[\"cv_pct\"]".into()]).unwrap();
+    let judged =
+        |llm: &npugate_result::RunResult| judge(&Evidence::new(llm, Ok(&placement(QNN, &detector_nodes()))), &rules);
+    // Without a wait record every step counts, and the five slowed ones fail the CV limit.
+    let unrecorded = judged(&llm);
+    assert_eq!(check_status(&unrecorded, RuleName::DecodeCvPct), CheckStatus::Fail);
+    let waits = (0..40).map(|i| if slowed(i) { 3_000_000 } else { 0 }).collect();
+    llm.timings.cpu_wait = Some(CpuWait {
+        threads: 2,
+        run_queue_delay_ns: PerRun::Measured(waits),
+        involuntary_switches: PerRun::Unavailable("not read in this test".into()),
+    });
+    let recorded = judged(&llm);
+    let decode = recorded.checks.iter().find(|c| c.rule == RuleName::DecodeCvPct).unwrap();
+    assert_eq!(decode.status, CheckStatus::Pass, "{}", decode.message);
+    assert_eq!(recorded.latency.as_ref().map(|l| l.n), Some(35), "the five steps that waited are set aside");
+    assert!(recorded.warnings.iter().any(|w| w.starts_with("decode steps grow")), "{:?}", recorded.warnings);
 }

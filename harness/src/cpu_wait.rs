@@ -98,6 +98,11 @@ impl CpuWaitRecord {
         }
     }
 
+    /// Runs recorded so far: the index the next run is recorded at.
+    pub fn recorded(&self) -> usize {
+        self.spans.len()
+    }
+
     /// The CPU wait attributed to each of the first `completed` runs
     /// ([`npugate_stats::attributed_waits`]), when the kernel gives run-queue delays.
     pub fn delays(&self, completed: usize) -> Option<Vec<u64>> {

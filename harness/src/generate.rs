@@ -27,7 +27,7 @@ use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::{model_digest, sha256_file};
 use npugate_result::{
     files, Assignment, Generation, GenerationThreads, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile,
-    ModelGraph, ModelInfo, RunResult, TimedLog, Timings,
+    ModelGraph, ModelInfo, RunExtension, RunResult, TimedLog, Timings,
 };
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
@@ -40,9 +40,10 @@ use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
 use crate::account;
+use crate::cpu_wait::CpuWaitRecord;
 use crate::graph::LoadedModel;
 use crate::kv::{self, Buffer, View};
-use crate::measure::{quiet_run_options, run_with_binding};
+use crate::measure::{clean_runs, quiet_run_options, run_with_binding, RunCount};
 use crate::session::SessionPlan;
 use crate::setup::{self, Setup};
 use npugate_settings::HarnessCommand as Args;
@@ -71,7 +72,8 @@ impl Phase {
     }
 }
 
-/// How long a generation is: prompt, decode steps, and how many generations.
+/// How long a generation is: prompt, decode steps, how many generations, and how many decode steps
+/// the harness may time to replace the ones that waited for a CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {
     /// Prompt tokens.
@@ -82,6 +84,8 @@ pub struct Spec {
     pub warmup: u32,
     /// Timed generations.
     pub generations: u32,
+    /// Decode steps timed at most (`--max-runs`, default 4 × the steps asked for).
+    pub step_budget: u32,
 }
 
 impl Spec {
@@ -97,7 +101,9 @@ impl Spec {
                 (DEFAULT_PROMPT_TOKENS, DEFAULT_GEN_TOKENS),
             )
             .map_err(anyhow::Error::msg)?;
-        Ok(Spec { prompt, gen, warmup: settings.warmup_generations(), generations: settings.generations() })
+        let generations = settings.generations();
+        let step_budget = args.settings.decode_step_budget(gen * generations);
+        Ok(Spec { prompt, gen, warmup: settings.warmup_generations(), generations, step_budget })
     }
 }
 
@@ -178,7 +184,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     env.set_log_level(crate::session::log_level(args.settings.ort_log_level));
     let runs_start = crate::backend::log_position(&log);
     let kept_rows = if args.settings.check_outputs { saved_logit_rows(generator.vocab) } else { 0 };
-    let measured = generator.measure(&prompt, &spec, &mut generation, kept_rows);
+    let measured = generator.measure(&prompt, &spec, &mut generation, kept_rows, &mut timings);
     let lines_during_runs = crate::backend::lines_between(&log, runs_start, crate::backend::log_position(&log));
     env.set_log_level(ort::logging::LogLevel::Verbose);
     result.execution.timed_log =
@@ -733,24 +739,57 @@ impl Generator {
         Ok(Generator { prompt: stages(prompt, chunk)?, token: stages(token, 1)?, kv, chunk, vocab, first_step_ns: 0 })
     }
 
-    /// Warmup generations, then the timed ones into `generation`; returns the logits of the
-    /// first `kept_rows` steps of the first timed generation (row `i` chose token `i`).
+    /// Warmup generations, then the timed ones into `generation` — and, when decode steps waited
+    /// for a CPU long enough to be set aside, more generations until the steps asked for are clean
+    /// or `spec.step_budget` were timed (recorded in `timings.extension`, each step's CPU wait in
+    /// `timings.cpu_wait`, as for a model's runs); returns the logits of the first `kept_rows`
+    /// steps of the first timed generation (row `i` chose token `i`).
     fn measure(
         &mut self,
         prompt: &[i64],
         spec: &Spec,
         generation: &mut Generation,
         kept_rows: usize,
+        timings: &mut Timings,
     ) -> Result<Vec<f32>> {
         for _ in 0..spec.warmup {
-            self.generate(prompt, spec.gen, false, 0).context("warmup generation")?;
+            self.generate(prompt, spec.gen, None, 0).context("warmup generation")?;
         }
-        let mut first_logits = None;
-        let mut copies = 0usize;
-        for index in 0..spec.generations {
+        let count = RunCount { runs: spec.gen * spec.generations, budget: spec.step_budget };
+        let mut waits = CpuWaitRecord::open(count.capacity());
+        let measured = self.timed_generations(prompt, spec, generation, kept_rows, count, &mut waits);
+        let steps: Vec<u64> = generation.decode_ns.iter().flatten().copied().collect();
+        let (first_logits, set_aside_at_requested) = measured?;
+        timings.extension = set_aside_at_requested.map(|set_aside| RunExtension {
+            requested: count.runs,
+            budget: count.capacity() as u32,
+            taken: steps.len() as u32,
+            set_aside_at_requested: set_aside,
+            clean: clean_runs(&steps, waits.delays(steps.len()).as_deref()),
+        });
+        timings.cpu_wait = Some(waits.finish(steps.len()));
+        Ok(first_logits)
+    }
+
+    /// The timed generations: `spec.generations`, then whole generations more while the decode
+    /// steps clean of CPU wait are fewer than `count.runs` and the budget holds another. Returns
+    /// the kept logits and, when it extended, the steps set aside among those asked for; sets the
+    /// KV copies per step.
+    fn timed_generations(
+        &mut self,
+        prompt: &[i64],
+        spec: &Spec,
+        generation: &mut Generation,
+        kept_rows: usize,
+        count: RunCount,
+        waits: &mut CpuWaitRecord,
+    ) -> Result<(Vec<f32>, Option<usize>)> {
+        let (mut first_logits, mut copies) = (None, 0usize);
+        let (mut index, mut planned, mut set_aside_at_requested) = (0, spec.generations, None);
+        while index < planned {
             let keep = if first_logits.is_none() { kept_rows } else { 0 };
             let run = self
-                .generate(prompt, spec.gen, true, keep)
+                .generate(prompt, spec.gen, Some(&mut *waits), keep)
                 .with_context(|| format!("timed generation {}", index + 1))?;
             generation.ttft_ns.push(run.ttft_ns);
             generation.decode_ns.push(run.decode_ns);
@@ -760,22 +799,41 @@ impl Generator {
                 generation.tokens = run.tokens;
                 first_logits = Some(run.step_logits);
             }
+            index += 1;
+            if index == planned && spec.gen > 0 {
+                let steps: Vec<u64> = generation.decode_ns.iter().flatten().copied().collect();
+                let delays = waits.delays(steps.len());
+                let missing = count.next_stop(&steps, delays.as_deref()) - steps.len();
+                let room = (count.capacity() - steps.len()) / spec.gen as usize;
+                let more = missing.div_ceil(spec.gen as usize).min(room) as u32;
+                if more > 0 && set_aside_at_requested.is_none() {
+                    set_aside_at_requested = Some(steps.len() - clean_runs(&steps, delays.as_deref()));
+                }
+                planned += more;
+            }
         }
-        let steps = (spec.gen * spec.generations).max(1);
-        generation.kv.copies_per_step = copies as f64 / f64::from(steps);
-        Ok(first_logits.unwrap_or_default())
+        generation.kv.copies_per_step = copies as f64 / f64::from((spec.gen * index).max(1));
+        Ok((first_logits.unwrap_or_default(), set_aside_at_requested))
     }
 
     /// One generation: the prompt in chunks, then `gen` decode steps; keeps the logits of the
-    /// first `keep_rows` generated tokens.
-    fn generate(&mut self, prompt: &[i64], gen: u32, check: bool, keep_rows: usize) -> Result<GenerationRun> {
+    /// first `keep_rows` generated tokens. A timed generation (`waits` given) checks the KV copies
+    /// and records each decode step's CPU wait.
+    fn generate(
+        &mut self,
+        prompt: &[i64],
+        gen: u32,
+        mut waits: Option<&mut CpuWaitRecord>,
+        keep_rows: usize,
+    ) -> Result<GenerationRun> {
+        let check = waits.is_some();
         let wall = Instant::now();
         self.kv.reset();
         let mut run = GenerationRun::default();
         let mut past = 0i64;
         let mut logits = Vec::new();
         for chunk in prompt.chunks(self.chunk as usize) {
-            let (ns, copies, last) = self.step(Phase::Prompt, chunk, past, check)?;
+            let (ns, copies, last) = self.step(Phase::Prompt, chunk, past, check, None)?;
             run.ttft_ns += ns;
             run.copies += copies;
             past += chunk.len() as i64;
@@ -785,7 +843,7 @@ impl Generator {
         run.tokens.push(next);
         run.keep_logits(&logits, keep_rows);
         for _ in 0..gen {
-            let (ns, copies, last) = self.step(Phase::Token, &[next], past, check)?;
+            let (ns, copies, last) = self.step(Phase::Token, &[next], past, check, waits.as_deref_mut())?;
             if self.first_step_ns == 0 {
                 self.first_step_ns = ns;
             }
@@ -801,8 +859,16 @@ impl Generator {
     }
 
     /// Binds one run of `tokens` at `past` for every graph of `phase`, runs them between two
-    /// clock reads, then reads the last row of logits; counts KV outputs not written in place.
-    fn step(&mut self, phase: Phase, tokens: &[i64], past: i64, check: bool) -> Result<(u64, usize, Vec<f32>)> {
+    /// clock reads (and, given `waits`, two readings of the threads' CPU wait just outside them),
+    /// then reads the last row of logits; counts KV outputs not written in place.
+    fn step(
+        &mut self,
+        phase: Phase,
+        tokens: &[i64],
+        past: i64,
+        check: bool,
+        waits: Option<&mut CpuWaitRecord>,
+    ) -> Result<(u64, usize, Vec<f32>)> {
         let stages = match phase {
             Phase::Prompt => &mut self.prompt,
             Phase::Token => &mut self.token,
@@ -814,11 +880,17 @@ impl Generator {
             views.extend(stage_views);
             expected.push(stage_expected);
         }
+        let mut waits = waits.map(|waits| (waits.read(), waits));
         let t0 = Instant::now();
         for stage in stages.iter() {
             run_with_binding(&stage.session, &stage.run_options, &stage.binding)?;
         }
-        let ns = t0.elapsed().as_nanos() as u64;
+        let t1 = Instant::now();
+        if let Some((before, waits)) = waits.as_mut() {
+            let after = waits.read();
+            waits.record(waits.recorded(), (t0, t1), *before, after);
+        }
+        let ns = t1.duration_since(t0).as_nanos() as u64;
         drop(views);
         let mut copies = 0;
         if check {
@@ -1168,14 +1240,14 @@ fn profile_generation(
     let mut generator = Generator::new(llm, spec, prompt_sessions, token_sessions)?;
     match profiled {
         Profiled::EveryStep => {
-            generator.generate(prompt, spec.gen, false, 0)?;
+            generator.generate(prompt, spec.gen, None, 0)?;
         }
         Profiled::FirstAndLastStep => {
-            let first = generator.generate(prompt, 1, false, 0)?;
+            let first = generator.generate(prompt, 1, None, 0)?;
             if spec.gen > 1 {
                 let last_past = (prompt.len() + spec.gen as usize - 1) as i64;
                 let token = first.tokens.last().copied().unwrap_or_default();
-                generator.step(Phase::Token, &[token], last_past, false)?;
+                generator.step(Phase::Token, &[token], last_past, false, None)?;
             }
         }
     }

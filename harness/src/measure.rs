@@ -89,16 +89,21 @@ impl RunCount {
     /// Where to stop after `completed` runs: `completed` when `latencies` and their waits hold
     /// `runs` clean runs (or no wait was recorded, or the budget is spent), else further on by the
     /// runs still missing. Called between runs, outside the clock reads.
-    fn next_stop(&self, latencies: &[u64], delays: Option<&[u64]>) -> usize {
+    pub fn next_stop(&self, latencies: &[u64], delays: Option<&[u64]>) -> usize {
         let completed = latencies.len();
         let clean = clean_runs(latencies, delays);
         let missing = (self.runs as usize).saturating_sub(clean);
-        (completed + missing).min(self.budget.max(self.runs) as usize)
+        (completed + missing).min(self.capacity())
+    }
+
+    /// Runs timed at most: the budget, never below the runs asked for.
+    pub fn capacity(&self) -> usize {
+        self.budget.max(self.runs) as usize
     }
 }
 
 /// Runs not set aside as contended (`npugate_stats::Contention`); all of them without a wait record.
-fn clean_runs(latencies: &[u64], delays: Option<&[u64]>) -> usize {
+pub fn clean_runs(latencies: &[u64], delays: Option<&[u64]>) -> usize {
     delays.and_then(|d| npugate_stats::Contention::of(latencies, d)).map_or(latencies.len(), |c| c.clean_runs())
 }
 
@@ -258,7 +263,7 @@ impl BoundSession {
             }
             crate::progress::done("warmup", run, warmup, start.elapsed());
         }
-        let capacity = count.budget.max(count.runs) as usize;
+        let capacity = count.capacity();
         let mut latencies = vec![0u64; capacity];
         let mut cpu_wait = CpuWaitRecord::open(capacity);
         let rebinds = !self.allocate_on_run.is_empty();

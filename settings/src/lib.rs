@@ -43,7 +43,8 @@ pub struct HarnessSettings {
     /// (they are set aside), the harness keeps timing to replace them, until `--runs` runs are
     /// clean or it has timed this many (`timings.extension` says how many it took and why)
     /// [default: 4 × --runs; --runs 1 (one inference, no series) and --max-runs equal to --runs never
-    /// extend].
+    /// extend]. For an LLM model folder: decode steps at most, whole generations added [default:
+    /// 4 × --gen-tokens × --generations].
     #[arg(long, value_name = "N")]
     pub max_runs: Option<u32>,
     /// Warmup runs before timing (discarded; the default is 0 on the HTP emulator).
@@ -251,6 +252,13 @@ impl HarnessSettings {
     pub fn run_budget(&self) -> u32 {
         let default = if self.runs == 1 { 1 } else { self.runs.saturating_mul(4) };
         self.max_runs.unwrap_or(default).max(self.runs)
+    }
+
+    /// Decode steps a model folder's generations may time to replace the steps set aside, when
+    /// `steps` were asked for (`--gen-tokens` × `--generations`): `--max-runs`, by default four
+    /// times `steps`; whole generations are added while another fits.
+    pub fn decode_step_budget(&self, steps: u32) -> u32 {
+        self.max_runs.unwrap_or(steps.saturating_mul(4)).max(steps)
     }
 
     /// The same settings with every `--input` file replaced by `map(file)` (e.g. its path on a target).

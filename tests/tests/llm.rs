@@ -241,6 +241,13 @@ fn generation_rules_judge_ttft_and_tokens_per_second() {
         ],
     );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    // Each decode step's CPU wait is recorded, as each run's is; steps the harness added to
+    // replace those that waited come in whole generations.
+    let result = RunResult::read(&out).unwrap();
+    let waits = result.timings.run_queue_delays().expect("the CPU wait of every decode step");
+    assert_eq!(waits.len(), result.timings.latencies_ns.len());
+    let taken = npugate_e2e::runs_taken(&result, 8);
+    assert!(taken.is_multiple_of(4) && waits.len() == taken, "{:?}", result.timings.extension);
     // Limits no machine meets, judged on the same result.
     let fail = run(Command::new(bin("npugate")).args([
         "gate",
