@@ -42,17 +42,7 @@ impl HostPreflight<'_> {
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
         let settings =
             HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(self.session.clone()) };
-        let job = Job {
-            harness: self.harness,
-            runtime: self.runtime,
-            model: self.model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: TIMEOUT,
-            cancel,
-        };
+        let job = Job::new(self.harness, self.runtime, self.model, &settings, TIMEOUT, cancel);
         let report =
             run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Progress::silent())?;
         if !report.execution.succeeded() {

@@ -18,6 +18,7 @@ pub mod consistency;
 pub mod context_compat;
 pub mod device_rack;
 pub mod ep_plugin;
+pub mod evidence;
 pub mod harnesses;
 pub mod host_htp;
 pub mod host_preflight;

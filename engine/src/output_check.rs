@@ -85,17 +85,7 @@ impl ReferenceRequest<'_> {
             ..HarnessSettings::from(session)
         };
         crate::layout::RESULT_DIR.replace(dir, "--out")?;
-        let job = Job {
-            harness: self.harness,
-            runtime: self.runtime,
-            model: self.model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: REFERENCE_TIMEOUT,
-            cancel,
-        };
+        let job = Job::new(self.harness, self.runtime, self.model, &settings, REFERENCE_TIMEOUT, cancel);
         let execution = HostTarget::new().execute(&job, dir, &Progress::silent())?;
         if !execution.succeeded() {
             bail!(

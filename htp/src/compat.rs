@@ -60,17 +60,7 @@ impl CompatRequest<'_> {
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
             let (_, _, context, host) =
                 loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;
-            let job = Job {
-                harness: &host.harness,
-                runtime: &host.runtime,
-                model: context,
-                prepared: None,
-                reference_model: None,
-                settings: &settings,
-                env: &[],
-                timeout: TIMEOUT,
-                cancel,
-            };
+            let job = Job::new(&host.harness, &host.runtime, context, &settings, TIMEOUT, cancel);
             launch(target, &job, &dir.join(target.name()), progress)
         });
         let pairs = loads

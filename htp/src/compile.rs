@@ -247,15 +247,8 @@ impl CompileSession<'_> {
             out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
         let staging = Staging::next_to(&job_dir)?;
         let job = Job {
-            harness: &self.host.harness,
-            runtime: &self.host.runtime,
-            model: &self.prepared.path,
             prepared: Some(self.prepared),
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: TIMEOUT,
-            cancel,
+            ..Job::new(&self.host.harness, &self.host.runtime, &self.prepared.path, &settings, TIMEOUT, cancel)
         };
         let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Progress::silent())?;
         let job_dir = staging.commit(true)?.dir().to_path_buf();

@@ -326,15 +326,8 @@ impl HtpPreflightRequest<'_> {
                 jobs.iter().find(|job| std::ptr::eq(&job.target, target)).context("a job of this preflight")?;
             let settings = if planned.soc.is_some() { &soc_settings } else { &reference_settings };
             let job = Job {
-                harness: &planned.host.harness,
-                runtime: &planned.host.runtime,
-                model: &prepared.path,
                 prepared: Some(&prepared),
-                reference_model: None,
-                settings,
-                env: &[],
-                timeout: TIMEOUT,
-                cancel,
+                ..Job::new(&planned.host.harness, &planned.host.runtime, &prepared.path, settings, TIMEOUT, cancel)
             };
             launch(target, &job, &planned.dir, progress)
         });

@@ -86,15 +86,9 @@ impl PreflightRequest<'_> {
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
         let model = crate::prepare_here(self.model, &self.session.shapes, &[])?;
         let job = Job {
-            harness: self.harness,
-            runtime: self.runtime,
-            model: &model.path,
             prepared: Some(&model),
-            reference_model: None,
-            settings: &settings,
             env: &env,
-            timeout: TIMEOUT,
-            cancel,
+            ..Job::new(self.harness, self.runtime, &model.path, &settings, TIMEOUT, cancel)
         };
         let staging = Staging::next_to(out)?;
         let execution = QemuTarget.execute(&job, staging.path(), &Progress::silent())?;

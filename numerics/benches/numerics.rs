@@ -107,17 +107,14 @@ fn plain_run(setup: &Setup) -> PlainRun {
         check_outputs: true,
         ..HarnessSettings::default()
     };
-    let job = Job {
-        harness: &setup.harness,
-        runtime: &setup.runtime,
-        model: &setup.model,
-        prepared: None,
-        reference_model: None,
-        settings: &plain_settings,
-        env: &[],
-        timeout: Duration::from_secs(3600),
-        cancel: &setup.cancel,
-    };
+    let job = Job::new(
+        &setup.harness,
+        &setup.runtime,
+        &setup.model,
+        &plain_settings,
+        Duration::from_secs(3600),
+        &setup.cancel,
+    );
     let plain_dir = setup.work.path().join("plain");
     std::fs::create_dir_all(&plain_dir).unwrap();
     let started = Instant::now();

@@ -243,17 +243,7 @@ fn on_every_target(
         .planned
         .iter()
         .map(|p| {
-            let job = Job {
-                harness: &p.harness,
-                runtime: &p.runtime,
-                model,
-                prepared: None,
-                reference_model: None,
-                settings,
-                env: on.env,
-                timeout: on.timeout,
-                cancel,
-            };
+            let job = Job { env: on.env, ..Job::new(&p.harness, &p.runtime, model, settings, on.timeout, cancel) };
             RunSpec { job, gate: None, reference: None }
         })
         .collect();

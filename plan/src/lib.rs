@@ -44,6 +44,7 @@ use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_settings::HarnessSettings;
 
+pub mod run;
 pub mod subject;
 
 pub use subject::{ModelFlags, ModelKind, Subject};

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use npugate_engine::evidence::Bundle;
 use npugate_htp::choose::{self, AccuracyRule, ChooseReport, ChooseRequest, Variant};
 use npugate_htp::HostHtp;
-use npugate_nightly::evidence::Bundle;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 use npugate_result::contract;
 use npugate_settings::{EpKind, SessionSettings};

@@ -19,16 +19,16 @@ use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
-use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
-use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
+use npugate_engine::run::{run_on, RunReport, RunSpec};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
+use npugate_plan::run::RunInputs;
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 
 /// How to run a plan.
@@ -567,24 +567,17 @@ fn run_cell<T: Target>(
         },
         false => settings.clone(),
     };
-    let reference_model = model.reference.outputs.as_deref().filter(|_| settings.check_outputs);
-    let reference_tools =
-        reference_model.map(|_| npugate_plan::reference_tools(&npugate_plan::Installed)).transpose()?;
-    let reference = reference_model.zip(reference_tools.as_ref()).map(|(model, (harness, runtime))| {
-        ReferenceSource::RunInside(ReferenceRequest { harness, runtime, model, settings: &settings })
-    });
-    let job = Job {
-        harness: &harness,
-        runtime,
-        model: &model.path,
-        prepared: None,
-        reference_model: model.reference.source.as_deref(),
-        settings: &settings,
-        env: &[],
-        timeout: options.run_timeout,
-        cancel: &options.policy.cancel,
-    };
-    let spec = RunSpec { job, gate: Some(&gate), reference };
+    let cancel = &options.policy.cancel;
+    let inputs = RunInputs::new(
+        &model.path,
+        &model.reference,
+        &settings,
+        Some(&gate),
+        options.run_timeout,
+        cancel,
+        &npugate_plan::Installed,
+    )?;
+    let spec = inputs.spec(&harness, runtime, None);
     let run = match run_on(&device.target, &spec, dir, progress) {
         Err(error) if host_htp && !is_retryable(&error) => refused_compile(device, &spec, dir, progress, error)?,
         run => run?,
