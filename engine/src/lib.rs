@@ -32,3 +32,4 @@ pub mod run;
 #[cfg(any(test, feature = "testing"))]
 pub mod scenarios;
 pub mod targets;
+pub mod timeouts;

@@ -22,6 +22,7 @@ use npugate_engine::progress::Progress;
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::{Cancel, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_numerics::compare::{compare_run, Saved};
 use npugate_numerics::matching::{Matching, Selection};
@@ -160,7 +161,7 @@ fn numerics_end_to_end(setup: &Setup) -> EndToEnd {
         device: None,
     }];
     let policy = RackPolicy::once(&setup.cancel);
-    let on = Targets { planned: &host, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
+    let on = Targets { planned: &host, env: &[], timeouts: Timeouts::LOCAL, policy: &policy };
     let started = Instant::now();
     let report = numerics::run(&request, &on).expect("numerics");
     let wall = started.elapsed().as_secs_f64();

@@ -7,7 +7,6 @@
 //! bundle.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Result;
 use ed25519_dalek::SigningKey;
@@ -27,6 +26,7 @@ use npugate_engine::progress::Progress;
 use npugate_engine::rack::{Rack, RackPolicy};
 use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
 use npugate_engine::targets::{Cancel, Execution, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
 
 /// What every target of one run shares — the model with its reference choice, the settings, the
@@ -41,7 +41,7 @@ pub struct RunInputs<'a> {
     /// when they fix none.
     reference_settings: HarnessSettings,
     gate: Option<&'a GateSpec>,
-    timeout: Duration,
+    timeouts: Timeouts,
     cancel: &'a Cancel,
     /// The host harness and runtime of the output check's reference run, when outputs are checked
     /// and there is a reference model.
@@ -49,14 +49,14 @@ pub struct RunInputs<'a> {
 }
 
 impl<'a> RunInputs<'a> {
-    /// The inputs of running `model` (whose reference `choice` made) with `settings` under `gate`;
-    /// the reference tools come from `resources` when `settings` check outputs.
+    /// The inputs of running `model` (whose reference `choice` made) with `settings` under `gate`,
+    /// each phase within its limit of `timeouts`; the reference tools come from `resources` when `settings` check outputs.
     pub fn new(
         model: &'a Path,
         choice: &'a ReferenceChoice,
         settings: &'a HarnessSettings,
         gate: Option<&'a GateSpec>,
-        timeout: Duration,
+        timeouts: Timeouts,
         cancel: &'a Cancel,
         resources: &dyn Resources,
     ) -> Result<RunInputs<'a>> {
@@ -65,7 +65,7 @@ impl<'a> RunInputs<'a> {
             false => None,
         };
         let reference_settings = choice.settings_for(settings);
-        Ok(RunInputs { model, choice, settings, reference_settings, gate, timeout, cancel, tools })
+        Ok(RunInputs { model, choice, settings, reference_settings, gate, timeouts, cancel, tools })
     }
 
     /// The output check's reference run on the host (`--reference-model`, a compiled model's
@@ -73,7 +73,13 @@ impl<'a> RunInputs<'a> {
     pub fn reference_request(&self) -> Option<ReferenceRequest<'_>> {
         let (harness, runtime) = self.tools.as_ref()?;
         let model = self.choice.outputs.as_deref()?;
-        Some(ReferenceRequest { harness, runtime, model, settings: &self.reference_settings })
+        Some(ReferenceRequest {
+            harness,
+            runtime,
+            model,
+            settings: &self.reference_settings,
+            timeout: self.timeouts.reference,
+        })
     }
 
     /// The run of one target with `harness` and `runtime`: its job, the rules, and the output
@@ -86,7 +92,7 @@ impl<'a> RunInputs<'a> {
     ) -> RunSpec<'s> {
         let job = Job {
             reference_model: self.choice.source.as_deref(),
-            ..Job::new(harness, runtime, self.model, self.settings, self.timeout, self.cancel)
+            ..Job::new(harness, runtime, self.model, self.settings, self.timeouts.run, self.cancel)
         };
         let reference = match shared {
             Some(reference) => Some(ReferenceSource::Ready(reference)),
@@ -122,7 +128,7 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
     }
     let cancel = &options.policy.cancel;
     let inputs =
-        RunInputs::new(&plan.model.path, choice, options.settings, options.gate, plan.timeout, cancel, resources)?;
+        RunInputs::new(&plan.model.path, choice, options.settings, options.gate, plan.timeouts, cancel, resources)?;
     let one = plan.single().is_some();
     // One target runs its reference inside its own run; a rack shares one, run first.
     let shared: Option<Reference> = match (inputs.reference_request(), one) {

@@ -143,6 +143,7 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         samples: &samples,
         session: &args.session,
         fp16: plan.fp16,
+        timeouts: plan.timeouts,
         rule: AccuracyRule { min_top1_pct: args.min_top1, min_sqnr_db: args.min_sqnr },
         baseline: baseline.as_ref(),
     };

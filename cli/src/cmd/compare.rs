@@ -91,7 +91,14 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
         .targets
         .iter()
         .map(|one| CompareSpec {
-            job: Job::new(&one.harness, &one.runtime, &plan.model.path, &args.settings, plan.timeout, &console.cancel),
+            job: Job::new(
+                &one.harness,
+                &one.runtime,
+                &plan.model.path,
+                &args.settings,
+                plan.timeouts.run,
+                &console.cancel,
+            ),
             baseline: &baseline.path,
             candidate: &plan.model.path,
             sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
@@ -27,6 +27,7 @@ use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_plan::run::RunInputs;
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
@@ -41,8 +42,8 @@ pub struct SweepOptions<'a> {
     pub harness: Option<&'a Path>,
     /// Retries and cancellation.
     pub policy: &'a RackPolicy,
-    /// Limit for one harness run.
-    pub run_timeout: Duration,
+    /// The limit of each phase: one harness run (`--run-timeout`), the reference run.
+    pub timeouts: Timeouts,
     /// The plan's units, and the shard of them this sweep runs (`--shard`).
     pub cut: &'a Cut,
 }
@@ -573,7 +574,7 @@ fn run_cell<T: Target>(
         &model.reference,
         &settings,
         Some(&gate),
-        options.run_timeout,
+        options.timeouts,
         cancel,
         &npugate_plan::Installed,
     )?;
@@ -667,6 +668,7 @@ mod tests {
     use super::*;
     use npugate_engine::targets::mock::{Behaviour, MockTarget};
     use npugate_engine::targets::{Cancel, Execution};
+    use std::time::Duration;
 
     /// A mock device that "kills the sweep" (sets the interrupt) after `kill_after` runs.
     struct KilledAfter {
@@ -733,7 +735,7 @@ mod tests {
                 night: Some("2026-11-23"),
                 harness: Some(&harness),
                 policy: &policy,
-                run_timeout: Duration::from_secs(5),
+                timeouts: Timeouts::LOCAL.with_run(Duration::from_secs(5)),
                 cut: &cut,
             };
             let devices = [device(target)];
