@@ -2,7 +2,6 @@
 //! command; nothing below `cmd` knows clap.
 
 mod cmd;
-mod run_plan;
 
 fn main() -> std::process::ExitCode {
     cmd::main()

@@ -19,9 +19,6 @@ use crate::targets::host::HostTarget;
 use crate::targets::{Cancel, Job};
 use npugate_host::runtime::RuntimeManifest;
 
-/// The longest a host preflight may take.
-const TIMEOUT: Duration = Duration::from_secs(3600);
-
 /// A preflight of `model` on the host EP `ep` of `runtime`.
 #[derive(Debug, Clone)]
 pub struct HostPreflight<'a> {
@@ -34,6 +31,8 @@ pub struct HostPreflight<'a> {
     /// The session as the user's flags make it: the EP, its options (`device_type=NPU` …), the
     /// shapes and inputs, the session config.
     pub session: &'a SessionSettings,
+    /// The longest it may take ([`Timeouts::tool`](crate::timeouts::Timeouts::tool)).
+    pub timeout: Duration,
 }
 
 impl HostPreflight<'_> {
@@ -42,17 +41,7 @@ impl HostPreflight<'_> {
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
         let settings =
             HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(self.session.clone()) };
-        let job = Job {
-            harness: self.harness,
-            runtime: self.runtime,
-            model: self.model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: TIMEOUT,
-            cancel,
-        };
+        let job = Job::new(self.harness, self.runtime, self.model, &settings, self.timeout, cancel);
         let report =
             run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Progress::silent())?;
         if !report.execution.succeeded() {

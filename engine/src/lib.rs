@@ -18,6 +18,7 @@ pub mod consistency;
 pub mod context_compat;
 pub mod device_rack;
 pub mod ep_plugin;
+pub mod evidence;
 pub mod harnesses;
 pub mod host_htp;
 pub mod host_preflight;
@@ -31,3 +32,4 @@ pub mod run;
 #[cfg(any(test, feature = "testing"))]
 pub mod scenarios;
 pub mod targets;
+pub mod timeouts;

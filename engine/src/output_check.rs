@@ -22,9 +22,6 @@ use crate::targets::host::HostTarget;
 use crate::targets::{Cancel, Job, Target};
 use npugate_host::runtime::RuntimeManifest;
 
-/// The longest the reference run may take.
-const REFERENCE_TIMEOUT: Duration = Duration::from_secs(3600);
-
 /// What the reference run needs: the host harness and runtime, and the float model.
 #[derive(Debug, Clone, Copy)]
 pub struct ReferenceRequest<'a> {
@@ -36,6 +33,8 @@ pub struct ReferenceRequest<'a> {
     pub model: &'a Path,
     /// The run's settings; only what decides the inputs carries over.
     pub settings: &'a HarnessSettings,
+    /// The longest it may take ([`Timeouts::reference`](crate::timeouts::Timeouts::reference)).
+    pub timeout: Duration,
 }
 
 /// A finished reference run.
@@ -85,17 +84,7 @@ impl ReferenceRequest<'_> {
             ..HarnessSettings::from(session)
         };
         crate::layout::RESULT_DIR.replace(dir, "--out")?;
-        let job = Job {
-            harness: self.harness,
-            runtime: self.runtime,
-            model: self.model,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: REFERENCE_TIMEOUT,
-            cancel,
-        };
+        let job = Job::new(self.harness, self.runtime, self.model, &settings, self.timeout, cancel);
         let execution = HostTarget::new().execute(&job, dir, &Progress::silent())?;
         if !execution.succeeded() {
             bail!(

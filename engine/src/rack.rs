@@ -262,17 +262,7 @@ mod tests {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
             let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
-            let job = Job {
-                harness: dir.path(),
-                runtime: &runtime,
-                model: dir.path(),
-                prepared: None,
-                reference_model: None,
-                settings: &settings,
-                env: &[],
-                timeout: Duration::from_millis(200),
-                cancel,
-            };
+            let job = Job::new(dir.path(), &runtime, dir.path(), &settings, Duration::from_millis(200), cancel);
             target.execute(&job, dir.path(), progress)?;
             Ok(Judged(PathBuf::from(target.name()), exit_code))
         }
@@ -389,17 +379,7 @@ mod tests {
             let dir = tempfile::tempdir()?;
             let settings = HarnessSettings::default();
             let runtime = npugate_host::runtime::RuntimeManifest::for_tests(dir.path());
-            let job = Job {
-                harness: dir.path(),
-                runtime: &runtime,
-                model: dir.path(),
-                prepared: None,
-                reference_model: None,
-                settings: &settings,
-                env: &[],
-                timeout: Duration::from_secs(60),
-                cancel: &cancel,
-            };
+            let job = Job::new(dir.path(), &runtime, dir.path(), &settings, Duration::from_secs(60), &cancel);
             target.execute(&job, dir.path(), progress)?;
             Ok(Judged(PathBuf::new(), 0))
         };

@@ -12,6 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use npugate_result::estimate::HeldOutError;
+
 use crate::features::{GraphFeatures, MacClass};
 
 /// The terms of the latency model, in coefficient order, with their units.
@@ -71,20 +73,6 @@ impl LatencyModel {
     }
 }
 
-/// The error of a SoC's latency model on its reference rows, each row predicted by a model
-/// fitted without any row of the same model (leave one model out).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HeldOutError {
-    /// Median of |predicted − published| / published.
-    pub median_rel: f64,
-    /// 90th percentile of the same.
-    pub p90_rel: f64,
-    /// Reference rows predicted.
-    pub rows: usize,
-    /// Distinct models among them.
-    pub models: usize,
-}
-
 /// One reference row predicted with its model left out of the fit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeldOutPrediction {
@@ -126,18 +114,16 @@ pub fn leave_one_model_out(rows: &[(&str, &str, &str, &GraphFeatures, f64)]) -> 
     predictions
 }
 
-impl HeldOutError {
-    /// The error of `predictions`; `None` when there are none.
-    pub fn of(predictions: &[HeldOutPrediction]) -> Option<HeldOutError> {
-        let errors: Vec<f64> = predictions.iter().map(HeldOutPrediction::relative_error).collect();
-        let models: std::collections::BTreeSet<&str> = predictions.iter().map(|p| p.model.as_str()).collect();
-        Some(HeldOutError {
-            median_rel: npugate_stats::median(&errors)?,
-            p90_rel: npugate_stats::percentile(&errors, 90.0)?,
-            rows: errors.len(),
-            models: models.len(),
-        })
-    }
+/// The error of `predictions`; `None` when there are none.
+pub fn held_out_error(predictions: &[HeldOutPrediction]) -> Option<HeldOutError> {
+    let errors: Vec<f64> = predictions.iter().map(HeldOutPrediction::relative_error).collect();
+    let models: std::collections::BTreeSet<&str> = predictions.iter().map(|p| p.model.as_str()).collect();
+    Some(HeldOutError {
+        median_rel: npugate_stats::median(&errors)?,
+        p90_rel: npugate_stats::percentile(&errors, 90.0)?,
+        rows: errors.len(),
+        models: models.len(),
+    })
 }
 
 /// Non-negative least squares, min ‖A·x − b‖ with x ≥ 0 (Lawson and Hanson's active-set method).

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use features::{GraphFeatures, MacClass, Precision};
 pub use fit::{HeldOutError, HeldOutPrediction, LatencyModel, TERMS};
+pub use npugate_result::estimate::SocEstimate;
 pub use reference::{chip, Reference, ReferenceError, ReferenceSource};
 
 /// Schema of `npugate estimate --json`.
@@ -39,56 +40,6 @@ pub struct SocCalibration {
     pub held_out: Vec<HeldOutPrediction>,
     /// The devices whose rows it was fitted on.
     pub devices: Vec<String>,
-}
-
-/// The estimate for one SoC, or why there is none.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SocEstimate {
-    /// The SoC.
-    pub soc: String,
-    /// Estimated latency of one inference on the SoC's NPU, ms; `None` with `no_estimate`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate_ms: Option<f64>,
-    /// Why there is no estimate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_estimate: Option<String>,
-    /// The leave-one-model-out error of the SoC's latency model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<HeldOutError>,
-    /// The devices the SoC's latency model was fitted on.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<String>,
-}
-
-impl SocEstimate {
-    /// No estimate for `soc`, and why.
-    pub fn none(soc: &str, why: String) -> SocEstimate {
-        SocEstimate { soc: soc.into(), estimate_ms: None, no_estimate: Some(why), error: None, devices: Vec::new() }
-    }
-
-    /// `1.52 ms (ESTIMATE; ±28% p90, 12% median)` or `-`: one cell of a table.
-    pub fn cell(&self) -> String {
-        match (self.estimate_ms, &self.error) {
-            (Some(ms), Some(error)) => format!("~{ms:.2} ms ±{:.0}%", 100.0 * error.p90_rel),
-            _ => "-".into(),
-        }
-    }
-
-    /// One line for a terminal: the estimate with its error, or why there is none.
-    pub fn line(&self) -> String {
-        match (self.estimate_ms, &self.error) {
-            (Some(ms), Some(e)) => format!(
-                "{}: ESTIMATE {ms:.3} ms (not a measurement; leave-one-model-out error on {} AI Hub rows of {} models: median {:.0}%, p90 {:.0}%; fitted on {})",
-                self.soc,
-                e.rows,
-                e.models,
-                100.0 * e.median_rel,
-                100.0 * e.p90_rel,
-                self.devices.join(", ")
-            ),
-            _ => format!("{}: no estimate: {}", self.soc, self.no_estimate.as_deref().unwrap_or("unknown")),
-        }
-    }
 }
 
 /// The latency models of every SoC with reference rows.
@@ -134,7 +85,7 @@ impl Estimator {
             })
             .collect();
         let held_out = fit::leave_one_model_out(&labelled);
-        let error = HeldOutError::of(&held_out).ok_or("no reference rows")?;
+        let error = fit::held_out_error(&held_out).ok_or("no reference rows")?;
         let fitted: Vec<(&GraphFeatures, f64)> = labelled.iter().map(|r| (r.3, r.4)).collect();
         let mut devices: Vec<String> = rows.iter().map(|(r, _)| r.device.clone()).collect();
         devices.sort();

@@ -1,10 +1,10 @@
 //! Turns the evidence of a run — the run, its placement report, its outputs against the reference
 //! and an optional baseline — and the rules into a [`Verdict`], in one pure function: [`judge`].
 
-use npugate_estimate::SocEstimate;
 use npugate_profile::report::{FallbackNode, NodePlacement, PlacementReport};
 use npugate_result::background::BackgroundLoad;
 use npugate_result::energy::EnergyRecord;
+use npugate_result::estimate::SocEstimate;
 use npugate_result::{RunResult, RunStatus};
 
 use crate::background;

@@ -19,8 +19,6 @@ use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Job, Target};
 use npugate_host::hexagon::Soc;
 
-/// The longest one load may take.
-const TIMEOUT: Duration = Duration::from_secs(600);
 /// At most this many of QNN's own error lines are kept per refused pair.
 const MAX_QNN_ERRORS: usize = 4;
 
@@ -37,6 +35,8 @@ pub struct CompatRequest<'a> {
     pub model: &'a str,
     /// The command that asked for the measurement.
     pub measured_by: String,
+    /// The longest one load may take (npugate_engine's `Timeouts::context_load`).
+    pub timeout: Duration,
 }
 
 impl CompatRequest<'_> {
@@ -60,17 +60,7 @@ impl CompatRequest<'_> {
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
             let (_, _, context, host) =
                 loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;
-            let job = Job {
-                harness: &host.harness,
-                runtime: &host.runtime,
-                model: context,
-                prepared: None,
-                reference_model: None,
-                settings: &settings,
-                env: &[],
-                timeout: TIMEOUT,
-                cancel,
-            };
+            let job = Job::new(&host.harness, &host.runtime, context, &settings, self.timeout, cancel);
             launch(target, &job, &dir.join(target.name()), progress)
         });
         let pairs = loads

@@ -31,8 +31,6 @@ use npugate_host::runtime::manifest::qnn_sdk_version;
 
 /// The context model the session writes, inside the job's directory (the harness's working directory).
 const CONTEXT_FILE: &str = "model_ctx.onnx";
-/// The longest a compile may take.
-const TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What to compile.
 #[derive(Debug, Clone)]
@@ -52,6 +50,8 @@ pub struct CompileRequest<'a> {
     /// Write the context binary as a file beside the model (`ep.context_embed_mode=0`, what large
     /// models and LLMs use) instead of embedding it.
     pub context_file: bool,
+    /// The longest the compile may take (npugate_engine's `Timeouts::tool`).
+    pub timeout: Duration,
 }
 
 /// A written context model.
@@ -94,7 +94,14 @@ impl CompileRequest<'_> {
             ));
         }
         let loaded = control_flow.as_ref().map_or(&prepared, |copy| &copy.prepared);
-        let session = CompileSession { host: self.host, soc: self.soc, what: self.model, prepared: loaded, embed_mode };
+        let session = CompileSession {
+            host: self.host,
+            soc: self.soc,
+            what: self.model,
+            prepared: loaded,
+            embed_mode,
+            timeout: self.timeout,
+        };
         let CompileOutcome { result, rejections, job_dir } = session.run(settings, out, cancel)?;
         let context = job_dir.join(CONTEXT_FILE);
         let mut model =
@@ -214,6 +221,8 @@ pub(super) struct CompileSession<'a> {
     pub prepared: &'a npugate_engine::model::PreparedModel,
     /// `ep.context_embed_mode`: `1` the binary inside the model, `0` a `.bin` beside it.
     pub embed_mode: &'a str,
+    /// The longest the session may take.
+    pub timeout: Duration,
 }
 
 /// What a [`CompileSession`] left: the harness's result, QNN's reasons from its log, its directory.
@@ -247,15 +256,8 @@ impl CompileSession<'_> {
             out.with_file_name(format!("{}.compile", out.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
         let staging = Staging::next_to(&job_dir)?;
         let job = Job {
-            harness: &self.host.harness,
-            runtime: &self.host.runtime,
-            model: &self.prepared.path,
             prepared: Some(self.prepared),
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: TIMEOUT,
-            cancel,
+            ..Job::new(&self.host.harness, &self.host.runtime, &self.prepared.path, &settings, self.timeout, cancel)
         };
         let execution = WineTarget::for_soc(self.soc).execute(&job, staging.path(), &Progress::silent())?;
         let job_dir = staging.commit(true)?.dir().to_path_buf();

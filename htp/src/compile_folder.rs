@@ -16,6 +16,7 @@
 //! that pipeline (`model.type = "decoder-pipeline"`), each graph an EPContext model of the one context.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use npugate_onnx::genai::{LlmGraph, LlmModel, PipelineStage};
@@ -48,6 +49,8 @@ pub struct FolderCompileRequest<'a> {
     pub fp16: bool,
     /// What graphs with dynamic dims are sized for (`--prompt-tokens`, `--context`).
     pub lengths: GenerationLengths,
+    /// The longest the compile may take (npugate_engine's `Timeouts::tool`).
+    pub timeout: Duration,
 }
 
 /// One graph of a compiled folder.
@@ -101,6 +104,7 @@ impl FolderCompileRequest<'_> {
             what: &source.folder,
             prepared: &prepared,
             embed_mode: "0",
+            timeout: self.timeout,
         };
         // The staged graphs are gone when this returns: an error names them by file name alone.
         let staged_prefix = format!("{}{}", staging.path().display(), std::path::MAIN_SEPARATOR);

@@ -48,8 +48,6 @@ pub const REPORT_FILE: &str = "preflight.json";
 const PREFLIGHT_DIR: Ownership = Ownership { marker: REPORT_FILE, what: "npugate preflight", own_names: &[] };
 /// The name of the CPU reference job (its directory is in the cache: see `reference_cache`).
 const REFERENCE_DIR: &str = "reference";
-/// The longest one SoC's validation, compile and inference may take.
-const TIMEOUT: Duration = Duration::from_secs(3600);
 /// What every report says it is.
 pub const LABEL: &str =
     "HTP validation and compile by Qualcomm's host backend (QNN's x86_64 build, under wine); the device did not run";
@@ -77,6 +75,8 @@ pub struct HtpPreflightRequest<'a> {
     /// Save that inference's outputs in each SoC's result directory (`outputs/`, as
     /// `--check-outputs` does) for a comparison with a reference (`npugate choose`).
     pub keep_outputs: bool,
+    /// The longest one SoC's validation, compile and inference may take (npugate_engine's `Timeouts::tool`).
+    pub timeout: Duration,
 }
 
 /// `preflight.json`: the verdict per SoC and QNN version, and what changed between versions.
@@ -326,15 +326,8 @@ impl HtpPreflightRequest<'_> {
                 jobs.iter().find(|job| std::ptr::eq(&job.target, target)).context("a job of this preflight")?;
             let settings = if planned.soc.is_some() { &soc_settings } else { &reference_settings };
             let job = Job {
-                harness: &planned.host.harness,
-                runtime: &planned.host.runtime,
-                model: &prepared.path,
                 prepared: Some(&prepared),
-                reference_model: None,
-                settings,
-                env: &[],
-                timeout: TIMEOUT,
-                cancel,
+                ..Job::new(&planned.host.harness, &planned.host.runtime, &prepared.path, settings, self.timeout, cancel)
             };
             launch(target, &job, &planned.dir, progress)
         });

@@ -29,8 +29,6 @@ use npugate_host::runtime::RuntimeManifest;
 pub const DEFAULT_RUNTIME: &str = "qnn-2.7.0-ort-1.31.1-linux-aarch64";
 /// Label of every preflight placement report.
 pub const PREDICTED: &str = "predicted: HTP backend validation not run";
-/// The longest a preflight may take.
-const TIMEOUT: Duration = Duration::from_secs(3600);
 /// Exit status of a process killed by SIGSEGV, as a shell reports it.
 const SIGSEGV_STATUS: i32 = 139;
 
@@ -47,6 +45,8 @@ pub struct PreflightRequest<'a> {
     pub session: &'a SessionSettings,
     /// Run float graphs in fp16 on HTP, as the device run would.
     pub fp16: bool,
+    /// The longest the preflight may take (npugate_engine's `Timeouts::tool`).
+    pub timeout: Duration,
 }
 
 /// What a preflight found.
@@ -86,15 +86,9 @@ impl PreflightRequest<'_> {
         let env = [("ORT_QNN_ENABLE_CPU_BACKEND", "1")];
         let model = crate::prepare_here(self.model, &self.session.shapes, &[])?;
         let job = Job {
-            harness: self.harness,
-            runtime: self.runtime,
-            model: &model.path,
             prepared: Some(&model),
-            reference_model: None,
-            settings: &settings,
             env: &env,
-            timeout: TIMEOUT,
-            cancel,
+            ..Job::new(self.harness, self.runtime, &model.path, &settings, self.timeout, cancel)
         };
         let staging = Staging::next_to(out)?;
         let execution = QemuTarget.execute(&job, staging.path(), &Progress::silent())?;

@@ -22,6 +22,7 @@ use npugate_engine::progress::Progress;
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::{Cancel, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_numerics::compare::{compare_run, Saved};
 use npugate_numerics::matching::{Matching, Selection};
@@ -107,17 +108,14 @@ fn plain_run(setup: &Setup) -> PlainRun {
         check_outputs: true,
         ..HarnessSettings::default()
     };
-    let job = Job {
-        harness: &setup.harness,
-        runtime: &setup.runtime,
-        model: &setup.model,
-        prepared: None,
-        reference_model: None,
-        settings: &plain_settings,
-        env: &[],
-        timeout: Duration::from_secs(3600),
-        cancel: &setup.cancel,
-    };
+    let job = Job::new(
+        &setup.harness,
+        &setup.runtime,
+        &setup.model,
+        &plain_settings,
+        Duration::from_secs(3600),
+        &setup.cancel,
+    );
     let plain_dir = setup.work.path().join("plain");
     std::fs::create_dir_all(&plain_dir).unwrap();
     let started = Instant::now();
@@ -163,7 +161,7 @@ fn numerics_end_to_end(setup: &Setup) -> EndToEnd {
         device: None,
     }];
     let policy = RackPolicy::once(&setup.cancel);
-    let on = Targets { planned: &host, env: &[], timeout: Duration::from_secs(3600), policy: &policy };
+    let on = Targets { planned: &host, env: &[], timeouts: Timeouts::LOCAL, policy: &policy };
     let started = Instant::now();
     let report = numerics::run(&request, &on).expect("numerics");
     let wall = started.elapsed().as_secs_f64();

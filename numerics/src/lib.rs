@@ -27,7 +27,6 @@ mod testing;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_onnx::Model;
@@ -43,6 +42,7 @@ use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::rack::{run_rack, Rack, RackPolicy};
 use npugate_engine::run::{run_on, RunReport, RunSpec};
 use npugate_engine::targets::{Cancel, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_plan::Planned;
 use report::{
@@ -116,8 +116,8 @@ pub struct Targets<'a> {
     pub planned: &'a [Planned],
     /// Extra environment of the harness.
     pub env: &'a [(&'a str, &'a str)],
-    /// The longest one harness run may take.
-    pub timeout: Duration,
+    /// The limits of one harness run and of the reference run (npugate_engine's `Timeouts`).
+    pub timeouts: Timeouts,
     /// Retries and cancellation.
     pub policy: &'a RackPolicy,
 }
@@ -168,6 +168,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         runtime: request.host_runtime,
         model: &instrumented.reference,
         settings: request.settings,
+        timeout: on.timeouts.reference,
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
@@ -243,17 +244,7 @@ fn on_every_target(
         .planned
         .iter()
         .map(|p| {
-            let job = Job {
-                harness: &p.harness,
-                runtime: &p.runtime,
-                model,
-                prepared: None,
-                reference_model: None,
-                settings,
-                env: on.env,
-                timeout: on.timeout,
-                cancel,
-            };
+            let job = Job { env: on.env, ..Job::new(&p.harness, &p.runtime, model, settings, on.timeouts.run, cancel) };
             RunSpec { job, gate: None, reference: None }
         })
         .collect();

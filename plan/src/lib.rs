@@ -39,17 +39,17 @@ use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::wine::{self, WineTarget};
 use npugate_engine::targets::{host_triple, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_settings::HarnessSettings;
 
+pub mod run;
 pub mod subject;
 
 pub use subject::{ModelFlags, ModelKind, Subject};
 
-/// The longest a harness run on this machine (natively or under wine or qemu) may take.
-pub const LOCAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// The host runtime of the fp32 reference runs (`--check-outputs`, `numerics`) when fetched.
 pub const REFERENCE_RUNTIME: &str = "ort-1.31.1-linux-x86_64";
 
@@ -346,8 +346,9 @@ pub struct Plan {
     pub targets: Vec<Planned>,
     /// The output directory (`--out`, or the default layout).
     pub out: PathBuf,
-    /// The limit of one harness run.
-    pub timeout: Duration,
+    /// The limit of each phase: one harness run (this machine's, or the place's `--run-timeout`),
+    /// the reference run, a tool's job.
+    pub timeouts: Timeouts,
     /// Choices made for the user (a runtime picked), one sentence each: [`Plan::announce`] prints them.
     pub notes: Vec<String>,
     /// Warnings found while resolving (an untested compiled-context pair), one sentence each.
@@ -434,7 +435,7 @@ impl Plan {
             fp16: request.fp16.unwrap_or(npugate_settings::qnn::DEFAULT_HTP_FP16),
             kind,
             targets: Vec::new(),
-            timeout: LOCAL_TIMEOUT,
+            timeouts: Timeouts::LOCAL,
             notes: Vec::new(),
             warnings: Vec::new(),
         };
@@ -489,7 +490,7 @@ impl Plan {
         let listed = npugate_aihub::devices::list(place.session.client())?;
         let service = place.session.client().config().service();
         self.notes.push(format!("AI Hub: {service}, {} devices listed", listed.len()));
-        self.timeout = place.run_timeout;
+        self.timeouts = self.timeouts.with_run(place.run_timeout);
         let mut chosen: Vec<String> = Vec::new();
         for selector in &place.selectors {
             let pick = choose_aihub_device(&listed, selector)?;
@@ -598,7 +599,7 @@ impl Plan {
         };
         let runtime = self.runtime_for(&triple, request.ep, request, resources)?.remove(0);
         let harness = harness(request, &runtime, resources)?;
-        self.timeout = place.run_timeout;
+        self.timeouts = self.timeouts.with_run(place.run_timeout);
         for info in probed {
             let target = AdbTarget::new(&place.adb, &info.serial, &place.settings);
             self.targets.push(Planned {
@@ -1187,7 +1188,7 @@ mod tests {
                 ("phone-b".into(), "qnn-2.7.0-ort-1.31.1-android".into())
             ]
         );
-        assert_eq!(plan.timeout, Duration::from_secs(60));
+        assert_eq!(plan.timeouts.run, Duration::from_secs(60));
         assert_eq!(plan.out, PathBuf::from("npugate-results/m/numerics"));
         let cpu = Plan::resolve(&request(Command::Run, devices(&["phone-b"]), EpKind::Cpu), &fake).unwrap();
         assert_eq!(names(&cpu), vec![("phone-b".into(), "ort-1.31.1-android".into())]);

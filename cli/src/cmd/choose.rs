@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use npugate_engine::evidence::Bundle;
 use npugate_htp::choose::{self, AccuracyRule, ChooseReport, ChooseRequest, Variant};
 use npugate_htp::HostHtp;
-use npugate_nightly::evidence::Bundle;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 use npugate_result::contract;
 use npugate_settings::{EpKind, SessionSettings};
@@ -143,6 +143,7 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         samples: &samples,
         session: &args.session,
         fp16: plan.fp16,
+        timeouts: plan.timeouts,
         rule: AccuracyRule { min_top1_pct: args.min_top1, min_sqnr_db: args.min_sqnr },
         baseline: baseline.as_ref(),
     };

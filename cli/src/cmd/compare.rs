@@ -91,19 +91,16 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
         .targets
         .iter()
         .map(|one| CompareSpec {
-            job: Job {
-                harness: &one.harness,
-                runtime: &one.runtime,
-                model: args.target.model(),
-                prepared: None,
-                reference_model: None,
-                settings: &args.settings,
-                env: &[],
-                timeout: plan.timeout,
-                cancel: &console.cancel,
-            },
-            baseline: &args.baseline_model,
-            candidate: args.target.model(),
+            job: Job::new(
+                &one.harness,
+                &one.runtime,
+                &plan.model.path,
+                &args.settings,
+                plan.timeouts.run,
+                &console.cancel,
+            ),
+            baseline: &baseline.path,
+            candidate: &plan.model.path,
             sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
             rounds: args.rounds as usize,
             budget: std::time::Duration::from_secs(args.budget),

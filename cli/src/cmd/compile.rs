@@ -96,6 +96,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
             soc,
             fp16,
             context_file: args.context_file,
+            timeout: plan.timeouts.tool,
         }
         .run(out, cancel)
     };
@@ -119,8 +120,15 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
     let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let compat_dir = dir.join(format!("{stem}.context-compat"));
-    let matrix = CompatRequest { hosts: &hosts, soc, contexts: &contexts, model: &model_name, measured_by }
-        .run(&compat_dir, &console.policy(0))?;
+    let matrix = CompatRequest {
+        hosts: &hosts,
+        soc,
+        contexts: &contexts,
+        model: &model_name,
+        measured_by,
+        timeout: plan.timeouts.context_load,
+    }
+    .run(&compat_dir, &console.policy(0))?;
     println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
     print!("{}", matrix.table());
     eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
@@ -147,6 +155,7 @@ fn compile_folder(
         soc,
         fp16: plan.fp16,
         lengths: args.lengths.resolve(llm),
+        timeout: plan.timeouts.tool,
     };
     let compiled = request.run(&plan.out, cancel)?;
     let mut left_on_cpu = false;

@@ -161,6 +161,7 @@ fn estimate(
         runtime: &planned.runtime,
         model: &model_path,
         session: &session,
+        timeout: plan.timeouts.tool,
     };
     let (_, placement) = preflight.run(&plan.out, &console.cancel)?;
     let onnx = npugate_onnx::Model::read(&model_path)

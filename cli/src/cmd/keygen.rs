@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use npugate_nightly::evidence::{generate, private_pem, public_pem};
+use npugate_engine::evidence::{generate, private_pem, public_pem};
 use npugate_result::contract::EXIT_PASS;
 
 /// Arguments of `npugate keygen`.

@@ -82,7 +82,7 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
         cancel: &console.cancel,
     };
     let policy = args.target.place.devices.policy(console);
-    let on = Targets { planned: &plan.targets, env: &[], timeout: plan.timeout, policy: &policy };
+    let on = Targets { planned: &plan.targets, env: &[], timeouts: plan.timeouts, policy: &policy };
     let report = numerics::run(&request, &on)?;
     if args.target.json.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -483,7 +483,7 @@ impl EvidenceArgs {
     pub fn bundle(&self) -> Result<Option<(PathBuf, SigningKey)>> {
         match &self.evidence {
             None => Ok(None),
-            Some(out) => Ok(Some((out.clone(), npugate_nightly::evidence::signing_key(self.signing_key.as_deref())?))),
+            Some(out) => Ok(Some((out.clone(), npugate_engine::evidence::signing_key(self.signing_key.as_deref())?))),
         }
     }
 }

@@ -125,6 +125,7 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
         fp16,
         execute: !args.no_execute,
         keep_outputs: false,
+        timeout: plan.timeouts.tool,
     };
     let report = request.run(&plan.out, &console.policy(0))?;
     if args.json.json {
@@ -172,6 +173,7 @@ fn htp_per_graph(
                 fp16: plan.fp16,
                 execute: !args.no_execute,
                 keep_outputs: false,
+                timeout: plan.timeouts.tool,
             };
             let dir = match phase {
                 Some(phase) => format!("{}.{phase}", graph.id),
@@ -277,6 +279,7 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &C
         model,
         session: &args.session,
         fp16: plan.fp16,
+        timeout: plan.timeouts.tool,
     };
     let preflight = request.run(&plan.out, &console.cancel)?;
     if let Some(status) = &preflight.crashed_after_result {
@@ -301,6 +304,7 @@ fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: 
         runtime: &planned.runtime,
         model,
         session: &args.session,
+        timeout: plan.timeouts.tool,
     };
     let (dir, report) = preflight.run(&plan.out, &console.cancel)?;
     if args.json.json {

@@ -9,7 +9,7 @@ use npugate_settings::HarnessSettings;
 use super::console::Console;
 use super::numerics::NumericsArgs;
 use super::options::{ConfirmArg, EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
-use crate::run_plan::{self, RunOptions};
+use npugate_plan::run::{self as run_plan, RunOptions};
 use npugate_plan::{Command, Installed, ModelFlags, Plan, Request};
 
 /// Arguments of `npugate run`.
@@ -72,7 +72,6 @@ pub fn run(args: RunArgs, console: &Console) -> Result<u8> {
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     plan.announce();
     let options = RunOptions {
-        model: args.target.model(),
         settings: &args.settings,
         gate: gate.as_ref(),
         sinks: args.gate.output.sinks(args.target.json.json, console.color),

@@ -13,6 +13,7 @@ use npugate_result::contract::EXIT_ERROR;
 
 use super::options::{DeviceRunArgs, EvidenceArgs, HarnessArg, HistoryArg, OutArg};
 use npugate_engine::targets::Target;
+use npugate_engine::timeouts::Timeouts;
 use npugate_nightly::history::{self, HistoryFilter, HistoryReport, HistoryStore};
 use npugate_nightly::matrix::{self, Matrix};
 use npugate_nightly::sweep::{self, Cut, Shard, SweepOptions, SweepPlan, SweepSummary, SweepTarget};
@@ -125,7 +126,7 @@ fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Consol
         night: args.night.as_deref(),
         harness: args.harness.harness.as_deref(),
         policy: &policy,
-        run_timeout: devices_args.run_timeout(),
+        timeouts: Timeouts::LOCAL.with_run(devices_args.run_timeout()),
         cut: &cut,
     };
     let summary = sweep::run_sweep(&plan, &devices, &options)?;

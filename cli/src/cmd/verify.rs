@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use npugate_nightly::evidence::{read_public_key, verify};
+use npugate_engine::evidence::{read_public_key, verify};
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 
 /// Arguments of `npugate verify`.

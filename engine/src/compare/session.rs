@@ -395,17 +395,7 @@ mod tests {
         let cancel = Cancel::new();
         let rules = CompareRules::default();
         let (a, b) = (work.join(baseline), work.join(candidate));
-        let job = Job {
-            harness: &a,
-            runtime: &runtime,
-            model: &a,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
+        let job = Job::new(&a, &runtime, &a, &settings, Duration::from_secs(5), &cancel);
         let spec = CompareSpec {
             job,
             baseline: &a,
@@ -431,17 +421,7 @@ mod tests {
         );
         let (a, b) = (work.path().join("a.onnx"), work.path().join("b.onnx"));
         let source_b = work.path().join("a_copy.onnx");
-        let job = Job {
-            harness: &a,
-            runtime: &runtime,
-            model: &a,
-            prepared: None,
-            reference_model: None,
-            settings: &settings,
-            env: &[],
-            timeout: Duration::from_secs(5),
-            cancel: &cancel,
-        };
+        let job = Job::new(&a, &runtime, &a, &settings, Duration::from_secs(5), &cancel);
         let spec = CompareSpec {
             job,
             baseline: &a,

@@ -574,17 +574,7 @@ mod tests {
         settings: &'a HarnessSettings,
         cancel: &'a Cancel,
     ) -> Job<'a> {
-        Job {
-            harness,
-            runtime,
-            model,
-            prepared: None,
-            reference_model: None,
-            settings,
-            env: &[],
-            timeout: Duration::from_secs(1),
-            cancel,
-        }
+        Job::new(harness, runtime, model, settings, Duration::from_secs(1), cancel)
     }
 
     #[test]

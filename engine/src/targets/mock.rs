@@ -137,17 +137,7 @@ impl MockJob {
 
     /// The job: the model as the harness too (the mock runs nothing).
     pub fn job(&self) -> Job<'_> {
-        Job {
-            harness: &self.model,
-            runtime: &self.runtime,
-            model: &self.model,
-            prepared: None,
-            reference_model: None,
-            settings: &self.settings,
-            env: &[],
-            timeout: self.timeout,
-            cancel: &self.cancel,
-        }
+        Job::new(&self.model, &self.runtime, &self.model, &self.settings, self.timeout, &self.cancel)
     }
 }
 

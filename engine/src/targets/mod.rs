@@ -54,7 +54,21 @@ pub struct Job<'a> {
     pub cancel: &'a Cancel,
 }
 
-impl Job<'_> {
+impl<'a> Job<'a> {
+    /// The one way a job is built: `model` with `harness` and `runtime`, as the user gave it (the
+    /// target locates and hashes its files), no reference model, no extra environment; a caller
+    /// that needs those sets them on the result (`Job { reference_model, ..Job::new(…) }`).
+    pub fn new(
+        harness: &'a Path,
+        runtime: &'a RuntimeManifest,
+        model: &'a Path,
+        settings: &'a HarnessSettings,
+        timeout: Duration,
+        cancel: &'a Cancel,
+    ) -> Job<'a> {
+        Job { harness, runtime, model, prepared: None, reference_model: None, settings, env: &[], timeout, cancel }
+    }
+
     /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
     pub fn fixed_from(&self) -> Option<&str> {
         self.prepared.and_then(|prepared| prepared.fixed_from.as_ref()).map(|original| original.sha256.as_str())

@@ -22,6 +22,7 @@ use anyhow::{bail, Context, Result};
 use npugate_engine::layout::Ownership;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::rack::RackPolicy;
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_result::contract;
@@ -57,6 +58,8 @@ pub struct ChooseRequest<'a> {
     pub session: &'a SessionSettings,
     /// Float graphs in fp16 on the HTP.
     pub fp16: bool,
+    /// The limits of the reference runs and the preflights (npugate_engine's `Timeouts`).
+    pub timeouts: Timeouts,
     /// The accuracy rule.
     pub rule: AccuracyRule,
     /// An earlier report (`--baseline`): a SoC that lost its variant, or whose choice changed, fails.
@@ -133,7 +136,7 @@ impl ChooseRequest<'_> {
             ..SessionSettings::default()
         });
         let (harness, runtime) = self.reference_tools;
-        ReferenceRequest { harness, runtime, model: &float.path, settings: &settings }
+        ReferenceRequest { harness, runtime, model: &float.path, settings: &settings, timeout: self.timeouts.reference }
             .run(dir, &policy.cancel)
             .with_context(|| format!("the float reference {} on sample {}", float.name, sample.name))
     }
@@ -158,6 +161,7 @@ impl ChooseRequest<'_> {
             fp16: self.fp16,
             execute: true,
             keep_outputs: true,
+            timeout: self.timeouts.tool,
         };
         let report = request.run(dir, policy)?;
         Ok(report.socs.iter().map(|soc| sample_cell(variant, soc, reference)).collect())

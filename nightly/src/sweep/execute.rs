@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
@@ -19,16 +19,17 @@ use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_engine::device_rack::result_dir_names;
-use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, RackPolicy};
-use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
+use npugate_engine::run::{run_on, RunReport, RunSpec};
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
+use npugate_plan::run::RunInputs;
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 
 /// How to run a plan.
@@ -41,8 +42,8 @@ pub struct SweepOptions<'a> {
     pub harness: Option<&'a Path>,
     /// Retries and cancellation.
     pub policy: &'a RackPolicy,
-    /// Limit for one harness run.
-    pub run_timeout: Duration,
+    /// The limit of each phase: one harness run (`--run-timeout`), the reference run.
+    pub timeouts: Timeouts,
     /// The plan's units, and the shard of them this sweep runs (`--shard`).
     pub cut: &'a Cut,
 }
@@ -567,24 +568,17 @@ fn run_cell<T: Target>(
         },
         false => settings.clone(),
     };
-    let reference_model = model.reference.outputs.as_deref().filter(|_| settings.check_outputs);
-    let reference_tools =
-        reference_model.map(|_| npugate_plan::reference_tools(&npugate_plan::Installed)).transpose()?;
-    let reference = reference_model.zip(reference_tools.as_ref()).map(|(model, (harness, runtime))| {
-        ReferenceSource::RunInside(ReferenceRequest { harness, runtime, model, settings: &settings })
-    });
-    let job = Job {
-        harness: &harness,
-        runtime,
-        model: &model.path,
-        prepared: None,
-        reference_model: model.reference.source.as_deref(),
-        settings: &settings,
-        env: &[],
-        timeout: options.run_timeout,
-        cancel: &options.policy.cancel,
-    };
-    let spec = RunSpec { job, gate: Some(&gate), reference };
+    let cancel = &options.policy.cancel;
+    let inputs = RunInputs::new(
+        &model.path,
+        &model.reference,
+        &settings,
+        Some(&gate),
+        options.timeouts,
+        cancel,
+        &npugate_plan::Installed,
+    )?;
+    let spec = inputs.spec(&harness, runtime, None);
     let run = match run_on(&device.target, &spec, dir, progress) {
         Err(error) if host_htp && !is_retryable(&error) => refused_compile(device, &spec, dir, progress, error)?,
         run => run?,
@@ -674,6 +668,7 @@ mod tests {
     use super::*;
     use npugate_engine::targets::mock::{Behaviour, MockTarget};
     use npugate_engine::targets::{Cancel, Execution};
+    use std::time::Duration;
 
     /// A mock device that "kills the sweep" (sets the interrupt) after `kill_after` runs.
     struct KilledAfter {
@@ -740,7 +735,7 @@ mod tests {
                 night: Some("2026-11-23"),
                 harness: Some(&harness),
                 policy: &policy,
-                run_timeout: Duration::from_secs(5),
+                timeouts: Timeouts::LOCAL.with_run(Duration::from_secs(5)),
                 cut: &cut,
             };
             let devices = [device(target)];

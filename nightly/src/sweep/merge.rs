@@ -370,7 +370,7 @@ mod tests {
             night: Some(NIGHT),
             harness: Some(&harness),
             policy: &policy,
-            run_timeout: Duration::from_secs(5),
+            timeouts: npugate_engine::timeouts::Timeouts::LOCAL.with_run(Duration::from_secs(5)),
             cut: &cut,
         };
         run_sweep(plan, &targets, &options).unwrap()
@@ -551,7 +551,7 @@ mod tests {
                 night: None,
                 harness: None,
                 policy: &policy,
-                run_timeout: Duration::from_secs(5),
+                timeouts: npugate_engine::timeouts::Timeouts::LOCAL.with_run(Duration::from_secs(5)),
                 cut: &cut,
             };
             format!("{:#}", run_sweep::<MockTarget>(&plan, &[], &options).unwrap_err())

@@ -4,11 +4,10 @@
 //! device fingerprints, tool versions, verdicts) signed with ed25519 in `signature.json`.
 //! `npugate verify` checks it offline. Bundles are reproducible: the same inputs give the same bytes.
 //!
-//! Callers (`run`, `sweep`) describe a bundle with [`Bundle`]: result dirs plus extra files.
+//! Callers (`run`, a sweep's bundle in npugate-nightly) describe a bundle with [`Bundle`]: result dirs plus extra files.
 
 mod keys;
 mod manifest;
-mod sweep;
 mod verify;
 
 use std::collections::BTreeMap;
@@ -22,14 +21,13 @@ use sha2::{Digest, Sha256};
 
 pub use keys::{generate, private_pem, public_pem, read_public_key, signing_key};
 pub use manifest::{Manifest, VerdictSummary, MANIFEST_FILE, SIGNATURE_FILE};
-pub use sweep::for_sweep;
 pub use verify::verify;
 
+use crate::layout::Ownership;
 use manifest::{
     canonical_json, FileEntry, RunEvidence, RuntimeVersion, SignatureFile, ToolVersion, EVIDENCE_SCHEMA,
     SIGNATURE_SCHEMA,
 };
-use npugate_engine::layout::Ownership;
 use npugate_host::runtime::manifest::MANIFEST_FILE as RUNTIME_MANIFEST;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_settings::HarnessSettings;
@@ -110,8 +108,7 @@ impl Bundle {
     /// Adds a model as `<dir>/<file name>` with every file it refers to (external data, context
     /// binaries) beside it under its own name, all with `role`.
     pub fn model(self, role: &str, dir: &str, model: &Path) -> anyhow::Result<Bundle> {
-        let files =
-            npugate_engine::model::ModelFiles::read(model, &npugate_host::hash_cache::HashCache::default_cache())?;
+        let files = crate::model::ModelFiles::read(model, &npugate_host::hash_cache::HashCache::default_cache())?;
         let mut bundle = self.file(role, &format!("{dir}/{}", file_name(model)), model);
         for (file, local) in &files.referenced {
             bundle = bundle.file(role, &format!("{dir}/{}", file.name), local);
@@ -249,7 +246,8 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn file_name(path: &Path) -> String {
+/// The last component of `path` (empty when it has none), as a bundle names a copied file.
+pub fn file_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into())
 }
 

@@ -1,7 +1,10 @@
-//! `npugate run` over a resolved [`Plan`]: one target (this machine, or one emulated SoC) runs into
-//! `<out>` itself; several (devices, SoCs × QNN versions of the emulator) run in parallel into
-//! `<out>/<name>/` with `rack.json` beside them ([`device_rack::on_plan`], the split `compare` shares). The output check's fp32 reference runs on this
-//! machine (once, shared by a rack); then the cross-target output table and the evidence bundle.
+//! The run pipeline over a resolved [`Plan`] — what `npugate run` does, and the one place a
+//! target's run is built ([`RunInputs`]), which a sweep's cells share: one target (this machine,
+//! or one emulated SoC) runs into `<out>` itself; several (devices, SoCs × QNN versions of the
+//! emulator) run in parallel into `<out>/<name>/` with `rack.json` beside them
+//! ([`device_rack::on_plan`], the split `compare` shares). The output check's fp32 reference runs
+//! on this machine (once, shared by a rack); then the cross-target output table and the evidence
+//! bundle.
 
 use std::path::{Path, PathBuf};
 
@@ -10,25 +13,97 @@ use ed25519_dalek::SigningKey;
 use npugate_result::files;
 use npugate_settings::HarnessSettings;
 
+use crate::{Plan, Resources};
 use npugate_engine::compiled::ReferenceChoice;
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::consistency;
 use npugate_engine::device_rack::{self, Ran};
+use npugate_engine::evidence::{Bundle, VerdictSummary};
 use npugate_engine::layout::Placed;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::pipeline::{GateSpec, OutputsCheck, Sinks};
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{Rack, RackPolicy};
 use npugate_engine::run::{run_on, ReferenceSource, RunReport, RunSpec};
-use npugate_engine::targets::{Execution, Job, Target};
+use npugate_engine::targets::{Cancel, Execution, Job, Target};
+use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_nightly::evidence::{Bundle, VerdictSummary};
-use npugate_plan::{self as plan, Plan, Planned, Resources};
 
-/// What `npugate run` does on every target of its plan.
+/// What every target of one run shares — the model with its reference choice, the settings, the
+/// rules, the limit of one harness run, the interrupt flag and the output check's host tools — and
+/// the one place a target's [`RunSpec`] is built: `npugate run` builds one per target of its plan,
+/// a sweep one per cell.
+pub struct RunInputs<'a> {
+    model: &'a Path,
+    choice: &'a ReferenceChoice,
+    settings: &'a HarnessSettings,
+    /// The reference run's settings: `settings` with a compiled model's recorded source shapes
+    /// when they fix none.
+    reference_settings: HarnessSettings,
+    gate: Option<&'a GateSpec>,
+    timeouts: Timeouts,
+    cancel: &'a Cancel,
+    /// The host harness and runtime of the output check's reference run, when outputs are checked
+    /// and there is a reference model.
+    tools: Option<(PathBuf, RuntimeManifest)>,
+}
+
+impl<'a> RunInputs<'a> {
+    /// The inputs of running `model` (whose reference `choice` made) with `settings` under `gate`,
+    /// each phase within its limit of `timeouts`; the reference tools come from `resources` when `settings` check outputs.
+    pub fn new(
+        model: &'a Path,
+        choice: &'a ReferenceChoice,
+        settings: &'a HarnessSettings,
+        gate: Option<&'a GateSpec>,
+        timeouts: Timeouts,
+        cancel: &'a Cancel,
+        resources: &dyn Resources,
+    ) -> Result<RunInputs<'a>> {
+        let tools = match settings.check_outputs && choice.outputs.is_some() {
+            true => Some(crate::reference_tools(resources)?),
+            false => None,
+        };
+        let reference_settings = choice.settings_for(settings);
+        Ok(RunInputs { model, choice, settings, reference_settings, gate, timeouts, cancel, tools })
+    }
+
+    /// The output check's reference run on the host (`--reference-model`, a compiled model's
+    /// source, or the model itself), when outputs are checked.
+    pub fn reference_request(&self) -> Option<ReferenceRequest<'_>> {
+        let (harness, runtime) = self.tools.as_ref()?;
+        let model = self.choice.outputs.as_deref()?;
+        Some(ReferenceRequest {
+            harness,
+            runtime,
+            model,
+            settings: &self.reference_settings,
+            timeout: self.timeouts.reference,
+        })
+    }
+
+    /// The run of one target with `harness` and `runtime`: its job, the rules, and the output
+    /// check's reference — `shared` when a rack ran it once, else run inside the target's run.
+    pub fn spec<'s>(
+        &'s self,
+        harness: &'s Path,
+        runtime: &'s RuntimeManifest,
+        shared: Option<&'s Reference>,
+    ) -> RunSpec<'s> {
+        let job = Job {
+            reference_model: self.choice.source.as_deref(),
+            ..Job::new(harness, runtime, self.model, self.settings, self.timeouts.run, self.cancel)
+        };
+        let reference = match shared {
+            Some(reference) => Some(ReferenceSource::Ready(reference)),
+            None => self.reference_request().map(ReferenceSource::RunInside),
+        };
+        RunSpec { job, gate: self.gate, reference }
+    }
+}
+
+/// What `npugate run` does on every target of its plan (the model is the plan's).
 pub struct RunOptions<'a> {
-    /// The model as the user named it.
-    pub model: &'a Path,
     /// What to measure.
     pub settings: &'a HarnessSettings,
     /// The rules (`None`: only measure).
@@ -43,52 +118,25 @@ pub struct RunOptions<'a> {
     pub evidence: Option<(&'a Path, &'a SigningKey)>,
 }
 
-/// The reference of every target of one `npugate run`, decided once: the models (a compiled
-/// model's source) and the settings of the output check's reference run.
-struct References {
-    choice: ReferenceChoice,
-    /// The run's settings, with a compiled model's recorded source shapes when the run gave none.
-    settings: HarnessSettings,
-}
-
 /// Runs the plan — its one target into `<out>`, or every target into `<out>/<name>/` (the split
 /// [`device_rack::on_plan`] makes for `run` and `compare` alike) — and reports; returns the exit
 /// code (0 pass, 1 a rule failed, 2 could not judge).
 pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources) -> Result<u8> {
-    let choice = plan.model.reference.clone();
+    let choice = &plan.model.reference;
     if let Some(skipped) = choice.skipped_for(options.settings) {
         eprintln!("npugate: warning: {skipped}");
     }
-    let settings = choice.settings_for(options.settings);
-    let references = References { choice, settings };
-    let reference_tools = match options.settings.check_outputs && references.choice.outputs.is_some() {
-        true => Some(plan::reference_tools(resources)?),
-        false => None,
-    };
+    let cancel = &options.policy.cancel;
+    let inputs =
+        RunInputs::new(&plan.model.path, choice, options.settings, options.gate, plan.timeouts, cancel, resources)?;
     let one = plan.single().is_some();
     // One target runs its reference inside its own run; a rack shares one, run first.
-    let shared: Option<Reference> = match (&reference_tools, one) {
-        (Some((harness, runtime)), false) => Some(
-            reference_request(&references, harness, runtime)
-                .run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), &options.policy.cancel)?,
-        ),
+    let shared: Option<Reference> = match (inputs.reference_request(), one) {
+        (Some(request), false) => Some(request.run(&plan.out.join(files::OUTPUT_REFERENCE_DIR), cancel)?),
         _ => None,
     };
-    let specs: Vec<RunSpec> = plan
-        .targets
-        .iter()
-        .map(|planned| RunSpec {
-            job: job(plan, planned, options, &references),
-            gate: options.gate,
-            reference: match (&shared, &reference_tools) {
-                (Some(reference), _) => Some(ReferenceSource::Ready(reference)),
-                (None, Some((harness, runtime))) => {
-                    Some(ReferenceSource::RunInside(reference_request(&references, harness, runtime)))
-                }
-                (None, None) => None,
-            },
-        })
-        .collect();
+    let specs: Vec<RunSpec> =
+        plan.targets.iter().map(|planned| inputs.spec(&planned.harness, &planned.runtime, shared.as_ref())).collect();
     let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
     let work = |index: usize, target: &dyn Target, dir: &Path, progress: &Progress<'_>| {
         run_confirmed(options.confirm, dir, |d| run_on(target, &specs[index], d, progress))
@@ -106,13 +154,18 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         }
     };
     match device_rack::on_plan(&targets, one, &plan.out, &options.policy, work, &on_done)? {
-        Ran::One(report) => single(plan, &report, options, &references),
-        Ran::Rack(rack) => racked(plan, &rack, options, &references, shared.as_ref().zip(reference_tools.as_ref())),
+        Ran::One(report) => single(plan, &report, options),
+        Ran::Rack(rack) => racked(plan, &rack, options, shared.as_ref().zip(inputs.tools.as_ref())),
     }
 }
 
+/// The model the evidence bundle holds as the outputs' reference, when it is another model.
+fn other_reference(plan: &Plan) -> Option<&Path> {
+    plan.model.reference.outputs.as_deref().filter(|r| *r != plan.model.path)
+}
+
 /// What one target's run (into `<out>`) says: its problems, its verdict, the evidence.
-fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>, references: &References) -> Result<u8> {
+fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u8> {
     report_problems(&report.execution, &report.outputs, &report.placed);
     match &report.verdict {
         Some(verdict) => {
@@ -125,8 +178,8 @@ fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>, references:
         let one = &plan.targets[0];
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
         let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, verdict).subject(
-            options.model,
-            references.choice.outputs.as_deref().filter(|r| *r != options.model),
+            &plan.model.path,
+            other_reference(plan),
             &one.harness,
             &one.runtime,
             options.settings,
@@ -142,7 +195,6 @@ fn racked(
     plan: &Plan,
     rack: &Rack<RunReport>,
     options: &RunOptions<'_>,
-    references: &References,
     reference: Option<(&Reference, &(PathBuf, RuntimeManifest))>,
 ) -> Result<u8> {
     print!("{}", rack.report.lines());
@@ -173,8 +225,8 @@ fn racked(
         }
         let first = &plan.targets[0];
         bundle = bundle.file("device", files::RACK, &plan.out.join(files::RACK)).subject(
-            options.model,
-            references.choice.outputs.as_deref().filter(|r| *r != options.model),
+            &plan.model.path,
+            other_reference(plan),
             &first.harness,
             &first.runtime,
             options.settings,
@@ -191,32 +243,6 @@ fn racked(
         write_evidence(bundle, bundle_dir, key)?;
     }
     Ok(rack.report.exit_code)
-}
-
-/// The harness job of one planned target.
-fn job<'a>(plan: &Plan, one: &'a Planned, options: &'a RunOptions<'_>, references: &'a References) -> Job<'a> {
-    Job {
-        harness: &one.harness,
-        runtime: &one.runtime,
-        model: options.model,
-        prepared: None,
-        reference_model: references.choice.source.as_deref(),
-        settings: options.settings,
-        env: &[],
-        timeout: plan.timeout,
-        cancel: &options.policy.cancel,
-    }
-}
-
-/// The output check's reference run on the host: `--reference-model`, a compiled model's source,
-/// or the model itself (the caller checked there is one).
-fn reference_request<'a>(
-    references: &'a References,
-    harness: &'a Path,
-    runtime: &'a RuntimeManifest,
-) -> ReferenceRequest<'a> {
-    let model = references.choice.outputs.as_deref().unwrap_or(Path::new(""));
-    ReferenceRequest { harness, runtime, model, settings: &references.settings }
 }
 
 /// Says what went wrong besides the verdict: a harness that failed after measuring, an output
