@@ -16,6 +16,7 @@ pub mod contract;
 pub mod energy;
 pub mod generation;
 pub mod qnn_trace;
+pub mod report;
 pub mod resources;
 
 pub use contract::ReadError;
