@@ -122,7 +122,8 @@ impl Report for CalibrationReport {
         }
     }
     fn text(&self, _color: bool) -> String {
-        let mut out = format!("{}\nreference: {} ({})\n\n", self.label, self.reference.release, self.reference.location);
+        let mut out =
+            format!("{}\nreference: {} ({})\n\n", self.label, self.reference.release, self.reference.location);
         out.push_str(&format!(
             "{:<8} {:>5} {:>7} {:>9} {:>6}  FITTED ON\n",
             "SOC", "ROWS", "MODELS", "MEDIAN ERR", "P90 ERR"
@@ -151,7 +152,9 @@ impl Report for CalibrationReport {
                 out.push_str(&format!("\n{soc} latency model: {}\n", terms.join(" + ")));
             }
         }
-        out.push_str("\nErrors are leave-one-model-out: each AI Hub row predicted by a fit without any row of its model.\n");
+        out.push_str(
+            "\nErrors are leave-one-model-out: each AI Hub row predicted by a fit without any row of its model.\n",
+        );
         out
     }
     fn json(&self) -> String {

@@ -13,10 +13,10 @@ use npugate_settings::{EpKind, InputFile, SessionSettings, ShapeSpec};
 
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
-use npugate_htp::folder_preflight::{FolderPreflightReport, GraphPreflight};
 use npugate_engine::host_preflight::Claimed;
+use npugate_htp::folder_preflight::{FolderPreflightReport, GraphPreflight};
 use npugate_htp::preflight::{HtpPreflightRequest, REPORT_FILE};
-use npugate_htp::saver::{PreflightRequest, Predicted};
+use npugate_htp::saver::{Predicted, PreflightRequest};
 use npugate_htp::HostHtp;
 use npugate_onnx::genai::LlmModel;
 use npugate_onnx::llm_shapes::{phase_shapes, PhaseShapes};
