@@ -350,8 +350,7 @@ fn the_developing_chapters_rust_examples_are_the_code() {
         let named = before.join("\n");
         let file = named
             .split('`')
-            .filter(|span| span.ends_with(".rs") && span.contains('/'))
-            .last()
+            .rfind(|span| span.ends_with(".rs") && span.contains('/'))
             .unwrap_or_else(|| panic!("docs/src/developing.md:{}: name the example's file before it", block.line));
         let source = std::fs::read_to_string(repo().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(
