@@ -120,7 +120,7 @@ pub fn main() -> ExitCode {
     let console = Console::decide(cli.progress);
     let outcome = match command {
         Command::Runtime(c) => runtime::run(c),
-        Command::Model(c) => model::run(c),
+        Command::Model(c) => model::run(c, &console),
         Command::Placement(a) => placement::run(a, &console),
         Command::Run(a) => run::run(a, &console),
         Command::Compare(a) => compare::run(a, &console),
