@@ -20,7 +20,7 @@ use npugate_host::runtime::manifest::qnn_sdk_version;
 const PREFIX: &str = "npugate.compiled_for.";
 
 /// What a context model was compiled for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CompiledFor {
     /// SoC model, e.g. `SM8650`.
     pub soc: String,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use npugate_profile::report::PlacementReport;
+use npugate_result::report::{json_of, Report};
 use npugate_result::{contract, files};
 use npugate_settings::{HarnessSettings, SessionSettings};
 
@@ -33,6 +34,25 @@ pub struct HostPreflight<'a> {
     pub session: &'a SessionSettings,
     /// The longest it may take ([`Timeouts::tool`](crate::timeouts::Timeouts::tool)).
     pub timeout: Duration,
+}
+
+/// A host preflight's placement as `npugate preflight --ep <ep>` reports it: the placement text
+/// on a terminal, exit 1 when a node falls back against the model's wishes.
+pub struct Claimed<'a>(pub &'a PlacementReport);
+
+impl Report for Claimed<'_> {
+    fn schema(&self) -> &str {
+        &self.0.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.0.preflight_exit_code()
+    }
+    fn text(&self, color: bool) -> String {
+        npugate_gate::export::placement_text(self.0, &npugate_gate::Rules::default(), color)
+    }
+    fn json(&self) -> String {
+        json_of(self.0)
+    }
 }
 
 impl HostPreflight<'_> {

@@ -14,6 +14,7 @@ pub mod domain;
 pub mod features;
 pub mod fit;
 pub mod reference;
+pub mod report;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,7 @@ pub use features::{GraphFeatures, MacClass, Precision};
 pub use fit::{HeldOutError, HeldOutPrediction, LatencyModel, TERMS};
 pub use npugate_result::estimate::SocEstimate;
 pub use reference::{chip, Reference, ReferenceError, ReferenceSource};
+pub use report::{CalibratedSoc, CalibrationReport, CALIBRATION_SCHEMA};
 
 /// Schema of `npugate estimate --json`.
 pub const ESTIMATE_SCHEMA: &str = "npugate.estimate/1";

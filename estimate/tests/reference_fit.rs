@@ -77,3 +77,25 @@ fn a_soc_without_reference_rows_gets_no_estimate_and_says_why() {
     let none = estimator.estimate("SM8650", &unknown);
     assert!(none.no_estimate.as_deref().unwrap().contains("no w4a16 models"), "{none:?}");
 }
+
+#[test]
+fn the_calibration_report_has_a_row_per_soc_and_names_a_soc_without_runs() {
+    use npugate_result::report::Report;
+    let estimator = estimator();
+    let socs = ["SM8650".to_string(), "SM0000".to_string()];
+    let report = npugate_estimate::CalibrationReport::of(&estimator, &socs);
+    assert_eq!(report.exit_code(), 0, "SM8650 is fitted");
+    let text = report.text(false);
+    let fitted = estimator.calibrate("SM8650").unwrap();
+    let row = text.lines().find(|line| line.starts_with("SM8650 ")).expect("a row for SM8650");
+    assert!(row.contains(&format!(" {} ", fitted.error.rows)), "{row}");
+    let why = estimator.calibrate("SM0000").unwrap_err();
+    assert!(text.contains(&format!("SM0000   no estimate: {why}")), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+    assert_eq!(json["schema"], npugate_estimate::CALIBRATION_SCHEMA);
+    assert_eq!(json["socs"][0]["calibration"]["error"]["rows"], fitted.error.rows);
+    assert_eq!(json["socs"][1]["no_estimate"], why.as_str());
+    assert!(json["socs"][1].get("calibration").is_none());
+    let nothing = npugate_estimate::CalibrationReport::of(&estimator, &socs[1..]);
+    assert_eq!(nothing.exit_code(), 1, "no SoC fitted");
+}

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use npugate_result::contract::EXIT_PASS;
+use npugate_result::report::{json_of, Report};
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::catalog::WheelPin;
@@ -55,6 +57,28 @@ pub struct SampleListing {
 /// The catalog as `npugate model list --json` prints it.
 pub fn listing() -> Result<SampleListing> {
     Ok(SampleListing { schema: SAMPLES_SCHEMA, models: all()? })
+}
+
+/// `npugate model list`'s finished result: one line per sample, with the `--shape` flags it runs with.
+impl Report for SampleListing {
+    fn schema(&self) -> &str {
+        self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        let mut text = String::new();
+        for sample in &self.models {
+            let flags: Vec<String> = sample.shapes.iter().map(|s| format!("--shape {s}")).collect();
+            let shape = if flags.is_empty() { String::new() } else { format!(" (run with {})", flags.join(" ")) };
+            text.push_str(&format!("{:<18} {}{shape}\n", sample.name, sample.description));
+        }
+        text
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
 }
 
 /// Makes the sample model `name` present in `<cache>/models`; returns its path.

@@ -55,7 +55,7 @@ pub struct CompileRequest<'a> {
 }
 
 /// A written context model.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Compiled {
     /// The `_ctx.onnx` written.
     pub path: PathBuf,

@@ -54,7 +54,7 @@ pub struct FolderCompileRequest<'a> {
 }
 
 /// One graph of a compiled folder.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CompiledGraph {
     /// The graph's id in the config.
     pub id: String,
@@ -69,7 +69,7 @@ pub struct CompiledGraph {
 }
 
 /// A written compiled folder.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct CompiledFolder {
     /// The folder written.
     pub dir: PathBuf,

@@ -3,9 +3,10 @@
 //! its result directories are. `npugate preflight --json` of a folder prints it.
 
 use npugate_result::contract;
+use npugate_result::report::{json_of, Report};
 use serde::{Deserialize, Serialize};
 
-use crate::preflight::HtpPreflightReport;
+use crate::preflight::{summary as htp_summary, HtpPreflightReport, SocOutcome, SocVerdict};
 
 /// Schema id of [`FolderPreflightReport`].
 pub const FOLDER_PREFLIGHT_SCHEMA: &str = "npugate.htp-folder-preflight/1";
@@ -56,4 +57,61 @@ impl FolderPreflightReport {
             exit_code,
         }
     }
+}
+
+/// `npugate preflight`'s report of an LLM folder: one line per graph, phase and SoC, then each
+/// one's table (with the QNN version on each line when several judged it).
+impl Report for FolderPreflightReport {
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.exit_code
+    }
+    fn text(&self, _color: bool) -> String {
+        let several_versions = self.graphs.iter().any(|graph| graph.report.qnn.len() > 1);
+        folder_summary(self, several_versions) + "\n"
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
+}
+
+/// A folder's preflight as text: one line per graph, phase and SoC, then each one's table.
+fn folder_summary(report: &FolderPreflightReport, qnn: bool) -> String {
+    let label = |graph: &GraphPreflight| match &graph.phase {
+        Some(phase) => format!("graph {} ({}) {phase} phase", graph.graph, graph.file),
+        None => format!("graph {} ({})", graph.graph, graph.file),
+    };
+    let mut text = String::new();
+    for graph in &report.graphs {
+        for soc in &graph.report.socs {
+            text.push_str(&format!("{} on {}\n", label(graph), soc_verdict(soc, qnn)));
+        }
+    }
+    for graph in &report.graphs {
+        let sized = match graph.shapes.is_empty() {
+            true => String::new(),
+            false => format!(" sized {}", graph.shapes.join(" ")),
+        };
+        text.push_str(&format!("\n{}{sized}:\n{}", label(graph), htp_summary(&graph.report)));
+    }
+    text
+}
+
+/// `SM8650 (v75): pass: every node on the HTP, compiled` (with the QNN version when several are judged).
+fn soc_verdict(soc: &SocVerdict, qnn: bool) -> String {
+    let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
+    let outcome = match soc.outcome {
+        SocOutcome::Pass => "pass",
+        SocOutcome::Fail => "fail",
+        SocOutcome::Error => "could not judge",
+    };
+    let verdict = match (&soc.error, left.is_empty()) {
+        (Some(error), _) => format!("{outcome}: {}", error.lines().next().unwrap_or_default()),
+        (None, true) => format!("{outcome}: every node on the HTP, compiled"),
+        (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
+    };
+    let qnn = if qnn { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
+    format!("{} ({}){qnn}: {verdict}", soc.soc, soc.htp_arch)
 }

@@ -15,6 +15,7 @@ pub mod choose;
 pub mod compat;
 pub mod compile;
 pub mod compile_folder;
+pub mod compile_report;
 pub mod folder_preflight;
 pub mod preflight;
 pub mod saver;

@@ -23,6 +23,7 @@ use npugate_profile::profile::Profile;
 use npugate_profile::report::PlacementReport;
 use npugate_profile::result_dir::{read_profile, read_rejections};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use npugate_result::report::{json_of, Report};
 use npugate_result::{files, RunResult};
 use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpKind, HarnessSettings, InputFile, QnnArgs, SessionSettings, ShapeSpec};
@@ -108,6 +109,22 @@ pub struct HtpPreflightReport {
 
 impl contract::Document for HtpPreflightReport {
     const SCHEMA: contract::Schema = contract::Schema::new(HTP_PREFLIGHT_SCHEMA);
+}
+
+/// `npugate preflight`'s report on the host HTP backend: [`summary`] on a terminal.
+impl Report for HtpPreflightReport {
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.exit_code
+    }
+    fn text(&self, _color: bool) -> String {
+        summary(self)
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
 }
 
 /// One QNN version of a preflight: its runtime and the build of its HTP backend.

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use npugate_profile::report::PlacementReport;
+use npugate_result::report::{json_of, Report};
 use npugate_result::{contract, files, RunStatus};
 use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings};
@@ -133,9 +134,23 @@ fn check_runtime(runtime: &RuntimeManifest) -> Result<()> {
     Ok(())
 }
 
-/// Nodes that would fall back to CPU against the model's wishes (not I/O quantization by design).
-pub fn unexpected_fallbacks(report: &PlacementReport) -> impl Iterator<Item = &npugate_profile::report::FallbackNode> {
-    report.fallback.iter().filter(|f| !f.expected)
+/// A Saver preflight's placement as `npugate preflight --backend saver` reports it: [`summary`]
+/// on a terminal, exit 1 when a node would fall back against the model's wishes.
+pub struct Predicted<'a>(pub &'a PlacementReport);
+
+impl Report for Predicted<'_> {
+    fn schema(&self) -> &str {
+        &self.0.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.0.preflight_exit_code()
+    }
+    fn text(&self, _color: bool) -> String {
+        summary(self.0)
+    }
+    fn json(&self) -> String {
+        json_of(self.0)
+    }
 }
 
 /// The terminal summary: the label, the share on QNN, every fallback with the EP's own reason.
@@ -152,7 +167,7 @@ pub fn summary(report: &PlacementReport) -> String {
             text.push_str(&format!("    hint: {hint}\n"));
         }
     }
-    if unexpected_fallbacks(report).next().is_none() {
+    if report.unexpected_fallbacks().next().is_none() {
         text.push_str("  every node would be claimed by QNN\n");
     }
     text

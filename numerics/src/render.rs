@@ -10,6 +10,7 @@ use npugate_gate::export::{paint, text_table, BOLD, GREEN, RED, YELLOW};
 use npugate_gate::outputs::fmt_metric;
 use npugate_gate::page::{self, Plot, Px};
 use npugate_gate::Outcome;
+use npugate_result::report::{json_of, Report};
 
 use super::matching::{Side, UnmatchedReason};
 use super::placement::Placement;
@@ -183,6 +184,22 @@ fn side_label(side: Side) -> &'static str {
     match side {
         Side::Model => "model",
         Side::Reference => "reference",
+    }
+}
+
+/// `npugate numerics`' finished result: [`text`] on a terminal, exit 1 on a divergence.
+impl Report for NumericsReport {
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.outcome.exit_code()
+    }
+    fn text(&self, color: bool) -> String {
+        text(self, color)
+    }
+    fn json(&self) -> String {
+        json_of(self)
     }
 }
 

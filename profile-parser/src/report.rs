@@ -1,6 +1,6 @@
 //! The placement report: the typed, versioned answer to "where did the model run".
 
-use npugate_result::contract::{Document, Schema};
+use npugate_result::contract::{Document, Schema, EXIT_FAIL, EXIT_PASS};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier of a serialized [`PlacementReport`].
@@ -75,6 +75,22 @@ pub struct CompiledAttribution {
 
 impl Document for PlacementReport {
     const SCHEMA: Schema = Schema::new(PLACEMENT_SCHEMA);
+}
+
+impl PlacementReport {
+    /// Nodes that fall back against the model's wishes (not I/O quantization by design).
+    pub fn unexpected_fallbacks(&self) -> impl Iterator<Item = &FallbackNode> {
+        self.fallback.iter().filter(|f| !f.expected)
+    }
+
+    /// A preflight's exit code from this placement: 1 when a node falls back against the model's
+    /// wishes, 0 otherwise.
+    pub fn preflight_exit_code(&self) -> u8 {
+        match self.unexpected_fallbacks().next() {
+            Some(_) => EXIT_FAIL,
+            None => EXIT_PASS,
+        }
+    }
 }
 
 /// One graph of an LLM model folder in one phase.

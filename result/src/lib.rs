@@ -17,6 +17,7 @@ pub mod energy;
 pub mod estimate;
 pub mod generation;
 pub mod qnn_trace;
+pub mod report;
 pub mod resources;
 
 pub use contract::ReadError;

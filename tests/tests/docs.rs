@@ -337,3 +337,27 @@ fn the_summary_lists_every_chapter_once() {
     let files: BTreeSet<String> = chapters().into_keys().filter(|name| name != "SUMMARY.md").collect();
     assert_eq!(unique, files, "SUMMARY.md must list every .md file of docs/src/ (and nothing else)");
 }
+
+/// The developing chapter's examples of a report kind and an output format are the code: each
+/// ```` ```rust ```` block appears word for word in the last `*.rs` file the chapter names before it.
+#[test]
+fn the_developing_chapters_rust_examples_are_the_code() {
+    let text = chapters().remove("developing.md").expect("docs/src/developing.md");
+    let blocks: Vec<Block> = code_blocks(&text).into_iter().filter(|block| block.info.trim() == "rust").collect();
+    assert!(!blocks.is_empty(), "docs/src/developing.md has no rust example to check");
+    for block in blocks {
+        let before: Vec<&str> = text.lines().take(block.line - 1).collect();
+        let named = before.join("\n");
+        let file = named
+            .split('`')
+            .rfind(|span| span.ends_with(".rs") && span.contains('/'))
+            .unwrap_or_else(|| panic!("docs/src/developing.md:{}: name the example's file before it", block.line));
+        let source = std::fs::read_to_string(repo().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            source.contains(&block.text),
+            "docs/src/developing.md:{}: the example is not in {file} word for word:\n{}",
+            block.line,
+            block.text
+        );
+    }
+}

@@ -13,6 +13,7 @@ use npugate_htp::choose::{self, AccuracyRule, ChooseReport, ChooseRequest, Varia
 use npugate_htp::HostHtp;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 use npugate_result::contract;
+use npugate_result::report::Finished;
 use npugate_settings::{EpKind, SessionSettings};
 
 use super::console::Console;
@@ -154,19 +155,11 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         let manifest = evidence_bundle(&report, &plan.out, &host)?.write(&dir, &key)?;
         eprintln!("npugate: evidence bundle of {} file(s) in {}", manifest.files.len(), dir.display());
     }
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", choose::render::terminal(&report));
-        for change in &report.changes {
-            println!("FAIL  since the baseline: {change}");
-        }
-        eprintln!(
-            "npugate: choose.json, manifest.json (+ models/), choose.md, choose.html and each run in {}",
-            plan.out.display()
-        );
-    }
-    Ok(report.exit_code)
+    let saved = format!(
+        "choose.json, manifest.json (+ models/), choose.md, choose.html and each run in {}",
+        plan.out.display()
+    );
+    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
 }
 
 /// The index of the float variant: `--reference-model` (added as a variant when it is none of

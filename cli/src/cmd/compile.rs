@@ -5,20 +5,21 @@
 //! compatibility matrix. Exit 0 fully compiled, 1 nodes left on the CPU (named; the file is still
 //! written), 2 error.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
+use npugate_result::report::Finished;
 use npugate_settings::{EpKind, SessionSettings};
 
 use super::console::Console;
-use super::options::{EmulatorArgs, LlmLengthArgs, SubjectArgs};
-use npugate_engine::targets::Cancel;
+use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
+use npugate_engine::progress::Progress;
 use npugate_host::hexagon::Soc;
 use npugate_htp::compat::CompatRequest;
-use npugate_htp::compile::{CompileRequest, Compiled};
+use npugate_htp::compile::CompileRequest;
 use npugate_htp::compile_folder::FolderCompileRequest;
+use npugate_htp::compile_report::{CompatMeasured, CompileReport};
 use npugate_htp::HostHtp;
 use npugate_onnx::genai::LlmModel;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
@@ -48,6 +49,9 @@ pub struct CompileArgs {
     /// How the session is made (`--shape`, `--enable-htp-fp16-precision` [default: 1], …).
     #[command(flatten)]
     pub session: SessionSettings,
+    /// `--json`: `npugate.compile/1` instead of text.
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 impl CompileArgs {
@@ -84,7 +88,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         .collect();
     let cancel = &console.cancel;
     if let Some(llm) = plan.model.llm() {
-        return compile_folder(&args, llm, &hosts, soc, &plan, cancel);
+        return compile_folder(&args, llm, &hosts, soc, &plan, console);
     }
     let compile = |host: &HostHtp, out: &Path| {
         let fp16 = plan.fp16;
@@ -102,20 +106,21 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     };
     if let [host] = hosts.as_slice() {
         let compiled = compile(host, &plan.out)?;
-        print_compiled(&compiled);
-        return Ok(if compiled.left_on_cpu.is_empty() { EXIT_PASS } else { EXIT_FAIL });
+        let saved = format!("the compile's result and ort.log in {}", compiled.job_dir.display());
+        return Ok(console.finished(args.json.json, Finished::saved(&CompileReport::of(vec![compiled]), saved)));
     }
     let dir = &plan.out;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    let mut contexts = Vec::new();
-    let mut left_on_cpu = false;
+    let mut all = Vec::new();
     for host in &hosts {
         let compiled = compile(host, &dir.join(format!("{stem}_qnn{}_ctx.onnx", host.qnn_sdk())))?;
-        print_compiled(&compiled);
-        left_on_cpu |= !compiled.left_on_cpu.is_empty();
-        contexts.push((compiled.compiled_for.qnn_sdk.clone(), compiled.path));
+        let note = format!("the compile's result and ort.log in {}", compiled.job_dir.display());
+        Progress::new(&compiled.compiled_for.qnn_sdk, &*console.reporter).note(&note);
+        all.push(compiled);
     }
+    let contexts: Vec<(String, PathBuf)> =
+        all.iter().map(|compiled| (compiled.compiled_for.qnn_sdk.clone(), compiled.path.clone())).collect();
     let measured_by =
         std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
     let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -129,10 +134,11 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         timeout: plan.timeouts.context_load,
     }
     .run(&compat_dir, &console.policy(0))?;
-    println!("\ncontext compatibility on the host HTP emulator as {} ({}): each context loaded (and run once) under every QNN version", soc.model, soc.arch);
-    print!("{}", matrix.table());
-    eprintln!("npugate: the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
-    Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
+    let saved = format!("the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
+    let context_compat =
+        CompatMeasured { soc: soc.model.to_string(), htp_arch: soc.arch.to_string(), dir: compat_dir, matrix };
+    let report = CompileReport { context_compat: Some(context_compat), ..CompileReport::of(all) };
+    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
 }
 
 /// An LLM folder: every graph into one weight-shared context, written as a compiled folder
@@ -143,7 +149,7 @@ fn compile_folder(
     hosts: &[HostHtp],
     soc: Soc,
     plan: &Plan,
-    cancel: &Cancel,
+    console: &Console,
 ) -> Result<u8> {
     let [host] = hosts else {
         bail!("compile writes an LLM folder's weight-shared context with one QNN version: pass one --qnn");
@@ -157,44 +163,7 @@ fn compile_folder(
         lengths: args.lengths.resolve(llm),
         timeout: plan.timeouts.tool,
     };
-    let compiled = request.run(&plan.out, cancel)?;
-    let mut left_on_cpu = false;
-    for graph in &compiled.graphs {
-        println!("{}: graph {} compiled for {}", graph.path.display(), graph.id, graph.compiled_for.describe());
-        if !graph.shapes.is_empty() {
-            println!("  sized {}", graph.shapes);
-        }
-        for node in &graph.left_on_cpu {
-            println!(
-                "  left on the CPU: {} ({}): {}",
-                node.name,
-                node.op_type,
-                node.reason.as_deref().unwrap_or("no reason in the log")
-            );
-        }
-        left_on_cpu |= !graph.left_on_cpu.is_empty();
-    }
-    println!(
-        "one context binary for {} graphs (weights shared): {}",
-        compiled.graphs.len(),
-        compiled.context_binary.display()
-    );
-    println!("{}: the compiled folder; run it with --model {}", compiled.dir.display(), compiled.dir.display());
-    eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
-    Ok(if left_on_cpu { EXIT_FAIL } else { EXIT_PASS })
-}
-
-/// What one compile wrote and left on the CPU.
-fn print_compiled(compiled: &Compiled) {
-    println!("{}: compiled for {}", compiled.path.display(), compiled.compiled_for.describe());
-    for file in &compiled.context_files {
-        println!("  context binary beside it: {}", file.display());
-    }
-    for note in &compiled.notes {
-        println!("  note: {note}");
-    }
-    for line in npugate_htp::preflight::node_lines(&compiled.left_on_cpu, &|_| "left on the CPU") {
-        println!("{line}");
-    }
-    eprintln!("npugate: the compile's result and ort.log in {}", compiled.job_dir.display());
+    let compiled = request.run(&plan.out, &console.cancel)?;
+    let saved = format!("the compile's result and ort.log in {}", compiled.job_dir.display());
+    Ok(console.finished(args.json.json, Finished::saved(&CompileReport::of_folder(compiled), saved)))
 }

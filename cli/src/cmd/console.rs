@@ -1,6 +1,7 @@
 //! What `main` decides once for the whole process and hands to every command: whether standard
 //! output is coloured, the interrupt flag (one Ctrl-C/SIGTERM handler for the process) and the
-//! reporter every target's progress goes to (`--progress`).
+//! reporter every target's progress goes to (`--progress`); and the one way a command shows its
+//! finished result ([`Console::finished`]).
 
 use std::io::IsTerminal;
 use std::sync::{Arc, OnceLock};
@@ -10,6 +11,7 @@ use clap::ValueEnum;
 use npugate_engine::progress::{Reporter, Shown};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::Cancel;
+use npugate_result::report::{self, Finished};
 
 /// `--progress`: how the work's progress is shown on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -53,6 +55,12 @@ impl Console {
             cancel: interrupt_flag(),
             reporter: Arc::from(shown.reporter()),
         }
+    }
+
+    /// Shows a command's finished result with the reporter `--json` chooses (the versioned JSON
+    /// document, or the terminal text) and returns the command's exit code, the report's.
+    pub fn finished(&self, json: bool, finished: Finished<'_>) -> u8 {
+        report::reporter(json, self.color).finished(&finished)
     }
 
     /// How a rack of this command retries (`retries` times, a second apart), stops and reports.

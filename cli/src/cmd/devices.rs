@@ -8,7 +8,10 @@ use std::path::Path;
 use super::options::{DeviceArgs, HistoryArg, JsonArg, WorkDirArg};
 use npugate_aihub::devices as aihub_devices;
 use npugate_android::device_lock::{self, LockOptions};
-use npugate_android::devices::{self, DeviceChoice, DeviceInfo};
+use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
+use npugate_result::report::{json_of, Finished, Report};
+
+use super::console::Console;
 use npugate_nightly::history::{health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.
@@ -47,7 +50,67 @@ struct AiHubListing {
     api_url: String,
     /// True only for Qualcomm's own service.
     qualcomm: bool,
+    /// The service in words, for the text.
+    #[serde(skip)]
+    service: String,
     devices: Vec<AiHubListed>,
+}
+
+/// `npugate devices --aihub`'s finished result: a table of the devices and how to run on one.
+impl Report for AiHubListing {
+    fn schema(&self) -> &str {
+        self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let rows = self
+            .devices
+            .iter()
+            .map(|d| vec![d.name.clone(), d.os.clone(), o(&d.chipset), o(&d.hexagon), d.frameworks.join(",")]);
+        format!(
+            "AI Hub: {}\n{}run on one with `npugate run --aihub NAME` (a part of a name, or attributes such as chipset:…; ONNX needs framework onnx)\n",
+            self.service,
+            npugate_host::table::plain(&["NAME", "OS", "CHIPSET", "HEXAGON", "FRAMEWORKS"], rows)
+        )
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
+}
+
+/// `npugate devices --json` (`npugate.devices/1`): the devices adb lists, with the noise floor the
+/// history holds for each.
+#[derive(Debug, serde::Serialize)]
+struct Listed<'a> {
+    /// The devices (and the schema).
+    #[serde(flatten)]
+    list: &'a DeviceList,
+    /// Each listed device's noise floor.
+    health: &'a [DeviceHealth],
+    /// The history the noise floors come from, for the text.
+    #[serde(skip)]
+    history: &'a Path,
+}
+
+/// `npugate devices`' finished result: a row per device, what each cannot tell, its noise floor.
+impl Report for Listed<'_> {
+    fn schema(&self) -> &str {
+        &self.list.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        let mut text = table(&self.list.devices);
+        self.list.devices.iter().filter_map(DeviceInfo::gap).for_each(|gap| text.push_str(&format!("{gap}\n")));
+        text + &health_lines(self.health, self.history)
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
 }
 
 /// One AI Hub device.
@@ -62,7 +125,7 @@ struct AiHubListed {
 }
 
 /// `npugate devices --aihub`: a table (or `npugate.aihub-devices/1` with `--json`).
-fn aihub(json: bool) -> anyhow::Result<u8> {
+fn aihub(console: &Console, json: bool) -> anyhow::Result<u8> {
     let session = super::options::aihub_session()?;
     let config = session.client().config();
     let devices = aihub_devices::list(session.client())?;
@@ -70,6 +133,7 @@ fn aihub(json: bool) -> anyhow::Result<u8> {
         schema: "npugate.aihub-devices/1",
         api_url: config.api_url.clone(),
         qualcomm: config.is_qualcomm(),
+        service: config.service(),
         devices: devices
             .iter()
             .map(|d| AiHubListed {
@@ -82,25 +146,13 @@ fn aihub(json: bool) -> anyhow::Result<u8> {
             })
             .collect(),
     };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&listing)?);
-        return Ok(EXIT_PASS);
-    }
-    println!("AI Hub: {}", config.service());
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let rows = listing
-        .devices
-        .iter()
-        .map(|d| vec![d.name.clone(), d.os.clone(), o(&d.chipset), o(&d.hexagon), d.frameworks.join(",")]);
-    print!("{}", npugate_host::table::plain(&["NAME", "OS", "CHIPSET", "HEXAGON", "FRAMEWORKS"], rows));
-    println!("run on one with `npugate run --aihub NAME` (a part of a name, or attributes such as chipset:…; ONNX needs framework onnx)");
-    Ok(EXIT_PASS)
+    Ok(console.finished(json, Finished::new(&listing)))
 }
 
 /// Runs `npugate devices`.
-pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
+pub fn run(args: DevicesArgs, console: &Console) -> anyhow::Result<u8> {
     if args.aihub {
-        return aihub(args.json.json);
+        return aihub(console, args.json.json);
     }
     let adb = args.options.adb()?;
     if let Some(serial) = &args.unlock {
@@ -120,16 +172,8 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<u8> {
     let history = args.history.path();
     let mut health = health::load(&history)?.unwrap_or_default();
     health.retain(|h| list.devices.iter().any(|d| d.serial == h.serial));
-    if args.json.json {
-        let mut json = serde_json::to_value(&list)?;
-        json["health"] = serde_json::to_value(&health)?;
-        println!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        print!("{}", table(&list.devices));
-        list.devices.iter().filter_map(DeviceInfo::gap).for_each(|gap| println!("{gap}"));
-        print!("{}", health_lines(&health, &history));
-    }
-    Ok(EXIT_PASS)
+    let listed = Listed { list: &list, health: &health, history: &history };
+    Ok(console.finished(args.json.json, Finished::new(&listed)))
 }
 
 /// One row per device, columns aligned by display width.

@@ -14,6 +14,7 @@ use npugate_engine::harnesses::{self, HarnessTarget};
 use npugate_engine::targets::{host_triple, wine};
 use npugate_result::build::{Build, UNKNOWN_COMMIT};
 use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
+use npugate_result::report::{self, Finished};
 
 /// The schema of `npugate doctor --json`.
 pub const DOCTOR_SCHEMA: &str = "npugate.doctor/1";
@@ -145,13 +146,28 @@ pub struct Problem {
 }
 
 /// Runs `npugate doctor`.
-pub fn run(args: DoctorArgs) -> Result<u8> {
+pub fn run(args: DoctorArgs, console: &super::console::Console) -> Result<u8> {
     let report = examine()?;
-    match args.json.json {
-        true => println!("{}", serde_json::to_string_pretty(&report)?),
-        false => print!("{}", text(&report)),
+    Ok(console.finished(args.json.json, Finished::new(&report)))
+}
+
+/// `npugate doctor`'s finished result: [`text`] on a terminal, exit 1 unless the basics work.
+impl report::Report for Report {
+    fn schema(&self) -> &str {
+        self.schema
     }
-    Ok(if report.basics_work { EXIT_PASS } else { EXIT_FAIL })
+    fn exit_code(&self) -> u8 {
+        match self.basics_work {
+            true => EXIT_PASS,
+            false => EXIT_FAIL,
+        }
+    }
+    fn text(&self, _color: bool) -> String {
+        text(self)
+    }
+    fn json(&self) -> String {
+        report::json_of(self)
+    }
 }
 
 /// `npugate --version`: this npugate's build and each harness's.

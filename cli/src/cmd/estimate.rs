@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use npugate_estimate::{
-    chip, EstimateReport, Estimator, GraphFeatures, Reference, SocEstimate, ESTIMATE_SCHEMA, LABEL, TERMS,
+    chip, CalibrationReport, EstimateReport, Estimator, GraphFeatures, Reference, SocEstimate, ESTIMATE_SCHEMA, LABEL,
 };
-use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
+use npugate_result::report::Finished;
 use npugate_settings::{EpKind, ShapeSpec};
 
 use super::options::{JsonArg, OutArg, RuntimeArgs};
@@ -45,9 +45,6 @@ pub struct EstimateArgs {
     pub json: JsonArg,
 }
 
-/// Schema of `npugate estimate --json` without a model.
-const CALIBRATION_SCHEMA: &str = "npugate.estimate-calibration/1";
-
 /// Runs `npugate estimate`.
 pub fn run(args: EstimateArgs, console: &Console) -> Result<u8> {
     let reference = match &args.reference {
@@ -57,7 +54,7 @@ pub fn run(args: EstimateArgs, console: &Console) -> Result<u8> {
     let estimator = Estimator::new(reference);
     let socs = socs(&args.socs, &estimator.reference)?;
     match &args.model {
-        None => calibration(&estimator, &socs, args.json.json),
+        None => Ok(console.finished(args.json.json, Finished::new(&CalibrationReport::of(&estimator, &socs)))),
         Some(model) => estimate(&args, model, &estimator, &socs, console),
     }
 }
@@ -81,59 +78,6 @@ fn socs(flags: &[String], reference: &Reference) -> Result<Vec<String>> {
         }
     }
     Ok(socs)
-}
-
-/// Each SoC's latency model, its coefficients and its leave-one-model-out error.
-fn calibration(estimator: &Estimator, socs: &[String], json: bool) -> Result<u8> {
-    let fitted: Vec<(String, Result<npugate_estimate::SocCalibration, String>)> =
-        socs.iter().map(|soc| (soc.clone(), estimator.calibrate(soc))).collect();
-    if json {
-        let socs: Vec<serde_json::Value> = fitted
-            .iter()
-            .map(|(soc, fit)| match fit {
-                Ok(calibration) => serde_json::json!({ "soc": soc, "calibration": calibration }),
-                Err(why) => serde_json::json!({ "soc": soc, "no_estimate": why }),
-            })
-            .collect();
-        let report = serde_json::json!({
-            "schema": CALIBRATION_SCHEMA,
-            "label": LABEL,
-            "terms": TERMS,
-            "reference": estimator.reference.source,
-            "socs": socs,
-        });
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!("{LABEL}");
-        println!("reference: {} ({})\n", estimator.reference.source.release, estimator.reference.source.location);
-        println!("{:<8} {:>5} {:>7} {:>9} {:>6}  FITTED ON", "SOC", "ROWS", "MODELS", "MEDIAN ERR", "P90 ERR");
-        for (soc, fit) in &fitted {
-            match fit {
-                Ok(c) => println!(
-                    "{soc:<8} {:>5} {:>7} {:>9.0}% {:>6.0}%  {}",
-                    c.error.rows,
-                    c.error.models,
-                    100.0 * c.error.median_rel,
-                    100.0 * c.error.p90_rel,
-                    c.devices.join(", ")
-                ),
-                Err(why) => println!("{soc:<8} no estimate: {why}"),
-            }
-        }
-        for (soc, fit) in &fitted {
-            if let Ok(c) = fit {
-                let terms: Vec<String> = TERMS
-                    .iter()
-                    .zip(&c.model.coefficients)
-                    .filter(|(_, v)| **v > 0.0)
-                    .map(|(term, v)| format!("{v:.4} {term}"))
-                    .collect();
-                println!("\n{soc} latency model: {}", terms.join(" + "));
-            }
-        }
-        println!("\nErrors are leave-one-model-out: each AI Hub row predicted by a fit without any row of its model.");
-    }
-    Ok(if fitted.iter().any(|(_, f)| f.is_ok()) { EXIT_PASS } else { EXIT_FAIL })
 }
 
 /// The model's node shapes from one CPU run on this machine, its features, and the estimate per SoC.
@@ -177,38 +121,5 @@ fn estimate(
         reference: estimator.reference.source.clone(),
         socs: estimates,
     };
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", summary(&report));
-    }
-    Ok(if report.socs.iter().any(|s| s.estimate_ms.is_some()) { EXIT_PASS } else { EXIT_FAIL })
-}
-
-/// The terminal report: what was read of the graph, then one line per SoC.
-fn summary(report: &EstimateReport) -> String {
-    let f = &report.features;
-    let giga = |flops: u64| flops as f64 / 1e9;
-    let mut out = format!(
-        "{}\nmodel {} ({}; {} layers; GFLOPs: conv {:.3}, matmul {:.3}, other {:.3}{}; weights {:.1} MB, activations {:.1} MB)\nreference: {} ({})\n\n",
-        report.label,
-        report.model,
-        f.precision.0,
-        f.layers,
-        giga(f.conv_flops),
-        giga(f.matmul_flops),
-        giga(f.other_flops),
-        if f.unknown_flops_nodes > 0 { format!(", {} nodes of unknown FLOPs", f.unknown_flops_nodes) } else { String::new() },
-        f.weight_bytes as f64 / 1e6,
-        f.activation_bytes as f64 / 1e6,
-        report.reference.release,
-        report.reference.location,
-    );
-    for soc in &report.socs {
-        out.push_str(&format!("{}\n", soc.line()));
-    }
-    out.push_str(
-        "\nThe estimate assumes the whole graph runs on the SoC's NPU: `npugate preflight --soc S` checks that.\n",
-    );
-    out
+    Ok(console.finished(args.json.json, Finished::new(&report)))
 }

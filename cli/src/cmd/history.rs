@@ -11,6 +11,7 @@ use npugate_nightly::history::store::GenerationFigures;
 use npugate_nightly::history::trend::{self, sparkline, HistoryReport};
 use npugate_nightly::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
+use npugate_result::report::{json_of, Finished, Report};
 
 use super::options::{HistoryArg, JsonArg};
 use npugate_android::devices::DeviceChoice;
@@ -58,7 +59,7 @@ pub struct HistoryArgs {
 }
 
 /// Runs `npugate history`.
-pub fn run(args: HistoryArgs) -> Result<u8> {
+pub fn run(args: HistoryArgs, console: &super::console::Console) -> Result<u8> {
     let path = args.history.path();
     if !path.is_file() {
         bail!("no history at {}; run `npugate sweep` first, or pass --history PATH", path.display());
@@ -97,12 +98,25 @@ pub fn run(args: HistoryArgs) -> Result<u8> {
             .with_context(|| format!("cannot write {}", html.display()))?;
         eprintln!("npugate history: trend chart in {}", html.display());
     }
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", terminal(&report));
+    Ok(console.finished(args.json.json, Finished::new(&Trend(&report))))
+}
+
+/// `npugate history`'s finished result: [`terminal`] on a terminal; it judges nothing (exit 0).
+struct Trend<'a>(&'a HistoryReport);
+
+impl Report for Trend<'_> {
+    fn schema(&self) -> &str {
+        &self.0.schema
     }
-    Ok(EXIT_PASS)
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        terminal(self.0)
+    }
+    fn json(&self) -> String {
+        json_of(self.0)
+    }
 }
 
 /// One block per model and SoC, one line per device and runtime with its sparkline.

@@ -120,11 +120,11 @@ pub fn main() -> ExitCode {
     let console = Console::decide(cli.progress);
     let outcome = match command {
         Command::Runtime(c) => runtime::run(c),
-        Command::Model(c) => model::run(c),
+        Command::Model(c) => model::run(c, &console),
         Command::Placement(a) => placement::run(a, &console),
         Command::Run(a) => run::run(a, &console),
         Command::Compare(a) => compare::run(a, &console),
-        Command::Devices(a) => devices::run(a),
+        Command::Devices(a) => devices::run(a, &console),
         Command::Gate(a) => gate::run(a, &console),
         Command::Baseline(c) => baseline::run(c),
         Command::Preflight(a) => preflight::run(a, &console),
@@ -136,8 +136,8 @@ pub fn main() -> ExitCode {
         Command::Keygen(a) => keygen::run(a),
         Command::Verify(a) => verify::run(a),
         Command::Sweep(a) => sweep::run(a, &console),
-        Command::History(a) => history::run(a),
-        Command::Doctor(a) => doctor::run(a),
+        Command::History(a) => history::run(a, &console),
+        Command::Doctor(a) => doctor::run(a, &console),
     };
     finish(outcome)
 }

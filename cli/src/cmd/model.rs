@@ -5,6 +5,7 @@ use clap::Subcommand;
 
 use npugate_host::samples;
 use npugate_result::contract::EXIT_PASS;
+use npugate_result::report::Finished;
 
 /// Sample model subcommands.
 #[derive(Debug, Subcommand)]
@@ -23,17 +24,12 @@ pub enum ModelCommand {
 }
 
 /// Runs a model subcommand.
-pub fn run(command: ModelCommand) -> Result<u8> {
+pub fn run(command: ModelCommand, console: &super::console::Console) -> Result<u8> {
     match command {
-        ModelCommand::Fetch { name } => println!("{}", samples::fetch(&name)?.display()),
-        ModelCommand::List { json: true } => println!("{}", serde_json::to_string_pretty(&samples::listing()?)?),
-        ModelCommand::List { json: false } => {
-            for sample in samples::all()? {
-                let flags: Vec<String> = sample.shapes.iter().map(|s| format!("--shape {s}")).collect();
-                let shape = if flags.is_empty() { String::new() } else { format!(" (run with {})", flags.join(" ")) };
-                println!("{:<18} {}{shape}", sample.name, sample.description);
-            }
+        ModelCommand::Fetch { name } => {
+            println!("{}", samples::fetch(&name)?.display());
+            Ok(EXIT_PASS)
         }
+        ModelCommand::List { json } => Ok(console.finished(json, Finished::new(&samples::listing()?))),
     }
-    Ok(EXIT_PASS)
 }

@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
+use npugate_result::report::Finished;
 use npugate_settings::{HarnessSettings, SessionSettings};
 
 use super::options::{EmulatorArgs, ReferenceArg, TargetArgs};
@@ -84,11 +85,6 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
     let policy = args.target.place.devices.policy(console);
     let on = Targets { planned: &plan.targets, env: &[], timeouts: plan.timeouts, policy: &policy };
     let report = numerics::run(&request, &on)?;
-    if args.target.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", numerics::render::text(&report, console.color));
-    }
-    eprintln!("npugate: numerics.json and numerics.html in {}", plan.out.display());
-    Ok(report.outcome.exit_code())
+    let saved = format!("numerics.json and numerics.html in {}", plan.out.display());
+    Ok(console.finished(args.target.json.json, Finished::saved(&report, saved)))
 }

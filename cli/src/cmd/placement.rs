@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use npugate_profile::report::PlacementReport;
 use npugate_result::contract::EXIT_PASS;
+use npugate_result::report::{json_of, Finished, Report};
 
 use super::options::{JsonArg, RulesArgs};
 
@@ -25,11 +27,30 @@ pub struct PlacementArgs {
 /// Runs `npugate placement`.
 pub fn run(args: PlacementArgs, console: &super::console::Console) -> Result<u8> {
     let report = npugate_profile::analyze_result_dir(&args.result_dir)?;
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        let rules = npugate_gate::Rules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
-        print!("{}", npugate_gate::export::placement_text(&report, &rules, console.color));
+    let rules = npugate_gate::Rules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
+    Ok(console.finished(args.json.json, Finished::new(&Placed { report: &report, rules: &rules })))
+}
+
+/// `npugate placement`'s finished result: the placement table, its nodes marked by the rules'
+/// allow-lists; it judges nothing (exit 0).
+struct Placed<'a> {
+    /// Where the model ran.
+    report: &'a PlacementReport,
+    /// The rules whose allow-lists mark nodes as allowed.
+    rules: &'a npugate_gate::Rules,
+}
+
+impl Report for Placed<'_> {
+    fn schema(&self) -> &str {
+        &self.report.schema
     }
-    Ok(EXIT_PASS)
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, color: bool) -> String {
+        npugate_gate::export::placement_text(self.report, self.rules, color)
+    }
+    fn json(&self) -> String {
+        json_of(self.report)
+    }
 }

@@ -7,15 +7,16 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use npugate_result::contract::{EXIT_FAIL, EXIT_PASS};
 use npugate_result::files;
+use npugate_result::report::Finished;
 use npugate_settings::{EpKind, InputFile, SessionSettings, ShapeSpec};
 
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
+use npugate_engine::host_preflight::Claimed;
 use npugate_htp::folder_preflight::{FolderPreflightReport, GraphPreflight};
-use npugate_htp::preflight::{summary as htp_summary, HtpPreflightRequest, SocOutcome, REPORT_FILE};
-use npugate_htp::saver::{summary, unexpected_fallbacks, PreflightRequest};
+use npugate_htp::preflight::{HtpPreflightRequest, REPORT_FILE};
+use npugate_htp::saver::{Predicted, PreflightRequest};
 use npugate_htp::HostHtp;
 use npugate_onnx::genai::LlmModel;
 use npugate_onnx::llm_shapes::{phase_shapes, PhaseShapes};
@@ -128,13 +129,8 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
         timeout: plan.timeouts.tool,
     };
     let report = request.run(&plan.out, &console.policy(0))?;
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", htp_summary(&report));
-        eprintln!("npugate: {REPORT_FILE} and one result directory per SoC in {}", plan.out.display());
-    }
-    Ok(report.exit_code)
+    let saved = format!("{REPORT_FILE} and one result directory per SoC in {}", plan.out.display());
+    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
 }
 
 /// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own, a graph
@@ -191,35 +187,8 @@ fn htp_per_graph(
         }
     }
     let report = FolderPreflightReport::new(&llm.folder, graphs);
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!("{}", folder_summary(&report, hosts.len() > 1));
-        eprintln!("npugate: one {REPORT_FILE} per graph (and phase) in {}/<graph id>[.<phase>]/", plan.out.display());
-    }
-    Ok(report.exit_code)
-}
-
-/// A folder's preflight as text: one line per graph, phase and SoC, then each one's table.
-fn folder_summary(report: &FolderPreflightReport, qnn: bool) -> String {
-    let label = |graph: &GraphPreflight| match &graph.phase {
-        Some(phase) => format!("graph {} ({}) {phase} phase", graph.graph, graph.file),
-        None => format!("graph {} ({})", graph.graph, graph.file),
-    };
-    let mut text = String::new();
-    for graph in &report.graphs {
-        for soc in &graph.report.socs {
-            text.push_str(&format!("{} on {}\n", label(graph), soc_verdict(soc, qnn)));
-        }
-    }
-    for graph in &report.graphs {
-        let sized = match graph.shapes.is_empty() {
-            true => String::new(),
-            false => format!(" sized {}", graph.shapes.join(" ")),
-        };
-        text.push_str(&format!("\n{}{sized}:\n{}", label(graph), htp_summary(&graph.report)));
-    }
-    text
+    let saved = format!("one {REPORT_FILE} per graph (and phase) in {}/<graph id>[.<phase>]/", plan.out.display());
+    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
 }
 
 /// A phase's ids, mask and positions as genai feeds them: (input, dims, values).
@@ -253,23 +222,6 @@ fn phase_run(llm: &LlmModel, phase: PhaseShapes) -> (Option<&'static str>, Vec<S
     (Some(name), shapes, feeds)
 }
 
-/// `SM8650 (v75): pass: every node on the HTP, compiled` (with the QNN version when several are judged).
-fn soc_verdict(soc: &npugate_htp::preflight::SocVerdict, qnn: bool) -> String {
-    let left: Vec<&str> = soc.fallback.iter().filter(|f| !f.expected).map(|f| f.name.as_str()).collect();
-    let outcome = match soc.outcome {
-        SocOutcome::Pass => "pass",
-        SocOutcome::Fail => "fail",
-        SocOutcome::Error => "could not judge",
-    };
-    let verdict = match (&soc.error, left.is_empty()) {
-        (Some(error), _) => format!("{outcome}: {}", error.lines().next().unwrap_or_default()),
-        (None, true) => format!("{outcome}: every node on the HTP, compiled"),
-        (None, false) => format!("{outcome}: {} node(s) left to the CPU ({})", left.len(), left.join(", ")),
-    };
-    let qnn = if qnn { format!(" with QNN {}", soc.qnn_sdk) } else { String::new() };
-    format!("{} ({}){qnn}: {verdict}", soc.soc, soc.htp_arch)
-}
-
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.
 fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
@@ -287,13 +239,8 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &C
             "npugate: note: the harness crashed in teardown ({status}) after writing result.json; the result decides"
         );
     }
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&preflight.report)?);
-    } else {
-        print!("{}", summary(&preflight.report));
-        eprintln!("npugate: result and {} in {}", files::PLACEMENT, preflight.dir.display());
-    }
-    Ok(if unexpected_fallbacks(&preflight.report).next().is_some() { EXIT_FAIL } else { EXIT_PASS })
+    let saved = format!("result and {} in {}", files::PLACEMENT, preflight.dir.display());
+    Ok(console.finished(args.json.json, Finished::saved(&Predicted(&preflight.report), saved)))
 }
 
 /// `npugate preflight --ep openvino …`: the session on an EP of this machine.
@@ -307,11 +254,6 @@ fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: 
         timeout: plan.timeouts.tool,
     };
     let (dir, report) = preflight.run(&plan.out, &console.cancel)?;
-    if args.json.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", npugate_gate::export::placement_text(&report, &npugate_gate::Rules::default(), console.color));
-        eprintln!("npugate: result and {} in {}", files::PLACEMENT, dir.display());
-    }
-    Ok(if unexpected_fallbacks(&report).next().is_some() { EXIT_FAIL } else { EXIT_PASS })
+    let saved = format!("result and {} in {}", files::PLACEMENT, dir.display());
+    Ok(console.finished(args.json.json, Finished::saved(&Claimed(&report), saved)))
 }

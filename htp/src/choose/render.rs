@@ -3,6 +3,8 @@
 
 use maud::{html, Markup, DOCTYPE};
 
+use npugate_result::report::{json_of, Report};
+
 use super::report::{Cell, ChooseReport};
 
 /// One cell of the grid: `* ~1.20 ms, top-1 100%` for the chosen one, `✗ 2 nodes off the HTP`, ….
@@ -88,6 +90,24 @@ fn notes(report: &ChooseReport) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// `npugate choose`'s finished result: [`terminal`], then each change since the baseline as a
+/// `FAIL` line; its exit code its own.
+impl Report for ChooseReport {
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.exit_code
+    }
+    fn text(&self, _color: bool) -> String {
+        let changes = self.changes.iter().map(|change| format!("FAIL  since the baseline: {change}\n"));
+        terminal(self) + &changes.collect::<String>()
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
 }
 
 /// The terminal text.
