@@ -111,10 +111,13 @@ fn with_cause(check: Check, stats: &LatencyStats, machine: &Machine<'_>) -> Chec
 fn too_few_runs(rule: RuleName, machine: &Machine<'_>, needed: usize, limit: f64, unit: Unit, what: &str) -> Check {
     let n = machine.asked_runs();
     let has = match machine.all_runs() {
-        all if all > n => format!("this run asked for {n} ({all} timed, the extra ones replacing runs that waited for a CPU)"),
+        all if all > n => {
+            format!("this run asked for {n} ({all} timed, the extra ones replacing runs that waited for a CPU)")
+        }
         _ => format!("this run has {n}"),
     };
-    let message = format!("{rule}: {what} needs at least {needed} runs, {has}; rerun with {}", machine.more_runs(needed));
+    let message =
+        format!("{rule}: {what} needs at least {needed} runs, {has}; rerun with {}", machine.more_runs(needed));
     check(rule, CheckStatus::Fail, None, limit, unit, message)
 }
 
