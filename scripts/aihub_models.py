@@ -2,8 +2,8 @@
 
     python scripts/aihub_models.py OUT_DIR [MODEL ...]      (default: every model below)
 
-Run with the Python that has torch, torchvision, timm and transformers (scripts/bench-aihub uses the
-genai-builder venv in the npugate cache). For each AI Hub model id it writes OUT_DIR/<id>/float.onnx
+Run with the Python that has torch, torchvision, timm, transformers and ultralytics (scripts/bench-aihub
+uses the genai-builder venv in the npugate cache). For each AI Hub model id it writes OUT_DIR/<id>/float.onnx
 (torch.onnx.export, TorchScript exporter, opset 17, seeded random weights: no download) and, for each
 quantized precision AI Hub published an `onnx` row for, <precision>.onnx: onnxruntime.quantization's
 QNN QDQ recipe (static, per-tensor, calibrated on 4 seeded random inputs) with 8-bit weights and 8-bit
@@ -24,6 +24,7 @@ warnings.filterwarnings("ignore")
 torch.manual_seed(0)
 
 IMAGE = [1, 3, 224, 224]
+YOLO = [1, 3, 640, 640]
 
 
 def tv(name, **kwargs):
@@ -63,6 +64,74 @@ def hf_bert():
     return Bert()
 
 
+def hf_encoder(model_class, config_class, **config):
+    """A transformers text encoder at its config's defaults (the AI Hub model's architecture), random
+    weights, taking token ids and an attention mask, returning the last hidden state."""
+
+    def build():
+        import transformers
+
+        class Encoder(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = getattr(transformers, model_class)(getattr(transformers, config_class)(**config))
+
+            def forward(self, input_ids, attention_mask):
+                return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+        return Encoder()
+
+    return build
+
+
+def hf_vision(model_class, config_class, outputs, **config):
+    """A transformers vision model at its config's defaults plus `config`, random weights, returning
+    the named outputs."""
+
+    def build():
+        import transformers
+
+        class Vision(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = getattr(transformers, model_class)(getattr(transformers, config_class)(**config))
+
+            def forward(self, pixel_values):
+                result = self.model(pixel_values=pixel_values)
+                return tuple(result[name] for name in outputs)
+
+        return Vision()
+
+    return build
+
+
+def ultralytics_yolo(yaml):
+    """An ultralytics YOLO built from its model yaml (random weights), its head in export mode: the
+    decoded boxes and class scores (and a segmenter's mask prototypes) as AI Hub's exports give them.
+    Needs the ultralytics package on the path (pip install --no-deps; scripts/bench-aihub says how)."""
+
+    def build():
+        from ultralytics import YOLO
+        from ultralytics.nn.modules import Detect
+
+        model = YOLO(yaml).model.eval()
+        for module in model.modules():
+            if isinstance(module, Detect):
+                module.export, module.format = True, "onnx"
+
+        class Yolo(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, image):
+                return self.model(image)
+
+        return Yolo()
+
+    return build
+
+
 # AI Hub id -> (source, constructor, inputs {name: shape}, quantized precisions with an `onnx` row).
 # Shapes are info.yaml's "Input resolution"; the sources are the repositories info.yaml names (torchvision
 # variants chosen by AI Hub's parameter count where the id leaves it open).
@@ -92,15 +161,73 @@ MODELS = {
     "wideresnet50": ("torchvision wide_resnet50_2", tv("wide_resnet50_2"), {"image": IMAGE}, ["w8a8"]),
     "bert_base_uncased_hf": ("transformers BertModel (bert-base-uncased config)", hf_bert, {"input_ids": [1, 384], "attention_mask": [1, 384]}, ["w8a16"]),
     "vit": ("torchvision vit_b_16", tv("vit_b_16"), {"image": IMAGE}, ["w8a16", "w8a8"]),
+    # Detection, segmentation and transformers at AI Hub's sizes (float only).
+    "yolov8_det": ("ultralytics yolov8n.yaml", ultralytics_yolo("yolov8n.yaml"), {"image": YOLO}, []),
+    "yolov11_det": ("ultralytics yolo11n.yaml", ultralytics_yolo("yolo11n.yaml"), {"image": YOLO}, []),
+    "yolov11_seg": ("ultralytics yolo11n-seg.yaml", ultralytics_yolo("yolo11n-seg.yaml"), {"image": YOLO}, []),
+    "segformer_base": (
+        "transformers SegformerForSemanticSegmentation (b0 config, 150 labels)",
+        hf_vision("SegformerForSemanticSegmentation", "SegformerConfig", ["logits"], num_labels=150),
+        {"pixel_values": [1, 3, 512, 512]},
+        [],
+    ),
+    "depth_anything": (
+        "transformers DepthAnythingForDepthEstimation (small config)",
+        hf_vision("DepthAnythingForDepthEstimation", "DepthAnythingConfig", ["predicted_depth"]),
+        {"pixel_values": [1, 3, 518, 518]},
+        [],
+    ),
+    "detr_resnet50": (
+        "transformers DetrForObjectDetection (ResNet-50 backbone)",
+        hf_vision(
+            "DetrForObjectDetection",
+            "DetrConfig",
+            ["logits", "pred_boxes"],
+            use_timm_backbone=False,
+            use_pretrained_backbone=False,
+        ),
+        {"pixel_values": [1, 3, 480, 480]},
+        [],
+    ),
+    "beit": (
+        "transformers BeitForImageClassification (base, relative position bias)",
+        hf_vision("BeitForImageClassification", "BeitConfig", ["logits"], use_relative_position_bias=True),
+        {"pixel_values": IMAGE},
+        [],
+    ),
+    "distil_bert_base_uncased_hf": (
+        "transformers DistilBertModel (distilbert-base-uncased config)",
+        hf_encoder("DistilBertModel", "DistilBertConfig"),
+        {"input_ids": [1, 384], "attention_mask": [1, 384]},
+        [],
+    ),
+    "albert_base_v2_hf": (
+        "transformers AlbertModel (albert-base-v2 config)",
+        hf_encoder("AlbertModel", "AlbertConfig", hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+        {"input_ids": [1, 384], "attention_mask": [1, 384]},
+        [],
+    ),
+    "electra_bert_base_discrim_google": (
+        "transformers ElectraModel (electra-base-discriminator config)",
+        hf_encoder("ElectraModel", "ElectraConfig", embedding_size=768, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+        {"input_ids": [1, 384], "attention_mask": [1, 384]},
+        [],
+    ),
+    "mobile_bert_uncased_google": (
+        "transformers MobileBertModel (mobilebert-uncased config)",
+        hf_encoder("MobileBertModel", "MobileBertConfig"),
+        {"input_ids": [1, 384], "attention_mask": [1, 384]},
+        [],
+    ),
 }
 
 
 def example_inputs(inputs, rng):
-    """Seeded random inputs: images ~ N(0,1); token ids in [0, 30522); attention masks of ones."""
+    """Seeded random inputs: images ~ N(0,1); token ids in [0, 30000) (the smallest vocabulary, ALBERT's); attention masks of ones."""
     out = {}
     for name, shape in inputs.items():
         if name == "input_ids":
-            out[name] = rng.integers(0, 30522, size=shape, dtype=np.int64)
+            out[name] = rng.integers(0, 30000, size=shape, dtype=np.int64)
         elif name == "attention_mask":
             out[name] = np.ones(shape, dtype=np.int64)
         else:

@@ -191,6 +191,7 @@ const OWN_LEFTOVERS: &[&str] = &[
     files::PROFILE,
     files::PROFILE_UNCOMPRESSED,
     files::REFERENCE_PROFILE,
+    files::REFERENCE_PROFILE_UNCOMPRESSED,
     files::QNN_PROFILE,
     files::OUTPUTS_DIR,
     files::OUTPUT_REFERENCE_DIR,

@@ -24,38 +24,65 @@ fn the_socs_ai_hub_measured_get_a_latency_model_with_its_held_out_error() {
     }
 }
 
-#[test]
-fn the_held_out_float_resnet50_on_the_galaxy_s24_lands_within_the_error_the_estimate_states() {
-    let estimator = estimator();
+/// The estimate on `soc` of a held-out model's committed features, and AI Hub's published latency
+/// on `device`.
+fn held_out(estimator: &Estimator, model: &str, soc: &str, device: &str) -> (npugate_estimate::SocEstimate, f64) {
     let reference = &estimator.reference;
-    assert!(reference.source.held_out.contains(&"resnet50".to_string()));
-    assert!(reference.features_of("resnet50", "float").is_none(), "held out of the fit");
-    let resnet50 = reference
+    assert!(reference.source.held_out.contains(&model.to_string()), "{model}");
+    assert!(reference.features_of(model, "float").is_none(), "{model} held out of the fit");
+    let features = &reference
         .features
         .held_out_models
         .iter()
-        .find(|m| m.model == "resnet50" && m.precision == "float")
-        .expect("the held-out model's features are committed");
+        .find(|m| m.model == model && m.precision == "float")
+        .expect("the held-out model's features are committed")
+        .features;
     let published = reference
-        .rows_of("SM8650")
-        .find(|r| r.model == "resnet50" && r.precision == "float" && r.device == "Samsung Galaxy S24")
+        .rows_of(soc)
+        .find(|r| r.model == model && r.precision == "float" && r.device == device)
         .and_then(|r| r.inference_time_ms)
         .unwrap();
-    assert_eq!(published, 1.487);
-    let estimate = estimator.estimate("SM8650", &resnet50.features);
+    (estimator.estimate(soc, features), published)
+}
+
+/// Asserts the estimate lies within the p90 error it states of `published`.
+fn within_stated_error(estimate: &npugate_estimate::SocEstimate, published: f64) {
     let (ms, error) = (estimate.estimate_ms.unwrap(), estimate.error.clone().unwrap());
     let off = (ms - published).abs() / published;
     assert!(
         off <= error.p90_rel,
-        "estimate {ms:.3} ms is {:.0}% off 1.487 ms; stated p90 {:.0}%",
+        "estimate {ms:.3} ms is {:.0}% off {published} ms; stated p90 {:.0}%",
         100.0 * off,
         100.0 * error.p90_rel
     );
+}
+
+#[test]
+fn the_held_out_float_resnet50_on_the_galaxy_s24_lands_within_the_error_the_estimate_states() {
+    let estimator = estimator();
+    let (estimate, published) = held_out(&estimator, "resnet50", "SM8650", "Samsung Galaxy S24");
+    assert_eq!(published, 1.487);
+    within_stated_error(&estimate, published);
     assert!(
         estimate.line().contains("ESTIMATE") && estimate.line().contains("not a measurement"),
         "{}",
         estimate.line()
     );
+}
+
+#[test]
+fn the_held_out_yolov8n_lands_within_the_stated_error_and_segformer_b0_gets_none() {
+    let estimator = estimator();
+    // A detector at 640×640 (the fit has YOLO11n and its segmenter, never YOLOv8n): 3.606 ms on the S24.
+    let (yolo, published) = held_out(&estimator, "yolov8_det", "SM8650", "Samsung Galaxy S24");
+    assert_eq!(published, 3.606);
+    within_stated_error(&yolo, published);
+    // SegFormer-b0 at 512×512: feature maps 66× its weights, past every fitted graph: no estimate.
+    let (segformer, published) = held_out(&estimator, "segformer_base", "SM8650", "Samsung Galaxy S24");
+    assert_eq!(published, 82.391);
+    assert!(segformer.estimate_ms.is_none());
+    let why = segformer.no_estimate.unwrap();
+    assert!(why.contains("activation bytes per weight byte 66.2"), "{why}");
 }
 
 #[test]

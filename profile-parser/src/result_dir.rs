@@ -73,7 +73,17 @@ pub fn read_profile(path: &Path) -> Result<Profile, AnalyzeError> {
 /// The profiled pass's profile in a result directory: compressed ([`files::PROFILE`]) or, as
 /// older results hold it, plain ([`files::PROFILE_UNCOMPRESSED`]).
 pub fn profile_in(dir: &Path) -> Option<PathBuf> {
-    [files::PROFILE, files::PROFILE_UNCOMPRESSED].iter().map(|name| dir.join(name)).find(|path| path.is_file())
+    first_file(dir, &[files::PROFILE, files::PROFILE_UNCOMPRESSED])
+}
+
+/// The reference pass's profile in a result directory: compressed ([`files::REFERENCE_PROFILE`])
+/// or, as older results hold it, plain ([`files::REFERENCE_PROFILE_UNCOMPRESSED`]).
+pub fn reference_profile_in(dir: &Path) -> Option<PathBuf> {
+    first_file(dir, &[files::REFERENCE_PROFILE, files::REFERENCE_PROFILE_UNCOMPRESSED])
+}
+
+fn first_file(dir: &Path, names: &[&str]) -> Option<PathBuf> {
+    names.iter().map(|name| dir.join(name)).find(|path| path.is_file())
 }
 
 /// Reads a reference profile, streaming, keeping every distinct shape set of each node
@@ -169,7 +179,7 @@ fn single_model(
 ) -> Result<PlacementReport, AnalyzeError> {
     let present = |name: &str| -> Option<PathBuf> { Some(dir.join(name)).filter(|p| p.is_file()) };
     let profile = profile_in(dir).map(|p| read_profile(&p)).transpose()?;
-    let reference = present(files::REFERENCE_PROFILE).map(|p| read_profile(&p)).transpose()?;
+    let reference = reference_profile_in(dir).map(|p| read_profile(&p)).transpose()?;
     let qnn = present(files::QNN_PROFILE).map(|p| read_qnn_csv(&p)).transpose()?;
     let mut report = build_report(&PlacementInputs {
         profile: profile.as_ref(),

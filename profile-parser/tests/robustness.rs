@@ -35,14 +35,16 @@ fn analyzes_a_result_directory() {
 }
 
 #[test]
-fn a_compressed_profile_gives_the_same_placement_as_the_plain_one_of_an_older_result() {
+fn compressed_profiles_give_the_same_placement_as_the_plain_ones_of_an_older_result() {
     let dir = smallcnn_dir();
     let plain = analyze_result_dir(dir.path()).unwrap();
-    let text = std::fs::read(dir.path().join("profile.json")).unwrap();
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    std::io::Write::write_all(&mut encoder, &text).unwrap();
-    std::fs::write(dir.path().join("profile.json.gz"), encoder.finish().unwrap()).unwrap();
-    std::fs::remove_file(dir.path().join("profile.json")).unwrap();
+    for name in ["profile.json", "reference_profile.json"] {
+        let text = std::fs::read(dir.path().join(name)).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut encoder, &text).unwrap();
+        std::fs::write(dir.path().join(format!("{name}.gz")), encoder.finish().unwrap()).unwrap();
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+    }
     let compressed = analyze_result_dir(dir.path()).unwrap();
     assert_eq!(compressed, plain);
     assert!(compressed.warnings.iter().all(|w| !w.contains("missing")), "{:?}", compressed.warnings);

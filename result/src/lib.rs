@@ -42,8 +42,11 @@ pub mod files {
     pub const PROFILE: &str = "profile.json.gz";
     /// [`PROFILE`] as result directories written before it was compressed hold it (still read).
     pub const PROFILE_UNCOMPRESSED: &str = "profile.json";
-    /// ORT profile of the reference pass (CPU EP, graph optimizations disabled).
-    pub const REFERENCE_PROFILE: &str = "reference_profile.json";
+    /// ORT profile of the reference pass (CPU EP, graph optimizations disabled), gzip-compressed like
+    /// [`PROFILE`] (20 MB plain for slanet-plus's one run of its Loop).
+    pub const REFERENCE_PROFILE: &str = "reference_profile.json.gz";
+    /// [`REFERENCE_PROFILE`] as result directories written before it was compressed hold it (still read).
+    pub const REFERENCE_PROFILE_UNCOMPRESSED: &str = "reference_profile.json";
     /// Everything ONNX Runtime logged (VERBOSE), one line per message.
     pub const ORT_LOG: &str = "ort.log";
     /// QNN's own per-op profiling CSV, when QNN profiling was on.

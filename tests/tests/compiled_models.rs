@@ -13,6 +13,7 @@ use npugate_e2e::devices::{Device, Rig};
 use npugate_e2e::htp::{harness_under_wine, npugate, HTP_RUNTIME};
 use npugate_e2e::{bin, describe, independent_count, model, run};
 use npugate_onnx::Model;
+use npugate_result::files;
 use serde_json::Value;
 
 fn stderr(output: &Output) -> String {
@@ -119,7 +120,7 @@ fn compile_then_run_with_default_flags_counts_the_source_flops_and_checks_output
         "outputs checked against the source: {outputs:#}"
     );
     assert!(outputs["outputs"][0]["metrics"]["cosine"].as_f64().unwrap() > 0.99, "{outputs:#}");
-    assert!(out.join("reference_profile.json").is_file(), "the harness's reference pass ran the source");
+    assert!(out.join(files::REFERENCE_PROFILE).is_file(), "the harness's reference pass ran the source");
 
     // The source moved away: one line says why there is no reference pass and what to pass.
     let moved = dir.path().join("elsewhere.onnx");
@@ -348,7 +349,7 @@ fn a_sweep_cell_of_a_compiled_model_counts_the_source_flops_and_its_evidence_hol
         source_sha256.as_str(),
         "counted in the source's nodes: {placement:#}"
     );
-    assert!(cell.join("reference_profile.json").is_file(), "the cell's reference pass ran the source");
+    assert!(cell.join(files::REFERENCE_PROFILE).is_file(), "the cell's reference pass ran the source");
     let bundled = bundle.join("reference-model/ctx/smallcnn_qdq.onnx");
     assert_eq!(
         npugate_result::digest::sha256_file(&bundled).map(|d| d.0).ok(),

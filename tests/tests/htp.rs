@@ -670,6 +670,31 @@ fn an_emulated_sweep_over_two_nights_is_judged_on_placement_compile_and_outputs_
 }
 
 #[test]
+fn a_loop_holding_an_if_gets_one_control_flow_remedy_and_the_node_after_it_no_control_flow_one() {
+    // slanet-plus's kind: an If inside a Loop's body, a node after the Loop whose shape the EP
+    // cannot know. The Loop said "unroll it", the If "fold the branch", the shape hint a third.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("preflight");
+    let output = npugate(
+        &["preflight", "--soc", "SM8650"],
+        &[Path::new("--model"), &model("loop_with_if.onnx"), Path::new("--out"), &out],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let fixes: Vec<&str> = text.lines().filter(|line| line.trim_start().starts_with("fix:")).collect();
+    let control_flow: Vec<&&str> = fixes.iter().filter(|fix| fix.contains("unroll") || fix.contains("fold")).collect();
+    assert_eq!(control_flow.len(), 1, "one control-flow remedy: {fixes:#?}");
+    assert!(control_flow[0].contains(npugate_profile::hints::CONTROL_FLOW_HINT), "{fixes:#?}");
+    assert!(text.contains("in the body of decode_loop (6 node(s)):"), "{text}");
+    let report = read_json(&out.join("preflight.json"));
+    let soc = &report["socs"][0];
+    for node in ["decode_loop", "tanh_after_first"] {
+        assert_eq!(fallback(soc, node)["hint"], npugate_profile::hints::CONTROL_FLOW_HINT, "{node}");
+    }
+    assert!(!fallback(soc, "residual")["hint"].as_str().unwrap().contains("control flow is left"), "{soc}");
+}
+
+#[test]
 fn a_loop_bodys_nodes_are_reported_once_under_the_loop_and_what_every_soc_shares_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("preflight");
