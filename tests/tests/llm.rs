@@ -130,7 +130,7 @@ fn a_generation_with_the_kv_cache_equals_a_full_forward_pass_over_the_same_token
     assert!(generation.peak_rss_bytes.is_some_and(|b| b > 1 << 20));
     assert_eq!(
         result.timings.latencies_ns.len(),
-        (gen * generations) as usize,
+        gen as usize * generations,
         "the gate's latency series is the decode steps"
     );
 

@@ -48,7 +48,10 @@ fn a_model_folder_is_deployed_as_one_model_and_generates_on_a_rig_device() {
     let generation = result.generation.as_ref().expect("a generation on the device");
     // 24 decode steps asked; whole generations more when steps waited for a CPU.
     let steps = npugate_e2e::runs_taken(&result, 24);
-    assert_eq!((generation.ttft_ns.len(), generation.decode_ns.iter().map(Vec::len).sum::<usize>()), (steps / 8, steps));
+    assert_eq!(
+        (generation.ttft_ns.len(), generation.decode_ns.iter().map(Vec::len).sum::<usize>()),
+        (steps / 8, steps)
+    );
     assert!(
         generation.prefill_tok_s > 0.0
             && generation.decode_tok_s > 0.0
@@ -598,7 +601,9 @@ fn a_sweep_of_a_model_folder_records_its_median_ttft_in_the_history() {
     assert!(answer.status.success(), "{}", describe(&answer));
     let report: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
     let point = &report["series"][0]["points"][0];
-    assert_eq!(point["runs"], 24, "3 generations × 8 decode steps: {point}");
+    // 3 generations × 8 decode steps, and whole generations more when steps waited for a CPU.
+    let runs = point["runs"].as_u64().unwrap_or(0);
+    assert!(runs >= 24 && runs.is_multiple_of(8), "3 generations × 8 decode steps: {point}");
     assert_eq!(point["generation"]["ttft_ns"], verdict["generation"]["ttft"]["median_ns"], "{point}");
     assert_eq!(point["generation"]["decode_tok_s"], verdict["generation"]["decode_tok_s"], "{point}");
     assert!(point["generation"]["prefill_tok_s"].as_f64().unwrap() > 0.0, "{point}");
