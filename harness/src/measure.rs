@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::ptr;
 use std::time::Instant;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use ort::logging::LogLevel;
 use ort::memory::MemoryInfo;
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session, SessionOutputs};
@@ -218,6 +218,42 @@ impl BoundSession {
                 ort::Error::result_from_status((api.AllocatorFree)(allocator, values.cast())).map_err(failed)?;
             }
             Ok(shapes)
+        }
+    }
+
+    /// The outputs the last run left in the binding, named, in output order (owned: each is
+    /// released when dropped). No inference runs.
+    pub fn last_outputs(&self) -> Result<Vec<(String, ort::value::DynValue)>> {
+        use ort::AsPointer;
+        let api = ort::api();
+        let failed = |e: ort::Error| anyhow!("cannot read the outputs of the last run: {e}");
+        let allocator = ort::memory::Allocator::default();
+        let raw_allocator = allocator.ptr().cast_mut();
+        let mut values: *mut *mut ort::sys::OrtValue = ptr::null_mut();
+        let mut count = 0usize;
+        // SAFETY: the binding and the default allocator are alive; ORT returns `count` owned
+        // values in an array from that allocator: each becomes a `DynValue` that releases it
+        // (holding the allocator), then the array is freed with it.
+        unsafe {
+            ort::Error::result_from_status((api.GetBoundOutputValues)(
+                self.binding.ptr(),
+                raw_allocator,
+                &mut values,
+                &mut count,
+            ))
+            .map_err(failed)?;
+            let owned: Vec<ort::value::DynValue> = (0..count)
+                .filter_map(|i| ptr::NonNull::new(*values.add(i)))
+                .map(|value| ort::value::DynValue::from_ptr(value, Some(&allocator)))
+                .collect();
+            if !values.is_null() {
+                ort::Error::result_from_status((api.AllocatorFree)(raw_allocator, values.cast())).map_err(failed)?;
+            }
+            if owned.len() != self.declared.len() {
+                bail!("the binding holds {} outputs, the model declares {}", owned.len(), self.declared.len());
+            }
+            let names = self.declared.iter().map(|(name, _)| name.to_string_lossy().into_owned());
+            Ok(names.zip(owned).collect())
         }
     }
 

@@ -1,5 +1,6 @@
-//! `--check-outputs`: one extra inference after the timed loop (never inside it) on the same bound
-//! inputs, each output tensor written to `outputs/<name>.npy` for comparison with a reference.
+//! `--check-outputs`: after the timed loop (never inside it), the outputs its last run left in the
+//! binding — or, for a session that runs once, the outputs of that one inference — each output
+//! tensor written to `outputs/<name>.npy` for comparison with a reference.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,16 +15,29 @@ use crate::measure::BoundSession;
 /// Directory inside the result directory that holds the saved outputs.
 pub const OUTPUTS_DIR: &str = "outputs";
 
-/// Runs the bound session once more and writes every output as `.npy` under `out/outputs/`.
+/// Runs the bound session once and writes every output as `.npy` under `out/outputs/`.
 /// Returns the paths relative to `out`, one per model output, in the model's output order.
 pub fn save(bound: &mut BoundSession, out: &Path) -> Result<Vec<String>> {
-    let outputs: SessionOutputs<'_> =
-        bound.run_with_outputs().context("--check-outputs: the extra inference failed")?;
+    let outputs: SessionOutputs<'_> = bound.run_with_outputs().context("--check-outputs: the inference failed")?;
+    write_all(outputs.iter(), out)
+}
+
+/// Writes the outputs the bound session's last run left in its binding, as [`save`] does.
+pub fn save_last(bound: &BoundSession, out: &Path) -> Result<Vec<String>> {
+    let outputs = bound.last_outputs().context("--check-outputs: cannot read the last timed run's outputs")?;
+    write_all(outputs.iter().map(|(name, value)| (name.as_str(), value.view())), out)
+}
+
+/// Writes each `(name, value)` as `.npy` under `out/outputs/`; returns the paths relative to `out`.
+fn write_all<'v>(
+    outputs: impl Iterator<Item = (&'v str, ort::value::DynValueRef<'v>)>,
+    out: &Path,
+) -> Result<Vec<String>> {
     let dir = out.join(OUTPUTS_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut used = BTreeSet::new();
     let mut written = Vec::new();
-    for (name, value) in outputs.iter() {
+    for (name, value) in outputs {
         let file = unique_file_name(name, &mut used);
         let path = dir.join(&file);
         write_npy(name, &value, &path).with_context(|| format!("--check-outputs: cannot save output {name:?}"))?;

@@ -14,8 +14,8 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 static LEFT: AtomicU32 = AtomicU32::new(0);
 
 /// Turns progress on when `args` ask for it, with every inference the run will do counted: the
-/// first, warmup, timed, the one whose outputs `--check-outputs` saves, profiled and the
-/// reference pass's.
+/// first, warmup, timed (the last of which leaves the outputs `--check-outputs` saves), profiled
+/// and the reference pass's.
 pub fn plan(args: &HarnessCommand, reference_pass: bool) {
     if !args.progress {
         return;
@@ -23,7 +23,7 @@ pub fn plan(args: &HarnessCommand, reference_pass: bool) {
     let settings = &args.settings;
     let measured = match settings.session_only {
         true => u32::from(settings.execute_once),
-        false => 1 + settings.warmup + settings.runs + u32::from(settings.check_outputs) + settings.profile_runs,
+        false => 1 + settings.warmup + settings.runs + settings.profile_runs,
     };
     LEFT.store(measured + u32::from(reference_pass), Ordering::Relaxed);
     ENABLED.store(true, Ordering::Relaxed);

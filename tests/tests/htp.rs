@@ -362,15 +362,17 @@ fn the_timed_session_on_the_emulator_logs_nothing_per_inference_and_the_account_
         "{said}"
     );
 
-    // VERBOSE, as the harness did before: every inference logs (the QNN EP and the backend).
+    // VERBOSE, as the harness did before: every inference logs (the QNN EP and the backend). With
+    // --check-outputs too: the outputs saved are the last timed run's, no extra emulated inference.
     let loud = dir.path().join("verbose");
-    let (_, result) = emulate(&loud, &["--ort-log-level", "verbose"]);
+    let (_, result) = emulate(&loud, &["--ort-log-level", "verbose", "--check-outputs"]);
     let timed_log = result.execution.timed_log.as_ref().unwrap();
     assert_eq!(
         graph_executions(&loud.join("ort.log")),
         inferences + 1,
-        "every timed-session inference logged its execution"
+        "every timed-session inference logged its execution, and none more for the outputs"
     );
+    assert!(!result.artifacts.outputs.is_empty() && loud.join("outputs.json").is_file(), "{:?}", result.artifacts);
     assert!(timed_log.lines_during_runs >= 10 * inferences as u64, "{timed_log:?}");
     eprintln!("log lines per inference at verbose: {:.1}", timed_log.lines_during_runs as f64 / inferences as f64);
     // ERROR: nothing either.
