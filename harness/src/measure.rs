@@ -192,33 +192,14 @@ impl BoundSession {
 
     /// The shapes of the tensors the last run left in the binding, in output order (`None`: not a tensor).
     fn bound_output_shapes(&self) -> Result<Vec<Option<Vec<i64>>>> {
-        let api = ort::api();
-        let failed = |e: ort::Error| anyhow!("cannot read the outputs of the first run: {e}");
-        let mut allocator: *mut ort::sys::OrtAllocator = ptr::null_mut();
-        let mut values: *mut *mut ort::sys::OrtValue = ptr::null_mut();
-        let mut count = 0usize;
-        // SAFETY: the binding is alive; ORT returns `count` owned values in an array from `allocator`,
-        // each released below, then the array freed with the same allocator.
-        unsafe {
-            ort::Error::result_from_status((api.GetAllocatorWithDefaultOptions)(&mut allocator)).map_err(failed)?;
-            ort::Error::result_from_status((api.GetBoundOutputValues)(
-                self.binding.ptr(),
-                allocator,
-                &mut values,
-                &mut count,
-            ))
-            .map_err(failed)?;
-            let mut shapes = Vec::with_capacity(count);
-            for i in 0..count {
-                let value = *values.add(i);
-                shapes.push(tensor_shape(value));
-                (api.ReleaseValue)(value);
-            }
-            if !values.is_null() {
-                ort::Error::result_from_status((api.AllocatorFree)(allocator, values.cast())).map_err(failed)?;
-            }
-            Ok(shapes)
-        }
+        let outputs = self.last_outputs()?;
+        Ok(outputs
+            .iter()
+            .map(|(_, value)| match value.dtype() {
+                ort::value::ValueType::Tensor { shape, .. } => Some(shape.to_vec()),
+                _ => None,
+            })
+            .collect())
     }
 
     /// The outputs the last run left in the binding, named, in output order (owned: each is
@@ -354,25 +335,5 @@ impl BoundSession {
         measurement.latencies_ns = latencies;
         measurement.cpu_wait = Some(cpu_wait.finish(completed));
         (measurement, failure)
-    }
-}
-
-/// The dimensions of a tensor value; `None` for any other value.
-///
-/// # Safety
-/// `value` must be a valid `OrtValue`.
-unsafe fn tensor_shape(value: *mut ort::sys::OrtValue) -> Option<Vec<i64>> {
-    let api = ort::api();
-    let mut info: *mut ort::sys::OrtTensorTypeAndShapeInfo = ptr::null_mut();
-    // SAFETY: `value` is valid (the caller's contract); `info` is released before returning.
-    unsafe {
-        ort::Error::result_from_status((api.GetTensorTypeAndShape)(value, &mut info)).ok()?;
-        let mut rank = 0usize;
-        let shape = ort::Error::result_from_status((api.GetDimensionsCount)(info, &mut rank)).ok().and_then(|()| {
-            let mut dims = vec![0i64; rank];
-            ort::Error::result_from_status((api.GetDimensions)(info, dims.as_mut_ptr(), rank)).ok().map(|()| dims)
-        });
-        (api.ReleaseTensorTypeAndShapeInfo)(info);
-        shape
     }
 }
