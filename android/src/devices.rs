@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::adb::commands::APPLETS;
 use crate::adb::{Adb, AdbError, DeviceShell};
 use npugate_host::hexagon::{self, SocClues};
-use npugate_settings::names;
+use npugate_result::names;
 
 /// Schema of `npugate devices --json`.
 pub const DEVICE_LIST_SCHEMA: &str = "npugate.devices/1";

@@ -225,7 +225,8 @@ fn compute(samples_text: &str, window: &EnergyWindow, gauge: &Gauge) -> Result<E
         ));
     }
     // The ABI says µA and µV; a gauge that reports a phone battery's volts in mV reports mA too.
-    let volts = npugate_stats::median(&samples.iter().map(|s| s.voltage.abs()).collect::<Vec<_>>()).unwrap_or(0.0);
+    let volts =
+        npugate_result::stats::median(&samples.iter().map(|s| s.voltage.abs()).collect::<Vec<_>>()).unwrap_or(0.0);
     let scale = if volts < 100_000.0 { 1000.0 } else { 1.0 };
     let resolution = resolution(&samples, scale);
     if let Some(interval) = resolution.update_interval_s.filter(|i| window.seconds() < MIN_UPDATES * i) {
@@ -283,8 +284,8 @@ fn resolution(samples: &[Sample], scale: f64) -> GaugeResolution {
     let gaps: Vec<f64> = samples.windows(2).map(|w| w[1].uptime_s - w[0].uptime_s).collect();
     GaugeResolution {
         current_step_ua: changes.iter().map(|c| c.1).filter(|d| *d > 0.0).min_by(f64::total_cmp),
-        update_interval_s: npugate_stats::median(&intervals),
-        sample_interval_s: npugate_stats::median(&gaps).unwrap_or(SAMPLE_INTERVAL_S),
+        update_interval_s: npugate_result::stats::median(&intervals),
+        sample_interval_s: npugate_result::stats::median(&gaps).unwrap_or(SAMPLE_INTERVAL_S),
     }
 }
 

@@ -2,6 +2,7 @@
 //! command; nothing below `cmd` knows clap.
 
 mod cmd;
+mod sweep;
 
 fn main() -> std::process::ExitCode {
     cmd::main()

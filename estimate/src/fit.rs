@@ -125,8 +125,8 @@ pub fn held_out_error(predictions: &[HeldOutPrediction]) -> Option<HeldOutError>
     let errors: Vec<f64> = predictions.iter().map(HeldOutPrediction::relative_error).collect();
     let models: std::collections::BTreeSet<&str> = predictions.iter().map(|p| p.model.as_str()).collect();
     Some(HeldOutError {
-        median_rel: npugate_stats::median(&errors)?,
-        p90_rel: npugate_stats::percentile(&errors, 90.0)?,
+        median_rel: npugate_result::stats::median(&errors)?,
+        p90_rel: npugate_result::stats::percentile(&errors, 90.0)?,
         rows: errors.len(),
         models: models.len(),
     })

@@ -6,8 +6,8 @@
 //! no median), and a least-squares line through the medians is the growth per token. Then the series the latency rules and the drift warning judge has each step referred to the
 //! generation's mean context, so what remains of a CV or a drift is noise, not the KV cache.
 
+use npugate_result::stats::median;
 use npugate_result::Generation;
-use npugate_stats::median;
 
 use crate::units::fmt_ms;
 

@@ -1,5 +1,5 @@
 //! The gate: rules, baselines, the verdict and its exporters, on the latency statistics of
-//! `npugate-stats` (re-exported as [`stats`]).
+//! `npugate_result::stats` (re-exported as [`stats`]).
 //!
 //! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
 //! `export::write_all(&verdict, formats, out)` (or `export::render_for_stdout`); for two models measured interleaved on one device,
@@ -27,8 +27,8 @@ pub mod slowdown;
 pub mod units;
 pub mod verdict;
 
-/// Latency statistics: the crate `npugate-stats`, re-exported for the gate's callers.
-pub use npugate_stats as stats;
+/// Latency statistics: `npugate_result::stats`, re-exported for the gate's callers.
+pub use npugate_result::stats;
 
 pub use baseline::Baseline;
 pub use judge::{judge, Comparison, Evidence, OutputsEvidence};

@@ -2,7 +2,7 @@
 //! model did:
 //!
 //! - which runs a busy CPU slowed: the harness's per-run run-queue delay, judged by
-//!   [`Contention`] (`npugate-stats`); those runs are set aside, named, and never a failure;
+//!   [`Contention`] (`npugate_result::stats`); those runs are set aside, named, and never a failure;
 //! - the busiest other process while the runs were timed, and the device's clock and temperature
 //!   changes (`device_state.json`, written around device and local runs);
 //! - where the model ran (placement): "partial fallback" is a cause only when placement shows

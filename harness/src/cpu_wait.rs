@@ -17,8 +17,8 @@
 //! 3. each thread's CPU clock again and then its state (`stat`'s 3rd field, `R` for runnable):
 //!    the state the next run starts in.
 //!
-//! What each run waited is then proven from these readings (`npugate_stats::attributed_waits`,
-//! whose definition is in `npugate_stats::contention`): a thread runnable before the run and never
+//! What each run waited is then proven from these readings (`npugate_result::stats::attributed_waits`,
+//! whose definition is in `npugate_result::stats::contention`): a thread runnable before the run and never
 //! blocked until after it waited for all of the run it did not run, and a delay counted at a later
 //! reading goes back onto the runs it must have overlapped. Not `getrusage(RUSAGE_SELF)`, which
 //! sums the same switches in one call: it walks and locks the thread group, and with a worker
@@ -27,8 +27,8 @@
 
 use std::time::Instant;
 
+use npugate_result::stats::{attributed_waits, Readings, RunSpan, ThreadCounters};
 use npugate_result::{CpuWait, PerRun};
-use npugate_stats::{attributed_waits, Readings, RunSpan, ThreadCounters};
 
 /// The counters at one moment that are summed over the threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,7 +104,7 @@ impl CpuWaitRecord {
     }
 
     /// The CPU wait attributed to each of the first `completed` runs
-    /// ([`npugate_stats::attributed_waits`]), when the kernel gives run-queue delays.
+    /// ([`npugate_result::stats::attributed_waits`]), when the kernel gives run-queue delays.
     pub fn delays(&self, completed: usize) -> Option<Vec<u64>> {
         self.probe.schedstat_missing().is_none().then(|| {
             let readings = Readings {
@@ -146,7 +146,7 @@ mod linux {
     use std::fs::File;
     use std::os::unix::fs::FileExt;
 
-    use npugate_stats::ThreadCounters;
+    use npugate_result::stats::ThreadCounters;
 
     use crate::cpu_wait::Reading;
 
@@ -407,7 +407,7 @@ mod other {
 
         /// Zeros.
         #[inline(always)]
-        pub fn read(&mut self, _out: &mut [npugate_stats::ThreadCounters]) -> Reading {
+        pub fn read(&mut self, _out: &mut [npugate_result::stats::ThreadCounters]) -> Reading {
             Reading::default()
         }
     }

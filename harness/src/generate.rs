@@ -25,13 +25,13 @@ use npugate_onnx::genai::{LlmGraph, LlmModel};
 use npugate_onnx::size::{Origin, TensorRequest};
 use npugate_profile::placement::PlacementInputs;
 use npugate_result::digest::{model_digest, sha256_file};
+use npugate_result::stats::{median, LatencyStats};
 use npugate_result::{
     files, Assignment, Generation, GenerationThreads, GraphPhase, GraphRun, InputDescription, KvCache, ModelFile,
     ModelGraph, ModelInfo, RunExtension, RunResult, TimedLog, Timings,
 };
 use npugate_settings::generation::{DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS};
 use npugate_settings::EpKind;
-use npugate_stats::{median, LatencyStats};
 use ort::environment::Environment;
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session};
 use ort::value::TensorElementType;

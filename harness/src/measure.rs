@@ -102,9 +102,9 @@ impl RunCount {
     }
 }
 
-/// Runs not set aside as contended (`npugate_stats::Contention`); all of them without a wait record.
+/// Runs not set aside as contended (`npugate_result::stats::Contention`); all of them without a wait record.
 pub fn clean_runs(latencies: &[u64], delays: Option<&[u64]>) -> usize {
-    delays.and_then(|d| npugate_stats::Contention::of(latencies, d)).map_or(latencies.len(), |c| c.clean_runs())
+    delays.and_then(|d| npugate_result::stats::Contention::of(latencies, d)).map_or(latencies.len(), |c| c.clean_runs())
 }
 
 impl BoundSession {

@@ -6,7 +6,7 @@
 //! `include/dt-bindings/arm/qcom,ids.h`; platform codenames (`ro.board.platform`) from public device
 //! trees (only `sun` = SM8750 is confirmed by a cited ORT issue, microsoft/onnxruntime#31353).
 
-use npugate_settings::names;
+use npugate_result::names;
 
 /// One known Snapdragon part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

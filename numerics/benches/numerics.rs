@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::host::HostTarget;
+use npugate_engine::targets::Planned;
 use npugate_engine::targets::{Cancel, Job, Target};
 use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
@@ -28,7 +29,6 @@ use npugate_numerics::compare::{compare_run, Saved};
 use npugate_numerics::matching::{Matching, Selection};
 use npugate_numerics::{self as numerics, NumericsRequest, Targets, TensorChoice};
 use npugate_onnx::Model;
-use npugate_plan::Planned;
 use npugate_result::{files, RunResult};
 use npugate_settings::HarnessSettings;
 

@@ -41,10 +41,10 @@ use npugate_engine::layout::Ownership;
 use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::rack::{run_rack, Rack, RackPolicy};
 use npugate_engine::run::{run_on, RunReport, RunSpec};
+use npugate_engine::targets::Planned;
 use npugate_engine::targets::{Cancel, Job, Target};
 use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_plan::Planned;
 use report::{
     Header, Instrumentation, ModelRef, NumericsReport, TargetPair, TargetReport, TargetRun, INSTRUMENTATION_NOTE,
 };

@@ -36,9 +36,10 @@ use npugate_engine::compiled::NAME_IT_BY_FLAG;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::host::HostTarget;
+use npugate_engine::targets::host_triple;
 use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::wine::{self, WineTarget};
-use npugate_engine::targets::{host_triple, Target};
+use npugate_engine::targets::Planned;
 use npugate_engine::timeouts::Timeouts;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
@@ -291,30 +292,6 @@ impl<'a> Request<'a> {
 
 /// How a compare's user keeps a compiled side's source (compare has no `--reference-model`).
 pub const NAME_IT_BY_KEEPING: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
-
-/// One target of a plan with what runs on it.
-pub struct Planned {
-    /// Where the harness runs.
-    pub target: Box<dyn Target>,
-    /// The runtime its harness loads.
-    pub runtime: RuntimeManifest,
-    /// The harness built for the runtime's target.
-    pub harness: PathBuf,
-    /// The SoC the host HTP emulator is configured as (emulator targets only).
-    pub soc: Option<Soc>,
-    /// What the target is as probed (devices only).
-    pub device: Option<DeviceInfo>,
-}
-
-impl std::fmt::Debug for Planned {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Planned")
-            .field("target", &self.target.name())
-            .field("runtime", &self.runtime.name)
-            .field("harness", &self.harness)
-            .finish()
-    }
-}
 
 /// Where a plan runs, as resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -958,7 +935,7 @@ fn by_qnn(
             .map(|wanted| {
                 candidates.iter().rev().find(|(have, _, _)| wanted.names(have)).map(|(_, _, runtime)| (*runtime).clone()).with_context(|| {
                     let builds: Vec<&str> = candidates.iter().map(|c| c.1.as_str()).collect();
-                    let near = npugate_settings::names::closest(&wanted.to_string(), builds)
+                    let near = npugate_result::names::closest(&wanted.to_string(), builds)
                         .map(|near| format!("did you mean {near}? "))
                         .unwrap_or_default();
                     format!(

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use npugate_result::stats::median;
 use npugate_result::{
     AssignedNode, AssignedSubgraph, Assignment, Fusions, GraphNode, ModelGraph, QnnTrace, RunResult, TraceSource,
 };
-use npugate_stats::median;
 
 pub use crate::coverage::strip_token_suffix;
 use crate::coverage::Coverage;

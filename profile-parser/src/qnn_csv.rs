@@ -174,7 +174,7 @@ pub fn parse_qnn_csv<R: Read>(reader: R) -> Result<QnnProfile, QnnCsvError> {
             ProfiledOp {
                 op: OpIdentity::parse(&key.0),
                 identifier: key.0,
-                value: npugate_stats::median(&values).unwrap_or_default(),
+                value: npugate_result::stats::median(&values).unwrap_or_default(),
                 unit: key.1,
                 sources,
             }

@@ -265,8 +265,8 @@ impl TimeStats {
     /// Median, p95 and count of the samples (µs), `None` when there are none.
     pub fn from_samples(samples: &[f64]) -> Option<TimeStats> {
         Some(TimeStats {
-            median_us: npugate_stats::median(samples)?,
-            p95_us: npugate_stats::percentile(samples, 95.0)?,
+            median_us: npugate_result::stats::median(samples)?,
+            p95_us: npugate_result::stats::percentile(samples, 95.0)?,
             samples: samples.len(),
         })
     }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use npugate_stats::LatencyStats;
+use crate::stats::LatencyStats;
 
 use crate::{Assignment, ModelGraph, TensorSignature};
 

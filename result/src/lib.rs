@@ -16,13 +16,16 @@ pub mod contract;
 pub mod energy;
 pub mod estimate;
 pub mod generation;
+pub mod model_file;
+pub mod names;
 pub mod qnn_trace;
 pub mod report;
 pub mod resources;
+pub mod stats;
 
 pub use contract::ReadError;
 pub use generation::{Generation, GenerationThreads, GraphPhase, GraphRun, KvCache};
-pub use npugate_settings::values::ModelFile;
+pub use model_file::ModelFile;
 pub use qnn_trace::{QnnGraphTrace, QnnTrace, QnnTraceOp, TraceSource, UnsupportedNode, QNN_TRACE_KEY};
 pub use resources::{DmaBufRecord, EnergyWindow, LeakCheck, MemoryRecord};
 
@@ -412,7 +415,7 @@ pub struct Timings {
 }
 
 /// Why the harness timed more runs than asked: runs waited for a CPU long enough to explain why
-/// they were slow (`npugate_stats::Contention`), so it kept timing to replace them, until enough
+/// they were slow (`crate::stats::Contention`), so it kept timing to replace them, until enough
 /// were clean or its budget was spent.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunExtension {
@@ -451,7 +454,7 @@ pub struct CpuWait {
     /// timed loop started (ONNX Runtime's intra-op pool among them).
     pub threads: usize,
     /// Nanoseconds those threads were runnable but waited for a CPU during each timed run, summed
-    /// over the threads: what their counters prove (`npugate_stats::attributed_waits`: the state
+    /// over the threads: what their counters prove (`crate::stats::attributed_waits`: the state
     /// of a thread runnable through the run, and the run-queue delay of `schedstat` placed on the
     /// runs it must have overlapped). Before that definition, the delay counted between the
     /// readings around the run.
@@ -491,10 +494,10 @@ impl Timings {
             .filter(|delays| delays.len() == self.latencies_ns.len())
     }
 
-    /// Which timed runs a busy CPU slowed ([`npugate_stats::Contention`]), when the run-queue
+    /// Which timed runs a busy CPU slowed ([`crate::stats::Contention`]), when the run-queue
     /// delay of every run was measured.
-    pub fn contention(&self) -> Option<npugate_stats::Contention> {
-        self.run_queue_delays().and_then(|delays| npugate_stats::Contention::of(&self.latencies_ns, delays))
+    pub fn contention(&self) -> Option<crate::stats::Contention> {
+        self.run_queue_delays().and_then(|delays| crate::stats::Contention::of(&self.latencies_ns, delays))
     }
 
     /// The timed runs not set aside as contended, in run order: what the latency rules and a

@@ -44,7 +44,7 @@ pub struct HarnessCommand {
     /// hashed, as `NAME=SHA256:BYTES` (repeatable); the harness takes the hash of a file whose
     /// size matches instead of reading it again, and hashes every other referenced file itself.
     #[arg(long = "model-file", value_name = "NAME=SHA256:BYTES")]
-    pub model_files: Vec<crate::values::ModelFile>,
+    pub model_files: Vec<npugate_result::ModelFile>,
 
     /// The source model of a compiled (`EPContext`) model: the CPU reference pass runs it (the CPU
     /// EP cannot run `EPContext` nodes), and placement counts nodes and FLOPs in its nodes. A

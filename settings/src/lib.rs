@@ -8,7 +8,7 @@
 pub mod command;
 pub mod ep;
 pub mod generation;
-pub mod names;
+
 pub mod qnn;
 pub mod spelling;
 pub mod table;

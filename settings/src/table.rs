@@ -133,7 +133,7 @@ fn find<'a>(fields: &'a [Field], section: Option<&str>, key: &str) -> Result<&'a
         return Err(error(path(key), format!("belongs in {place}")));
     }
     let known: Vec<String> = fields.iter().map(Field::path).collect();
-    let near = crate::names::closest(&path(key), known.iter().map(String::as_str));
+    let near = npugate_result::names::closest(&path(key), known.iter().map(String::as_str));
     let hint = near.map(|near| format!("; did you mean `{near}`?")).unwrap_or_default();
     Err(error(
         path(key),

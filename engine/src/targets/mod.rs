@@ -312,6 +312,30 @@ pub fn check_runtime(target: &str, triple: &str, runtime: &RuntimeManifest) -> a
     Ok(())
 }
 
+/// One target of a plan with what runs on it.
+pub struct Planned {
+    /// Where the harness runs.
+    pub target: Box<dyn Target>,
+    /// The runtime its harness loads.
+    pub runtime: RuntimeManifest,
+    /// The harness built for the runtime's target.
+    pub harness: std::path::PathBuf,
+    /// The SoC the host HTP emulator is configured as (emulator targets only).
+    pub soc: Option<npugate_host::hexagon::Soc>,
+    /// What the target is as probed (devices only).
+    pub device: Option<npugate_android::devices::DeviceInfo>,
+}
+
+impl std::fmt::Debug for Planned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planned")
+            .field("target", &self.target.name())
+            .field("runtime", &self.runtime.name)
+            .field("harness", &self.harness)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

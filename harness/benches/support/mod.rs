@@ -16,5 +16,5 @@ pub fn env_number(name: &str, default: u32) -> u32 {
 
 /// The median of a loop's (or round's) values; every loop measures at least one run.
 pub fn median(values: &[f64]) -> f64 {
-    npugate_stats::median(values).expect("at least one value")
+    npugate_result::stats::median(values).expect("at least one value")
 }

@@ -76,9 +76,9 @@ pub fn catalog() -> Result<Catalog> {
 pub fn find(name: &str) -> Result<CatalogEntry> {
     let catalog = catalog()?;
     let names = || catalog.runtime.iter().map(|r| r.name.as_str());
-    match npugate_settings::names::exact(name, names()) {
+    match npugate_result::names::exact(name, names()) {
         Some(known) => Ok(catalog.runtime.iter().find(|r| r.name == known).cloned().expect("a catalog name")),
-        None => bail!("{} (npugate runtime list)", npugate_settings::names::refusal("runtime", name, names())),
+        None => bail!("{} (npugate runtime list)", npugate_result::names::refusal("runtime", name, names())),
     }
 }
 

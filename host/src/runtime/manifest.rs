@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use npugate_result::contract;
 use npugate_result::digest::sha256_file;
-use npugate_settings::names;
+use npugate_result::names;
 use serde::{Deserialize, Serialize};
 
 pub use super::ep::EpLibrary;

@@ -1,7 +1,7 @@
 //! The paired ratio of an interleaved A/B session against sessions whose truth is known by
 //! construction: a 10% slower B, an identical B, and a device that slows down by 40% halfway.
 
-use npugate_stats::{drift, look_alpha, median_ratio, paired_ratio, PairedRatio, SEQUENTIAL_ALPHA};
+use npugate_result::stats::{drift, look_alpha, median_ratio, paired_ratio, PairedRatio, SEQUENTIAL_ALPHA};
 
 /// `n` latencies around `mean_ns` with a seeded ±`noise_pct` uniform jitter.
 fn runs(n: usize, mean_ns: f64, noise_pct: f64, rng: &mut fastrand::Rng) -> Vec<u64> {
@@ -147,7 +147,7 @@ fn load_starting_halfway_moves_both_sides_and_cancels_in_the_paired_ratio() {
     // The session's drift is visible in A's round medians …
     let a_medians: Vec<f64> = same
         .iter()
-        .map(|(a, _)| npugate_stats::median(&a.iter().map(|&v| v as f64).collect::<Vec<_>>()).unwrap())
+        .map(|(a, _)| npugate_result::stats::median(&a.iter().map(|&v| v as f64).collect::<Vec<_>>()).unwrap())
         .collect();
     assert!(drift(&a_medians).unwrap().change_pct > 35.0);
     // … and a real 10% slowdown still reads 1.10 through it.

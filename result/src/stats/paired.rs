@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{median, median_in_place, ConfidenceInterval, CONFIDENCE_LEVEL};
+use super::{median, median_in_place, ConfidenceInterval, CONFIDENCE_LEVEL};
 
 /// Error rate of a whole sequential comparison, spent over its looks ([`look_alpha`]).
 pub const SEQUENTIAL_ALPHA: f64 = 1.0 - CONFIDENCE_LEVEL;

@@ -9,12 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
-use super::cell::{CellDevice, CellKey, CellRecord, HOST_HTP_FINGERPRINT};
-use super::night::{now_rfc3339, today};
 use super::plan::{PlannedModel, SweepPlan};
-use super::shard::{Cut, Shard, ShardInfo, ShardUnit};
-use super::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
-use super::unit::{self, host_htp_dir, Unit};
 use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
@@ -29,6 +24,11 @@ use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
 use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
+use npugate_nightly::sweep::cell::{CellDevice, CellKey, CellRecord, HOST_HTP_FINGERPRINT};
+use npugate_nightly::sweep::night::{now_rfc3339, today};
+use npugate_nightly::sweep::shard::{Cut, Shard, ShardInfo, ShardUnit};
+use npugate_nightly::sweep::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
+use npugate_nightly::sweep::unit::{self, host_htp_dir, Unit};
 use npugate_plan::run::RunInputs;
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
 
@@ -58,7 +58,7 @@ pub struct SweepTarget<T> {
     pub dir: String,
     /// What chose it (`--device`, `serial`, `soc=SM8650`, `socs` for a host-HTP cell).
     pub chosen_by: String,
-    /// The position of its unit in the plan (see [`super::unit`]).
+    /// The position of its unit in the plan (see [`npugate_nightly::sweep::unit`]).
     pub unit: usize,
     /// What kind of target it is, which chooses the runtimes of its cells.
     pub kind: TargetKind,
@@ -282,7 +282,7 @@ fn cell_runtimes(plan: &SweepPlan, kind: TargetKind) -> Vec<&RuntimeManifest> {
     }
 }
 
-/// The record of the shard `cut` makes of `plan` (see [`super::shard`]), with the devices this
+/// The record of the shard `cut` makes of `plan` (see [`npugate_nightly::sweep::shard`]), with the devices this
 /// shard resolved its units to.
 fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarget<T>]) -> Result<ShardInfo> {
     let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file)

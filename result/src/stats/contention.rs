@@ -66,7 +66,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{median, percentile};
+use super::{median, percentile};
 
 /// A run counts as slow when its latency exceeds the clean median by more than this (percent).
 pub const SLOW_RUN_PCT: f64 = 5.0;
