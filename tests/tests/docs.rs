@@ -1,12 +1,14 @@
 //! The guide cannot drift from the code: every command block of the README and of `docs/src/` is
 //! either run or checked. Every ```` ```console ```` block of `docs/src/` runs here with the built
-//! binaries and the cached models, its printed output compared with the chapter's; the blocks that
-//! cannot run here (a device, AI Hub, a long run: ```` ```sh ````, and the `$ ` lines of ```` ```text
-//! ```` transcripts) have each `npugate …` command parsed by the binary's own clap definition
-//! ([`npugate::command`]: subcommands, flags, value types, conflicts) without running it, and each
-//! `scripts/…` they name must be an executable script of the repository. Every relative link of the
-//! guide and the README resolves to a file (and a heading) of the repository, nothing points outside
-//! it, and `SUMMARY.md` lists every chapter exactly once.
+//! binaries and the cached models, its printed output compared with the chapter's. The blocks that
+//! cannot run here (a device, AI Hub, a long run) are ```` ```sh ```` (every line a command) or
+//! ```` ```text ```` / plain (output, its `$ ` lines commands): their command lines are split as bash
+//! would, each `npugate …` command parsed by the binary's own clap definition ([`npugate::command`]:
+//! subcommands, flags, value types, conflicts) without running it, each `scripts/…` must be an
+//! executable script of the repository; a synopsis (`[--json]`, `--local|--device`) has its
+//! subcommands and flag names checked. Every relative link of the guide and the README resolves to a
+//! file (and a heading) of the repository, nothing points outside it, and `SUMMARY.md` lists every
+//! chapter exactly once.
 //!
 //! A console block is a transcript: `$ command` lines (a `> ` line continues the command, as a
 //! shell's second prompt shows a here-document or an open quote), each followed by what it prints,
@@ -218,6 +220,8 @@ chapter_examples! {
     snapdragon_examples => "snapdragon.md",
     runtimes_examples => "runtimes.md",
     choose_examples => "choose.md",
+    resources_examples => "resources.md",
+    evidence_examples => "evidence.md",
 }
 
 #[test]
