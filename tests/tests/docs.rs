@@ -427,14 +427,55 @@ fn parse_problem(args: &[String]) -> Option<String> {
     })
 }
 
+/// The workspace's package names and its integration tests' names, from `cargo metadata` (once).
+fn workspace_targets() -> &'static (BTreeSet<String>, BTreeSet<String>) {
+    static TARGETS: std::sync::OnceLock<(BTreeSet<String>, BTreeSet<String>)> = std::sync::OnceLock::new();
+    TARGETS.get_or_init(|| {
+        let out = npugate_e2e::run(
+            Command::new("cargo").args(["metadata", "--no-deps", "--format-version", "1"]).current_dir(repo()),
+        );
+        let metadata: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("cargo metadata: {e}: {}", npugate_e2e::describe(&out)));
+        let packages = metadata["packages"].as_array().expect("cargo metadata lists packages");
+        let names = packages.iter().filter_map(|package| package["name"].as_str()).map(String::from).collect();
+        let tests = packages
+            .iter()
+            .flat_map(|package| package["targets"].as_array().into_iter().flatten())
+            .filter(|target| target["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|kind| kind == "test")))
+            .filter_map(|target| target["name"].as_str())
+            .map(String::from)
+            .collect();
+        (names, tests)
+    })
+}
+
+/// What is wrong with a `cargo` command the docs show: a package (`-p`, `--package`) that is not
+/// one of the workspace's, an integration test (`--test`) that none of its packages has.
+fn cargo_problem(args: &[String]) -> Option<String> {
+    let (packages, tests) = workspace_targets();
+    let wrong: Vec<String> = args
+        .windows(2)
+        .filter_map(|pair| match pair[0].as_str() {
+            "-p" | "--package" if !packages.contains(&pair[1]) => Some(format!("no workspace package {}", pair[1])),
+            "--test" if !tests.contains(&pair[1]) => Some(format!("no integration test {}", pair[1])),
+            _ => None,
+        })
+        .collect();
+    (!wrong.is_empty()).then(|| wrong.join("; "))
+}
+
 /// What is wrong with one simple command the docs show, if anything: `npugate` refuses its
-/// arguments, a `scripts/…` is no executable script of the repository, or the program is unknown.
+/// arguments, a `scripts/…` is no executable script of the repository, `cargo` names a package or
+/// test the workspace does not have, or the program is unknown.
 fn command_problem(words: &[String]) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let program = words[0].as_str();
     let name = program.rsplit('/').next().unwrap_or(program);
     if name == "npugate" {
         return parse_problem(&words[1..]);
+    }
+    if program == "cargo" {
+        return cargo_problem(&words[1..]);
     }
     if program.starts_with("scripts/") {
         let executable = std::fs::metadata(repo().join(program))
@@ -624,6 +665,7 @@ fn a_wrong_subcommand_flag_value_or_script_is_caught() {
     let problems = |line: &str| line_problems(&Shown { line: 1, text: line.to_string(), shell: true }).1;
     assert_eq!(problems("npugate run --local --model m.onnx --runs 5"), Vec::<String>::new());
     assert_eq!(problems("npugate run --help"), Vec::<String>::new());
+    assert_eq!(problems("cargo nextest run -p npugate-gate --test docs"), Vec::<String>::new());
     let wrong = [
         ("npugate runtime fecth x", "fecth"),
         ("npugate run --local --modle m.onnx", "--modle"),
@@ -635,6 +677,8 @@ fn a_wrong_subcommand_flag_value_or_script_is_caught() {
         ("scripts/nothing --demo", "scripts/nothing is no executable script"),
         ("scripts/aihub_models.py", "is no executable script"),
         ("curl x", "`curl` is neither"),
+        ("cargo nextest run --release -p npugate-gates baseline", "no workspace package npugate-gates"),
+        ("cargo nextest run --release -p npugate-e2e --test doc", "no integration test doc"),
     ];
     for (line, says) in wrong {
         let found = problems(line);
