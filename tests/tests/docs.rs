@@ -245,7 +245,8 @@ enum Role {
     /// ```` ```text ```` or no info: its `$ ` lines are commands, checked without running; the rest
     /// is what they print.
     Transcript,
-    /// Anything else (yaml, toml, json, rust, kotlin): configuration or code, no command block.
+    /// Anything else (yaml, toml, json, rust, kotlin): configuration or code, no command block; an
+    /// `npugate` command in its `#` comments is checked as a text line.
     Other,
 }
 
@@ -271,9 +272,19 @@ struct Shown {
 }
 
 /// The lines of a block that is not run: every line of a sh block, every line of a text block
-/// (its `$ ` lines, a `> ` line after one continuing it, as shell lines); a trailing `\` continues a
-/// line on the next.
+/// (its `$ ` lines, a `> ` line after one continuing it, as shell lines), the `#` comments of
+/// configuration or code; a trailing `\` continues a line on the next.
 fn shown_lines(block: &Block) -> Vec<Shown> {
+    let shown_at = |index: usize, text: &str, shell| Shown { line: block.line + index, text: text.to_string(), shell };
+    match role(block) {
+        Role::Run => return Vec::new(),
+        Role::Other => {
+            let comments =
+                block.text.lines().enumerate().filter_map(|(index, line)| Some((index, line.split_once('#')?.1)));
+            return comments.map(|(index, comment)| shown_at(index, comment, false)).collect();
+        }
+        Role::Commands | Role::Transcript => {}
+    }
     let every_line = role(block) == Role::Commands;
     let mut shown: Vec<Shown> = Vec::new();
     let (mut open, mut after_prompt) = (false, false);
@@ -287,7 +298,7 @@ fn shown_lines(block: &Block) -> Vec<Shown> {
             let prompted = line.strip_prefix("$ ");
             after_prompt = prompted.is_some();
             let shell = every_line || after_prompt;
-            shown.push(Shown { line: block.line + index, text: prompted.unwrap_or(line).to_string(), shell });
+            shown.push(shown_at(index, prompted.unwrap_or(line), shell));
         }
         open = line.ends_with('\\');
     }
@@ -636,9 +647,6 @@ fn check_shown_commands() -> (usize, Vec<String>) {
             if role(&block) == Role::Run && document == Path::new("README.md") {
                 problems.push(format!("README.md:{}: a console block here would not run: use sh", block.line));
             }
-            if !matches!(role(&block), Role::Commands | Role::Transcript) {
-                continue;
-            }
             for shown in shown_lines(&block) {
                 let (count, found) = line_problems(&shown);
                 npugate_commands += count;
@@ -746,6 +754,9 @@ fn a_shell_line_splits_into_its_commands() {
         shown_lines(&block),
         [shown(10, "npugate a \\\n  --b", true), shown(12, "out", false), shown(13, "npugate c\nd", true)]
     );
+    let yaml =
+        Block { info: "yaml".into(), line: 3, text: "r: x   # npugate runtime import-aar … --name x\ny: 1\n".into() };
+    assert_eq!(shown_lines(&yaml), [shown(3, " npugate runtime import-aar … --name x", false)]);
 }
 
 /// The heading anchors of a Markdown text, as mdBook makes them (and GitHub, for plain headings):
