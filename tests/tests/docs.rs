@@ -356,7 +356,7 @@ const COMMAND_PREFIXES: &[&str] = &["exec", "env", "nice", "time"];
 /// `||`, `;`, `&` and newlines outside quotes, a `\` line end joined, a comment and redirections
 /// dropped, the `NAME=value` assignments and `exec`/`env`/`nice`/`time` before a command dropped.
 /// A command substitution `$(…)` adds its own commands and stands in its word as `$(…)`; other
-/// expansions (`$model`, `"${X}"`) stay as written, so a typed flag cannot take one.
+/// expansions (`$model`, `"${X}"`) stay as written ([`parse_problem`] reads them as values).
 fn simple_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
     let chars: Vec<char> = line.replace("\\\n", " ").chars().collect();
     let (mut commands, mut segments, mut segment) = (Vec::new(), Vec::new(), String::new());
@@ -420,22 +420,36 @@ fn simple_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
 const OTHER_PROGRAMS: &[&str] = &["cargo", "cd", "cp", "echo", "git", "pip", "python3", "qai-hub"];
 
 /// Why `npugate` refuses these arguments, if it does: clap's error, its usage left out. Asking for
-/// help or the version is no refusal.
+/// help or the version is no refusal. A shell variable (`"$runs"`) where a typed value is due
+/// stands for a value the reader picks: it is tried as `1` (a count, a duration, a percentage) and
+/// refused only if that does not fit either.
 fn parse_problem(args: &[String]) -> Option<String> {
-    use clap::error::ErrorKind;
-    let line = std::iter::once("npugate".to_string()).chain(args.iter().cloned());
-    let error = npugate::command().try_get_matches_from(line).err()?;
-    let asked =
-        [ErrorKind::DisplayHelp, ErrorKind::DisplayVersion, ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand];
-    (!asked.contains(&error.kind())).then(|| {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let mut args = args.to_vec();
+    loop {
+        let line = std::iter::once("npugate".to_string()).chain(args.iter().cloned());
+        let error = npugate::command().try_get_matches_from(line).err()?;
+        let asked =
+            [ErrorKind::DisplayHelp, ErrorKind::DisplayVersion, ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand];
+        if asked.contains(&error.kind()) {
+            return None;
+        }
+        let variable = match error.get(ContextKind::InvalidValue) {
+            Some(ContextValue::String(value)) if value.contains('$') => args.iter().position(|arg| arg == value),
+            _ => None,
+        };
+        if let Some(at) = variable {
+            args[at] = "1".to_string();
+            continue;
+        }
         let text = error.to_string();
         let lines: Vec<&str> = text
             .lines()
             .take_while(|line| !line.starts_with("Usage:"))
             .filter(|line| !line.trim().is_empty())
             .collect();
-        lines.join("; ")
-    })
+        return Some(lines.join("; "));
+    }
 }
 
 /// The workspace's package names and its integration tests' names, from `cargo metadata` (once).
@@ -673,11 +687,13 @@ fn a_wrong_subcommand_flag_value_or_script_is_caught() {
     let problems = |line: &str| line_problems(&Shown { line: 1, text: line.to_string(), shell: true }).1;
     assert_eq!(problems("npugate run --local --model m.onnx --runs 5"), Vec::<String>::new());
     assert_eq!(problems("npugate run --help"), Vec::<String>::new());
+    assert_eq!(problems("npugate run --local --model \"$model\" --runs \"$runs\""), Vec::<String>::new());
     assert_eq!(problems("cargo nextest run -p npugate-gate --test docs"), Vec::<String>::new());
     let wrong = [
         ("npugate runtime fecth x", "fecth"),
         ("npugate run --local --modle m.onnx", "--modle"),
         ("npugate run --local --model m.onnx --runs many", "many"),
+        ("npugate run --local --model m.onnx --ep \"$EP\"", "invalid value '1'"),
         (
             "npugate compare --local --baseline-model a.onnx --model b.onnx --runs 5 --runs-per-round 5",
             "cannot be used with",
