@@ -1,9 +1,5 @@
-//! `npugate`: the command line. Parses flags into the library's typed values ([`cmd`]) and runs the
-//! command; nothing below `cmd` knows clap.
-
-mod cmd;
-mod sweep;
+//! `npugate`: the command line ([`npugate::main`]).
 
 fn main() -> std::process::ExitCode {
-    cmd::main()
+    npugate::main()
 }

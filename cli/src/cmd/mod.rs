@@ -9,8 +9,6 @@ pub mod compile;
 pub mod console;
 pub mod devices;
 pub mod doctor;
-#[cfg(test)]
-mod documented;
 pub mod estimate;
 pub mod gate;
 pub mod history;
@@ -28,7 +26,7 @@ pub mod verify;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use console::{Console, ProgressArg};
 use npugate_result::contract::{EXIT_ERROR, EXIT_PASS};
 
@@ -104,6 +102,12 @@ enum Command {
     /// What is installed (harness of each target and its version, runtimes, wine, qemu, adb) and
     /// every missing piece with its fix; exit 0 when the basics work, 1 otherwise.
     Doctor(doctor::DoctorArgs),
+}
+
+/// The command line's clap definition, every subcommand and flag with its value type: what
+/// [`main`] parses. The docs test checks the guide's command lines against it without running them.
+pub fn command() -> clap::Command {
+    Cli::command()
 }
 
 /// Parses the command line, decides colour, the interrupt handler and the progress reporter once
