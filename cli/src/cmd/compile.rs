@@ -87,6 +87,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         .map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() })
         .collect();
     let cancel = &console.cancel;
+    let given = plan.model.given()?;
     if let Some(llm) = plan.model.llm() {
         return compile_folder(&args, llm, &hosts, soc, &plan, console);
     }
@@ -94,7 +95,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         let fp16 = plan.fp16;
         CompileRequest {
             host,
-            model: &model,
+            model: given,
             session: &args.session,
             shapes: &args.session.shapes,
             soc,
@@ -156,7 +157,7 @@ fn compile_folder(
     };
     let request = FolderCompileRequest {
         host,
-        config: &llm.config,
+        model: plan.model.given()?,
         session: &args.session,
         soc,
         fp16: plan.fp16,

@@ -103,7 +103,7 @@ fn estimate(
     let preflight = npugate_engine::host_preflight::HostPreflight {
         harness: &planned.harness,
         runtime: &planned.runtime,
-        model: &model_path,
+        model: plan.model.given()?,
         session: &session,
         timeout: plan.timeouts.tool,
     };

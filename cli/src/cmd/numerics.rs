@@ -72,7 +72,7 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
     let tensors = TensorChoice::parse(&args.tensors);
     let settings = choice.settings_for(&HarnessSettings::from(args.session.clone()));
     let request = NumericsRequest {
-        model: args.target.model(),
+        model: plan.model.given()?,
         reference_model,
         tensors: &tensors,
         min_sqnr_db: args.min_sqnr_db,

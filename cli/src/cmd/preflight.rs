@@ -14,6 +14,8 @@ use npugate_settings::{EpKind, InputFile, SessionSettings, ShapeSpec};
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
 use npugate_engine::host_preflight::Claimed;
+use npugate_engine::model::GivenModel;
+use npugate_host::hash_cache::HashCache;
 use npugate_htp::folder_preflight::{FolderPreflightReport, GraphPreflight};
 use npugate_htp::preflight::{HtpPreflightRequest, REPORT_FILE};
 use npugate_htp::saver::{Predicted, PreflightRequest};
@@ -93,15 +95,16 @@ pub fn run(args: PreflightArgs, console: &Console) -> Result<u8> {
     })?;
     let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
     plan.announce();
+    let model = plan.model.given()?;
     match plan.kind {
-        Kind::Emulator => host_htp(&args, &model, &plan, console),
-        Kind::Qemu => saver(&args, &model, &plan, console),
-        _ => on_host(&args, &model, &plan, console),
+        Kind::Emulator => host_htp(&args, model, &plan, console),
+        Kind::Qemu => saver(&args, model, &plan, console),
+        _ => on_host(&args, model, &plan, console),
     }
 }
 
 /// The host HTP backend, every SoC × QNN version in parallel.
-fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
+fn host_htp(args: &PreflightArgs, model: &GivenModel, plan: &Plan, console: &Console) -> Result<u8> {
     let mut hosts: Vec<HostHtp> = Vec::new();
     let mut socs = Vec::new();
     for planned in &plan.targets {
@@ -114,7 +117,7 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
     }
     let fp16 = plan.fp16;
     if let Some(llm) = plan.model.llm() {
-        return htp_per_graph(args, llm, &hosts, &socs, plan, console);
+        return htp_per_graph(args, llm, &model.hashes, &hosts, &socs, plan, console);
     }
     let request = HtpPreflightRequest {
         hosts: &hosts,
@@ -141,6 +144,7 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
 fn htp_per_graph(
     args: &PreflightArgs,
     llm: &LlmModel,
+    hashes: &HashCache,
     hosts: &[HostHtp],
     socs: &[npugate_host::hexagon::Soc],
     plan: &Plan,
@@ -159,9 +163,10 @@ fn htp_per_graph(
             // The CPU reference (node shapes, FLOPs) and an executed inference get genai's values.
             let staged = tempfile::tempdir().context("cannot create a temporary directory for the inputs")?;
             let inputs = write_feeds(graph, &feeds, staged.path())?;
+            let model = GivenModel::of(&graph.path, None, None, hashes)?;
             let request = HtpPreflightRequest {
                 hosts,
-                model: &graph.path,
+                model: &model,
                 session: &args.session,
                 shapes: &shapes,
                 inputs: &inputs,
@@ -223,7 +228,7 @@ fn phase_run(llm: &LlmModel, phase: PhaseShapes) -> (Option<&'static str>, Vec<S
 }
 
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.
-fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
+fn saver(args: &PreflightArgs, model: &GivenModel, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
     let request = PreflightRequest {
         harness: &planned.harness,
@@ -244,7 +249,7 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &C
 }
 
 /// `npugate preflight --ep openvino …`: the session on an EP of this machine.
-fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
+fn on_host(args: &PreflightArgs, model: &GivenModel, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
     let preflight = npugate_engine::host_preflight::HostPreflight {
         harness: &planned.harness,
