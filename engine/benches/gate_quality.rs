@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 use npugate_e2e::CpuBurner;
 use npugate_engine::compare::{compare_on, CompareSpec};
 use npugate_engine::confirm::run_confirmed;
+use npugate_engine::model::GivenModel;
 use npugate_engine::pipeline::GateSpec;
 use npugate_engine::progress::Progress;
 use npugate_engine::run::{run_on, RunSpec};
@@ -183,6 +184,7 @@ fn replayed_compare(reps: usize) {
     println!("{VERDICT_HEADER}");
     let mock = MockJob::new();
     let rules = CompareRules::default();
+    let hashes = npugate_host::hash_cache::HashCache::default_cache();
     for (label, slowdown) in [("unchanged", 1.0), ("+10%", 1.1), ("+20%", 1.2), ("+50%", 1.5)] {
         let mut tally = Timed::default();
         for rep in 0..reps {
@@ -195,10 +197,11 @@ fn replayed_compare(reps: usize) {
             let simulated = Simulated { base_ns, noise_pct: 3.0, load: loaded_device };
             let target = MockTarget::new("sim", vec![Behaviour::Simulate(simulated)]);
             let job = Job { model: &a, ..mock.job() };
+            let [given_a, given_b] = [&a, &b].map(|model| GivenModel::read(model, &hashes).expect("the mock model"));
             let spec = CompareSpec {
                 job,
-                baseline: &a,
-                candidate: &b,
+                baseline: &given_a,
+                candidate: &given_b,
                 sources: [None, None],
                 rounds: 10,
                 budget: Duration::from_secs(300),

@@ -28,7 +28,7 @@ pub struct HostPreflight<'a> {
     /// A host runtime that contains the EP.
     pub runtime: &'a RuntimeManifest,
     /// The model.
-    pub model: &'a Path,
+    pub model: &'a crate::model::GivenModel,
     /// The session as the user's flags make it: the EP, its options (`device_type=NPU` …), the
     /// shapes and inputs, the session config.
     pub session: &'a SessionSettings,
@@ -61,7 +61,10 @@ impl HostPreflight<'_> {
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<(PathBuf, PlacementReport)> {
         let settings =
             HarnessSettings { warmup: 0, runs: 1, profile_runs: 1, ..HarnessSettings::from(self.session.clone()) };
-        let job = Job::new(self.harness, self.runtime, self.model, &settings, self.timeout, cancel);
+        let job = Job {
+            given: Some(self.model),
+            ..Job::new(self.harness, self.runtime, &self.model.path, &settings, self.timeout, cancel)
+        };
         let report =
             run_on(&HostTarget::new(), &RunSpec { job, gate: None, reference: None }, out, &Progress::silent())?;
         if !report.execution.succeeded() {
@@ -69,7 +72,7 @@ impl HostPreflight<'_> {
         }
         let dir = report.placed.dir().to_path_buf();
         let placement = npugate_profile::analyze_run(&dir, &report.result)
-            .with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+            .with_context(|| format!("cannot analyze the preflight of {}", self.model.path.display()))?;
         contract::write_json(&dir.join(files::PLACEMENT), &placement)?;
         Ok((dir, placement))
     }

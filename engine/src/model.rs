@@ -65,11 +65,7 @@ impl ModelFiles {
     /// Reads the model at `path` and returns [`ModelFiles::of`] it; an LLM folder (or its
     /// `genai_config.json`) is [`ModelFiles::of_folder`].
     pub fn read(path: &Path, cache: &HashCache) -> Result<ModelFiles> {
-        if let Some(config) = genai::config_path(path) {
-            return ModelFiles::of_folder(&open_folder(&config)?, cache);
-        }
-        let model = Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        ModelFiles::of(path, &model, cache)
+        GivenModel::read(path, cache).map(|given| given.files)
     }
 
     /// An LLM model folder as one model: its `genai_config.json` stands where a model's `.onnx`
@@ -94,6 +90,41 @@ impl ModelFiles {
     /// The referenced files as the harness's `--model-file` hints.
     pub fn hints(&self) -> Vec<ModelFile> {
         self.referenced.iter().map(|(file, _)| file.clone()).collect()
+    }
+}
+
+/// A model as its command looked at it once — the plan's subject: where the user named it, its
+/// LLM folder when it is one, its files hashed, and the command's one hash cache. Every run,
+/// compile and bundle of the command takes it from here instead of reading and hashing again.
+#[derive(Debug, Clone)]
+pub struct GivenModel {
+    /// The model as the user named it (an `.onnx`, an LLM folder or its `genai_config.json`).
+    pub path: PathBuf,
+    /// The LLM folder, when it is one.
+    pub llm: Option<LlmModel>,
+    /// Its files, hashed.
+    pub files: ModelFiles,
+    /// The command's hash cache (a fixed copy of the model is hashed with it).
+    pub hashes: HashCache,
+}
+
+impl GivenModel {
+    /// Looks at the model at `path` (an LLM folder is opened) and hashes its files with `hashes`:
+    /// for what is not handed a plan's model.
+    pub fn read(path: &Path, hashes: &HashCache) -> Result<GivenModel> {
+        let llm = genai::config_path(path).map(|config| open_folder(&config)).transpose()?;
+        GivenModel::of(path, llm, None, hashes)
+    }
+
+    /// The model at `path` whose kind was found already: `llm` its folder when it is one, else
+    /// `onnx` the `.onnx` as read (read now when `None`); its files hashed with `hashes`.
+    pub fn of(path: &Path, llm: Option<LlmModel>, onnx: Option<&Model>, hashes: &HashCache) -> Result<GivenModel> {
+        let files = match (&llm, onnx) {
+            (Some(llm), _) => ModelFiles::of_folder(llm, hashes)?,
+            (None, Some(onnx)) => ModelFiles::of(path, onnx, hashes)?,
+            (None, None) => ModelFiles::of(path, &Model::read(path).map_err(|e| anyhow::anyhow!("{e}"))?, hashes)?,
+        };
+        Ok(GivenModel { path: path.to_path_buf(), llm, files, hashes: hashes.clone() })
     }
 }
 
@@ -192,21 +223,19 @@ fn apply_shapes(mut onnx: Model, model: &Path, shapes: &[ShapeSpec], inputs: &[I
 /// ([`prepare`]), else the model as given, checked; either way with its files located and hashed
 /// and its tensors' sizes checked against `memory` ([`check_sizes`]; an LLM folder's buffers are
 /// checked by its harness, which sizes them).
-pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path, memory: Memory) -> Result<PreparedModel> {
-    if let Some(config) = genai::config_path(model) {
-        let llm = open_folder(&config)?;
-        check_lengths(&llm, settings)?;
-        let files = ModelFiles::of_folder(&llm, &HashCache::default_cache())?;
-        return Ok(PreparedModel { path: config, fixed_from: None, files });
+pub fn for_run(given: &GivenModel, settings: &HarnessSettings, cache: &Path, memory: Memory) -> Result<PreparedModel> {
+    if let Some(llm) = &given.llm {
+        check_lengths(llm, settings)?;
+        return Ok(PreparedModel { path: llm.config.clone(), fixed_from: None, files: given.files.clone() });
     }
     if settings.ep.needs_static_shapes() {
-        return prepare(model, &settings.shapes, &settings.inputs, cache, memory);
+        return prepare(given, &settings.shapes, &settings.inputs, cache, memory);
     }
+    let model = &given.path;
     let onnx = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let files = ModelFiles::of(model, &onnx, &HashCache::default_cache())?;
     let checked = apply_shapes(onnx, model, &settings.shapes, &settings.inputs)?;
     check_sizes(&checked.model, model, &settings.shapes, &settings.inputs, memory)?;
-    Ok(PreparedModel { path: model.to_path_buf(), fixed_from: None, files })
+    Ok(PreparedModel { path: model.clone(), fixed_from: None, files: given.files.clone() })
 }
 
 /// Checks `model` (its shapes, then its sizes against `memory`, see [`check_sizes`]) and, when
@@ -214,15 +243,15 @@ pub fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path, memory: M
 /// a digest of the original's files, its name and the shapes) unless it is there already; the
 /// model's external data files are linked (or copied) beside it.
 pub fn prepare(
-    model: &Path,
+    given: &GivenModel,
     shapes: &[ShapeSpec],
     inputs: &[InputFile],
     cache: &Path,
     memory: Memory,
 ) -> Result<PreparedModel> {
-    let hashes = HashCache::default_cache();
+    let (model, hashes) = (given.path.as_path(), &given.hashes);
     let original = Model::read(model).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let given = ModelFiles::of(model, &original, &hashes)?;
+    let given = given.files.clone();
     let Checked { model: fixed, changed } = apply_shapes(original, model, shapes, inputs)?;
     check_sizes(&fixed, model, shapes, inputs, memory)?;
     let Some(shape_text) = changed else {
@@ -252,7 +281,7 @@ pub fn prepare(
             }
         }
     }
-    let files = ModelFiles::of(&path, &fixed, &hashes)?;
+    let files = ModelFiles::of(&path, &fixed, hashes)?;
     Ok(PreparedModel { path, fixed_from: Some(FixedFrom { path: model.to_path_buf(), sha256: given.sha256 }), files })
 }
 
@@ -439,6 +468,22 @@ mod tests {
 
     fn shape(text: &str) -> ShapeSpec {
         text.parse().unwrap()
+    }
+
+    /// [`super::prepare`] of the model at `model`, looked at now.
+    fn prepare(
+        model: &Path,
+        shapes: &[ShapeSpec],
+        inputs: &[InputFile],
+        cache: &Path,
+        memory: Memory,
+    ) -> Result<PreparedModel> {
+        super::prepare(&GivenModel::read(model, &HashCache::default_cache())?, shapes, inputs, cache, memory)
+    }
+
+    /// [`super::for_run`] of the model at `model`, looked at now.
+    fn for_run(model: &Path, settings: &HarnessSettings, cache: &Path, memory: Memory) -> Result<PreparedModel> {
+        super::for_run(&GivenModel::read(model, &HashCache::default_cache())?, settings, cache, memory)
     }
 
     #[test]

@@ -74,7 +74,8 @@ impl Attempted for RunReport {
 /// message); an EP that started and rejected nodes, even all of them, is judged (a verdict).
 pub fn run_on(target: &dyn Target, spec: &RunSpec<'_>, out: &Path, progress: &Progress<'_>) -> Result<RunReport> {
     let settings = spec.job.settings;
-    let model = crate::model::for_run(spec.job.model, settings, &crate::model::default_cache(), target.memory())?;
+    let given = spec.job.given_or_read()?;
+    let model = crate::model::for_run(&given, settings, &crate::model::default_cache(), target.memory())?;
     let job = Job { model: &model.path, prepared: Some(&model), ..spec.job };
     let staging = Staging::next_to(out)?;
     let execution = target.execute(&job, staging.path(), progress)?;

@@ -7,6 +7,8 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use npugate_result::digest::sha256_file;
@@ -15,16 +17,24 @@ use sha2::{Digest, Sha256};
 /// How old a file's mtime must be before its hash is remembered.
 const SETTLED: Duration = Duration::from_secs(2);
 
-/// Remembered hashes in one directory.
+/// Remembered hashes in one directory. Clones share one count of the files asked for
+/// ([`HashCache::lookups`]): a command builds one cache and hands it on, so the count is how many
+/// times the command asked for a file's hash.
 #[derive(Debug, Clone)]
 pub struct HashCache {
     dir: PathBuf,
+    lookups: Arc<AtomicUsize>,
 }
 
 impl HashCache {
     /// The cache in `dir` (created on first write).
     pub fn in_dir(dir: PathBuf) -> HashCache {
-        HashCache { dir }
+        HashCache { dir, lookups: Arc::default() }
+    }
+
+    /// How many times this cache and its clones were asked for a file's hash (remembered or read).
+    pub fn lookups(&self) -> usize {
+        self.lookups.load(Ordering::Relaxed)
     }
 
     /// The npugate cache's: `<cache>/hashes`.
@@ -35,6 +45,7 @@ impl HashCache {
     /// sha256 (lowercase hex) and size of `path`: remembered when the file's stat is unchanged,
     /// else read and hashed (and remembered once the file has settled).
     pub fn sha256(&self, path: &Path) -> std::io::Result<(String, u64)> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
         let before = std::fs::metadata(path)?;
         let entry = self.dir.join(stat_key(&before));
         if let Ok(text) = std::fs::read_to_string(&entry) {

@@ -23,9 +23,11 @@ use super::preflight::{
 use super::HostHtp;
 use npugate_engine::compiled::{source_path_from, CompiledFor, EpContextCover};
 use npugate_engine::layout::{check_file, written_by_npugate, Staging};
+use npugate_engine::model::GivenModel;
 use npugate_engine::progress::Progress;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Job, Target};
+use npugate_host::hash_cache::HashCache;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 
@@ -38,7 +40,7 @@ pub struct CompileRequest<'a> {
     /// The Windows harness and runtime.
     pub host: &'a HostHtp,
     /// The model.
-    pub model: &'a Path,
+    pub model: &'a GivenModel,
     /// The user's session flags the compile keeps (kept as preflight keeps them).
     pub session: &'a SessionSettings,
     /// Shapes of dynamic inputs.
@@ -76,14 +78,11 @@ impl CompileRequest<'_> {
     /// Compiles into `out` (the `_ctx.onnx`); the harness's own files go to `<out>.compile/`.
     /// A model the HTP cannot compile is an error saying so for the SoC.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<Compiled> {
-        check_file(out, "--out", &[self.model])?;
-        let (source_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
-            format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
-        })?;
+        check_file(out, "--out", &[&self.model.path])?;
         let prepared = crate::prepare_here(self.model, self.shapes, &[])?;
         let embed_mode = if self.context_file { "0" } else { "1" };
         let mut settings = soc_settings(self.session, self.shapes, self.fp16);
-        let control_flow = ControlFlowCopy::write(&prepared, out)?;
+        let control_flow = ControlFlowCopy::write(&prepared, out, &self.model.hashes)?;
         let mut notes = Vec::new();
         if let Some(node) = control_flow.as_ref().and_then(|copy| copy.folds.as_deref()) {
             // See `npugate_onnx::Model::subgraph_folds_constants`: folded, the written subgraph
@@ -97,7 +96,7 @@ impl CompileRequest<'_> {
         let session = CompileSession {
             host: self.host,
             soc: self.soc,
-            what: self.model,
+            what: &self.model.path,
             prepared: loaded,
             embed_mode,
             timeout: self.timeout,
@@ -111,9 +110,6 @@ impl CompileRequest<'_> {
         }
         let build = self.host.runtime.qnn_build().context("the runtime's QnnHtp.dll names no QNN build")?;
         let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let source_digest =
-            npugate_engine::model::ModelFiles::read(self.model, &npugate_host::hash_cache::HashCache::default_cache())?
-                .digest;
         let compiled_for = CompiledFor {
             soc: self.soc.model.into(),
             htp_arch: self.soc.arch.into(),
@@ -122,9 +118,9 @@ impl CompileRequest<'_> {
             qnn_backend_build: build,
             ort_version: result.runtime.ort_version.clone(),
             runtime: self.host.runtime.name.clone(),
-            source_model_sha256: source_sha256,
-            source_model_digest: source_digest,
-            source_model: source_path_from(out, self.model),
+            source_model_sha256: self.model.files.sha256.clone(),
+            source_model_digest: self.model.files.digest.clone(),
+            source_model: source_path_from(out, &self.model.path),
             ep_context_nodes: ep_context_covers(&model, &source, &result.assignment),
             source_shapes: self.shapes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
             fp16: if self.fp16 { "1" } else { "0" }.into(),
@@ -142,7 +138,7 @@ impl CompileRequest<'_> {
         // Graph-I/O Q/DQ on the CPU by design are never "left on the CPU" (the placement's one rule).
         let mut left_on_cpu: Vec<FallbackEntry> =
             fallback_entries(&placement).into_iter().filter(|node| !node.expected).collect();
-        locate_entries_in_bodies(left_on_cpu.iter_mut(), self.model);
+        locate_entries_in_bodies(left_on_cpu.iter_mut(), &self.model.path);
         Ok(Compiled { path: out.to_path_buf(), context_files, compiled_for, left_on_cpu, job_dir, notes })
     }
 }
@@ -164,7 +160,11 @@ struct ControlFlowCopy {
 
 impl ControlFlowCopy {
     /// The copy of `prepared` for a compile into `out`; `None` for a model without control flow.
-    fn write(prepared: &npugate_engine::model::PreparedModel, out: &Path) -> Result<Option<ControlFlowCopy>> {
+    fn write(
+        prepared: &npugate_engine::model::PreparedModel,
+        out: &Path,
+        hashes: &HashCache,
+    ) -> Result<Option<ControlFlowCopy>> {
         let mut model = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
         if !model.has_control_flow() {
             return Ok(None);
@@ -177,11 +177,7 @@ impl ControlFlowCopy {
             .tempdir_in(beside)
             .with_context(|| format!("cannot write into {}", beside.display()))?;
         let path = npugate_engine::model::write_with_data(&model, &prepared.path, folder.path())?;
-        let files = npugate_engine::model::ModelFiles::of(
-            &path,
-            &model,
-            &npugate_host::hash_cache::HashCache::default_cache(),
-        )?;
+        let files = npugate_engine::model::ModelFiles::of(&path, &model, hashes)?;
         let copy = npugate_engine::model::PreparedModel { path, fixed_from: prepared.fixed_from.clone(), files };
         Ok(Some(ControlFlowCopy { prepared: copy, exposed, folds, _folder: folder }))
     }

@@ -30,6 +30,7 @@ use super::compile::{ep_context_covers, CompileOutcome, CompileSession};
 use super::preflight::{fallback_entries, placement_of, soc_settings, FallbackEntry};
 use super::HostHtp;
 use npugate_engine::compiled::CompiledFor;
+use npugate_engine::model::GivenModel;
 use npugate_engine::targets::Cancel;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
@@ -39,8 +40,8 @@ use npugate_host::runtime::manifest::qnn_sdk_version;
 pub struct FolderCompileRequest<'a> {
     /// The Windows harness and runtime.
     pub host: &'a HostHtp,
-    /// The folder's `genai_config.json`.
-    pub config: &'a Path,
+    /// The LLM folder, as the command looked at it.
+    pub model: &'a GivenModel,
     /// The user's session flags the compile keeps (kept as preflight keeps them).
     pub session: &'a SessionSettings,
     /// The SoC to compile for.
@@ -86,14 +87,15 @@ impl FolderCompileRequest<'_> {
     /// files go to `<out>.compile/`. A graph the HTP cannot compile is an error naming the graph
     /// and the SoC; graphs that did not land in one context binary are an error naming the binaries.
     pub fn run(&self, out: &Path, cancel: &Cancel) -> Result<CompiledFolder> {
-        let source = npugate_engine::model::open_folder(self.config)?;
+        let source = self.model.llm.as_ref().context("compile_folder compiles an LLM folder")?;
         npugate_engine::layout::check_model_folder(out, "--out", &[&source.folder])?;
         let staging =
             tempfile::Builder::new().prefix("npugate-staged-").tempdir().context("cannot create a staging folder")?;
-        let (config, staged) = stage(&source, self.lengths, staging.path())?;
+        let (config, staged) = stage(source, self.lengths, staging.path())?;
         let llm = npugate_engine::model::open_folder(&config)?;
+        let hashes = &self.model.hashes;
         let prepared = npugate_engine::model::for_run(
-            &config,
+            &GivenModel::of(&config, Some(llm.clone()), None, hashes)?,
             &soc_settings(self.session, &[], self.fp16),
             &npugate_engine::model::default_cache(),
             npugate_engine::model::Memory::Here,
@@ -137,6 +139,7 @@ impl FolderCompileRequest<'_> {
                 ..result.clone()
             };
             let original = staged.source;
+            let source_files = npugate_engine::model::ModelFiles::read(&original.path, hashes)?;
             let compiled_for = CompiledFor {
                 soc: self.soc.model.into(),
                 htp_arch: self.soc.arch.into(),
@@ -145,14 +148,8 @@ impl FolderCompileRequest<'_> {
                 qnn_backend_build: build.clone(),
                 ort_version: result.runtime.ort_version.clone(),
                 runtime: self.host.runtime.name.clone(),
-                source_model_sha256: npugate_result::digest::sha256_file(&original.path)
-                    .with_context(|| format!("cannot read {}", original.path.display()))?
-                    .0,
-                source_model_digest: npugate_engine::model::ModelFiles::read(
-                    &original.path,
-                    &npugate_host::hash_cache::HashCache::default_cache(),
-                )?
-                .digest,
+                source_model_sha256: source_files.sha256,
+                source_model_digest: source_files.digest,
                 source_model: npugate_engine::compiled::source_path_from(&out.join(&name), &original.path),
                 ep_context_nodes: ep_context_covers(&model, &sized, &run.assignment),
                 source_shapes: staged.shapes.clone(),

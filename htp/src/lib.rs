@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use npugate_engine::host_htp::{check_runtime, HOST_HTP_RUNTIME};
-use npugate_engine::model::PreparedModel;
+use npugate_engine::model::{GivenModel, PreparedModel};
 use npugate_engine::targets::wine::{self, SETUP_HINT};
 use npugate_host::runtime::RuntimeManifest;
 use npugate_settings::{InputFile, ShapeSpec};
@@ -69,9 +69,10 @@ impl HostHtp {
     }
 }
 
-/// `model` ready for a job on this machine (under wine or qemu): its `--shape`s fixed into a
-/// copy where they change it, its tensors' sizes checked against this machine's memory.
-pub(crate) fn prepare_here(model: &Path, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<PreparedModel> {
+/// `model` (as its command looked at it) ready for a job on this machine (under wine or qemu): its
+/// `--shape`s fixed into a copy where they change it, its tensors' sizes checked against this
+/// machine's memory.
+pub(crate) fn prepare_here(model: &GivenModel, shapes: &[ShapeSpec], inputs: &[InputFile]) -> Result<PreparedModel> {
     let cache = npugate_engine::model::default_cache();
     npugate_engine::model::prepare(model, shapes, inputs, &cache, npugate_engine::model::Memory::Here)
 }

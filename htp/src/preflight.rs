@@ -32,6 +32,7 @@ use sha2::{Digest, Sha256};
 
 use super::HostHtp;
 use npugate_engine::layout::{Ownership, Staging};
+use npugate_engine::model::GivenModel;
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::{self, Attempted, DeviceOutcome, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
@@ -59,7 +60,7 @@ pub struct HtpPreflightRequest<'a> {
     /// The Windows harness and runtime of each QNN version to judge the model with, oldest first.
     pub hosts: &'a [HostHtp],
     /// The model.
-    pub model: &'a Path,
+    pub model: &'a GivenModel,
     /// The user's session flags every SoC job keeps (EP options, session config, QNN flags); its shapes and inputs are
     /// `shapes` and `inputs`.
     pub session: &'a SessionSettings,
@@ -325,9 +326,7 @@ impl HtpPreflightRequest<'_> {
         let cancel = &policy.cancel;
         PREFLIGHT_DIR.check(out, "--out")?;
         let first = self.hosts.first().context("a preflight needs at least one host-HTP runtime")?;
-        let (model_sha256, _) = npugate_result::digest::sha256_file(self.model).with_context(|| {
-            format!("model {} cannot be read; pass --model with an .onnx file", self.model.display())
-        })?;
+        let model_sha256 = self.model.files.sha256.clone();
         let prepared = crate::prepare_here(self.model, self.shapes, self.inputs)?;
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
 
@@ -354,7 +353,7 @@ impl HtpPreflightRequest<'_> {
             Some(profile) => Ok(profile),
             None => {
                 let (_, (outcome, reference)) = outcomes.next().context("the reference job is in the rack")?;
-                reference_shapes(reference.as_ref(), outcome.infrastructure_error.as_deref(), self.model)?
+                reference_shapes(reference.as_ref(), outcome.infrastructure_error.as_deref(), &self.model.path)?
             }
         };
         let reference_profile = match reference_profile {
@@ -370,7 +369,7 @@ impl HtpPreflightRequest<'_> {
         let report = HtpPreflightReport {
             schema: HTP_PREFLIGHT_SCHEMA.into(),
             label: LABEL.into(),
-            model: self.model.display().to_string(),
+            model: self.model.path.display().to_string(),
             model_sha256,
             changes: version_changes(&qnn, &socs),
             qnn,
@@ -442,8 +441,8 @@ impl HtpPreflightRequest<'_> {
                 verdict
             })
             .collect();
-        attach_estimates(&mut socs, self.model);
-        locate_in_bodies(&mut socs, self.model);
+        attach_estimates(&mut socs, &self.model.path);
+        locate_in_bodies(&mut socs, &self.model.path);
         for verdict in &socs {
             if let (Some(dir), Some(placement)) = (&verdict.result_dir, &verdict.placement) {
                 contract::write_json(&dir.join(files::PLACEMENT), placement)?;

@@ -21,6 +21,7 @@ use npugate_settings::qnn::QnnBackend;
 use npugate_settings::{EpKind, HarnessSettings, KeyValue, QnnArgs, SessionSettings};
 
 use npugate_engine::layout::Staging;
+use npugate_engine::model::GivenModel;
 use npugate_engine::progress::Progress;
 use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::{Cancel, Job, Target};
@@ -41,7 +42,7 @@ pub struct PreflightRequest<'a> {
     /// A runtime with the QNN plugin EP, built for aarch64 Linux.
     pub runtime: &'a RuntimeManifest,
     /// The model.
-    pub model: &'a Path,
+    pub model: &'a GivenModel,
     /// The user's session flags (EP options, session config, QNN flags, `--shape`) the session keeps.
     pub session: &'a SessionSettings,
     /// Run float graphs in fp16 on HTP, as the device run would.
@@ -103,7 +104,7 @@ impl PreflightRequest<'_> {
             );
         }
         let mut report = npugate_profile::analyze_result_dir(staging.path())
-            .with_context(|| format!("cannot analyze the preflight of {}", self.model.display()))?;
+            .with_context(|| format!("cannot analyze the preflight of {}", self.model.path.display()))?;
         report.predicted = Some(PREDICTED.to_string());
         contract::write_json(&staging.path().join(files::PLACEMENT), &report)?;
         let dir = staging.commit(result.status == RunStatus::Complete)?.dir().to_path_buf();

@@ -18,12 +18,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use npugate_engine::model::GivenModel;
 use npugate_engine::progress::Progress;
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::host::HostTarget;
 use npugate_engine::targets::Planned;
 use npugate_engine::targets::{Cancel, Job, Target};
 use npugate_engine::timeouts::Timeouts;
+use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_numerics::compare::{compare_run, Saved};
 use npugate_numerics::matching::{Matching, Selection};
@@ -142,8 +144,9 @@ struct EndToEnd {
 fn numerics_end_to_end(setup: &Setup) -> EndToEnd {
     let out = setup.work.path().join("numerics");
     let settings = HarnessSettings::default();
+    let given = GivenModel::read(&setup.model, &HashCache::default_cache()).expect("the model");
     let request = NumericsRequest {
-        model: &setup.model,
+        model: &given,
         reference_model: &setup.model,
         tensors: &TensorChoice::All,
         min_sqnr_db: numerics::DEFAULT_MIN_SQNR_DB,

@@ -38,6 +38,7 @@ use compare::{compare_run, compare_runs, Saved};
 use matching::{Matching, Selection};
 use npugate_engine::device_rack::result_dir_names;
 use npugate_engine::layout::Ownership;
+use npugate_engine::model::GivenModel;
 use npugate_engine::output_check::ReferenceRequest;
 use npugate_engine::rack::{run_rack, Rack, RackPolicy};
 use npugate_engine::run::{run_on, RunReport, RunSpec};
@@ -89,8 +90,8 @@ impl TensorChoice {
 /// What to compare and how.
 #[derive(Debug, Clone, Copy)]
 pub struct NumericsRequest<'a> {
-    /// The model under test (quantized or float).
-    pub model: &'a Path,
+    /// The model under test (quantized or float), as the command looked at it.
+    pub model: &'a GivenModel,
     /// The float model whose CPU run is the reference (the model itself when it is float).
     pub reference_model: &'a Path,
     /// Which tensors to expose.
@@ -138,10 +139,10 @@ impl Targets<'_> {
 /// models, a failed reference run); a failed target is reported in the report.
 pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsReport> {
     let out = request.out;
-    let model = load(request.model, request.settings)?;
+    let model = load(&request.model.path, request.settings)?;
     prepare_out(out)?;
     // The model against itself is read once.
-    let same = std::fs::canonicalize(request.model).ok() == std::fs::canonicalize(request.reference_model).ok();
+    let same = std::fs::canonicalize(&request.model.path).ok() == std::fs::canonicalize(request.reference_model).ok();
     let reference = if same { None } else { Some(load(request.reference_model, request.settings)?) };
     let reference = reference.as_ref().unwrap_or(&model);
     let names = result_dir_names(&on.planned.iter().map(|p| p.target.name().to_string()).collect::<Vec<_>>());
@@ -157,7 +158,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         bail!(
             "no tensor of {} matches a tensor of {} (rules: same name, or the DequantizeLinear output of the QuantizeLinear that \
              reads the float name); pass the float model the QDQ model was made from as --reference-model",
-            request.model.display(),
+            request.model.path.display(),
             request.reference_model.display()
         );
     }
@@ -172,7 +173,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
-    let rack = on_every_target(on, &instrumented.model, &settings, request.cancel, out, &names);
+    let rack = on_every_target(on, (&instrumented.model, None), &settings, request.cancel, out, &names);
     let reference_saved = Saved { dir: &reference_run.dir, result: &reference_run.result };
     let runs: Vec<TargetRun> = on
         .planned
@@ -187,7 +188,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         })
         .collect();
     let header = Header {
-        model: model_ref(request.model)?,
+        model: ModelRef { path: request.model.path.display().to_string(), sha256: request.model.files.sha256.clone() },
         reference: model_ref(request.reference_model)?,
         reference_run: files::NUMERICS_REFERENCE_DIR.into(),
         min_sqnr_db: request.min_sqnr_db,
@@ -230,11 +231,11 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     Ok(report)
 }
 
-/// Runs `model` with `settings` on every target in parallel (each with its own harness and
-/// runtime), each into `dir/<its name>`.
+/// Runs `model` (with the command's look at it, when it is the model as given) with `settings`
+/// on every target in parallel (each with its own harness and runtime), each into `dir/<its name>`.
 fn on_every_target(
     on: &Targets<'_>,
-    model: &Path,
+    (model, given): (&Path, Option<&GivenModel>),
     settings: &HarnessSettings,
     cancel: &Cancel,
     dir: &Path,
@@ -244,7 +245,11 @@ fn on_every_target(
         .planned
         .iter()
         .map(|p| {
-            let job = Job { env: on.env, ..Job::new(&p.harness, &p.runtime, model, settings, on.timeouts.run, cancel) };
+            let job = Job {
+                env: on.env,
+                given,
+                ..Job::new(&p.harness, &p.runtime, model, settings, on.timeouts.run, cancel)
+            };
             RunSpec { job, gate: None, reference: None }
         })
         .collect();
@@ -350,7 +355,7 @@ fn instrument(
         std::fs::create_dir_all(&folder).with_context(|| format!("cannot create {}", folder.display()))?;
         Ok((npugate_engine::model::write_with_data(&copy, original, &folder)?, added.len()))
     };
-    let (model_path, exposed_in_model) = write(model, request.model, matching.exposed_in_model(), "model")?;
+    let (model_path, exposed_in_model) = write(model, &request.model.path, matching.exposed_in_model(), "model")?;
     let (reference_path, exposed_in_reference) = match reference {
         None => (model_path.clone(), exposed_in_model),
         Some(reference) => write(reference, request.reference_model, matching.exposed_in_reference(), "reference")?,
@@ -367,7 +372,8 @@ fn boundaries(
     names: &[String],
 ) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
-    let rack = on_every_target(on, request.model, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
+    let plain = (request.model.path.as_path(), Some(request.model));
+    let rack = on_every_target(on, plain, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();
     for (outcome, finished) in rack.report.devices.iter().zip(&rack.results) {
         let Some(report) = finished else {

@@ -41,6 +41,7 @@ use npugate_engine::targets::qemu::{self, QemuTarget};
 use npugate_engine::targets::wine::{self, WineTarget};
 use npugate_engine::targets::Planned;
 use npugate_engine::timeouts::Timeouts;
+use npugate_host::hash_cache::HashCache;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 use npugate_host::runtime::RuntimeManifest;
@@ -349,6 +350,10 @@ pub trait Resources {
     fn select_devices(&self, adb: &Adb, selectors: &[DeviceChoice]) -> Result<Vec<String>>;
     /// What a device is (its target triple, SoC, arch).
     fn probe(&self, adb: &Adb, serial: &str) -> Result<DeviceInfo>;
+    /// The hash cache of the command: its model is hashed with it once ([`Subject::given`]).
+    fn hash_cache(&self) -> HashCache {
+        HashCache::default_cache()
+    }
 }
 
 /// This machine's resources: the runtime cache, the harnesses next to `npugate`, adb.
@@ -388,7 +393,7 @@ impl Plan {
     /// Resolves `request` against what `resources` has (see the module doc for the rules): the
     /// model first (nothing is touched for a model the command refuses), then where it runs.
     pub fn resolve(request: &Request<'_>, resources: &dyn Resources) -> Result<Plan> {
-        let (model, baseline) = models(request)?;
+        let (model, baseline) = models(request, resources)?;
         if let Some(harness) = request.harness {
             // A harness of another npugate is refused before any device is asked anything.
             usable(harness)?;
@@ -670,17 +675,19 @@ impl Plan {
 
 /// The model (and compare's baseline) looked at once, refused when its kind does not take the
 /// flags given, and checked against the run's settings.
-fn models(request: &Request<'_>) -> Result<(Subject, Option<Subject>)> {
+fn models(request: &Request<'_>, resources: &dyn Resources) -> Result<(Subject, Option<Subject>)> {
     let name_it = if request.command == Command::Compare { NAME_IT_BY_KEEPING } else { NAME_IT_BY_FLAG };
     if let Some(settings) = request.settings {
         settings.check()?;
     }
+    let hashes = resources.hash_cache();
     let look = |path: &Path, reference: Option<&Path>| -> Result<Subject> {
-        let subject = Subject::classify(path, reference, name_it)?;
+        let subject = Subject::classify_in(path, reference, name_it, hashes.clone())?;
         subject.refuse(request.command, &request.flags)?;
         if let Some(settings) = request.settings {
             npugate_engine::model::check_run(path, subject.llm(), settings)?;
         }
+        subject.given()?;
         Ok(subject)
     };
     let baseline = request.baseline.map(|path| look(path, None)).transpose()?;
@@ -977,6 +984,8 @@ pub mod fake {
         pub devices: Vec<DeviceInfo>,
         /// Holds a harness file per triple.
         pub dir: tempfile::TempDir,
+        /// The hash cache every plan of this machine hashes its model with (in `dir`).
+        pub hashes: HashCache,
     }
 
     /// A runtime named `name` for `target` with ORT `ort` and, when given, the EP `ep` (a plugin).
@@ -1038,7 +1047,9 @@ pub mod fake {
             for triple in [host, wine::TRIPLE, android, qemu::TRIPLE] {
                 npugate_engine::harnesses::write_stand_in(&dir.path().join(triple), triple).expect("harness file");
             }
-            Fake { runtimes, devices: vec![phone("phone-a", "SM8650", "v75"), phone("phone-b", "SM8550", "v73")], dir }
+            let hashes = HashCache::in_dir(dir.path().join("hashes"));
+            let devices = vec![phone("phone-a", "SM8650", "v75"), phone("phone-b", "SM8550", "v73")];
+            Fake { runtimes, devices, dir, hashes }
         }
     }
 
@@ -1090,6 +1101,10 @@ pub mod fake {
                 .find(|d| d.serial == serial)
                 .cloned()
                 .with_context(|| format!("cannot probe device {serial}"))
+        }
+
+        fn hash_cache(&self) -> HashCache {
+            self.hashes.clone()
         }
     }
 }

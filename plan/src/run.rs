@@ -20,6 +20,7 @@ use npugate_engine::consistency;
 use npugate_engine::device_rack::{self, Ran};
 use npugate_engine::evidence::{Bundle, VerdictSummary};
 use npugate_engine::layout::Placed;
+use npugate_engine::model::GivenModel;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::pipeline::{GateSpec, OutputsCheck, Sinks};
 use npugate_engine::progress::Progress;
@@ -35,6 +36,8 @@ use npugate_host::runtime::RuntimeManifest;
 /// a sweep one per cell.
 pub struct RunInputs<'a> {
     model: &'a Path,
+    /// `model` as the plan looked at it, when the inputs are a plan's ([`RunInputs::of_plan`]).
+    given: Option<&'a GivenModel>,
     choice: &'a ReferenceChoice,
     settings: &'a HarnessSettings,
     /// The reference run's settings: `settings` with a compiled model's recorded source shapes
@@ -65,7 +68,22 @@ impl<'a> RunInputs<'a> {
             false => None,
         };
         let reference_settings = choice.settings_for(settings);
-        Ok(RunInputs { model, choice, settings, reference_settings, gate, timeouts, cancel, tools })
+        Ok(RunInputs { model, given: None, choice, settings, reference_settings, gate, timeouts, cancel, tools })
+    }
+
+    /// The inputs of running `plan`'s model with `settings` under `gate`: its files hashed once,
+    /// at [`Plan::resolve`], handed to every target's run.
+    pub fn of_plan(
+        plan: &'a Plan,
+        settings: &'a HarnessSettings,
+        gate: Option<&'a GateSpec>,
+        cancel: &'a Cancel,
+        resources: &dyn Resources,
+    ) -> Result<RunInputs<'a>> {
+        let subject = &plan.model;
+        let inputs =
+            RunInputs::new(&subject.path, &subject.reference, settings, gate, plan.timeouts, cancel, resources)?;
+        Ok(RunInputs { given: Some(subject.given()?), ..inputs })
     }
 
     /// The output check's reference run on the host (`--reference-model`, a compiled model's
@@ -92,6 +110,7 @@ impl<'a> RunInputs<'a> {
     ) -> RunSpec<'s> {
         let job = Job {
             reference_model: self.choice.source.as_deref(),
+            given: self.given,
             ..Job::new(harness, runtime, self.model, self.settings, self.timeouts.run, self.cancel)
         };
         let reference = match shared {
@@ -127,8 +146,7 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         eprintln!("npugate: warning: {skipped}");
     }
     let cancel = &options.policy.cancel;
-    let inputs =
-        RunInputs::new(&plan.model.path, choice, options.settings, options.gate, plan.timeouts, cancel, resources)?;
+    let inputs = RunInputs::of_plan(plan, options.settings, options.gate, cancel, resources)?;
     let one = plan.single().is_some();
     // One target runs its reference inside its own run; a rack shares one, run first.
     let shared: Option<Reference> = match (inputs.reference_request(), one) {
@@ -178,7 +196,7 @@ fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u
         let one = &plan.targets[0];
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
         let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, verdict).subject(
-            &plan.model.path,
+            plan.model.given()?,
             other_reference(plan),
             &one.harness,
             &one.runtime,
@@ -225,7 +243,7 @@ fn racked(
         }
         let first = &plan.targets[0];
         bundle = bundle.file("device", files::RACK, &plan.out.join(files::RACK)).subject(
-            &plan.model.path,
+            plan.model.given()?,
             other_reference(plan),
             &first.harness,
             &first.runtime,
@@ -271,4 +289,66 @@ fn write_evidence(bundle: Bundle, out: &Path, key: &SigningKey) -> Result<()> {
     let manifest = bundle.write(out, key)?;
     eprintln!("npugate: evidence bundle of {} files signed in {}", manifest.files.len(), out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::fake::Fake;
+    use crate::{Command, Place, Request};
+    use npugate_engine::model::{testing::identity_model, ModelFiles};
+    use npugate_engine::targets::mock::{Behaviour, MockTarget};
+    use npugate_settings::EpKind;
+
+    /// The mock target asking for the model's files as the host and adb targets do (to deploy
+    /// and record them), keeping what it was given.
+    struct Deploying {
+        mock: MockTarget,
+        given: Mutex<Vec<ModelFiles>>,
+    }
+
+    impl Target for Deploying {
+        fn name(&self) -> &str {
+            self.mock.name()
+        }
+
+        fn execute(&self, job: &Job<'_>, out: &Path, progress: &Progress<'_>) -> Result<Execution> {
+            self.given.lock().unwrap().push(job.model_files()?);
+            self.mock.execute(job, out, progress)
+        }
+    }
+
+    #[test]
+    fn a_run_hashes_its_model_once_with_the_plans_cache_from_resolve_to_evidence() {
+        let fake = Fake::machine();
+        let work = tempfile::tempdir().unwrap();
+        let model = work.path().join("m.onnx");
+        identity_model(&model, &[Some(1), Some(3)]);
+        let settings = HarnessSettings::default();
+        let request =
+            Request { settings: Some(&settings), ..Request::new(Command::Run, &model, Place::Local, EpKind::Cpu) };
+        let plan = Plan::resolve(&request, &fake).unwrap();
+        let hashed = plan.model.given().unwrap().files.clone();
+        assert_eq!(fake.hashes.lookups(), 1, "the plan hashes the model's one file");
+
+        // Another model in its place from here: anything that hashed the file again (with any
+        // cache: its stat changed) would see other bytes.
+        identity_model(&model, &[Some(1), Some(4)]);
+        let cancel = Cancel::new();
+        let inputs = RunInputs::of_plan(&plan, &settings, None, &cancel, &fake).unwrap();
+        let planned = &plan.targets[0];
+        let spec = inputs.spec(&planned.harness, &planned.runtime, None);
+        let target = Deploying {
+            mock: MockTarget::new("mock", vec![Behaviour::Measure(vec![1_000_000; 10])]),
+            given: Mutex::default(),
+        };
+        run_on(&target, &spec, &work.path().join("out"), &Progress::silent()).unwrap();
+        assert_eq!(target.given.into_inner().unwrap(), vec![hashed.clone()], "the target got the plan's hashes");
+        assert_eq!(spec.job.model_files().unwrap(), hashed);
+        Bundle::new().subject(plan.model.given().unwrap(), None, &model, &planned.runtime, &settings).unwrap();
+        assert_eq!(fake.hashes.lookups(), 1, "nothing after the plan asked for a hash");
+        assert_ne!(ModelFiles::read(&model, &fake.hashes).unwrap().sha256, hashed.sha256, "the test can tell");
+    }
 }

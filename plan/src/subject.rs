@@ -1,12 +1,17 @@
 //! The model a command is about, looked at once: what it is ([`ModelKind`]: a single `.onnx`, one
 //! compiled into EPContext nodes, or an onnxruntime-genai LLM folder), what it was compiled for,
-//! which model is its fp32 reference, and the one rule of what each kind refuses ([`Subject::refuse`]).
-//! [`Plan::resolve`](crate::Plan::resolve) builds it; the commands, the run and the sweep read it.
+//! which model is its fp32 reference, its files hashed ([`Subject::given`], once, with the command's
+//! one hash cache), and the one rule of what each kind refuses ([`Subject::refuse`]).
+//! [`Plan::resolve`](crate::Plan::resolve) builds it; the commands, the run and the sweep read it,
+//! and hand [`Subject::given`] on to whatever runs, compiles or bundles the model.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Result};
 use npugate_engine::compiled::{CompiledFor, ReferenceChoice};
+use npugate_engine::model::GivenModel;
+use npugate_host::hash_cache::HashCache;
 use npugate_onnx::genai::{self, LlmModel};
 use npugate_onnx::Model;
 use npugate_settings::{GenerationSettings, SessionSettings};
@@ -35,6 +40,10 @@ pub struct Subject {
     pub kind: ModelKind,
     /// Its fp32 reference: `--reference-model`, a compiled model's recorded source, or itself.
     pub reference: ReferenceChoice,
+    /// The command's hash cache.
+    hashes: HashCache,
+    /// The model with its files hashed, once asked for.
+    given: OnceLock<GivenModel>,
 }
 
 /// The flags that shape a model's run, as given (for [`Subject::refuse`]).
@@ -74,6 +83,11 @@ impl Subject {
     /// field), a single model read for its EPContext nodes and compile record; `reference` is
     /// `--reference-model`, `name_it` how the command's user names a compiled model's source.
     pub fn classify(path: &Path, reference: Option<&Path>, name_it: &str) -> Result<Subject> {
+        Subject::classify_in(path, reference, name_it, HashCache::default_cache())
+    }
+
+    /// [`Subject::classify`], its files to be hashed with `hashes` (the command's one cache).
+    pub fn classify_in(path: &Path, reference: Option<&Path>, name_it: &str, hashes: HashCache) -> Result<Subject> {
         let kind = match genai::config_path(path) {
             Some(config) => {
                 let llm = npugate_engine::model::open_folder(&config)?;
@@ -97,7 +111,17 @@ impl Subject {
             _ => None,
         };
         let reference = ReferenceChoice::choose(path, compiled, reference, name_it);
-        Ok(Subject { path: path.to_path_buf(), kind, reference })
+        Ok(Subject { path: path.to_path_buf(), kind, reference, hashes, given: OnceLock::new() })
+    }
+
+    /// The model with its files located and hashed — done on the first call, handed out after:
+    /// what runs, compiles and bundles it takes this instead of reading and hashing it again.
+    pub fn given(&self) -> Result<&GivenModel> {
+        if let Some(given) = self.given.get() {
+            return Ok(given);
+        }
+        let given = GivenModel::of(&self.path, self.llm().cloned(), None, &self.hashes)?;
+        Ok(self.given.get_or_init(|| given))
     }
 
     /// What npugate compiled it for, if it did.

@@ -114,6 +114,12 @@ fn a_bundle_verifies_and_any_changed_byte_is_named() {
         let stdout = String::from_utf8_lossy(&checked.stdout);
         assert!(stdout.contains(&format!("TAMPERED  {target}: ")), "{target} not named: {}", describe(&checked));
     }
+    let checked = npugate(&["verify", text(&work.path().join("tampered")), "--pubkey", text(&public), "--json"]);
+    assert_eq!(checked.status.code(), Some(1), "{}", describe(&checked));
+    let document: serde_json::Value = serde_json::from_slice(&checked.stdout).unwrap();
+    assert_eq!((&document["schema"], &document["valid"]), (&"npugate.verify/1".into(), &false.into()), "{document}");
+    let problems = document["problems"].as_array().unwrap();
+    assert!(problems.iter().any(|p| p.as_str().unwrap().starts_with("signature.json: ")), "{document}");
 
     // Another signer's key, a file added after signing, and unusable input.
     let other = work.path().join("other");

@@ -164,6 +164,13 @@ fn outputs_compare_puts_runs_side_by_side_and_marks_the_outlier() {
     assert_eq!(rows.len(), 2, "{markdown}");
     assert!(rows[0].contains("| ∞ |") && !rows[0].contains("outlier"), "{markdown}");
     assert!(rows[1].contains("◀ outlier") && rows[1].contains("**"), "{markdown}");
+    let json = run(Command::new(bin("npugate")).args(["outputs", "compare", text(&close), text(&far), "--json"]));
+    assert_eq!(json.status.code(), Some(0), "{}", describe(&json));
+    let document: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(document["schema"], "npugate.outputs-compare/1");
+    let runs = document["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{document}");
+    assert!(runs.iter().all(|run| run["outputs"]["outputs"][0]["name"] == "probs"), "{document}");
 
     let other_model = work.path().join("other");
     let other = check_outputs(&float, &other_model, &[]);

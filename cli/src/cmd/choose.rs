@@ -129,12 +129,14 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         None => None,
     };
     let plan = Plan::resolve(&args.request(&variants[float].path), &Installed)?;
+    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
+    let ChooseArgs { eval, min_top1, min_sqnr, session, json: JsonArg { json }, .. } = args;
     plan.announce();
     let host = one_host(&plan)?;
     let socs: Vec<_> = plan.targets.iter().filter_map(|t| t.soc).collect();
     let (harness, runtime) = npugate_plan::reference_tools(&Installed)?;
     let inputs = model_inputs(&variants[float].path)?;
-    let samples = choose::samples(args.eval.as_deref(), &inputs)?;
+    let samples = choose::samples(eval.as_deref(), &inputs)?;
     let request = ChooseRequest {
         host: &host,
         reference_tools: (&harness, &runtime),
@@ -142,10 +144,10 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         float,
         socs: &socs,
         samples: &samples,
-        session: &args.session,
+        session: &session,
         fp16: plan.fp16,
         timeouts: plan.timeouts,
-        rule: AccuracyRule { min_top1_pct: args.min_top1, min_sqnr_db: args.min_sqnr },
+        rule: AccuracyRule { min_top1_pct: min_top1, min_sqnr_db: min_sqnr },
         baseline: baseline.as_ref(),
     };
     let report = request.run(&plan.out, &console.policy(0))?;
@@ -159,7 +161,7 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         "choose.json, manifest.json (+ models/), choose.md, choose.html and each run in {}",
         plan.out.display()
     );
-    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
+    Ok(console.finished(json, Finished::saved(&report, saved)))
 }
 
 /// The index of the float variant: `--reference-model` (added as a variant when it is none of

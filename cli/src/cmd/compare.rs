@@ -87,6 +87,7 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
         eprintln!("npugate: warning: {skipped}");
     }
     plan.announce();
+    let (baseline_model, candidate_model) = (baseline.given()?, plan.model.given()?);
     let specs: Vec<CompareSpec> = plan
         .targets
         .iter()
@@ -99,8 +100,8 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
                 plan.timeouts.run,
                 &console.cancel,
             ),
-            baseline: &baseline.path,
-            candidate: &plan.model.path,
+            baseline: baseline_model,
+            candidate: candidate_model,
             sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
             rounds: args.rounds as usize,
             budget: std::time::Duration::from_secs(args.budget),

@@ -21,7 +21,7 @@ use npugate_htp::compile::CompileRequest;
 use npugate_htp::compile_folder::FolderCompileRequest;
 use npugate_htp::compile_report::{CompatMeasured, CompileReport};
 use npugate_htp::HostHtp;
-use npugate_onnx::genai::LlmModel;
+use npugate_onnx::llm_shapes::GenerationLengths;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
 
 /// Arguments of `npugate compile`.
@@ -78,7 +78,12 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     let model = args.subject.model.model.canonicalize().with_context(|| {
         format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
     })?;
+    // The context-compat matrix names the command that measured it.
+    let measured_by =
+        std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
     let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
+    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
+    let CompileArgs { context_file, lengths, session, json: JsonArg { json }, .. } = args;
     plan.announce();
     let soc = plan.targets.first().and_then(|planned| planned.soc).context("an emulator target has its SoC")?;
     let hosts: Vec<HostHtp> = plan
@@ -87,19 +92,21 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         .map(|planned| HostHtp { harness: planned.harness.clone(), runtime: planned.runtime.clone() })
         .collect();
     let cancel = &console.cancel;
+    let given = plan.model.given()?;
     if let Some(llm) = plan.model.llm() {
-        return compile_folder(&args, llm, &hosts, soc, &plan, console);
+        let settings = (&session, lengths.resolve(llm), json);
+        return compile_folder(settings, &hosts, soc, &plan, console);
     }
     let compile = |host: &HostHtp, out: &Path| {
         let fp16 = plan.fp16;
         CompileRequest {
             host,
-            model: &model,
-            session: &args.session,
-            shapes: &args.session.shapes,
+            model: given,
+            session: &session,
+            shapes: &session.shapes,
             soc,
             fp16,
-            context_file: args.context_file,
+            context_file,
             timeout: plan.timeouts.tool,
         }
         .run(out, cancel)
@@ -107,10 +114,11 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     if let [host] = hosts.as_slice() {
         let compiled = compile(host, &plan.out)?;
         let saved = format!("the compile's result and ort.log in {}", compiled.job_dir.display());
-        return Ok(console.finished(args.json.json, Finished::saved(&CompileReport::of(vec![compiled]), saved)));
+        return Ok(console.finished(json, Finished::saved(&CompileReport::of(vec![compiled]), saved)));
     }
     let dir = &plan.out;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let model = &plan.model.path;
     let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     let mut all = Vec::new();
     for host in &hosts {
@@ -121,8 +129,6 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     }
     let contexts: Vec<(String, PathBuf)> =
         all.iter().map(|compiled| (compiled.compiled_for.qnn_sdk.clone(), compiled.path.clone())).collect();
-    let measured_by =
-        std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
     let model_name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let compat_dir = dir.join(format!("{stem}.context-compat"));
     let matrix = CompatRequest {
@@ -138,14 +144,14 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     let context_compat =
         CompatMeasured { soc: soc.model.to_string(), htp_arch: soc.arch.to_string(), dir: compat_dir, matrix };
     let report = CompileReport { context_compat: Some(context_compat), ..CompileReport::of(all) };
-    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
+    Ok(console.finished(json, Finished::saved(&report, saved)))
 }
 
 /// An LLM folder: every graph into one weight-shared context, written as a compiled folder
-/// (the plan's out, default `<folder>_ctx/` beside it) that deploys and runs as one model.
+/// (the plan's out, default `<folder>_ctx/` beside it) that deploys and runs as one model; the
+/// session's settings, the lengths its graphs are compiled for and `--json` come with it.
 fn compile_folder(
-    args: &CompileArgs,
-    llm: &LlmModel,
+    (session, lengths, json): (&SessionSettings, GenerationLengths, bool),
     hosts: &[HostHtp],
     soc: Soc,
     plan: &Plan,
@@ -156,14 +162,14 @@ fn compile_folder(
     };
     let request = FolderCompileRequest {
         host,
-        config: &llm.config,
-        session: &args.session,
+        model: plan.model.given()?,
+        session,
         soc,
         fp16: plan.fp16,
-        lengths: args.lengths.resolve(llm),
+        lengths,
         timeout: plan.timeouts.tool,
     };
     let compiled = request.run(&plan.out, &console.cancel)?;
     let saved = format!("the compile's result and ort.log in {}", compiled.job_dir.display());
-    Ok(console.finished(args.json.json, Finished::saved(&CompileReport::of_folder(compiled), saved)))
+    Ok(console.finished(json, Finished::saved(&CompileReport::of_folder(compiled), saved)))
 }

@@ -97,13 +97,15 @@ fn estimate(
         out: args.out.out.as_deref(),
         ..Request::new(Command::Estimate, &model_path, Place::Local, EpKind::Cpu)
     };
+    // What the run needs besides the plan, built before it: nothing reads the flags after.
+    let (session, json) =
+        (npugate_settings::SessionSettings { shapes: args.shapes.clone(), ..Default::default() }, args.json.json);
     let plan = Plan::resolve(&request, &Installed)?;
     let planned = &plan.targets[0];
-    let session = npugate_settings::SessionSettings { shapes: args.shapes.clone(), ..Default::default() };
     let preflight = npugate_engine::host_preflight::HostPreflight {
         harness: &planned.harness,
         runtime: &planned.runtime,
-        model: &model_path,
+        model: plan.model.given()?,
         session: &session,
         timeout: plan.timeouts.tool,
     };
@@ -121,5 +123,5 @@ fn estimate(
         reference: estimator.reference.source.clone(),
         socs: estimates,
     };
-    Ok(console.finished(args.json.json, Finished::new(&report)))
+    Ok(console.finished(json, Finished::new(&report)))
 }

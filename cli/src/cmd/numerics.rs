@@ -61,7 +61,11 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
             bail!("model {} not found", path.display());
         }
     }
+    let policy = args.target.place.devices.policy(console);
+    let json = args.target.json.json;
     let plan = Plan::resolve(&args.request()?, &Installed)?;
+    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
+    let NumericsArgs { tensors, min_sqnr_db, session, .. } = args;
     // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
     let choice = &plan.model.reference;
     let Some(reference_model) = choice.outputs.as_deref() else {
@@ -69,22 +73,21 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
     };
     plan.announce();
     let (host_harness, host_runtime) = plan::reference_tools(&Installed)?;
-    let tensors = TensorChoice::parse(&args.tensors);
-    let settings = choice.settings_for(&HarnessSettings::from(args.session.clone()));
+    let tensors = TensorChoice::parse(&tensors);
+    let settings = choice.settings_for(&HarnessSettings::from(session));
     let request = NumericsRequest {
-        model: args.target.model(),
+        model: plan.model.given()?,
         reference_model,
         tensors: &tensors,
-        min_sqnr_db: args.min_sqnr_db,
+        min_sqnr_db,
         settings: &settings,
         host_harness: &host_harness,
         host_runtime: &host_runtime,
         out: &plan.out,
         cancel: &console.cancel,
     };
-    let policy = args.target.place.devices.policy(console);
     let on = Targets { planned: &plan.targets, env: &[], timeouts: plan.timeouts, policy: &policy };
     let report = numerics::run(&request, &on)?;
     let saved = format!("numerics.json and numerics.html in {}", plan.out.display());
-    Ok(console.finished(args.target.json.json, Finished::saved(&report, saved)))
+    Ok(console.finished(json, Finished::saved(&report, saved)))
 }

@@ -5,9 +5,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Subcommand, ValueEnum};
+use npugate_gate::outputs::OutputsReport;
 use npugate_result::contract::EXIT_PASS;
+use npugate_result::report::{json_of, Finished, Report};
+use serde::Serialize;
 
 use npugate_engine::consistency::{self, TableFormat};
+
+use super::options::JsonArg;
 
 /// `npugate outputs …`.
 #[derive(Debug, Subcommand)]
@@ -29,6 +34,48 @@ pub struct CompareArgs {
     /// Write the table to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// `--json`: every run's comparison (`npugate.outputs-compare/1`) on stdout instead of the table.
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `npugate outputs compare`'s finished result: every run's comparison with the reference, and
+/// the table of them, which is its text.
+#[derive(Debug, Serialize)]
+pub struct Compared {
+    /// Always `npugate.outputs-compare/1`.
+    schema: &'static str,
+    /// Each run: the device and SoC it ran on and its `outputs.json`.
+    runs: Vec<RunOutputs>,
+    /// The table in the format asked for.
+    #[serde(skip)]
+    table: String,
+}
+
+/// One run's outputs compared with the fp32 reference.
+#[derive(Debug, Serialize)]
+pub struct RunOutputs {
+    /// The device as its result names it.
+    device: String,
+    /// Its SoC.
+    soc: String,
+    /// The comparison (`npugate.outputs/1`).
+    outputs: OutputsReport,
+}
+
+impl Report for Compared {
+    fn schema(&self) -> &str {
+        self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        self.table.clone()
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
 }
 
 /// Formats of the cross-device table.
@@ -50,10 +97,20 @@ pub fn run(command: OutputsCommand, console: &super::console::Console) -> Result
         FormatArg::Terminal => TableFormat::Terminal,
         FormatArg::Markdown => TableFormat::Markdown,
     };
-    let text = consistency::table(&pairs, format, color)?;
-    match &args.report {
-        Some(file) => std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))?,
-        None => print!("{text}"),
+    let table = consistency::table(&pairs, format, color)?;
+    if let Some(file) = &args.report {
+        std::fs::write(file, &table).with_context(|| format!("cannot write {}", file.display()))?;
+        if !args.json.json {
+            return Ok(EXIT_PASS);
+        }
     }
-    Ok(EXIT_PASS)
+    let runs = runs
+        .into_iter()
+        .map(|(run, outputs)| {
+            let fingerprint = npugate_gate::fingerprint::Fingerprint::of(&run);
+            RunOutputs { device: fingerprint.device, soc: fingerprint.soc, outputs }
+        })
+        .collect();
+    let compared = Compared { schema: "npugate.outputs-compare/1", runs, table };
+    Ok(console.finished(args.json.json, Finished::new(&compared)))
 }

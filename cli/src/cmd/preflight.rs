@@ -14,6 +14,8 @@ use npugate_settings::{EpKind, InputFile, SessionSettings, ShapeSpec};
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
 use npugate_engine::host_preflight::Claimed;
+use npugate_engine::model::GivenModel;
+use npugate_host::hash_cache::HashCache;
 use npugate_htp::folder_preflight::{FolderPreflightReport, GraphPreflight};
 use npugate_htp::preflight::{HtpPreflightRequest, REPORT_FILE};
 use npugate_htp::saver::{Predicted, PreflightRequest};
@@ -92,16 +94,33 @@ pub fn run(args: PreflightArgs, console: &Console) -> Result<u8> {
         format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
     })?;
     let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
+    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
+    let PreflightArgs { no_execute, json: JsonArg { json }, lengths, session, .. } = args;
+    let settings = Settings { session, lengths, execute: !no_execute, json };
     plan.announce();
+    let model = plan.model.given()?;
     match plan.kind {
-        Kind::Emulator => host_htp(&args, &model, &plan, console),
-        Kind::Qemu => saver(&args, &model, &plan, console),
-        _ => on_host(&args, &model, &plan, console),
+        Kind::Emulator => host_htp(&settings, model, &plan, console),
+        Kind::Qemu => saver(&settings, model, &plan, console),
+        _ => on_host(&settings, model, &plan, console),
     }
 }
 
+/// What a preflight needs besides its plan: the flags' typed settings, taken from them once the
+/// plan is resolved.
+struct Settings {
+    /// How the session is made.
+    session: SessionSettings,
+    /// What an LLM folder's dynamic graphs are sized for.
+    lengths: LlmLengthArgs,
+    /// Run the emulated inference per SoC after the compile (not `--no-execute`).
+    execute: bool,
+    /// `--json`.
+    json: bool,
+}
+
 /// The host HTP backend, every SoC × QNN version in parallel.
-fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
+fn host_htp(settings: &Settings, model: &GivenModel, plan: &Plan, console: &Console) -> Result<u8> {
     let mut hosts: Vec<HostHtp> = Vec::new();
     let mut socs = Vec::new();
     for planned in &plan.targets {
@@ -114,23 +133,23 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
     }
     let fp16 = plan.fp16;
     if let Some(llm) = plan.model.llm() {
-        return htp_per_graph(args, llm, &hosts, &socs, plan, console);
+        return htp_per_graph(settings, llm, &model.hashes, &hosts, &socs, plan, console);
     }
     let request = HtpPreflightRequest {
         hosts: &hosts,
         model,
-        session: &args.session,
-        shapes: &args.session.shapes,
-        inputs: &args.session.inputs,
+        session: &settings.session,
+        shapes: &settings.session.shapes,
+        inputs: &settings.session.inputs,
         socs: &socs,
         fp16,
-        execute: !args.no_execute,
+        execute: settings.execute,
         keep_outputs: false,
         timeout: plan.timeouts.tool,
     };
     let report = request.run(&plan.out, &console.policy(0))?;
     let saved = format!("{REPORT_FILE} and one result directory per SoC in {}", plan.out.display());
-    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
+    Ok(console.finished(settings.json, Finished::saved(&report, saved)))
 }
 
 /// An LLM folder on the host HTP backend: each graph preflighted per SoC on its own, a graph
@@ -139,15 +158,16 @@ fn host_htp(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console:
 /// graph, phase and SoC, then each one's report (`--json`: one [`FolderPreflightReport`]); the
 /// exit code is the worst graph's.
 fn htp_per_graph(
-    args: &PreflightArgs,
+    settings: &Settings,
     llm: &LlmModel,
+    hashes: &HashCache,
     hosts: &[HostHtp],
     socs: &[npugate_host::hexagon::Soc],
     plan: &Plan,
     console: &Console,
 ) -> Result<u8> {
     let policy = console.policy(0);
-    let lengths = args.lengths.resolve(llm);
+    let lengths = settings.lengths.resolve(llm);
     let mut graphs = Vec::new();
     for graph in &llm.graphs {
         let phases = phase_shapes(llm, graph, lengths)?;
@@ -159,15 +179,16 @@ fn htp_per_graph(
             // The CPU reference (node shapes, FLOPs) and an executed inference get genai's values.
             let staged = tempfile::tempdir().context("cannot create a temporary directory for the inputs")?;
             let inputs = write_feeds(graph, &feeds, staged.path())?;
+            let model = GivenModel::of(&graph.path, None, None, hashes)?;
             let request = HtpPreflightRequest {
                 hosts,
-                model: &graph.path,
-                session: &args.session,
+                model: &model,
+                session: &settings.session,
                 shapes: &shapes,
                 inputs: &inputs,
                 socs,
                 fp16: plan.fp16,
-                execute: !args.no_execute,
+                execute: settings.execute,
                 keep_outputs: false,
                 timeout: plan.timeouts.tool,
             };
@@ -188,7 +209,7 @@ fn htp_per_graph(
     }
     let report = FolderPreflightReport::new(&llm.folder, graphs);
     let saved = format!("one {REPORT_FILE} per graph (and phase) in {}/<graph id>[.<phase>]/", plan.out.display());
-    Ok(console.finished(args.json.json, Finished::saved(&report, saved)))
+    Ok(console.finished(settings.json, Finished::saved(&report, saved)))
 }
 
 /// A phase's ids, mask and positions as genai feeds them: (input, dims, values).
@@ -223,13 +244,13 @@ fn phase_run(llm: &LlmModel, phase: PhaseShapes) -> (Option<&'static str>, Vec<S
 }
 
 /// The EP's builder rules only: the aarch64 harness under qemu with the Saver backend.
-fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
+fn saver(settings: &Settings, model: &GivenModel, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
     let request = PreflightRequest {
         harness: &planned.harness,
         runtime: &planned.runtime,
         model,
-        session: &args.session,
+        session: &settings.session,
         fp16: plan.fp16,
         timeout: plan.timeouts.tool,
     };
@@ -240,20 +261,20 @@ fn saver(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &C
         );
     }
     let saved = format!("result and {} in {}", files::PLACEMENT, preflight.dir.display());
-    Ok(console.finished(args.json.json, Finished::saved(&Predicted(&preflight.report), saved)))
+    Ok(console.finished(settings.json, Finished::saved(&Predicted(&preflight.report), saved)))
 }
 
 /// `npugate preflight --ep openvino …`: the session on an EP of this machine.
-fn on_host(args: &PreflightArgs, model: &std::path::Path, plan: &Plan, console: &Console) -> Result<u8> {
+fn on_host(settings: &Settings, model: &GivenModel, plan: &Plan, console: &Console) -> Result<u8> {
     let planned = &plan.targets[0];
     let preflight = npugate_engine::host_preflight::HostPreflight {
         harness: &planned.harness,
         runtime: &planned.runtime,
         model,
-        session: &args.session,
+        session: &settings.session,
         timeout: plan.timeouts.tool,
     };
     let (dir, report) = preflight.run(&plan.out, &console.cancel)?;
     let saved = format!("result and {} in {}", files::PLACEMENT, dir.display());
-    Ok(console.finished(args.json.json, Finished::saved(&Claimed(&report), saved)))
+    Ok(console.finished(settings.json, Finished::saved(&Claimed(&report), saved)))
 }

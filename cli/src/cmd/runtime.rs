@@ -7,6 +7,10 @@ use clap::Subcommand;
 
 use npugate_host::runtime::{self, catalog, FetchOutcome, RuntimeManifest};
 use npugate_result::contract::EXIT_PASS;
+use npugate_result::report::{json_of, Finished, Report};
+use serde::Serialize;
+
+use super::console::Console;
 
 /// Runtime management subcommands.
 #[derive(Debug, Subcommand)]
@@ -21,11 +25,18 @@ pub enum RuntimeCommand {
         all: bool,
     },
     /// List the catalog and which runtimes are fetched.
-    List,
+    List {
+        /// Print `npugate.runtimes/1` JSON (`runtimes[]` {`name`, `fetched`, `description`}) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a fetched runtime's manifest (JSON).
     Show {
         /// Runtime name or directory.
         name: String,
+        /// Print the manifest as the `--json` report (it is one already: `npugate.runtime/1`).
+        #[arg(long)]
+        json: bool,
     },
     /// Import an Android AAR (onnxruntime-android-qnn, Qualcomm's or Microsoft's): jni/arm64-v8a/*.so.
     ImportAar {
@@ -55,7 +66,7 @@ pub enum RuntimeCommand {
 }
 
 /// Runs a runtime subcommand.
-pub fn run(command: RuntimeCommand) -> Result<u8> {
+pub fn run(command: RuntimeCommand, console: &Console) -> Result<u8> {
     match command {
         RuntimeCommand::Fetch { names, all } => {
             let names = if all { catalog::catalog()?.runtime.into_iter().map(|r| r.name).collect() } else { names };
@@ -70,14 +81,20 @@ pub fn run(command: RuntimeCommand) -> Result<u8> {
                 }
             }
         }
-        RuntimeCommand::List => {
-            for entry in catalog::catalog()?.runtime {
-                let state = if RuntimeManifest::load(&entry.name).is_ok() { "fetched" } else { "not fetched" };
-                println!("{:<40} {:<12} {}", entry.name, state, entry.description);
-            }
+        RuntimeCommand::List { json } => {
+            let runtimes = catalog::catalog()?
+                .runtime
+                .into_iter()
+                .map(|entry| Listed {
+                    fetched: RuntimeManifest::load(&entry.name).is_ok(),
+                    name: entry.name,
+                    description: entry.description,
+                })
+                .collect();
+            return Ok(console.finished(json, Finished::new(&Catalog { schema: "npugate.runtimes/1", runtimes })));
         }
-        RuntimeCommand::Show { name } => {
-            println!("{}", serde_json::to_string_pretty(&RuntimeManifest::load(&name)?)?);
+        RuntimeCommand::Show { name, json } => {
+            return Ok(console.finished(json, Finished::new(&Shown(RuntimeManifest::load(&name)?))));
         }
         RuntimeCommand::ImportAar { path, name, ort_version } => {
             imported(npugate_android::runtime_import::aar::import(&path, &name, &ort_version)?)
@@ -91,4 +108,63 @@ pub fn run(command: RuntimeCommand) -> Result<u8> {
 
 fn imported(manifest: RuntimeManifest) {
     println!("{}: imported {} files into {}", manifest.name, manifest.files.len(), manifest.dir.display());
+}
+
+/// `npugate runtime list`'s finished result: the catalog, each runtime fetched or not.
+#[derive(Debug, Serialize)]
+pub struct Catalog {
+    /// Always `npugate.runtimes/1`.
+    schema: &'static str,
+    /// Every runtime of the catalog, in its order.
+    runtimes: Vec<Listed>,
+}
+
+/// One runtime of the catalog.
+#[derive(Debug, Serialize)]
+pub struct Listed {
+    /// Its name.
+    name: String,
+    /// True when it is in the runtime cache.
+    fetched: bool,
+    /// What it holds.
+    description: String,
+}
+
+impl Report for Catalog {
+    fn schema(&self) -> &str {
+        self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        let line = |r: &Listed| {
+            let state = if r.fetched { "fetched" } else { "not fetched" };
+            format!("{:<40} {:<12} {}\n", r.name, state, r.description)
+        };
+        self.runtimes.iter().map(line).collect()
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
+}
+
+/// `npugate runtime show`'s finished result: a fetched runtime's manifest (`runtime.json`, itself
+/// the versioned document `npugate.runtime/1`), its text and its JSON alike.
+#[derive(Debug)]
+pub struct Shown(pub RuntimeManifest);
+
+impl Report for Shown {
+    fn schema(&self) -> &str {
+        &self.0.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        json_of(&self.0)
+    }
+    fn json(&self) -> String {
+        json_of(&self.0)
+    }
 }

@@ -33,6 +33,7 @@ use npugate_result::files;
 use npugate_settings::HarnessSettings;
 
 use crate::layout::Ownership;
+use crate::model::GivenModel;
 use crate::progress::Progress;
 use crate::rack::Attempted;
 use crate::run::{run_on, RunReport, RunSpec};
@@ -55,10 +56,10 @@ pub struct CompareSpec<'a> {
     /// The harness job both models share (its `model` is replaced by each side's; its settings are
     /// the user's measurement options).
     pub job: Job<'a>,
-    /// The baseline model A.
-    pub baseline: &'a Path,
-    /// The candidate model B.
-    pub candidate: &'a Path,
+    /// The baseline model A, as the command looked at it.
+    pub baseline: &'a GivenModel,
+    /// The candidate model B, as the command looked at it.
+    pub candidate: &'a GivenModel,
     /// The source models of a compiled baseline and candidate, in that order
     /// (`crate::compiled::ReferenceChoice::source`): their placement runs' reference pass
     /// runs them and counts the compiled model in their nodes and FLOPs.
@@ -122,7 +123,6 @@ pub fn compare_on(
     out: &Path,
     progress: &Progress<'_>,
 ) -> Result<CompareReport> {
-    check_models(spec)?;
     clear(out)?;
     let started = Instant::now();
     let session = Session { target, spec, out, progress };
@@ -172,17 +172,8 @@ pub fn next_look(rounds: usize, per_round: Duration, elapsed: Duration, budget: 
     Ok(next)
 }
 
-/// Refuses a baseline or candidate that is neither a model file nor an LLM folder.
-fn check_models(spec: &CompareSpec<'_>) -> Result<()> {
-    for model in [spec.baseline, spec.candidate] {
-        let folder = npugate_onnx::genai::config_path(model).is_some_and(|config| config.is_file());
-        anyhow::ensure!(model.is_file() || folder, "model {} not found", model.display());
-    }
-    Ok(())
-}
-
 /// One side of a session: its folder name, its model, the source model of a compiled one.
-type SessionSide<'a> = (&'static str, &'a Path, Option<&'a Path>);
+type SessionSide<'a> = (&'static str, &'a GivenModel, Option<&'a Path>);
 
 /// A session's runs: both models on one target, into folders of `out`.
 struct Session<'s, 'a, 'p> {
@@ -217,9 +208,9 @@ impl<'a> Session<'_, 'a, '_> {
             return Err(cancel.error());
         }
         self.progress.step(step);
-        let job = Job { model, reference_model: source, settings, ..self.spec.job };
+        let job = Job { model: &model.path, given: Some(model), reference_model: source, settings, ..self.spec.job };
         run_on(self.target, &RunSpec { job, gate: None, reference: None }, &self.out.join(dir), self.progress)
-            .with_context(|| format!("{dir} ({})", model.display()))
+            .with_context(|| format!("{dir} ({})", model.path.display()))
     }
 
     /// Each model's placement run (profiled, one timed run), baseline first.
@@ -301,7 +292,7 @@ fn judge_session(
         .collect();
     let (a_dir, b_dir) = (format!("{BASELINE_DIR}/{PLACEMENT_DIR}"), format!("{CANDIDATE_DIR}/{PLACEMENT_DIR}"));
     let (a_run, b_run) = (&placed[0].result, &placed[1].result);
-    let (a_model, b_model) = (spec.baseline.display().to_string(), spec.candidate.display().to_string());
+    let (a_model, b_model) = (spec.baseline.path.display().to_string(), spec.candidate.path.display().to_string());
     let evidence_rounds: Vec<RoundEvidence<'_>> = rounds
         .iter()
         .enumerate()
@@ -365,6 +356,7 @@ mod tests {
     use crate::progress::Progress;
     use crate::targets::mock::{Behaviour, MockTarget, Simulated};
     use crate::targets::Cancel;
+    use npugate_host::hash_cache::HashCache;
     use npugate_host::runtime::RuntimeManifest;
 
     const ROUNDS: usize = 10;
@@ -396,10 +388,11 @@ mod tests {
         let rules = CompareRules::default();
         let (a, b) = (work.join(baseline), work.join(candidate));
         let job = Job::new(&a, &runtime, &a, &settings, Duration::from_secs(5), &cancel);
+        let [given_a, given_b] = [&a, &b].map(|model| GivenModel::read(model, &HashCache::default_cache()).unwrap());
         let spec = CompareSpec {
             job,
-            baseline: &a,
-            candidate: &b,
+            baseline: &given_a,
+            candidate: &given_b,
             sources: [None, None],
             rounds: ROUNDS,
             budget: DEFAULT_BUDGET,
@@ -422,10 +415,11 @@ mod tests {
         let (a, b) = (work.path().join("a.onnx"), work.path().join("b.onnx"));
         let source_b = work.path().join("a_copy.onnx");
         let job = Job::new(&a, &runtime, &a, &settings, Duration::from_secs(5), &cancel);
+        let [given_a, given_b] = [&a, &b].map(|model| GivenModel::read(model, &HashCache::default_cache()).unwrap());
         let spec = CompareSpec {
             job,
-            baseline: &a,
-            candidate: &b,
+            baseline: &given_a,
+            candidate: &given_b,
             sources: [None, Some(&source_b)],
             rounds: 2,
             budget: Duration::ZERO,

@@ -89,14 +89,14 @@ impl Bundle {
     /// library) and the `--input` files.
     pub fn subject(
         self,
-        model: &Path,
+        model: &crate::model::GivenModel,
         reference_model: Option<&Path>,
         harness: &Path,
         runtime: &RuntimeManifest,
         settings: &HarnessSettings,
     ) -> anyhow::Result<Bundle> {
         let mut bundle = self
-            .model("model", "model", model)?
+            .hashed_model("model", "model", &model.path, &model.files)
             .file("harness", &format!("harness/{}", file_name(harness)), harness)
             .runtime(runtime);
         if let Some(reference) = reference_model {
@@ -109,11 +109,16 @@ impl Bundle {
     /// binaries) beside it under its own name, all with `role`.
     pub fn model(self, role: &str, dir: &str, model: &Path) -> anyhow::Result<Bundle> {
         let files = crate::model::ModelFiles::read(model, &npugate_host::hash_cache::HashCache::default_cache())?;
+        Ok(self.hashed_model(role, dir, model, &files))
+    }
+
+    /// [`Bundle::model`] of a model whose `files` its command located and hashed already.
+    pub fn hashed_model(self, role: &str, dir: &str, model: &Path, files: &crate::model::ModelFiles) -> Bundle {
         let mut bundle = self.file(role, &format!("{dir}/{}", file_name(model)), model);
         for (file, local) in &files.referenced {
             bundle = bundle.file(role, &format!("{dir}/{}", file.name), local);
         }
-        Ok(bundle)
+        bundle
     }
 
     /// Adds the `--input` files of `settings` as `<prefix>/<input name>.npy`.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use npugate_settings::HarnessSettings;
 
-use crate::model::{Memory, ModelFiles, PreparedModel};
+use crate::model::{GivenModel, Memory, ModelFiles, PreparedModel};
 use crate::progress::Progress;
 use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
@@ -41,6 +41,10 @@ pub struct Job<'a> {
     /// `model` prepared for the run (its files hashed; a copy with fixed input shapes); `None`:
     /// the model as given, whose files the target locates and hashes itself.
     pub prepared: Option<&'a PreparedModel>,
+    /// `model` as its command looked at it once (the plan's subject: its kind and files, hashed),
+    /// when the command has it; used only while it is `model` (a job moved to another model,
+    /// as a comparison's sides are, looks at that one itself).
+    pub given: Option<&'a GivenModel>,
     /// A compiled model's source model, deployed beside it: the harness's CPU reference pass runs
     /// it and placement counts in its nodes (see `crate::compiled::ReferenceChoice`).
     pub reference_model: Option<&'a Path>,
@@ -66,7 +70,18 @@ impl<'a> Job<'a> {
         timeout: Duration,
         cancel: &'a Cancel,
     ) -> Job<'a> {
-        Job { harness, runtime, model, prepared: None, reference_model: None, settings, env: &[], timeout, cancel }
+        Job {
+            harness,
+            runtime,
+            model,
+            prepared: None,
+            given: None,
+            reference_model: None,
+            settings,
+            env: &[],
+            timeout,
+            cancel,
+        }
     }
 
     /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
@@ -101,12 +116,25 @@ impl<'a> Job<'a> {
         Ok(())
     }
 
-    /// The files of the model, hashed: the prepared model's, else located and hashed now (hashes
-    /// of unchanged files come from the host's hash cache).
+    /// The model as its command looked at it ([`Job::given`], while it is `model`).
+    pub fn given(&self) -> Option<&'a GivenModel> {
+        self.given.filter(|given| given.path == self.model)
+    }
+
+    /// The files of the model, hashed: the prepared model's, else the given model's, else located
+    /// and hashed now (hashes of unchanged files come from the host's hash cache).
     pub fn model_files(&self) -> anyhow::Result<ModelFiles> {
         match self.prepared {
             Some(prepared) => Ok(prepared.files.clone()),
-            None => ModelFiles::read(self.model, &HashCache::default_cache()),
+            None => self.given_or_read().map(|given| given.files.clone()),
+        }
+    }
+
+    /// The model as its command looked at it, or looked at now when the job has none.
+    pub fn given_or_read(&self) -> anyhow::Result<std::borrow::Cow<'a, GivenModel>> {
+        match self.given() {
+            Some(given) => Ok(std::borrow::Cow::Borrowed(given)),
+            None => GivenModel::read(self.model, &HashCache::default_cache()).map(std::borrow::Cow::Owned),
         }
     }
 }

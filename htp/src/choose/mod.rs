@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use npugate_engine::layout::Ownership;
+use npugate_engine::model::GivenModel;
 use npugate_engine::output_check::{Reference, ReferenceRequest};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::timeouts::Timeouts;
@@ -151,9 +152,11 @@ impl ChooseRequest<'_> {
         dir: &Path,
         policy: &RackPolicy,
     ) -> Result<Vec<SampleCell>> {
+        // A variant the cache did not know is looked at here, once per sample it is judged on.
+        let model = GivenModel::read(&variant.path, &npugate_host::hash_cache::HashCache::default_cache())?;
         let request = HtpPreflightRequest {
             hosts: std::slice::from_ref(self.host),
-            model: &variant.path,
+            model: &model,
             session: self.session,
             shapes: &self.session.shapes,
             inputs: &sample.inputs,
