@@ -13,6 +13,7 @@ use ed25519_dalek::SigningKey;
 use npugate_result::files;
 use npugate_settings::HarnessSettings;
 
+use crate::subject::Subject;
 use crate::{Plan, Resources};
 use npugate_engine::compiled::ReferenceChoice;
 use npugate_engine::confirm::run_confirmed;
@@ -36,8 +37,8 @@ use npugate_host::runtime::RuntimeManifest;
 /// a sweep one per cell.
 pub struct RunInputs<'a> {
     model: &'a Path,
-    /// `model` as the plan looked at it, when the inputs are a plan's ([`RunInputs::of_plan`]).
-    given: Option<&'a GivenModel>,
+    /// `model` as its subject looked at it and hashed it, once.
+    given: &'a GivenModel,
     choice: &'a ReferenceChoice,
     settings: &'a HarnessSettings,
     /// The reference run's settings: `settings` with a compiled model's recorded source shapes
@@ -52,27 +53,36 @@ pub struct RunInputs<'a> {
 }
 
 impl<'a> RunInputs<'a> {
-    /// The inputs of running `model` (whose reference `choice` made) with `settings` under `gate`,
-    /// each phase within its limit of `timeouts`; the reference tools come from `resources` when `settings` check outputs.
-    pub fn new(
-        model: &'a Path,
-        choice: &'a ReferenceChoice,
+    /// The inputs of running `subject` (its reference as it chose) with `settings` under `gate`,
+    /// each phase within its limit of `timeouts`: its files hashed once, by the subject, handed to
+    /// every run; the reference tools come from `resources` when `settings` check outputs.
+    pub fn of_subject(
+        subject: &'a Subject,
         settings: &'a HarnessSettings,
         gate: Option<&'a GateSpec>,
         timeouts: Timeouts,
         cancel: &'a Cancel,
         resources: &dyn Resources,
     ) -> Result<RunInputs<'a>> {
+        let choice = &subject.reference;
         let tools = match settings.check_outputs && choice.outputs.is_some() {
             true => Some(crate::reference_tools(resources)?),
             false => None,
         };
-        let reference_settings = choice.settings_for(settings);
-        Ok(RunInputs { model, given: None, choice, settings, reference_settings, gate, timeouts, cancel, tools })
+        Ok(RunInputs {
+            model: &subject.path,
+            given: subject.given()?,
+            choice,
+            settings,
+            reference_settings: choice.settings_for(settings),
+            gate,
+            timeouts,
+            cancel,
+            tools,
+        })
     }
 
-    /// The inputs of running `plan`'s model with `settings` under `gate`: its files hashed once,
-    /// at [`Plan::resolve`], handed to every target's run.
+    /// The inputs of running `plan`'s model with `settings` under `gate`, within the plan's limits.
     pub fn of_plan(
         plan: &'a Plan,
         settings: &'a HarnessSettings,
@@ -80,10 +90,7 @@ impl<'a> RunInputs<'a> {
         cancel: &'a Cancel,
         resources: &dyn Resources,
     ) -> Result<RunInputs<'a>> {
-        let subject = &plan.model;
-        let inputs =
-            RunInputs::new(&subject.path, &subject.reference, settings, gate, plan.timeouts, cancel, resources)?;
-        Ok(RunInputs { given: Some(subject.given()?), ..inputs })
+        RunInputs::of_subject(&plan.model, settings, gate, plan.timeouts, cancel, resources)
     }
 
     /// The output check's reference run on the host (`--reference-model`, a compiled model's
@@ -110,7 +117,7 @@ impl<'a> RunInputs<'a> {
     ) -> RunSpec<'s> {
         let job = Job {
             reference_model: self.choice.source.as_deref(),
-            given: self.given,
+            given: Some(self.given),
             ..Job::new(harness, runtime, self.model, self.settings, self.timeouts.run, self.cancel)
         };
         let reference = match shared {

@@ -95,7 +95,7 @@ pub fn run(args: SweepArgs, console: &super::console::Console) -> Result<u8> {
 fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Console) -> Result<u8> {
     let plan = SweepPlan::load(plan_file)?;
     for model in &plan.models {
-        if let Some(skipped) = model.reference.skipped_for(&model.settings) {
+        if let Some(skipped) = model.subject.reference.skipped_for(&model.settings) {
             eprintln!("npugate sweep: warning: model {}: {skipped}", model.name);
         }
     }

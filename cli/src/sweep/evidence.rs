@@ -28,9 +28,9 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
     }
     for model in &plan.models {
         bundle = bundle
-            .model("model", &format!("model/{}", model.name), &model.path)?
+            .model("model", &format!("model/{}", model.name), &model.subject.path)?
             .inputs(&format!("inputs/{}", model.name), &model.settings);
-        if let Some(source) = &model.reference.source {
+        if let Some(source) = &model.subject.reference.source {
             bundle = bundle.model("reference_model", &format!("reference-model/{}", model.name), source)?;
         }
     }

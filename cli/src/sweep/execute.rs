@@ -569,9 +569,8 @@ fn run_cell<T: Target>(
         false => settings.clone(),
     };
     let cancel = &options.policy.cancel;
-    let inputs = RunInputs::new(
-        &model.path,
-        &model.reference,
+    let inputs = RunInputs::of_subject(
+        &model.subject,
         &settings,
         Some(&gate),
         options.timeouts,

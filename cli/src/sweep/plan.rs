@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use npugate_engine::compiled::ReferenceChoice;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_plan::{ModelFlags, Subject};
@@ -137,15 +136,14 @@ pub struct SweepPlan {
 pub struct PlannedModel {
     /// Name (unique within the plan, safe as a directory name).
     pub name: String,
-    /// The ONNX file, or the LLM folder (or its `genai_config.json`).
-    pub path: PathBuf,
+    /// The ONNX file, or the LLM folder (or its `genai_config.json`), looked at once as `npugate
+    /// run` looks at it: its kind, its reference (a compiled model's source), its files hashed once.
+    pub subject: Subject,
     /// Gate rules (defaults, then the model's gate file or inline rules).
     pub rules: Rules,
     /// Harness settings: the plan's, plus this model's shapes and inputs (a compiled model's
     /// recorded source shapes when it gives none).
     pub settings: HarnessSettings,
-    /// The model whose CPU run is its reference: a compiled model's source, as `npugate run` finds it.
-    pub reference: ReferenceChoice,
 }
 
 impl PlanFile {
@@ -305,7 +303,7 @@ impl PlanContext<'_> {
             .and_then(|()| npugate_engine::model::check_run(&path, subject.llm(), &model_settings))
             .map_err(|e| self.error(&field("shapes"), format!("{e:#}")))?;
         let model_settings = subject.reference.settings_for(&model_settings);
-        Ok(PlannedModel { name, path, rules, settings: model_settings, reference: subject.reference })
+        Ok(PlannedModel { name, rules, settings: model_settings, subject })
     }
 
     /// A model's rules: its gate file or its inline rules (not both), over the defaults.
@@ -370,7 +368,7 @@ impl PlanContext<'_> {
                 qnn: choice.clone(),
                 ..npugate_plan::Request::new(
                     npugate_plan::Command::Run,
-                    &model.path,
+                    &model.subject.path,
                     npugate_plan::Place::Emulator,
                     EpKind::Qnn,
                 )
