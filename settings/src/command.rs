@@ -64,6 +64,12 @@ pub struct HarnessCommand {
     #[arg(long)]
     pub progress: bool,
 
+    /// Keep the graph ONNX Runtime partitions (the model after its level-1, EP-independent
+    /// optimizations, saved by a CPU session) in `--out` as `partitioned_graph.onnx` with its weights
+    /// beside it, instead of removing it once read: `compile` of a model with control flow loads it.
+    #[arg(long)]
+    pub keep_partitioned_graph: bool,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -102,6 +108,9 @@ impl HarnessCommand {
         }
         if self.progress {
             args.push("--progress".into());
+        }
+        if self.keep_partitioned_graph {
+            args.push("--keep-partitioned-graph".into());
         }
         args.extend(self.settings.to_flags());
         args

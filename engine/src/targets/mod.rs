@@ -52,6 +52,9 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Set when the user interrupted: the target stops the harness and returns an error.
     pub cancel: &'a Cancel,
+    /// Keep the graph ONNX Runtime partitions in the result directory
+    /// (`--keep-partitioned-graph`, [`npugate_result::files::PARTITIONED_GRAPH`]).
+    pub keep_partitioned_graph: bool,
 }
 
 impl<'a> Job<'a> {
@@ -66,7 +69,18 @@ impl<'a> Job<'a> {
         timeout: Duration,
         cancel: &'a Cancel,
     ) -> Job<'a> {
-        Job { harness, runtime, model, prepared: None, reference_model: None, settings, env: &[], timeout, cancel }
+        Job {
+            harness,
+            runtime,
+            model,
+            prepared: None,
+            reference_model: None,
+            settings,
+            env: &[],
+            timeout,
+            cancel,
+            keep_partitioned_graph: false,
+        }
     }
 
     /// sha256 of the model as the user gave it, when `model` is its copy with fixed input shapes.
