@@ -198,6 +198,7 @@ mod tests {
         let graph = GraphProto {
             name: Some("main".into()),
             node: vec![node("a", "MatMul", &["x", "v"], &["c"]), if_node],
+            input: vec![ValueInfoProto { name: Some("x".into()), ..Default::default() }],
             initializer: vec![initializer("v"), initializer("w")],
             output: vec![ValueInfoProto { name: Some("y".into()), ..Default::default() }],
             ..Default::default()
@@ -222,5 +223,31 @@ mod tests {
             ..Default::default()
         });
         assert!(!plain.has_control_flow());
+    }
+
+    #[test]
+    fn subgraphs_come_from_the_optimized_copy_with_the_outer_values_they_read() {
+        let mut with_if = model();
+        // The copy's branch reads `k0`, an initializer of its main graph only; the model lends it.
+        let mut optimized = model();
+        let graph = optimized.proto_mut().graph.as_mut().unwrap();
+        graph.initializer.push(initializer("k0"));
+        let branch = graph.node[1].attribute[0].g.as_mut().unwrap();
+        branch.node = vec![node("verify/Fused", "Gemm", &["x", "w", "k0"], &["b"])];
+        assert_eq!(with_if.take_subgraphs_from(&optimized), ["gate"]);
+        let graph = with_if.proto().graph.as_ref().unwrap();
+        assert_eq!(graph.node[1].attribute[0].g.as_ref().unwrap().node[0].name(), "verify/Fused");
+        assert!(graph.initializer.iter().any(|t| t.name() == "k0"));
+        assert_eq!(graph.node[0].name(), "a", "the main graph stays the model's");
+        // A branch reading a value neither model gives is not taken.
+        let mut unknown = optimized.clone();
+        let branch = unknown.proto_mut().graph.as_mut().unwrap().node[1].attribute[0].g.as_mut().unwrap();
+        branch.node[0].input.push("nowhere".into());
+        let mut plain = model();
+        assert!(plain.take_subgraphs_from(&unknown).is_empty());
+        assert_eq!(
+            plain.proto().graph.as_ref().unwrap().node[1].attribute[0].g.as_ref().unwrap().node[0].name(),
+            "verify"
+        );
     }
 }
