@@ -231,11 +231,10 @@ impl SessionPlan {
     }
 
     /// Saves the graph ONNX Runtime partitions (the source model after its level-1, EP-independent
-    /// optimizations, at most the plan's level) to `path`, weights in a file beside it: a CPU session
-    /// that is created and dropped (log id `partitioned`). Only the optimizer settings of the
-    /// session configuration apply.
-    /// `whole`: the weights inside the graph (a model a session loads: ONNX's shape inference reads
-    /// a `Resize`'s sizes only there), else in the weights file beside it.
+    /// optimizations, at most the plan's level) to `path`: a CPU session that is created and
+    /// dropped (log id `partitioned`). Only the optimizer settings of the session configuration
+    /// apply. `whole`: its weights inside it (a model whose graphs another model can take, whose
+    /// shapes ONNX can infer), else in a weights file beside it.
     pub fn save_partitioned_graph(&self, env: &Environment, path: &Path, whole: bool) -> Result<()> {
         let level = match self.optimization {
             OptimizationLevel::Disable => OptimizationLevel::Disable,

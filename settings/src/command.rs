@@ -65,8 +65,9 @@ pub struct HarnessCommand {
     pub progress: bool,
 
     /// Keep the graph ONNX Runtime partitions (the model after its level-1, EP-independent
-    /// optimizations, saved by a CPU session) in `--out` as `partitioned_graph.onnx` with its weights
-    /// beside it, instead of removing it once read: `compile` of a model with control flow loads it.
+    /// optimizations, saved by a CPU session) in `--out` as `partitioned_graph.onnx`, its weights
+    /// inside it, instead of removing it once read: `compile` of a model with control flow takes
+    /// its subgraphs.
     #[arg(long)]
     pub keep_partitioned_graph: bool,
 

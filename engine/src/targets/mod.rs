@@ -59,8 +59,9 @@ pub struct Job<'a> {
 
 impl<'a> Job<'a> {
     /// The one way a job is built: `model` with `harness` and `runtime`, as the user gave it (the
-    /// target locates and hashes its files), no reference model, no extra environment; a caller
-    /// that needs those sets them on the result (`Job { reference_model, ..Job::new(…) }`).
+    /// target locates and hashes its files), no reference model, no extra environment, no
+    /// partitioned graph kept; a caller that needs those sets them on the result
+    /// (`Job { reference_model, ..Job::new(…) }`).
     pub fn new(
         harness: &'a Path,
         runtime: &'a RuntimeManifest,
