@@ -133,7 +133,7 @@ pub fn run(args: &Args, config: &Path) -> Result<()> {
     let model_graphs: Vec<ModelGraph> = loaded
         .iter()
         .zip(&plans)
-        .map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, &out, &mut result.warnings))
+        .map(|(loaded, plan)| setup::model_graph(loaded, &env, plan, (&out, false), &mut result.warnings))
         .collect();
 
     let log_start = crate::backend::log_position(&log);

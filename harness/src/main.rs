@@ -96,7 +96,14 @@ fn run(args: &Args) -> Result<()> {
     result.execution.context_model = args.settings.context_cache.as_ref().map(|_| plan.model.display().to_string());
     let Setup { out, log, env, mut timings, ep_name, .. } = setup;
 
-    result.graph = Some(run_graph(&loaded, source.as_ref(), &env, &plan, &out, &mut result.warnings)?);
+    result.graph = Some(run_graph(
+        &loaded,
+        source.as_ref(),
+        &env,
+        &plan,
+        (&out, args.keep_partitioned_graph),
+        &mut result.warnings,
+    )?);
     if loaded.compiled && source.is_none() && !args.settings.no_reference_pass {
         result.warnings.push(
             "no reference pass: the model is compiled (EPContext nodes), which the CPU EP cannot run, and no source model was given \
@@ -248,17 +255,17 @@ fn model_info(args: &Args, model_bytes: u64, identity: model_files::ModelIdentit
 }
 
 /// The model's graph as placement sees it: its own, or a compiled model's, counted in the nodes
-/// of its source model when one was given.
+/// of its source model when one was given; `keep`: the partitioned graph stays in `out`.
 fn run_graph(
     loaded: &graph::LoadedModel,
     source: Option<&(&PathBuf, graph::LoadedModel)>,
     env: &Environment,
     plan: &SessionPlan,
-    out: &Path,
+    (out, keep): (&Path, bool),
     warnings: &mut Vec<String>,
 ) -> Result<ModelGraph> {
     Ok(match source {
-        _ if !loaded.compiled => model_graph(loaded, env, plan, out, warnings),
+        _ if !loaded.compiled => model_graph(loaded, env, plan, (out, keep), warnings),
         Some((path, source)) => {
             let sha256 =
                 sha256_file(path).with_context(|| format!("cannot hash --reference-model {}", path.display()))?.0;

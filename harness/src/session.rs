@@ -200,7 +200,7 @@ impl SessionPlan {
             .with_profiling(profile_prefix)
             .map_err(|e| anyhow!("cannot enable profiling: {e}"))?;
         if let Some(path) = optimized_graph {
-            builder = save_optimized_graph(builder, path)?;
+            builder = save_optimized_graph(builder, path, true)?;
         }
         let mut options = self.ep_options.clone();
         options.extend(self.trace_ep_options.iter().cloned());
@@ -231,10 +231,11 @@ impl SessionPlan {
     }
 
     /// Saves the graph ONNX Runtime partitions (the source model after its level-1, EP-independent
-    /// optimizations, at most the plan's level) to `path`, weights in a file beside it: a CPU session
-    /// that is created and dropped (log id `partitioned`). Only the optimizer settings of the
-    /// session configuration apply.
-    pub fn save_partitioned_graph(&self, env: &Environment, path: &Path) -> Result<()> {
+    /// optimizations, at most the plan's level) to `path`: a CPU session that is created and
+    /// dropped (log id `partitioned`). Only the optimizer settings of the session configuration
+    /// apply. `whole`: its weights inside it (a model whose graphs another model can take, whose
+    /// shapes ONNX can infer), else in a weights file beside it.
+    pub fn save_partitioned_graph(&self, env: &Environment, path: &Path, whole: bool) -> Result<()> {
         let level = match self.optimization {
             OptimizationLevel::Disable => OptimizationLevel::Disable,
             _ => OptimizationLevel::Basic,
@@ -249,7 +250,7 @@ impl SessionPlan {
             ..self.clone()
         };
         let builder = plan.builder(env, "partitioned", level)?;
-        let builder = save_optimized_graph(builder, path)?;
+        let builder = save_optimized_graph(builder, path, !whole)?;
         let builder = with_cpu_device(env, builder)?;
         drop(self.commit(builder, &self.source_model)?);
         Ok(())
@@ -380,17 +381,20 @@ fn with_cpu_device(env: &Environment, builder: SessionBuilder) -> Result<Session
     builder.with_devices(cpu, None).map_err(|e| anyhow!("cannot attach the CPU EP device: {e}"))
 }
 
-/// Makes the session save its optimized graph to `path`, its weights in a file beside it
-/// (`<name without extension>.weights`), so that reading the graph stays cheap.
-fn save_optimized_graph(builder: SessionBuilder, path: &Path) -> Result<SessionBuilder> {
-    let weights = path.with_extension("weights");
-    let weights = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+/// Makes the session save its optimized graph to `path`, with `external_weights` its weights in a
+/// file beside it (`<name without extension>.weights`), so that reading the graph stays cheap;
+/// without, all inside the graph (a model a session loads as it is).
+fn save_optimized_graph(builder: SessionBuilder, path: &Path, external_weights: bool) -> Result<SessionBuilder> {
     fn cannot(e: impl std::fmt::Display) -> anyhow::Error {
         anyhow!("cannot save the optimized graph: {e}")
     }
+    let builder = builder.with_optimized_model_path(path).map_err(cannot)?;
+    if !external_weights {
+        return Ok(builder);
+    }
+    let weights = path.with_extension("weights");
+    let weights = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     builder
-        .with_optimized_model_path(path)
-        .map_err(cannot)?
         .with_config_entry("session.optimized_model_external_initializers_file_name", &weights)
         .map_err(cannot)?
         .with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0")

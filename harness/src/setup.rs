@@ -393,22 +393,21 @@ pub fn account_session(env: &Environment, plan: &SessionPlan, log: &Path, warnin
     backend::log_since(log, start)
 }
 
-/// The graph ONNX Runtime partitions, saved by a CPU session, read and removed at once.
-const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
-
 /// The model's own nodes and the graph ONNX Runtime partitions set against them. A model ONNX
-/// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning.
+/// Runtime's CPU EP cannot optimize (a compiled model) gets its nodes only, and a warning. The
+/// partitioned graph, saved by a CPU session into `out` ([`files::PARTITIONED_GRAPH`]), is removed
+/// once read unless `keep` (`--keep-partitioned-graph`).
 pub fn model_graph(
     loaded: &LoadedModel,
     env: &Environment,
     plan: &SessionPlan,
-    out: &Path,
+    (out, keep): (&Path, bool),
     warnings: &mut Vec<String>,
 ) -> npugate_result::ModelGraph {
     let mut graph = loaded.graph();
-    let path = out.join(PARTITIONED_GRAPH);
-    let traced = plan.save_partitioned_graph(env, &path).and_then(|()| loaded.add_partitioned(&mut graph, &path));
-    for file in [path.clone(), path.with_extension("weights")] {
+    let path = out.join(files::PARTITIONED_GRAPH);
+    let traced = plan.save_partitioned_graph(env, &path, keep).and_then(|()| loaded.add_partitioned(&mut graph, &path));
+    for file in [path.clone(), path.with_extension("weights")].into_iter().filter(|_| !keep) {
         let _ = std::fs::remove_file(file);
     }
     if let Err(error) = traced {

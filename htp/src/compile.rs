@@ -27,7 +27,6 @@ use npugate_engine::model::GivenModel;
 use npugate_engine::progress::Progress;
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Cancel, Job, Target};
-use npugate_host::hash_cache::HashCache;
 use npugate_host::hexagon::Soc;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 
@@ -81,17 +80,9 @@ impl CompileRequest<'_> {
         check_file(out, "--out", &[&self.model.path])?;
         let prepared = crate::prepare_here(self.model, self.shapes, &[])?;
         let embed_mode = if self.context_file { "0" } else { "1" };
-        let mut settings = soc_settings(self.session, self.shapes, self.fp16);
-        let control_flow = ControlFlowCopy::write(&prepared, out, &self.model.hashes)?;
-        let mut notes = Vec::new();
-        if let Some(node) = control_flow.as_ref().and_then(|copy| copy.folds.as_deref()) {
-            // See `npugate_onnx::Model::subgraph_folds_constants`: folded, the written subgraph
-            // would define a name twice.
-            settings.optimization = npugate_settings::OptimizationLevel::Disable;
-            notes.push(format!(
-                "{node}, inside a subgraph, computes from constants only: ONNX Runtime's constant folding would write it twice into the compiled model (its EP-context writer's bug), so this compile ran with graph optimizations disabled"
-            ));
-        }
+        let settings = soc_settings(self.session, self.shapes, self.fp16);
+        let control_flow = ControlFlowCopy::write(self, &prepared, out, cancel)?;
+        let notes: Vec<String> = control_flow.iter().map(|_| CONTROL_FLOW_NOTE.to_string()).collect();
         let loaded = control_flow.as_ref().map_or(&prepared, |copy| &copy.prepared);
         let session = CompileSession {
             host: self.host,
@@ -101,7 +92,11 @@ impl CompileRequest<'_> {
             embed_mode,
             timeout: self.timeout,
         };
-        let CompileOutcome { result, rejections, job_dir } = session.run(settings, out, cancel)?;
+        let CompileOutcome { mut result, rejections, job_dir } = session.run(settings, out, cancel)?;
+        if let Some(graph) = control_flow.as_ref().and_then(|copy| copy.graph.clone()) {
+            // The model's own nodes, as preflight sets the session's against them.
+            result.graph = Some(graph);
+        }
         let context = job_dir.join(CONTEXT_FILE);
         let mut model =
             Model::read(&context).map_err(|e| anyhow::anyhow!("the session wrote no usable context model: {e}"))?;
@@ -143,43 +138,102 @@ impl CompileRequest<'_> {
     }
 }
 
-/// The model a compile of a model with control flow loads: a copy (in a temporary folder beside
-/// `--out`, its external data linked) whose initializers that only subgraphs read are graph outputs,
-/// which ONNX Runtime's EP-context writer would otherwise drop (see `npugate_onnx`'s
+/// What `compile` says of a model with control flow (see [`ControlFlowCopy`]).
+const CONTROL_FLOW_NOTE: &str = "the model has control flow: its subgraphs were compiled as a CPU session of ONNX Runtime optimized them (a session run first), so that the compile's optimizers change none — ONNX Runtime's EP-context writer writes a subgraph as loaded beside what they made in it (a folded node twice); the main graph had the default optimizations, and the CPU/HTP split is preflight's";
+
+/// The model a compile of a model with control flow loads, in a temporary folder beside `--out`
+/// (removed when the compile ends). ONNX Runtime's EP-context writer writes each subgraph as
+/// loaded, beside the initializers its optimizers made or dropped there (a subgraph node folded
+/// into a constant is defined twice: *Duplicate definition of name*), so the copy's subgraphs are
+/// those of the graph ONNX Runtime partitions, saved by a CPU session of the same runtime first
+/// (`--keep-partitioned-graph`): the compile session's optimizers find nothing left to change in
+/// them. Its main graph stays the model's own — the writer writes it as optimized, and its
+/// optimization decides what the EP takes, as in preflight. The writer also drops the
+/// initializers only subgraphs read, so the copy makes them graph outputs (see `npugate_onnx`'s
 /// `control_flow` module); the written model gets its own outputs back.
 struct ControlFlowCopy {
     /// The copy as the harness loads it.
     prepared: npugate_engine::model::PreparedModel,
-    /// The outputs added, to remove from the compiled model.
+    /// The outputs added, to remove from the compile's model.
     exposed: Vec<String>,
-    /// A subgraph node ONNX Runtime would fold into a constant, when there is one.
-    folds: Option<String>,
+    /// The model's nodes and the graph ONNX Runtime partitions set against them (the CPU
+    /// session's account): the compile's placement names the model's nodes with it, as
+    /// preflight's does, not the copy's (a subgraph's fused `MatMul.1/MatMulAddFusion`).
+    graph: Option<npugate_result::ModelGraph>,
     /// The folder holding the copy, removed when the compile ends.
     _folder: tempfile::TempDir,
 }
 
 impl ControlFlowCopy {
-    /// The copy of `prepared` for a compile into `out`; `None` for a model without control flow.
+    /// The copy of `prepared` for `request`'s compile into `out`; `None` for a model without
+    /// control flow.
     fn write(
+        request: &CompileRequest<'_>,
         prepared: &npugate_engine::model::PreparedModel,
         out: &Path,
-        hashes: &HashCache,
+        cancel: &Cancel,
     ) -> Result<Option<ControlFlowCopy>> {
-        let mut model = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if !model.has_control_flow() {
+        let source = Model::read(&prepared.path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !source.has_control_flow() {
             return Ok(None);
         }
-        let folds = model.subgraph_folds_constants();
-        let exposed = model.expose_outer_scope_initializers();
         let beside = out.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let folder = tempfile::Builder::new()
             .prefix(".npugate-control-flow-")
             .tempdir_in(beside)
             .with_context(|| format!("cannot write into {}", beside.display()))?;
+        let (optimized, graph) = request.partitioned_graph(prepared, &folder.path().join("optimized"), cancel)?;
+        let mut model = source;
+        model.take_subgraphs_from(&Model::read(&optimized).map_err(|e| anyhow::anyhow!("{e}"))?);
+        let exposed = model.expose_outer_scope_initializers();
         let path = npugate_engine::model::write_with_data(&model, &prepared.path, folder.path())?;
-        let files = npugate_engine::model::ModelFiles::of(&path, &model, hashes)?;
+        let files = npugate_engine::model::ModelFiles::of(&path, &model, &request.model.hashes)?;
         let copy = npugate_engine::model::PreparedModel { path, fixed_from: prepared.fixed_from.clone(), files };
-        Ok(Some(ControlFlowCopy { prepared: copy, exposed, folds, _folder: folder }))
+        Ok(Some(ControlFlowCopy { prepared: copy, exposed, graph, _folder: folder }))
+    }
+}
+
+impl CompileRequest<'_> {
+    /// The graph ONNX Runtime partitions for `prepared` on the CPU (its level-1 optimizations, at
+    /// most the user's `--optimization`), saved into `dir` by a CPU session of the compile's
+    /// runtime on the host (session only); returns its path and the model's nodes with it set
+    /// against them (the session's `graph`).
+    fn partitioned_graph(
+        &self,
+        prepared: &npugate_engine::model::PreparedModel,
+        dir: &Path,
+        cancel: &Cancel,
+    ) -> Result<(PathBuf, Option<npugate_result::ModelGraph>)> {
+        let session = SessionSettings {
+            shapes: self.shapes.to_vec(),
+            optimization: self.session.optimization,
+            session_config: self.session.session_config.clone(),
+            ..SessionSettings::default()
+        };
+        let settings = npugate_settings::HarnessSettings {
+            session_only: true,
+            no_reference_pass: true,
+            ..npugate_settings::HarnessSettings::from(session)
+        };
+        let job = Job {
+            prepared: Some(prepared),
+            keep_partitioned_graph: true,
+            ..Job::new(&self.host.harness, &self.host.runtime, &prepared.path, &settings, self.timeout, cancel)
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let execution = WineTarget::new().execute(&job, dir, &Progress::silent())?;
+        let path = dir.join(files::PARTITIONED_GRAPH);
+        let result = RunResult::read(dir).ok();
+        if !path.is_file() {
+            let why = result.iter().flat_map(|r| &r.warnings).find(|w| w.contains("partition")).cloned();
+            bail!(
+                "cannot compile {}: ONNX Runtime's CPU session saved no optimized graph of it ({}: {})",
+                self.model.path.display(),
+                execution.status(),
+                why.unwrap_or_else(|| execution.last_message())
+            );
+        }
+        Ok((path, result.and_then(|r| r.graph)))
     }
 }
 

@@ -15,8 +15,11 @@
 //! The writer copies a subgraph as its attribute holds it, and ONNX Runtime's optimizers add the
 //! initializers they make inside a subgraph (constant folding: `Squeeze(constant)` becomes the
 //! initializer `helper.squeeze.2`) to that attribute while leaving its nodes as loaded: the written
-//! subgraph defines the name twice ("Duplicate definition of name (helper.squeeze.2)").
-//! [`Model::subgraph_folds_constants`] finds the subgraph nodes that computation applies to.
+//! subgraph defines the name twice ("Duplicate definition of name (helper.squeeze.2)"). A compile
+//! therefore loads subgraphs its optimizers have nothing left to change in:
+//! [`Model::take_subgraphs_from`] puts the subgraphs of ONNX Runtime's own optimized copy of the
+//! model into it, leaving the main graph (which the writer writes as optimized, and whose
+//! optimization decides what the EP takes) to the compile (see `npugate_htp`'s `compile`).
 
 use std::collections::HashSet;
 
@@ -24,7 +27,31 @@ use crate::graph::subgraphs;
 use crate::model::Model;
 use crate::proto::tensor_shape_proto::{dimension, Dimension};
 use crate::proto::type_proto::{Tensor, Value};
-use crate::proto::{GraphProto, TensorShapeProto, TypeProto, ValueInfoProto};
+use crate::proto::{GraphProto, NodeProto, TensorShapeProto, TypeProto, ValueInfoProto};
+
+/// Adds to `names` every value `graph`, or a subgraph in it, defines (inputs, initializers, node
+/// outputs).
+fn values_defined(graph: &GraphProto, names: &mut HashSet<String>) {
+    names.extend(graph.input.iter().map(|input| input.name().to_string()));
+    names.extend(graph.initializer.iter().map(|tensor| tensor.name().to_string()));
+    for node in &graph.node {
+        names.extend(node.output.iter().filter(|name| !name.is_empty()).cloned());
+        for (_, _, subgraph) in subgraphs(node) {
+            values_defined(subgraph, names);
+        }
+    }
+}
+
+/// The values the subgraphs of `node` read from the scopes around it.
+fn outer_values_read(node: &NodeProto) -> HashSet<String> {
+    let (mut read, mut defined) = (HashSet::new(), HashSet::new());
+    for (_, _, subgraph) in subgraphs(node) {
+        values_read(subgraph, &mut read);
+        values_defined(subgraph, &mut defined);
+    }
+    read.retain(|name| !defined.contains(name));
+    read
+}
 
 /// Adds to `names` every value a node of `graph`, or of a subgraph in it, reads.
 fn values_read(graph: &GraphProto, names: &mut HashSet<String>) {
@@ -36,40 +63,7 @@ fn values_read(graph: &GraphProto, names: &mut HashSet<String>) {
     }
 }
 
-/// The first node of `graph` (or of a subgraph in it) that is no `Constant` and reads only
-/// constants: `constants` (initializers and `Constant` outputs of the enclosing graphs) and those
-/// of its own graph; `inside` is true for a subgraph (the main graph's own folding is harmless).
-fn constant_computation(graph: &GraphProto, constants: &HashSet<String>, inside: bool) -> Option<String> {
-    let mut known = constants.clone();
-    known.extend(graph.initializer.iter().map(|tensor| tensor.name().to_string()));
-    known.extend(
-        graph.node.iter().filter(|node| node.op_type() == crate::CONSTANT).flat_map(|node| node.output.iter().cloned()),
-    );
-    for node in &graph.node {
-        let inputs: Vec<&String> = node.input.iter().filter(|name| !name.is_empty()).collect();
-        let folds = node.op_type() != crate::CONSTANT
-            && subgraphs(node).next().is_none()
-            && !inputs.is_empty()
-            && inputs.iter().all(|name| known.contains(name.as_str()));
-        if inside && folds {
-            return Some(node.name().to_string());
-        }
-        if let Some(found) = subgraphs(node).find_map(|(_, _, subgraph)| constant_computation(subgraph, &known, true)) {
-            return Some(found);
-        }
-    }
-    None
-}
-
 impl Model {
-    /// A node inside a subgraph that computes from constants alone, which ONNX Runtime's
-    /// constant folding turns into an initializer of that subgraph (see the module doc); `None`
-    /// when no subgraph has one.
-    pub fn subgraph_folds_constants(&self) -> Option<String> {
-        let graph = self.proto().graph.as_ref()?;
-        constant_computation(graph, &HashSet::new(), false)
-    }
-
     /// True when a node of the main graph holds a subgraph (`If`, `Loop`, `Scan`, …).
     pub fn has_control_flow(&self) -> bool {
         self.proto().graph.iter().flat_map(|graph| &graph.node).any(|node| subgraphs(node).next().is_some())
@@ -122,6 +116,48 @@ impl Model {
         names
     }
 
+    /// Gives each main-graph node holding subgraphs the subgraphs of the node of the same name and
+    /// operator in `optimized` (ONNX Runtime's optimized copy of this model), with the main-graph
+    /// initializers of `optimized` they read that this model lacks; a node whose new subgraphs
+    /// would read a value this model cannot give keeps its own. Returns the nodes changed.
+    pub fn take_subgraphs_from(&mut self, optimized: &Model) -> Vec<String> {
+        let Some(theirs) = optimized.proto().graph.as_ref() else { return Vec::new() };
+        let Some(graph) = self.proto_mut().graph.as_mut() else { return Vec::new() };
+        let mut taken = Vec::new();
+        for index in 0..graph.node.len() {
+            let node = &graph.node[index];
+            let Some(their_node) = theirs
+                .node
+                .iter()
+                .find(|n| n.name() == node.name() && n.op_type() == node.op_type() && subgraphs(n).next().is_some())
+            else {
+                continue;
+            };
+            let mut known = HashSet::new();
+            known.extend(graph.input.iter().map(|input| input.name().to_string()));
+            known.extend(graph.initializer.iter().map(|tensor| tensor.name().to_string()));
+            known.extend(graph.node.iter().flat_map(|n| n.output.iter().cloned()));
+            let missing: Vec<String> =
+                outer_values_read(their_node).into_iter().filter(|name| !known.contains(name)).collect();
+            let lent: Vec<_> = theirs.initializer.iter().filter(|t| missing.iter().any(|m| m == t.name())).collect();
+            if lent.len() < missing.len() {
+                continue;
+            }
+            graph.initializer.extend(lent.into_iter().cloned());
+            let node = &mut graph.node[index];
+            for attribute in &mut node.attribute {
+                if let Some(their) = their_node.attribute.iter().find(|a| a.name() == attribute.name()) {
+                    if attribute.g.is_some() || !attribute.graphs.is_empty() {
+                        attribute.g.clone_from(&their.g);
+                        attribute.graphs.clone_from(&their.graphs);
+                    }
+                }
+            }
+            taken.push(node.name().to_string());
+        }
+        taken
+    }
+
     /// Removes the named graph outputs (the values stay in the graph).
     pub fn remove_outputs(&mut self, names: &[String]) {
         if let Some(graph) = self.proto_mut().graph.as_mut() {
@@ -149,14 +185,9 @@ mod tests {
         TensorProto { name: Some(name.into()), dims: vec![2, 3], data_type: Some(1), ..Default::default() }
     }
 
-    /// main: `a = MatMul(x, v)`, `If(c)` whose branch reads the outer `w` and, with `folds`,
-    /// squeezes its own `Constant`.
-    fn model(folds: bool) -> Model {
-        let mut branch_nodes = vec![node("verify", "MatMul", &["x", "w"], &["b"])];
-        if folds {
-            branch_nodes.push(node("k", "Constant", &[], &["k1"]));
-            branch_nodes.push(node("squeeze_k", "Squeeze", &["k1"], &["k0"]));
-        }
+    /// main: `a = MatMul(x, v)`, `If(c)` whose branch reads the outer `w`.
+    fn model() -> Model {
+        let branch_nodes = vec![node("verify", "MatMul", &["x", "w"], &["b"])];
         let branch = GraphProto { name: Some("then".into()), node: branch_nodes, ..Default::default() };
         let mut if_node = node("gate", "If", &["c"], &["y"]);
         if_node.attribute.push(AttributeProto {
@@ -167,6 +198,7 @@ mod tests {
         let graph = GraphProto {
             name: Some("main".into()),
             node: vec![node("a", "MatMul", &["x", "v"], &["c"]), if_node],
+            input: vec![ValueInfoProto { name: Some("x".into()), ..Default::default() }],
             initializer: vec![initializer("v"), initializer("w")],
             output: vec![ValueInfoProto { name: Some("y".into()), ..Default::default() }],
             ..Default::default()
@@ -176,7 +208,7 @@ mod tests {
 
     #[test]
     fn only_initializers_subgraphs_alone_read_become_outputs_and_go_again() {
-        let mut with_if = model(false);
+        let mut with_if = model();
         assert!(with_if.has_control_flow());
         assert_eq!(with_if.expose_outer_scope_initializers(), ["w"]);
         let output = &with_if.proto().graph.as_ref().unwrap().output[1];
@@ -194,9 +226,28 @@ mod tests {
     }
 
     #[test]
-    fn a_subgraph_node_of_constants_alone_is_found_the_main_graphs_are_not() {
-        assert_eq!(model(true).subgraph_folds_constants().as_deref(), Some("squeeze_k"));
-        // `verify` reads `x`, no constant; the main graph folds what it likes (written whole).
-        assert_eq!(model(false).subgraph_folds_constants(), None);
+    fn subgraphs_come_from_the_optimized_copy_with_the_outer_values_they_read() {
+        let mut with_if = model();
+        // The copy's branch reads `k0`, an initializer of its main graph only; the model lends it.
+        let mut optimized = model();
+        let graph = optimized.proto_mut().graph.as_mut().unwrap();
+        graph.initializer.push(initializer("k0"));
+        let branch = graph.node[1].attribute[0].g.as_mut().unwrap();
+        branch.node = vec![node("verify/Fused", "Gemm", &["x", "w", "k0"], &["b"])];
+        assert_eq!(with_if.take_subgraphs_from(&optimized), ["gate"]);
+        let graph = with_if.proto().graph.as_ref().unwrap();
+        assert_eq!(graph.node[1].attribute[0].g.as_ref().unwrap().node[0].name(), "verify/Fused");
+        assert!(graph.initializer.iter().any(|t| t.name() == "k0"));
+        assert_eq!(graph.node[0].name(), "a", "the main graph stays the model's");
+        // A branch reading a value neither model gives is not taken.
+        let mut unknown = optimized.clone();
+        let branch = unknown.proto_mut().graph.as_mut().unwrap().node[1].attribute[0].g.as_mut().unwrap();
+        branch.node[0].input.push("nowhere".into());
+        let mut plain = model();
+        assert!(plain.take_subgraphs_from(&unknown).is_empty());
+        assert_eq!(
+            plain.proto().graph.as_ref().unwrap().node[1].attribute[0].g.as_ref().unwrap().node[0].name(),
+            "verify"
+        );
     }
 }

@@ -74,6 +74,9 @@ pub mod files {
     pub const DEVICE_RUN: &str = "device_run.json";
     /// The device's temperatures and clocks around a run (`npugate.device-state/1`).
     pub const DEVICE_STATE: &str = "device_state.json";
+    /// The graph ONNX Runtime partitions (the model after its level-1 optimizations, weights
+    /// inside), kept by a harness run with `--keep-partitioned-graph`.
+    pub const PARTITIONED_GRAPH: &str = "partitioned_graph.onnx";
     /// The harness's standard output, as captured by the host.
     pub const HARNESS_STDOUT: &str = "harness.stdout";
     /// The harness's standard error, as captured by the host.

@@ -64,6 +64,13 @@ pub struct HarnessCommand {
     #[arg(long)]
     pub progress: bool,
 
+    /// Keep the graph ONNX Runtime partitions (the model after its level-1, EP-independent
+    /// optimizations, saved by a CPU session) in `--out` as `partitioned_graph.onnx`, its weights
+    /// inside it, instead of removing it once read: `compile` of a model with control flow takes
+    /// its subgraphs.
+    #[arg(long)]
+    pub keep_partitioned_graph: bool,
+
     /// What to measure and how.
     #[command(flatten)]
     pub settings: HarnessSettings,
@@ -102,6 +109,9 @@ impl HarnessCommand {
         }
         if self.progress {
             args.push("--progress".into());
+        }
+        if self.keep_partitioned_graph {
+            args.push("--keep-partitioned-graph".into());
         }
         args.extend(self.settings.to_flags());
         args

@@ -189,17 +189,24 @@ fn a_partially_compiled_model_names_its_cpu_nodes_and_graph_io_quantization_is_b
     assert!(gate.contains("FAIL    npu_flops_pct") && gate.contains("Det node det"), "{}", describe(&run));
 }
 
+/// The names of the nodes a report leaves to the CPU: preflight's SoC entry (`fallback`, the
+/// graph-I/O quantization it expects there left out) or a compiled model's (`left_on_cpu`).
+fn left_to_cpu(entries: &Value) -> std::collections::BTreeSet<String> {
+    let entries = entries.as_array().unwrap_or_else(|| panic!("a list: {entries}"));
+    entries.iter().filter(|e| e["expected"] != true).map(|e| e["name"].as_str().unwrap().to_string()).collect()
+}
+
 #[test]
 fn models_with_control_flow_compile_with_the_if_and_the_loop_left_where_the_ep_leaves_them() {
     let dir = tempfile::tempdir().unwrap();
     // An If whose branch reads an outer initializer; a Loop whose body folds a constant.
-    for (name, control_flow, folds) in
-        [("if_outer_weight.onnx", "If", false), ("loop_folds_constant.onnx", "Loop", true)]
-    {
+    for (name, control_flow) in [("if_outer_weight.onnx", "If"), ("loop_folds_constant.onnx", "Loop")] {
         let source = copy_model(name, dir.path());
         let ctx = dir.path().join(name.replace(".onnx", "_ctx.onnx"));
-        let compile =
-            npugate(&["compile", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &ctx]);
+        let compile = npugate(
+            &["compile", "--soc", "SM8650", "--json"],
+            &[Path::new("--model"), &source, Path::new("--out"), &ctx],
+        );
         assert!(matches!(compile.status.code(), Some(0 | 1)), "{name}: {}", describe(&compile));
         let compiled = Model::read(&ctx).unwrap();
         let main: Vec<&str> = compiled
@@ -213,19 +220,35 @@ fn models_with_control_flow_compile_with_the_if_and_the_loop_left_where_the_ep_l
         // The outer initializers exposed for the compile are not outputs of the compiled model.
         let outputs = |model: &Model| model.proto().graph.as_ref().unwrap().output.len();
         assert_eq!(outputs(&compiled), outputs(&Model::read(&source).unwrap()), "{name}");
-        let stdout = String::from_utf8_lossy(&compile.stdout);
-        assert_eq!(stdout.contains("with graph optimizations disabled"), folds, "{name}: {stdout}");
-        // The body's nodes once, under their control-flow node, on one line.
-        let body = stdout
-            .lines()
-            .position(|l| l.starts_with("    in the body of "))
-            .unwrap_or_else(|| panic!("{name}: {stdout}"));
-        assert!(stdout.lines().nth(body - 1).unwrap().contains(&format!("({control_flow}): ")), "{name}: {stdout}");
-        assert_eq!(stdout.matches("    in the body of ").count(), 1, "{name}: {stdout}");
-        assert!(stdout.lines().nth(body + 1).unwrap().starts_with("      left on the CPU: "), "{name}: {stdout}");
         let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten();
         assert!(leftovers.into_iter().all(|e| !e.file_name().to_string_lossy().starts_with(".npugate-control-flow")));
+
+        // Compiled with the graph optimizations a session of the model gets (the Loop body's
+        // Squeeze folded away), the EP splits the Loop model as it does in preflight, and the
+        // compile names what preflight names. (An If's untaken branch is none of preflight's: it
+        // counts the nodes its CPU reference pass ran.)
+        let job_dir = dir.path().join(format!("{}.compile", ctx.file_name().unwrap().to_string_lossy()));
+        let job = read_json(&job_dir.join(files::RESULT));
+        assert_eq!(job["execution"]["optimization_level"], "all", "{name}: {}", job["execution"]);
+        if control_flow == "Loop" {
+            let out = dir.path().join("preflight");
+            let preflight =
+                npugate(&["preflight", "--soc", "SM8650"], &[Path::new("--model"), &source, Path::new("--out"), &out]);
+            assert!(matches!(preflight.status.code(), Some(0 | 1)), "{name}: {}", describe(&preflight));
+            assert_eq!(split(&job), split(&read_json(&out.join("SM8650").join(files::RESULT))), "{name}");
+            let report: Value = serde_json::from_slice(&compile.stdout).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let expected = left_to_cpu(&read_json(&out.join("preflight.json"))["socs"][0]["fallback"]);
+            assert!(expected.contains("steps_loop") && !expected.contains("squeeze_constant"), "{expected:?}");
+            assert_eq!(left_to_cpu(&report["compiled"][0]["left_on_cpu"]), expected, "{name}: {report:#}");
+        }
     }
+}
+
+/// Which EP a session gave each node (`assignment` of a harness's result.json).
+fn split(result: &Value) -> std::collections::BTreeSet<(String, String)> {
+    let subgraphs = result["assignment"]["subgraphs"].as_array().unwrap_or_else(|| panic!("{result:#}"));
+    let nodes = subgraphs.iter().flat_map(|s| s["nodes"].as_array().unwrap().iter().map(move |n| (s, n)));
+    nodes.map(|(s, n)| (s["ep"].as_str().unwrap().to_string(), n["name"].as_str().unwrap().to_string())).collect()
 }
 
 #[test]

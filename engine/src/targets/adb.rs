@@ -461,6 +461,7 @@ impl<'g> Layout<'g> {
                 .map(|(path, files)| format!("{work}/{}", model_path(path, files)).into()),
             energy_window: energy.map(|(_, seconds)| seconds),
             progress: false,
+            keep_partitioned_graph: false,
             settings,
         };
         let sampler_limit_s = (job.timeout.as_secs_f64() + energy.map_or(0.0, |(_, s)| 2.0 * s)).ceil() as u64;

@@ -92,6 +92,7 @@ impl LocalLaunch<'_> {
             reference_model: job.reference_model.map(path),
             energy_window: None,
             progress: self.inferences.is_some(),
+            keep_partitioned_graph: job.keep_partitioned_graph,
             settings: job.settings.with_input_paths(|input| path(&input.path)),
         };
         let mut program = self.program;

@@ -56,12 +56,16 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Set when the user interrupted: the target stops the harness and returns an error.
     pub cancel: &'a Cancel,
+    /// Keep the graph ONNX Runtime partitions in the result directory
+    /// (`--keep-partitioned-graph`, [`npugate_result::files::PARTITIONED_GRAPH`]).
+    pub keep_partitioned_graph: bool,
 }
 
 impl<'a> Job<'a> {
     /// The one way a job is built: `model` with `harness` and `runtime`, as the user gave it (the
-    /// target locates and hashes its files), no reference model, no extra environment; a caller
-    /// that needs those sets them on the result (`Job { reference_model, ..Job::new(…) }`).
+    /// target locates and hashes its files), no reference model, no extra environment, no
+    /// partitioned graph kept; a caller that needs those sets them on the result
+    /// (`Job { reference_model, ..Job::new(…) }`).
     pub fn new(
         harness: &'a Path,
         runtime: &'a RuntimeManifest,
@@ -81,6 +85,7 @@ impl<'a> Job<'a> {
             env: &[],
             timeout,
             cancel,
+            keep_partitioned_graph: false,
         }
     }
 
