@@ -14,9 +14,9 @@ use crate::decode::ContextGrowth;
 use crate::fingerprint::Fingerprint;
 use crate::latency::{latency_checks, latency_warnings, with_clusters};
 use crate::machine::Machine;
-use crate::outputs::{fmt_metric, worst, OutputMetrics, OutputsReport, TokenComparison};
+use crate::outputs::{fmt_metric, worst, OutputComparison, OutputMetrics, OutputsReport, TokenComparison};
 use crate::resources;
-use crate::rules::{limit, RuleName, Rules};
+use crate::rules::{limit, RuleName, Rules, ROUNDING_ABS_ERR};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
 use crate::verdict::{BaselineComparison, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA};
@@ -287,6 +287,8 @@ fn output_checks(
         default: Option<f64>,
         metric: fn(&OutputMetrics) -> f64,
         higher_is_better: bool,
+        /// A relative measure (cosine, SQNR): not read on an output within rounding of its reference.
+        relative: bool,
         unit: Unit,
         digits: usize,
     }
@@ -298,6 +300,7 @@ fn output_checks(
             default: defaults.min_cosine,
             metric: |m| m.cosine,
             higher_is_better: true,
+            relative: true,
             unit: Unit::Cosine,
             digits: 6,
         },
@@ -307,6 +310,7 @@ fn output_checks(
             default: defaults.min_sqnr_db,
             metric: |m| m.sqnr_db,
             higher_is_better: true,
+            relative: true,
             unit: Unit::Db,
             digits: 1,
         },
@@ -316,6 +320,7 @@ fn output_checks(
             default: defaults.max_abs_err,
             metric: |m| m.max_abs_err,
             higher_is_better: false,
+            relative: false,
             unit: Unit::Abs,
             digits: 6,
         },
@@ -323,18 +328,31 @@ fn output_checks(
     let generation = report.is_some_and(|r| r.tokens.is_some());
     let mut hinted = false;
     let mut out = Vec::new();
-    for OutputRule { rule, value, default, metric, higher_is_better, unit, digits } in specs {
+    for OutputRule { rule, value, default, metric, higher_is_better, relative, unit, digits } in specs {
         let Some(bound) = limit(rules, rule, value) else { continue };
         let at_default = value == default;
         if at_default && (generation || (report.is_none() && !unreadable)) {
             continue;
         }
-        let worst_output = report.and_then(|r| worst(&r.outputs, metric, higher_is_better));
+        let passes = |measured: f64| if higher_is_better { measured >= bound } else { measured <= bound };
+        // A relative rule failed by an output within rounding of its reference measures the rounding.
+        let rounding_only = |o: &&OutputComparison| {
+            relative && o.metrics.max_abs_err <= ROUNDING_ABS_ERR && !passes(metric(&o.metrics))
+        };
+        let worst_output =
+            report.and_then(|r| worst(r.outputs.iter().filter(|o| !rounding_only(o)), metric, higher_is_better));
         out.push(match worst_output {
             None if unreadable => unjudged(rule, bound, unit, format!("{rule}: the output comparison could not be read (see errors)")),
+            None if report.is_some_and(|r| !r.outputs.is_empty()) => {
+                let count = report.map_or(0, |r| r.outputs.len());
+                let message = format!(
+                    "{rule}: not read on the {count} output(s) that agree with the reference within {ROUNDING_ABS_ERR:e} (max_abs_err): a relative measure of values within rounding of zero measures the rounding"
+                );
+                check(rule, pass_or_fail(true), None, bound, unit, message)
+            }
             None => unjudged(rule, bound, unit, format!("{rule}: no output comparison for this run; run with --check-outputs")),
             Some((name, measured)) => {
-                let ok = if higher_is_better { measured >= bound } else { measured <= bound };
+                let ok = passes(measured);
                 let op = match (higher_is_better, ok) {
                     (true, true) => ">=",
                     (true, false) => "<",

@@ -276,11 +276,11 @@ fn argmax(row: &[f64]) -> usize {
 }
 
 /// The worst value of one metric across the outputs, with the output's name.
-pub fn worst(
-    outputs: &[OutputComparison],
+pub fn worst<'a>(
+    outputs: impl IntoIterator<Item = &'a OutputComparison>,
     metric: impl Fn(&OutputMetrics) -> f64,
     higher_is_better: bool,
-) -> Option<(&str, f64)> {
+) -> Option<(&'a str, f64)> {
     let badness = |v: f64| {
         if v.is_nan() {
             f64::INFINITY
@@ -290,7 +290,10 @@ pub fn worst(
             v
         }
     };
-    outputs.iter().map(|o| (o.name.as_str(), metric(&o.metrics))).max_by(|a, b| badness(a.1).total_cmp(&badness(b.1)))
+    outputs
+        .into_iter()
+        .map(|o| (o.name.as_str(), metric(&o.metrics)))
+        .max_by(|a, b| badness(a.1).total_cmp(&badness(b.1)))
 }
 
 /// How far (dB) a device's SQNR must lie below the median of the other devices to be the outlier.

@@ -17,6 +17,12 @@ pub const DEFAULT_MIN_COSINE: f64 = 0.95;
 /// of the signal's power. A sound 8-bit quantization scores 20–40 dB (`smallcnn_qdq.onnx` 31.6 dB);
 /// an output whose noise is as large as the signal (0 dB, top-1 lost) is garbage.
 pub const DEFAULT_MIN_SQNR_DB: f64 = 10.0;
+/// The largest error at which an output agrees with its reference to rounding: an output whose
+/// every element is this close (`max_abs_err` at most this) is not judged by the relative rules
+/// (`min_cosine`, `min_sqnr_db`) — where they fail with an error this small, the reference itself
+/// is within rounding of zero (a wake-word score of 3e-5 that the HTP computes as 0: cosine 0,
+/// SQNR 0 dB), and they measure the rounding, not the model. A tenth of float16's epsilon.
+pub const ROUNDING_ABS_ERR: f64 = 1e-4;
 
 /// The limits a run is judged against. Absent optional limits are not checked.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -194,3 +194,30 @@ fn token_agreement_and_the_divergence_position_are_judged_on_their_limits() {
     let check = token_check(&same, RuleName::MinFirstDivergence).unwrap();
     assert_eq!(check.status, CheckStatus::Pass, "no divergence passes any position: {}", check.message);
 }
+
+/// A report of one single-element output: a wake-word score `output` against the reference's `reference`.
+fn score_report(reference: f64, output: f64) -> OutputsReport {
+    OutputsReport {
+        outputs: vec![compare_tensors("score", (&[1, 1], &[reference]), (&[1, 1], &[output])).unwrap()],
+        ..report(0.0)
+    }
+}
+
+#[test]
+fn a_score_within_rounding_of_zero_is_not_failed_by_the_relative_rules_but_a_wrong_one_is() {
+    // The HTP computes a 3.1e-5 score as 0: cosine 0 and SQNR 0 dB measure the rounding.
+    let rounded = judged(Rules::default(), Some(&score_report(3.1e-5, 0.0)));
+    assert_eq!(rounded.outcome, Outcome::Pass, "{:?}", rounded.checks);
+    for rule in [RuleName::MinCosine, RuleName::MinSqnrDb] {
+        let check = rounded.checks.iter().find(|c| c.rule == rule).unwrap();
+        assert_eq!(check.status, CheckStatus::Pass);
+        assert!(check.message.contains("within 1e-4") && check.message.contains("rounding"), "{}", check.message);
+    }
+    // The same near-zero reference with a wrong score (0.5): failed, by both rules.
+    let wrong = judged(Rules::default(), Some(&score_report(3.1e-5, 0.5)));
+    assert_eq!(wrong.outcome, Outcome::Fail, "{:?}", wrong.checks);
+    // max_abs_err still judges the rounded score when the user sets it.
+    let strict = judged(rules(&["max_abs_err=1e-5"]), Some(&score_report(3.1e-5, 0.0)));
+    let check = strict.checks.iter().find(|c| c.rule == RuleName::MaxAbsErr).unwrap();
+    assert_eq!(check.status, CheckStatus::Fail, "{}", check.message);
+}
