@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use npugate_estimate::{GraphFeatures, SocEstimate};
-use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_profile::report::PlacementReport;
 use npugate_result::energy::EnergyRecord;
+use npugate_result::report::{render_all, write_all, Format, Report};
 use npugate_result::{contract, files, RunResult};
 
 use npugate_android::device_state::DeviceStateRecord;
@@ -170,7 +170,7 @@ impl Sinks {
         match &self.report {
             Some(report) => write_report(verdict, &self.formats, report)?,
             None => {
-                let text = npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color);
+                let text = render_all(verdict, &self.formats, self.color)?;
                 std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())
                     .map_err(|e| anyhow::anyhow!("cannot write the verdict to stdout: {e}"))?;
             }
@@ -188,7 +188,7 @@ impl Sinks {
                 write_report(verdict, &self.formats, &dir.join(name))?;
                 String::new()
             }
-            None => npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color),
+            None => render_all(verdict, &self.formats, self.color)?,
         })
     }
 }
