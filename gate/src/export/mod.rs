@@ -44,7 +44,7 @@ impl Report for Verdict {
             Format::Github => Some(github::verdict(self)),
             Format::Junit => Some(junit::verdict(self)),
             Format::Html => Some(html::verdict(self)),
-            Format::Terminal | Format::Json => None,
+            _ => None,
         }
     }
     fn stem(&self) -> &str {
@@ -72,7 +72,7 @@ impl Report for CompareVerdict {
             Format::Github => Some(github::compare(self)),
             Format::Junit => Some(junit::compare(self)),
             Format::Html => Some(html::compare(self)),
-            Format::Terminal | Format::Json => None,
+            _ => None,
         }
     }
     fn stem(&self) -> &str {

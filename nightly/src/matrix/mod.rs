@@ -36,7 +36,7 @@ impl Report for Matrix<'_> {
         match format {
             Format::Markdown => Some(markdown::render(self)),
             Format::Html => Some(html::render(self)),
-            Format::Terminal | Format::Json | Format::Github | Format::Junit => None,
+            _ => None,
         }
     }
     fn stem(&self) -> &str {
