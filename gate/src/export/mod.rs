@@ -1,10 +1,10 @@
 //! The two reports the gate judges — a run's [`Verdict`] and a comparison's [`CompareVerdict`] —
-//! as kinds of the one report stream ([`Report`]): each renders every [`Format`] (terminal, JSON,
-//! Markdown, GitHub annotations, JUnit, HTML), one file per format here (as hyperfine does), and
-//! the rows every human-facing format shares so they cannot disagree.
+//! as kinds of the one report stream (`npugate_result::report::Report`, implemented in `report`):
+//! each renders every format (terminal, JSON, Markdown, GitHub annotations, JUnit, HTML), one file
+//! per format here (as hyperfine does), and the rows every human-facing format shares so they
+//! cannot disagree.
 
 use npugate_profile::report::PlacementReport;
-use npugate_result::report::{json_of, Format, Report};
 
 use crate::compare::CompareVerdict;
 use crate::outputs::fmt_metric;
@@ -18,67 +18,12 @@ mod github;
 mod html;
 mod junit;
 pub mod markdown;
+mod report;
 mod terminal;
 
 pub use consistency::DeviceOutputs;
 pub use markdown::consistency_markdown;
 pub use terminal::{consistency_text, paint, placement_text, text_table, BOLD, DIM, GREEN, RED, YELLOW};
-
-/// A run's verdict (`npugate.verdict/1`), in every format.
-impl Report for Verdict {
-    fn schema(&self) -> &str {
-        &self.schema
-    }
-    fn exit_code(&self) -> u8 {
-        Verdict::exit_code(self)
-    }
-    fn text(&self, color: bool) -> String {
-        terminal::verdict(self, color)
-    }
-    fn json(&self) -> String {
-        json_of(self)
-    }
-    fn document(&self, format: Format) -> Option<String> {
-        match format {
-            Format::Markdown => Some(markdown::verdict(self)),
-            Format::Github => Some(github::verdict(self)),
-            Format::Junit => Some(junit::verdict(self)),
-            Format::Html => Some(html::verdict(self)),
-            _ => None,
-        }
-    }
-    fn stem(&self) -> &str {
-        "verdict"
-    }
-}
-
-/// A comparison of two models (`npugate.compare/1`), in every format.
-impl Report for CompareVerdict {
-    fn schema(&self) -> &str {
-        &self.schema
-    }
-    fn exit_code(&self) -> u8 {
-        CompareVerdict::exit_code(self)
-    }
-    fn text(&self, color: bool) -> String {
-        terminal::compare(self, color)
-    }
-    fn json(&self) -> String {
-        json_of(self)
-    }
-    fn document(&self, format: Format) -> Option<String> {
-        match format {
-            Format::Markdown => Some(markdown::compare(self)),
-            Format::Github => Some(github::compare(self)),
-            Format::Junit => Some(junit::compare(self)),
-            Format::Html => Some(html::compare(self)),
-            _ => None,
-        }
-    }
-    fn stem(&self) -> &str {
-        "compare"
-    }
-}
 
 /// The measured value of a check with its unit (`56.1%`, `8.10 ms`, `3 nodes`), or `—`.
 fn measured_text(check: &Check) -> String {
