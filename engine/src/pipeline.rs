@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use npugate_estimate::{GraphFeatures, SocEstimate};
-use npugate_gate::export::{write_all, Format, Report};
 use npugate_gate::outputs::OutputsReport;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_profile::report::PlacementReport;
 use npugate_result::energy::EnergyRecord;
+use npugate_result::report::{render_all, write_all, Format, Report};
 use npugate_result::{contract, files, RunResult};
 
 use npugate_android::device_state::DeviceStateRecord;
@@ -170,7 +170,7 @@ impl Sinks {
         match &self.report {
             Some(report) => write_report(verdict, &self.formats, report)?,
             None => {
-                let text = npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color);
+                let text = render_all(verdict, &self.formats, self.color)?;
                 std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())
                     .map_err(|e| anyhow::anyhow!("cannot write the verdict to stdout: {e}"))?;
             }
@@ -180,7 +180,8 @@ impl Sinks {
 
     /// For one device of a rack: writes `--report` into the device's result directory `dir`
     /// (under the report's file name, so devices do not overwrite each other) and returns the
-    /// text still to print (empty when `--report` took the formats).
+    /// text still to print (empty when `--report` took the formats, and when standard output is
+    /// JSON: the rack then prints one document, its summary).
     pub fn render_for_device(&self, verdict: &dyn Report, dir: &Path) -> Result<String> {
         Ok(match &self.report {
             Some(report) => {
@@ -188,7 +189,60 @@ impl Sinks {
                 write_report(verdict, &self.formats, &dir.join(name))?;
                 String::new()
             }
-            None => npugate_gate::export::render_for_stdout(verdict, &self.formats, self.color),
+            None if self.json_on_stdout() => String::new(),
+            None => render_all(verdict, &self.formats, self.color)?,
         })
+    }
+
+    /// Whether standard output is one JSON document (`--json`, or `--format json` alone).
+    pub fn json_on_stdout(&self) -> bool {
+        self.report.is_none() && self.formats == [Format::Json]
+    }
+
+    /// A rack's summary for standard output: its `rack.json` (`npugate.rack/1`, every target's
+    /// outcome and result directory) when standard output is JSON, one line per target otherwise.
+    pub fn rack_summary(&self, rack: &crate::rack::RackReport) -> String {
+        match self.json_on_stdout() {
+            true => rack.json(),
+            false => rack.text(self.color),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rack::{DeviceOutcome, RackReport, RACK_SCHEMA};
+
+    #[test]
+    fn a_rack_on_json_stdout_is_one_document_its_summary_and_lines_otherwise() {
+        let device = |serial: &str, exit_code| DeviceOutcome {
+            serial: serial.into(),
+            exit_code,
+            result_dir: Some(PathBuf::from("out").join(serial)),
+            infrastructure_error: None,
+            attempts: 1,
+            retried_errors: Vec::new(),
+            seconds: 1.0,
+        };
+        let rack = RackReport {
+            schema: RACK_SCHEMA.into(),
+            devices: vec![device("a", 0), device("b", 1)],
+            exit_code: 1,
+            seconds: 2.0,
+        };
+        let sinks = |formats: Vec<Format>, report: Option<&str>| Sinks {
+            formats,
+            report: report.map(PathBuf::from),
+            color: false,
+        };
+        let json = sinks(vec![Format::Json], None);
+        assert!(json.json_on_stdout());
+        let document: RackReport = serde_json::from_str(&json.rack_summary(&rack)).unwrap();
+        assert_eq!(document, rack, "the summary is rack.json itself");
+        for text in [sinks(vec![Format::Json, Format::Markdown], None), sinks(vec![Format::Json], Some("r.json"))] {
+            assert!(!text.json_on_stdout());
+            assert_eq!(text.rack_summary(&rack), "a\tpass\tout/a\nb\tgate failed\tout/b\n");
+        }
     }
 }

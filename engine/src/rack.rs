@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use npugate_result::contract::{self, EXIT_ERROR, EXIT_PASS};
+use npugate_result::report::{json_of, Report};
 use serde::{Deserialize, Serialize};
 
 use crate::progress::{Event, Progress, Reporter, Silent};
@@ -77,6 +78,22 @@ impl RackReport {
                 format!("{}\t{}\t{dir}\n", device.serial, device.summary())
             })
             .collect()
+    }
+}
+
+/// A rack's summary as a report: one line per target on a terminal, `rack.json` as JSON.
+impl Report for RackReport {
+    fn schema(&self) -> &str {
+        &self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.exit_code
+    }
+    fn text(&self, _color: bool) -> String {
+        self.lines()
+    }
+    fn json(&self) -> String {
+        json_of(self)
     }
 }
 

@@ -1,10 +1,11 @@
-//! The gate: rules, baselines, the verdict and its exporters, on the latency statistics of
+//! The gate: rules, baselines, the verdict and its formats, on the latency statistics of
 //! `npugate_result::stats` (re-exported as [`stats`]).
 //!
-//! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, then
-//! `export::write_all(&verdict, formats, out)` (or `export::render_for_stdout`); for two models measured interleaved on one device,
-//! `compare::judge_compare(&CompareEvidence, &CompareRules) -> CompareVerdict`, exported the same
-//! way; [`confirm`] decides over the attempts of a rerun latency failure. [`page`] holds the building blocks every npugate
+//! `judge(&Evidence { run, placement, outputs, baseline }, &rules) -> Verdict`, a kind of the one
+//! report stream (`npugate_result::report::Report`, implemented in [`export`]), shown with
+//! `report::write_all(&verdict, formats, out)` or `report::render_all`; for two models measured
+//! interleaved on one device, `compare::judge_compare(&CompareEvidence, &CompareRules) ->
+//! CompareVerdict`, reported the same way; [`confirm`] decides over the attempts of a rerun latency failure. [`page`] holds the building blocks every npugate
 //! HTML page shares (the verdict report, the sweep matrix, the history page).
 
 pub mod background;

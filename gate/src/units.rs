@@ -1,4 +1,4 @@
-//! The units of the checks and the number formatting shared by the checks and every exporter.
+//! The units of the checks and the number formatting shared by the checks and every report format.
 
 use serde::{Deserialize, Serialize};
 

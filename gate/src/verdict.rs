@@ -1,5 +1,5 @@
 //! The verdict: every rule's outcome with the numbers and nodes behind it, serialized as
-//! `npugate.verdict/1` and rendered by the exporters.
+//! `npugate.verdict/1` and rendered in every report format (`export`).
 
 use std::path::Path;
 

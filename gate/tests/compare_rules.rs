@@ -12,11 +12,11 @@ use npugate_gate::compare::{
     judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence,
 };
 use npugate_gate::confirm::{Attempt, Confirmation};
-use npugate_gate::export::{write_all, Format};
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules};
 use npugate_profile::report::PlacementReport;
+use npugate_result::report::{self, write_all, Format};
 use npugate_result::RunResult;
 
 /// The runs of an ABBA session: `rounds` rounds of 20 runs, A around `a_ms`, B around `b_ms` (2% CV),
@@ -266,7 +266,7 @@ fn an_undecided_comparison_is_not_judged_in_every_report_and_never_passed() {
 }
 
 fn render(format: Format, verdict: &CompareVerdict) -> String {
-    format.exporter(false).render_compare(verdict)
+    report::render(verdict, format, false).unwrap()
 }
 
 #[test]
@@ -375,7 +375,7 @@ fn a_confirmed_run_says_so_in_every_human_format() {
     ];
     verdict.confirmation = Some(Confirmation::decide(2, attempts));
     for format in [Format::Terminal, Format::Markdown, Format::Github, Format::Junit, Format::Html] {
-        let text = format.exporter(false).render(&verdict);
+        let text = report::render(&verdict, format, false).unwrap();
         assert!(text.contains("failed 1 of 3, passed on confirmation"), "{format}: {text}");
         assert!(
             format == Format::Github || format == Format::Junit || text.contains("median 12.0 ms"),

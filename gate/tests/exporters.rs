@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{detector_nodes, mixture, move_to_cpu, normal_series, placement, run, NORM, QNN};
-use npugate_gate::export::{write_all, Format};
 use npugate_gate::{judge, Baseline, Comparison, Evidence, Rules, Verdict};
+use npugate_result::report::{self, write_all, Format};
 use npugate_result::{CpuWait, PerRun};
 
 fn failing_verdict() -> Verdict {
@@ -30,7 +30,7 @@ fn passing_verdict() -> Verdict {
 }
 
 fn render(format: Format, verdict: &Verdict) -> String {
-    format.exporter(false).render(verdict)
+    report::render(verdict, format, false).unwrap()
 }
 
 #[test]
@@ -130,7 +130,7 @@ fn terminal_colours_only_when_asked() {
     let plain = render(Format::Terminal, &verdict);
     assert!(!plain.contains('\x1b'));
     assert!(plain.contains("FAIL"), "{plain}");
-    let coloured = Format::Terminal.exporter(true).render(&verdict);
+    let coloured = report::render(&verdict, Format::Terminal, true).unwrap();
     assert!(coloured.contains("\x1b[31mFAIL\x1b[0m"));
     let placement = npugate_gate::export::placement_text(verdict.placement.as_ref().unwrap(), &verdict.rules, false);
     assert!(placement.contains("Partitions (2)") && placement.contains("hint: export with opset 17"), "{placement}");

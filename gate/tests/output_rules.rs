@@ -5,11 +5,11 @@
 mod common;
 
 use common::{detector_nodes, normal_series, placement, run, QNN};
-use npugate_gate::export::Format;
 use npugate_gate::outputs::{compare_tensors, OutputsReport, ReferenceSource, TokenComparison, OUTPUTS_SCHEMA};
 use npugate_gate::rules::RuleName;
 use npugate_gate::verdict::{CheckStatus, Outcome};
 use npugate_gate::{judge, Evidence, OutputsEvidence, Rules, Verdict};
+use npugate_result::report::{self, Format};
 
 /// A report of two outputs: `boxes` equal to the reference, `scores` off by a known step.
 fn report(scores_error: f64) -> OutputsReport {
@@ -114,7 +114,7 @@ fn thresholds_the_outputs_meet_pass() {
     // Noise 1e-4 on every 4th element of a unit-scale signal: SQNR ≈ 76 dB, cosine ≈ 1 - 1e-9.
     let verdict = judged(rules(&["min_cosine=0.9999", "min_sqnr_db=30", "max_abs_err=0.01"]), Some(&report(1e-4)));
     assert_eq!(verdict.outcome, Outcome::Pass, "{:?}", verdict.checks);
-    let markdown = Format::Markdown.exporter(false).render(&verdict);
+    let markdown = report::render(&verdict, Format::Markdown, false).unwrap();
     assert!(markdown.contains("`min_sqnr_db`"), "{markdown}");
 }
 

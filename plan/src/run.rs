@@ -214,15 +214,16 @@ fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u
     Ok(report.exit_code)
 }
 
-/// What a rack's runs (each printed as it finished) say together: one line per target, the
-/// cross-target output table, the evidence.
+/// What a rack's runs (each printed as it finished) say together: one line per target (or, when
+/// standard output is JSON, `rack.json` as its one document), the cross-target output table, the
+/// evidence.
 fn racked(
     plan: &Plan,
     rack: &Rack<RunReport>,
     options: &RunOptions<'_>,
     reference: Option<(&Reference, &(PathBuf, RuntimeManifest))>,
 ) -> Result<u8> {
-    print!("{}", rack.report.lines());
+    print!("{}", options.sinks.rack_summary(&rack.report));
     let finished: Vec<&RunReport> = rack.results.iter().flatten().collect();
     if reference.is_some() {
         let compared: Vec<_> = finished
@@ -233,6 +234,8 @@ fn racked(
             })
             .collect();
         match consistency::table(&compared, consistency::TableFormat::Terminal, false) {
+            // Standard output is one JSON document: the table goes beside the progress.
+            Ok(table) if options.sinks.json_on_stdout() => eprint!("{table}"),
             Ok(table) => print!("{table}"),
             Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
         }

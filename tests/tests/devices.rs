@@ -170,7 +170,7 @@ fn full_run_pushes_runs_pulls_and_judges_and_a_second_run_pushes_nothing() {
 fn a_rack_of_three_finishes_with_three_results() {
     let rig = Rig::up(&[6101, 6102, 6103]);
     let out = tempfile::tempdir().unwrap();
-    let rack = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", "all"]);
+    let rack = run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", "all", "--json"]);
     assert_eq!(rack.status.code(), Some(0), "{}", describe(&rack));
     for port in [6101, 6102, 6103] {
         assert_complete_result(&result_dir(out.path(), port));
@@ -178,6 +178,9 @@ fn a_rack_of_three_finishes_with_three_results() {
     let summary = json(&out.path().join("rack.json"));
     assert_eq!((summary["schema"].as_str(), summary["exit_code"].as_u64()), (Some("npugate.rack/1"), Some(0)));
     assert_eq!(summary["devices"].as_array().unwrap().len(), 3);
+    // `--json` on a rack: one versioned document on stdout, rack.json itself.
+    let printed: Value = serde_json::from_slice(&rack.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&rack)));
+    assert_eq!(printed, summary);
 }
 
 #[test]

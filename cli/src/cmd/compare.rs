@@ -129,7 +129,7 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
             Ok(report.verdict.exit_code())
         }
         Ran::Rack(rack) => {
-            print!("{}", rack.report.lines());
+            print!("{}", sinks.rack_summary(&rack.report));
             Ok(rack.report.exit_code)
         }
     }

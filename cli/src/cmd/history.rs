@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 use npugate_nightly::history::store::GenerationFigures;
 use npugate_nightly::history::trend::{self, sparkline, HistoryReport};
 use npugate_nightly::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
-use npugate_result::report::{json_of, Finished, Report};
+use npugate_result::report::{json_of, write_all, Finished, Format, Report};
 
 use super::options::{HistoryArg, JsonArg};
 use npugate_android::devices::DeviceChoice;
@@ -94,14 +94,14 @@ pub fn run(args: HistoryArgs, console: &super::console::Console) -> Result<u8> {
     });
     if let Some(html) = &args.html {
         npugate_engine::layout::check_file(html, "--html", &[&path])?;
-        std::fs::write(html, chart::history_page(&report))
-            .with_context(|| format!("cannot write {}", html.display()))?;
+        write_all(&Trend(&report), &[Format::Html], html)?;
         eprintln!("npugate history: trend chart in {}", html.display());
     }
     Ok(console.finished(args.json.json, Finished::new(&Trend(&report))))
 }
 
-/// `npugate history`'s finished result: [`terminal`] on a terminal; it judges nothing (exit 0).
+/// `npugate history`'s finished result: [`terminal`] on a terminal, the trend chart page as `--html`;
+/// it judges nothing (exit 0).
 struct Trend<'a>(&'a HistoryReport);
 
 impl Report for Trend<'_> {
@@ -116,6 +116,9 @@ impl Report for Trend<'_> {
     }
     fn json(&self) -> String {
         json_of(self.0)
+    }
+    fn document(&self, format: Format) -> Option<String> {
+        (format == Format::Html).then(|| chart::history_page(self.0))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use ed25519_dalek::SigningKey;
-use npugate_gate::export::Format;
+use npugate_result::report::Format;
 use npugate_settings::EpKind;
 
 use super::console::Console;

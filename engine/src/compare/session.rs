@@ -28,8 +28,8 @@ use anyhow::{Context, Result};
 use npugate_gate::compare::{
     judge_compare, CompareEvidence, CompareRules, CompareVerdict, First, RoundEvidence, SideEvidence,
 };
-use npugate_gate::export::{write_all, Format};
 use npugate_result::files;
+use npugate_result::report::{write_all, Format};
 use npugate_settings::HarnessSettings;
 
 use crate::layout::Ownership;

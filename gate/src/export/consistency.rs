@@ -1,6 +1,6 @@
 //! The rows of the cross-device output table: the same model on every device side by side, each
 //! output's distance from the reference, the outlier device marked. The terminal and Markdown
-//! exporters render them (`consistency_text`, `consistency_markdown`).
+//! formats render them (`consistency_text`, `consistency_markdown`).
 
 use crate::outputs::{fmt_metric, outlier, worst, OutputsReport};
 use crate::verdict::Verdict;

@@ -1,14 +1,9 @@
 //! GitHub Actions workflow commands: one `::error` per failing or unjudged rule, `::warning` per
 //! warning, and a `::notice` when everything passed.
 
-use super::Exporter;
 use crate::compare::CompareVerdict;
 use crate::confirm::Confirmation;
 use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
-
-/// GitHub Actions annotations.
-#[derive(Debug, Clone, Copy)]
-pub struct GithubExporter;
 
 /// Escapes a command's message (`%`, CR, LF), as the Actions runner expects.
 fn escape_data(text: &str) -> String {
@@ -56,25 +51,24 @@ fn confirmation_notice(confirmation: Option<&Confirmation>) -> String {
     confirmation.map(|c| command("notice", "npugate confirmation", &c.sentence())).unwrap_or_default()
 }
 
-impl Exporter for GithubExporter {
-    fn render(&self, v: &Verdict) -> String {
-        let mut out = confirmation_notice(v.confirmation.as_ref());
-        out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
-        if v.outcome == Outcome::Pass {
-            let summary =
-                format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
-            out.push_str(&command("notice", "npugate", &summary));
-        }
-        out
+/// A run's verdict as GitHub Actions annotations.
+pub(super) fn verdict(v: &Verdict) -> String {
+    let mut out = confirmation_notice(v.confirmation.as_ref());
+    out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
+    if v.outcome == Outcome::Pass {
+        let summary = format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
+        out.push_str(&command("notice", "npugate", &summary));
     }
+    out
+}
 
-    fn render_compare(&self, v: &CompareVerdict) -> String {
-        let mut out = confirmation_notice(v.confirmation.as_ref());
-        out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
-        let summary = format!("{}: {} — {}", v.outcome.label(), v.paired_sentence(), v.summary());
-        out.push_str(&command("notice", "npugate compare", &summary));
-        out
-    }
+/// A comparison of two models as GitHub Actions annotations.
+pub(super) fn compare(v: &CompareVerdict) -> String {
+    let mut out = confirmation_notice(v.confirmation.as_ref());
+    out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
+    let summary = format!("{}: {} — {}", v.outcome.label(), v.paired_sentence(), v.summary());
+    out.push_str(&command("notice", "npugate compare", &summary));
+    out
 }
 
 #[cfg(test)]

@@ -6,14 +6,10 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::{measured_text, Exporter};
+use super::measured_text;
 use crate::compare::CompareVerdict;
 use crate::confirm::Confirmation;
 use crate::verdict::{Check, CheckStatus, Verdict};
-
-/// JUnit report.
-#[derive(Debug, Clone, Copy)]
-pub struct JunitExporter;
 
 /// A failure or error with its message, type and body.
 fn non_success(kind: NonSuccessKind, ty: &str, message: &str, body: &str) -> TestCaseStatus {
@@ -97,53 +93,39 @@ fn notes(confirmation: Option<&Confirmation>, warnings: &[String]) -> String {
     confirmed + &warnings.iter().map(|w| format!("warning: {w}\n")).collect::<String>()
 }
 
-impl Exporter for JunitExporter {
-    fn render(&self, v: &Verdict) -> String {
-        let fp = &v.subject.fingerprint;
-        let resources = resource_properties(v);
-        let mut properties = vec![
-            ("model", v.subject.model.as_str()),
-            ("model_digest", fp.model_digest.as_str()),
-            ("device", fp.device.as_str()),
-            ("soc", fp.soc.as_str()),
-            ("preferred_ep", fp.preferred_ep.as_str()),
-            ("ort_version", fp.ort_version.as_str()),
-            ("outcome", v.outcome.label()),
-        ];
-        properties.extend(resources.iter().map(|(k, v)| (*k, v.as_str())));
-        let classname = format!("npugate.{}", fp.preferred_ep);
-        suite(
-            "npugate gate",
-            &classname,
-            &v.checks,
-            &v.errors,
-            notes(v.confirmation.as_ref(), &v.warnings),
-            &properties,
-        )
-    }
+/// A run's verdict as JUnit XML.
+pub(super) fn verdict(v: &Verdict) -> String {
+    let fp = &v.subject.fingerprint;
+    let resources = resource_properties(v);
+    let mut properties = vec![
+        ("model", v.subject.model.as_str()),
+        ("model_digest", fp.model_digest.as_str()),
+        ("device", fp.device.as_str()),
+        ("soc", fp.soc.as_str()),
+        ("preferred_ep", fp.preferred_ep.as_str()),
+        ("ort_version", fp.ort_version.as_str()),
+        ("outcome", v.outcome.label()),
+    ];
+    properties.extend(resources.iter().map(|(k, v)| (*k, v.as_str())));
+    let classname = format!("npugate.{}", fp.preferred_ep);
+    suite("npugate gate", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
+}
 
-    fn render_compare(&self, v: &CompareVerdict) -> String {
-        let fp = &v.candidate.subject.fingerprint;
-        let paired = v.paired_sentence();
-        let properties = [
-            ("baseline_model", v.baseline.model.as_str()),
-            ("baseline_digest", v.baseline.subject.fingerprint.model_digest.as_str()),
-            ("candidate_model", v.candidate.model.as_str()),
-            ("candidate_digest", fp.model_digest.as_str()),
-            ("target", v.target.as_str()),
-            ("device", fp.device.as_str()),
-            ("preferred_ep", fp.preferred_ep.as_str()),
-            ("paired_ratio", paired.as_str()),
-            ("outcome", v.outcome.label()),
-        ];
-        let classname = format!("npugate.compare.{}", fp.preferred_ep);
-        suite(
-            "npugate compare",
-            &classname,
-            &v.checks,
-            &v.errors,
-            notes(v.confirmation.as_ref(), &v.warnings),
-            &properties,
-        )
-    }
+/// A comparison of two models as JUnit XML.
+pub(super) fn compare(v: &CompareVerdict) -> String {
+    let fp = &v.candidate.subject.fingerprint;
+    let paired = v.paired_sentence();
+    let properties = [
+        ("baseline_model", v.baseline.model.as_str()),
+        ("baseline_digest", v.baseline.subject.fingerprint.model_digest.as_str()),
+        ("candidate_model", v.candidate.model.as_str()),
+        ("candidate_digest", fp.model_digest.as_str()),
+        ("target", v.target.as_str()),
+        ("device", fp.device.as_str()),
+        ("preferred_ep", fp.preferred_ep.as_str()),
+        ("paired_ratio", paired.as_str()),
+        ("outcome", v.outcome.label()),
+    ];
+    let classname = format!("npugate.compare.{}", fp.preferred_ep);
+    suite("npugate compare", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
 }

@@ -4,17 +4,12 @@
 use super::consistency::{self, DeviceOutputs};
 use super::{
     compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
-    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, Exporter,
-    COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER,
-    RESOURCE_HEADER, ROUND_HEADER,
+    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, COMPARE_ESTIMATE_HEADER,
+    DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER, RESOURCE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
 use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
-
-/// Markdown report.
-#[derive(Debug, Clone, Copy)]
-pub struct MarkdownExporter;
 
 /// Escapes a table cell: pipes, newlines.
 fn cell(text: &str) -> String {
@@ -96,100 +91,94 @@ fn confirmation_section(confirmation: &Confirmation) -> String {
     )
 }
 
-impl Exporter for MarkdownExporter {
-    fn render(&self, v: &Verdict) -> String {
-        let mut out =
-            format!("## {} npugate gate: {}\n\n{}\n\n", icon(v.outcome), v.outcome.label(), cell(&v.subject.summary()));
-        if let Some(confirmation) = &v.confirmation {
-            out.push_str(&confirmation_section(confirmation));
-        }
-        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
-        if let Some(s) = &v.latency {
-            let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
-            out.push_str(&format!("\n### Latency\n\n{}", table(&names, &[values])));
-            for line in shape_lines(s) {
-                out.push_str(&format!("\n- {}", cell(&line)));
-            }
-            out.push('\n');
-        }
-        let resources = resource_rows(v);
-        if !resources.is_empty() {
-            out.push_str(&format!("\n### Memory and energy\n\n{}", table(&RESOURCE_HEADER, &resources)));
-        }
-        if let Some(report) = &v.placement {
-            out.push_str(&format!("\n### Placement (preferred EP `{}`)\n\n", report.preferred_ep));
-            out.push_str(&table(&EP_HEADER, &ep_rows(report)));
-            out.push_str(&format!("\n{}\n", cell(&super::terminal::flops_coverage(&report.totals))));
-            if let Some(line) = qnn_ops_line(report) {
-                out.push_str(&format!("\n<details><summary>QNN ops: {}</summary>\n\n", cell(&line)));
-                out.push_str(&table(&QNN_OP_HEADER, &qnn_op_rows(report, usize::MAX, usize::MAX)));
-                out.push_str("\n</details>\n");
-            }
-            if !report.fallback.is_empty() {
-                out.push_str(&format!(
-                    "\n<details><summary>{} node(s) off {}</summary>\n\n",
-                    report.fallback.len(),
-                    report.preferred_ep
-                ));
-                for cause in &report.rejections {
-                    out.push_str(&format!("- {}\n", cause.describe()));
-                }
-                if !report.rejections.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&table(&FALLBACK_HEADER, &fallback_rows(report, &v.rules)));
-                out.push_str("\n</details>\n");
-            }
-        }
-        if let Some((model, devices)) = consistency::verdict_outputs(v) {
-            out.push('\n');
-            out.push_str(&consistency_section("###", &model, &devices));
-        }
-        if let Some(b) = &v.baseline {
-            out.push_str(&format!("\n### Baseline `{}`\n\n", cell(&b.source)));
-            if let Some(r) = &b.median_ratio {
-                out.push_str(&format!(
-                    "- median ratio {:.3}× (95% CI {:.3}–{:.3}×)\n",
-                    r.ratio, r.ci.lower, r.ci.upper
-                ));
-            }
-            for d in &b.fingerprint_differences {
-                out.push_str(&format!("- fingerprint: {}\n", cell(d)));
-            }
-            for node in &b.moved_off_preferred {
-                out.push_str(&format!("- {}\n", cell(&node.describe())));
-            }
-        }
-        out
+/// A run's verdict as Markdown.
+pub(super) fn verdict(v: &Verdict) -> String {
+    let mut out =
+        format!("## {} npugate gate: {}\n\n{}\n\n", icon(v.outcome), v.outcome.label(), cell(&v.subject.summary()));
+    if let Some(confirmation) = &v.confirmation {
+        out.push_str(&confirmation_section(confirmation));
     }
-
-    fn render_compare(&self, v: &CompareVerdict) -> String {
-        let mut out = format!(
-            "## {} npugate compare: {}\n\n{}\n\n**{}**\n\n",
-            icon(v.outcome),
-            v.outcome.label(),
-            cell(&v.summary()),
-            cell(&v.paired_sentence())
-        );
-        if let Some(confirmation) = &v.confirmation {
-            out.push_str(&confirmation_section(confirmation));
+    out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
+    if let Some(s) = &v.latency {
+        let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
+        out.push_str(&format!("\n### Latency\n\n{}", table(&names, &[values])));
+        for line in shape_lines(s) {
+            out.push_str(&format!("\n- {}", cell(&line)));
         }
-        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
-        out.push_str("\n### Rounds (ABBA order, each a fresh harness session)\n\n");
-        out.push_str(&table(&ROUND_HEADER, &round_rows(v)));
-        out.push_str("\n### Latency (the clean timed runs of every round)\n\n");
-        out.push_str(&table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v)));
-        out.push_str("\n### Placement\n\n");
-        out.push_str(&table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v)));
-        if v.placement_differences.is_empty() {
-            out.push_str("\nEvery node runs on the same EP in both.\n");
-        } else {
+        out.push('\n');
+    }
+    let resources = resource_rows(v);
+    if !resources.is_empty() {
+        out.push_str(&format!("\n### Memory and energy\n\n{}", table(&RESOURCE_HEADER, &resources)));
+    }
+    if let Some(report) = &v.placement {
+        out.push_str(&format!("\n### Placement (preferred EP `{}`)\n\n", report.preferred_ep));
+        out.push_str(&table(&EP_HEADER, &ep_rows(report)));
+        out.push_str(&format!("\n{}\n", cell(&super::terminal::flops_coverage(&report.totals))));
+        if let Some(line) = qnn_ops_line(report) {
+            out.push_str(&format!("\n<details><summary>QNN ops: {}</summary>\n\n", cell(&line)));
+            out.push_str(&table(&QNN_OP_HEADER, &qnn_op_rows(report, usize::MAX, usize::MAX)));
+            out.push_str("\n</details>\n");
+        }
+        if !report.fallback.is_empty() {
             out.push_str(&format!(
-                "\n{} node(s) run on another EP in the candidate:\n\n",
-                v.placement_differences.len()
+                "\n<details><summary>{} node(s) off {}</summary>\n\n",
+                report.fallback.len(),
+                report.preferred_ep
             ));
-            out.push_str(&table(&DIFFERENCE_HEADER, &difference_rows(v)));
+            for cause in &report.rejections {
+                out.push_str(&format!("- {}\n", cause.describe()));
+            }
+            if !report.rejections.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&table(&FALLBACK_HEADER, &fallback_rows(report, &v.rules)));
+            out.push_str("\n</details>\n");
         }
-        out
     }
+    if let Some((model, devices)) = consistency::verdict_outputs(v) {
+        out.push('\n');
+        out.push_str(&consistency_section("###", &model, &devices));
+    }
+    if let Some(b) = &v.baseline {
+        out.push_str(&format!("\n### Baseline `{}`\n\n", cell(&b.source)));
+        if let Some(r) = &b.median_ratio {
+            out.push_str(&format!("- median ratio {:.3}× (95% CI {:.3}–{:.3}×)\n", r.ratio, r.ci.lower, r.ci.upper));
+        }
+        for d in &b.fingerprint_differences {
+            out.push_str(&format!("- fingerprint: {}\n", cell(d)));
+        }
+        for node in &b.moved_off_preferred {
+            out.push_str(&format!("- {}\n", cell(&node.describe())));
+        }
+    }
+    out
+}
+
+/// A comparison of two models as Markdown.
+pub(super) fn compare(v: &CompareVerdict) -> String {
+    let mut out = format!(
+        "## {} npugate compare: {}\n\n{}\n\n**{}**\n\n",
+        icon(v.outcome),
+        v.outcome.label(),
+        cell(&v.summary()),
+        cell(&v.paired_sentence())
+    );
+    if let Some(confirmation) = &v.confirmation {
+        out.push_str(&confirmation_section(confirmation));
+    }
+    out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
+    out.push_str("\n### Rounds (ABBA order, each a fresh harness session)\n\n");
+    out.push_str(&table(&ROUND_HEADER, &round_rows(v)));
+    out.push_str("\n### Latency (the clean timed runs of every round)\n\n");
+    out.push_str(&table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v)));
+    out.push_str("\n### Placement\n\n");
+    out.push_str(&table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v)));
+    if v.placement_differences.is_empty() {
+        out.push_str("\nEvery node runs on the same EP in both.\n");
+    } else {
+        out.push_str(&format!("\n{} node(s) run on another EP in the candidate:\n\n", v.placement_differences.len()));
+        out.push_str(&table(&DIFFERENCE_HEADER, &difference_rows(v)));
+    }
+    out
 }

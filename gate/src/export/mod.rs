@@ -1,10 +1,8 @@
-//! Exporters: one trait, one file per output format (as hyperfine does), and the rows every
-//! human-facing format shares so they cannot disagree. Each format renders both documents npugate
-//! judges: a run's [`Verdict`] and a comparison's [`CompareVerdict`] (both through [`Report`]).
-
-use std::fmt;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
+//! The two reports the gate judges — a run's [`Verdict`] and a comparison's [`CompareVerdict`] —
+//! as kinds of the one report stream (`npugate_result::report::Report`, implemented in `report`):
+//! each renders every format (terminal, JSON, Markdown, GitHub annotations, JUnit, HTML), one file
+//! per format here (as hyperfine does), and the rows every human-facing format shares so they
+//! cannot disagree.
 
 use npugate_profile::report::PlacementReport;
 
@@ -18,166 +16,14 @@ use npugate_result::resources::MB;
 mod consistency;
 mod github;
 mod html;
-mod json;
 mod junit;
 pub mod markdown;
+mod report;
 mod terminal;
 
 pub use consistency::DeviceOutputs;
-pub use github::GithubExporter;
-pub use html::HtmlExporter;
-pub use json::JsonExporter;
-pub use junit::JunitExporter;
-pub use markdown::{consistency_markdown, MarkdownExporter};
-pub use terminal::{
-    consistency_text, paint, placement_text, text_table, TerminalExporter, BOLD, DIM, GREEN, RED, YELLOW,
-};
-
-/// Renders the documents of one format.
-pub trait Exporter {
-    /// The complete document for a run's verdict.
-    fn render(&self, verdict: &Verdict) -> String;
-    /// The complete document for a comparison of two models.
-    fn render_compare(&self, comparison: &CompareVerdict) -> String;
-}
-
-/// A document the exporters render.
-pub trait Report {
-    /// This document in the exporter's format.
-    fn rendered(&self, exporter: &dyn Exporter) -> String;
-    /// The file stem when several formats go to one directory (`verdict`, `compare`).
-    fn stem(&self) -> &'static str;
-}
-
-impl Report for Verdict {
-    fn rendered(&self, exporter: &dyn Exporter) -> String {
-        exporter.render(self)
-    }
-    fn stem(&self) -> &'static str {
-        "verdict"
-    }
-}
-
-impl Report for CompareVerdict {
-    fn rendered(&self, exporter: &dyn Exporter) -> String {
-        exporter.render_compare(self)
-    }
-    fn stem(&self) -> &'static str {
-        "compare"
-    }
-}
-
-/// The output formats of `npugate gate --format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Aligned text, coloured on a TTY.
-    Terminal,
-    /// `npugate.verdict/1` JSON.
-    Json,
-    /// Markdown for `$GITHUB_STEP_SUMMARY` or a PR comment.
-    Markdown,
-    /// GitHub Actions workflow commands (`::error title=…::…`).
-    Github,
-    /// JUnit XML, one test case per rule.
-    Junit,
-    /// Self-contained HTML report with inline SVG charts.
-    Html,
-}
-
-impl Format {
-    /// Every format, in documentation order.
-    pub const ALL: [Format; 6] =
-        [Format::Terminal, Format::Json, Format::Markdown, Format::Github, Format::Junit, Format::Html];
-
-    /// The name used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Terminal => "terminal",
-            Format::Json => "json",
-            Format::Markdown => "markdown",
-            Format::Github => "github",
-            Format::Junit => "junit",
-            Format::Html => "html",
-        }
-    }
-
-    /// File name used when several formats of a document with this stem go to one directory
-    /// (`verdict.txt`, `compare.junit.xml`, …).
-    pub fn file_name(self, stem: &str) -> String {
-        let extension = match self {
-            Format::Terminal => "txt",
-            Format::Json => "json",
-            Format::Markdown => "md",
-            Format::Github => "github.txt",
-            Format::Junit => "junit.xml",
-            Format::Html => "html",
-        };
-        format!("{stem}.{extension}")
-    }
-
-    /// The exporter for this format; `color` only affects the terminal format.
-    pub fn exporter(self, color: bool) -> Box<dyn Exporter> {
-        match self {
-            Format::Terminal => Box::new(TerminalExporter { color }),
-            Format::Json => Box::new(JsonExporter),
-            Format::Markdown => Box::new(MarkdownExporter),
-            Format::Github => Box::new(GithubExporter),
-            Format::Junit => Box::new(JunitExporter),
-            Format::Html => Box::new(HtmlExporter),
-        }
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Format {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Format, String> {
-        Format::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
-            format!("unknown format {s:?}; use one of {}", names.join(", "))
-        })
-    }
-}
-
-/// Errors writing reports.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write {path}: {source}")]
-pub struct ExportError {
-    /// Where the write failed (`<stdout>` for standard output).
-    pub path: String,
-    /// Cause.
-    pub source: std::io::Error,
-}
-
-/// Every requested format rendered as one text for standard output, the terminal format coloured
-/// when `color` (the process decides once: a terminal, `NO_COLOR` unset).
-pub fn render_for_stdout(report: &dyn Report, formats: &[Format], color: bool) -> String {
-    formats.iter().map(|format| report.rendered(&*format.exporter(color))).collect()
-}
-
-/// Writes every requested format into files, never coloured: with one format `out` is the file;
-/// with several, `out` is a directory that receives [`Format::file_name`] for each. Returns the
-/// files written.
-pub fn write_all(report: &dyn Report, formats: &[Format], out: &Path) -> Result<Vec<PathBuf>, ExportError> {
-    let targets: Vec<(Format, PathBuf)> = match formats {
-        [single] => vec![(*single, out.to_path_buf())],
-        many => {
-            std::fs::create_dir_all(out).map_err(|source| ExportError { path: out.display().to_string(), source })?;
-            many.iter().map(|f| (*f, out.join(f.file_name(report.stem())))).collect()
-        }
-    };
-    for (format, path) in &targets {
-        std::fs::write(path, report.rendered(&*format.exporter(false)))
-            .map_err(|source| ExportError { path: path.display().to_string(), source })?;
-    }
-    Ok(targets.into_iter().map(|(_, p)| p).collect())
-}
+pub use markdown::consistency_markdown;
+pub use terminal::{consistency_text, paint, placement_text, text_table, BOLD, DIM, GREEN, RED, YELLOW};
 
 /// The measured value of a check with its unit (`56.1%`, `8.10 ms`, `3 nodes`), or `—`.
 fn measured_text(check: &Check) -> String {
@@ -545,17 +391,4 @@ fn difference_rows(c: &CompareVerdict) -> Vec<[String; 6]> {
             ]
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn format_names_round_trip() {
-        for f in Format::ALL {
-            assert_eq!(f.name().parse::<Format>().unwrap(), f);
-        }
-        assert!("pdf".parse::<Format>().unwrap_err().contains("terminal"));
-    }
 }

@@ -8,22 +8,14 @@ use npugate_profile::report::{PlacementReport, Totals};
 use super::consistency::{self, DeviceOutputs};
 use super::{
     compare_estimate_rows, difference_rows, ep_rows, fallback_rows, latency_rows, limit_text, measured_text,
-    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, Exporter,
-    COMPARE_ESTIMATE_HEADER, DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER,
-    RESOURCE_HEADER, ROUND_HEADER,
+    placement_side_rows, qnn_op_rows, qnn_ops_line, resource_rows, round_rows, shape_lines, COMPARE_ESTIMATE_HEADER,
+    DIFFERENCE_HEADER, EP_HEADER, FALLBACK_HEADER, PLACEMENT_SIDE_HEADER, QNN_OP_HEADER, RESOURCE_HEADER, ROUND_HEADER,
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
 use crate::rules::Rules;
 use crate::units::{fmt_ms, fmt_ms_from_us, fmt_pct};
 use crate::verdict::{Check, CheckStatus, GenerationSummary, Outcome, Verdict};
-
-/// Terminal report.
-#[derive(Debug, Clone, Copy)]
-pub struct TerminalExporter {
-    /// Emit ANSI colours.
-    pub color: bool,
-}
 
 /// ANSI style of failures ([`paint`]).
 pub const RED: &str = "31";
@@ -272,96 +264,96 @@ pub(crate) fn flops_coverage(t: &Totals) -> String {
     line
 }
 
-impl Exporter for TerminalExporter {
-    fn render(&self, v: &Verdict) -> String {
-        let c = self.color;
-        let mut out = format!(
-            "{} {} — {}\n\n",
-            paint(c, BOLD, "npugate gate:"),
-            paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
-            v.subject.summary()
-        );
-        if let Some(confirmation) = &v.confirmation {
-            out.push_str(&confirmation_text(confirmation, c));
-        }
-        if let Some(generation) = &v.generation {
-            out.push_str(&generation_text(generation, v.placement.as_ref(), c));
-        }
-        if let Some(s) = &v.latency {
-            let title = if v.generation.is_some() { "Latency (each decode step)" } else { "Latency" };
-            out.push_str(&format!("{}\n", paint(c, BOLD, title)));
-            let rows: Vec<[String; 2]> = latency_rows(v, s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
-            out.push_str(&text_table(&["estimate", "value"], &rows, &[false, true], c));
-            for line in shape_lines(s) {
-                out.push_str(&format!("  {line}\n"));
-            }
-            out.push('\n');
-        }
-        let resources = resource_rows(v);
-        if !resources.is_empty() {
-            out.push_str(&format!("{}\n", paint(c, BOLD, "Memory and energy")));
-            out.push_str(&text_table(&RESOURCE_HEADER, &resources, &[false, false], c));
-            out.push('\n');
-        }
-        if let Some(report) = &v.placement {
-            out.push_str(&placement_text(report, &v.rules, c));
-            out.push('\n');
-        }
-        if let Some((model, devices)) = consistency::verdict_outputs(v) {
-            out.push_str(&consistency_text(&model, &devices, c));
-            out.push('\n');
-        }
-        if let Some(b) = &v.baseline {
-            out.push_str(&format!("{} {}", paint(c, BOLD, "Baseline"), b.source));
-            if let Some(r) = &b.median_ratio {
-                out.push_str(&format!(": median {:.3}× (95% CI {:.3}–{:.3}×)", r.ratio, r.ci.lower, r.ci.upper));
-            }
-            if b.forced {
-                out.push_str(&format!(" — {}", paint(c, YELLOW, "forced across different fingerprints")));
-            }
-            out.push_str("\n\n");
-        }
-        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
-        out
+/// A run's verdict as terminal text.
+pub(super) fn verdict(v: &Verdict, color: bool) -> String {
+    let c = color;
+    let mut out = format!(
+        "{} {} — {}\n\n",
+        paint(c, BOLD, "npugate gate:"),
+        paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
+        v.subject.summary()
+    );
+    if let Some(confirmation) = &v.confirmation {
+        out.push_str(&confirmation_text(confirmation, c));
     }
-
-    fn render_compare(&self, v: &CompareVerdict) -> String {
-        let c = self.color;
-        let ttft = v.ttft_sentence().map(|s| format!("  {s}\n")).unwrap_or_default();
-        let mut out = format!(
-            "{} {} — {}\n  {}\n{ttft}\n",
-            paint(c, BOLD, "npugate compare:"),
-            paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
-            v.summary(),
-            v.paired_sentence()
-        );
-        if let Some(confirmation) = &v.confirmation {
-            out.push_str(&confirmation_text(confirmation, c));
-        }
-        out.push_str(&format!(
-            "{} (ABBA order; each round a fresh harness session, cold runs excluded)\n",
-            paint(c, BOLD, "Rounds")
-        ));
-        out.push_str(&text_table(&ROUND_HEADER, &round_rows(v), &[true, false, true, true, true], c));
-        out.push_str(&format!("\n{} the clean timed runs of every round\n", paint(c, BOLD, "Latency")));
-        out.push_str(&text_table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[false, true, true], c));
-        out.push_str(&format!("\n{}\n", paint(c, BOLD, "Placement")));
-        out.push_str(&text_table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v), &[false, true, true], c));
-        if v.placement_differences.is_empty() {
-            out.push_str("  every node runs on the same EP in both\n");
-        } else {
-            out.push_str(&format!("  {} node(s) run on another EP in the candidate:\n", v.placement_differences.len()));
-            out.push_str(&text_table(
-                &DIFFERENCE_HEADER,
-                &difference_rows(v),
-                &[false, false, false, false, true, false],
-                c,
-            ));
+    if let Some(generation) = &v.generation {
+        out.push_str(&generation_text(generation, v.placement.as_ref(), c));
+    }
+    if let Some(s) = &v.latency {
+        let title = if v.generation.is_some() { "Latency (each decode step)" } else { "Latency" };
+        out.push_str(&format!("{}\n", paint(c, BOLD, title)));
+        let rows: Vec<[String; 2]> = latency_rows(v, s).into_iter().map(|(k, val)| [k.to_string(), val]).collect();
+        out.push_str(&text_table(&["estimate", "value"], &rows, &[false, true], c));
+        for line in shape_lines(s) {
+            out.push_str(&format!("  {line}\n"));
         }
         out.push('\n');
-        out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
-        out
     }
+    let resources = resource_rows(v);
+    if !resources.is_empty() {
+        out.push_str(&format!("{}\n", paint(c, BOLD, "Memory and energy")));
+        out.push_str(&text_table(&RESOURCE_HEADER, &resources, &[false, false], c));
+        out.push('\n');
+    }
+    if let Some(report) = &v.placement {
+        out.push_str(&placement_text(report, &v.rules, c));
+        out.push('\n');
+    }
+    if let Some((model, devices)) = consistency::verdict_outputs(v) {
+        out.push_str(&consistency_text(&model, &devices, c));
+        out.push('\n');
+    }
+    if let Some(b) = &v.baseline {
+        out.push_str(&format!("{} {}", paint(c, BOLD, "Baseline"), b.source));
+        if let Some(r) = &b.median_ratio {
+            out.push_str(&format!(": median {:.3}× (95% CI {:.3}–{:.3}×)", r.ratio, r.ci.lower, r.ci.upper));
+        }
+        if b.forced {
+            out.push_str(&format!(" — {}", paint(c, YELLOW, "forced across different fingerprints")));
+        }
+        out.push_str("\n\n");
+    }
+    out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
+    out
+}
+
+/// A comparison of two models as terminal text.
+pub(super) fn compare(v: &CompareVerdict, color: bool) -> String {
+    let c = color;
+    let ttft = v.ttft_sentence().map(|s| format!("  {s}\n")).unwrap_or_default();
+    let mut out = format!(
+        "{} {} — {}\n  {}\n{ttft}\n",
+        paint(c, BOLD, "npugate compare:"),
+        paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
+        v.summary(),
+        v.paired_sentence()
+    );
+    if let Some(confirmation) = &v.confirmation {
+        out.push_str(&confirmation_text(confirmation, c));
+    }
+    out.push_str(&format!(
+        "{} (ABBA order; each round a fresh harness session, cold runs excluded)\n",
+        paint(c, BOLD, "Rounds")
+    ));
+    out.push_str(&text_table(&ROUND_HEADER, &round_rows(v), &[true, false, true, true, true], c));
+    out.push_str(&format!("\n{} the clean timed runs of every round\n", paint(c, BOLD, "Latency")));
+    out.push_str(&text_table(&COMPARE_ESTIMATE_HEADER, &compare_estimate_rows(v), &[false, true, true], c));
+    out.push_str(&format!("\n{}\n", paint(c, BOLD, "Placement")));
+    out.push_str(&text_table(&PLACEMENT_SIDE_HEADER, &placement_side_rows(v), &[false, true, true], c));
+    if v.placement_differences.is_empty() {
+        out.push_str("  every node runs on the same EP in both\n");
+    } else {
+        out.push_str(&format!("  {} node(s) run on another EP in the candidate:\n", v.placement_differences.len()));
+        out.push_str(&text_table(
+            &DIFFERENCE_HEADER,
+            &difference_rows(v),
+            &[false, false, false, false, true, false],
+            c,
+        ));
+    }
+    out.push('\n');
+    out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
+    out
 }
 
 /// An LLM folder's generation: TTFT, tokens per second, the KV cache and each graph's share.

@@ -1,6 +1,8 @@
 //! The matrix report of a sweep (`matrix.html` with inline SVG, and `matrix.md`): per cell median,
 //! CV, NPU FLOP share, fallback count and verdict; per model the placement differences between
 //! runtimes on the same device; per device class the trend against previous nights from the history.
+//! A kind of the one report stream ([`Report`]): its documents are the Markdown and the HTML, its
+//! JSON the sweep's `sweep.json` (`npugate.sweep/1`).
 
 mod html;
 mod markdown;
@@ -8,21 +10,43 @@ mod report;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use npugate_result::contract::EXIT_ERROR;
+use npugate_result::report::{json_of, write_all, Format, Report};
 
-pub use report::{placement_differences, Matrix, PlacementMove, MATRIX_HTML, MATRIX_MD};
+pub use report::{placement_differences, Matrix, PlacementMove};
+
+/// The formats a sweep writes into its directory: `matrix.html` and `matrix.md`.
+const MATRIX_FORMATS: [Format; 2] = [Format::Html, Format::Markdown];
+
+/// A sweep's matrix: Markdown (also its text) and HTML; its JSON is the sweep's summary.
+impl Report for Matrix<'_> {
+    fn schema(&self) -> &str {
+        &self.summary.schema
+    }
+    fn exit_code(&self) -> u8 {
+        self.summary.exit_code.unwrap_or(EXIT_ERROR)
+    }
+    fn text(&self, _color: bool) -> String {
+        markdown::render(self)
+    }
+    fn json(&self) -> String {
+        json_of(self.summary)
+    }
+    fn document(&self, format: Format) -> Option<String> {
+        match format {
+            Format::Markdown => Some(markdown::render(self)),
+            Format::Html => Some(html::render(self)),
+            _ => None,
+        }
+    }
+    fn stem(&self) -> &str {
+        "matrix"
+    }
+}
 
 /// Writes `matrix.html` and `matrix.md` of `matrix` into `sweep_dir`; returns their paths.
 pub fn write(matrix: &Matrix<'_>, sweep_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let files = [(MATRIX_HTML, html::render(matrix)), (MATRIX_MD, markdown::render(matrix))];
-    files
-        .into_iter()
-        .map(|(name, text)| {
-            let path = sweep_dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-            Ok(path)
-        })
-        .collect()
+    Ok(write_all(matrix, &MATRIX_FORMATS, sweep_dir)?)
 }
 
 #[cfg(test)]

@@ -10,11 +10,6 @@ use crate::history::HistoryReport;
 use crate::sweep::summary::{CellEntry, CellState};
 use crate::sweep::{CellRecord, SweepSummary};
 
-/// File name of the HTML matrix report in the sweep dir.
-pub const MATRIX_HTML: &str = "matrix.html";
-/// File name of the Markdown matrix report in the sweep dir.
-pub const MATRIX_MD: &str = "matrix.md";
-
 /// Everything the matrix report shows.
 pub struct Matrix<'a> {
     /// The sweep.
