@@ -137,6 +137,20 @@ fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
     ticks
 }
 
+/// Round ticks over `lo..=hi` whose labels (`fmt`) all differ: the most of about `count` that do, so a
+/// range narrower than the labels' precision (one run: a single latency) is not labelled "8687.9"
+/// five times; at worst its one middle tick.
+fn labelled_ticks(lo: f64, hi: f64, count: usize, fmt: &impl Fn(f64) -> String) -> Vec<(f64, String)> {
+    for count in (1..=count).rev() {
+        let ticks: Vec<(f64, String)> = nice_ticks(lo, hi, count).into_iter().map(|t| (t, fmt(t))).collect();
+        if ticks.windows(2).all(|pair| pair[0].1 != pair[1].1) {
+            return ticks;
+        }
+    }
+    let middle = (lo + hi) / 2.0;
+    vec![(middle, fmt(middle))]
+}
+
 /// A plot area with linear scales that SVG elements are drawn into, then finished as one `<svg>`.
 pub struct Plot {
     /// Width in pixels.
@@ -185,18 +199,18 @@ impl Plot {
     /// Both axes with round ticks, grid lines and labels.
     pub fn axes(&mut self, x_label: &str, y_label: &str, x_fmt: impl Fn(f64) -> String, y_fmt: impl Fn(f64) -> String) {
         let (x0, x1, y0, y1) = (self.left, self.width - self.right, self.top, self.height - self.bottom);
-        for t in nice_ticks(self.y.0, self.y.1, 5) {
+        for (t, label) in labelled_ticks(self.y.0, self.y.1, 5, &y_fmt) {
             let y = Px(self.py(t));
             self.draw(html! {
                 line x1=(x0) y1=(y) x2=(x1) y2=(y) stroke="#e9ecef" {}
-                text x=(Px(x0 - 6.0)) y=(Px(y.0 + 4.0)) text-anchor="end" { (y_fmt(t)) }
+                text x=(Px(x0 - 6.0)) y=(Px(y.0 + 4.0)) text-anchor="end" { (label) }
             });
         }
-        for t in nice_ticks(self.x.0, self.x.1, 8) {
+        for (t, label) in labelled_ticks(self.x.0, self.x.1, 8, &x_fmt) {
             let x = Px(self.px(t));
             self.draw(html! {
                 line x1=(x) y1=(y1) x2=(x) y2=(Px(y1 + 4.0)) stroke="#adb5bd" {}
-                text x=(x) y=(Px(y1 + 16.0)) text-anchor="middle" { (x_fmt(t)) }
+                text x=(x) y=(Px(y1 + 16.0)) text-anchor="middle" { (label) }
             });
         }
         let y_label_at = format!("translate(14 {}) rotate(-90)", Px((y0 + y1) / 2.0));
@@ -248,6 +262,20 @@ mod tests {
             ),
             "{svg}"
         );
+    }
+
+    #[test]
+    fn one_run_is_not_labelled_five_times_the_same() {
+        // A single latency of 8687.9 ms, the range padded by ±1 ns, labelled in ms to one decimal.
+        let ms = |ns: f64| format!("{:.1}", ns / 1e6);
+        let ticks = labelled_ticks(8_687_900_000.0 - 1.0, 8_687_900_000.0 + 1.0, 5, &ms);
+        assert_eq!(ticks.iter().map(|(_, label)| label.as_str()).collect::<Vec<_>>(), ["8687.9"]);
+        // The run axis of one run (index 0, padded to -1..1), labelled as whole runs: -1, 0, 1.
+        let whole = |x: f64| format!("{x:.0}");
+        let labels: Vec<String> = labelled_ticks(-1.0, 1.0, 8, &whole).into_iter().map(|(_, label)| label).collect();
+        assert!(labels.windows(2).all(|pair| pair[0] != pair[1]), "{labels:?}");
+        // A wide range keeps its round ticks.
+        assert_eq!(labelled_ticks(0.0, 10.0, 5, &whole).len(), 6);
     }
 
     #[test]

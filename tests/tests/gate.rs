@@ -102,15 +102,15 @@ fn baseline_save_compare_and_fingerprint_guard() {
     let baseline = work.path().join("baseline.json");
     let save = npugate(&["baseline", "save", text(&dir), "--out", text(&baseline)]);
     assert_eq!(save.status.code(), Some(0), "{}", describe(&save));
-    assert!(save.stdout.is_empty() && String::from_utf8_lossy(&save.stderr).contains("40 runs"), "{}", describe(&save));
     let again = work.path().join("again.json");
     let saved = npugate(&["baseline", "save", text(&dir), "--out", text(&again), "--json"]);
     let document: serde_json::Value = serde_json::from_slice(&saved.stdout).unwrap();
-    assert_eq!(
-        (&document["schema"], &document["runs"]),
-        (&"npugate.baseline-saved/1".into(), &40.into()),
-        "{document}"
-    );
+    assert_eq!(document["schema"], "npugate.baseline-saved/1", "{document}");
+    // The 40 timed runs, less those a busy CPU slowed (set aside by their measured wait).
+    let runs = document["runs"].as_u64().unwrap();
+    assert!((1..=40).contains(&runs), "{document}");
+    let said = format!("{runs} runs");
+    assert!(save.stdout.is_empty() && String::from_utf8_lossy(&save.stderr).contains(&said), "{}", describe(&save));
 
     let same = npugate(&["gate", text(&dir), "--rule", NO_CV, "--baseline", text(&baseline)]);
     assert_eq!(same.status.code(), Some(0), "{}", describe(&same));

@@ -78,12 +78,18 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
     }
     let rules = CompareRules::load(args.rules.rules_file.as_deref(), &args.rules.rule_overrides)?;
     let sinks = args.output.sinks(args.target.json.json, console.color);
+    // Every flag becomes a typed value before the plan: after it, the command reads only the plan
+    // and these.
+    let settings = &args.settings;
+    let (rounds, budget) = (args.rounds as usize, std::time::Duration::from_secs(args.budget));
+    let (runs_per_round, confirm) = (args.runs_per_round, args.confirm.confirm);
+    let policy = args.target.place.devices.policy(console);
     let plan = Plan::resolve(&args.request()?, &Installed)?;
     // A compiled side's placement run counts it in its source model's nodes and runs the source
     // as its reference, found the way `npugate run` finds it.
     let baseline = plan.baseline.as_ref().context("compare's plan has its baseline model")?;
     let choices = [&baseline.reference, &plan.model.reference];
-    for skipped in choices.iter().filter_map(|choice| choice.skipped_for(&args.settings)) {
+    for skipped in choices.iter().filter_map(|choice| choice.skipped_for(settings)) {
         eprintln!("npugate: warning: {skipped}");
     }
     plan.announce();
@@ -92,33 +98,25 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
         .targets
         .iter()
         .map(|one| CompareSpec {
-            job: Job::new(
-                &one.harness,
-                &one.runtime,
-                &plan.model.path,
-                &args.settings,
-                plan.timeouts.run,
-                &console.cancel,
-            ),
+            job: Job::new(&one.harness, &one.runtime, &plan.model.path, settings, plan.timeouts.run, &console.cancel),
             baseline: baseline_model,
             candidate: candidate_model,
             sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
-            rounds: args.rounds as usize,
-            budget: std::time::Duration::from_secs(args.budget),
-            runs_per_round: args.runs_per_round,
+            rounds,
+            budget,
+            runs_per_round,
             rules: &rules,
         })
         .collect();
     let targets: Vec<&dyn Target> = plan.targets.iter().map(|t| t.target.as_ref()).collect();
     let work = |index: usize, target: &dyn Target, dir: &Path, progress: &Progress<'_>| {
-        run_confirmed(args.confirm.confirm, dir, |d| compare_on(target, &specs[index], d, progress))
+        run_confirmed(confirm, dir, |d| compare_on(target, &specs[index], d, progress))
     };
     let on_done =
         |target: &dyn Target, report: &CompareReport| match sinks.render_for_device(&report.verdict, &report.dir) {
             Ok(text) => print!("{text}"),
             Err(error) => eprintln!("npugate: {}: error: {error:#}", target.name()),
         };
-    let policy = args.target.place.devices.policy(console);
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     let ran = device_rack::on_plan(&targets, plan.single().is_some(), &plan.out, &policy, work, &on_done)
         .with_context(|| format!("comparing on {}", names.join(", ")))?;

@@ -67,10 +67,8 @@ pub fn run(args: RunArgs, console: &Console) -> Result<u8> {
         gate.numerics_command = Some(numerics_command(&words));
     }
     let bundle = args.evidence.bundle()?;
-    // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape, a
-    // flag its kind does not take) is one error from the plan before any device is touched.
-    let plan = Plan::resolve(&args.request()?, &Installed)?;
-    plan.announce();
+    // Every flag becomes a typed value before the plan: after it, the command reads only the plan
+    // and these options.
     let options = RunOptions {
         settings: &args.settings,
         gate: gate.as_ref(),
@@ -79,6 +77,10 @@ pub fn run(args: RunArgs, console: &Console) -> Result<u8> {
         policy: args.target.place.devices.policy(console),
         evidence: bundle.as_ref().map(|(dir, key)| (dir.as_path(), key)),
     };
+    // A model that cannot run anywhere (its data missing or out of its folder, a bad --shape, a
+    // flag its kind does not take) is one error from the plan before any device is touched.
+    let plan = Plan::resolve(&args.request()?, &Installed)?;
+    plan.announce();
     run_plan::execute(&plan, &options, &Installed)
 }
 
