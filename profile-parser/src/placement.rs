@@ -986,7 +986,8 @@ fn fallback_list(
             let reason = inputs
                 .rejections
                 .and_then(|r| r.reason(n.name).or_else(|| n.run_nodes.iter().find_map(|run| r.reason(run))))
-                .or_else(|| traced_reason(inputs.trace?, n));
+                .or_else(|| traced_reason(inputs.trace?, n))
+                .or_else(|| if expected { None } else { fused_into(n) });
             let reason = match reason {
                 Some(reason) if stood_for_by_design => Some(format!(
                     "on the CPU only as the graph-I/O quantization ONNX Runtime put in its place ({}): {reason}",
@@ -1075,6 +1076,15 @@ fn boundaries(profile: &Profile) -> Boundaries {
     let totals: Vec<f64> =
         switch_gaps.iter().filter(|g| !g.is_empty()).map(|g| g.iter().map(|(_, t)| t).sum()).collect();
     Boundaries { per_run, transitions, gap_us_per_run: median(&totals), same_ep_gap_us: median(&same_ep_gaps) }
+}
+
+/// Why a node the log gives no reason for is off the preferred EP, when ONNX Runtime's graph
+/// optimizations fused it into other nodes before partitioning (a `Cast` folded into the `If` it
+/// feeds): it runs inside them, where they run.
+fn fused_into(node: &Node<'_>) -> Option<String> {
+    let into = &node.off_preferred;
+    (!into.is_empty() && !into.contains(&node.name))
+        .then(|| format!("fused into {} by ONNX Runtime's graph optimizations: it runs inside it", into.join(", ")))
 }
 
 /// The QNN EP's reason for not taking a node, from its op trace: where the log gave none (a log

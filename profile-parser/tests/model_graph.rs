@@ -295,3 +295,28 @@ fn an_inserted_graph_output_dq_is_by_design_by_the_eps_traced_reason_for_the_rer
     assert_eq!(off_preferred_ep(&inputs(Some(&other))).len(), 1, "another reason is no design");
     assert_eq!(off_preferred_ep(&inputs(None)).len(), 1, "no reason, no design");
 }
+
+/// hey_jarvis's `Cast` of a comparison into an `If`'s condition: ONNX Runtime's optimizations fold
+/// it into the `If` before partitioning, so the log has no reason for it — it runs inside the `If`.
+#[test]
+fn a_node_fused_into_a_fallback_node_says_where_it_runs_instead_of_no_reason() {
+    let graph = ModelGraph {
+        nodes: vec![node("conv", "Conv"), node("ge", "GreaterOrEqual"), node("cast", "Cast"), node("if", "If")],
+        partitioned: Some(Fusions { groups: vec![group(&["if"], &["cast", "if"])] }),
+        ..ModelGraph::default()
+    };
+    let assignment = Assignment {
+        source: String::new(),
+        error: None,
+        subgraphs: vec![subgraph(QNN, &[("conv", "Conv")]), subgraph(CPU, &[("ge", "GreaterOrEqual"), ("if", "If")])],
+    };
+    let report = build_report(&on_qnn(&assignment, &graph, None, true));
+    let reason = |name: &str| report.fallback.iter().find(|f| f.name == name).unwrap().reason.clone();
+    assert_eq!(
+        reason("cast").as_deref(),
+        Some("fused into if by ONNX Runtime's graph optimizations: it runs inside it"),
+        "{:?}",
+        report.fallback
+    );
+    assert_eq!(reason("ge"), None, "a node of its own with no logged reason keeps none");
+}
