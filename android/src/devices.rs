@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::adb::commands::APPLETS;
 use crate::adb::{Adb, AdbError, DeviceShell};
-use npugate_host::hexagon::{self, SocClues};
+use npugate_result::hexagon::{self, SocClues};
 use npugate_result::names;
 
 /// Schema of `npugate devices --json`.

@@ -15,7 +15,6 @@ use npugate_settings::{EpKind, SessionSettings};
 use super::console::Console;
 use super::options::{EmulatorArgs, JsonArg, LlmLengthArgs, SubjectArgs};
 use npugate_engine::progress::Progress;
-use npugate_host::hexagon::Soc;
 use npugate_htp::compat::CompatRequest;
 use npugate_htp::compile::CompileRequest;
 use npugate_htp::compile_folder::FolderCompileRequest;
@@ -23,6 +22,7 @@ use npugate_htp::compile_report::{CompatMeasured, CompileReport};
 use npugate_htp::HostHtp;
 use npugate_onnx::llm_shapes::GenerationLengths;
 use npugate_plan::{Command, Installed, ModelFlags, Place, Plan, Request};
+use npugate_result::hexagon::Soc;
 
 /// Arguments of `npugate compile`.
 #[derive(Debug, Args)]

@@ -12,7 +12,7 @@ use npugate_android::devices::{self, DeviceChoice, DeviceInfo, DeviceList};
 use npugate_result::report::{json_of, Finished, Report};
 
 use super::console::Console;
-use npugate_nightly::history::{health, health::DeviceHealth};
+use npugate_sweeps::history::{health, health::DeviceHealth};
 
 /// Arguments of `npugate devices`.
 #[derive(Debug, clap::Args)]
@@ -73,7 +73,7 @@ impl Report for AiHubListing {
         format!(
             "AI Hub: {}\n{}run on one with `npugate run --aihub NAME` (a part of a name, or attributes such as chipset:…; ONNX needs framework onnx)\n",
             self.service,
-            npugate_host::table::plain(&["NAME", "OS", "CHIPSET", "HEXAGON", "FRAMEWORKS"], rows)
+            npugate_result::table::plain(&["NAME", "OS", "CHIPSET", "HEXAGON", "FRAMEWORKS"], rows)
         )
     }
     fn json(&self) -> String {
@@ -195,7 +195,7 @@ fn table(devices: &[DeviceInfo]) -> String {
             o(&d.probe_error),
         ]
     });
-    npugate_host::table::plain(
+    npugate_result::table::plain(
         &["SERIAL", "STATE", "MODEL", "SOC", "HEXAGON", "RELEASE", "ABI", "FINGERPRINT", "PROBE ERROR"],
         rows,
     )

@@ -177,7 +177,7 @@ pub fn version_text() -> Result<String> {
         let build = h.build.as_ref().map_or_else(|| h.status.name().to_string(), brief);
         vec![h.target, build, h.path.unwrap_or_default()]
     });
-    Ok(format!("npugate {}\n{}", npugate.build, npugate_host::table::plain(&["HARNESS", "BUILD", "PATH"], rows)))
+    Ok(format!("npugate {}\n{}", npugate.build, npugate_result::table::plain(&["HARNESS", "BUILD", "PATH"], rows)))
 }
 
 /// A build in a table cell: `0.1.0 (commit 4ed23d7a1b2c)`.
@@ -354,7 +354,7 @@ fn tool_problems(tools: &[Tool]) -> Vec<Problem> {
 /// The report as text: the program, a table per section, then the problems and the verdict.
 pub fn text(report: &Report) -> String {
     let mut out = format!("npugate {}  {}\n\nharnesses\n", report.npugate.build, report.npugate.path);
-    out += &npugate_host::table::plain(
+    out += &npugate_result::table::plain(
         &["TARGET", "STATUS", "BUILD", "PATH", "RUNS"],
         report.harnesses.iter().map(|h| {
             let build = h.build.as_ref().map_or("-".into(), brief);
@@ -368,7 +368,7 @@ pub fn text(report: &Report) -> String {
         if names.is_empty() { "none fetched".into() } else { names.join(", ") }
     );
     out += "\ntools\n";
-    out += &npugate_host::table::plain(
+    out += &npugate_result::table::plain(
         &["TOOL", "VERSION", "PATH", "NEEDED FOR"],
         report.tools.iter().map(|t| {
             let version = t.version.clone().unwrap_or_else(|| "missing".into());

@@ -68,7 +68,7 @@ fn socs(flags: &[String], reference: &Reference) -> Result<Vec<String>> {
     }
     let mut socs: Vec<String> = Vec::new();
     for flag in flags {
-        let name = match npugate_host::hexagon::find(flag) {
+        let name = match npugate_result::hexagon::find(flag) {
             Ok(soc) => soc.model.to_string(),
             Err(_) if known.contains(&chip(flag)) => chip(flag),
             Err(why) => bail!("--soc {flag}: {why}; AI Hub measured: {}", known.join(", ")),

@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use npugate_nightly::history::store::GenerationFigures;
-use npugate_nightly::history::trend::{self, sparkline, HistoryReport};
-use npugate_nightly::history::{chart, health, HistoryFilter, HistoryStore};
 use npugate_result::contract::EXIT_PASS;
 use npugate_result::report::{json_of, write_all, Finished, Format, Report};
+use npugate_sweeps::history::store::GenerationFigures;
+use npugate_sweeps::history::trend::{self, sparkline, HistoryReport};
+use npugate_sweeps::history::{chart, health, HistoryFilter, HistoryStore};
 
 use super::options::{HistoryArg, JsonArg};
 use npugate_android::devices::DeviceChoice;
-use npugate_host::hexagon::SocChoice;
+use npugate_result::hexagon::SocChoice;
 
 /// Arguments of `npugate history`.
 #[derive(Debug, Args)]
@@ -39,7 +39,7 @@ pub struct HistoryArgs {
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub nights: u32,
     /// Only nights up to this one (YYYY-MM-DD).
-    #[arg(long, value_name = "YYYY-MM-DD", value_parser = npugate_nightly::sweep::parse_night)]
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = npugate_sweeps::sweep::parse_night)]
     pub until: Option<String>,
     /// Only series whose last night changed (a device's latency beyond the tolerance, gate outcome,
     /// compile, placement, outputs, fallback count, an axis the cell ran with); an emulated cell's

@@ -281,7 +281,7 @@ mod tests {
         let all = resolved(&["preflight", "--model", "M.onnx", "--soc", "all"]).unwrap();
         assert_eq!(
             (all.0, all.1.len(), all.2.as_path()),
-            (Kind::Emulator, npugate_host::hexagon::all().len(), std::path::Path::new("preflight"))
+            (Kind::Emulator, npugate_result::hexagon::all().len(), std::path::Path::new("preflight"))
         );
         assert_eq!(
             resolved(&["preflight", "--model", "M.onnx", "--ep", "openvino"]),
@@ -303,7 +303,7 @@ mod tests {
         };
         assert_eq!(
             (run.plan.as_deref(), run.shard, run.command.is_none()),
-            (Some(std::path::Path::new("p.toml")), Some(npugate_nightly::sweep::Shard { index: 2, count: 3 }), true)
+            (Some(std::path::Path::new("p.toml")), Some(npugate_sweeps::sweep::Shard { index: 2, count: 3 }), true)
         );
         let Some(Command::Sweep(merge)) =
             parse(&["merge", "a", "b", "--out", "m", "--history", "h.sqlite"]).unwrap().command

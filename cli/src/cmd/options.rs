@@ -16,8 +16,8 @@ use npugate_android::devices::DeviceChoice;
 use npugate_engine::pipeline::{GateSpec, Sinks};
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::adb::{AdbSettings, DEFAULT_WORK_DIR};
-use npugate_host::hexagon::{Soc, SocChoice};
 use npugate_plan::{AiHubPlace, Command, DevicePlace, NoisyDevices, Place, QnnChoice, QnnFlag, Request};
+use npugate_result::hexagon::{Soc, SocChoice};
 
 /// `--model`: the model every harness command runs.
 #[derive(Debug, Clone, Args)]
@@ -433,7 +433,7 @@ pub struct HistoryArg {
 impl HistoryArg {
     /// `--history`, or the default store.
     pub fn path(&self) -> PathBuf {
-        self.history.clone().unwrap_or_else(npugate_nightly::history::default_path)
+        self.history.clone().unwrap_or_else(npugate_sweeps::history::default_path)
     }
 }
 
@@ -457,7 +457,7 @@ impl HealthArgs {
             return Ok(None);
         }
         let path = self.history.path();
-        let Some(health) = npugate_nightly::history::health::load(&path)? else {
+        let Some(health) = npugate_sweeps::history::health::load(&path)? else {
             eprintln!("npugate: --skip-noisy: no history at {} yet, so no device is skipped", path.display());
             return Ok(Some(NoisyDevices::default()));
         };

@@ -162,7 +162,7 @@ fn htp_per_graph(
     llm: &LlmModel,
     hashes: &HashCache,
     hosts: &[HostHtp],
-    socs: &[npugate_host::hexagon::Soc],
+    socs: &[npugate_result::hexagon::Soc],
     plan: &Plan,
     console: &Console,
 ) -> Result<u8> {

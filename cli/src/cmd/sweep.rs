@@ -15,9 +15,9 @@ use super::options::{DeviceRunArgs, EvidenceArgs, HarnessArg, HistoryArg, OutArg
 use crate::sweep::{self, SweepOptions, SweepPlan, SweepTarget};
 use npugate_engine::targets::Target;
 use npugate_engine::timeouts::Timeouts;
-use npugate_nightly::history::{self, HistoryFilter, HistoryReport, HistoryStore};
-use npugate_nightly::matrix::{self, Matrix};
-use npugate_nightly::sweep::{Cut, Shard, SweepSummary};
+use npugate_sweeps::history::{self, HistoryFilter, HistoryReport, HistoryStore};
+use npugate_sweeps::matrix::{self, Matrix};
+use npugate_sweeps::sweep::{Cut, Shard, SweepSummary};
 
 /// Nights of history the matrix report's trends show.
 const TREND_NIGHTS: usize = 30;
@@ -42,7 +42,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub out: OutArg,
     /// The night this sweep belongs to (default: today, UTC).
-    #[arg(long, value_name = "YYYY-MM-DD", value_parser = npugate_nightly::sweep::parse_night)]
+    #[arg(long, value_name = "YYYY-MM-DD", value_parser = npugate_sweeps::sweep::parse_night)]
     pub night: Option<String>,
     /// `--history`: the store the sweep is recorded in.
     #[command(flatten)]
@@ -100,7 +100,7 @@ fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Consol
         }
     }
     let bundle = args.evidence.bundle()?;
-    let default_night = args.night.clone().unwrap_or_else(npugate_nightly::sweep::today);
+    let default_night = args.night.clone().unwrap_or_else(npugate_sweeps::sweep::today);
     let out = args.out.out.clone().unwrap_or_else(|| {
         let folder = match args.shard {
             Some(shard) => format!("{default_night}-{}", shard.folder()),
@@ -117,7 +117,7 @@ fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Consol
             .map(SweepTarget::boxed)
             .collect();
     devices.extend(sweep::host_htp_targets(&plan, &cut).into_iter().map(SweepTarget::boxed));
-    if cut.taken().any(|(_, unit)| matches!(unit, npugate_nightly::sweep::unit::Unit::AiHub(_))) {
+    if cut.taken().any(|(_, unit)| matches!(unit, npugate_sweeps::sweep::unit::Unit::AiHub(_))) {
         let session = std::sync::Arc::new(super::options::aihub_session()?);
         devices.extend(sweep::aihub_targets(&plan, &cut, &session)?.into_iter().map(SweepTarget::boxed));
     }
@@ -160,7 +160,7 @@ fn run_merge(args: &MergeArgs) -> Result<u8> {
             PathBuf::from("npugate-sweeps").join(&first.name).join(&first.night)
         }
     };
-    let summary = npugate_nightly::sweep::merge(&args.shards, &out)?;
+    let summary = npugate_sweeps::sweep::merge(&args.shards, &out)?;
     if let Some(merged) = &summary.merged {
         for missing in &merged.missing {
             let units: Vec<String> = missing.units.iter().map(|unit| unit.label()).collect();

@@ -10,7 +10,7 @@ use npugate_result::{files, RunResult};
 
 use super::SweepPlan;
 use npugate_engine::evidence::{file_name, Bundle, VerdictSummary};
-use npugate_nightly::sweep::finished_cells;
+use npugate_sweeps::sweep::finished_cells;
 
 /// Describes the bundle of the sweep in `sweep_dir` run from `plan`; `harness` is the explicit
 /// harness binary (else the one built for each runtime's target), `reports` the matrix report files.

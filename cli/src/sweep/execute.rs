@@ -24,13 +24,13 @@ use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{is_retryable, Job, Target};
 use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
-use npugate_nightly::sweep::cell::{CellDevice, CellKey, CellRecord, HOST_HTP_FINGERPRINT};
-use npugate_nightly::sweep::night::{now_rfc3339, today};
-use npugate_nightly::sweep::shard::{Cut, Shard, ShardInfo, ShardUnit};
-use npugate_nightly::sweep::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
-use npugate_nightly::sweep::unit::{self, host_htp_dir, Unit};
 use npugate_plan::run::RunInputs;
 use npugate_settings::{EpKind, HarnessSettings, SessionSettings};
+use npugate_sweeps::sweep::cell::{CellDevice, CellKey, CellRecord, HOST_HTP_FINGERPRINT};
+use npugate_sweeps::sweep::night::{now_rfc3339, today};
+use npugate_sweeps::sweep::shard::{Cut, Shard, ShardInfo, ShardUnit};
+use npugate_sweeps::sweep::summary::{CellEntry, CellState, SweepDevice, SweepSummary, SWEEP_SCHEMA};
+use npugate_sweeps::sweep::unit::{self, host_htp_dir, Unit};
 
 /// How to run a plan.
 pub struct SweepOptions<'a> {
@@ -58,7 +58,7 @@ pub struct SweepTarget<T> {
     pub dir: String,
     /// What chose it (`--device`, `serial`, `soc=SM8650`, `socs` for a host-HTP cell).
     pub chosen_by: String,
-    /// The position of its unit in the plan (see [`npugate_nightly::sweep::unit`]).
+    /// The position of its unit in the plan (see [`npugate_sweeps::sweep::unit`]).
     pub unit: usize,
     /// What kind of target it is, which chooses the runtimes of its cells.
     pub kind: TargetKind,
@@ -282,7 +282,7 @@ fn cell_runtimes(plan: &SweepPlan, kind: TargetKind) -> Vec<&RuntimeManifest> {
     }
 }
 
-/// The record of the shard `cut` makes of `plan` (see [`npugate_nightly::sweep::shard`]), with the devices this
+/// The record of the shard `cut` makes of `plan` (see [`npugate_sweeps::sweep::shard`]), with the devices this
 /// shard resolved its units to.
 fn shard_info<T>(plan: &SweepPlan, shard: Shard, cut: &Cut, devices: &[SweepTarget<T>]) -> Result<ShardInfo> {
     let (plan_sha256, _) = npugate_result::digest::sha256_file(&plan.file)

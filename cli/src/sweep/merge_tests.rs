@@ -11,14 +11,14 @@ use npugate_android::devices::DeviceInfo;
 use npugate_engine::rack::RackPolicy;
 use npugate_engine::targets::mock::{Behaviour, MockTarget};
 use npugate_engine::targets::Cancel;
-use npugate_nightly::matrix::{self, Matrix};
-use npugate_nightly::sweep::cell::CellRecord;
-use npugate_nightly::sweep::merge;
-use npugate_nightly::sweep::shard::{Cut, Shard};
-use npugate_nightly::sweep::summary::CellState;
-use npugate_nightly::sweep::summary::SweepSummary;
-use npugate_nightly::sweep::unit::Unit;
 use npugate_result::files;
+use npugate_sweeps::matrix::{self, Matrix};
+use npugate_sweeps::sweep::cell::CellRecord;
+use npugate_sweeps::sweep::merge;
+use npugate_sweeps::sweep::shard::{Cut, Shard};
+use npugate_sweeps::sweep::summary::CellState;
+use npugate_sweeps::sweep::summary::SweepSummary;
+use npugate_sweeps::sweep::unit::Unit;
 
 const NIGHT: &str = "2026-11-23";
 

@@ -2,7 +2,7 @@
 //! `npugate run` looks at it ([`plan`]), the cells run on the rack through the run pipeline every
 //! command shares (`npugate_plan::run`) ([`execute`]), and the evidence bundle of a finished sweep
 //! ([`evidence`]). The sweep's documents — cells, `sweep.json`, shards, their merge — and its matrix
-//! and history are `npugate_nightly`'s.
+//! and history are `npugate_sweeps`'s.
 
 pub mod evidence;
 pub mod execute;

@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
-use npugate_host::hexagon::Soc;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_plan::{ModelFlags, Subject};
+use npugate_result::hexagon::Soc;
 use npugate_settings::{EpKind, HarnessSettings, InputFile, KeyValue, SessionSettings, ShapeSpec};
 
 /// `sweep.toml` as written (before paths are resolved and runtimes loaded).
@@ -191,7 +191,7 @@ impl PlanContext<'_> {
     fn socs(&self, names: &[String]) -> Result<Vec<Soc>> {
         let mut socs: Vec<Soc> = Vec::new();
         for (index, name) in names.iter().enumerate() {
-            let soc = npugate_host::hexagon::find(name).map_err(|e| self.error(&format!("socs[{index}]"), e))?;
+            let soc = npugate_result::hexagon::find(name).map_err(|e| self.error(&format!("socs[{index}]"), e))?;
             if socs.contains(&soc) {
                 return Err(self.error(&format!("socs[{index}]"), format!("SoC {} is listed twice", soc.model)));
             }
