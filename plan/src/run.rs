@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use ed25519_dalek::SigningKey;
 use npugate_result::files;
+use npugate_result::report::{Finished, Reporter};
 use npugate_settings::HarnessSettings;
 
 use crate::subject::Subject;
@@ -172,10 +173,7 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         }
         report_problems(&report.execution, &report.outputs, &report.placed);
         if let Some(verdict) = &report.verdict {
-            match options.sinks.render_for_device(verdict, report.placed.dir()) {
-                Ok(text) => print!("{text}"),
-                Err(error) => eprintln!("npugate: error: {error:#}"),
-            }
+            options.sinks.device_finished(target.name(), verdict, report.placed.dir());
         }
     };
     match device_rack::on_plan(&targets, one, &plan.out, &options.policy, work, &on_done)? {
@@ -192,13 +190,18 @@ fn other_reference(plan: &Plan) -> Option<&Path> {
 /// What one target's run (into `<out>`) says: its problems, its verdict, the evidence.
 fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u8> {
     report_problems(&report.execution, &report.outputs, &report.placed);
-    match &report.verdict {
+    let exit_code = match &report.verdict {
         Some(verdict) => {
-            options.sinks.emit(verdict)?;
-            eprintln!("npugate: result, verdict and report in {}", report.placed.dir().display());
+            let saved = format!("result, verdict and report in {}", report.placed.dir().display());
+            // Exit codes rank by severity (0 pass, 1 a rule failed, 2 not judged): a harness or an
+            // output check that failed after measuring is an error the verdict need not show.
+            options.sinks.finished(&Finished::saved(verdict, saved)).max(report.exit_code)
         }
-        None => eprintln!("npugate: result in {}", report.placed.dir().display()),
-    }
+        None => {
+            eprintln!("npugate: result in {}", report.placed.dir().display());
+            report.exit_code
+        }
+    };
     if let Some((bundle_dir, key)) = options.evidence {
         let one = &plan.targets[0];
         let verdict = report.verdict.as_ref().map(VerdictSummary::of);
@@ -211,7 +214,7 @@ fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u
         )?;
         write_evidence(bundle, bundle_dir, key)?;
     }
-    Ok(report.exit_code)
+    Ok(exit_code)
 }
 
 /// What a rack's runs (each printed as it finished) say together: one line per target (or, when
@@ -223,7 +226,7 @@ fn racked(
     options: &RunOptions<'_>,
     reference: Option<(&Reference, &(PathBuf, RuntimeManifest))>,
 ) -> Result<u8> {
-    print!("{}", options.sinks.rack_summary(&rack.report));
+    let exit_code = options.sinks.rack_finished(&rack.report);
     let finished: Vec<&RunReport> = rack.results.iter().flatten().collect();
     if reference.is_some() {
         let compared: Vec<_> = finished
@@ -234,9 +237,7 @@ fn racked(
             })
             .collect();
         match consistency::table(&compared, consistency::TableFormat::Terminal, false) {
-            // Standard output is one JSON document: the table goes beside the progress.
-            Ok(table) if options.sinks.json_on_stdout() => eprint!("{table}"),
-            Ok(table) => print!("{table}"),
+            Ok(table) => options.sinks.aside(&table),
             Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
         }
     }
@@ -270,7 +271,7 @@ fn racked(
         }
         write_evidence(bundle, bundle_dir, key)?;
     }
-    Ok(rack.report.exit_code)
+    Ok(exit_code)
 }
 
 /// Says what went wrong besides the verdict: a harness that failed after measuring, an output
