@@ -44,6 +44,12 @@ impl GateSpec {
         let baseline = baseline.map(Baseline::read).transpose()?;
         Ok(GateSpec { rules, baseline, force, numerics_command: None })
     }
+
+    /// No rule and no baseline: the run is measured, not judged (`npugate run --no-gate`), its
+    /// verdict's outcome `measured` and its report the measurement.
+    pub fn measure_only() -> GateSpec {
+        GateSpec { rules: Rules::none(), ..GateSpec::default() }
+    }
 }
 
 /// What the output check of a run produced.

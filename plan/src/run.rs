@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ed25519_dalek::SigningKey;
 use npugate_result::files;
 use npugate_result::report::{Finished, Reporter};
@@ -133,8 +133,8 @@ impl<'a> RunInputs<'a> {
 pub struct RunOptions<'a> {
     /// What to measure.
     pub settings: &'a HarnessSettings,
-    /// The rules (`None`: only measure).
-    pub gate: Option<&'a GateSpec>,
+    /// The rules ([`GateSpec::measure_only`]: none, only measure).
+    pub gate: &'a GateSpec,
     /// Where verdicts go.
     pub sinks: Sinks,
     /// `--confirm K`.
@@ -154,7 +154,7 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         eprintln!("npugate: warning: {skipped}");
     }
     let cancel = &options.policy.cancel;
-    let inputs = RunInputs::of_plan(plan, options.settings, options.gate, cancel, resources)?;
+    let inputs = RunInputs::of_plan(plan, options.settings, Some(options.gate), cancel, resources)?;
     let one = plan.single().is_some();
     // One target runs its reference inside its own run; a rack shares one, run first.
     let shared: Option<Reference> = match (inputs.reference_request(), one) {
@@ -190,22 +190,16 @@ fn other_reference(plan: &Plan) -> Option<&Path> {
 /// What one target's run (into `<out>`) says: its problems, its verdict, the evidence.
 fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u8> {
     report_problems(&report.execution, &report.outputs, &report.placed);
-    let exit_code = match &report.verdict {
-        Some(verdict) => {
-            let saved = format!("result, verdict and report in {}", report.placed.dir().display());
-            // Exit codes rank by severity (0 pass, 1 a rule failed, 2 not judged): a harness or an
-            // output check that failed after measuring is an error the verdict need not show.
-            options.sinks.finished(&Finished::saved(verdict, saved)).max(report.exit_code)
-        }
-        None => {
-            eprintln!("npugate: result in {}", report.placed.dir().display());
-            report.exit_code
-        }
-    };
+    let verdict =
+        report.verdict.as_ref().context("every run of `npugate run` is judged (by no rule with --no-gate)")?;
+    let saved = format!("result, verdict and report in {}", report.placed.dir().display());
+    // Exit codes rank by severity (0 pass, 1 a rule failed, 2 not judged): a harness or an output
+    // check that failed after measuring is an error the verdict need not show.
+    let exit_code = options.sinks.finished(&Finished::saved(verdict, saved)).max(report.exit_code);
     if let Some((bundle_dir, key)) = options.evidence {
         let one = &plan.targets[0];
-        let verdict = report.verdict.as_ref().map(VerdictSummary::of);
-        let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, verdict).subject(
+        let summary = Some(VerdictSummary::of(verdict));
+        let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, summary).subject(
             plan.model.given()?,
             other_reference(plan),
             &one.harness,
