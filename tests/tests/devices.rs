@@ -572,3 +572,33 @@ fn a_known_draw_gives_the_known_energy_per_inference_and_a_charging_phone_is_ref
     assert!(stdout.contains("not measured: the device is charging"), "{}", describe(&charging));
     assert!(!dir.join("gauge_samples.txt").exists(), "a refused device is not sampled");
 }
+
+#[test]
+fn a_rack_measured_with_no_gate_is_one_rack_document_and_unlock_reports_in_json() {
+    let rig = Rig::up(&[6114, 6115]);
+    let out = tempfile::tempdir().unwrap();
+    let measured =
+        run_on_devices(&rig, &model("smallcnn.onnx"), out.path(), &["--device", "all", "--no-gate", "--json"]);
+    assert_eq!(measured.status.code(), Some(0), "{}", describe(&measured));
+    let rack: Value =
+        serde_json::from_slice(&measured.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&measured)));
+    assert_eq!(rack["schema"], "npugate.rack/1", "stdout is one document, the rack's");
+    for port in [6114, 6115] {
+        let verdict = json(&result_dir(out.path(), port).join("verdict.json"));
+        assert_eq!(
+            (verdict["schema"].as_str(), verdict["outcome"].as_str()),
+            (Some("npugate.verdict/1.2"), Some("measured"))
+        );
+    }
+    assert!(rack["devices"].as_array().unwrap().iter().all(|d| d["exit_code"] == 0), "{rack}");
+
+    let serial = Rig::serial(6114);
+    let unlocked = npugate(&rig, &["devices", "--unlock", &serial, "--json"]);
+    assert_eq!(unlocked.status.code(), Some(0), "{}", describe(&unlocked));
+    let report: Value = serde_json::from_slice(&unlocked.stdout).unwrap();
+    assert_eq!(
+        (report["schema"].as_str(), report["serial"].as_str()),
+        (Some("npugate.device-unlock/1"), Some(serial.as_str()))
+    );
+    assert!(report["done"].as_str().is_some_and(|done| done.contains("not locked")), "{report}");
+}

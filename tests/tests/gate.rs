@@ -208,3 +208,49 @@ fn a_busy_machine_is_measured_per_run_named_and_never_failed_on_its_account() {
     drop(burners);
     assert!(waited > 0, "with a burner on every core the harness's threads waited for a CPU");
 }
+
+#[test]
+fn run_no_gate_reports_the_measurement_in_every_format_that_applies_and_exits_0() {
+    let work = tempfile::tempdir().unwrap();
+    let smallcnn = model("smallcnn.onnx");
+    let measure_only = |extra: &[&str]| {
+        let out = work.path().join("result");
+        npugate(
+            &[&["run", "--local", "--no-gate", "--runs", "5", "--model", text(&smallcnn), "--out", text(&out)], extra]
+                .concat(),
+        )
+    };
+    let shown = measure_only(&[]);
+    assert_eq!(shown.status.code(), Some(0), "{}", describe(&shown));
+    let stdout = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        stdout.starts_with("npugate run: MEASURED — smallcnn.onnx on CPUExecutionProvider"),
+        "{}",
+        describe(&shown)
+    );
+    for section in
+        ["\nLatency\n", "  median ", "\nMemory and energy\n", "\nPlacement preferred EP CPUExecutionProvider"]
+    {
+        assert!(stdout.contains(section), "{section:?} missing: {}", describe(&shown));
+    }
+    assert!(stdout.contains("\nRules\n  none: a measurement only") && !stdout.contains("PASS"), "{}", describe(&shown));
+
+    let json = measure_only(&["--json"]);
+    assert_eq!(json.status.code(), Some(0), "{}", describe(&json));
+    let verdict: Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&json)));
+    assert_eq!(
+        (verdict["schema"].as_str(), verdict["outcome"].as_str()),
+        (Some("npugate.verdict/1.2"), Some("measured"))
+    );
+    assert_eq!(verdict["checks"], Value::Array(Vec::new()), "no rule is judged");
+    assert!(verdict["latency"]["n"].as_u64().is_some_and(|n| n >= 1), "{verdict}");
+    assert_eq!(verdict["placement"]["preferred_ep"], "CPUExecutionProvider");
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(work.path().join("result/verdict.json")).unwrap()).unwrap();
+    assert_eq!(saved["outcome"], "measured", "the result directory holds the same verdict");
+
+    let junit = measure_only(&["--format", "junit"]);
+    assert_eq!(junit.status.code(), Some(2), "{}", describe(&junit));
+    let said = String::from_utf8_lossy(&junit.stderr);
+    assert!(said.contains("the junit format does not apply to a npugate.verdict/1.2 report"), "{said}");
+}

@@ -295,6 +295,30 @@ fn android_aar_and_qairt_sdk_become_runtimes_with_only_the_matching_hexagon_libr
 }
 
 #[test]
+fn an_imported_runtime_is_reported_as_a_line_or_the_runtimes_cached_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let aar = dir.path().join("onnxruntime-android-1.29.0.aar");
+    zip_with(&aar, &[("jni/arm64-v8a/libonnxruntime.so", "ort")]);
+    let line = npugate_in(&cache, &["runtime", "import-aar", aar.to_str().unwrap(), "--name", "line-rt"]);
+    assert_eq!(line.status.code(), Some(0), "{}", describe(&line));
+    let runtime_dir = cache.join("runtimes/line-rt");
+    let said = format!("line-rt: imported 1 files into {}\n", runtime_dir.display());
+    assert_eq!(String::from_utf8_lossy(&line.stdout), said);
+
+    let json = npugate_in(&cache, &["runtime", "import-aar", aar.to_str().unwrap(), "--name", "json-rt", "--json"]);
+    assert_eq!(json.status.code(), Some(0), "{}", describe(&json));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["schema"], "npugate.runtimes-cached/1");
+    let imported = &report["runtimes"][0];
+    assert_eq!((imported["name"].as_str(), imported["how"].as_str()), (Some("json-rt"), Some("imported")));
+    assert_eq!(
+        (imported["files"].as_u64(), imported["dir"].as_str()),
+        (Some(1), cache.join("runtimes/json-rt").to_str())
+    );
+}
+
+#[test]
 fn a_backend_that_started_and_rejected_every_node_is_a_verdict_naming_the_cause() {
     // dynamic.onnx as it is (x: [batch, 3, height, width]): the harness does not fix the model,
     // `--shape` only shapes its inputs, so QNN (set up with the Saver) sees dynamic dims everywhere.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use npugate_gate::compare::CompareRules;
+use npugate_result::report::{Finished, Reporter};
 use npugate_settings::HarnessSettings;
 
 use super::console::Console;
@@ -112,23 +113,17 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
     let work = |index: usize, target: &dyn Target, dir: &Path, progress: &Progress<'_>| {
         run_confirmed(confirm, dir, |d| compare_on(target, &specs[index], d, progress))
     };
-    let on_done =
-        |target: &dyn Target, report: &CompareReport| match sinks.render_for_device(&report.verdict, &report.dir) {
-            Ok(text) => print!("{text}"),
-            Err(error) => eprintln!("npugate: {}: error: {error:#}", target.name()),
-        };
+    let on_done = |target: &dyn Target, report: &CompareReport| {
+        sinks.device_finished(target.name(), &report.verdict, &report.dir)
+    };
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     let ran = device_rack::on_plan(&targets, plan.single().is_some(), &plan.out, &policy, work, &on_done)
         .with_context(|| format!("comparing on {}", names.join(", ")))?;
     match ran {
         Ran::One(report) => {
-            sinks.emit(&report.verdict)?;
-            eprintln!("npugate: comparison, every run and report in {}", report.dir.display());
-            Ok(report.verdict.exit_code())
+            let saved = format!("comparison, every run and report in {}", report.dir.display());
+            Ok(sinks.finished(&Finished::saved(&report.verdict, saved)))
         }
-        Ran::Rack(rack) => {
-            print!("{}", sinks.rack_summary(&rack.report));
-            Ok(rack.report.exit_code)
-        }
+        Ran::Rack(rack) => Ok(sinks.rack_finished(&rack.report)),
     }
 }

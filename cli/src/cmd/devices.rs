@@ -20,7 +20,7 @@ pub struct DevicesArgs {
     /// Devices (`--device` narrows the list), adb binary and adb server.
     #[command(flatten)]
     pub options: DeviceArgs,
-    /// `--json`: `npugate.devices/1` instead of a table.
+    /// `--json`: `npugate.devices/1` instead of a table (with --unlock: `npugate.device-unlock/1`).
     #[command(flatten)]
     pub json: JsonArg,
     /// Clear the lock of this device's work dir (left by a crashed npugate, corrupt, or written by
@@ -113,6 +113,35 @@ impl Report for Listed<'_> {
     }
 }
 
+/// `npugate devices --unlock SERIAL`'s finished result (`npugate.device-unlock/1`): the device,
+/// the work dir whose lock it cleared, and what was done in one sentence (its text).
+#[derive(Debug, serde::Serialize)]
+struct Unlocked {
+    /// Always `npugate.device-unlock/1`.
+    schema: &'static str,
+    /// The device.
+    serial: String,
+    /// The work dir whose lock was cleared.
+    work_dir: String,
+    /// What was done: `device S: cleared the lock of …`, or `device S: not locked (…)`.
+    done: String,
+}
+
+impl Report for Unlocked {
+    fn schema(&self) -> &str {
+        self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        format!("{}\n", self.done)
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
+}
+
 /// One AI Hub device.
 #[derive(Debug, serde::Serialize)]
 struct AiHubListed {
@@ -161,8 +190,10 @@ pub fn run(args: DevicesArgs, console: &Console) -> anyhow::Result<u8> {
             anyhow::bail!("--unlock takes one device serial, not \"{serial}\" ({} devices)", chosen.len());
         };
         let work_dir = args.work_dir.work_dir.trim_end_matches('/');
-        println!("{}", device_lock::unlock(&adb.device(serial), work_dir, args.force, &LockOptions::waiting(None))?);
-        return Ok(EXIT_PASS);
+        let done = device_lock::unlock(&adb.device(serial), work_dir, args.force, &LockOptions::waiting(None))?;
+        let unlocked =
+            Unlocked { schema: "npugate.device-unlock/1", serial: serial.clone(), work_dir: work_dir.into(), done };
+        return Ok(console.finished(args.json.json, Finished::new(&unlocked)));
     }
     let mut list = devices::list(&adb)?;
     if !args.options.devices.is_empty() {

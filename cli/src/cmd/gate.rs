@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use npugate_result::report::{Finished, Reporter};
 use npugate_result::RunResult;
 
 use super::options::GateArgs;
@@ -24,6 +25,5 @@ pub fn run(args: GateCommandArgs, console: &super::console::Console) -> anyhow::
     let result = RunResult::read(&args.result_dir)?;
     let verdict = pipeline::judge(&args.result_dir, &result, &OutputsCheck::saved_in(&args.result_dir), &spec);
     pipeline::save(&verdict, &args.result_dir)?;
-    args.options.output.sinks(false, console.color).emit(&verdict)?;
-    Ok(verdict.outcome.exit_code())
+    Ok(args.options.output.sinks(false, console.color).finished(&Finished::new(&verdict)))
 }

@@ -9,6 +9,7 @@ use npugate_settings::HarnessSettings;
 use super::console::Console;
 use super::numerics::NumericsArgs;
 use super::options::{ConfirmArg, EmulatorArgs, EvidenceArgs, GateArgs, HealthArgs, ReferenceArg, TargetArgs};
+use npugate_engine::pipeline::GateSpec;
 use npugate_plan::run::{self as run_plan, RunOptions};
 use npugate_plan::{Command, Installed, ModelFlags, Plan, Request};
 
@@ -23,7 +24,9 @@ pub struct RunArgs {
     /// not judged).
     #[command(flatten)]
     pub emulator: EmulatorArgs,
-    /// Only measure: skip placement analysis and the gate.
+    /// Only measure: judge no rule (the gate flags are ignored); the report shows the measurement
+    /// (latency, memory, placement) as `npugate run: MEASURED`, `--json` `npugate.verdict/1.2` with
+    /// outcome `measured`; exit 0 when the run succeeded.
     #[arg(long)]
     pub no_gate: bool,
     /// `--reference-model`: the float model of a QDQ model, the source of a compiled model.
@@ -61,8 +64,8 @@ impl RunArgs {
 
 /// Runs `npugate run`.
 pub fn run(args: RunArgs, console: &Console) -> Result<u8> {
-    let mut gate = (!args.no_gate).then(|| args.gate.spec()).transpose()?;
-    if let Some(gate) = gate.as_mut().filter(|_| args.settings.check_outputs) {
+    let mut gate = if args.no_gate { GateSpec::measure_only() } else { args.gate.spec()? };
+    if args.settings.check_outputs {
         let words: Vec<String> = std::env::args().skip_while(|word| word != "run").skip(1).collect();
         gate.numerics_command = Some(numerics_command(&words));
     }
@@ -71,7 +74,7 @@ pub fn run(args: RunArgs, console: &Console) -> Result<u8> {
     // and these options.
     let options = RunOptions {
         settings: &args.settings,
-        gate: gate.as_ref(),
+        gate: &gate,
         sinks: args.gate.output.sinks(args.target.json.json, console.color),
         confirm: args.confirm.confirm,
         policy: args.target.place.devices.policy(console),

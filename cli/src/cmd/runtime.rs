@@ -23,6 +23,9 @@ pub enum RuntimeCommand {
         /// Fetch every runtime in the catalog.
         #[arg(long)]
         all: bool,
+        /// Print `npugate.runtimes-cached/1` JSON (`runtimes[]` {`name`, `how`, `files`, `dir`}) instead of lines.
+        #[arg(long)]
+        json: bool,
     },
     /// List the catalog and which runtimes are fetched.
     List {
@@ -48,6 +51,9 @@ pub enum RuntimeCommand {
         /// ONNX Runtime version of its libonnxruntime.so (recorded in the manifest).
         #[arg(long, default_value = "unknown")]
         ort_version: String,
+        /// Print `npugate.runtimes-cached/1` JSON instead of a line.
+        #[arg(long)]
+        json: bool,
     },
     /// Add a QAIRT SDK's Android QNN libraries and the Skels of the given Hexagon archs to a runtime.
     ImportQairt {
@@ -62,24 +68,27 @@ pub enum RuntimeCommand {
         /// Hexagon architecture of a target device (repeatable): v68, v69, v73, v75, v79, v81.
         #[arg(long = "arch", required = true)]
         arches: Vec<String>,
+        /// Print `npugate.runtimes-cached/1` JSON instead of a line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 /// Runs a runtime subcommand.
 pub fn run(command: RuntimeCommand, console: &Console) -> Result<u8> {
     match command {
-        RuntimeCommand::Fetch { names, all } => {
+        RuntimeCommand::Fetch { names, all, json } => {
             let names = if all { catalog::catalog()?.runtime.into_iter().map(|r| r.name).collect() } else { names };
-            for name in names {
-                match runtime::fetch(&name)? {
-                    FetchOutcome::UpToDate(m) => {
-                        println!("{name}: up to date ({} files) in {}", m.files.len(), m.dir.display())
-                    }
-                    FetchOutcome::Fetched(m) => {
-                        println!("{name}: fetched {} files into {}", m.files.len(), m.dir.display())
-                    }
-                }
-            }
+            let runtimes = names
+                .iter()
+                .map(|name| {
+                    Ok(match runtime::fetch(name)? {
+                        FetchOutcome::UpToDate(manifest) => Ready::of(&manifest, How::UpToDate),
+                        FetchOutcome::Fetched(manifest) => Ready::of(&manifest, How::Fetched),
+                    })
+                })
+                .collect::<Result<_>>()?;
+            Ok(console.finished(json, Finished::new(&Cached::of(runtimes))))
         }
         RuntimeCommand::List { json } => {
             let runtimes = catalog::catalog()?
@@ -91,23 +100,89 @@ pub fn run(command: RuntimeCommand, console: &Console) -> Result<u8> {
                     description: entry.description,
                 })
                 .collect();
-            return Ok(console.finished(json, Finished::new(&Catalog { schema: "npugate.runtimes/1", runtimes })));
+            Ok(console.finished(json, Finished::new(&Catalog { schema: "npugate.runtimes/1", runtimes })))
         }
         RuntimeCommand::Show { name, json } => {
-            return Ok(console.finished(json, Finished::new(&Shown(RuntimeManifest::load(&name)?))));
+            Ok(console.finished(json, Finished::new(&Shown(RuntimeManifest::load(&name)?))))
         }
-        RuntimeCommand::ImportAar { path, name, ort_version } => {
-            imported(npugate_android::runtime_import::aar::import(&path, &name, &ort_version)?)
+        RuntimeCommand::ImportAar { path, name, ort_version, json } => {
+            let manifest = npugate_android::runtime_import::aar::import(&path, &name, &ort_version)?;
+            Ok(console.finished(json, Finished::new(&Cached::of(vec![Ready::of(&manifest, How::Imported)]))))
         }
-        RuntimeCommand::ImportQairt { dir, name, base, arches } => {
-            imported(npugate_android::runtime_import::qairt::import(&dir, &name, &base, &arches)?)
+        RuntimeCommand::ImportQairt { dir, name, base, arches, json } => {
+            let manifest = npugate_android::runtime_import::qairt::import(&dir, &name, &base, &arches)?;
+            Ok(console.finished(json, Finished::new(&Cached::of(vec![Ready::of(&manifest, How::Imported)]))))
         }
     }
-    Ok(EXIT_PASS)
 }
 
-fn imported(manifest: RuntimeManifest) {
-    println!("{}: imported {} files into {}", manifest.name, manifest.files.len(), manifest.dir.display());
+/// `npugate runtime fetch`'s and `import-aar`'s / `import-qairt`'s finished result
+/// (`npugate.runtimes-cached/1`): each runtime now in the cache, how it got there, where it is.
+#[derive(Debug, Serialize)]
+pub struct Cached {
+    /// Always `npugate.runtimes-cached/1`.
+    schema: &'static str,
+    /// The runtimes, in the order they were asked for.
+    runtimes: Vec<Ready>,
+}
+
+impl Cached {
+    /// The report of `runtimes`.
+    fn of(runtimes: Vec<Ready>) -> Cached {
+        Cached { schema: "npugate.runtimes-cached/1", runtimes }
+    }
+}
+
+/// One runtime in the cache.
+#[derive(Debug, Serialize)]
+pub struct Ready {
+    /// Its name.
+    name: String,
+    /// How it got there.
+    how: How,
+    /// The files its manifest lists.
+    files: usize,
+    /// Its directory in the runtime cache.
+    dir: PathBuf,
+}
+
+impl Ready {
+    /// `manifest`'s runtime, there by `how`.
+    fn of(manifest: &RuntimeManifest, how: How) -> Ready {
+        Ready { name: manifest.name.clone(), how, files: manifest.files.len(), dir: manifest.dir.clone() }
+    }
+}
+
+/// How a runtime came to be in the cache.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum How {
+    /// It was there already, every file matching its manifest.
+    UpToDate,
+    /// It was (re)built from its pinned wheels.
+    Fetched,
+    /// It was imported from an AAR or a QAIRT SDK.
+    Imported,
+}
+
+impl Report for Cached {
+    fn schema(&self) -> &str {
+        self.schema
+    }
+    fn exit_code(&self) -> u8 {
+        EXIT_PASS
+    }
+    fn text(&self, _color: bool) -> String {
+        let line = |r: &Ready| match r.how {
+            How::UpToDate => format!("{}: up to date ({} files) in {}\n", r.name, r.files, r.dir.display()),
+            How::Fetched => format!("{}: fetched {} files into {}\n", r.name, r.files, r.dir.display()),
+            How::Imported => format!("{}: imported {} files into {}\n", r.name, r.files, r.dir.display()),
+        };
+        self.runtimes.iter().map(line).collect()
+    }
+    fn json(&self) -> String {
+        json_of(self)
+    }
 }
 
 /// `npugate runtime list`'s finished result: the catalog, each runtime fetched or not.

@@ -103,6 +103,8 @@ impl Confirmation {
             Outcome::Fail => format!("failed {failed} of {of}: the failure reproduced"),
             Outcome::Error => format!("failed {failed} of {of}, and an attempt could not be judged"),
             Outcome::NotJudged => format!("failed {failed} of {of}, and an attempt was not judged (the machine)"),
+            // A confirmation reruns a failed rule: a run without rules is never confirmed.
+            Outcome::Measured => format!("failed {failed} of {of}, then measured without rules"),
         }
     }
 

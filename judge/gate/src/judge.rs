@@ -19,7 +19,9 @@ use crate::resources;
 use crate::rules::{limit, RuleName, Rules, ROUNDING_ABS_ERR};
 use crate::stats::{self, LatencyStats};
 use crate::units::{fmt_limit, fmt_ms, fmt_ms_from_us, fmt_pct, Unit};
-use crate::verdict::{BaselineComparison, GenerationSummary, Outcome, Subject, Verdict, VERDICT_SCHEMA};
+use crate::verdict::{
+    BaselineComparison, GenerationSummary, Outcome, Subject, Verdict, MEASURED_SCHEMA, VERDICT_SCHEMA,
+};
 
 /// How many blamed nodes a check message names before "and N more".
 const NAMED_NODES: usize = 3;
@@ -102,7 +104,7 @@ impl<'a> Evidence<'a> {
 /// check or an entry in `errors`. The latency rules judge the runs the machine did not slow (see
 /// [`crate::machine`]). The outcome is computed once, at the end: `fail` if any check failed (even
 /// when evidence is missing), else `error` if evidence is missing, else `not_judged` if the machine
-/// dominated a latency rule, else `pass`.
+/// dominated a latency rule, else `pass`; with no rule at all ([`Rules::none`]) `measured`.
 pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     let run = evidence.run;
     let placement = evidence.placement.as_ref().ok().copied();
@@ -164,9 +166,14 @@ pub fn judge(evidence: &Evidence<'_>, rules: &Rules) -> Verdict {
     warnings.extend(warnings_of_the_run(run, placement));
     warnings.extend(growth.map(|g| g.describe()));
     warnings.extend(background_warnings);
+    // No rule asked for: measured, whatever could not be computed listed but judging nothing.
+    let (schema, outcome) = match *rules == Rules::none() {
+        true => (MEASURED_SCHEMA, Outcome::Measured),
+        false => (VERDICT_SCHEMA, outcome_of(&checks, &errors)),
+    };
     Verdict {
-        schema: VERDICT_SCHEMA.to_string(),
-        outcome: outcome_of(&checks, &errors),
+        schema: schema.to_string(),
+        outcome,
         subject: Subject::of(run),
         rules: rules.clone(),
         checks,

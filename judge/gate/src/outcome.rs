@@ -17,6 +17,9 @@ pub enum Outcome {
     /// reads (a busy CPU, a clock or temperature change): the rule was not judged, with the
     /// measured cause and the fix. Exit code 2, like [`Outcome::Error`]: not a verdict on the model.
     NotJudged,
+    /// No rule was asked for (`npugate run --no-gate`): the run was measured, not judged. Exit
+    /// code 0: the run succeeded.
+    Measured,
 }
 
 impl Outcome {
@@ -27,13 +30,15 @@ impl Outcome {
             Outcome::Fail => "FAIL",
             Outcome::Error => "ERROR",
             Outcome::NotJudged => "NOT JUDGED",
+            Outcome::Measured => "MEASURED",
         }
     }
 
-    /// The process exit code ([`npugate_result::contract`]): 0 pass, 1 fail, 2 error or not judged.
+    /// The process exit code ([`npugate_result::contract`]): 0 pass or measured, 1 fail, 2 error or
+    /// not judged.
     pub fn exit_code(self) -> u8 {
         match self {
-            Outcome::Pass => EXIT_PASS,
+            Outcome::Pass | Outcome::Measured => EXIT_PASS,
             Outcome::Fail => EXIT_FAIL,
             Outcome::Error | Outcome::NotJudged => EXIT_ERROR,
         }

@@ -87,12 +87,13 @@ pub fn page(title: &str, body: Markup, colophon: &str) -> String {
     page.into_string() + "\n"
 }
 
-/// The coloured outcome badge of a page heading: `PASS`, `FAIL` or `ERROR`.
+/// The coloured outcome badge of a page heading: `PASS`, `FAIL`, `ERROR`, `MEASURED`, ….
 pub fn badge(outcome: Outcome) -> Markup {
     let class = match outcome {
         Outcome::Pass => "badge pass",
         Outcome::Fail => "badge fail",
         Outcome::Error | Outcome::NotJudged => "badge error",
+        Outcome::Measured => "badge na",
     };
     html! { span class=(class) { (outcome.label()) } }
 }

@@ -337,6 +337,22 @@ impl Rules {
         load(file, overrides)
     }
 
+    /// No rule at all: every limit off, so a run is measured and not judged (`npugate run
+    /// --no-gate`: its verdict's outcome is [`crate::Outcome::Measured`]).
+    pub fn none() -> Rules {
+        Rules {
+            cv_pct: None,
+            npu_flops_pct: None,
+            baseline_median_pct: None,
+            baseline_placement: false,
+            baseline_ttft_pct: None,
+            min_cosine: None,
+            min_sqnr_db: None,
+            min_first_divergence: None,
+            ..Rules::default()
+        }
+    }
+
     /// True when the rule is switched on (not in `disable`).
     pub fn enabled(&self, rule: RuleName) -> bool {
         !self.disable.contains(&rule)

@@ -20,6 +20,12 @@ use crate::stats::{LatencyStats, MedianRatio};
 /// Schema identifier of a serialized [`Verdict`] (1.1: the `not_judged` outcome and check status,
 /// `contention`).
 pub const VERDICT_SCHEMA: &str = "npugate.verdict/1.1";
+/// Schema identifier of a measure-only run's [`Verdict`] (`npugate run --no-gate`; 1.2: the
+/// `measured` outcome). A verdict judged by rules is still written as [`VERDICT_SCHEMA`], so
+/// every reader of 1.1 reads it.
+pub const MEASURED_SCHEMA: &str = "npugate.verdict/1.2";
+/// What the report of a measure-only run says where a verdict shows its rules.
+pub const NO_RULES: &str = "none: a measurement only (npugate run --no-gate); `npugate gate RESULT_DIR` judges it";
 
 /// The judgement of one run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -206,6 +212,15 @@ impl Verdict {
     /// Writes the verdict as pretty JSON, atomically.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         contract::write_json(path, self)
+    }
+
+    /// The command its report is titled by: `npugate run` for a measurement, `npugate gate` for a
+    /// judgement.
+    pub fn title(&self) -> &'static str {
+        match self.outcome {
+            Outcome::Measured => "npugate run",
+            _ => "npugate gate",
+        }
     }
 
     /// The process exit code of this verdict.

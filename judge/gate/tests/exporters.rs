@@ -259,3 +259,27 @@ fn html_says_when_the_profiler_slowed_the_runs_its_kernel_times_come_from() {
         assert_eq!(html.contains(note), said, "kernel {kernel_us} us per run");
     }
 }
+
+#[test]
+fn a_run_judged_by_no_rule_is_measured_in_every_format_but_junit() {
+    let (run, placement) = (run(normal_series(200, 8.0, 3.0, 5)), placement(QNN, &detector_nodes()));
+    let measured = judge(&Evidence::new(&run, Ok(&placement)), &Rules::none());
+    assert_eq!((measured.outcome, measured.exit_code()), (npugate_gate::Outcome::Measured, 0));
+    assert!(measured.checks.is_empty() && measured.latency.is_some() && measured.placement.is_some());
+    let json: serde_json::Value = serde_json::from_str(&render(Format::Json, &measured)).unwrap();
+    assert_eq!((json["schema"].as_str(), json["outcome"].as_str()), (Some("npugate.verdict/1.2"), Some("measured")));
+    let dir = tempfile::tempdir().unwrap();
+    measured.write(&dir.path().join("verdict.json")).unwrap();
+    assert_eq!(Verdict::read(&dir.path().join("verdict.json")).unwrap().outcome, measured.outcome, "1.2 reads back");
+
+    let text = render(Format::Terminal, &measured);
+    assert!(text.starts_with("npugate run: MEASURED — ") && text.contains("\nLatency\n"), "{text}");
+    assert!(text.contains("\nRules\n  none: a measurement only (npugate run --no-gate)"), "{text}");
+    assert!(render(Format::Markdown, &measured).starts_with("## 📏 npugate run: MEASURED"));
+    assert!(render(Format::Github, &measured).contains("::notice title=npugate::MEASURED: no rules"));
+    assert!(render(Format::Html, &measured).contains("<title>npugate run: MEASURED</title>"));
+    let junit = report::render(&measured, Format::Junit, false).unwrap_err().to_string();
+    assert!(junit.starts_with("the junit format does not apply to a npugate.verdict/1.2 report"), "{junit}");
+    // A verdict judged by rules keeps its schema: readers of 1.1 read it.
+    assert_eq!(passing_verdict().schema, npugate_gate::verdict::VERDICT_SCHEMA);
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use maud::{html, Markup};
-use npugate_gate::export::{paint, text_table, BOLD, GREEN, RED, YELLOW};
+use npugate_gate::export::{outcome_style, paint, text_table, BOLD, RED};
 use npugate_gate::outputs::fmt_metric;
 use npugate_gate::page::{self, Plot, Px};
 use npugate_gate::Outcome;
@@ -217,12 +217,7 @@ pub fn text(report: &NumericsReport, color: bool) -> String {
     );
     out.push_str(&layer_table(report, &targets, color));
     for (outcome, line) in verdict_lines(report) {
-        let style = match outcome {
-            Outcome::Pass => GREEN,
-            Outcome::Fail => RED,
-            Outcome::Error | Outcome::NotJudged => YELLOW,
-        };
-        out.push_str(&format!("{} {line}\n", paint(color, style, outcome.label())));
+        out.push_str(&format!("{} {line}\n", paint(color, outcome_style(outcome), outcome.label())));
     }
     for target in &report.targets {
         if let Some(line) = drop_line(target) {

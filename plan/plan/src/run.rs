@@ -8,9 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ed25519_dalek::SigningKey;
 use npugate_result::files;
+use npugate_result::report::{Finished, Reporter};
 use npugate_settings::HarnessSettings;
 
 use crate::subject::Subject;
@@ -132,8 +133,8 @@ impl<'a> RunInputs<'a> {
 pub struct RunOptions<'a> {
     /// What to measure.
     pub settings: &'a HarnessSettings,
-    /// The rules (`None`: only measure).
-    pub gate: Option<&'a GateSpec>,
+    /// The rules ([`GateSpec::measure_only`]: none, only measure).
+    pub gate: &'a GateSpec,
     /// Where verdicts go.
     pub sinks: Sinks,
     /// `--confirm K`.
@@ -153,7 +154,7 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         eprintln!("npugate: warning: {skipped}");
     }
     let cancel = &options.policy.cancel;
-    let inputs = RunInputs::of_plan(plan, options.settings, options.gate, cancel, resources)?;
+    let inputs = RunInputs::of_plan(plan, options.settings, Some(options.gate), cancel, resources)?;
     let one = plan.single().is_some();
     // One target runs its reference inside its own run; a rack shares one, run first.
     let shared: Option<Reference> = match (inputs.reference_request(), one) {
@@ -172,10 +173,7 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
         }
         report_problems(&report.execution, &report.outputs, &report.placed);
         if let Some(verdict) = &report.verdict {
-            match options.sinks.render_for_device(verdict, report.placed.dir()) {
-                Ok(text) => print!("{text}"),
-                Err(error) => eprintln!("npugate: error: {error:#}"),
-            }
+            options.sinks.device_finished(target.name(), verdict, report.placed.dir());
         }
     };
     match device_rack::on_plan(&targets, one, &plan.out, &options.policy, work, &on_done)? {
@@ -192,17 +190,16 @@ fn other_reference(plan: &Plan) -> Option<&Path> {
 /// What one target's run (into `<out>`) says: its problems, its verdict, the evidence.
 fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u8> {
     report_problems(&report.execution, &report.outputs, &report.placed);
-    match &report.verdict {
-        Some(verdict) => {
-            options.sinks.emit(verdict)?;
-            eprintln!("npugate: result, verdict and report in {}", report.placed.dir().display());
-        }
-        None => eprintln!("npugate: result in {}", report.placed.dir().display()),
-    }
+    let verdict =
+        report.verdict.as_ref().context("every run of `npugate run` is judged (by no rule with --no-gate)")?;
+    let saved = format!("result, verdict and report in {}", report.placed.dir().display());
+    // Exit codes rank by severity (0 pass, 1 a rule failed, 2 not judged): a harness or an output
+    // check that failed after measuring is an error the verdict need not show.
+    let exit_code = options.sinks.finished(&Finished::saved(verdict, saved)).max(report.exit_code);
     if let Some((bundle_dir, key)) = options.evidence {
         let one = &plan.targets[0];
-        let verdict = report.verdict.as_ref().map(VerdictSummary::of);
-        let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, verdict).subject(
+        let summary = Some(VerdictSummary::of(verdict));
+        let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, summary).subject(
             plan.model.given()?,
             other_reference(plan),
             &one.harness,
@@ -211,7 +208,7 @@ fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u
         )?;
         write_evidence(bundle, bundle_dir, key)?;
     }
-    Ok(report.exit_code)
+    Ok(exit_code)
 }
 
 /// What a rack's runs (each printed as it finished) say together: one line per target (or, when
@@ -223,7 +220,7 @@ fn racked(
     options: &RunOptions<'_>,
     reference: Option<(&Reference, &(PathBuf, RuntimeManifest))>,
 ) -> Result<u8> {
-    print!("{}", options.sinks.rack_summary(&rack.report));
+    let exit_code = options.sinks.rack_finished(&rack.report);
     let finished: Vec<&RunReport> = rack.results.iter().flatten().collect();
     if reference.is_some() {
         let compared: Vec<_> = finished
@@ -234,9 +231,7 @@ fn racked(
             })
             .collect();
         match consistency::table(&compared, consistency::TableFormat::Terminal, false) {
-            // Standard output is one JSON document: the table goes beside the progress.
-            Ok(table) if options.sinks.json_on_stdout() => eprint!("{table}"),
-            Ok(table) => print!("{table}"),
+            Ok(table) => options.sinks.aside(&table),
             Err(error) => eprintln!("npugate: no cross-device output table: {error:#}"),
         }
     }
@@ -270,7 +265,7 @@ fn racked(
         }
         write_evidence(bundle, bundle_dir, key)?;
     }
-    Ok(rack.report.exit_code)
+    Ok(exit_code)
 }
 
 /// Says what went wrong besides the verdict: a harness that failed after measuring, an output

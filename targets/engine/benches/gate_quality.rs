@@ -78,7 +78,8 @@ struct Tally {
 impl Tally {
     fn count(&mut self, outcome: Outcome, runs: usize) {
         match outcome {
-            Outcome::Pass => self.pass += 1,
+            // The bench judges by rules: a run is never only measured.
+            Outcome::Pass | Outcome::Measured => self.pass += 1,
             Outcome::Fail => self.fail += 1,
             Outcome::NotJudged => self.not_judged += 1,
             Outcome::Error => self.error += 1,
@@ -228,7 +229,7 @@ struct Timed {
 impl Timed {
     fn count(&mut self, outcome: &Outcome, wall: Duration, rounds: usize) {
         let slot = match outcome {
-            Outcome::Pass => 0,
+            Outcome::Pass | Outcome::Measured => 0,
             Outcome::Fail => 1,
             Outcome::NotJudged => 2,
             Outcome::Error => {

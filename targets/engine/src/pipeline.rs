@@ -2,8 +2,8 @@
 //! placement, the outputs check, the device's background load (`device_state.json`) and energy
 //! (`energy.json`), and the rules
 //! (with a baseline) are judged by one function; then the verdict goes to its sinks —
-//! `verdict.json` and `report.html` next to the result, the formats the user asked for, evidence,
-//! history — each taking the value in memory.
+//! `verdict.json` and `report.html` next to the result, the formats the user asked for (the
+//! [`Sinks`] reporter), evidence, history — each taking the value in memory.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use npugate_gate::outputs::OutputsReport;
 use npugate_gate::{Baseline, Comparison, Evidence, OutputsEvidence, Rules, Verdict};
 use npugate_profile::report::PlacementReport;
 use npugate_result::energy::EnergyRecord;
-use npugate_result::report::{render_all, write_all, Format, Report};
+use npugate_result::report::{render_all, write_all, Finished, Format, Report, Reporter};
 use npugate_result::{contract, files, RunResult};
 
 use npugate_android::device_state::DeviceStateRecord;
@@ -43,6 +43,12 @@ impl GateSpec {
         let rules = Rules::load(rules_file, overrides)?;
         let baseline = baseline.map(Baseline::read).transpose()?;
         Ok(GateSpec { rules, baseline, force, numerics_command: None })
+    }
+
+    /// No rule and no baseline: the run is measured, not judged (`npugate run --no-gate`), its
+    /// verdict's outcome `measured` and its report the measurement.
+    pub fn measure_only() -> GateSpec {
+        GateSpec { rules: Rules::none(), ..GateSpec::default() }
     }
 }
 
@@ -132,7 +138,9 @@ pub fn save(verdict: &Verdict, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Where the formats the user asked for go.
+/// The reporter of `run`, `compare` and `gate` ([`Reporter`]): the formats the user asked for
+/// (`--format`, `--json`), on stdout or in `--report`, coloured or not; a rack's devices as they
+/// finish and its summary.
 #[derive(Debug, Clone)]
 pub struct Sinks {
     /// Output formats (terminal, json, markdown, github, junit, html).
@@ -165,14 +173,14 @@ fn write_report(verdict: &dyn Report, formats: &[Format], out: &Path) -> Result<
 }
 
 impl Sinks {
-    /// Prints or writes the verdict (or comparison) in the requested formats.
-    pub fn emit(&self, verdict: &dyn Report) -> Result<()> {
+    /// Shows `report` in the formats asked for: printed on stdout, or written to `--report`.
+    fn show(&self, report: &dyn Report) -> Result<()> {
         match &self.report {
-            Some(report) => write_report(verdict, &self.formats, report)?,
+            Some(out) => write_report(report, &self.formats, out)?,
             None => {
-                let text = render_all(verdict, &self.formats, self.color)?;
+                let text = render_all(report, &self.formats, self.color)?;
                 std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())
-                    .map_err(|e| anyhow::anyhow!("cannot write the verdict to stdout: {e}"))?;
+                    .map_err(|e| anyhow::anyhow!("cannot write the {} report to stdout: {e}", report.schema()))?;
             }
         }
         Ok(())
@@ -194,6 +202,16 @@ impl Sinks {
         })
     }
 
+    /// Shows the report of the device `name` of a rack as it finishes ([`Sinks::render_for_device`]
+    /// into its result directory `dir`); a report that cannot be shown is said on stderr, and the
+    /// rack goes on.
+    pub fn device_finished(&self, name: &str, report: &dyn Report, dir: &Path) {
+        match self.render_for_device(report, dir) {
+            Ok(text) => print!("{text}"),
+            Err(error) => eprintln!("npugate: {name}: error: {error:#}"),
+        }
+    }
+
     /// Whether standard output is one JSON document (`--json`, or `--format json` alone).
     pub fn json_on_stdout(&self) -> bool {
         self.report.is_none() && self.formats == [Format::Json]
@@ -206,6 +224,37 @@ impl Sinks {
             true => rack.json(),
             false => rack.text(self.color),
         }
+    }
+
+    /// Ends a rack whose devices were shown as they finished: prints its summary
+    /// ([`Sinks::rack_summary`]); returns the rack's exit code.
+    pub fn rack_finished(&self, rack: &crate::rack::RackReport) -> u8 {
+        print!("{}", self.rack_summary(rack));
+        rack.exit_code()
+    }
+
+    /// Prints `text` that goes beside the report (a rack's cross-target output table): on stdout,
+    /// or on stderr when standard output is one JSON document.
+    pub fn aside(&self, text: &str) {
+        match self.json_on_stdout() {
+            true => eprint!("{text}"),
+            false => print!("{text}"),
+        }
+    }
+}
+
+/// The formats asked for, on stdout or in `--report`, then where the command's files are on
+/// stderr: the reporter of `run`, `compare` and `gate`.
+impl Reporter for Sinks {
+    fn finished(&self, finished: &Finished<'_>) -> u8 {
+        if let Err(error) = self.show(finished.report) {
+            eprintln!("npugate: error: {error:#}");
+            return contract::EXIT_ERROR;
+        }
+        if let Some(saved) = &finished.saved {
+            eprintln!("npugate: {saved}");
+        }
+        finished.report.exit_code()
     }
 }
 
@@ -244,5 +293,30 @@ mod tests {
             assert!(!text.json_on_stdout());
             assert_eq!(text.rack_summary(&rack), "a\tpass\tout/a\nb\tgate failed\tout/b\n");
         }
+    }
+
+    #[test]
+    fn sinks_as_a_reporter_write_report_files_and_return_the_reports_exit_code() {
+        let rack = RackReport { schema: RACK_SCHEMA.into(), devices: Vec::new(), exit_code: 1, seconds: 0.5 };
+        let work = tempfile::tempdir().unwrap();
+        let to = |formats: Vec<Format>, out: &Path| Sinks { formats, report: Some(out.to_path_buf()), color: true };
+        let folder = work.path().join("reports");
+        let saved = Finished::saved(&rack, "the rack in out".into());
+        assert_eq!(to(vec![Format::Terminal, Format::Json], &folder).finished(&saved), 1);
+        let written: RackReport =
+            serde_json::from_str(&std::fs::read_to_string(folder.join("report.json")).unwrap()).unwrap();
+        assert_eq!(written, rack);
+        assert_eq!(std::fs::read_to_string(folder.join("report.txt")).unwrap(), rack.text(false), "never coloured");
+
+        let file = work.path().join("rack.json");
+        assert_eq!(to(vec![Format::Json], &file).finished(&Finished::new(&rack)), 1);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), rack.json());
+        // A format the kind lacks, and a file of the user's in the way: an error, exit 2, the
+        // user's file kept.
+        assert_eq!(to(vec![Format::Junit], &file).finished(&Finished::new(&rack)), contract::EXIT_ERROR);
+        let users = work.path().join("notes.txt");
+        std::fs::write(&users, "mine\n").unwrap();
+        assert_eq!(to(vec![Format::Json], &users).finished(&Finished::new(&rack)), contract::EXIT_ERROR);
+        assert_eq!(std::fs::read_to_string(&users).unwrap(), "mine\n");
     }
 }

@@ -55,10 +55,13 @@ fn confirmation_notice(confirmation: Option<&Confirmation>) -> String {
 pub(super) fn verdict(v: &Verdict) -> String {
     let mut out = confirmation_notice(v.confirmation.as_ref());
     out.push_str(&annotations(&v.checks, &v.errors, &v.warnings));
-    if v.outcome == Outcome::Pass {
-        let summary = format!("{}: all {} rules passed — {}", v.outcome.label(), v.checks.len(), v.subject.summary());
-        out.push_str(&command("notice", "npugate", &summary));
-    }
+    let summary = match v.outcome {
+        Outcome::Pass => format!("all {} rules passed", v.checks.len()),
+        Outcome::Measured => "no rules (npugate run --no-gate)".to_string(),
+        Outcome::Fail | Outcome::Error | Outcome::NotJudged => return out,
+    };
+    let summary = format!("{}: {summary} — {}", v.outcome.label(), v.subject.summary());
+    out.push_str(&command("notice", "npugate", &summary));
     out
 }
 

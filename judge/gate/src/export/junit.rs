@@ -9,7 +9,7 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use super::measured_text;
 use crate::compare::CompareVerdict;
 use crate::confirm::Confirmation;
-use crate::verdict::{Check, CheckStatus, Verdict};
+use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
 
 /// A failure or error with its message, type and body.
 fn non_success(kind: NonSuccessKind, ty: &str, message: &str, body: &str) -> TestCaseStatus {
@@ -93,8 +93,11 @@ fn notes(confirmation: Option<&Confirmation>, warnings: &[String]) -> String {
     confirmed + &warnings.iter().map(|w| format!("warning: {w}\n")).collect::<String>()
 }
 
-/// A run's verdict as JUnit XML.
-pub(super) fn verdict(v: &Verdict) -> String {
+/// A run's verdict as JUnit XML; none for a measure-only run, which has no rule to be a test case.
+pub(super) fn verdict(v: &Verdict) -> Option<String> {
+    if v.outcome == Outcome::Measured {
+        return None;
+    }
     let fp = &v.subject.fingerprint;
     let resources = resource_properties(v);
     let mut properties = vec![
@@ -108,11 +111,18 @@ pub(super) fn verdict(v: &Verdict) -> String {
     ];
     properties.extend(resources.iter().map(|(k, v)| (*k, v.as_str())));
     let classname = format!("npugate.{}", fp.preferred_ep);
-    suite("npugate gate", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
+    Some(suite(
+        "npugate gate",
+        &classname,
+        &v.checks,
+        &v.errors,
+        notes(v.confirmation.as_ref(), &v.warnings),
+        &properties,
+    ))
 }
 
-/// A comparison of two models as JUnit XML.
-pub(super) fn compare(v: &CompareVerdict) -> String {
+/// A comparison of two models as JUnit XML (every comparison has its rules).
+pub(super) fn compare(v: &CompareVerdict) -> Option<String> {
     let fp = &v.candidate.subject.fingerprint;
     let paired = v.paired_sentence();
     let properties = [
@@ -127,5 +137,12 @@ pub(super) fn compare(v: &CompareVerdict) -> String {
         ("outcome", v.outcome.label()),
     ];
     let classname = format!("npugate.compare.{}", fp.preferred_ep);
-    suite("npugate compare", &classname, &v.checks, &v.errors, notes(v.confirmation.as_ref(), &v.warnings), &properties)
+    Some(suite(
+        "npugate compare",
+        &classname,
+        &v.checks,
+        &v.errors,
+        notes(v.confirmation.as_ref(), &v.warnings),
+        &properties,
+    ))
 }

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
-use crate::verdict::{Check, CheckStatus, Outcome, Verdict};
+use crate::verdict::{Check, CheckStatus, Outcome, Verdict, NO_RULES};
 
 /// Escapes a table cell: pipes, newlines.
 fn cell(text: &str) -> String {
@@ -51,6 +51,7 @@ fn icon(outcome: Outcome) -> &'static str {
         Outcome::Fail => "❌",
         Outcome::Error => "⚠️",
         Outcome::NotJudged => "⏸️",
+        Outcome::Measured => "📏",
     }
 }
 
@@ -69,10 +70,12 @@ fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String]) -> 
             [status.to_string(), format!("`{}`", c.rule), measured_text(c), limit_text(c), c.message.clone()]
         })
         .collect();
-    let mut out = table(&["status", "rule", "measured", "limit", "detail"], &rows);
-    for error in errors {
-        out.push_str(&format!("\n> **Error:** {}\n", cell(error)));
-    }
+    table(&["status", "rule", "measured", "limit", "detail"], &rows) + &notes(errors, warnings)
+}
+
+/// The errors (quoted) and the warnings (a list) under a report's rules.
+fn notes(errors: &[String], warnings: &[String]) -> String {
+    let mut out: String = errors.iter().map(|error| format!("\n> **Error:** {}\n", cell(error))).collect();
     if !warnings.is_empty() {
         out.push('\n');
         for warning in warnings {
@@ -93,12 +96,15 @@ fn confirmation_section(confirmation: &Confirmation) -> String {
 
 /// A run's verdict as Markdown.
 pub(super) fn verdict(v: &Verdict) -> String {
-    let mut out =
-        format!("## {} npugate gate: {}\n\n{}\n\n", icon(v.outcome), v.outcome.label(), cell(&v.subject.summary()));
+    let (icon, title, outcome) = (icon(v.outcome), v.title(), v.outcome.label());
+    let mut out = format!("## {icon} {title}: {outcome}\n\n{}\n\n", cell(&v.subject.summary()));
     if let Some(confirmation) = &v.confirmation {
         out.push_str(&confirmation_section(confirmation));
     }
-    out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings));
+    match v.outcome {
+        Outcome::Measured => out.push_str(&format!("**Rules:** {}\n{}", cell(NO_RULES), notes(&v.errors, &v.warnings))),
+        _ => out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings)),
+    }
     if let Some(s) = &v.latency {
         let (names, values): (Vec<&str>, Vec<String>) = latency_rows(v, s).into_iter().unzip();
         out.push_str(&format!("\n### Latency\n\n{}", table(&names, &[values])));

@@ -23,7 +23,7 @@ mod terminal;
 
 pub use consistency::DeviceOutputs;
 pub use markdown::consistency_markdown;
-pub use terminal::{consistency_text, paint, placement_text, text_table, BOLD, DIM, GREEN, RED, YELLOW};
+pub use terminal::{consistency_text, outcome_style, paint, placement_text, text_table, BOLD, DIM, GREEN, RED, YELLOW};
 
 /// The measured value of a check with its unit (`56.1%`, `8.10 ms`, `3 nodes`), or `—`.
 fn measured_text(check: &Check) -> String {

@@ -9,7 +9,8 @@ use crate::compare::CompareVerdict;
 use crate::verdict::Verdict;
 
 /// `impl Report` for a kind the gate judges: its schema field, its outcome's exit code, its JSON,
-/// and the function `$render` of every format file (the file stem `$render` too).
+/// and the function `$render` of every format file (the file stem `$render` too); JUnit's is
+/// `None` where the kind has no rule (a measure-only run), which `render` reports.
 macro_rules! in_every_format {
     ($kind:ty, $render:ident) => {
         impl Report for $kind {
@@ -29,7 +30,7 @@ macro_rules! in_every_format {
                 match format {
                     Format::Markdown => Some(markdown::$render(self)),
                     Format::Github => Some(github::$render(self)),
-                    Format::Junit => Some(junit::$render(self)),
+                    Format::Junit => junit::$render(self),
                     Format::Html => Some(html::$render(self)),
                     _ => None,
                 }

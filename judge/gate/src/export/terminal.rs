@@ -15,7 +15,7 @@ use crate::compare::CompareVerdict;
 use crate::confirm::{Confirmation, ATTEMPT_HEADER};
 use crate::rules::Rules;
 use crate::units::{fmt_ms, fmt_ms_from_us, fmt_pct};
-use crate::verdict::{Check, CheckStatus, GenerationSummary, Outcome, Verdict};
+use crate::verdict::{Check, CheckStatus, GenerationSummary, Outcome, Verdict, NO_RULES};
 
 /// ANSI style of failures ([`paint`]).
 pub const RED: &str = "31";
@@ -269,7 +269,7 @@ pub(super) fn verdict(v: &Verdict, color: bool) -> String {
     let c = color;
     let mut out = format!(
         "{} {} — {}\n\n",
-        paint(c, BOLD, "npugate gate:"),
+        paint(c, BOLD, &format!("{}:", v.title())),
         paint(c, &format!("{BOLD};{}", outcome_style(v.outcome)), v.outcome.label()),
         v.subject.summary()
     );
@@ -313,7 +313,12 @@ pub(super) fn verdict(v: &Verdict, color: bool) -> String {
         }
         out.push_str("\n\n");
     }
-    out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c));
+    match v.outcome {
+        Outcome::Measured => {
+            out.push_str(&format!("{}\n  {NO_RULES}\n{}", paint(c, BOLD, "Rules"), notes(&v.errors, &v.warnings, c)))
+        }
+        _ => out.push_str(&rules_and_notes(&v.checks, &v.errors, &v.warnings, c)),
+    }
     out
 }
 
@@ -414,11 +419,13 @@ fn generation_text(g: &GenerationSummary, placement: Option<&PlacementReport>, c
     out
 }
 
-fn outcome_style(outcome: Outcome) -> &'static str {
+/// The terminal colour of an outcome's label.
+pub fn outcome_style(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Pass => GREEN,
         Outcome::Fail => RED,
         Outcome::Error | Outcome::NotJudged => YELLOW,
+        Outcome::Measured => DIM,
     }
 }
 
@@ -455,13 +462,14 @@ fn rules_and_notes(checks: &[Check], errors: &[String], warnings: &[String], c: 
         &[false, false, true, true, false],
         c,
     ));
-    for error in errors {
-        out.push_str(&format!("{}\n", paint(c, RED, &format!("error: {error}"))));
-    }
-    for warning in warnings {
-        out.push_str(&format!("{}\n", paint(c, YELLOW, &format!("warning: {warning}"))));
-    }
-    out
+    out + &notes(errors, warnings, c)
+}
+
+/// The errors and warnings under a report's rules, one line each.
+fn notes(errors: &[String], warnings: &[String], c: bool) -> String {
+    let errors = errors.iter().map(|error| format!("{}\n", paint(c, RED, &format!("error: {error}"))));
+    let warnings = warnings.iter().map(|warning| format!("{}\n", paint(c, YELLOW, &format!("warning: {warning}"))));
+    errors.chain(warnings).collect()
 }
 
 #[cfg(test)]

@@ -113,14 +113,15 @@ impl<'a> Matrix<'a> {
     }
 
     /// Counts of finished cells by outcome, plus unfinished cells: (pass, fail, error or not judged,
-    /// unfinished);
-    /// absent cells (see [`Matrix::absent`]) are not counted.
+    /// unfinished); a cell judged by no rule (measured: a sweep's cells have their plan's rules, so
+    /// none is) counts with the passes, as its exit code does; absent cells (see
+    /// [`Matrix::absent`]) are not counted.
     pub(super) fn counts(&self) -> (usize, usize, usize, usize) {
         let outcomes: Vec<npugate_gate::Outcome> = self.summary.finished().map(|r| r.outcome).collect();
         let count = |o: npugate_gate::Outcome| outcomes.iter().filter(|&&x| x == o).count();
         let unfinished = self.unfinished().count();
         (
-            count(npugate_gate::Outcome::Pass),
+            count(npugate_gate::Outcome::Pass) + count(npugate_gate::Outcome::Measured),
             count(npugate_gate::Outcome::Fail),
             count(npugate_gate::Outcome::Error) + count(npugate_gate::Outcome::NotJudged),
             unfinished,
