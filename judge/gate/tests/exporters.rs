@@ -247,16 +247,18 @@ fn verdict_file_is_written_atomically_and_read_only_at_its_major_version() {
 }
 
 #[test]
-fn html_says_when_the_profiler_slowed_the_runs_its_kernel_times_come_from() {
+fn html_and_text_say_when_the_profiler_slowed_the_runs_its_kernel_times_come_from() {
     // The timed median is about 8 ms; the placement's kernel time per profiled run is set below it,
     // then at 3× it (a Loop of small nodes under ORT's profiler).
     let measured = run(normal_series(200, 8.0, 3.0, 5));
     let mut placed = placement(QNN, &detector_nodes());
     for (kernel_us, said) in [(4_000.0, false), (24_000.0, true)] {
         placed.totals.time_us_per_run = Some(kernel_us);
-        let html = render(Format::Html, &judge(&Evidence::new(&measured, Ok(&placed)), &Rules::default()));
+        let verdict = judge(&Evidence::new(&measured, Ok(&placed)), &Rules::default());
         let note = "which ORT's profiler slowed to 24.0 ms of kernels per run against a timed median of";
-        assert_eq!(html.contains(note), said, "kernel {kernel_us} us per run");
+        for format in [Format::Html, Format::Terminal] {
+            assert_eq!(render(format, &verdict).contains(note), said, "{format}: kernel {kernel_us} us per run");
+        }
     }
 }
 

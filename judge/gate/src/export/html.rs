@@ -477,7 +477,7 @@ fn placement_section(v: &Verdict, report: &PlacementReport) -> Markup {
             (page::table(&EP_HEADER, &ep_rows(report), &[1, 2, 3, 4, 5, 6]))
             figure { (ep_bars(report)) figcaption { "Share by EP: nodes, FLOPs and measured kernel time" } }
             p.muted { (super::terminal::flops_coverage(&report.totals)) }
-            @if let Some(note) = profiled_time_note(v, report) { p.muted { (note) } }
+            @if let Some(note) = super::profiled_time_note(v, report) { p.muted { (note) } }
             @if !report.nodes.is_empty() {
                 figure {
                     (graph_strip(report, &v.rules))
@@ -501,20 +501,6 @@ fn placement_section(v: &Verdict, report: &PlacementReport) -> Markup {
             @for w in &report.warnings { p.warn { (w) } }
         }
     }
-}
-
-/// Said when the profiled runs' kernel time per run exceeds the timed median by half: ORT's
-/// profiler, recording every node, slowed them (a Loop of many small nodes: slanet-plus 180.7 ms
-/// of kernels per profiled run against a 49.4 ms median), so their times are shares, not latency.
-fn profiled_time_note(v: &Verdict, report: &PlacementReport) -> Option<String> {
-    let kernel_ms = report.totals.time_us_per_run? / 1e3;
-    let median_ms = v.latency.as_ref()?.median_ns / 1e6;
-    (kernel_ms > 1.5 * median_ms).then(|| {
-        format!(
-            "Kernel times come from the {} profiled run(s), which ORT's profiler slowed to {kernel_ms:.1} ms of kernels per run against a timed median of {median_ms:.1} ms: read them as shares of a run, not as its latency.",
-            report.runs_profiled
-        )
-    })
 }
 
 fn baseline_section(v: &Verdict) -> Markup {

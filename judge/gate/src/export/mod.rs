@@ -392,3 +392,17 @@ fn difference_rows(c: &CompareVerdict) -> Vec<[String; 6]> {
         })
         .collect()
 }
+
+/// Said when the profiled runs' kernel time per run exceeds the timed median by half: ORT's
+/// profiler, recording every node, slowed them (a Loop of many small nodes: slanet-plus 180.7 ms
+/// of kernels per profiled run against a 49.4 ms median), so their times are shares, not latency.
+pub(super) fn profiled_time_note(v: &Verdict, report: &PlacementReport) -> Option<String> {
+    let kernel_ms = report.totals.time_us_per_run? / 1e3;
+    let median_ms = v.latency.as_ref()?.median_ns / 1e6;
+    (kernel_ms > 1.5 * median_ms).then(|| {
+        format!(
+            "Kernel times come from the {} profiled run(s), which ORT's profiler slowed to {kernel_ms:.1} ms of kernels per run against a timed median of {median_ms:.1} ms: read them as shares of a run, not as its latency.",
+            report.runs_profiled
+        )
+    })
+}

@@ -297,6 +297,9 @@ pub(super) fn verdict(v: &Verdict, color: bool) -> String {
     }
     if let Some(report) = &v.placement {
         out.push_str(&placement_text(report, &v.rules, c));
+        if let Some(note) = super::profiled_time_note(v, report) {
+            out.push_str(&format!("{}\n", paint(c, DIM, &note)));
+        }
         out.push('\n');
     }
     if let Some((model, devices)) = consistency::verdict_outputs(v) {
