@@ -14,6 +14,8 @@ use npugate_result::EP_CONTEXT_NODES_KEY;
 use npugate_settings::{HarnessSettings, ShapeSpec};
 
 use crate::context_compat::{ContextCompat, Verdict};
+use crate::model::{GivenModel, ModelFiles};
+use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::manifest::qnn_sdk_version;
 
 /// Prefix of every metadata key npugate writes.
@@ -264,17 +266,19 @@ impl ReferenceChoice {
     /// the CPU EP can run (an LLM folder's graphs are checked by the generation itself), else
     /// what the compiled model's record says (`Some(None)`: EPContext nodes without npugate's
     /// record); `name_it` is how the command's user names a source (the fix the skip line gives).
+    /// A recorded source is hashed with `hashes` (the command's cache) to check its digest, and
+    /// handed back as looked at, so that nothing hashes it again.
     pub fn choose(
         model: &Path,
         compiled: Option<Option<&CompiledFor>>,
         given: Option<&Path>,
         name_it: &str,
-    ) -> ReferenceChoice {
+        hashes: &HashCache,
+    ) -> (ReferenceChoice, Option<GivenModel>) {
         let Some(record) = compiled else {
-            return ReferenceChoice {
-                outputs: Some(given.unwrap_or(model).to_path_buf()),
-                ..ReferenceChoice::default()
-            };
+            let choice =
+                ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() };
+            return (choice, None);
         };
         let shapes = match record {
             Some(record) => record
@@ -286,11 +290,15 @@ impl ReferenceChoice {
             None => Vec::new(),
         };
         let source = match given {
-            Some(given) => Ok(given.to_path_buf()),
-            None => recorded_source(model, record),
+            Some(given) => Ok((given.to_path_buf(), None)),
+            None => recorded_source(model, record, hashes).map(|source| (source.path.clone(), Some(source))),
         };
-        match source {
-            Ok(path) => ReferenceChoice { source: Some(path.clone()), outputs: Some(path), source_shapes: shapes, skipped: None },
+        let choice = match source {
+            Ok((path, looked)) => {
+                let choice =
+                    ReferenceChoice { source: Some(path.clone()), outputs: Some(path), source_shapes: shapes, skipped: None };
+                return (choice, looked);
+            }
             Err(why) => ReferenceChoice {
                 skipped: Some(format!(
                     "no reference pass and no output check for {}: it is compiled (EPContext nodes, which the CPU EP cannot run) and {why}; \
@@ -299,7 +307,8 @@ impl ReferenceChoice {
                 )),
                 ..ReferenceChoice::default()
             },
-        }
+        };
+        (choice, None)
     }
 }
 
@@ -350,8 +359,12 @@ pub fn refuse_on_emulator(llm: &LlmModel) -> Result<()> {
 }
 
 /// The source model `record` names, relative to `model`'s folder, when it is there and still the
-/// model that was compiled (same digest); else why not.
-fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::Result<PathBuf, String> {
+/// model that was compiled (same digest, hashed with `hashes`), as looked at; else why not.
+fn recorded_source(
+    model: &Path,
+    record: Option<&CompiledFor>,
+    hashes: &HashCache,
+) -> std::result::Result<GivenModel, String> {
     let Some(record) = record.filter(|r| !r.source_model.is_empty()) else {
         return Err("names no source model (it was not compiled by npugate compile, or before it recorded one)".into());
     };
@@ -361,11 +374,9 @@ fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::R
     else {
         return Err(format!("its source model {} (recorded at compile time) is not there", recorded.display()));
     };
-    let digest = crate::model::ModelFiles::read(&path, &npugate_host::hash_cache::HashCache::default_cache())
-        .map(|files| files.digest);
-    match digest {
-        Ok(digest) if digest == record.source_model_digest => Ok(path),
-        Ok(digest) => Err(format!(
+    match GivenModel::read(&path, hashes) {
+        Ok(source) if source.files.digest == record.source_model_digest => Ok(source),
+        Ok(GivenModel { files: ModelFiles { digest, .. }, .. }) => Err(format!(
             "its source model {} changed since it was compiled (digest {digest}, compiled from {})",
             path.display(),
             record.source_model_digest

@@ -33,6 +33,7 @@ use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{DeviceChoice, DeviceInfo};
 use npugate_engine::compiled::NAME_IT_BY_FLAG;
+use npugate_engine::model::GivenModel;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::host::HostTarget;
@@ -242,6 +243,10 @@ pub struct Request<'a> {
     pub command: Command,
     /// The model (the file the user named).
     pub model: &'a Path,
+    /// `model` as the command looked at it before the plan (choose's float variant, read and
+    /// hashed with the other variants): the plan takes it and its hash cache instead of building
+    /// a cache and hashing it again.
+    pub given: Option<&'a GivenModel>,
     /// Where.
     pub place: Place,
     /// The EP the model should run on.
@@ -275,6 +280,7 @@ impl<'a> Request<'a> {
         Request {
             command,
             model,
+            given: None,
             place,
             ep,
             runtime: None,
@@ -680,9 +686,14 @@ fn models(request: &Request<'_>, resources: &dyn Resources) -> Result<(Subject, 
     if let Some(settings) = request.settings {
         settings.check()?;
     }
-    let hashes = resources.hash_cache();
+    let given = request.given.filter(|given| given.path == request.model);
+    let hashes = given.map_or_else(|| resources.hash_cache(), |given| given.hashes.clone());
     let look = |path: &Path, reference: Option<&Path>| -> Result<Subject> {
         let subject = Subject::classify_in(path, reference, name_it, hashes.clone())?;
+        let subject = match given.filter(|given| given.path == path) {
+            Some(given) => subject.looked_at(given.clone()),
+            None => subject,
+        };
         subject.refuse(request.command, &request.flags)?;
         if let Some(settings) = request.settings {
             npugate_engine::model::check_run(path, subject.llm(), settings)?;

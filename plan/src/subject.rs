@@ -44,6 +44,9 @@ pub struct Subject {
     hashes: HashCache,
     /// The model with its files hashed, once asked for.
     given: OnceLock<GivenModel>,
+    /// The outputs' reference model (when it is another model) with its files hashed, once asked
+    /// for (a compiled model's recorded source: when its digest was checked).
+    reference_given: OnceLock<GivenModel>,
 }
 
 /// The flags that shape a model's run, as given (for [`Subject::refuse`]).
@@ -81,12 +84,8 @@ impl ModelFlags {
 impl Subject {
     /// Looks at `path` once: an LLM folder is opened (every error one line naming the file and
     /// field), a single model read for its EPContext nodes and compile record; `reference` is
-    /// `--reference-model`, `name_it` how the command's user names a compiled model's source.
-    pub fn classify(path: &Path, reference: Option<&Path>, name_it: &str) -> Result<Subject> {
-        Subject::classify_in(path, reference, name_it, HashCache::default_cache())
-    }
-
-    /// [`Subject::classify`], its files to be hashed with `hashes` (the command's one cache).
+    /// `--reference-model`, `name_it` how the command's user names a compiled model's source; its
+    /// files are to be hashed with `hashes` (the command's one cache).
     pub fn classify_in(path: &Path, reference: Option<&Path>, name_it: &str, hashes: HashCache) -> Result<Subject> {
         let kind = match genai::config_path(path) {
             Some(config) => {
@@ -110,8 +109,19 @@ impl Subject {
             ModelKind::Compiled(record) => Some(record.as_deref()),
             _ => None,
         };
-        let reference = ReferenceChoice::choose(path, compiled, reference, name_it);
-        Ok(Subject { path: path.to_path_buf(), kind, reference, hashes, given: OnceLock::new() })
+        let (reference, source) = ReferenceChoice::choose(path, compiled, reference, name_it, &hashes);
+        let reference_given = OnceLock::new();
+        if let Some(source) = source {
+            let _ = reference_given.set(source);
+        }
+        Ok(Subject { path: path.to_path_buf(), kind, reference, hashes, given: OnceLock::new(), reference_given })
+    }
+
+    /// The subject with `given`, the model as its command looked at it already (its files
+    /// hashed), handed out by [`Subject::given`] instead of hashing it again.
+    pub fn looked_at(self, given: GivenModel) -> Subject {
+        let _ = self.given.set(given);
+        self
     }
 
     /// The model with its files located and hashed — done on the first call, handed out after:
@@ -122,6 +132,41 @@ impl Subject {
         }
         let given = GivenModel::of(&self.path, self.llm().cloned(), None, &self.hashes)?;
         Ok(self.given.get_or_init(|| given))
+    }
+
+    /// The outputs' reference model ([`ReferenceChoice::outputs`]) with its files located and
+    /// hashed with the command's cache — once, on the first call (the model itself when it is
+    /// its own reference); `None` when it has none.
+    pub fn reference_model(&self) -> Result<Option<&GivenModel>> {
+        let Some(reference) = self.reference.outputs.as_deref() else { return Ok(None) };
+        if reference == self.path {
+            return self.given().map(Some);
+        }
+        if let Some(given) = self.reference_given.get() {
+            return Ok(Some(given));
+        }
+        let given = GivenModel::read(reference, &self.hashes).map_err(|error| {
+            error.context(format!(
+                "reference model {} cannot be read; pass --reference-model with the float .onnx model",
+                reference.display()
+            ))
+        })?;
+        Ok(Some(self.reference_given.get_or_init(|| given)))
+    }
+
+    /// A compiled model's source model ([`ReferenceChoice::source`], which is its outputs'
+    /// reference), as [`Subject::reference_model`] looked at it; `None` for a model not compiled.
+    pub fn source_model(&self) -> Result<Option<&GivenModel>> {
+        match self.reference.source {
+            Some(_) => self.reference_model(),
+            None => Ok(None),
+        }
+    }
+
+    /// The reference model the evidence bundle holds beside the model: the outputs' reference
+    /// when it is another model.
+    pub fn other_reference(&self) -> Result<Option<&GivenModel>> {
+        Ok(self.reference_model()?.filter(|reference| reference.path != self.path))
     }
 
     /// What npugate compiled it for, if it did.

@@ -68,7 +68,7 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
     let NumericsArgs { tensors, min_sqnr_db, session, .. } = args;
     // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
     let choice = &plan.model.reference;
-    let Some(reference_model) = choice.outputs.as_deref() else {
+    let Some(reference_model) = plan.model.reference_model()? else {
         bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
     };
     plan.announce();
