@@ -214,7 +214,7 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
     std::fs::write(plan.out.join("choose.md"), choose::render::markdown(&report))?;
     std::fs::write(plan.out.join("choose.html"), choose::render::html(&report).into_string())?;
     if let Some((dir, key)) = evidence {
-        let manifest = evidence_bundle(&report, &models, &plan.out, &host).write(&dir, &key)?;
+        let manifest = evidence_bundle(&report.variants, &models, &plan.out, &host).write(&dir, &key)?;
         eprintln!("npugate: evidence bundle of {} file(s) in {}", manifest.files.len(), dir.display());
     }
     let saved = format!(
@@ -241,15 +241,50 @@ fn model_inputs(path: &Path) -> Result<Vec<String>> {
     Ok(graph.input.iter().map(|i| i.name().to_string()).filter(|name| !initializers.contains(&name.as_str())).collect())
 }
 
-/// The evidence of a choice: the report, the deployment manifest with the files it names, every
-/// variant as judged (`models`, in the report's order, as the command looked at them) and the
-/// runtime that judged them.
-fn evidence_bundle(report: &ChooseReport, models: &[GivenModel], out: &Path, host: &HostHtp) -> Bundle {
+/// The evidence of a choice in `out`: the report, the deployment manifest with the files it
+/// names, every variant as judged (`models`, in the order of `variants`, as the command looked at
+/// them) and the runtime that judged them.
+fn evidence_bundle(variants: &[Variant], models: &[GivenModel], out: &Path, host: &HostHtp) -> Bundle {
     let mut bundle = Bundle::new()
         .file("choose", &format!("choose/{}", choose::REPORT_FILE), &out.join(choose::REPORT_FILE))
         .file("deploy_manifest", &format!("choose/{}", choose::MANIFEST_FILE), &out.join(choose::MANIFEST_FILE));
-    for (variant, model) in report.variants.iter().zip(models) {
+    for (variant, model) in variants.iter().zip(models) {
         bundle = bundle.model("variant", &format!("variants/{}", variant.name), model);
     }
     bundle.runtime(&host.runtime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use npugate_engine::model::testing::identity_model;
+    use npugate_engine::model::ModelFiles;
+    use npugate_plan::fake::Fake;
+
+    #[test]
+    fn choose_hashes_each_variant_once_with_one_cache_from_reading_to_evidence() {
+        let fake = Fake::machine();
+        let work = tempfile::tempdir().unwrap();
+        let (float, quantized) = (work.path().join("m_float.onnx"), work.path().join("m_w8.onnx"));
+        identity_model(&float, &[Some(1), Some(3)]);
+        identity_model(&quantized, &[Some(1), Some(4)]);
+        let text = |path: &Path| path.display().to_string();
+        let line = ["npugate", "choose", "--variant", &text(&float), "--variant", &text(&quantized)];
+        let cli =
+            crate::cmd::Cli::try_parse_from(line.into_iter().chain(["--reference-model", &text(&float)])).unwrap();
+        let Some(crate::cmd::Command::Choose(args)) = cli.command else { panic!("choose parses as choose") };
+        let Variants { variants, models, float: index } = Variants::read(&args, &fake).unwrap();
+        assert_eq!((variants.len(), index), (2, 0), "--reference-model is the first variant, not a third");
+        assert_eq!(fake.hashes.lookups(), 2, "each variant's one file hashed once, --reference-model not again");
+        let plan = Plan::resolve(&args.request(&models[index]), &fake).unwrap();
+        assert_eq!(plan.model.given().unwrap().files, models[index].files, "the plan's model is the float variant");
+
+        // Other models in their places from here: a second hash (with any cache) would see them.
+        identity_model(&float, &[Some(1), Some(5)]);
+        identity_model(&quantized, &[Some(1), Some(6)]);
+        evidence_bundle(&variants, &models, &plan.out, &one_host(&plan).unwrap());
+        assert_eq!(fake.hashes.lookups(), 2, "neither the plan nor the bundle hashed a variant again");
+        assert_ne!(ModelFiles::read(&float, &fake.hashes).unwrap().sha256, variants[0].sha256, "the test can tell");
+    }
 }
