@@ -12,7 +12,7 @@
 //!   alike — the choice is announced;
 //! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_engine::host_htp::DEFAULT_SOC`]);
 //!   `--qnn` picks one emulator runtime per QNN version (each SoC × QNN version is a target);
-//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]);
+//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` (`out_dir`);
 //!   `compile` writes beside the model (`<model>_ctx.onnx`, `<folder>_ctx/`, or one per QNN version
 //!   in the model's folder);
 //! - **the model**: looked at once ([`Subject`]: a single `.onnx`, a compiled one, an LLM folder),
@@ -32,7 +32,6 @@ use npugate_settings::EpKind;
 use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{DeviceChoice, DeviceInfo};
-use npugate_engine::compiled::NAME_IT_BY_FLAG;
 use npugate_engine::model::GivenModel;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
@@ -296,6 +295,9 @@ impl<'a> Request<'a> {
         }
     }
 }
+
+/// How `run` and `numerics` name a compiled model's source.
+pub const NAME_IT_BY_FLAG: &str = "pass --reference-model <its source .onnx>";
 
 /// How a compare's user keeps a compiled side's source (compare has no `--reference-model`).
 pub const NAME_IT_BY_KEEPING: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
@@ -791,7 +793,7 @@ fn out_dir(request: &Request<'_>, plan: &Plan) -> PathBuf {
         (Command::Compile, None, 1) => model.with_file_name(format!("{}_ctx.onnx", stem(model))),
         (Command::Compile, None, _) => model.parent().map(PathBuf::from).unwrap_or_default(),
         (command, _, _) => {
-            npugate_engine::layout::default_out_dir(model, &default_leaf(command, plan.kind, request.ep))
+            PathBuf::from("npugate-results").join(stem(model)).join(default_leaf(command, plan.kind, request.ep))
         }
     }
 }

@@ -10,11 +10,11 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Result};
 use npugate_engine::compiled::{CompiledFor, ReferenceChoice};
-use npugate_engine::model::GivenModel;
+use npugate_engine::model::{GivenModel, ModelFiles};
 use npugate_host::hash_cache::HashCache;
 use npugate_onnx::genai::{self, LlmModel};
 use npugate_onnx::Model;
-use npugate_settings::{GenerationSettings, SessionSettings};
+use npugate_settings::{GenerationSettings, SessionSettings, ShapeSpec};
 
 use crate::Command;
 
@@ -109,7 +109,7 @@ impl Subject {
             ModelKind::Compiled(record) => Some(record.as_deref()),
             _ => None,
         };
-        let (reference, source) = ReferenceChoice::choose(path, compiled, reference, name_it, &hashes);
+        let (reference, source) = reference_choice(path, compiled, reference, name_it, &hashes);
         let reference_given = OnceLock::new();
         if let Some(source) = source {
             let _ = reference_given.set(source);
@@ -225,5 +225,81 @@ impl Subject {
             Some(llm) => npugate_engine::compiled::refuse_on_emulator(llm),
             None => Ok(()),
         }
+    }
+}
+
+/// The reference choice for `model` with `--reference-model` `given`: `compiled` is `None` for a model
+/// the CPU EP can run (an LLM folder's graphs are checked by the generation itself), else
+/// what the compiled model's record says (`Some(None)`: EPContext nodes without npugate's
+/// record); `name_it` is how the command's user names a source (the fix the skip line gives).
+/// A recorded source is hashed with `hashes` (the command's cache) to check its digest, and
+/// handed back as looked at, so that nothing hashes it again.
+fn reference_choice(
+    model: &Path,
+    compiled: Option<Option<&CompiledFor>>,
+    given: Option<&Path>,
+    name_it: &str,
+    hashes: &HashCache,
+) -> (ReferenceChoice, Option<GivenModel>) {
+    let Some(record) = compiled else {
+        let choice =
+            ReferenceChoice { outputs: Some(given.unwrap_or(model).to_path_buf()), ..ReferenceChoice::default() };
+        return (choice, None);
+    };
+    let shapes = match record {
+        Some(record) => record
+            .source_shapes
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<Vec<ShapeSpec>, String>>()
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let source = match given {
+        Some(given) => Ok((given.to_path_buf(), None)),
+        None => recorded_source(model, record, hashes).map(|source| (source.path.clone(), Some(source))),
+    };
+    let choice = match source {
+        Ok((path, looked)) => {
+            let choice =
+                ReferenceChoice { source: Some(path.clone()), outputs: Some(path), source_shapes: shapes, skipped: None };
+            return (choice, looked);
+        }
+        Err(why) => ReferenceChoice {
+            skipped: Some(format!(
+                "no reference pass and no output check for {}: it is compiled (EPContext nodes, which the CPU EP cannot run) and {why}; \
+                 {name_it} to count its FLOPs and check its outputs",
+                model.display()
+            )),
+            ..ReferenceChoice::default()
+        },
+    };
+    (choice, None)
+}
+
+/// The source model `record` names, relative to `model`'s folder, when it is there and still the
+/// model that was compiled (same digest, hashed with `hashes`), as looked at; else why not.
+fn recorded_source(
+    model: &Path,
+    record: Option<&CompiledFor>,
+    hashes: &HashCache,
+) -> std::result::Result<GivenModel, String> {
+    let Some(record) = record.filter(|r| !r.source_model.is_empty()) else {
+        return Err("names no source model (it was not compiled by npugate compile, or before it recorded one)".into());
+    };
+    let recorded = model.parent().unwrap_or(Path::new("")).join(&record.source_model);
+    let Ok(path) =
+        recorded.canonicalize().map_err(drop).and_then(|path| if path.is_file() { Ok(path) } else { Err(()) })
+    else {
+        return Err(format!("its source model {} (recorded at compile time) is not there", recorded.display()));
+    };
+    match GivenModel::read(&path, hashes) {
+        Ok(source) if source.files.digest == record.source_model_digest => Ok(source),
+        Ok(GivenModel { files: ModelFiles { digest, .. }, .. }) => Err(format!(
+            "its source model {} changed since it was compiled (digest {digest}, compiled from {})",
+            path.display(),
+            record.source_model_digest
+        )),
+        Err(error) => Err(format!("its source model {} cannot be read ({error:#})", path.display())),
     }
 }
