@@ -85,7 +85,7 @@ impl ChooseRequest<'_> {
             let mut reference: Option<Reference> = None;
             let mut cells = Vec::new();
             for (variant, model) in self.variants.iter().zip(self.models) {
-                let key = cache::Key::new(variant, &qnn_build, sample, self.session, self.fp16);
+                let key = cache::Key::new(variant, &qnn_build, sample, (self.session, self.fp16), &model.hashes);
                 let cached: Option<Vec<SampleCell>> =
                     self.socs.iter().map(|soc| cache::read(&key, soc.model)).collect();
                 if let Some(cached) = cached {
