@@ -173,7 +173,9 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
-    let rack = on_every_target(on, (&instrumented.model, None), &settings, request.cancel, out, &names);
+    // The instrumented copy is a file of its own: looked at once, with the command's cache.
+    let instrumented_model = GivenModel::read(&instrumented.model, &request.model.hashes)?;
+    let rack = on_every_target(on, &instrumented_model, &settings, request.cancel, out, &names);
     let reference_saved = Saved { dir: &reference_run.dir, result: &reference_run.result };
     let runs: Vec<TargetRun> = on
         .planned
@@ -234,11 +236,11 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     Ok(report)
 }
 
-/// Runs `model` (with the command's look at it, when it is the model as given) with `settings`
-/// on every target in parallel (each with its own harness and runtime), each into `dir/<its name>`.
+/// Runs `model` (as the command looked at it) with `settings` on every target in parallel (each
+/// with its own harness and runtime), each into `dir/<its name>`.
 fn on_every_target(
     on: &Targets<'_>,
-    (model, given): (&Path, Option<&GivenModel>),
+    model: &GivenModel,
     settings: &HarnessSettings,
     cancel: &Cancel,
     dir: &Path,
@@ -250,8 +252,8 @@ fn on_every_target(
         .map(|p| {
             let job = Job {
                 env: on.env,
-                given,
-                ..Job::new(&p.harness, &p.runtime, model, settings, on.timeouts.run, cancel)
+                given: Some(model),
+                ..Job::new(&p.harness, &p.runtime, &model.path, settings, on.timeouts.run, cancel)
             };
             RunSpec { job, gate: None, reference: None }
         })
@@ -377,8 +379,7 @@ fn boundaries(
     names: &[String],
 ) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
-    let plain = (request.model.path.as_path(), Some(request.model));
-    let rack = on_every_target(on, plain, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
+    let rack = on_every_target(on, request.model, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();
     for (outcome, finished) in rack.report.devices.iter().zip(&rack.results) {
         let Some(report) = finished else {
