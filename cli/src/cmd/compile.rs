@@ -138,6 +138,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         model: &model_name,
         measured_by,
         timeout: plan.timeouts.context_load,
+        hashes: &given.hashes,
     }
     .run(&compat_dir, &console.policy(0))?;
     let saved = format!("the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());
