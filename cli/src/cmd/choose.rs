@@ -187,9 +187,11 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         ),
         None => None,
     };
+    // Every flag becomes a typed value before the plan: after it, the command reads only the plan
+    // and these.
+    let (eval, session, json) = (args.eval.clone(), args.session.clone(), args.json.json);
+    let rule = AccuracyRule { min_top1_pct: args.min_top1, min_sqnr_db: args.min_sqnr };
     let plan = Plan::resolve(&args.request(&models[float]), &Installed)?;
-    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
-    let ChooseArgs { eval, min_top1, min_sqnr, session, json: JsonArg { json }, .. } = args;
     plan.announce();
     let host = one_host(&plan)?;
     let socs: Vec<_> = plan.targets.iter().filter_map(|t| t.soc).collect();
@@ -207,7 +209,7 @@ pub fn run(args: ChooseArgs, console: &Console) -> Result<u8> {
         session: &session,
         fp16: plan.fp16,
         timeouts: plan.timeouts,
-        rule: AccuracyRule { min_top1_pct: min_top1, min_sqnr_db: min_sqnr },
+        rule,
         baseline: baseline.as_ref(),
     };
     let report = request.run(&plan.out, &console.policy(0))?;
