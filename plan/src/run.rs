@@ -399,5 +399,18 @@ mod tests {
         Bundle::new().subject(plan.model.given().unwrap(), Some(other), &model, &planned.runtime, &settings);
         assert_eq!(fake.hashes.lookups(), 2, "nothing after the plan's hand-off asked for a hash");
         assert_ne!(ModelFiles::read(&float, &fake.hashes).unwrap().sha256, hashed.sha256, "the test can tell");
+
+        // A reference model that is not there is refused before anything runs, with the fix.
+        let missing = work.path().join("gone.onnx");
+        let request = Request { reference_model: Some(&missing), ..request };
+        let plan = Plan::resolve(&request, &fake).unwrap();
+        let error = RunInputs::of_plan(&plan, &settings, None, &cancel, &fake).err().expect("refused");
+        assert_eq!(
+            format!("{error:#}"),
+            format!(
+                "reference model {} not found; pass --reference-model with the float .onnx model",
+                missing.display()
+            )
+        );
     }
 }

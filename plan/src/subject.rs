@@ -136,7 +136,8 @@ impl Subject {
 
     /// The outputs' reference model ([`ReferenceChoice::outputs`]) with its files located and
     /// hashed with the command's cache — once, on the first call (the model itself when it is
-    /// its own reference); `None` when it has none.
+    /// its own reference); `None` when it has none. One that cannot be read is refused before
+    /// anything runs, naming it and the fix.
     pub fn reference_model(&self) -> Result<Option<&GivenModel>> {
         let Some(reference) = self.reference.outputs.as_deref() else { return Ok(None) };
         if reference == self.path {
@@ -145,11 +146,10 @@ impl Subject {
         if let Some(given) = self.reference_given.get() {
             return Ok(Some(given));
         }
-        let given = GivenModel::read(reference, &self.hashes).map_err(|error| {
-            error.context(format!(
-                "reference model {} cannot be read; pass --reference-model with the float .onnx model",
-                reference.display()
-            ))
+        let fix = "pass --reference-model with the float .onnx model";
+        let given = GivenModel::read(reference, &self.hashes).map_err(|error| match reference.exists() {
+            false => anyhow::anyhow!("reference model {} not found; {fix}", reference.display()),
+            true => error.context(format!("reference model {} cannot be read; {fix}", reference.display())),
         })?;
         Ok(Some(self.reference_given.get_or_init(|| given)))
     }
