@@ -95,6 +95,7 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
     }
     plan.announce();
     let (baseline_model, candidate_model) = (baseline.given()?, plan.model.given()?);
+    let sources = [baseline.source_model()?, plan.model.source_model()?];
     let specs: Vec<CompareSpec> = plan
         .targets
         .iter()
@@ -102,7 +103,7 @@ pub fn run(args: CompareArgs, console: &Console) -> Result<u8> {
             job: Job::new(&one.harness, &one.runtime, &plan.model.path, settings, plan.timeouts.run, &console.cancel),
             baseline: baseline_model,
             candidate: candidate_model,
-            sources: [choices[0].source.as_deref(), choices[1].source.as_deref()],
+            sources,
             rounds,
             budget,
             runs_per_round,

@@ -81,9 +81,11 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
     // The context-compat matrix names the command that measured it.
     let measured_by =
         std::iter::once("npugate".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    // Every flag becomes a typed value before the plan: after it, the command reads only the plan
+    // and these.
+    let (context_file, lengths, session, json) =
+        (args.context_file, args.lengths.clone(), args.session.clone(), args.json.json);
     let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
-    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
-    let CompileArgs { context_file, lengths, session, json: JsonArg { json }, .. } = args;
     plan.announce();
     let soc = plan.targets.first().and_then(|planned| planned.soc).context("an emulator target has its SoC")?;
     let hosts: Vec<HostHtp> = plan
@@ -138,6 +140,7 @@ pub fn run(args: CompileArgs, console: &Console) -> Result<u8> {
         model: &model_name,
         measured_by,
         timeout: plan.timeouts.context_load,
+        hashes: &given.hashes,
     }
     .run(&compat_dir, &console.policy(0))?;
     let saved = format!("the matrix (npugate.context-compat/1) and every load's result in {}", compat_dir.display());

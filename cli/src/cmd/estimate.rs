@@ -100,6 +100,7 @@ fn estimate(
     // What the run needs besides the plan, built before it: nothing reads the flags after.
     let (session, json) =
         (npugate_settings::SessionSettings { shapes: args.shapes.clone(), ..Default::default() }, args.json.json);
+    let shown = model.display().to_string();
     let plan = Plan::resolve(&request, &Installed)?;
     let planned = &plan.targets[0];
     let preflight = npugate_engine::host_preflight::HostPreflight {
@@ -117,7 +118,7 @@ fn estimate(
     let report = EstimateReport {
         schema: ESTIMATE_SCHEMA.into(),
         label: LABEL.into(),
-        model: model.display().to_string(),
+        model: shown,
         model_sha256: placement.model_sha256.clone(),
         features,
         reference: estimator.reference.source.clone(),

@@ -191,7 +191,8 @@ mod tests {
             Command::Numerics(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Preflight(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
             Command::Compile(a) => a.request().and_then(|r| Plan::resolve(&r, &fake)),
-            Command::Choose(a) => Plan::resolve(&a.request(&a.variant[0]), &fake),
+            Command::Choose(a) => npugate_engine::model::GivenModel::read(&a.variant[0], &fake.hashes)
+                .and_then(|float| Plan::resolve(&a.request(&float), &fake)),
             other => panic!("{other:?} runs no harness"),
         }
         .map_err(|e| format!("{e:#}"))?;

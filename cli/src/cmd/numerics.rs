@@ -63,17 +63,17 @@ pub fn run(args: NumericsArgs, console: &super::console::Console) -> Result<u8> 
     }
     let policy = args.target.place.devices.policy(console);
     let json = args.target.json.json;
+    // Every flag becomes a typed value before the plan: after it, the command reads only the plan
+    // and these.
+    let (tensors, min_sqnr_db, session) = (TensorChoice::parse(&args.tensors), args.min_sqnr_db, args.session.clone());
     let plan = Plan::resolve(&args.request()?, &Installed)?;
-    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
-    let NumericsArgs { tensors, min_sqnr_db, session, .. } = args;
     // A compiled model's fp32 reference is its source model, found the way `npugate run` finds it.
     let choice = &plan.model.reference;
-    let Some(reference_model) = choice.outputs.as_deref() else {
+    let Some(reference_model) = plan.model.reference_model()? else {
         bail!("{}", choice.skipped.as_deref().unwrap_or("no reference model"));
     };
     plan.announce();
     let (host_harness, host_runtime) = plan::reference_tools(&Installed)?;
-    let tensors = TensorChoice::parse(&tensors);
     let settings = choice.settings_for(&HarnessSettings::from(session));
     let request = NumericsRequest {
         model: plan.model.given()?,

@@ -93,10 +93,15 @@ pub fn run(args: PreflightArgs, console: &Console) -> Result<u8> {
     let model = args.subject.model.model.canonicalize().with_context(|| {
         format!("model {} cannot be read; pass --model with an .onnx file", args.subject.model.model.display())
     })?;
+    // Every flag becomes a typed value before the plan: after it, the command reads only the plan
+    // and these.
+    let settings = Settings {
+        session: args.session.clone(),
+        lengths: args.lengths.clone(),
+        execute: !args.no_execute,
+        json: args.json.json,
+    };
     let plan = Plan::resolve(&Request { model: &model, ..args.request()? }, &Installed)?;
-    // From here on the plan and the flags' typed settings: nothing reads the flags themselves.
-    let PreflightArgs { no_execute, json: JsonArg { json }, lengths, session, .. } = args;
-    let settings = Settings { session, lengths, execute: !no_execute, json };
     plan.announce();
     let model = plan.model.given()?;
     match plan.kind {
@@ -106,7 +111,7 @@ pub fn run(args: PreflightArgs, console: &Console) -> Result<u8> {
     }
 }
 
-/// What a preflight needs besides its plan: the flags' typed settings, taken from them once the
+/// What a preflight needs besides its plan: the flags' typed settings, taken from them before the
 /// plan is resolved.
 struct Settings {
     /// How the session is made.

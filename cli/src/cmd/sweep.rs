@@ -93,48 +93,49 @@ pub fn run(args: SweepArgs, console: &super::console::Console) -> Result<u8> {
 
 /// `npugate sweep --plan`.
 fn run_plan(plan_file: &Path, args: &SweepArgs, console: &super::console::Console) -> Result<u8> {
+    // Every flag becomes a typed value before the plan: after it, the sweep reads only the plan
+    // and these.
+    let bundle = args.evidence.bundle()?;
+    let (night, shard, out) = (args.night.clone(), args.shard, args.out.out.clone());
+    let devices_args = &args.devices;
+    let (adb, selectors) = (devices_args.devices.adb()?, devices_args.devices.devices.clone());
+    let (adb_settings, policy) = (devices_args.adb_settings(), devices_args.policy(console));
+    let timeouts = Timeouts::LOCAL.with_run(devices_args.run_timeout());
+    let (harness, history) = (args.harness.harness.clone(), args.history.path());
     let plan = SweepPlan::load(plan_file)?;
     for model in &plan.models {
         if let Some(skipped) = model.subject.reference.skipped_for(&model.settings) {
             eprintln!("npugate sweep: warning: model {}: {skipped}", model.name);
         }
     }
-    let bundle = args.evidence.bundle()?;
-    let default_night = args.night.clone().unwrap_or_else(npugate_sweeps::sweep::today);
-    let out = args.out.out.clone().unwrap_or_else(|| {
-        let folder = match args.shard {
+    let default_night = night.clone().unwrap_or_else(npugate_sweeps::sweep::today);
+    let out = out.unwrap_or_else(|| {
+        let folder = match shard {
             Some(shard) => format!("{default_night}-{}", shard.folder()),
             None => default_night.clone(),
         };
         PathBuf::from("npugate-sweeps").join(&plan.name).join(folder)
     });
-    let devices_args = &args.devices;
-    let adb = devices_args.devices.adb()?;
-    let cut = Cut { units: sweep::plan_units(&plan, &adb, &devices_args.devices.devices)?, shard: args.shard };
+    let cut = Cut { units: sweep::plan_units(&plan, &adb, &selectors)?, shard };
     let mut devices: Vec<SweepTarget<Box<dyn Target>>> =
-        sweep::resolve_devices(&plan, &adb, &cut, &devices_args.adb_settings())?
-            .into_iter()
-            .map(SweepTarget::boxed)
-            .collect();
+        sweep::resolve_devices(&plan, &adb, &cut, &adb_settings)?.into_iter().map(SweepTarget::boxed).collect();
     devices.extend(sweep::host_htp_targets(&plan, &cut).into_iter().map(SweepTarget::boxed));
     if cut.taken().any(|(_, unit)| matches!(unit, npugate_sweeps::sweep::unit::Unit::AiHub(_))) {
         let session = std::sync::Arc::new(super::options::aihub_session()?);
         devices.extend(sweep::aihub_targets(&plan, &cut, &session)?.into_iter().map(SweepTarget::boxed));
     }
-    let policy = devices_args.policy(console);
     let options = SweepOptions {
         out: &out,
-        night: args.night.as_deref(),
-        harness: args.harness.harness.as_deref(),
+        night: night.as_deref(),
+        harness: harness.as_deref(),
         policy: &policy,
-        timeouts: Timeouts::LOCAL.with_run(devices_args.run_timeout()),
+        timeouts,
         cut: &cut,
     };
     let summary = sweep::run_sweep(&plan, &devices, &options)?;
-    let (written, history_ok) = report(&summary, &out, &args.history.path())?;
+    let (written, history_ok) = report(&summary, &out, &history)?;
     if let Some((bundle_dir, key)) = &bundle {
-        let manifest = sweep::evidence::for_sweep(&plan, &out, args.harness.harness.as_deref(), &written)?
-            .write(bundle_dir, key)?;
+        let manifest = sweep::evidence::for_sweep(&plan, &out, harness.as_deref(), &written)?.write(bundle_dir, key)?;
         eprintln!(
             "npugate sweep: evidence bundle of {} files signed in {}",
             manifest.files.len(),

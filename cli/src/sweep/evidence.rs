@@ -28,10 +28,10 @@ pub fn for_sweep(plan: &SweepPlan, sweep_dir: &Path, harness: Option<&Path>, rep
     }
     for model in &plan.models {
         bundle = bundle
-            .model("model", &format!("model/{}", model.name), &model.subject.path)?
+            .model("model", &format!("model/{}", model.name), model.subject.given()?)
             .inputs(&format!("inputs/{}", model.name), &model.settings);
-        if let Some(source) = &model.subject.reference.source {
-            bundle = bundle.model("reference_model", &format!("reference-model/{}", model.name), source)?;
+        if let Some(source) = model.subject.source_model()? {
+            bundle = bundle.model("reference_model", &format!("reference-model/{}", model.name), source);
         }
     }
     for runtime in plan.all_runtimes() {

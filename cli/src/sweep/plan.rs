@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use npugate_gate::Rules;
 use serde::{Deserialize, Serialize};
 
+use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_plan::{ModelFlags, Subject};
 use npugate_result::hexagon::Soc;
@@ -154,9 +155,10 @@ impl PlanFile {
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{shown}{}", toml_error(&text, &e)))
     }
 
-    /// What checks a plan read from `file`: paths resolve against its folder, errors name it.
+    /// What checks a plan read from `file`: paths resolve against its folder, errors name it,
+    /// its models are hashed with the sweep's one cache.
     fn context(file: &Path) -> PlanContext<'_> {
-        PlanContext { file, base: file.parent().unwrap_or(Path::new(".")) }
+        PlanContext { file, base: file.parent().unwrap_or(Path::new(".")), hashes: HashCache::default_cache() }
     }
 }
 
@@ -164,6 +166,8 @@ impl PlanFile {
 struct PlanContext<'a> {
     file: &'a Path,
     base: &'a Path,
+    /// The sweep's hash cache: every model of the plan is hashed with it, once.
+    hashes: HashCache,
 }
 
 impl PlanContext<'_> {
@@ -295,7 +299,7 @@ impl PlanContext<'_> {
         }
         // The model looked at as `npugate run` looks at it: its kind, what the kind refuses, its reference.
         let name_it = "set reference_model = \"<its source .onnx>\" in its [[model]]";
-        let subject = Subject::classify(&path, reference_model.as_deref(), name_it)
+        let subject = Subject::classify_in(&path, reference_model.as_deref(), name_it, self.hashes.clone())
             .map_err(|e| self.error(&field("path"), format!("{e:#}")))?;
         let flags = ModelFlags::of(&model_settings.session, Some(&model_settings.generation));
         subject
@@ -362,7 +366,9 @@ impl PlanContext<'_> {
         let field = if qnn.is_empty() { "socs" } else { "qnn" };
         let mut runtimes: Vec<RuntimeManifest> = Vec::new();
         for model in models {
+            let given = model.subject.given().map_err(|e| self.error(field, format!("{e:#}")))?;
             let request = npugate_plan::Request {
+                given: Some(given),
                 runtime: htp_runtime,
                 socs: socs.to_vec(),
                 qnn: choice.clone(),

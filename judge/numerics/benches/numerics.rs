@@ -147,7 +147,7 @@ fn numerics_end_to_end(setup: &Setup) -> EndToEnd {
     let given = GivenModel::read(&setup.model, &HashCache::default_cache()).expect("the model");
     let request = NumericsRequest {
         model: &given,
-        reference_model: &setup.model,
+        reference_model: &given,
         tensors: &TensorChoice::All,
         min_sqnr_db: numerics::DEFAULT_MIN_SQNR_DB,
         settings: &settings,

@@ -30,7 +30,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use npugate_onnx::Model;
-use npugate_result::digest::sha256_file;
 use npugate_result::{contract, files};
 use npugate_settings::HarnessSettings;
 
@@ -93,7 +92,7 @@ pub struct NumericsRequest<'a> {
     /// The model under test (quantized or float), as the command looked at it.
     pub model: &'a GivenModel,
     /// The float model whose CPU run is the reference (the model itself when it is float).
-    pub reference_model: &'a Path,
+    pub reference_model: &'a GivenModel,
     /// Which tensors to expose.
     pub tensors: &'a TensorChoice,
     /// The divergence threshold, dB.
@@ -142,8 +141,9 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     let model = load(&request.model.path, request.settings)?;
     prepare_out(out)?;
     // The model against itself is read once.
-    let same = std::fs::canonicalize(&request.model.path).ok() == std::fs::canonicalize(request.reference_model).ok();
-    let reference = if same { None } else { Some(load(request.reference_model, request.settings)?) };
+    let reference_model = &request.reference_model.path;
+    let same = std::fs::canonicalize(&request.model.path).ok() == std::fs::canonicalize(reference_model).ok();
+    let reference = if same { None } else { Some(load(reference_model, request.settings)?) };
     let reference = reference.as_ref().unwrap_or(&model);
     let names = result_dir_names(&on.planned.iter().map(|p| p.target.name().to_string()).collect::<Vec<_>>());
     let selection = match request.tensors {
@@ -159,7 +159,7 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
             "no tensor of {} matches a tensor of {} (rules: same name, or the DequantizeLinear output of the QuantizeLinear that \
              reads the float name); pass the float model the QDQ model was made from as --reference-model",
             request.model.path.display(),
-            request.reference_model.display()
+            reference_model.display()
         );
     }
     let instrumented = instrument(request, &model, (!same).then_some(reference), &matching)?;
@@ -167,13 +167,15 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     let reference_run = ReferenceRequest {
         harness: request.host_harness,
         runtime: request.host_runtime,
-        model: &instrumented.reference,
+        model: &GivenModel::read(&instrumented.reference, &request.model.hashes)?,
         settings: request.settings,
         timeout: on.timeouts.reference,
     }
     .run(&reference_dir, request.cancel)?;
     let settings = one_inference(request.settings, true);
-    let rack = on_every_target(on, (&instrumented.model, None), &settings, request.cancel, out, &names);
+    // The instrumented copy is a file of its own: looked at once, with the command's cache.
+    let instrumented_model = GivenModel::read(&instrumented.model, &request.model.hashes)?;
+    let rack = on_every_target(on, &instrumented_model, &settings, request.cancel, out, &names);
     let reference_saved = Saved { dir: &reference_run.dir, result: &reference_run.result };
     let runs: Vec<TargetRun> = on
         .planned
@@ -189,7 +191,10 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
         .collect();
     let header = Header {
         model: ModelRef { path: request.model.path.display().to_string(), sha256: request.model.files.sha256.clone() },
-        reference: model_ref(request.reference_model)?,
+        reference: ModelRef {
+            path: reference_model.display().to_string(),
+            sha256: request.reference_model.files.sha256.clone(),
+        },
         reference_run: files::NUMERICS_REFERENCE_DIR.into(),
         min_sqnr_db: request.min_sqnr_db,
         tensors: request.tensors.label().into(),
@@ -231,11 +236,11 @@ pub fn run(request: &NumericsRequest<'_>, on: &Targets<'_>) -> Result<NumericsRe
     Ok(report)
 }
 
-/// Runs `model` (with the command's look at it, when it is the model as given) with `settings`
-/// on every target in parallel (each with its own harness and runtime), each into `dir/<its name>`.
+/// Runs `model` (as the command looked at it) with `settings` on every target in parallel (each
+/// with its own harness and runtime), each into `dir/<its name>`.
 fn on_every_target(
     on: &Targets<'_>,
-    (model, given): (&Path, Option<&GivenModel>),
+    model: &GivenModel,
     settings: &HarnessSettings,
     cancel: &Cancel,
     dir: &Path,
@@ -247,8 +252,8 @@ fn on_every_target(
         .map(|p| {
             let job = Job {
                 env: on.env,
-                given,
-                ..Job::new(&p.harness, &p.runtime, model, settings, on.timeouts.run, cancel)
+                given: Some(model),
+                ..Job::new(&p.harness, &p.runtime, &model.path, settings, on.timeouts.run, cancel)
             };
             RunSpec { job, gate: None, reference: None }
         })
@@ -358,7 +363,9 @@ fn instrument(
     let (model_path, exposed_in_model) = write(model, &request.model.path, matching.exposed_in_model(), "model")?;
     let (reference_path, exposed_in_reference) = match reference {
         None => (model_path.clone(), exposed_in_model),
-        Some(reference) => write(reference, request.reference_model, matching.exposed_in_reference(), "reference")?,
+        Some(reference) => {
+            write(reference, &request.reference_model.path, matching.exposed_in_reference(), "reference")?
+        }
     };
     Ok(Instrumented { model: model_path, reference: reference_path, exposed_in_model, exposed_in_reference })
 }
@@ -372,8 +379,7 @@ fn boundaries(
     names: &[String],
 ) -> Result<BTreeSet<String>> {
     let settings = one_inference(request.settings, false);
-    let plain = (request.model.path.as_path(), Some(request.model));
-    let rack = on_every_target(on, plain, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
+    let rack = on_every_target(on, request.model, &settings, request.cancel, &request.out.join(PLAIN_DIR), names);
     let mut tensors = BTreeSet::new();
     for (outcome, finished) in rack.report.devices.iter().zip(&rack.results) {
         let Some(report) = finished else {
@@ -406,12 +412,6 @@ fn load(path: &Path, settings: &HarnessSettings) -> Result<Model> {
     npugate_engine::model::check_sizes(&model, path, &settings.shapes, &settings.inputs, memory)?;
     model.name_nodes_as_onnx_runtime();
     Ok(model)
-}
-
-/// The model file and its sha256.
-fn model_ref(path: &Path) -> Result<ModelRef> {
-    let (sha256, _) = sha256_file(path).with_context(|| format!("cannot read model {}", path.display()))?;
-    Ok(ModelRef { path: path.display().to_string(), sha256 })
 }
 
 /// `path` relative to `base` when below it.

@@ -12,7 +12,7 @@
 //!   alike — the choice is announced;
 //! - **SoCs**: `--soc` names the SoCs of the emulator only (default [`npugate_engine::host_htp::DEFAULT_SOC`]);
 //!   `--qnn` picks one emulator runtime per QNN version (each SoC × QNN version is a target);
-//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` ([`npugate_engine::layout::default_out_dir`]);
+//! - **out**: `--out`, else `npugate-results/<model>/<leaf>` (`out_dir`);
 //!   `compile` writes beside the model (`<model>_ctx.onnx`, `<folder>_ctx/`, or one per QNN version
 //!   in the model's folder);
 //! - **the model**: looked at once ([`Subject`]: a single `.onnx`, a compiled one, an LLM folder),
@@ -32,7 +32,7 @@ use npugate_settings::EpKind;
 use npugate_aihub::Session;
 use npugate_android::adb::Adb;
 use npugate_android::devices::{DeviceChoice, DeviceInfo};
-use npugate_engine::compiled::NAME_IT_BY_FLAG;
+use npugate_engine::model::GivenModel;
 use npugate_engine::targets::adb::{AdbSettings, AdbTarget};
 use npugate_engine::targets::aihub::AiHubTarget;
 use npugate_engine::targets::host::HostTarget;
@@ -242,6 +242,10 @@ pub struct Request<'a> {
     pub command: Command,
     /// The model (the file the user named).
     pub model: &'a Path,
+    /// `model` as the command looked at it before the plan (choose's float variant, read and
+    /// hashed with the other variants): the plan takes it and its hash cache instead of building
+    /// a cache and hashing it again.
+    pub given: Option<&'a GivenModel>,
     /// Where.
     pub place: Place,
     /// The EP the model should run on.
@@ -275,6 +279,7 @@ impl<'a> Request<'a> {
         Request {
             command,
             model,
+            given: None,
             place,
             ep,
             runtime: None,
@@ -290,6 +295,9 @@ impl<'a> Request<'a> {
         }
     }
 }
+
+/// How `run` and `numerics` name a compiled model's source.
+pub const NAME_IT_BY_FLAG: &str = "pass --reference-model <its source .onnx>";
 
 /// How a compare's user keeps a compiled side's source (compare has no `--reference-model`).
 pub const NAME_IT_BY_KEEPING: &str = "keep its source model where npugate compile recorded it (beside it, unchanged)";
@@ -681,9 +689,14 @@ fn models(request: &Request<'_>, resources: &dyn Resources) -> Result<(Subject, 
     if let Some(settings) = request.settings {
         settings.check()?;
     }
-    let hashes = resources.hash_cache();
+    let given = request.given.filter(|given| given.path == request.model);
+    let hashes = given.map_or_else(|| resources.hash_cache(), |given| given.hashes.clone());
     let look = |path: &Path, reference: Option<&Path>| -> Result<Subject> {
         let subject = Subject::classify_in(path, reference, name_it, hashes.clone())?;
+        let subject = match given.filter(|given| given.path == path) {
+            Some(given) => subject.looked_at(given.clone()),
+            None => subject,
+        };
         subject.refuse(request.command, &request.flags)?;
         if let Some(settings) = request.settings {
             npugate_engine::model::check_run(path, subject.llm(), settings)?;
@@ -781,7 +794,7 @@ fn out_dir(request: &Request<'_>, plan: &Plan) -> PathBuf {
         (Command::Compile, None, 1) => model.with_file_name(format!("{}_ctx.onnx", stem(model))),
         (Command::Compile, None, _) => model.parent().map(PathBuf::from).unwrap_or_default(),
         (command, _, _) => {
-            npugate_engine::layout::default_out_dir(model, &default_leaf(command, plan.kind, request.ep))
+            PathBuf::from("npugate-results").join(stem(model)).join(default_leaf(command, plan.kind, request.ep))
         }
     }
 }

@@ -16,7 +16,6 @@ use npugate_settings::HarnessSettings;
 
 use crate::subject::Subject;
 use crate::{Plan, Resources};
-use npugate_engine::compiled::ReferenceChoice;
 use npugate_engine::confirm::run_confirmed;
 use npugate_engine::consistency;
 use npugate_engine::device_rack::{self, Ran};
@@ -32,7 +31,7 @@ use npugate_engine::targets::{Cancel, Execution, Job, Target};
 use npugate_engine::timeouts::Timeouts;
 use npugate_host::runtime::RuntimeManifest;
 
-/// What every target of one run shares — the model with its reference choice, the settings, the
+/// What every target of one run shares — the model with its source and reference models, the settings, the
 /// rules, the limit of one harness run, the interrupt flag and the output check's host tools — and
 /// the one place a target's [`RunSpec`] is built: `npugate run` builds one per target of its plan,
 /// a sweep one per cell.
@@ -40,7 +39,10 @@ pub struct RunInputs<'a> {
     model: &'a Path,
     /// `model` as its subject looked at it and hashed it, once.
     given: &'a GivenModel,
-    choice: &'a ReferenceChoice,
+    /// A compiled model's source, as its subject looked at it (the harness's reference pass).
+    source: Option<&'a GivenModel>,
+    /// The output check's reference model, as its subject looked at it, when outputs are checked.
+    reference: Option<&'a GivenModel>,
     settings: &'a HarnessSettings,
     /// The reference run's settings: `settings` with a compiled model's recorded source shapes
     /// when they fix none.
@@ -66,14 +68,19 @@ impl<'a> RunInputs<'a> {
         resources: &dyn Resources,
     ) -> Result<RunInputs<'a>> {
         let choice = &subject.reference;
-        let tools = match settings.check_outputs && choice.outputs.is_some() {
-            true => Some(crate::reference_tools(resources)?),
+        let reference = match settings.check_outputs {
+            true => subject.reference_model()?,
             false => None,
+        };
+        let tools = match reference {
+            Some(_) => Some(crate::reference_tools(resources)?),
+            None => None,
         };
         Ok(RunInputs {
             model: &subject.path,
             given: subject.given()?,
-            choice,
+            source: subject.source_model()?,
+            reference,
             settings,
             reference_settings: choice.settings_for(settings),
             gate,
@@ -98,7 +105,7 @@ impl<'a> RunInputs<'a> {
     /// source, or the model itself), when outputs are checked.
     pub fn reference_request(&self) -> Option<ReferenceRequest<'_>> {
         let (harness, runtime) = self.tools.as_ref()?;
-        let model = self.choice.outputs.as_deref()?;
+        let model = self.reference?;
         Some(ReferenceRequest {
             harness,
             runtime,
@@ -117,7 +124,7 @@ impl<'a> RunInputs<'a> {
         shared: Option<&'s Reference>,
     ) -> RunSpec<'s> {
         let job = Job {
-            reference_model: self.choice.source.as_deref(),
+            reference_model: self.source,
             given: Some(self.given),
             ..Job::new(harness, runtime, self.model, self.settings, self.timeouts.run, self.cancel)
         };
@@ -182,11 +189,6 @@ pub fn execute(plan: &Plan, options: &RunOptions<'_>, resources: &dyn Resources)
     }
 }
 
-/// The model the evidence bundle holds as the outputs' reference, when it is another model.
-fn other_reference(plan: &Plan) -> Option<&Path> {
-    plan.model.reference.outputs.as_deref().filter(|r| *r != plan.model.path)
-}
-
 /// What one target's run (into `<out>`) says: its problems, its verdict, the evidence.
 fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u8> {
     report_problems(&report.execution, &report.outputs, &report.placed);
@@ -201,11 +203,11 @@ fn single(plan: &Plan, report: &RunReport, options: &RunOptions<'_>) -> Result<u
         let summary = Some(VerdictSummary::of(verdict));
         let bundle = Bundle::new().run(one.target.name(), report.placed.dir(), &report.result, summary).subject(
             plan.model.given()?,
-            other_reference(plan),
+            plan.model.other_reference()?,
             &one.harness,
             &one.runtime,
             options.settings,
-        )?;
+        );
         write_evidence(bundle, bundle_dir, key)?;
     }
     Ok(exit_code)
@@ -249,11 +251,11 @@ fn racked(
         let first = &plan.targets[0];
         bundle = bundle.file("device", files::RACK, &plan.out.join(files::RACK)).subject(
             plan.model.given()?,
-            other_reference(plan),
+            plan.model.other_reference()?,
             &first.harness,
             &first.runtime,
             options.settings,
-        )?;
+        );
         for other in &plan.targets[1..] {
             bundle = bundle.runtime(&other.runtime);
         }
@@ -352,8 +354,58 @@ mod tests {
         run_on(&target, &spec, &work.path().join("out"), &Progress::silent()).unwrap();
         assert_eq!(target.given.into_inner().unwrap(), vec![hashed.clone()], "the target got the plan's hashes");
         assert_eq!(spec.job.model_files().unwrap(), hashed);
-        Bundle::new().subject(plan.model.given().unwrap(), None, &model, &planned.runtime, &settings).unwrap();
+        Bundle::new().subject(plan.model.given().unwrap(), None, &model, &planned.runtime, &settings);
         assert_eq!(fake.hashes.lookups(), 1, "nothing after the plan asked for a hash");
         assert_ne!(ModelFiles::read(&model, &fake.hashes).unwrap().sha256, hashed.sha256, "the test can tell");
+    }
+
+    #[test]
+    fn a_run_checking_outputs_hashes_its_reference_model_once_with_the_plans_cache() {
+        let fake = Fake::machine();
+        let work = tempfile::tempdir().unwrap();
+        let (model, float) = (work.path().join("m.onnx"), work.path().join("f.onnx"));
+        identity_model(&model, &[Some(1), Some(3)]);
+        identity_model(&float, &[Some(1), Some(3)]);
+        let settings = HarnessSettings { check_outputs: true, ..HarnessSettings::default() };
+        let request = Request {
+            settings: Some(&settings),
+            reference_model: Some(&float),
+            ..Request::new(Command::Run, &model, Place::Local, EpKind::Cpu)
+        };
+        let plan = Plan::resolve(&request, &fake).unwrap();
+        let cancel = Cancel::new();
+        let inputs = RunInputs::of_plan(&plan, &settings, None, &cancel, &fake).unwrap();
+        assert_eq!(fake.hashes.lookups(), 2, "the model and its reference, one file each, hashed once");
+        let reference = plan.model.reference_model().unwrap().expect("the reference model");
+        assert_eq!(reference.path, float);
+        let hashed = reference.files.clone();
+
+        // Other models in their places from here: a second hash (with any cache) would see them.
+        identity_model(&model, &[Some(1), Some(4)]);
+        identity_model(&float, &[Some(1), Some(5)]);
+        let planned = &plan.targets[0];
+        let spec = inputs.spec(&planned.harness, &planned.runtime, None);
+        let Some(ReferenceSource::RunInside(run_inside)) = &spec.reference else {
+            panic!("one target runs the output check's reference inside its run")
+        };
+        assert!(std::ptr::eq(run_inside.model, reference), "the reference run takes the plan's reference model");
+        assert_eq!(run_inside.model.files, hashed);
+        let other = plan.model.other_reference().unwrap().expect("another model is the reference");
+        Bundle::new().subject(plan.model.given().unwrap(), Some(other), &model, &planned.runtime, &settings);
+        assert_eq!(fake.hashes.lookups(), 2, "nothing after the plan's hand-off asked for a hash");
+        assert_ne!(ModelFiles::read(&float, &fake.hashes).unwrap().sha256, hashed.sha256, "the test can tell");
+
+        // A reference model that is not there is refused before anything runs, with the fix.
+        let missing = work.path().join("gone.onnx");
+        let request = Request { reference_model: Some(&missing), ..request };
+        let plan = Plan::resolve(&request, &fake).unwrap();
+        let error = RunInputs::of_plan(&plan, &settings, None, &cancel, &fake).err().expect("refused");
+        assert_eq!(
+            format!("{error:#}"),
+            format!(
+                "reference model {} not found; pass --reference-model with the float .onnx model",
+                missing.display()
+            )
+        );
     }
 }

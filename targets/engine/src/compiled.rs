@@ -241,7 +241,7 @@ impl CompiledFor {
 }
 
 /// What a run's reference pass and output check use, decided once per command from `--model` and
-/// `--reference-model`. For a model that is not compiled: the model itself (the output check: the
+/// `--reference-model` (by the plan's subject, which looks at both). For a model that is not compiled: the model itself (the output check: the
 /// given reference model, else the model). For a compiled (`EPContext`) model, whose nodes the CPU
 /// EP cannot run: its source model — the one given, else the one recorded at compile time when it
 /// is at hand and still has the recorded digest — or none, with one line saying why and what to pass.
@@ -258,53 +258,6 @@ pub struct ReferenceChoice {
     /// Why a compiled model gets no reference pass, one line with the fix; `None` when it gets one.
     pub skipped: Option<String>,
 }
-
-impl ReferenceChoice {
-    /// The choice for `model` with `--reference-model` `given`: `compiled` is `None` for a model
-    /// the CPU EP can run (an LLM folder's graphs are checked by the generation itself), else
-    /// what the compiled model's record says (`Some(None)`: EPContext nodes without npugate's
-    /// record); `name_it` is how the command's user names a source (the fix the skip line gives).
-    pub fn choose(
-        model: &Path,
-        compiled: Option<Option<&CompiledFor>>,
-        given: Option<&Path>,
-        name_it: &str,
-    ) -> ReferenceChoice {
-        let Some(record) = compiled else {
-            return ReferenceChoice {
-                outputs: Some(given.unwrap_or(model).to_path_buf()),
-                ..ReferenceChoice::default()
-            };
-        };
-        let shapes = match record {
-            Some(record) => record
-                .source_shapes
-                .split_whitespace()
-                .map(str::parse)
-                .collect::<Result<Vec<ShapeSpec>, String>>()
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        let source = match given {
-            Some(given) => Ok(given.to_path_buf()),
-            None => recorded_source(model, record),
-        };
-        match source {
-            Ok(path) => ReferenceChoice { source: Some(path.clone()), outputs: Some(path), source_shapes: shapes, skipped: None },
-            Err(why) => ReferenceChoice {
-                skipped: Some(format!(
-                    "no reference pass and no output check for {}: it is compiled (EPContext nodes, which the CPU EP cannot run) and {why}; \
-                     {name_it} to count its FLOPs and check its outputs",
-                    model.display()
-                )),
-                ..ReferenceChoice::default()
-            },
-        }
-    }
-}
-
-/// How `run` and `numerics` name a compiled model's source.
-pub const NAME_IT_BY_FLAG: &str = "pass --reference-model <its source .onnx>";
 
 impl ReferenceChoice {
     /// The line that says why a compiled model gets no reference pass, when `settings` asks for
@@ -346,31 +299,6 @@ pub fn refuse_on_emulator(llm: &LlmModel) -> Result<()> {
             llm.folder.display()
         ),
         None => Ok(()),
-    }
-}
-
-/// The source model `record` names, relative to `model`'s folder, when it is there and still the
-/// model that was compiled (same digest); else why not.
-fn recorded_source(model: &Path, record: Option<&CompiledFor>) -> std::result::Result<PathBuf, String> {
-    let Some(record) = record.filter(|r| !r.source_model.is_empty()) else {
-        return Err("names no source model (it was not compiled by npugate compile, or before it recorded one)".into());
-    };
-    let recorded = model.parent().unwrap_or(Path::new("")).join(&record.source_model);
-    let Ok(path) =
-        recorded.canonicalize().map_err(drop).and_then(|path| if path.is_file() { Ok(path) } else { Err(()) })
-    else {
-        return Err(format!("its source model {} (recorded at compile time) is not there", recorded.display()));
-    };
-    let digest = crate::model::ModelFiles::read(&path, &npugate_host::hash_cache::HashCache::default_cache())
-        .map(|files| files.digest);
-    match digest {
-        Ok(digest) if digest == record.source_model_digest => Ok(path),
-        Ok(digest) => Err(format!(
-            "its source model {} changed since it was compiled (digest {digest}, compiled from {})",
-            path.display(),
-            record.source_model_digest
-        )),
-        Err(error) => Err(format!("its source model {} cannot be read ({error:#})", path.display())),
     }
 }
 

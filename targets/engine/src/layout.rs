@@ -220,12 +220,6 @@ pub fn link_tree(from: &Path, to: &Path, rewritten: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// `npugate-results/<model stem>/<target>`.
-pub fn default_out_dir(model: &Path, target: &str) -> PathBuf {
-    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    PathBuf::from("npugate-results").join(stem).join(target)
-}
-
 /// A result directory under construction next to its destination.
 #[derive(Debug)]
 pub struct Staging {

@@ -17,6 +17,7 @@ use npugate_onnx::ElementType;
 use npugate_result::RunResult;
 use npugate_settings::{GenerationSettings, HarnessSettings, SessionSettings};
 
+use crate::model::GivenModel;
 use crate::progress::Progress;
 use crate::targets::host::HostTarget;
 use crate::targets::{Cancel, Job, Target};
@@ -29,8 +30,8 @@ pub struct ReferenceRequest<'a> {
     pub harness: &'a Path,
     /// The host runtime (CPU EP).
     pub runtime: &'a RuntimeManifest,
-    /// The model whose fp32 CPU outputs are the reference.
-    pub model: &'a Path,
+    /// The model whose fp32 CPU outputs are the reference, as its command looked at it.
+    pub model: &'a GivenModel,
     /// The run's settings; only what decides the inputs carries over.
     pub settings: &'a HarnessSettings,
     /// The longest it may take ([`Timeouts::reference`](crate::timeouts::Timeouts::reference)).
@@ -50,13 +51,6 @@ impl ReferenceRequest<'_> {
     /// Runs the reference into `dir` (replaced): the host harness, CPU EP, one run, no profiling,
     /// `--check-outputs`, and the seed, shapes, input files and threads of the run.
     pub fn run(&self, dir: &Path, cancel: &Cancel) -> Result<Reference> {
-        let folder = npugate_onnx::genai::config_path(self.model).filter(|config| config.is_file());
-        if !self.model.is_file() && folder.is_none() {
-            bail!(
-                "reference model {} not found; pass --reference-model with the float .onnx model",
-                self.model.display()
-            );
-        }
         let session = SessionSettings {
             seed: self.settings.seed,
             shapes: self.settings.shapes.clone(),
@@ -65,7 +59,7 @@ impl ReferenceRequest<'_> {
             ..SessionSettings::default()
         };
         // An LLM folder's reference is one generation of the same prompt and length.
-        let generation = match folder {
+        let generation = match self.model.llm {
             Some(_) => GenerationSettings {
                 prompt_tokens: self.settings.generation.prompt_tokens,
                 gen_tokens: self.settings.generation.gen_tokens,
@@ -84,12 +78,15 @@ impl ReferenceRequest<'_> {
             ..HarnessSettings::from(session)
         };
         crate::layout::RESULT_DIR.replace(dir, "--out")?;
-        let job = Job::new(self.harness, self.runtime, self.model, &settings, self.timeout, cancel);
+        let job = Job {
+            given: Some(self.model),
+            ..Job::new(self.harness, self.runtime, &self.model.path, &settings, self.timeout, cancel)
+        };
         let execution = HostTarget::new().execute(&job, dir, &Progress::silent())?;
         if !execution.succeeded() {
             bail!(
                 "the reference run of {} on the CPU EP failed ({}): {}",
-                self.model.display(),
+                self.model.path.display(),
                 execution.status(),
                 execution.last_message()
             );

@@ -14,9 +14,11 @@ use npugate_settings::SessionSettings;
 
 use super::preflight::{launch, soc_settings, Launched};
 use super::HostHtp;
+use npugate_engine::model::GivenModel;
 use npugate_engine::rack::{self, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Job, Target};
+use npugate_host::hash_cache::HashCache;
 use npugate_result::hexagon::Soc;
 
 /// At most this many of QNN's own error lines are kept per refused pair.
@@ -37,6 +39,8 @@ pub struct CompatRequest<'a> {
     pub measured_by: String,
     /// The longest one load may take (npugate_engine's `Timeouts::context_load`).
     pub timeout: Duration,
+    /// The command's hash cache: each context is looked at once with it and handed to every load.
+    pub hashes: &'a HashCache,
 }
 
 impl CompatRequest<'_> {
@@ -44,8 +48,14 @@ impl CompatRequest<'_> {
     /// (kept), and returns the matrix (also written as `dir/context_compat.json`).
     pub fn run(&self, dir: &Path, policy: &RackPolicy) -> Result<ContextCompat> {
         let cancel = &policy.cancel;
-        let mut loads: Vec<(WineTarget, &str, &Path, &HostHtp)> = Vec::new();
-        for (compiled_with, context) in self.contexts {
+        // Each context looked at once (a context that cannot be is that context's loads' error).
+        let looked: Vec<Result<GivenModel, String>> = self
+            .contexts
+            .iter()
+            .map(|(_, context)| GivenModel::read(context, self.hashes).map_err(|e| format!("{e:#}")))
+            .collect();
+        let mut loads: Vec<(WineTarget, &str, &Result<GivenModel, String>, &HostHtp)> = Vec::new();
+        for ((compiled_with, _), context) in self.contexts.iter().zip(&looked) {
             for host in self.hosts {
                 let name = format!("{compiled_with}-on-{}", host.qnn_sdk());
                 loads.push((WineTarget::for_soc(self.soc).named(&name), compiled_with, context, host));
@@ -60,7 +70,11 @@ impl CompatRequest<'_> {
         let rack = rack::run_rack(&targets, &policy, |target, progress| {
             let (_, _, context, host) =
                 loads.iter().find(|(t, ..)| std::ptr::eq(t, target)).context("a load of this matrix")?;
-            let job = Job::new(&host.harness, &host.runtime, context, &settings, self.timeout, cancel);
+            let context = context.as_ref().map_err(|error| anyhow::anyhow!("{error}"))?;
+            let job = Job {
+                given: Some(context),
+                ..Job::new(&host.harness, &host.runtime, &context.path, &settings, self.timeout, cancel)
+            };
             launch(target, &job, &dir.join(target.name()), progress)
         });
         let pairs = loads

@@ -38,6 +38,7 @@ use npugate_engine::rack::{self, Attempted, DeviceOutcome, RackPolicy};
 use npugate_engine::targets::wine::WineTarget;
 use npugate_engine::targets::{Execution, Job, Target};
 use npugate_estimate::{Estimator, GraphFeatures, Reference, SocEstimate};
+use npugate_host::hash_cache::HashCache;
 use npugate_host::runtime::RuntimeManifest;
 use npugate_result::hexagon::Soc;
 
@@ -332,7 +333,7 @@ impl HtpPreflightRequest<'_> {
 
         let (reference_settings, soc_settings) = self.job_settings();
         // The node shapes depend on the model, its inputs and ONNX Runtime only: computed once, then reused.
-        let reference_dir = reference_cache(&prepared.files.digest, self.inputs, &first.runtime);
+        let reference_dir = reference_cache(&prepared.files.digest, self.inputs, &first.runtime, &self.model.hashes);
         let cached = cached_reference(&reference_dir);
         let jobs = self.plan_jobs(out, first, cached.is_none().then_some(reference_dir));
         let targets: Vec<&WineTarget> = jobs.iter().map(|job| &job.target).collect();
@@ -559,14 +560,15 @@ pub(super) fn launch(target: &WineTarget, job: &Job<'_>, dir: &Path, progress: &
     Ok(Launched { dir: placed.dir().to_path_buf(), execution })
 }
 
-/// Where the CPU reference job of a model (its digest) with `inputs` on `runtime` keeps its node
-/// shapes: `<cache>/htp-reference/<sha256 of the model digest, the input files and the runtime>`.
-fn reference_cache(model_digest: &str, inputs: &[InputFile], runtime: &RuntimeManifest) -> PathBuf {
+/// Where the CPU reference job of a model (its digest) with `inputs` (hashed with the command's
+/// `hashes`) on `runtime` keeps its node shapes: `<cache>/htp-reference/<sha256 of the model
+/// digest, the input files and the runtime>`.
+fn reference_cache(model_digest: &str, inputs: &[InputFile], runtime: &RuntimeManifest, hashes: &HashCache) -> PathBuf {
     let mut key = Sha256::new();
     key.update(format!("{model_digest}\n{}\n{}\n", runtime.name, runtime.ort_version));
     for input in inputs {
         // A given input file is part of the key by content: the same name with other data is another job.
-        let content = npugate_result::digest::sha256_file(&input.path).map(|(sha, _)| sha).unwrap_or_default();
+        let content = hashes.sha256(&input.path).map(|(sha, _)| sha).unwrap_or_default();
         key.update(format!("{}={content}\n", input.input));
     }
     npugate_host::paths::cache_dir().join("htp-reference").join(format!("{:x}", key.finalize()))

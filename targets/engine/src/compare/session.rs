@@ -60,10 +60,10 @@ pub struct CompareSpec<'a> {
     pub baseline: &'a GivenModel,
     /// The candidate model B, as the command looked at it.
     pub candidate: &'a GivenModel,
-    /// The source models of a compiled baseline and candidate, in that order
-    /// (`crate::compiled::ReferenceChoice::source`): their placement runs' reference pass
-    /// runs them and counts the compiled model in their nodes and FLOPs.
-    pub sources: [Option<&'a Path>; 2],
+    /// The source models of a compiled baseline and candidate, in that order, as the command
+    /// looked at them (`crate::compiled::ReferenceChoice::source`): their placement runs'
+    /// reference pass runs them and counts the compiled model in their nodes and FLOPs.
+    pub sources: [Option<&'a GivenModel>; 2],
     /// Rounds of the session's first look.
     pub rounds: usize,
     /// How long an undecided comparison may go on measuring more rounds (from its start).
@@ -173,7 +173,7 @@ pub fn next_look(rounds: usize, per_round: Duration, elapsed: Duration, budget: 
 }
 
 /// One side of a session: its folder name, its model, the source model of a compiled one.
-type SessionSide<'a> = (&'static str, &'a GivenModel, Option<&'a Path>);
+type SessionSide<'a> = (&'static str, &'a GivenModel, Option<&'a GivenModel>);
 
 /// A session's runs: both models on one target, into folders of `out`.
 struct Session<'s, 'a, 'p> {
@@ -415,12 +415,13 @@ mod tests {
         let (a, b) = (work.path().join("a.onnx"), work.path().join("b.onnx"));
         let source_b = work.path().join("a_copy.onnx");
         let job = Job::new(&a, &runtime, &a, &settings, Duration::from_secs(5), &cancel);
-        let [given_a, given_b] = [&a, &b].map(|model| GivenModel::read(model, &HashCache::default_cache()).unwrap());
+        let [given_a, given_b, given_source_b] =
+            [&a, &b, &source_b].map(|model| GivenModel::read(model, &HashCache::default_cache()).unwrap());
         let spec = CompareSpec {
             job,
             baseline: &given_a,
             candidate: &given_b,
-            sources: [None, Some(&source_b)],
+            sources: [None, Some(&given_source_b)],
             rounds: 2,
             budget: Duration::ZERO,
             runs_per_round: 5,

@@ -90,31 +90,27 @@ impl Bundle {
     pub fn subject(
         self,
         model: &crate::model::GivenModel,
-        reference_model: Option<&Path>,
+        reference_model: Option<&crate::model::GivenModel>,
         harness: &Path,
         runtime: &RuntimeManifest,
         settings: &HarnessSettings,
-    ) -> anyhow::Result<Bundle> {
+    ) -> Bundle {
         let mut bundle = self
-            .hashed_model("model", "model", &model.path, &model.files)
+            .model("model", "model", model)
             .file("harness", &format!("harness/{}", file_name(harness)), harness)
             .runtime(runtime);
         if let Some(reference) = reference_model {
-            bundle = bundle.model("reference_model", "reference-model", reference)?;
+            bundle = bundle.model("reference_model", "reference-model", reference);
         }
-        Ok(bundle.inputs("inputs", settings))
+        bundle.inputs("inputs", settings)
     }
 
     /// Adds a model as `<dir>/<file name>` with every file it refers to (external data, context
-    /// binaries) beside it under its own name, all with `role`.
-    pub fn model(self, role: &str, dir: &str, model: &Path) -> anyhow::Result<Bundle> {
-        let files = crate::model::ModelFiles::read(model, &npugate_host::hash_cache::HashCache::default_cache())?;
-        Ok(self.hashed_model(role, dir, model, &files))
-    }
-
-    /// [`Bundle::model`] of a model whose `files` its command located and hashed already.
-    pub fn hashed_model(self, role: &str, dir: &str, model: &Path, files: &crate::model::ModelFiles) -> Bundle {
-        let mut bundle = self.file(role, &format!("{dir}/{}", file_name(model)), model);
+    /// binaries) beside it under its own name, all with `role`: the files its command located and
+    /// hashed when it looked at it.
+    pub fn model(self, role: &str, dir: &str, model: &crate::model::GivenModel) -> Bundle {
+        let (path, files) = (&model.path, &model.files);
+        let mut bundle = self.file(role, &format!("{dir}/{}", file_name(path)), path);
         for (file, local) in &files.referenced {
             bundle = bundle.file(role, &format!("{dir}/{}", file.name), local);
         }

@@ -122,11 +122,8 @@ impl Target for AdbTarget {
         let device = devices::probe(adb, serial).map_err(adb_error)?;
         let mut warnings: Vec<String> = device.gap().into_iter().collect();
         let model_files = job.model_files()?;
-        let reference_files = job
-            .reference_model
-            .map(|path| ModelFiles::read(path, &npugate_host::hash_cache::HashCache::default_cache()))
-            .transpose()?;
-        let files = files_for(job, &device, (&model_files, reference_files.as_ref()), &mut warnings)?;
+        let reference_files = job.reference_model.map(|reference| &reference.files);
+        let files = files_for(job, &device, (&model_files, reference_files), &mut warnings)?;
         let shell: Arc<dyn DeviceShell> = Arc::new(adb.device(serial));
         progress.step("lock");
         let cancelled = || job.cancel.is_cancelled();
@@ -163,7 +160,7 @@ impl Target for AdbTarget {
             (Some(Ok(gauge)), Some(seconds)) => Some((gauge, seconds)),
             _ => None,
         };
-        let layout = Layout::new(job, (&model_files, reference_files.as_ref()), work_dir, lock.run(), energy);
+        let layout = Layout::new(job, (&model_files, reference_files), work_dir, lock.run(), energy);
         let HarnessRun { command, output: shell_out, seconds } = self.run_harness(job, &layout, &lock, progress)?;
         let after = device_state::read(&*shell).ok();
         let ended = ended_execution(&shell_out, seconds);
@@ -341,8 +338,8 @@ fn files_for(
     super::check_runtime(&format!("device {serial}"), target, job.runtime)?;
     let mut files = vec![DeployFile::hashed(job.harness, HARNESS.into(), true)?];
     files.extend(model_deploy_files(job.model, model));
-    if let (Some(path), Some(reference)) = (job.reference_model, reference) {
-        files.extend(model_deploy_files(path, reference));
+    if let (Some(source), Some(reference)) = (job.reference_model, reference) {
+        files.extend(model_deploy_files(&source.path, reference));
     }
     for (index, input) in job.settings.inputs.iter().enumerate() {
         files.push(DeployFile::hashed(&input.path, input_path(index, &input.path), false)?);
@@ -458,7 +455,7 @@ impl<'g> Layout<'g> {
             reference_model: job
                 .reference_model
                 .zip(reference)
-                .map(|(path, files)| format!("{work}/{}", model_path(path, files)).into()),
+                .map(|(source, files)| format!("{work}/{}", model_path(&source.path, files)).into()),
             energy_window: energy.map(|(_, seconds)| seconds),
             progress: false,
             keep_partitioned_graph: false,

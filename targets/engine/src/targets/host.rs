@@ -89,7 +89,7 @@ impl LocalLaunch<'_> {
             runtime_name: Some(job.runtime.name.clone()),
             fixed_from_sha256: job.fixed_from().map(str::to_string),
             model_files: model_files.hints(),
-            reference_model: job.reference_model.map(path),
+            reference_model: job.reference_model.map(|reference| path(&reference.path)),
             energy_window: None,
             progress: self.inferences.is_some(),
             keep_partitioned_graph: job.keep_partitioned_graph,

@@ -201,7 +201,7 @@ impl Target for MockTarget {
         self.jobs
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push((job.model.to_path_buf(), job.reference_model.map(Path::to_path_buf)));
+            .push((job.model.to_path_buf(), job.reference_model.map(|reference| reference.path.clone())));
         progress.step("run");
         let started = Instant::now();
         match self.next() {

@@ -45,9 +45,10 @@ pub struct Job<'a> {
     /// when the command has it; used only while it is `model` (a job moved to another model,
     /// as a comparison's sides are, looks at that one itself).
     pub given: Option<&'a GivenModel>,
-    /// A compiled model's source model, deployed beside it: the harness's CPU reference pass runs
-    /// it and placement counts in its nodes (see `crate::compiled::ReferenceChoice`).
-    pub reference_model: Option<&'a Path>,
+    /// A compiled model's source model as its command looked at it (its files hashed), deployed
+    /// beside it: the harness's CPU reference pass runs it and placement counts in its nodes (see
+    /// `crate::compiled::ReferenceChoice`).
+    pub reference_model: Option<&'a GivenModel>,
     /// What to measure; `--input` files are host paths (the target maps them to its own).
     pub settings: &'a HarnessSettings,
     /// Extra environment of the harness process (e.g. `ORT_QNN_ENABLE_CPU_BACKEND=1`).

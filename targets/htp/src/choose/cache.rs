@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use npugate_host::hash_cache::HashCache;
 use npugate_settings::SessionSettings;
 use sha2::{Digest, Sha256};
 
@@ -14,14 +15,21 @@ use super::report::{Sample, SampleCell, Variant};
 pub struct Key(String);
 
 impl Key {
-    /// The key of `variant` on `sample` with these flags, judged by the QNN build `qnn_build`.
-    pub fn new(variant: &Variant, qnn_build: &str, sample: &Sample, session: &SessionSettings, fp16: bool) -> Key {
+    /// The key of `variant` on `sample` with these flags, judged by the QNN build `qnn_build`;
+    /// the sample's input files hashed with the command's `hashes`.
+    pub fn new(
+        variant: &Variant,
+        qnn_build: &str,
+        sample: &Sample,
+        (session, fp16): (&SessionSettings, bool),
+        hashes: &HashCache,
+    ) -> Key {
         let mut key = Sha256::new();
         key.update(format!("{}\n{}\n{qnn_build}\n{fp16}\n", env!("CARGO_PKG_VERSION"), variant.sha256));
         key.update(serde_json::to_string(session).unwrap_or_default());
         for input in &sample.inputs {
             // An input file is part of the key by content.
-            let content = npugate_result::digest::sha256_file(&input.path).map(|(sha, _)| sha).unwrap_or_default();
+            let content = hashes.sha256(&input.path).map(|(sha, _)| sha).unwrap_or_default();
             key.update(format!("\n{}={content}", input.input));
         }
         Key(format!("{:x}", key.finalize()))

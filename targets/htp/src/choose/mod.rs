@@ -49,6 +49,8 @@ pub struct ChooseRequest<'a> {
     pub reference_tools: (&'a Path, &'a RuntimeManifest),
     /// The variants, in the order given.
     pub variants: &'a [Variant],
+    /// Each variant as the command looked at it (its files hashed once), in the same order.
+    pub models: &'a [GivenModel],
     /// Index into `variants` of the float model every output is compared with.
     pub float: usize,
     /// The SoCs.
@@ -82,8 +84,8 @@ impl ChooseRequest<'_> {
             let sample_dir = out.join(RUNS_DIR).join(&sample.name);
             let mut reference: Option<Reference> = None;
             let mut cells = Vec::new();
-            for variant in self.variants {
-                let key = cache::Key::new(variant, &qnn_build, sample, self.session, self.fp16);
+            for (variant, model) in self.variants.iter().zip(self.models) {
+                let key = cache::Key::new(variant, &qnn_build, sample, (self.session, self.fp16), &model.hashes);
                 let cached: Option<Vec<SampleCell>> =
                     self.socs.iter().map(|soc| cache::read(&key, soc.model)).collect();
                 if let Some(cached) = cached {
@@ -92,9 +94,10 @@ impl ChooseRequest<'_> {
                 }
                 let reference = match &mut reference {
                     Some(reference) => reference,
-                    empty => empty.insert(self.reference(float, sample, &sample_dir.join("reference"), policy)?),
+                    empty => empty.insert(self.reference(sample, &sample_dir.join("reference"), policy)?),
                 };
-                let judged = self.judge_variant(variant, sample, reference, &sample_dir.join(&variant.name), policy)?;
+                let judged =
+                    self.judge_variant((variant, model), sample, reference, &sample_dir.join(&variant.name), policy)?;
                 for cell in &judged {
                     if !cell.not_judged {
                         cache::write(&key, cell);
@@ -129,7 +132,8 @@ impl ChooseRequest<'_> {
     }
 
     /// The float model's CPU outputs on `sample`.
-    fn reference(&self, float: &Variant, sample: &Sample, dir: &Path, policy: &RackPolicy) -> Result<Reference> {
+    fn reference(&self, sample: &Sample, dir: &Path, policy: &RackPolicy) -> Result<Reference> {
+        let float = &self.variants[self.float];
         let settings = HarnessSettings::from(SessionSettings {
             shapes: self.session.shapes.clone(),
             inputs: sample.inputs.clone(),
@@ -137,26 +141,25 @@ impl ChooseRequest<'_> {
             ..SessionSettings::default()
         });
         let (harness, runtime) = self.reference_tools;
-        ReferenceRequest { harness, runtime, model: &float.path, settings: &settings, timeout: self.timeouts.reference }
+        let model = &self.models[self.float];
+        ReferenceRequest { harness, runtime, model, settings: &settings, timeout: self.timeouts.reference }
             .run(dir, &policy.cancel)
             .with_context(|| format!("the float reference {} on sample {}", float.name, sample.name))
     }
 
-    /// One preflight of `variant` on every SoC with `sample`, each SoC's outputs compared with
-    /// the reference's.
+    /// One preflight of `variant` (with its `model` as looked at) on every SoC with `sample`,
+    /// each SoC's outputs compared with the reference's.
     fn judge_variant(
         &self,
-        variant: &Variant,
+        (variant, model): (&Variant, &GivenModel),
         sample: &Sample,
         reference: &Reference,
         dir: &Path,
         policy: &RackPolicy,
     ) -> Result<Vec<SampleCell>> {
-        // A variant the cache did not know is looked at here, once per sample it is judged on.
-        let model = GivenModel::read(&variant.path, &npugate_host::hash_cache::HashCache::default_cache())?;
         let request = HtpPreflightRequest {
             hosts: std::slice::from_ref(self.host),
-            model: &model,
+            model,
             session: self.session,
             shapes: &self.session.shapes,
             inputs: &sample.inputs,

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use npugate_engine::model::GivenModel;
 use npugate_gate::outputs::OutputsReport;
+use npugate_host::hash_cache::HashCache;
 use npugate_result::contract;
 use npugate_settings::InputFile;
 use serde::{Deserialize, Serialize};
@@ -44,16 +46,19 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Reads `path` (hashes it and looks at its nodes); the error names the file.
-    pub fn read(path: &Path) -> Result<Variant> {
+    /// Reads `path` once: looks at its nodes and hashes its files with `hashes` (the command's
+    /// one cache); returns the variant and the model as looked at, which every run, reference and
+    /// bundle of the command takes from here. The error names the file.
+    pub fn read(path: &Path, hashes: &HashCache) -> Result<(Variant, GivenModel)> {
         let name = path
             .file_stem()
             .and_then(|stem| stem.to_str())
             .with_context(|| format!("variant {} has no file name", path.display()))?
             .to_string();
-        let (sha256, bytes) = npugate_result::digest::sha256_file(path)
+        let model = npugate_onnx::Model::read(path)
             .with_context(|| format!("variant {} cannot be read; pass an .onnx file", path.display()))?;
-        let model = npugate_onnx::Model::read(path)?;
+        let given = GivenModel::of(path, None, Some(&model), hashes)?;
+        let (sha256, bytes) = (given.files.sha256.clone(), given.files.bytes);
         let graph = model.proto().graph.as_ref();
         let ops: Vec<&str> = graph.iter().flat_map(|g| &g.node).map(|node| node.op_type()).collect();
         let kind = if ops.iter().any(|op| op.starts_with("QLinear") || QUANTIZED_OPS.contains(op)) {
@@ -63,7 +68,7 @@ impl Variant {
         } else {
             "float"
         };
-        Ok(Variant { name, path: path.to_path_buf(), sha256, bytes, kind: kind.into() })
+        Ok((Variant { name, path: path.to_path_buf(), sha256, bytes, kind: kind.into() }, given))
     }
 }
 
