@@ -285,3 +285,49 @@ fn a_run_judged_by_no_rule_is_measured_in_every_format_but_junit() {
     // A verdict judged by rules keeps its schema: readers of 1.1 read it.
     assert_eq!(passing_verdict().schema, npugate_gate::verdict::VERDICT_SCHEMA);
 }
+
+#[test]
+fn report_html_labels_fallback_nodes_without_overlap_even_side_by_side_and_at_the_right_edge() {
+    // Six neighbouring nodes with long names fall back, the last ones at the end of the graph: the
+    // labels go to the three rows under the strip where they fit, none over another, and the
+    // last ones end at their mark instead of running off the page.
+    let mut nodes = detector_nodes();
+    let last = nodes.len() - 1;
+    for index in [3, 4, 5, 6, last - 2, last - 1] {
+        let name = nodes[index].name.clone();
+        move_to_cpu(&mut nodes, &name, 500.0);
+    }
+    let verdict =
+        judge(&Evidence::new(&run(normal_series(60, 8.0, 3.0, 5)), Ok(&placement(QNN, &nodes))), &Rules::default());
+    let html = render(Format::Html, &verdict);
+    let labels: Vec<(f64, f64, bool, String)> = html
+        .split("<text ")
+        .filter(|element| element.contains(r##"fill="#c92a2a""##))
+        .map(|element| {
+            let number = |key: &str| -> f64 {
+                let rest = &element[element.find(&format!("{key}=\"")).unwrap() + key.len() + 2..];
+                rest[..rest.find('"').unwrap()].parse().unwrap()
+            };
+            let text = &element[element.find('>').unwrap() + 1..element.find("</text>").unwrap()];
+            (number("x"), number("y"), element.contains(r#"text-anchor="end""#), text.to_string())
+        })
+        .collect();
+    assert!(labels.len() >= 3, "one label per row at least: {labels:?}");
+    // At 11 px a character of these names is at most 7 px wide.
+    let span = |(x, _, ends, text): &(f64, f64, bool, String)| {
+        let width = text.chars().count() as f64 * 7.0;
+        if *ends {
+            (x - width, *x)
+        } else {
+            (*x, x + width)
+        }
+    };
+    for (index, a) in labels.iter().enumerate() {
+        for b in &labels[index + 1..] {
+            let ((a0, a1), (b0, b1)) = (span(a), span(b));
+            assert!(a.1 != b.1 || a1 <= b0 || b1 <= a0, "{a:?} overlaps {b:?}");
+        }
+        assert!(span(a).1 <= 1180.0 && span(a).0 >= 0.0, "{a:?} leaves the strip");
+    }
+    assert!(labels.iter().any(|label| label.2), "a label at the right edge ends at its mark: {labels:?}");
+}

@@ -247,17 +247,23 @@ fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
         .collect();
     let blamed: Vec<_> = report.fallback.iter().filter(|f| !f.expected && !rules.allows(&f.name, &f.op_type)).collect();
     let label_y = strip_y + strip_h + 22.0;
-    // Marks under blamed nodes; labels in up to three rows where they would overlap.
-    let mut marks: Vec<(f64, Option<(f64, String)>)> = Vec::new();
-    let (mut next_free, mut row) = (f64::NEG_INFINITY, 0usize);
-    for f in &blamed {
-        let Some(i) = index_of(&f.name) else { continue };
-        let x = x_of(i) + strip_w / n / 2.0;
-        row = if x > next_free { 0 } else { row + 1 };
-        let label = (row < 3).then(|| {
-            let text = format!("{} {}", f.op_type, f.name);
-            next_free = next_free.max(x + text.len() as f64 * 6.2);
-            (label_y + 14.0 * row as f64, text)
+    // Marks under blamed nodes; each label on the first of three rows where it stays clear of the
+    // labels before it (its width taken generously for 11 px text, a gap after it), none where no
+    // row has room; a label that would leave the strip on the right ends at its mark instead.
+    let mut placed: Vec<(f64, String)> = blamed
+        .iter()
+        .filter_map(|f| Some((x_of(index_of(&f.name)?) + strip_w / n / 2.0, format!("{} {}", f.op_type, f.name))))
+        .collect();
+    placed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut marks: Vec<(f64, Option<(f64, String, bool)>)> = Vec::new();
+    let mut row_free = [f64::NEG_INFINITY; 3];
+    for (x, text) in placed {
+        let width = text.chars().count() as f64 * 7.0;
+        let ends_at_mark = x + width > left + strip_w;
+        let (start, end) = if ends_at_mark { (x - width, x) } else { (x, x + width) };
+        let label = row_free.iter().position(|free| start > *free).map(|row| {
+            row_free[row] = end + 12.0;
+            (label_y + 14.0 * row as f64, text, ends_at_mark)
         });
         marks.push((x, label));
     }
@@ -282,8 +288,8 @@ fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
         }
         @for (x, label) in marks {
             path d=(format!("M{} {} l-5 8 h10 z", Px(x), Px(strip_y + strip_h + 3.0))) fill="#e03131" {}
-            @if let Some((y, text)) = label {
-                text x=(Px(x)) y=(Px(y)) fill="#c92a2a" { (text) }
+            @if let Some((y, text, ends_at_mark)) = label {
+                text x=(Px(x)) y=(Px(y)) fill="#c92a2a" text-anchor=(if ends_at_mark { "end" } else { "start" }) { (text) }
             }
         }
         text x=(left) y="12" font-weight="600" {
