@@ -214,6 +214,14 @@ fn ep_bars(report: &PlacementReport) -> Markup {
 
 /// Nodes in graph order coloured by EP, partitions as brackets above, EP switches as dashed lines,
 /// blamed fallback nodes marked below.
+/// The label of a fallback node under the node strip: its row's baseline, its words, and whether it
+/// ends at its mark (at the right edge) rather than starting there.
+struct FallbackLabel {
+    y: f64,
+    text: String,
+    ends_at_mark: bool,
+}
+
 fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
     let others = other_eps(report);
     let n = report.nodes.len().max(1) as f64;
@@ -255,7 +263,7 @@ fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
         .filter_map(|f| Some((x_of(index_of(&f.name)?) + strip_w / n / 2.0, format!("{} {}", f.op_type, f.name))))
         .collect();
     placed.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut marks: Vec<(f64, Option<(f64, String, bool)>)> = Vec::new();
+    let mut marks: Vec<(f64, Option<FallbackLabel>)> = Vec::new();
     let mut row_free = [f64::NEG_INFINITY; 3];
     for (x, text) in placed {
         let width = text.chars().count() as f64 * 7.0;
@@ -263,7 +271,7 @@ fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
         let (start, end) = if ends_at_mark { (x - width, x) } else { (x, x + width) };
         let label = row_free.iter().position(|free| start > *free).map(|row| {
             row_free[row] = end + 12.0;
-            (label_y + 14.0 * row as f64, text, ends_at_mark)
+            FallbackLabel { y: label_y + 14.0 * row as f64, text, ends_at_mark }
         });
         marks.push((x, label));
     }
@@ -288,8 +296,8 @@ fn graph_strip(report: &PlacementReport, rules: &Rules) -> Markup {
         }
         @for (x, label) in marks {
             path d=(format!("M{} {} l-5 8 h10 z", Px(x), Px(strip_y + strip_h + 3.0))) fill="#e03131" {}
-            @if let Some((y, text, ends_at_mark)) = label {
-                text x=(Px(x)) y=(Px(y)) fill="#c92a2a" text-anchor=(if ends_at_mark { "end" } else { "start" }) { (text) }
+            @if let Some(label) = label {
+                text x=(Px(x)) y=(Px(label.y)) fill="#c92a2a" text-anchor=(if label.ends_at_mark { "end" } else { "start" }) { (label.text) }
             }
         }
         text x=(left) y="12" font-weight="600" {
